@@ -1,0 +1,187 @@
+/**
+ * The one place `RL_*` variables are read. Composition roots call `loadServerConfig(process.env)`;
+ * everything else receives typed values. A bad value throws ConfigError naming the variable, and the
+ * process stops before it listens: a limiter running with a half-understood config is worse than none.
+ */
+export class ConfigError extends Error {
+  constructor(readonly variable: string, problem: string) {
+    super(`${variable}: ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export type Env = Record<string, string | undefined>;
+
+export interface ListenAddress {
+  /** undefined = every interface */
+  host: string | undefined;
+  port: number;
+}
+
+export type Role = 'admin' | 'read-only';
+export const ROLES: readonly Role[] = ['admin', 'read-only'];
+
+export interface AuthConfig {
+  enabled: boolean;
+  mode: 'apikey' | 'jwt' | undefined;
+  apiKeys: { key: string; role: Role }[];
+  jwtSecret: string | undefined;
+  roleClaim: string;
+  exemptPaths: string[];
+}
+
+export interface TlsConfig {
+  enabled: boolean;
+  certFile: string | undefined;
+  keyFile: string | undefined;
+}
+
+export interface ServerConfig {
+  policyFile: string;
+  httpAddr: ListenAddress;
+  grpcAddr: ListenAddress;
+  invalidationTargets: string[];
+  tls: TlsConfig;
+  auth: AuthConfig;
+  /** undefined = in-memory counters and a file-backed policy store (single-node mode). */
+  counterStoreAddr: string | undefined;
+  counterStoreTimeoutMs: number;
+  keyPrefix: string;
+  maxBodyBytes: number;
+  dataDir: string;
+  drainSecs: number;
+  metricsLabelCap: number;
+  grpcMaxMessageBytes: number;
+}
+
+export function loadServerConfig(env: Env): ServerConfig {
+  const read = new Reader(env);
+  const auth = readAuth(read);
+  const tls = readTls(read);
+  return {
+    policyFile: read.string('RL_POLICY_FILE', 'examples/policies.json'),
+    httpAddr: read.listen('RL_HTTP_ADDR', ':8080'),
+    grpcAddr: read.listen('RL_GRPC_ADDR', ':9090'),
+    invalidationTargets: read.list('RL_INVALIDATION_TARGETS').map((t) => read.httpUrl('RL_INVALIDATION_TARGETS', t)),
+    tls,
+    auth,
+    counterStoreAddr: read.optional('RL_COUNTERSTORE_ADDR'),
+    counterStoreTimeoutMs: read.int('RL_COUNTERSTORE_TIMEOUT_MS', 100, 1, 60_000),
+    keyPrefix: read.string('RL_KEY_PREFIX', 'rl:'),
+    maxBodyBytes: read.int('RL_MAX_BODY_BYTES', 1024 * 1024, 1, 1024 * 1024 * 1024),
+    dataDir: read.string('RL_DATA_DIR', './data'),
+    drainSecs: read.int('RL_DRAIN_SECS', 10, 0, 3600),
+    metricsLabelCap: read.int('RL_METRICS_LABEL_CAP', 1000, 1, 1_000_000),
+    grpcMaxMessageBytes: read.int('RL_GRPC_MAX_MESSAGE_BYTES', 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+  };
+}
+
+function readAuth(read: Reader): AuthConfig {
+  const enabled = read.bool('RL_AUTH_ENABLED', false);
+  const modeText = read.optional('RL_AUTH_MODE');
+  if (modeText !== undefined && modeText !== 'apikey' && modeText !== 'jwt') {
+    throw new ConfigError('RL_AUTH_MODE', `must be "apikey" or "jwt", got "${modeText}"`);
+  }
+  const mode = modeText as AuthConfig['mode'];
+  const apiKeys = read.list('RL_AUTH_API_KEYS').map((entry) => parseApiKey(entry));
+  const jwtSecret = read.optional('RL_AUTH_JWT_SECRET');
+  if (enabled) {
+    if (!mode) throw new ConfigError('RL_AUTH_MODE', 'must be "apikey" or "jwt" when RL_AUTH_ENABLED is true');
+    if (mode === 'apikey' && apiKeys.length === 0) {
+      throw new ConfigError('RL_AUTH_API_KEYS', 'must list at least one key when RL_AUTH_MODE is apikey');
+    }
+    if (mode === 'jwt' && !jwtSecret) {
+      throw new ConfigError('RL_AUTH_JWT_SECRET', 'must be set when RL_AUTH_MODE is jwt');
+    }
+  }
+  return {
+    enabled,
+    mode,
+    apiKeys,
+    jwtSecret,
+    roleClaim: read.string('RL_AUTH_ROLE_CLAIM', 'role'),
+    exemptPaths: read.list('RL_AUTH_EXEMPT_PATHS', ['/healthz', '/readyz']),
+  };
+}
+
+/** `key` (admin) or `key:role`. The role is after the LAST colon so keys may contain colons. */
+function parseApiKey(entry: string): { key: string; role: Role } {
+  const at = entry.lastIndexOf(':');
+  if (at > 0) {
+    const role = entry.slice(at + 1);
+    if ((ROLES as string[]).includes(role)) return { key: entry.slice(0, at), role: role as Role };
+  }
+  // Never echo the key itself: config errors end up in logs.
+  if (entry.length === 0) throw new ConfigError('RL_AUTH_API_KEYS', 'contains an empty key');
+  return { key: entry, role: 'admin' };
+}
+
+function readTls(read: Reader): TlsConfig {
+  const enabled = read.bool('RL_TLS_ENABLED', false);
+  const certFile = read.optional('RL_TLS_CERT_FILE');
+  const keyFile = read.optional('RL_TLS_KEY_FILE');
+  if (enabled && !certFile) throw new ConfigError('RL_TLS_CERT_FILE', 'must be set when RL_TLS_ENABLED is true');
+  if (enabled && !keyFile) throw new ConfigError('RL_TLS_KEY_FILE', 'must be set when RL_TLS_ENABLED is true');
+  return { enabled, certFile, keyFile };
+}
+
+/** Typed accessors over an environment; shared with the sidecar's config. */
+export class Reader {
+  constructor(private readonly env: Env) {}
+
+  optional(name: string): string | undefined {
+    const value = this.env[name];
+    return value === undefined || value.trim() === '' ? undefined : value.trim();
+  }
+
+  string(name: string, fallback: string): string {
+    return this.optional(name) ?? fallback;
+  }
+
+  bool(name: string, fallback: boolean): boolean {
+    const value = this.optional(name);
+    if (value === undefined) return fallback;
+    if (/^(true|1|yes|on)$/i.test(value)) return true;
+    if (/^(false|0|no|off)$/i.test(value)) return false;
+    throw new ConfigError(name, `must be true or false, got "${value}"`);
+  }
+
+  int(name: string, fallback: number, min: number, max: number): number {
+    const value = this.optional(name);
+    if (value === undefined) return fallback;
+    if (!/^\d+$/.test(value)) throw new ConfigError(name, `must be a whole number, got "${value}"`);
+    const n = Number(value);
+    if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
+    return n;
+  }
+
+  list(name: string, fallback: string[] = []): string[] {
+    const value = this.optional(name);
+    if (value === undefined) return fallback;
+    return value.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  }
+
+  /** `[host]:port`: `:8080` binds every interface, `127.0.0.1:8080` one, `[::1]:8080` IPv6; port 0 = any free port. */
+  listen(name: string, fallback: string): ListenAddress {
+    const text = this.string(name, fallback);
+    const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(text);
+    if (!m) throw new ConfigError(name, `must be [host]:port such as ":8080" or "127.0.0.1:8080", got "${text}"`);
+    const port = Number(m[3]);
+    if (port > 65535) throw new ConfigError(name, `port must be 0-65535, got ${port}`);
+    const host = m[1] ?? (m[2] === '' ? undefined : m[2]);
+    return { host, port };
+  }
+
+  httpUrl(name: string, text: string): string {
+    let url: URL;
+    try {
+      url = new URL(text);
+    } catch {
+      throw new ConfigError(name, `"${text}" is not a URL`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new ConfigError(name, `"${text}" must be an http:// or https:// URL`);
+    }
+    return text.replace(/\/+$/, '');
+  }
+}

@@ -1,0 +1,331 @@
+import type { CounterResult, CounterStore } from './counter-store.js';
+import type { LeaseSpec, RateSpec } from './counter-spec.js';
+
+/**
+ * The in-memory emulator of the Lua scripts in `lua/`: single-node mode, and the reference the
+ * property test holds the scripts to. Each algorithm below is a line-by-line port of its script (same
+ * operations in the same order, so floating point gives bit-identical results); change both together.
+ *
+ * Every algorithm treats state whose time has passed exactly like absent state, so when a key expires
+ * (here by the sweeper, in Redis by PEXPIRE) nothing observable changes: expiry only reclaims memory.
+ */
+
+interface Slot<T> {
+  state: T;
+  expireAt: number;
+}
+
+interface FixedWindowState { windowStart: number; used: number }
+interface QuotaState { periodStart: number; used: number }
+interface SlidingCounterState { buckets: Map<number, number> }
+interface SlidingLogState { entries: { ts: number; cost: number }[]; sum: number }
+interface BucketState { amount: number; updatedAt: number; settledAt: number }
+interface LeaseState { leases: Map<string, number> }
+
+export interface MemoryCounterStoreOptions {
+  /** Clock in epoch milliseconds; tests inject their own. */
+  now?: () => number;
+  /** How often the sweeper runs; 0 disables it (tests that sweep by hand). */
+  sweepIntervalMs?: number;
+  /** How many keys one sweep looks at, so a sweep never blocks the event loop for long. */
+  sweepBatch?: number;
+}
+
+export class MemoryCounterStore implements CounterStore {
+  private readonly slots = new Map<string, Slot<unknown>>();
+  private readonly now: () => number;
+  private readonly sweepBatch: number;
+  private sweepCursor: Iterator<[string, Slot<unknown>]> | undefined;
+  private readonly sweepTimer: NodeJS.Timeout | undefined;
+
+  constructor(options: MemoryCounterStoreOptions = {}) {
+    this.now = options.now ?? Date.now;
+    this.sweepBatch = options.sweepBatch ?? 20_000;
+    const interval = options.sweepIntervalMs ?? 250;
+    if (interval > 0) {
+      this.sweepTimer = setInterval(() => this.sweep(), interval);
+      this.sweepTimer.unref();
+    }
+  }
+
+  /** Number of live keys (for tests and the memory benchmark). */
+  get size(): number {
+    return this.slots.size;
+  }
+
+  /**
+   * Deletes expired keys, resuming where the previous sweep stopped; at most `sweepBatch` keys per
+   * call. Returns how many were deleted.
+   */
+  sweep(nowMs = this.now()): number {
+    let deleted = 0;
+    for (let looked = 0; looked < this.sweepBatch; looked++) {
+      this.sweepCursor ??= this.slots.entries();
+      const next = this.sweepCursor.next();
+      if (next.done) {
+        this.sweepCursor = undefined;
+        break;
+      }
+      const [key, slot] = next.value;
+      if (slot.expireAt <= nowMs) {
+        this.slots.delete(key);
+        deleted++;
+      }
+    }
+    return deleted;
+  }
+
+  async consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
+    const now = nowMs ?? this.now();
+    const key = keys[0];
+    switch (spec.type) {
+      case 'fixed_window':
+        return this.fixedWindow(key, spec.limit, spec.windowMs, cost, now);
+      case 'quota':
+        return this.quota(key, spec.limit, spec.periodMs, cost, now);
+      case 'sliding_window_counter':
+        return this.slidingCounter(key, spec.limit, spec.windowMs, spec.subWindows, cost, now);
+      case 'sliding_window_log':
+        return this.slidingLog(key, spec.limit, spec.windowMs, cost, now);
+      case 'token_bucket':
+        return this.tokenBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, cost, now);
+      case 'leaky_bucket':
+        return this.leakyBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, cost, now);
+    }
+  }
+
+  async acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
+    const now = nowMs ?? this.now();
+    const key = keys[0];
+    const max = spec.maxConcurrency;
+    const leases = this.liveLeases(key, now);
+    if (leases.has(leaseId) || leases.size < max) {
+      leases.set(leaseId, now + spec.leaseTtlMs);
+      const latest = maxValue(leases);
+      this.put<LeaseState>(key, { leases }, latest);
+      return result(true, Math.max(0, max - leases.size), 0, latest - now);
+    }
+    const retry = minValue(leases) - now;
+    return result(false, Math.max(0, max - leases.size), retry, maxValue(leases) - now);
+  }
+
+  async release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
+    const now = nowMs ?? this.now();
+    const key = keys[0];
+    const leases = this.liveLeases(key, now);
+    const removed = leases.delete(leaseId);
+    let reset = 0;
+    if (leases.size === 0) {
+      this.slots.delete(key);
+    } else {
+      const latest = maxValue(leases);
+      this.put<LeaseState>(key, { leases }, latest);
+      reset = latest - now;
+    }
+    return result(removed, Math.max(0, spec.maxConcurrency - leases.size), 0, reset);
+  }
+
+  isHealthy(): boolean {
+    return true;
+  }
+
+  async close(): Promise<void> {
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.slots.clear();
+  }
+
+  // --- algorithms: each mirrors lua/<name>.lua ---
+
+  private fixedWindow(key: string, limit: number, windowMs: number, cost: number, now: number): CounterResult {
+    const windowStart = now - (now % windowMs);
+    const windowEnd = windowStart + windowMs;
+    const stored = this.get<FixedWindowState>(key, now);
+    const used = stored && stored.windowStart === windowStart ? stored.used : 0;
+    if (used + cost > limit) {
+      return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
+    }
+    this.put<FixedWindowState>(key, { windowStart, used: used + cost }, windowEnd);
+    return result(true, Math.max(0, limit - (used + cost)), 0, windowEnd - now);
+  }
+
+  private quota(key: string, limit: number, periodMs: number, cost: number, now: number): CounterResult {
+    // The period starts with the first consumption and lasts periodMs.
+    const stored = this.get<QuotaState>(key, now);
+    let periodStart = now;
+    let used = 0;
+    if (stored && now < stored.periodStart + periodMs) {
+      periodStart = stored.periodStart;
+      used = stored.used;
+    }
+    const periodEnd = periodStart + periodMs;
+    if (used + cost > limit) {
+      return result(false, Math.max(0, limit - used), periodEnd - now, periodEnd - now);
+    }
+    this.put<QuotaState>(key, { periodStart, used: used + cost }, periodEnd);
+    return result(true, Math.max(0, limit - (used + cost)), 0, periodEnd - now);
+  }
+
+  private slidingCounter(
+    key: string, limit: number, windowMs: number, subWindows: number, cost: number, now: number,
+  ): CounterResult {
+    const bucketMs = windowMs / subWindows;
+    const current = (now - (now % bucketMs)) / bucketMs;
+    const elapsed = now - current * bucketMs;
+    const buckets = this.get<SlidingCounterState>(key, now)?.buckets ?? new Map<number, number>();
+    let full = 0;
+    let oldest = 0;
+    let newest = -1;
+    for (const [index, count] of buckets) {
+      if (index < current - subWindows) {
+        buckets.delete(index);
+      } else {
+        if (index === current - subWindows) oldest = count;
+        else full = full + count;
+        if (index > newest) newest = index;
+      }
+    }
+    const estimate = full + (oldest * (bucketMs - elapsed)) / bucketMs;
+    if (estimate + cost > limit) {
+      let retry = bucketMs - elapsed;
+      if (full + cost <= limit && oldest > 0) {
+        retry = Math.ceil(bucketMs - ((limit - cost - full) * bucketMs) / oldest) - elapsed;
+        if (retry < 1) retry = 1;
+      }
+      const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
+      return result(false, Math.max(0, Math.floor(limit - estimate)), retry, reset);
+    }
+    buckets.set(current, (buckets.get(current) ?? 0) + cost);
+    const resetAt = (current + subWindows + 1) * bucketMs;
+    this.put<SlidingCounterState>(key, { buckets }, resetAt);
+    return result(true, Math.max(0, Math.floor(limit - (estimate + cost))), 0, resetAt - now);
+  }
+
+  private slidingLog(key: string, limit: number, windowMs: number, cost: number, now: number): CounterResult {
+    const log = this.get<SlidingLogState>(key, now) ?? { entries: [], sum: 0 };
+    // Entries are sorted by time; an entry leaves the window when now - windowMs reaches it.
+    let expired = 0;
+    while (expired < log.entries.length && log.entries[expired].ts <= now - windowMs) {
+      log.sum = log.sum - log.entries[expired].cost;
+      expired++;
+    }
+    if (expired > 0) log.entries.splice(0, expired);
+    if (log.sum + cost > limit) {
+      const newestTs = log.entries.length > 0 ? log.entries[log.entries.length - 1].ts : now;
+      const reset = log.entries.length > 0 ? newestTs + windowMs - now : 0;
+      // Wait until enough of the oldest entries have left the window for this cost to fit.
+      let retry = newestTs + windowMs - now;
+      let freed = 0;
+      for (const entry of log.entries) {
+        freed = freed + entry.cost;
+        if (log.sum - freed + cost <= limit) {
+          retry = entry.ts + windowMs - now;
+          break;
+        }
+      }
+      return result(false, Math.max(0, limit - log.sum), retry, reset);
+    }
+    insertSorted(log.entries, { ts: now, cost });
+    log.sum = log.sum + cost;
+    const newest = log.entries[log.entries.length - 1].ts;
+    this.put<SlidingLogState>(key, log, newest + windowMs);
+    return result(true, Math.max(0, limit - log.sum), 0, newest + windowMs - now);
+  }
+
+  private tokenBucket(
+    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, cost: number, now: number,
+  ): CounterResult {
+    // amount = tokens in the bucket; settledAt = when it is full again.
+    const stored = this.get<BucketState>(key, now);
+    let tokens = capacity;
+    let fullAt = now;
+    if (stored && now < stored.settledAt) {
+      tokens = Math.min(capacity, stored.amount + (Math.max(0, now - stored.updatedAt) * rateUnits) / ratePeriodMs);
+      fullAt = stored.settledAt;
+    }
+    if (tokens >= cost) {
+      tokens = tokens - cost;
+      const settledAt = now + Math.ceil(((capacity - tokens) * ratePeriodMs) / rateUnits);
+      this.put<BucketState>(key, { amount: tokens, updatedAt: now, settledAt }, settledAt);
+      return result(true, Math.floor(tokens), 0, settledAt - now);
+    }
+    const retry = Math.ceil(((cost - tokens) * ratePeriodMs) / rateUnits);
+    return result(false, Math.floor(tokens), retry, fullAt - now);
+  }
+
+  private leakyBucket(
+    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, cost: number, now: number,
+  ): CounterResult {
+    // amount = level of the bucket; settledAt = when it has drained empty.
+    const stored = this.get<BucketState>(key, now);
+    let level = 0;
+    let emptyAt = now;
+    if (stored && now < stored.settledAt) {
+      level = Math.max(0, stored.amount - (Math.max(0, now - stored.updatedAt) * rateUnits) / ratePeriodMs);
+      emptyAt = stored.settledAt;
+    }
+    if (level + cost <= capacity) {
+      level = level + cost;
+      const settledAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
+      this.put<BucketState>(key, { amount: level, updatedAt: now, settledAt }, settledAt);
+      return result(true, Math.floor(capacity - level), 0, settledAt - now);
+    }
+    const retry = Math.ceil(((level + cost - capacity) * ratePeriodMs) / rateUnits);
+    return result(false, Math.floor(capacity - level), retry, emptyAt - now);
+  }
+
+  // --- key space: a Map with per-key expiry, like Redis PEXPIREAT ---
+
+  private get<T>(key: string, now: number): T | undefined {
+    const slot = this.slots.get(key);
+    if (!slot) return undefined;
+    if (slot.expireAt <= now) {
+      this.slots.delete(key);
+      return undefined;
+    }
+    return slot.state as T;
+  }
+
+  private put<T>(key: string, state: T, expireAt: number): void {
+    const slot = this.slots.get(key);
+    if (slot) {
+      slot.state = state;
+      slot.expireAt = expireAt;
+    } else {
+      this.slots.set(key, { state, expireAt });
+    }
+  }
+
+  private liveLeases(key: string, now: number): Map<string, number> {
+    const leases = this.get<LeaseState>(key, now)?.leases ?? new Map<string, number>();
+    for (const [id, expiresAt] of leases) if (expiresAt <= now) leases.delete(id);
+    return leases;
+  }
+}
+
+function result(allowed: boolean, remaining: number, retryAfterMs: number, resetAfterMs: number): CounterResult {
+  return { allowed, remaining, retryAfterMs, resetAfterMs };
+}
+
+function maxValue(map: Map<string, number>): number {
+  let max = -Infinity;
+  for (const v of map.values()) if (v > max) max = v;
+  return max;
+}
+
+function minValue(map: Map<string, number>): number {
+  let min = Infinity;
+  for (const v of map.values()) if (v < min) min = v;
+  return min;
+}
+
+/** Inserts after every entry with the same or an earlier time (time order; arrival order on ties). */
+function insertSorted(entries: { ts: number; cost: number }[], entry: { ts: number; cost: number }): void {
+  let lo = 0;
+  let hi = entries.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (entries[mid].ts <= entry.ts) lo = mid + 1;
+    else hi = mid;
+  }
+  entries.splice(lo, 0, entry);
+}

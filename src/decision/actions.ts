@@ -1,0 +1,53 @@
+import type { RequestContext } from '../model/request-context.js';
+import type { LimitAction, Policy } from '../policy/types.js';
+import { unitInterval } from '../util/hash.js';
+
+/** Severity order for drop_low_priority (CONTRACT.md). */
+export const SEVERITIES = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+const SEVERITY_RANK = new Map<string, number>(SEVERITIES.map((s, i) => [s, i]));
+const DEFAULT_MIN_SEVERITY = 'warn';
+
+export interface LimitedOutcome {
+  allowed: boolean;
+  action: LimitAction;
+  retryAfterMs: number;
+}
+
+/**
+ * What a policy's action makes of a request that exceeded its limit (CONTRACT.md, "Actions when the
+ * limit is exceeded"). `random` is used only for `sample` without a request_id.
+ */
+export function applyLimitAction(
+  policy: Policy,
+  ctx: RequestContext,
+  retryAfterMs: number,
+  random: () => number,
+): LimitedOutcome {
+  const action = policy.action;
+  switch (action) {
+    case 'deny':
+    case 'delay':
+      return { allowed: false, action, retryAfterMs };
+    case 'drop':
+      return { allowed: false, action, retryAfterMs: 0 };
+    case 'downgrade':
+      return { allowed: true, action, retryAfterMs: 0 };
+    case 'sample': {
+      const rate = policy.algorithm.sample_rate ?? 0;
+      // Stable per request_id, so a retried request gets the same answer.
+      const draw = ctx.request_id !== undefined ? unitInterval(`${policy.policy_id}\u0000${ctx.request_id}`) : random();
+      const allowed = draw < rate;
+      return { allowed, action, retryAfterMs: allowed ? 0 : retryAfterMs };
+    }
+    case 'drop_low_priority': {
+      const allowed = !isBelowMinSeverity(ctx.severity, policy.metadata.min_severity ?? DEFAULT_MIN_SEVERITY);
+      return { allowed, action, retryAfterMs: 0 };
+    }
+  }
+}
+
+/** An absent or unknown severity counts as the lowest: under pressure, unlabelled traffic goes first. */
+function isBelowMinSeverity(severity: string | undefined, minSeverity: string): boolean {
+  const rank = severity === undefined ? -1 : (SEVERITY_RANK.get(severity.toLowerCase()) ?? -1);
+  return rank < (SEVERITY_RANK.get(minSeverity) ?? SEVERITY_RANK.get(DEFAULT_MIN_SEVERITY)!);
+}

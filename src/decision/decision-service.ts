@@ -1,0 +1,242 @@
+import { createHash } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { CounterStoreUnavailableError } from '../errors.js';
+import type { CounterResult, CounterStore } from '../counters/counter-store.js';
+import { capacityOf, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
+import { counterKeys, lengthPrefixed } from '../counters/keys.js';
+import type { Decision, DecisionReason } from '../model/decision.js';
+import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
+import type { Matcher, PolicyFamily, PolicyMatch } from '../policy/matcher.js';
+import type { FailureMode } from '../policy/types.js';
+import { applyLimitAction } from './actions.js';
+
+export type Operation = 'check' | 'acquire' | 'release';
+
+/** What the recorder (metrics, analytics) learns about each decision. */
+export interface DecisionEvent {
+  operation: Operation;
+  ctx: RequestContext;
+  decision: Decision;
+  durationSeconds: number;
+  /** The shadow policy evaluated beside the deciding one, and whether it would have limited. */
+  shadow?: { policyId: string; limited: boolean };
+  /** Set when the counter store failed and a failure mode decided. */
+  failureMode?: FailureMode;
+}
+
+export interface DecisionRecorder {
+  record(event: DecisionEvent): void;
+}
+
+/** The current compiled policy snapshot; swapped when policies change, read on every decision. */
+export interface MatcherSource {
+  current(): Matcher;
+}
+
+export interface DecisionServiceDeps {
+  policies: MatcherSource;
+  counters: CounterStore;
+  keyPrefix: string;
+  recorder?: DecisionRecorder;
+  now?: () => number;
+  random?: () => number;
+}
+
+/** The result of running one matched policy's counter operation. */
+type Evaluation =
+  | { match: PolicyMatch; result: CounterResult; failed?: undefined }
+  | { match: PolicyMatch; result?: undefined; failed: CounterStoreUnavailableError };
+
+/**
+ * The decision logic, free of any transport: HTTP, gRPC and the Envoy adapter call these three
+ * methods with a validated RequestContext and map the Decision to their wire format.
+ */
+export class DecisionService {
+  private readonly now: () => number;
+  private readonly random: () => number;
+
+  constructor(private readonly deps: DecisionServiceDeps) {
+    this.now = deps.now ?? Date.now;
+    this.random = deps.random ?? Math.random;
+  }
+
+  async check(ctx: RequestContext): Promise<Decision> {
+    return this.decide('check', ctx, 'rate', (match) => {
+      const spec = match.compiled.spec as RateSpec;
+      const cost = Math.min(ctx.quantity * (match.compiled.policy.algorithm.cost_per_request ?? 1), 2 ** 53);
+      return this.deps.counters.consume(this.keysOf(match), spec, cost);
+    });
+  }
+
+  async acquire(ctx: RequestContext): Promise<Decision> {
+    const leaseId = leaseIdOf(ctx);
+    const decision = await this.decide('acquire', ctx, 'concurrency', (match) =>
+      this.deps.counters.acquire(this.keysOf(match), match.compiled.spec as LeaseSpec, leaseId),
+    );
+    if (decision.matched_policy_id !== '') decision.metadata.lease_id = leaseId;
+    return decision;
+  }
+
+  async release(ctx: RequestContext): Promise<Decision> {
+    const leaseId = leaseIdOf(ctx);
+    const decision = await this.decide('release', ctx, 'concurrency', (match) =>
+      this.deps.counters.release(this.keysOf(match), match.compiled.spec as LeaseSpec, leaseId),
+    );
+    if (decision.matched_policy_id !== '') decision.metadata.lease_id = leaseId;
+    return decision;
+  }
+
+  private async decide(
+    operation: Operation,
+    ctx: RequestContext,
+    family: PolicyFamily,
+    run: (match: PolicyMatch) => Promise<CounterResult>,
+  ): Promise<Decision> {
+    const started = performance.now();
+    const { enforce, shadow } = this.deps.policies.current().match(ctx, family, this.now());
+    // The shadow policy counts beside the enforcing one, concurrently: it costs no extra latency.
+    const [enforced, shadowed] = await Promise.all([
+      enforce ? evaluate(enforce, run) : undefined,
+      shadow ? evaluate(shadow, run) : undefined,
+    ]);
+
+    let decision: Decision;
+    if (enforced) {
+      decision = this.enforcedDecision(operation, ctx, enforced);
+      if (shadowed) {
+        decision.metadata.shadow_policy_id = shadowed.match.compiled.policy.policy_id;
+        decision.metadata.shadow_action = shadowAction(shadowed);
+      }
+    } else if (shadowed) {
+      decision = this.shadowOnlyDecision(operation, shadowed);
+    } else {
+      decision = noMatchDecision();
+    }
+
+    this.deps.recorder?.record({
+      operation,
+      ctx,
+      decision,
+      durationSeconds: (performance.now() - started) / 1000,
+      shadow: shadowed && {
+        policyId: shadowed.match.compiled.policy.policy_id,
+        limited: shadowed.result !== undefined && !shadowed.result.allowed,
+      },
+      failureMode: enforced?.failed ? enforced.match.compiled.policy.failure_mode : undefined,
+    });
+    return decision;
+  }
+
+  private enforcedDecision(operation: Operation, ctx: RequestContext, evaluation: Evaluation): Decision {
+    const { policy, spec } = evaluation.match.compiled;
+    const base = baseDecision(evaluation.match, capacityOf(spec));
+    if (evaluation.failed) return failureModeDecision(base, policy.failure_mode);
+    const result = evaluation.result;
+    base.remaining = result.remaining;
+    base.reset_after = result.resetAfterMs;
+    if (operation === 'release') {
+      return { ...base, allowed: true, action: 'allow', reason: result.allowed ? 'lease_released' : 'lease_not_found' };
+    }
+    if (result.allowed) {
+      return { ...base, allowed: true, action: 'allow', reason: operation === 'acquire' ? 'lease_acquired' : 'within_limit' };
+    }
+    const outcome = applyLimitAction(policy, ctx, result.retryAfterMs, this.random);
+    return {
+      ...base,
+      allowed: outcome.allowed,
+      action: outcome.action,
+      reason: 'limit_exceeded',
+      retry_after: outcome.retryAfterMs,
+    };
+  }
+
+  /** No enforcing policy: the shadow one answers, but never blocks. */
+  private shadowOnlyDecision(operation: Operation, evaluation: Evaluation): Decision {
+    const base = baseDecision(evaluation.match, capacityOf(evaluation.match.compiled.spec));
+    base.shadow_mode = true;
+    base.allowed = true;
+    if (evaluation.failed) return { ...base, action: 'allow', reason: 'counter_store_unavailable' };
+    const result = evaluation.result;
+    base.remaining = result.remaining;
+    base.reset_after = result.resetAfterMs;
+    if (operation === 'release') {
+      return { ...base, action: 'allow', reason: result.allowed ? 'lease_released' : 'lease_not_found' };
+    }
+    if (result.allowed) {
+      return { ...base, action: 'allow', reason: operation === 'acquire' ? 'lease_acquired' : 'within_limit' };
+    }
+    return { ...base, action: 'shadow_only', reason: 'limit_exceeded', retry_after: result.retryAfterMs };
+  }
+
+  private keysOf(match: PolicyMatch): string[] {
+    return counterKeys(this.deps.keyPrefix, match.compiled.policy.policy_id, match.compiled.spec, match.identity);
+  }
+}
+
+async function evaluate(match: PolicyMatch, run: (match: PolicyMatch) => Promise<CounterResult>): Promise<Evaluation> {
+  try {
+    return { match, result: await run(match) };
+  } catch (error) {
+    if (error instanceof CounterStoreUnavailableError) return { match, failed: error };
+    throw error;
+  }
+}
+
+/** What the shadow policy would have done, for metadata.shadow_action. */
+function shadowAction(evaluation: Evaluation): string {
+  if (evaluation.failed) return evaluation.match.compiled.policy.failure_mode === 'fail_open' ? 'allow' : 'deny';
+  return evaluation.result.allowed ? 'allow' : evaluation.match.compiled.policy.action;
+}
+
+function baseDecision(match: PolicyMatch, limit: number): Decision {
+  return {
+    allowed: true,
+    action: 'allow',
+    reason: 'within_limit',
+    matched_policy_id: match.compiled.policy.policy_id,
+    remaining: 0,
+    retry_after: 0,
+    reset_after: 0,
+    limit,
+    shadow_mode: false,
+    metadata: {},
+  };
+}
+
+/** The counter store could not answer: the policy's failure_mode decides (CONTRACT.md). */
+function failureModeDecision(base: Decision, mode: FailureMode): Decision {
+  const reason: DecisionReason = 'counter_store_unavailable';
+  return mode === 'fail_open'
+    ? { ...base, allowed: true, action: 'allow', reason }
+    : { ...base, allowed: false, action: 'deny', reason };
+}
+
+function noMatchDecision(): Decision {
+  return {
+    allowed: true,
+    action: 'allow',
+    reason: 'no_matching_policy',
+    matched_policy_id: '',
+    remaining: 0,
+    retry_after: 0,
+    reset_after: 0,
+    limit: 0,
+    shadow_mode: false,
+    metadata: {},
+  };
+}
+
+/**
+ * A lease is named by `request_id` when the caller gives one; otherwise by a digest of every
+ * identifying field, so an acquire and its release that carry the same fields find the same lease.
+ */
+export function leaseIdOf(ctx: RequestContext): string {
+  if (ctx.request_id !== undefined && ctx.request_id !== '') return ctx.request_id;
+  const parts: string[] = [];
+  for (const field of CONTEXT_STRING_FIELDS) {
+    const value = ctx[field];
+    if (value !== undefined) parts.push(field, value);
+  }
+  for (const key of Object.keys(ctx.tags).sort()) parts.push(`tags.${key}`, ctx.tags[key]);
+  return createHash('sha256').update(lengthPrefixed(parts)).digest('base64url').slice(0, 22);
+}

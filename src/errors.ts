@@ -1,0 +1,46 @@
+/**
+ * Typed errors shared by every layer. Each transport maps them to a status in exactly one place
+ * (HTTP: http/error-middleware.ts), so domain code never knows about status codes of a transport.
+ */
+export type ErrorKind =
+  | 'invalid_argument' // 400: malformed input, bad field type or value
+  | 'unauthenticated' // 401
+  | 'permission_denied' // 403
+  | 'not_found' // 404
+  | 'method_not_allowed' // 405
+  | 'conflict' // 409: duplicate id, stale version
+  | 'payload_too_large' // 413
+  | 'unsupported_media_type' // 415
+  | 'failed_validation' // 422: a policy that does not validate
+  | 'unavailable'; // 503: draining, dependency down
+
+export class RlError extends Error {
+  constructor(
+    readonly kind: ErrorKind,
+    message: string,
+    /** The offending input field, when there is one; always named in the message too. */
+    readonly field?: string,
+    /** Extra members of the JSON error body (e.g. the field errors of a 422). */
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+    this.name = 'RlError';
+  }
+}
+
+/** Bad input: a 400 whose message names the field. */
+export function invalidField(field: string, problem: string): RlError {
+  return new RlError('invalid_argument', `${field}: ${problem}`, field);
+}
+
+export function notFound(message: string): RlError {
+  return new RlError('not_found', message);
+}
+
+/** The counter store cannot answer (down, timed out, breaker open). Decisions apply failure_mode. */
+export class CounterStoreUnavailableError extends Error {
+  constructor(message: string, override readonly cause?: unknown) {
+    super(message);
+    this.name = 'CounterStoreUnavailableError';
+  }
+}

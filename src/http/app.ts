@@ -1,0 +1,40 @@
+import Koa from 'koa';
+import type Router from '@koa/router';
+import type { DecisionService } from '../decision/decision-service.js';
+import { jsonBody } from './body.js';
+import { errorHandler } from './errors.js';
+import { responseHeaders } from './headers.js';
+import type { Readiness } from './readiness.js';
+import { decisionRoutes } from './routes/decisions.js';
+import { healthRoutes } from './routes/health.js';
+
+export interface AppDeps {
+  decisions: DecisionService;
+  readiness: Readiness;
+  maxBodyBytes: number;
+  /** Routers of other capabilities (policy management, metrics), mounted after the decision routes. */
+  routers?: Router[];
+  /** Runs before any route, after headers and error handling (authentication). */
+  guards?: Koa.Middleware[];
+}
+
+/**
+ * The HTTP front-end as a Koa app that does not listen: tests drive `app.callback()`, the composition
+ * root wraps it in an http(s) server.
+ */
+export function createApp(deps: AppDeps): Koa {
+  const app = new Koa();
+  app.proxy = false;
+  // Errors are answered by errorHandler; Koa's own default logger would print them a second time.
+  app.silent = true;
+  app.use(responseHeaders({ hsts: true }));
+  app.use(errorHandler());
+  for (const guard of deps.guards ?? []) app.use(guard);
+  app.use(jsonBody(deps.maxBodyBytes));
+  const routers = [healthRoutes(deps.readiness), decisionRoutes(deps.decisions), ...(deps.routers ?? [])];
+  for (const router of routers) {
+    app.use(router.routes());
+    app.use(router.allowedMethods());
+  }
+  return app;
+}

@@ -1,0 +1,64 @@
+import type Koa from 'koa';
+import { RlError, type ErrorKind } from '../errors.js';
+import { log } from '../util/log.js';
+
+/** The one mapping from error kinds to HTTP statuses. */
+export const HTTP_STATUS: Record<ErrorKind, number> = {
+  invalid_argument: 400,
+  unauthenticated: 401,
+  permission_denied: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  failed_validation: 422,
+  unavailable: 503,
+};
+
+export function sendError(ctx: Koa.Context, status: number, message: string, extra?: Record<string, unknown>): void {
+  ctx.status = status;
+  ctx.type = 'application/json';
+  ctx.body = { error: message, status, ...extra };
+}
+
+/**
+ * Turns every failure into the JSON error body of CONTRACT.md: typed RlErrors by kind, errors
+ * carrying an HTTP status from Koa or its body parser as that status, anything else as a logged 500
+ * (a 5xx always means a bug here). Responses nobody wrote (unknown route, wrong method) become JSON too.
+ */
+export function errorHandler(): Koa.Middleware {
+  return async (ctx, next) => {
+    try {
+      await next();
+      if (ctx.body === undefined || ctx.body === null) {
+        if (ctx.status === 404) sendError(ctx, 404, `no route for ${ctx.method} ${ctx.path}`);
+        else if (ctx.status === 405 || ctx.status === 501) methodNotAllowed(ctx);
+      }
+    } catch (error) {
+      if (error instanceof RlError) {
+        sendError(ctx, HTTP_STATUS[error.kind], error.message, error.details);
+        return;
+      }
+      const status = httpStatusOf(error);
+      if (status !== undefined && status >= 400 && status < 500) {
+        sendError(ctx, status, (error as Error).message || 'bad request');
+        return;
+      }
+      log.error('unhandled error', { method: ctx.method, path: ctx.path, error: String((error as Error)?.stack ?? error) });
+      sendError(ctx, 500, 'internal error');
+    }
+  };
+}
+
+function methodNotAllowed(ctx: Koa.Context): void {
+  const allow = ctx.response.get('Allow');
+  sendError(ctx, 405, `method ${ctx.method} is not allowed on ${ctx.path}${allow ? `; allowed: ${allow}` : ''}`);
+}
+
+function httpStatusOf(error: unknown): number | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const e = error as { status?: unknown; statusCode?: unknown };
+  const status = e.status ?? e.statusCode;
+  return typeof status === 'number' ? status : undefined;
+}

@@ -1,0 +1,74 @@
+import type { ScopeField } from '../model/request-context.js';
+
+export const ALGORITHM_TYPES = [
+  'fixed_window',
+  'sliding_window_log',
+  'sliding_window_counter',
+  'token_bucket',
+  'leaky_bucket',
+  'concurrency',
+  'quota',
+] as const;
+export type AlgorithmType = (typeof ALGORITHM_TYPES)[number];
+
+/** Actions taken when the limit is exceeded (CONTRACT.md, "Actions when the limit is exceeded"). */
+export const LIMIT_ACTIONS = ['deny', 'delay', 'drop', 'sample', 'downgrade', 'drop_low_priority'] as const;
+export type LimitAction = (typeof LIMIT_ACTIONS)[number];
+
+export const FAILURE_MODES = ['fail_open', 'fail_closed'] as const;
+export type FailureMode = (typeof FAILURE_MODES)[number];
+
+export const ENFORCEMENT_MODES = ['enforce', 'shadow'] as const;
+export type EnforcementMode = (typeof ENFORCEMENT_MODES)[number];
+
+/**
+ * Algorithm configuration as written in policy files (the public format: durations are strings).
+ * Which fields apply depends on `type`; see CONTRACT.md "AlgorithmConfig".
+ */
+export interface AlgorithmConfig {
+  type: AlgorithmType;
+  limit?: number;
+  window?: string;
+  sub_window_count?: number;
+  burst?: number;
+  refill_rate?: number;
+  leak_rate?: number;
+  max_concurrency?: number;
+  /** Lease time-to-live: a duration string, or a whole number of seconds. Default 120 seconds. */
+  lease_ttl?: string | number;
+  quota_period?: string;
+  cost_per_request?: number;
+  sample_rate?: number;
+}
+
+/** A scope value is an exact match or `*` (field must be present; one counter per distinct value). */
+export type PolicyScope = { [K in ScopeField]?: string } & { tags?: Record<string, string> };
+
+/** A stored, normalised policy: every defaulted field is present. */
+export interface Policy {
+  policy_id: string;
+  name: string;
+  description: string;
+  enabled: boolean;
+  priority: number;
+  scope: PolicyScope;
+  algorithm: AlgorithmConfig;
+  action: LimitAction;
+  failure_mode: FailureMode;
+  enforcement_mode: EnforcementMode;
+  rollout_percent: number;
+  metadata: Record<string, string>;
+  /** Unix seconds; 0 = unbounded. */
+  valid_from_unix: number;
+  valid_to_unix: number;
+  /** Server-set: 1 on create, +1 on every change. */
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+/** One field-level validation problem; `field` is a dotted path such as `algorithm.window`. */
+export interface FieldError {
+  field: string;
+  message: string;
+}

@@ -1,0 +1,62 @@
+import { expect } from 'chai';
+import { ConfigError, loadServerConfig } from '../src/config.js';
+
+describe('server config', () => {
+  it('has the documented defaults', () => {
+    const c = loadServerConfig({});
+    expect(c).to.deep.include({
+      policyFile: 'examples/policies.json',
+      httpAddr: { host: undefined, port: 8080 },
+      grpcAddr: { host: undefined, port: 9090 },
+      invalidationTargets: [],
+      counterStoreAddr: undefined,
+      counterStoreTimeoutMs: 100,
+      keyPrefix: 'rl:',
+      maxBodyBytes: 1024 * 1024,
+      dataDir: './data',
+      drainSecs: 10,
+      metricsLabelCap: 1000,
+    });
+    expect(c.tls).to.deep.equal({ enabled: false, certFile: undefined, keyFile: undefined });
+    expect(c.auth).to.deep.include({ enabled: false, roleClaim: 'role', exemptPaths: ['/healthz', '/readyz'] });
+  });
+
+  it('parses listen addresses: every interface, one host, IPv6, port 0', () => {
+    const listen = (v: string) => loadServerConfig({ RL_HTTP_ADDR: v }).httpAddr;
+    expect(listen(':8081')).to.deep.equal({ host: undefined, port: 8081 });
+    expect(listen('127.0.0.1:0')).to.deep.equal({ host: '127.0.0.1', port: 0 });
+    expect(listen('[::1]:9000')).to.deep.equal({ host: '::1', port: 9000 });
+    expect(listen('localhost:80')).to.deep.equal({ host: 'localhost', port: 80 });
+  });
+
+  const bad: [string, string][] = [
+    ['RL_HTTP_ADDR', '8080'],
+    ['RL_HTTP_ADDR', 'host:99999'],
+    ['RL_GRPC_ADDR', 'nope'],
+    ['RL_MAX_BODY_BYTES', '1MB'],
+    ['RL_MAX_BODY_BYTES', '0'],
+    ['RL_DRAIN_SECS', '-1'],
+    ['RL_COUNTERSTORE_TIMEOUT_MS', 'fast'],
+    ['RL_TLS_ENABLED', 'maybe'],
+    ['RL_INVALIDATION_TARGETS', 'ftp://sidecar:18080'],
+    ['RL_INVALIDATION_TARGETS', 'not a url'],
+  ];
+  for (const [variable, value] of bad) {
+    it(`stops on ${variable}=${value} with a message naming the variable`, () => {
+      expect(() => loadServerConfig({ [variable]: value }))
+        .to.throw(ConfigError)
+        .with.property('message')
+        .that.matches(new RegExp(`^${variable}: `));
+    });
+  }
+
+  it('requires the certificate and key when TLS is enabled', () => {
+    expect(() => loadServerConfig({ RL_TLS_ENABLED: 'true', RL_TLS_KEY_FILE: 'k' })).to.throw(/RL_TLS_CERT_FILE/);
+    expect(() => loadServerConfig({ RL_TLS_ENABLED: 'true', RL_TLS_CERT_FILE: 'c' })).to.throw(/RL_TLS_KEY_FILE/);
+  });
+
+  it('normalises invalidation targets', () => {
+    const c = loadServerConfig({ RL_INVALIDATION_TARGETS: 'http://a:18080/, https://b:18080' });
+    expect(c.invalidationTargets).to.deep.equal(['http://a:18080', 'https://b:18080']);
+  });
+});
