@@ -1,0 +1,207 @@
+import { expect } from 'chai';
+import { register as globalRegistry } from 'prom-client';
+import type { DecisionEvent, Operation } from '../../src/decision/decision-service.js';
+import type { Decision } from '../../src/model/decision.js';
+import type { RequestContext } from '../../src/model/request-context.js';
+import { LabelAllowList, Metrics, decisionOutcome } from '../../src/observability/metrics.js';
+
+export interface EventOptions {
+  operation?: Operation;
+  ctx?: Partial<RequestContext>;
+  decision?: Partial<Decision>;
+  shadow?: DecisionEvent['shadow'];
+  failureMode?: DecisionEvent['failureMode'];
+  durationSeconds?: number;
+}
+
+export function event(options: EventOptions = {}): DecisionEvent {
+  const decision: Decision = {
+    allowed: true,
+    action: 'allow',
+    reason: 'within_limit',
+    matched_policy_id: '',
+    remaining: 0,
+    retry_after: 0,
+    reset_after: 0,
+    limit: 0,
+    shadow_mode: false,
+    metadata: {},
+    ...options.decision,
+  };
+  return {
+    operation: options.operation ?? 'check',
+    ctx: { quantity: 1, tags: {}, ...options.ctx },
+    decision,
+    durationSeconds: options.durationSeconds ?? 0.0002,
+    shadow: options.shadow,
+    failureMode: options.failureMode,
+  };
+}
+
+export const allowedBy = (policy: string, ctx: Partial<RequestContext> = {}) =>
+  event({ ctx, decision: { matched_policy_id: policy } });
+export const deniedBy = (policy: string, ctx: Partial<RequestContext> = {}) =>
+  event({ ctx, decision: { matched_policy_id: policy, allowed: false, action: 'deny', reason: 'limit_exceeded' } });
+export const shadowOnly = (policy: string, limited: boolean, ctx: Partial<RequestContext> = {}) =>
+  event({
+    ctx,
+    decision: {
+      matched_policy_id: policy,
+      shadow_mode: true,
+      action: limited ? 'shadow_only' : 'allow',
+      reason: limited ? 'limit_exceeded' : 'within_limit',
+    },
+    shadow: { policyId: policy, limited },
+  });
+
+/** The value of one sample line `name{labels} value` of the exposition (labels in declaration order). */
+function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  const rendered = Object.entries(labels).map(([k, v]) => `${k}="${v}"`).join(',');
+  const prefix = rendered ? `${name}{${rendered}} ` : `${name} `;
+  const line = text.split('\n').find((l) => l.startsWith(prefix));
+  return line === undefined ? undefined : Number(line.slice(prefix.length));
+}
+
+function seriesOf(text: string, name: string): string[] {
+  return text.split('\n').filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `));
+}
+
+const NAMES = [
+  'rl_decisions_total',
+  'rl_decision_duration_seconds',
+  'rl_policy_cache_hits_total',
+  'rl_policy_cache_misses_total',
+  'rl_counter_store_errors_total',
+  'rl_failure_mode_decisions_total',
+  'rl_tenant_decisions_total',
+  'rl_policy_decisions_total',
+];
+
+describe('observability/metrics', () => {
+  it('exposes every metric name of CONTRACT.md with its type, on its own registry', async () => {
+    const m = new Metrics({ defaultMetrics: false });
+    m.recordDecision(allowedBy('p1', { tenant_id: 't1' }));
+    const text = await m.exposition();
+    for (const name of NAMES) {
+      const type = name === 'rl_decision_duration_seconds' ? 'histogram' : 'counter';
+      expect(text, name).to.include(`# TYPE ${name} ${type}\n`);
+    }
+    expect(m.contentType).to.match(/^text\/plain; version=0\.0\.4/);
+    expect(await globalRegistry.metrics()).not.to.include('rl_decisions_total');
+  });
+
+  it('counts decisions by operation and outcome, and per tenant and policy', async () => {
+    const m = new Metrics({ defaultMetrics: false });
+    m.recordDecision(allowedBy('p1', { tenant_id: 'acme' }));
+    m.recordDecision(allowedBy('p1', { tenant_id: 'acme' }));
+    m.recordDecision(deniedBy('p1', { tenant_id: 'acme' }));
+    m.recordDecision(event({ operation: 'acquire', ctx: { tenant_id: 'globex' }, decision: { matched_policy_id: 'lease', reason: 'lease_acquired' } }));
+    m.recordDecision(event({ operation: 'release', decision: { matched_policy_id: 'lease', reason: 'lease_released' } }));
+    m.recordDecision(event({ decision: { reason: 'no_matching_policy' } }));
+    const text = await m.exposition();
+    expect(sample(text, 'rl_decisions_total', { operation: 'check', outcome: 'allowed' })).to.equal(3);
+    expect(sample(text, 'rl_decisions_total', { operation: 'check', outcome: 'denied' })).to.equal(1);
+    expect(sample(text, 'rl_decisions_total', { operation: 'check', outcome: 'shadow' })).to.equal(0);
+    expect(sample(text, 'rl_decisions_total', { operation: 'acquire', outcome: 'allowed' })).to.equal(1);
+    expect(sample(text, 'rl_decisions_total', { operation: 'release', outcome: 'allowed' })).to.equal(1);
+    expect(sample(text, 'rl_tenant_decisions_total', { tenant: 'acme', outcome: 'allowed' })).to.equal(2);
+    expect(sample(text, 'rl_tenant_decisions_total', { tenant: 'acme', outcome: 'denied' })).to.equal(1);
+    expect(sample(text, 'rl_tenant_decisions_total', { tenant: 'globex', outcome: 'allowed' })).to.equal(1);
+    // Decisions without tenant_id or matching policy add no per-tenant / per-policy series.
+    expect(seriesOf(text, 'rl_tenant_decisions_total')).to.have.length(3);
+    expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'p1', outcome: 'allowed' })).to.equal(2);
+    expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'p1', outcome: 'denied' })).to.equal(1);
+    expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'lease', outcome: 'allowed' })).to.equal(2);
+    expect(seriesOf(text, 'rl_policy_decisions_total')).to.have.length(3);
+    expect(sample(text, 'rl_decision_duration_seconds_count')).to.equal(6);
+    expect(sample(text, 'rl_decision_duration_seconds_bucket', { le: '0.00005' })).to.equal(0);
+    expect(sample(text, 'rl_decision_duration_seconds_bucket', { le: '0.00025' })).to.equal(6);
+  });
+
+  it('classifies shadow decisions and records shadow policies as their own series', async () => {
+    const m = new Metrics({ defaultMetrics: false });
+    m.recordDecision(shadowOnly('sh', true, { tenant_id: 't' })); // shadow-only answer, would have limited
+    m.recordDecision(shadowOnly('sh', false, { tenant_id: 't' })); // shadow-only answer, within limit
+    // Enforcing policy allows, shadow beside it would have limited: shadow.
+    m.recordDecision(event({ ctx: { tenant_id: 't' }, decision: { matched_policy_id: 'enf' }, shadow: { policyId: 'sh', limited: true } }));
+    // Enforcing policy allows, shadow beside it within limit: allowed.
+    m.recordDecision(event({ ctx: { tenant_id: 't' }, decision: { matched_policy_id: 'enf' }, shadow: { policyId: 'sh', limited: false } }));
+    // Enforcing policy denies: denied wins, whatever the shadow says.
+    m.recordDecision(event({ ctx: { tenant_id: 't' }, decision: { matched_policy_id: 'enf', allowed: false, action: 'deny' }, shadow: { policyId: 'sh', limited: true } }));
+    const text = await m.exposition();
+    expect(sample(text, 'rl_decisions_total', { operation: 'check', outcome: 'shadow' })).to.equal(3);
+    expect(sample(text, 'rl_decisions_total', { operation: 'check', outcome: 'allowed' })).to.equal(1);
+    expect(sample(text, 'rl_decisions_total', { operation: 'check', outcome: 'denied' })).to.equal(1);
+    expect(sample(text, 'rl_tenant_decisions_total', { tenant: 't', outcome: 'shadow' })).to.equal(3);
+    expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'sh', outcome: 'shadow' })).to.equal(5);
+    expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'enf', outcome: 'allowed' })).to.equal(2);
+    expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'enf', outcome: 'denied' })).to.equal(1);
+    expect(decisionOutcome(shadowOnly('x', false))).to.equal('shadow');
+  });
+
+  it('counts failure-mode decisions, policy cache hits and misses, and counter store errors', async () => {
+    const m = new Metrics({ defaultMetrics: false });
+    let text = await m.exposition();
+    expect(sample(text, 'rl_failure_mode_decisions_total', { mode: 'fail_open' })).to.equal(0);
+    expect(sample(text, 'rl_policy_cache_hits_total')).to.equal(0);
+    m.recordDecision(event({ decision: { matched_policy_id: 'p', reason: 'counter_store_unavailable' }, failureMode: 'fail_open' }));
+    m.recordDecision(event({ decision: { matched_policy_id: 'p', allowed: false, action: 'deny', reason: 'counter_store_unavailable' }, failureMode: 'fail_closed' }));
+    m.recordDecision(event({ decision: { matched_policy_id: 'p', allowed: false, action: 'deny', reason: 'counter_store_unavailable' }, failureMode: 'fail_closed' }));
+    m.countPolicyCache(true);
+    m.countPolicyCache(true);
+    m.countPolicyCache(false);
+    m.countCounterStoreError();
+    text = await m.exposition();
+    expect(sample(text, 'rl_failure_mode_decisions_total', { mode: 'fail_open' })).to.equal(1);
+    expect(sample(text, 'rl_failure_mode_decisions_total', { mode: 'fail_closed' })).to.equal(2);
+    expect(sample(text, 'rl_policy_cache_hits_total')).to.equal(2);
+    expect(sample(text, 'rl_policy_cache_misses_total')).to.equal(1);
+    expect(sample(text, 'rl_counter_store_errors_total')).to.equal(1);
+  });
+
+  it('includes default process metrics on the same registry when asked', async () => {
+    const m = new Metrics();
+    const text = await m.exposition();
+    expect(text).to.include('process_cpu_user_seconds_total');
+    expect(text).to.include('nodejs_eventloop_lag_seconds');
+  });
+
+  it('caps tenant label cardinality: 100,000 distinct tenants stay within the default cap of 1000', async function () {
+    this.timeout(60_000);
+    const m = new Metrics({ defaultMetrics: false }); // RL_METRICS_LABEL_CAP default
+    const cap = 1000;
+    const outcomes = 3;
+    for (let i = 0; i < 100_000; i++) {
+      m.recordDecision(i % 10 === 0 ? deniedBy(`policy-${i}`, { tenant_id: `tenant-${i}` }) : allowedBy(`policy-${i}`, { tenant_id: `tenant-${i}` }));
+    }
+    const text = await m.exposition();
+    const tenantSeries = seriesOf(text, 'rl_tenant_decisions_total');
+    expect(tenantSeries.length).to.be.at.most(cap + outcomes * 1);
+    expect(tenantSeries.filter((l) => l.includes('tenant="other"'))).to.have.length.within(1, outcomes);
+    expect(sample(text, 'rl_tenant_decisions_total', { tenant: 'tenant-0', outcome: 'denied' })).to.equal(1);
+    // Nothing is lost: the per-tenant series still add up to every decision.
+    const sum = tenantSeries.reduce((s, l) => s + Number(l.split(' ').pop()), 0);
+    expect(sum).to.equal(100_000);
+    expect(sample(text, 'rl_tenant_decisions_total', { tenant: 'other', outcome: 'allowed' })! + sample(text, 'rl_tenant_decisions_total', { tenant: 'other', outcome: 'denied' })!).to.equal(99_000);
+    // policy_id is capped the same way.
+    expect(seriesOf(text, 'rl_policy_decisions_total').length).to.be.at.most(cap + outcomes);
+    expect(text).to.include('policy_id="other"');
+  });
+
+  it('honours a configured cap, keeps admitted values, and reports over-long values as other', async () => {
+    const m = new Metrics({ defaultMetrics: false, labelCap: 2, maxLabelLength: 16 });
+    for (const t of ['a', 'b', 'c', 'a', 'x'.repeat(17), 'd', 'b']) m.recordDecision(allowedBy('p', { tenant_id: t }));
+    const text = await m.exposition();
+    expect(sample(text, 'rl_tenant_decisions_total', { tenant: 'a', outcome: 'allowed' })).to.equal(2);
+    expect(sample(text, 'rl_tenant_decisions_total', { tenant: 'b', outcome: 'allowed' })).to.equal(2);
+    expect(sample(text, 'rl_tenant_decisions_total', { tenant: 'other', outcome: 'allowed' })).to.equal(3);
+    expect(seriesOf(text, 'rl_tenant_decisions_total')).to.have.length(3);
+
+    const list = new LabelAllowList(1, 8);
+    expect(list.label('toolongvalue')).to.equal('other');
+    expect(list.size).to.equal(0);
+    expect(list.label('ok')).to.equal('ok');
+    expect(list.label('next')).to.equal('other');
+    expect(list.label('ok')).to.equal('ok');
+  });
+});
