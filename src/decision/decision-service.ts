@@ -38,6 +38,8 @@ export interface DecisionServiceDeps {
   counters: CounterStore;
   keyPrefix: string;
   recorder?: DecisionRecorder;
+  /** Called once per counter operation that failed (the failure mode then decided). */
+  onCounterStoreError?: (error: CounterStoreUnavailableError) => void;
   now?: () => number;
   random?: () => number;
 }
@@ -96,8 +98,8 @@ export class DecisionService {
     const { enforce, shadow } = this.deps.policies.current().match(ctx, family, this.now());
     // The shadow policy counts beside the enforcing one, concurrently: it costs no extra latency.
     const [enforced, shadowed] = await Promise.all([
-      enforce ? evaluate(enforce, run) : undefined,
-      shadow ? evaluate(shadow, run) : undefined,
+      enforce ? this.evaluate(enforce, run) : undefined,
+      shadow ? this.evaluate(shadow, run) : undefined,
     ]);
 
     let decision: Decision;
@@ -168,17 +170,18 @@ export class DecisionService {
     return { ...base, action: 'shadow_only', reason: 'limit_exceeded', retry_after: result.retryAfterMs };
   }
 
+  private async evaluate(match: PolicyMatch, run: (match: PolicyMatch) => Promise<CounterResult>): Promise<Evaluation> {
+    try {
+      return { match, result: await run(match) };
+    } catch (error) {
+      if (!(error instanceof CounterStoreUnavailableError)) throw error;
+      this.deps.onCounterStoreError?.(error);
+      return { match, failed: error };
+    }
+  }
+
   private keysOf(match: PolicyMatch): string[] {
     return counterKeys(this.deps.keyPrefix, match.compiled.policy.policy_id, match.compiled.spec, match.identity);
-  }
-}
-
-async function evaluate(match: PolicyMatch, run: (match: PolicyMatch) => Promise<CounterResult>): Promise<Evaluation> {
-  try {
-    return { match, result: await run(match) };
-  } catch (error) {
-    if (error instanceof CounterStoreUnavailableError) return { match, failed: error };
-    throw error;
   }
 }
 

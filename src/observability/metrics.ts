@@ -180,6 +180,9 @@ export class Metrics {
   recordDecision(event: DecisionEvent): void {
     const outcome = decisionOutcome(event);
     this.child(this.decisions, event.operation, outcome).inc();
+    // Every decision looks its policy up in the compiled in-memory snapshot: a hit found a policy, a
+    // miss found none (traffic no policy covers, worth watching after a policy change).
+    this.countPolicyCache(event.decision.matched_policy_id !== '');
     if (Number.isFinite(event.durationSeconds) && event.durationSeconds >= 0) this.duration.observe(event.durationSeconds);
     if (event.failureMode !== undefined) this.child(this.failureMode, event.failureMode).inc();
     const tenant = event.ctx.tenant_id;
@@ -202,7 +205,7 @@ export class Metrics {
     return child;
   }
 
-  /** One policy lookup: `hit` when the compiled in-memory snapshot answered it. */
+  /** One policy lookup in the compiled snapshot: `hit` when a policy matched. */
   countPolicyCache(hit: boolean): void {
     (hit ? this.cacheHits : this.cacheMisses).inc();
   }

@@ -16,18 +16,21 @@ function fixedWindow(id: string, limit: number, extra: Record<string, unknown> =
 function setup(policies: ReturnType<typeof makePolicy>[], options: { counters?: CounterStore; random?: () => number } = {}) {
   let now = T0;
   const events: DecisionEvent[] = [];
+  const storeErrors: Error[] = [];
   const counters = options.counters ?? new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
   const service = new DecisionService({
     policies: new LiveMatcher(policies),
     counters,
     keyPrefix: 'test:',
     recorder: { record: (e) => events.push(e) },
+    onCounterStoreError: (e) => storeErrors.push(e),
     now: () => now,
     random: options.random,
   });
   return {
     service,
     events,
+    storeErrors,
     advance: (ms: number) => (now += ms),
     check: (body: Record<string, unknown>) => service.check(parseRequestContext(body)),
     acquire: (body: Record<string, unknown>) => service.acquire(parseRequestContext(body)),
@@ -213,6 +216,7 @@ describe('DecisionService', () => {
       const open = setup([fixedWindow('p', 1, { failure_mode: 'fail_open' })], { counters: deadStore });
       expect(await open.check({ service: 'api' })).to.deep.include({ allowed: true, action: 'allow', reason: 'counter_store_unavailable', matched_policy_id: 'p' });
       expect(open.events[0].failureMode).to.equal('fail_open');
+      expect(open.storeErrors).to.have.length(1);
       const closed = setup([fixedWindow('p', 1, { failure_mode: 'fail_closed' })], { counters: deadStore });
       expect(await closed.check({ service: 'api' })).to.deep.include({ allowed: false, action: 'deny', reason: 'counter_store_unavailable' });
       expect(await closed.acquire({ service: 'api' })).to.deep.include({ reason: 'no_matching_policy' });

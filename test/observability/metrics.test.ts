@@ -147,14 +147,13 @@ describe('observability/metrics', () => {
     m.recordDecision(event({ decision: { matched_policy_id: 'p', reason: 'counter_store_unavailable' }, failureMode: 'fail_open' }));
     m.recordDecision(event({ decision: { matched_policy_id: 'p', allowed: false, action: 'deny', reason: 'counter_store_unavailable' }, failureMode: 'fail_closed' }));
     m.recordDecision(event({ decision: { matched_policy_id: 'p', allowed: false, action: 'deny', reason: 'counter_store_unavailable' }, failureMode: 'fail_closed' }));
-    m.countPolicyCache(true);
-    m.countPolicyCache(true);
-    m.countPolicyCache(false);
+    // A decision that found no policy in the compiled snapshot is a cache miss; the three above are hits.
+    m.recordDecision(event({ decision: { matched_policy_id: '', reason: 'no_matching_policy' } }));
     m.countCounterStoreError();
     text = await m.exposition();
     expect(sample(text, 'rl_failure_mode_decisions_total', { mode: 'fail_open' })).to.equal(1);
     expect(sample(text, 'rl_failure_mode_decisions_total', { mode: 'fail_closed' })).to.equal(2);
-    expect(sample(text, 'rl_policy_cache_hits_total')).to.equal(2);
+    expect(sample(text, 'rl_policy_cache_hits_total')).to.equal(3);
     expect(sample(text, 'rl_policy_cache_misses_total')).to.equal(1);
     expect(sample(text, 'rl_counter_store_errors_total')).to.equal(1);
   });
