@@ -267,10 +267,10 @@ export class MemoryCounterStore implements CounterStore {
       level = level + cost;
       const settledAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
       this.put<BucketState>(key, { amount: level, updatedAt: now, settledAt }, settledAt);
-      return result(true, Math.floor(capacity - level), 0, settledAt - now);
+      return result(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now);
     }
     const retry = Math.ceil(((level + cost - capacity) * ratePeriodMs) / rateUnits);
-    return result(false, Math.floor(capacity - level), retry, emptyAt - now);
+    return result(false, Math.max(0, Math.floor(capacity - level)), retry, emptyAt - now);
   }
 
   // --- key space: a Map with per-key expiry, like Redis PEXPIREAT ---

@@ -1,0 +1,41 @@
+-- concurrency_acquire: takes a lease slot for a lease id, or refreshes the lease when that id already
+-- holds one (no second slot). Every lease expires lease_ttl ms after its last acquire.
+-- Port of MemoryCounterStore.acquire (src/counters/memory-store.ts): change both together.
+--
+-- KEYS[1]  lease set, sorted set: member = lease id, score = when that lease expires (epoch ms). The
+--          key expires with its latest lease, so the newest score is always its expire-at.
+-- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
+-- ARGV[2]  lease id
+-- ARGV[3]  max concurrency
+-- ARGV[4]  lease ttl ms
+-- Returns  {allowed 1/0, remaining slots, retry_after_ms (until the oldest lease expires),
+--          reset_after_ms (until no lease is held)}
+
+-- @include "time"
+-- @include "number"
+
+local key = KEYS[1]
+local lease_id = ARGV[2]
+local max = tonumber(ARGV[3])
+local lease_ttl_ms = tonumber(ARGV[4])
+
+-- Leases whose time has come are gone, whatever happens next.
+redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
+local size = redis.call('ZCARD', key)
+local held = redis.call('ZSCORE', key, lease_id)
+if held or size < max then
+  redis.call('ZADD', key, fmt(now + lease_ttl_ms), lease_id)
+  if not held then
+    size = size + 1
+  end
+  local latest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+  expire_in(key, latest)
+  return reply(true, math.max(0, max - size), 0, latest - now)
+end
+local oldest = math.huge
+local latest = -math.huge
+if size > 0 then
+  oldest = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+  latest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+end
+return reply(false, math.max(0, max - size), oldest - now, latest - now)

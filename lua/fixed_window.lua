@@ -1,0 +1,32 @@
+-- fixed_window: windows of `window` ms aligned to the epoch; a denied request takes nothing.
+-- Port of MemoryCounterStore.fixedWindow (src/counters/memory-store.ts): change both together.
+--
+-- KEYS[1]  counter hash: x = expire-at (window end), s = window start, u = units used (epoch ms)
+-- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
+-- ARGV[2]  cost (units this request takes)
+-- ARGV[3]  limit
+-- ARGV[4]  window ms
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}
+
+-- @include "time"
+-- @include "number"
+-- @include "slot"
+
+local key = KEYS[1]
+local cost = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local window_ms = tonumber(ARGV[4])
+
+local window_start = now - math.fmod(now, window_ms)
+local window_end = window_start + window_ms
+local stored = load_slot(key, 's', 'u')
+local used = 0
+if stored and tonumber(stored[2]) == window_start then
+  used = tonumber(stored[3])
+end
+if used + cost > limit then
+  return reply(false, math.max(0, limit - used), window_end - now, window_end - now)
+end
+redis.call('HSET', key, 'x', fmt(window_end), 's', fmt(window_start), 'u', fmt(used + cost))
+expire_in(key, window_end)
+return reply(true, math.max(0, limit - (used + cost)), 0, window_end - now)

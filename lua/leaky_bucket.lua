@@ -1,0 +1,42 @@
+-- leaky_bucket: a bucket of `capacity` that drains at rate_units per rate_period_ms; a request pours
+-- in `cost` and is admitted when it fits.
+-- Port of MemoryCounterStore.leakyBucket (src/counters/memory-store.ts): change both together.
+--
+-- KEYS[1]  bucket hash: x = settled-at (when it has drained empty; also its expire-at),
+--          a = level at the last update, u = time of the last update (epoch ms)
+-- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
+-- ARGV[2]  cost (units this request pours in)
+-- ARGV[3]  capacity
+-- ARGV[4]  rate units (units drained per rate period)
+-- ARGV[5]  rate period ms
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}
+
+-- @include "time"
+-- @include "number"
+-- @include "slot"
+
+local key = KEYS[1]
+local cost = tonumber(ARGV[2])
+local capacity = tonumber(ARGV[3])
+local rate_units = tonumber(ARGV[4])
+local rate_period_ms = tonumber(ARGV[5])
+
+local stored = load_slot(key, 'a', 'u')
+local level = 0
+local empty_at = now
+if stored then
+  local settled_at = tonumber(stored[1])
+  if now < settled_at then
+    level = math.max(0, tonumber(stored[2]) - (math.max(0, now - tonumber(stored[3])) * rate_units) / rate_period_ms)
+    empty_at = settled_at
+  end
+end
+if level + cost <= capacity then
+  level = level + cost
+  local settled_at = now + math.ceil((level * rate_period_ms) / rate_units)
+  redis.call('HSET', key, 'x', fmt(settled_at), 'a', fmt(level), 'u', fmt(now))
+  expire_in(key, settled_at)
+  return reply(true, math.max(0, math.floor(capacity - level)), 0, settled_at - now)
+end
+local retry = math.ceil(((level + cost - capacity) * rate_period_ms) / rate_units)
+return reply(false, math.max(0, math.floor(capacity - level)), retry, empty_at - now)

@@ -1,0 +1,33 @@
+-- quota: a budget of `limit` units per period; the period starts with the first consumption.
+-- Port of MemoryCounterStore.quota (src/counters/memory-store.ts): change both together.
+--
+-- KEYS[1]  counter hash: x = expire-at (period end), s = period start, u = units used (epoch ms)
+-- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
+-- ARGV[2]  cost (units this request takes)
+-- ARGV[3]  limit (the budget)
+-- ARGV[4]  period ms
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}
+
+-- @include "time"
+-- @include "number"
+-- @include "slot"
+
+local key = KEYS[1]
+local cost = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local period_ms = tonumber(ARGV[4])
+
+local stored = load_slot(key, 's', 'u')
+local period_start = now
+local used = 0
+if stored and now < tonumber(stored[2]) + period_ms then
+  period_start = tonumber(stored[2])
+  used = tonumber(stored[3])
+end
+local period_end = period_start + period_ms
+if used + cost > limit then
+  return reply(false, math.max(0, limit - used), period_end - now, period_end - now)
+end
+redis.call('HSET', key, 'x', fmt(period_end), 's', fmt(period_start), 'u', fmt(used + cost))
+expire_in(key, period_end)
+return reply(true, math.max(0, limit - (used + cost)), 0, period_end - now)

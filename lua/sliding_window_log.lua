@@ -1,0 +1,98 @@
+-- sliding_window_log: exact sliding window; every admitted request is an entry (time, cost) and
+-- leaves the window `window` ms later.
+-- Port of MemoryCounterStore.slidingLog (src/counters/memory-store.ts): change both together.
+--
+-- KEYS[1]  entry log, sorted set: member "<seq, 16 digits>:<cost>", score = time of the entry (epoch
+--          ms). Members are unique; equal times keep arrival order through the zero-padded seq.
+-- KEYS[2]  log state hash (the `:sum` key): x = expire-at (newest entry + window), s = running sum of
+--          the costs in the log, q = the last seq used
+-- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
+-- ARGV[2]  cost (units this request takes)
+-- ARGV[3]  limit
+-- ARGV[4]  window ms
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}
+
+-- @include "time"
+-- @include "number"
+
+local log_key = KEYS[1]
+local state_key = KEYS[2]
+local cost = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local window_ms = tonumber(ARGV[4])
+local BATCH = 256
+
+local function entry_cost(member)
+  return tonumber(string.sub(member, string.find(member, ':', 1, true) + 1))
+end
+
+local state = redis.call('HMGET', state_key, 'x', 's', 'q')
+local sum = 0
+local seq = 0
+if state[1] and tonumber(state[1]) > now then
+  sum = tonumber(state[2])
+  seq = tonumber(state[3])
+else
+  -- Absent or stale: an empty log (the emulator's get() deletes stale state; so does this).
+  redis.call('DEL', log_key, state_key)
+end
+
+-- Entries leave the window when now - window reaches them; the emulator drops them from the stored
+-- state whether or not this request is admitted, subtracting their costs oldest first.
+local cutoff = fmt(now - window_ms)
+local expired = 0
+while true do
+  local batch = redis.call('ZRANGEBYSCORE', log_key, '-inf', cutoff, 'LIMIT', 0, BATCH)
+  for i = 1, #batch do
+    sum = sum - entry_cost(batch[i])
+  end
+  if #batch > 0 then
+    redis.call('ZREMRANGEBYRANK', log_key, 0, #batch - 1)
+    expired = expired + #batch
+  end
+  if #batch < BATCH then
+    break
+  end
+end
+
+local count = redis.call('ZCARD', log_key)
+if sum + cost > limit then
+  local newest_ts = now
+  local reset = 0
+  if count > 0 then
+    newest_ts = tonumber(redis.call('ZRANGE', log_key, -1, -1, 'WITHSCORES')[2])
+    reset = newest_ts + window_ms - now
+  end
+  -- Wait until enough of the oldest entries have left the window for this cost to fit; read from the
+  -- oldest only as far as needed.
+  local retry = newest_ts + window_ms - now
+  local freed = 0
+  local start = 0
+  local found = false
+  while not found and start < count do
+    local batch = redis.call('ZRANGE', log_key, start, start + BATCH - 1, 'WITHSCORES')
+    for i = 1, #batch, 2 do
+      freed = freed + entry_cost(batch[i])
+      if sum - freed + cost <= limit then
+        retry = tonumber(batch[i + 1]) + window_ms - now
+        found = true
+        break
+      end
+    end
+    start = start + BATCH
+  end
+  if expired > 0 then
+    redis.call('HSET', state_key, 's', fmt(sum))
+  end
+  return reply(false, math.max(0, limit - sum), retry, reset)
+end
+
+seq = seq + 1
+redis.call('ZADD', log_key, fmt(now), string.format('%016d', seq) .. ':' .. fmt(cost))
+sum = sum + cost
+local newest = tonumber(redis.call('ZRANGE', log_key, -1, -1, 'WITHSCORES')[2])
+local expire_at = newest + window_ms
+redis.call('HSET', state_key, 'x', fmt(expire_at), 's', fmt(sum), 'q', fmt(seq))
+expire_in(log_key, expire_at)
+expire_in(state_key, expire_at)
+return reply(true, math.max(0, limit - sum), 0, expire_at - now)

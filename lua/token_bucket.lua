@@ -1,0 +1,41 @@
+-- token_bucket: `capacity` tokens, refilled at rate_units per rate_period_ms; a request takes `cost`.
+-- Port of MemoryCounterStore.tokenBucket (src/counters/memory-store.ts): change both together.
+--
+-- KEYS[1]  bucket hash: x = settled-at (when it is full again; also its expire-at),
+--          a = tokens at the last update, u = time of the last update (epoch ms)
+-- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
+-- ARGV[2]  cost (tokens this request takes)
+-- ARGV[3]  capacity
+-- ARGV[4]  rate units (tokens added per rate period)
+-- ARGV[5]  rate period ms
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}
+
+-- @include "time"
+-- @include "number"
+-- @include "slot"
+
+local key = KEYS[1]
+local cost = tonumber(ARGV[2])
+local capacity = tonumber(ARGV[3])
+local rate_units = tonumber(ARGV[4])
+local rate_period_ms = tonumber(ARGV[5])
+
+local stored = load_slot(key, 'a', 'u')
+local tokens = capacity
+local full_at = now
+if stored then
+  local settled_at = tonumber(stored[1])
+  if now < settled_at then
+    tokens = math.min(capacity, tonumber(stored[2]) + (math.max(0, now - tonumber(stored[3])) * rate_units) / rate_period_ms)
+    full_at = settled_at
+  end
+end
+if tokens >= cost then
+  tokens = tokens - cost
+  local settled_at = now + math.ceil(((capacity - tokens) * rate_period_ms) / rate_units)
+  redis.call('HSET', key, 'x', fmt(settled_at), 'a', fmt(tokens), 'u', fmt(now))
+  expire_in(key, settled_at)
+  return reply(true, math.floor(tokens), 0, settled_at - now)
+end
+local retry = math.ceil(((cost - tokens) * rate_period_ms) / rate_units)
+return reply(false, math.floor(tokens), retry, full_at - now)

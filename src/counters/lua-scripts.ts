@@ -1,0 +1,119 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * The Lua scripts of the Redis counter store (`lua/*.lua`), one per algorithm plus the two lease
+ * operations, with their shared helpers (`lua/includes/*.lua`) expanded.
+ *
+ * Include directive: a line consisting of `-- @include "<name>"` is replaced by the text of
+ * `lua/includes/<name>.lua` (which may include others). Each include is expanded once per script;
+ * later occurrences of the same name become a comment, and a cycle or a missing file is an error.
+ */
+
+export type ScriptName =
+  | 'fixed_window'
+  | 'sliding_window_log'
+  | 'sliding_window_counter'
+  | 'token_bucket'
+  | 'leaky_bucket'
+  | 'quota'
+  | 'concurrency_acquire'
+  | 'concurrency_release';
+
+export interface LuaScript {
+  name: ScriptName;
+  /** The script with every include expanded: what Redis runs. */
+  lua: string;
+  /** How many of the arguments are KEYS (as counterKeys builds them). */
+  numberOfKeys: number;
+  /** SHA1 of `lua`, the EVALSHA digest. */
+  sha1: string;
+}
+
+/** Key count of each script; keys.ts builds exactly this many keys for the algorithm. */
+export const SCRIPT_KEY_COUNTS: Readonly<Record<ScriptName, number>> = {
+  fixed_window: 1,
+  sliding_window_log: 2,
+  sliding_window_counter: 1,
+  token_bucket: 1,
+  leaky_bucket: 1,
+  quota: 1,
+  concurrency_acquire: 1,
+  concurrency_release: 1,
+};
+
+export const SCRIPT_NAMES = Object.keys(SCRIPT_KEY_COUNTS) as ScriptName[];
+
+/**
+ * `lua/` at the repository root. The same relative URL works from `src/counters/` (tsx) and from
+ * `dist/counters/` (compiled), both two levels below the root.
+ */
+export const LUA_DIR: URL = new URL('../../lua/', import.meta.url);
+
+const INCLUDE_LINE = /^[ \t]*--[ \t]*@include[ \t]+"([^"]*)"[ \t]*$/;
+const INCLUDE_NAME = /^[A-Za-z0-9_-]+$/;
+
+/**
+ * Expands `-- @include "name"` lines in `source`. `readInclude(name)` returns the text of one include;
+ * `origin` names the source in error messages.
+ */
+export function expandIncludes(source: string, readInclude: (name: string) => string, origin = 'script'): string {
+  const done = new Set<string>();
+  const expand = (text: string, from: string, stack: string[]): string => {
+    const out: string[] = [];
+    for (const line of text.split('\n')) {
+      const match = INCLUDE_LINE.exec(line.replace(/\r$/, ''));
+      if (!match) {
+        out.push(line);
+        continue;
+      }
+      const name = match[1];
+      if (!INCLUDE_NAME.test(name)) {
+        throw new Error(`${from}: bad include name ${JSON.stringify(name)} (letters, digits, _ and - only)`);
+      }
+      if (stack.includes(name)) {
+        throw new Error(`${from}: include cycle ${[...stack, name].join(' -> ')}`);
+      }
+      if (done.has(name)) {
+        out.push(`-- (include "${name}" already expanded above)`);
+        continue;
+      }
+      let body: string;
+      try {
+        body = readInclude(name);
+      } catch (err) {
+        throw new Error(`${from}: cannot read include "${name}": ${(err as Error).message}`);
+      }
+      const expanded = expand(body.replace(/\n+$/, ''), `include "${name}"`, [...stack, name]);
+      done.add(name);
+      out.push(`-- >>> include "${name}"`, expanded, `-- <<< include "${name}"`);
+    }
+    return out.join('\n');
+  };
+  return expand(source, origin, []);
+}
+
+/** Reads and expands one script from `dir` (default LUA_DIR). */
+export function readScript(name: ScriptName, dir: URL = LUA_DIR): LuaScript {
+  const file = new URL(`${name}.lua`, dir);
+  const source = readFileSync(file, 'utf8');
+  const lua = expandIncludes(
+    source,
+    (include) => readFileSync(new URL(`includes/${include}.lua`, dir), 'utf8'),
+    fileURLToPath(file),
+  );
+  return { name, lua, numberOfKeys: SCRIPT_KEY_COUNTS[name], sha1: createHash('sha1').update(lua).digest('hex') };
+}
+
+let cache: Readonly<Record<ScriptName, LuaScript>> | undefined;
+
+/** Every script, read once per process (the files are part of the installed package). */
+export function loadScripts(): Readonly<Record<ScriptName, LuaScript>> {
+  if (!cache) {
+    const all = {} as Record<ScriptName, LuaScript>;
+    for (const name of SCRIPT_NAMES) all[name] = readScript(name);
+    cache = Object.freeze(all);
+  }
+  return cache;
+}

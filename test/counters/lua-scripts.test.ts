@@ -1,0 +1,194 @@
+import { expect } from 'chai';
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { Redis } from 'ioredis';
+import {
+  expandIncludes,
+  LUA_DIR,
+  loadScripts,
+  readScript,
+  SCRIPT_KEY_COUNTS,
+  SCRIPT_NAMES,
+  type ScriptName,
+} from '../../src/counters/lua-scripts.js';
+import { startRedis, type RedisHandle } from '../support/redis.js';
+
+/** The leading comment block of a file: every line up to the first that is not a `--` comment. */
+function header(source: string): string {
+  const lines: string[] = [];
+  for (const line of source.split('\n')) {
+    if (!line.startsWith('--')) break;
+    lines.push(line);
+  }
+  return lines.join('\n');
+}
+
+describe('Lua scripts', function () {
+  const files = readdirSync(LUA_DIR).filter((f) => f.endsWith('.lua'));
+
+  it('there is exactly one script file per script name', function () {
+    expect(files.map((f) => f.replace(/\.lua$/, '')).sort()).to.deep.equal([...SCRIPT_NAMES].sort());
+  });
+
+  for (const name of SCRIPT_NAMES) {
+    describe(`${name}.lua`, function () {
+      const source = readFileSync(new URL(`${name}.lua`, LUA_DIR), 'utf8');
+      const head = header(source);
+
+      it('starts with a header comment naming KEYS, ARGV and the returned array', function () {
+        expect(head, 'header comment').to.match(/^-- \w+: /);
+        const keys = [...head.matchAll(/^-- +KEYS\[(\d+)\]/gm)].map((m) => Number(m[1]));
+        expect(keys, 'KEYS lines').to.deep.equal(Array.from({ length: SCRIPT_KEY_COUNTS[name] }, (_, i) => i + 1));
+        const argv = [...head.matchAll(/^-- +ARGV\[(\d+)\]/gm)].map((m) => Number(m[1]));
+        expect(argv.length, 'ARGV lines').to.be.at.least(3);
+        expect(argv, 'ARGV lines in order').to.deep.equal(argv.map((_, i) => i + 1));
+        expect(head).to.match(/^-- +ARGV\[1\] +now\b/m);
+        expect(head).to.match(/^-- +Returns +\{/m);
+      });
+
+      it('reads no KEYS or ARGV beyond those its header lists', function () {
+        const declaredArgv = [...head.matchAll(/^-- +ARGV\[(\d+)\]/gm)].length;
+        const body = readScript(name).lua.split('\n').filter((l) => !l.trimStart().startsWith('--')).join('\n');
+        for (const m of body.matchAll(/KEYS\[(\d+)\]/g)) expect(Number(m[1])).to.be.at.most(SCRIPT_KEY_COUNTS[name]);
+        for (const m of body.matchAll(/ARGV\[(\d+)\]/g)) expect(Number(m[1])).to.be.at.most(declaredArgv);
+      });
+
+      it('has its includes expanded', function () {
+        const script = readScript(name);
+        expect(script.lua).not.to.match(/^\s*--\s*@include/m);
+        expect(script.lua).to.include('-- >>> include "time"');
+        expect(script.lua).to.include('local function reply(');
+        expect(script.sha1).to.equal(createHash('sha1').update(script.lua).digest('hex'));
+        expect(script.numberOfKeys).to.equal(SCRIPT_KEY_COUNTS[name]);
+      });
+    });
+  }
+
+  describe('every include', function () {
+    for (const file of readdirSync(new URL('includes/', LUA_DIR)).filter((f) => f.endsWith('.lua'))) {
+      it(`${file} starts with a comment saying what it provides`, function () {
+        const source = readFileSync(new URL(`includes/${file}`, LUA_DIR), 'utf8');
+        expect(header(source)).to.match(new RegExp(`^-- include "${file.replace(/\.lua$/, '')}": `));
+      });
+    }
+  });
+
+  describe('expandIncludes', function () {
+    const lib: Record<string, string> = {
+      a: 'local a = 1\n',
+      b: '-- @include "a"\nlocal b = a + 1',
+      loop1: '-- @include "loop2"',
+      loop2: '-- @include "loop1"',
+      bad: '-- @include "../etc/passwd"',
+    };
+    const read = (name: string) => {
+      if (!(name in lib)) throw new Error(`no such include ${name}`);
+      return lib[name];
+    };
+
+    it('replaces an include line by the file, recursively, and each include once', function () {
+      const out = expandIncludes('x\n  -- @include "b"\n-- @include "a"\ny', read);
+      expect(out.split('\n')).to.deep.equal([
+        'x',
+        '-- >>> include "b"',
+        '-- >>> include "a"',
+        'local a = 1',
+        '-- <<< include "a"',
+        'local b = a + 1',
+        '-- <<< include "b"',
+        '-- (include "a" already expanded above)',
+        'y',
+      ]);
+    });
+
+    it('leaves other comments alone', function () {
+      const source = '-- include "a" is not a directive\n-- @include a\nlocal x = 1 -- @include "a"';
+      expect(expandIncludes(source, read)).to.equal(source);
+    });
+
+    it('rejects cycles, missing files and path-like names', function () {
+      expect(() => expandIncludes('-- @include "loop1"', read, 's.lua')).to.throw(/include cycle loop1 -> loop2 -> loop1/);
+      expect(() => expandIncludes('-- @include "nope"', read, 's.lua')).to.throw(/s\.lua: cannot read include "nope"/);
+      expect(() => expandIncludes('-- @include "bad"', read)).to.throw(/bad include name/);
+    });
+  });
+
+  describe('on real Redis', function () {
+    this.timeout(30_000);
+    let redis: RedisHandle;
+    let client: Redis;
+
+    before(async function () {
+      redis = await startRedis();
+      client = new Redis(redis.url);
+    });
+
+    after(async function () {
+      client?.disconnect();
+      await redis?.stop();
+    });
+
+    for (const name of SCRIPT_NAMES) {
+      it(`SCRIPT LOAD ${name} succeeds and gives the expected SHA1`, async function () {
+        const script = loadScripts()[name as ScriptName];
+        const sha = await client.script('LOAD', script.lua);
+        expect(sha).to.equal(script.sha1);
+      });
+    }
+
+    /** ARGV after now for each script: cost or lease id, then scriptParams of a small spec. */
+    const sampleArgs: Record<ScriptName, string[]> = {
+      fixed_window: ['1', '5', '10000'],
+      sliding_window_log: ['1', '5', '10000'],
+      sliding_window_counter: ['1', '5', '10000', '4'],
+      token_bucket: ['1', '5', '5', '10000'],
+      leaky_bucket: ['1', '5', '5', '10000'],
+      quota: ['1', '5', '10000'],
+      concurrency_acquire: ['lease-1', '5', '10000'],
+      concurrency_release: ['lease-1', '5', '10000'],
+    };
+
+    async function run(name: ScriptName, now: string, prefix: string): Promise<{ reply: unknown; ttls: number[] }> {
+      const script = loadScripts()[name];
+      const keys = script.numberOfKeys === 2 ? [`${prefix}{k}`, `${prefix}{k}:sum`] : [`${prefix}{k}`];
+      if (name === 'concurrency_release') {
+        await client.eval(loadScripts().concurrency_acquire.lua, 1, keys[0], now, ...sampleArgs.concurrency_acquire);
+      }
+      const reply = await client.eval(script.lua, keys.length, ...keys, now, ...sampleArgs[name]);
+      const ttls = await Promise.all(keys.map((k) => client.pttl(k)));
+      return { reply, ttls };
+    }
+
+    for (const name of SCRIPT_NAMES) {
+      it(`${name} runs on the Redis clock (ARGV[1] empty): integer reply, keys expire with the state`, async function () {
+        const { reply, ttls } = await run(name, '', `t:lua:${name}:${Date.now()}:`);
+        expect(reply).to.be.an('array').with.lengthOf(4);
+        for (const v of reply as unknown[]) expect(v).to.be.a('number');
+        expect((reply as number[])[0]).to.equal(1);
+        if (name === 'concurrency_release') {
+          expect(ttls).to.deep.equal([-2]); // the last lease went, and with it the key
+        } else {
+          for (const ttl of ttls) expect(ttl).to.be.within(1, 20_000); // at most window + one bucket
+        }
+      });
+
+      if (name !== 'concurrency_release') {
+        it(`${name} with an explicit time pads every expiry (test clocks may lag the Redis clock)`, async function () {
+          const { ttls } = await run(name, String(Date.now() - 3_600_000), `t:lua:${name}:pad:${Date.now()}:`);
+          for (const ttl of ttls) expect(ttl).to.be.within(60_001, 80_000);
+        });
+      }
+    }
+
+    it('rejects a now that is not a number', async function () {
+      const script = loadScripts().fixed_window;
+      let message = '';
+      try {
+        await client.eval(script.lua, 1, 't:lua:bad-now', 'soon', '1', '5', '1000');
+      } catch (err) {
+        message = (err as Error).message;
+      }
+      expect(message).to.include('ARGV[1] (now) must be a number or empty');
+    });
+  });
+});
