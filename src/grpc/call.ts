@@ -1,0 +1,52 @@
+import * as grpc from '@grpc/grpc-js';
+import { RlError } from '../errors.js';
+import type { Readiness } from '../http/readiness.js';
+import type { GrpcAuthenticate } from './auth.js';
+import { GrpcStatusError, toGrpcStatus } from './status.js';
+
+export interface CallGuards {
+  readiness: Readiness;
+  authenticate?: GrpcAuthenticate;
+}
+
+/**
+ * Wraps the body of a decision RPC with what every one of them needs, in this order: UNAVAILABLE
+ * unless the server is ready (starting or draining), nothing done for a call already cancelled or past
+ * its deadline, authentication, the body, and one error mapping (status.ts). A call cancelled while the
+ * body ran gets no answer (there is nobody to send it to).
+ */
+export function guardedUnary<Req, Res>(
+  guards: CallGuards,
+  body: (request: Req, call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res>,
+): grpc.handleUnaryCall<Req, Res> {
+  return (call, callback) => {
+    const method = call.getPath();
+    const run = async (): Promise<Res> => {
+      const state = guards.readiness.state;
+      if (state !== 'ready') {
+        throw new RlError('unavailable', state === 'draining' ? 'server is draining' : 'server is starting');
+      }
+      ensureLive(call);
+      guards.authenticate?.(call.metadata, method);
+      return body(call.request, call);
+    };
+    run().then(
+      (response) => {
+        if (!call.cancelled) callback(null, response);
+      },
+      (error: unknown) => {
+        if (!call.cancelled) callback(toGrpcStatus(error, method));
+      },
+    );
+  };
+}
+
+/** Throws when the call is cancelled or its deadline has passed: the work would be wasted. */
+export function ensureLive(call: Pick<grpc.ServerUnaryCall<unknown, unknown>, 'cancelled' | 'getDeadline'>): void {
+  if (call.cancelled) throw new GrpcStatusError(grpc.status.CANCELLED, 'call cancelled by the client');
+  const deadline = call.getDeadline();
+  const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
+  if (Number.isFinite(deadlineMs) && Date.now() >= deadlineMs) {
+    throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, 'deadline exceeded before the decision was made');
+  }
+}

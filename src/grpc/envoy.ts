@@ -1,0 +1,191 @@
+import type { CounterSpec } from '../counters/counter-spec.js';
+import type { DecisionService, MatcherSource } from '../decision/decision-service.js';
+import { RlError, invalidField } from '../errors.js';
+import type { Decision } from '../model/decision.js';
+import { CONTEXT_STRING_FIELDS, parseRequestContext, type RequestContext } from '../model/request-context.js';
+
+/**
+ * Envoy's external rate limit service (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit)
+ * on top of DecisionService. See docs/envoy.md for the mapping, summarised:
+ *
+ * - Each descriptor becomes one RequestContext and one `DecisionService.check`.
+ * - An entry whose key is a string field of RequestContext (`user_id`, `source_ip`, `signal_type`, …)
+ *   fills that field; every other entry becomes a tag of the same key. The request's `domain` becomes
+ *   the tag `domain` (policies select Envoy traffic with `scope.tags.domain`). Envoy's built-in
+ *   `remote_address` entry also fills `source_ip`, unless the descriptor has a `source_ip` entry.
+ *   When a key repeats, the last entry wins.
+ * - The quantity is the descriptor's `hits_addend` when set, else the request's; 0 means 1.
+ * - A descriptor is OVER_LIMIT exactly when its decision is not allowed (deny, delay, drop, a sample
+ *   not kept, drop_low_priority below the minimum severity, fail_closed on a counter store failure).
+ *   Actions that let the request through (downgrade, a kept sample, shadow_only) are OK. The overall
+ *   code is OVER_LIMIT when any descriptor is, else OK.
+ */
+
+export interface EnvoyEntry {
+  key?: string;
+  value?: string;
+}
+
+export interface EnvoyDescriptor {
+  entries?: EnvoyEntry[];
+  /** google.protobuf.UInt64Value; with longs as strings the value is a decimal string. */
+  hits_addend?: { value?: string | number } | null;
+}
+
+export interface EnvoyRateLimitRequest {
+  domain?: string;
+  descriptors?: EnvoyDescriptor[];
+  hits_addend?: number;
+}
+
+export type EnvoyCode = 'OK' | 'OVER_LIMIT';
+export type EnvoyUnit = 'UNKNOWN' | 'SECOND' | 'MINUTE' | 'HOUR' | 'DAY';
+
+export interface EnvoyDescriptorStatus {
+  code: EnvoyCode;
+  current_limit?: { name: string; requests_per_unit: number; unit: EnvoyUnit };
+  limit_remaining: number;
+  duration_until_reset?: { seconds: number; nanos: number };
+}
+
+export interface EnvoyRateLimitResponse {
+  overall_code: EnvoyCode;
+  statuses: EnvoyDescriptorStatus[];
+}
+
+const STRING_FIELDS = new Set<string>(CONTEXT_STRING_FIELDS);
+const UINT32_MAX = 0xffff_ffff;
+
+/** The RequestContext of descriptor `index`; bad input throws INVALID_ARGUMENT naming `descriptors[i]…`. */
+export function descriptorContext(request: EnvoyRateLimitRequest, index: number): RequestContext {
+  const descriptor = request.descriptors?.[index] ?? {};
+  const where = `descriptors[${index}]`;
+  const entries = descriptor.entries ?? [];
+  if (entries.length === 0) throw invalidField(`${where}.entries`, 'must hold at least one entry');
+
+  const raw: Record<string, unknown> = {};
+  const tags: Record<string, string> = Object.create(null);
+  if (request.domain) tags.domain = request.domain;
+  let remoteAddress: string | undefined;
+  entries.forEach((entry, i) => {
+    const key = entry.key ?? '';
+    const value = entry.value ?? '';
+    if (key === '') throw invalidField(`${where}.entries[${i}].key`, 'must not be empty');
+    if (value === '') throw invalidField(`${where}.entries[${i}].value`, `must not be empty (key "${key}")`);
+    if (STRING_FIELDS.has(key)) raw[key] = value;
+    else tags[key] = value;
+    if (key === 'remote_address') remoteAddress = value;
+  });
+  if (remoteAddress !== undefined && raw.source_ip === undefined) raw.source_ip = remoteAddress;
+  raw.tags = tags;
+  raw.quantity = hitsAddendOf(request, descriptor);
+
+  try {
+    return parseRequestContext(raw);
+  } catch (error) {
+    if (error instanceof RlError && error.kind === 'invalid_argument') {
+      const field = error.field === 'quantity' ? 'hits_addend' : error.field;
+      const message = error.field === 'quantity' ? error.message.replace(/^quantity/, 'hits_addend') : error.message;
+      throw new RlError('invalid_argument', `${where}.${message}`, `${where}.${field}`);
+    }
+    throw error;
+  }
+}
+
+/** Descriptor-level hits_addend when set and non-zero, else the request's; 0 means 1. */
+function hitsAddendOf(request: EnvoyRateLimitRequest, descriptor: EnvoyDescriptor): string | number {
+  const own = descriptor.hits_addend?.value;
+  if (own !== undefined && own !== null && String(own) !== '0') return typeof own === 'number' ? own : String(own);
+  const shared = request.hits_addend ?? 0;
+  return shared > 0 ? shared : 1;
+}
+
+/** How one decision reads in Envoy's terms. `unitOf` names the time unit of a policy's limit. */
+export function descriptorStatus(decision: Decision, unitOf: (policyId: string) => EnvoyUnit): EnvoyDescriptorStatus {
+  const status: EnvoyDescriptorStatus = {
+    code: decision.allowed ? 'OK' : 'OVER_LIMIT',
+    limit_remaining: clampUint32(decision.remaining),
+  };
+  if (decision.matched_policy_id !== '') {
+    status.current_limit = {
+      name: decision.matched_policy_id,
+      requests_per_unit: clampUint32(decision.limit),
+      unit: unitOf(decision.matched_policy_id),
+    };
+    status.duration_until_reset = durationOf(decision.reset_after);
+  }
+  return status;
+}
+
+export function overallCode(statuses: readonly EnvoyDescriptorStatus[]): EnvoyCode {
+  return statuses.some((s) => s.code === 'OVER_LIMIT') ? 'OVER_LIMIT' : 'OK';
+}
+
+const UNIT_MS: readonly (readonly [number, EnvoyUnit])[] = [
+  [1_000, 'SECOND'],
+  [60_000, 'MINUTE'],
+  [3_600_000, 'HOUR'],
+  [86_400_000, 'DAY'],
+];
+
+/**
+ * The Envoy unit of a policy's limit: windows and quota periods of exactly one second, minute, hour or
+ * day map to that unit; a token or leaky bucket maps to the unit in which it refills (or drains) exactly
+ * its capacity. Anything else (a 10s window, a bucket of 50 refilled at 10/s) is UNKNOWN: the limit is
+ * then only meaningful together with the policy, whose id is in `current_limit.name`.
+ */
+export function rateLimitUnitOf(spec: CounterSpec): EnvoyUnit {
+  let periodMs: number;
+  switch (spec.type) {
+    case 'fixed_window':
+    case 'sliding_window_log':
+    case 'sliding_window_counter':
+      periodMs = spec.windowMs;
+      break;
+    case 'quota':
+      periodMs = spec.periodMs;
+      break;
+    case 'token_bucket':
+    case 'leaky_bucket':
+      periodMs = (spec.capacity * spec.ratePeriodMs) / spec.rateUnits;
+      break;
+    case 'concurrency':
+      return 'UNKNOWN';
+  }
+  return UNIT_MS.find(([ms]) => ms === periodMs)?.[1] ?? 'UNKNOWN';
+}
+
+/** unitOf for descriptorStatus, reading the policy from the live matcher when one is given. */
+export function unitLookup(policies: MatcherSource | undefined): (policyId: string) => EnvoyUnit {
+  if (!policies) return () => 'UNKNOWN';
+  return (policyId) => {
+    const compiled = policies.current().get(policyId);
+    return compiled ? rateLimitUnitOf(compiled.spec) : 'UNKNOWN';
+  };
+}
+
+/** Decides every descriptor (concurrently: each is independent) and builds the response. */
+export async function shouldRateLimit(
+  decisions: DecisionService,
+  request: EnvoyRateLimitRequest,
+  unitOf: (policyId: string) => EnvoyUnit,
+  beforeDecide: () => void = () => {},
+): Promise<EnvoyRateLimitResponse> {
+  const count = request.descriptors?.length ?? 0;
+  if (count === 0) throw invalidField('descriptors', 'must hold at least one descriptor');
+  const contexts = Array.from({ length: count }, (_, i) => descriptorContext(request, i));
+  beforeDecide();
+  const results = await Promise.all(contexts.map((ctx) => decisions.check(ctx)));
+  const statuses = results.map((decision) => descriptorStatus(decision, unitOf));
+  return { overall_code: overallCode(statuses), statuses };
+}
+
+function clampUint32(value: number): number {
+  if (!Number.isFinite(value) || value <= 0) return 0;
+  return Math.min(Math.floor(value), UINT32_MAX);
+}
+
+function durationOf(ms: number): { seconds: number; nanos: number } {
+  const whole = Math.max(0, Math.floor(ms));
+  return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 };
+}

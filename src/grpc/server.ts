@@ -1,0 +1,141 @@
+import * as grpc from '@grpc/grpc-js';
+import type { DecisionService, MatcherSource } from '../decision/decision-service.js';
+import type { Readiness } from '../http/readiness.js';
+import type { Decision } from '../model/decision.js';
+import { CONTEXT_STRING_FIELDS, parseRequestContext, type RequestContext } from '../model/request-context.js';
+import { log } from '../util/log.js';
+import type { GrpcAuthenticate } from './auth.js';
+import { ensureLive, guardedUnary, type CallGuards } from './call.js';
+import { shouldRateLimit, unitLookup, type EnvoyRateLimitRequest, type EnvoyRateLimitResponse } from './envoy.js';
+import { createHealthService, type HealthService } from './health.js';
+import { SERVICE_NAMES, serviceDefinition } from './protos.js';
+
+export { credentialsFromMetadata, grpcAuthenticate, type GrpcAuthenticate, type GrpcCredentials, type Principal } from './auth.js';
+
+export interface GrpcServerDeps {
+  decisions: DecisionService;
+  readiness: Readiness;
+  /** Largest request message accepted (`grpc.max_receive_message_length`); above it RESOURCE_EXHAUSTED. */
+  maxMessageBytes: number;
+  /** Runs before every decision RPC (not health); throws RlError unauthenticated / permission_denied. */
+  authenticate?: GrpcAuthenticate;
+  /** The live policies, so ShouldRateLimit can name the time unit of a limit; without it: UNKNOWN. */
+  policies?: MatcherSource;
+}
+
+/** A decision RPC request as decoded: the RequestContext fields flat (int64 quantity as a decimal string). */
+type DecisionRequest = Record<string, unknown>;
+
+/** The Decision fields flat, exactly as HTTP returns them. */
+type DecisionResponse = Decision;
+
+const healthServices = new WeakMap<grpc.Server, HealthService>();
+
+/**
+ * The gRPC front-end, not yet bound: rl.v1.RateLimitService (CheckLimit, Acquire, Release),
+ * envoy.service.ratelimit.v3.RateLimitService (ShouldRateLimit) and grpc.health.v1.Health on one
+ * server. Handlers are thin adapters over DecisionService: validate, decide, map errors (status.ts).
+ */
+export function createGrpcServer(deps: GrpcServerDeps): grpc.Server {
+  if (!Number.isSafeInteger(deps.maxMessageBytes) || deps.maxMessageBytes <= 0) {
+    throw new Error(`maxMessageBytes must be a positive integer, got ${deps.maxMessageBytes}`);
+  }
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': deps.maxMessageBytes,
+  });
+  const guards: CallGuards = { readiness: deps.readiness, authenticate: deps.authenticate };
+  const { decisions } = deps;
+
+  const decide = (operation: (ctx: RequestContext) => Promise<Decision>) =>
+    guardedUnary<DecisionRequest, DecisionResponse>(guards, async (request, call) => {
+      const ctx = parseRequestContext(fromWire(request));
+      ensureLive(call);
+      return operation(ctx);
+    });
+
+  server.addService(serviceDefinition(SERVICE_NAMES.rateLimit), {
+    CheckLimit: decide((ctx) => decisions.check(ctx)),
+    Acquire: decide((ctx) => decisions.acquire(ctx)),
+    Release: decide((ctx) => decisions.release(ctx)),
+  });
+
+  const unitOf = unitLookup(deps.policies);
+  server.addService(serviceDefinition(SERVICE_NAMES.envoy), {
+    ShouldRateLimit: guardedUnary<EnvoyRateLimitRequest, EnvoyRateLimitResponse>(guards, (request, call) =>
+      shouldRateLimit(decisions, request, unitOf, () => ensureLive(call)),
+    ),
+  });
+
+  const health = createHealthService(deps.readiness, [SERVICE_NAMES.rateLimit, SERVICE_NAMES.envoy]);
+  server.addService(serviceDefinition(SERVICE_NAMES.health), health.implementation);
+  healthServices.set(server, health);
+  return server;
+}
+
+/**
+ * proto3 has no presence for plain scalars: an empty string is treated as absent (so it never matches
+ * a `*` scope nor changes a lease digest), and quantity 0 (unset) as absent (default 1). Everything
+ * else goes to parseRequestContext unchanged, which validates exactly as for HTTP.
+ */
+function fromWire(request: DecisionRequest): DecisionRequest {
+  const body: DecisionRequest = {};
+  for (const field of CONTEXT_STRING_FIELDS) {
+    const value = request[field];
+    if (value !== undefined && value !== '') body[field] = value;
+  }
+  const quantity = request.quantity;
+  if (quantity !== undefined && quantity !== null && String(quantity) !== '0') body.quantity = int64Value(quantity);
+  if (request.tags !== undefined) body.tags = request.tags;
+  return body;
+}
+
+/** An int64 decoded as a decimal string becomes a number when exact, so messages read as over HTTP. */
+function int64Value(value: unknown): unknown {
+  if (typeof value !== 'string' || !/^-?\d+$/.test(value)) return value;
+  const n = Number(value);
+  return Number.isSafeInteger(n) ? n : value;
+}
+
+/**
+ * Binds `server` to `[host]:port` (no host: every interface, IPv6 and IPv4, falling back to IPv4 only
+ * where IPv6 is unavailable) and resolves with the bound port (the chosen one for port 0).
+ */
+export async function bindGrpcServer(
+  server: grpc.Server,
+  address: { host?: string; port: number },
+  credentials: grpc.ServerCredentials,
+): Promise<number> {
+  const bind = (target: string) =>
+    new Promise<number>((resolve, reject) => {
+      server.bindAsync(target, credentials, (error, port) => (error ? reject(error) : resolve(port)));
+    });
+  const host = address.host;
+  if (host !== undefined && host !== '') {
+    return bind(`${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${address.port}`);
+  }
+  try {
+    return await bind(`[::]:${address.port}`);
+  } catch (error) {
+    log.warn('cannot bind gRPC on [::], binding 0.0.0.0', { error: String(error) });
+    return bind(`0.0.0.0:${address.port}`);
+  }
+}
+
+/**
+ * Graceful stop: ends health Watch streams, refuses new calls, lets in-flight ones finish, and cancels
+ * whatever is still running after `deadlineMs`.
+ */
+export function shutdownGrpcServer(server: grpc.Server, deadlineMs: number): Promise<void> {
+  healthServices.get(server)?.endWatches();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      server.forceShutdown();
+      resolve();
+    }, deadlineMs);
+    timer.unref();
+    server.tryShutdown(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}

@@ -1,0 +1,233 @@
+import * as grpc from '@grpc/grpc-js';
+import { expect } from 'chai';
+import { RlError } from '../../src/errors.js';
+import { rateLimitUnitOf } from '../../src/grpc/envoy.js';
+import { loadPackageDefinition, SERVICE_NAMES } from '../../src/grpc/protos.js';
+import type { GrpcAuthenticate } from '../../src/grpc/server.js';
+import { counterSpecOf } from '../../src/counters/counter-spec.js';
+import { setLogLevel } from '../../src/util/log.js';
+import { makePolicy } from '../support/policies.js';
+import { callError, envoyClient, startGrpc, unary, type GrpcFixture } from './helpers.js';
+
+const POLICIES = [
+  // Envoy traffic of domain "edge", per user: 3 per minute.
+  makePolicy({
+    policy_id: 'edge-per-user',
+    scope: { user_id: '*', tags: { domain: 'edge' } },
+    algorithm: { type: 'fixed_window', limit: 3, window: '1m' },
+  }),
+  // Per client IP (Envoy's remote_address entry fills source_ip): 2 per 10 seconds, unit UNKNOWN.
+  makePolicy({
+    policy_id: 'edge-per-ip',
+    scope: { source_ip: '*', tags: { domain: 'edge' } },
+    algorithm: { type: 'fixed_window', limit: 2, window: '10s' },
+  }),
+  // A path-level token bucket refilling its capacity every second: unit SECOND.
+  makePolicy({
+    policy_id: 'edge-search-bucket',
+    scope: { endpoint: '/search', tags: { domain: 'edge' } },
+    algorithm: { type: 'token_bucket', limit: 5, window: '1s' },
+  }),
+  // Over the limit this one lets requests through degraded: Envoy must see OK.
+  makePolicy({
+    policy_id: 'edge-recs-downgrade',
+    scope: { service: 'recommendations', tags: { domain: 'edge' } },
+    algorithm: { type: 'fixed_window', limit: 1, window: '1h' },
+    action: 'downgrade',
+  }),
+];
+
+const user = (id: string) => ({ entries: [{ key: 'user_id', value: id }] });
+
+describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit)', () => {
+  let fixture: GrpcFixture;
+  let client: grpc.Client;
+
+  before(() => setLogLevel('silent'));
+  after(() => setLogLevel('info'));
+  afterEach(async () => {
+    client?.close();
+    await fixture?.close();
+  });
+
+  async function start(options: Parameters<typeof startGrpc>[1] = {}) {
+    fixture = await startGrpc(POLICIES, options);
+    client = envoyClient(fixture.target);
+  }
+
+  it('answers OK with current_limit, limit_remaining and duration_until_reset, then OVER_LIMIT', async () => {
+    await start();
+    fixture.clock.now += 20_000; // 40s left in the minute window
+    const expected = [2, 1, 0];
+    for (const remaining of expected) {
+      const response = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('alice')] });
+      expect(response).to.deep.equal({
+        overall_code: 'OK',
+        statuses: [
+          {
+            code: 'OK',
+            current_limit: { name: 'edge-per-user', requests_per_unit: 3, unit: 'MINUTE' },
+            limit_remaining: remaining,
+            duration_until_reset: { seconds: 40, nanos: 0 },
+          },
+        ],
+      });
+    }
+    fixture.clock.now += 1_500;
+    const over = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('alice')] });
+    expect(over.overall_code).to.equal('OVER_LIMIT');
+    expect(over.statuses[0]).to.deep.include({ code: 'OVER_LIMIT', limit_remaining: 0 });
+    expect(over.statuses[0].current_limit).to.deep.equal({ name: 'edge-per-user', requests_per_unit: 3, unit: 'MINUTE' });
+    expect(over.statuses[0].duration_until_reset).to.deep.equal({ seconds: 38, nanos: 500_000_000 });
+  });
+
+  it('decides every descriptor: OVER_LIMIT overall when any one is over, statuses in request order', async () => {
+    await start();
+    for (let i = 0; i < 3; i++) await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('bob')] });
+    const response = await unary(client, 'ShouldRateLimit', {
+      domain: 'edge',
+      descriptors: [user('carol'), user('bob'), { entries: [{ key: 'path', value: '/nothing-matches' }] }],
+    });
+    expect(response.overall_code).to.equal('OVER_LIMIT');
+    expect(response.statuses.map((s: { code: string }) => s.code)).to.deep.equal(['OK', 'OVER_LIMIT', 'OK']);
+    expect(response.statuses[0]).to.deep.include({ limit_remaining: 2 });
+    // No policy for the third: OK, no current_limit, nothing remaining to report.
+    expect(response.statuses[2]).to.deep.include({ code: 'OK', current_limit: null, limit_remaining: 0, duration_until_reset: null });
+  });
+
+  it('applies policies only to their domain (the domain is the tag "domain")', async () => {
+    await start();
+    const response = await unary(client, 'ShouldRateLimit', { domain: 'other', descriptors: [user('alice')] });
+    expect(response.statuses[0]).to.deep.include({ code: 'OK', current_limit: null });
+  });
+
+  it('counts hits_addend (request level, overridden per descriptor; 0 = 1)', async () => {
+    await start();
+    let response = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('dave')], hits_addend: 2 });
+    expect(response.statuses[0]).to.deep.include({ code: 'OK', limit_remaining: 1 });
+    response = await unary(client, 'ShouldRateLimit', {
+      domain: 'edge',
+      descriptors: [{ ...user('erin'), hits_addend: { value: 3 } }, user('frank')],
+      hits_addend: 0,
+    });
+    expect(response.statuses.map((s: { limit_remaining: number }) => s.limit_remaining)).to.deep.equal([0, 2]);
+    response = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [{ ...user('gina'), hits_addend: { value: 4 } }] });
+    expect(response.statuses[0]).to.deep.include({ code: 'OVER_LIMIT', limit_remaining: 3 });
+  });
+
+  it("maps Envoy's remote_address onto source_ip and reports a 10s window as unit UNKNOWN", async () => {
+    await start();
+    const descriptor = { entries: [{ key: 'remote_address', value: '10.0.0.7' }] };
+    const first = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
+    expect(first.statuses[0]).to.deep.include({ code: 'OK', limit_remaining: 1 });
+    expect(first.statuses[0].current_limit).to.deep.equal({ name: 'edge-per-ip', requests_per_unit: 2, unit: 'UNKNOWN' });
+    expect(first.statuses[0].duration_until_reset).to.deep.equal({ seconds: 10, nanos: 0 });
+    await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
+    const third = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
+    expect(third.overall_code).to.equal('OVER_LIMIT');
+  });
+
+  it('reports a bucket that refills its capacity in one second as unit SECOND', async () => {
+    await start();
+    const response = await unary(client, 'ShouldRateLimit', {
+      domain: 'edge',
+      descriptors: [{ entries: [{ key: 'endpoint', value: '/search' }] }],
+    });
+    expect(response.statuses[0].current_limit).to.deep.equal({ name: 'edge-search-bucket', requests_per_unit: 5, unit: 'SECOND' });
+    expect(response.statuses[0].limit_remaining).to.equal(4);
+  });
+
+  it('answers OK for an action that lets the request through (downgrade)', async () => {
+    await start();
+    const descriptor = { entries: [{ key: 'service', value: 'recommendations' }] };
+    await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
+    const response = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
+    expect(response.overall_code).to.equal('OK');
+    expect(response.statuses[0]).to.deep.include({ code: 'OK', limit_remaining: 0 });
+  });
+
+  it('INVALID_ARGUMENT naming the descriptor and field for bad input', async () => {
+    await start();
+    let error = await callError(client, 'ShouldRateLimit', {
+      domain: 'edge',
+      descriptors: [user('x'), { entries: [{ key: 'signal_type', value: 'smoke' }] }],
+    });
+    expect(error.code).to.equal(grpc.status.INVALID_ARGUMENT);
+    expect(error.details).to.match(/^descriptors\[1\]\.signal_type: must be one of/);
+    error = await callError(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [] });
+    expect(error.code).to.equal(grpc.status.INVALID_ARGUMENT);
+    expect(error.details).to.match(/^descriptors: /);
+    error = await callError(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [{ entries: [{ key: '', value: 'v' }] }] });
+    expect(error.details).to.match(/^descriptors\[0\]\.entries\[0\]\.key: /);
+  });
+
+  it('applies authentication (decide access) and readiness like the other RPCs', async () => {
+    const methods: string[] = [];
+    const authenticate: GrpcAuthenticate = (metadata, method) => {
+      methods.push(method);
+      if (metadata.get('x-api-key')[0] !== 'envoy-key') throw new RlError('unauthenticated', 'bad key');
+      return { subject: 'envoy', role: 'read-only' };
+    };
+    await start({ authenticate });
+    const error = await callError(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('a')] });
+    expect(error.code).to.equal(grpc.status.UNAUTHENTICATED);
+    const ok = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('a')] }, { metadata: { 'x-api-key': 'envoy-key' } });
+    expect(ok.overall_code).to.equal('OK');
+    expect(methods[0]).to.equal('/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit');
+    fixture.readiness.markDraining();
+    const draining = await callError(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('a')] }, { metadata: { 'x-api-key': 'envoy-key' } });
+    expect(draining.code).to.equal(grpc.status.UNAVAILABLE);
+  });
+
+  describe('wire compatibility with Envoy field numbers', () => {
+    const method = () => (loadPackageDefinition()[SERVICE_NAMES.envoy] as unknown as Record<string, grpc.MethodDefinition<any, any>>).ShouldRateLimit;
+
+    it('decodes a request encoded by hand from the public definition', () => {
+      // RateLimitRequest{domain(1)="edge", descriptors(2)=[{entries(1)=[{key(1)="user_id", value(2)="al"}],
+      // hits_addend(3)=UInt64Value{value(1)=5}}], hits_addend(3)=2}
+      const entry = Buffer.from([0x0a, 0x07, ...Buffer.from('user_id'), 0x12, 0x02, ...Buffer.from('al')]);
+      const descriptor = Buffer.from([0x0a, entry.length, ...entry, 0x1a, 0x02, 0x08, 0x05]);
+      const bytes = Buffer.from([0x0a, 0x04, ...Buffer.from('edge'), 0x12, descriptor.length, ...descriptor, 0x18, 0x02]);
+      const decoded = method().requestDeserialize(bytes);
+      expect(decoded).to.deep.equal({
+        domain: 'edge',
+        descriptors: [{ entries: [{ key: 'user_id', value: 'al' }], hits_addend: { value: '5' } }],
+        hits_addend: 2,
+      });
+    });
+
+    it('encodes a response with the field numbers Envoy reads', () => {
+      const bytes = method().responseSerialize({
+        overall_code: 'OVER_LIMIT',
+        statuses: [
+          {
+            code: 'OVER_LIMIT',
+            current_limit: { name: 'p', requests_per_unit: 3, unit: 'MINUTE' },
+            limit_remaining: 1,
+            duration_until_reset: { seconds: 2, nanos: 5 },
+          },
+        ],
+      });
+      // RateLimit{requests_per_unit(1)=3, unit(2)=MINUTE(2), name(3)="p"}
+      const limit = [0x08, 0x03, 0x10, 0x02, 0x1a, 0x01, 0x70];
+      // Duration{seconds(1)=2, nanos(2)=5}
+      const duration = [0x08, 0x02, 0x10, 0x05];
+      // DescriptorStatus{code(1)=OVER_LIMIT(2), current_limit(2), limit_remaining(3)=1, duration_until_reset(4)}
+      const status = [0x08, 0x02, 0x12, limit.length, ...limit, 0x18, 0x01, 0x22, duration.length, ...duration];
+      expect([...bytes]).to.deep.equal([0x08, 0x02, 0x12, status.length, ...status]);
+    });
+  });
+
+  it('rateLimitUnitOf: exact windows and periods map to units, other shapes to UNKNOWN', () => {
+    const unit = (algorithm: Record<string, unknown>) => rateLimitUnitOf(counterSpecOf(algorithm as never));
+    expect(unit({ type: 'fixed_window', limit: 1, window: '1s' })).to.equal('SECOND');
+    expect(unit({ type: 'sliding_window_log', limit: 1, window: '60s' })).to.equal('MINUTE');
+    expect(unit({ type: 'sliding_window_counter', limit: 1, window: '1h' })).to.equal('HOUR');
+    expect(unit({ type: 'quota', limit: 1, quota_period: '1d' })).to.equal('DAY');
+    expect(unit({ type: 'fixed_window', limit: 1, window: '10s' })).to.equal('UNKNOWN');
+    expect(unit({ type: 'token_bucket', limit: 600, window: '1m' })).to.equal('MINUTE');
+    expect(unit({ type: 'token_bucket', limit: 600, window: '1m', burst: 50, refill_rate: 10 })).to.equal('UNKNOWN');
+    expect(unit({ type: 'leaky_bucket', limit: 10, window: '1s', burst: 60, leak_rate: 1 })).to.equal('MINUTE');
+    expect(unit({ type: 'concurrency', max_concurrency: 3 })).to.equal('UNKNOWN');
+  });
+});
