@@ -1,0 +1,544 @@
+import { describe, SCOPE_FIELDS, SIGNAL_TYPES, type ScopeField } from '../model/request-context.js';
+import { parseDuration } from '../util/duration.js';
+import { compileMatchExpr } from './match-expr.js';
+import {
+  ALGORITHM_TYPES,
+  ENFORCEMENT_MODES,
+  FAILURE_MODES,
+  LIMIT_ACTIONS,
+  type AlgorithmConfig,
+  type AlgorithmType,
+  type EnforcementMode,
+  type FailureMode,
+  type FieldError,
+  type LimitAction,
+  type Policy,
+  type PolicyScope,
+} from './types.js';
+
+/**
+ * Policy validation: an untrusted decoded JSON value in, a normalised policy (every default applied)
+ * or EVERY problem as `{field, message}` out. Never throws on any input.
+ *
+ * The result is built from known keys only, into fresh objects (maps are prototype-less), so keys such
+ * as `__proto__` in the input cannot reach anything.
+ */
+
+/** A policy before the server stamps `version`, `created_at` and `updated_at`. */
+export type PolicyInput = Omit<Policy, 'version' | 'created_at' | 'updated_at'>;
+
+export type ValidationResult = { ok: true; policy: PolicyInput } | { ok: false; errors: FieldError[] };
+
+export interface ValidateOptions {
+  /** When false (POST /policies/validate), a missing `policy_id` is not an error. Default true. */
+  requireId?: boolean;
+}
+
+export const POLICY_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+export const SEVERITY_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+export const MAX_NAME_LENGTH = 256;
+export const MAX_DESCRIPTION_LENGTH = 4096;
+export const MAX_SUB_WINDOWS = 60;
+
+type Obj = Record<string, unknown>;
+
+const hasOwn = (o: object, k: string): boolean => Object.prototype.hasOwnProperty.call(o, k);
+
+/** The value of an own key, with `null` treated as absent (JSON merge patch and hand-written files). */
+function own(o: Obj, k: string): unknown {
+  return hasOwn(o, k) ? (o[k] === null ? undefined : o[k]) : undefined;
+}
+
+function isObject(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function oneOf<T extends string>(values: readonly T[]): string {
+  return values.join(', ');
+}
+
+export function validatePolicy(raw: unknown, options: ValidateOptions = {}): ValidationResult {
+  try {
+    if (isQuotaShaped(raw)) return validateQuotaShaped(raw as Obj, options);
+    return validateCore(raw, options);
+  } catch (err) {
+    // Defensive: validation must never throw on input. Anything here is a bug, reported as a field error.
+    return { ok: false, errors: [{ field: 'body', message: `could not be validated: ${String(err)}` }] };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The Policy shape
+
+function validateCore(raw: unknown, options: ValidateOptions): ValidationResult {
+  const errors: FieldError[] = [];
+  const err = (field: string, message: string): void => {
+    errors.push({ field, message });
+  };
+  if (!isObject(raw)) {
+    return { ok: false, errors: [{ field: 'body', message: `must be a JSON object (a policy), got ${describe(raw)}` }] };
+  }
+  const requireId = options.requireId ?? true;
+
+  // policy_id
+  let policyId = '';
+  const rawId = own(raw, 'policy_id');
+  if (rawId === undefined) {
+    if (requireId) err('policy_id', 'is required');
+  } else if (typeof rawId !== 'string') {
+    err('policy_id', `must be a string, got ${describe(rawId)}`);
+  } else if (!POLICY_ID_PATTERN.test(rawId)) {
+    err(
+      'policy_id',
+      `must be 1–128 characters of A–Z a–z 0–9 . _ : - starting with a letter or digit, got ${describe(rawId)}`,
+    );
+  } else {
+    policyId = rawId;
+  }
+
+  const name = optionalString(raw, 'name', MAX_NAME_LENGTH, err) ?? policyId;
+  const description = optionalString(raw, 'description', MAX_DESCRIPTION_LENGTH, err) ?? '';
+
+  let enabled = true;
+  const rawEnabled = own(raw, 'enabled');
+  if (rawEnabled !== undefined) {
+    if (typeof rawEnabled === 'boolean') enabled = rawEnabled;
+    else err('enabled', `must be true or false, got ${describe(rawEnabled)}`);
+  }
+
+  let priority = 0;
+  const rawPriority = own(raw, 'priority');
+  if (rawPriority !== undefined) {
+    if (typeof rawPriority === 'number' && Number.isSafeInteger(rawPriority)) priority = rawPriority;
+    else err('priority', `must be an integer between ${Number.MIN_SAFE_INTEGER} and ${Number.MAX_SAFE_INTEGER}, got ${describe(rawPriority)}`);
+  }
+
+  const action = enumField(raw, 'action', LIMIT_ACTIONS, 'deny', err);
+  const failureMode = enumField<FailureMode>(raw, 'failure_mode', FAILURE_MODES, 'fail_open', err);
+  const enforcementMode = enumField<EnforcementMode>(raw, 'enforcement_mode', ENFORCEMENT_MODES, 'enforce', err);
+
+  let rolloutPercent = 100;
+  const rawRollout = own(raw, 'rollout_percent');
+  if (rawRollout !== undefined) {
+    if (typeof rawRollout === 'number' && Number.isInteger(rawRollout) && rawRollout >= 0 && rawRollout <= 100) {
+      rolloutPercent = rawRollout;
+    } else {
+      err('rollout_percent', `must be an integer from 0 to 100, got ${describe(rawRollout)}`);
+    }
+  }
+
+  const validFrom = unixField(raw, 'valid_from_unix', err);
+  const validTo = unixField(raw, 'valid_to_unix', err);
+  if (validFrom !== undefined && validTo !== undefined && validFrom !== 0 && validTo !== 0 && validFrom >= validTo) {
+    err('valid_to_unix', `must be later than valid_from_unix (${validFrom}), got ${validTo}`);
+  }
+
+  const scope = validateScope(own(raw, 'scope'), err);
+  const algorithm = validateAlgorithm(own(raw, 'algorithm'), action, err);
+  const metadata = validateMetadata(own(raw, 'metadata'), err);
+
+  if (errors.length > 0) return { ok: false, errors };
+  const policy: PolicyInput = {
+    policy_id: policyId,
+    name,
+    description,
+    enabled,
+    priority,
+    scope: scope!,
+    algorithm: algorithm!,
+    action: action!,
+    failure_mode: failureMode!,
+    enforcement_mode: enforcementMode!,
+    rollout_percent: rolloutPercent,
+    metadata: metadata!,
+    valid_from_unix: validFrom ?? 0,
+    valid_to_unix: validTo ?? 0,
+  };
+  return { ok: true, policy };
+}
+
+type ErrFn = (field: string, message: string) => void;
+
+function optionalString(raw: Obj, key: string, maxLength: number, err: ErrFn): string | undefined {
+  const v = own(raw, key);
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string') {
+    err(key, `must be a string, got ${describe(v)}`);
+    return undefined;
+  }
+  if (v.length > maxLength) {
+    err(key, `must be at most ${maxLength} characters, got ${v.length}`);
+    return undefined;
+  }
+  return v;
+}
+
+function enumField<T extends string>(raw: Obj, key: string, values: readonly T[], dflt: T, err: ErrFn): T | undefined {
+  const v = own(raw, key);
+  if (v === undefined) return dflt;
+  if (typeof v === 'string' && (values as readonly string[]).includes(v)) return v as T;
+  err(key, `must be one of ${oneOf(values)}, got ${describe(v)}`);
+  return undefined;
+}
+
+function unixField(raw: Obj, key: string, err: ErrFn): number | undefined {
+  const v = own(raw, key);
+  if (v === undefined) return 0;
+  if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return v;
+  err(key, `must be a non-negative integer (unix seconds; 0 = unbounded), got ${describe(v)}`);
+  return undefined;
+}
+
+function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {
+  const scope = Object.create(null) as PolicyScope;
+  if (v === undefined) return scope;
+  if (!isObject(v)) {
+    err('scope', `must be an object of scope fields, got ${describe(v)}`);
+    return undefined;
+  }
+  let ok = true;
+  for (const key of Object.keys(v)) {
+    const value = v[key] === null ? undefined : v[key];
+    if (key === 'tags') {
+      if (value === undefined) continue;
+      const tags = validateTags(value, err);
+      if (tags === undefined) ok = false;
+      else if (Object.keys(tags).length > 0) scope.tags = tags;
+      continue;
+    }
+    if (!(SCOPE_FIELDS as readonly string[]).includes(key)) {
+      err(`scope.${key}`, `unknown scope field (scope fields: ${oneOf(SCOPE_FIELDS)}, tags)`);
+      ok = false;
+      continue;
+    }
+    if (value === undefined) continue;
+    if (typeof value !== 'string' || value === '') {
+      err(`scope.${key}`, `must be a non-empty string (an exact value, or "*" for any present value), got ${describe(value)}`);
+      ok = false;
+      continue;
+    }
+    if (key === 'signal_type' && value !== '*' && !(SIGNAL_TYPES as readonly string[]).includes(value)) {
+      err('scope.signal_type', `must be "*" or one of ${oneOf(SIGNAL_TYPES)}, got ${describe(value)}`);
+      ok = false;
+      continue;
+    }
+    scope[key as ScopeField] = value;
+  }
+  return ok ? scope : undefined;
+}
+
+function validateTags(v: unknown, err: ErrFn): Record<string, string> | undefined {
+  if (!isObject(v)) {
+    err('scope.tags', `must be an object of tag values, got ${describe(v)}`);
+    return undefined;
+  }
+  const tags = Object.create(null) as Record<string, string>;
+  let ok = true;
+  for (const key of Object.keys(v)) {
+    const value = v[key];
+    if (key === '') {
+      err('scope.tags', 'tag names must not be empty');
+      ok = false;
+      continue;
+    }
+    if (typeof value !== 'string' || value === '') {
+      err(`scope.tags.${key}`, `must be a non-empty string (an exact value, or "*" for any present value), got ${describe(value)}`);
+      ok = false;
+      continue;
+    }
+    tags[key] = value;
+  }
+  return ok ? tags : undefined;
+}
+
+function validateMetadata(v: unknown, err: ErrFn): Record<string, string> | undefined {
+  const metadata = Object.create(null) as Record<string, string>;
+  if (v === undefined) return metadata;
+  if (!isObject(v)) {
+    err('metadata', `must be an object of string values, got ${describe(v)}`);
+    return undefined;
+  }
+  let ok = true;
+  for (const key of Object.keys(v)) {
+    const value = v[key];
+    let text: string;
+    if (typeof value === 'string') text = value;
+    else if ((typeof value === 'number' && Number.isFinite(value)) || typeof value === 'boolean') text = String(value);
+    else {
+      err(`metadata.${key}`, `must be a string, got ${describe(value)}`);
+      ok = false;
+      continue;
+    }
+    if (key === 'match_expr') {
+      const compiled = compileMatchExpr(text);
+      if (!compiled.ok) {
+        err('metadata.match_expr', compiled.message);
+        ok = false;
+        continue;
+      }
+    } else if (key === 'min_severity' && !(SEVERITY_LEVELS as readonly string[]).includes(text)) {
+      err('metadata.min_severity', `must be one of ${oneOf(SEVERITY_LEVELS)}, got ${describe(value)}`);
+      ok = false;
+      continue;
+    }
+    metadata[key] = text;
+  }
+  return ok ? metadata : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// AlgorithmConfig
+
+/** Fields that apply to each algorithm type besides the common `cost_per_request` and `sample_rate`. */
+const TYPE_FIELDS: Record<AlgorithmType, readonly (keyof AlgorithmConfig)[]> = {
+  fixed_window: ['limit', 'window'],
+  sliding_window_log: ['limit', 'window'],
+  sliding_window_counter: ['limit', 'window', 'sub_window_count'],
+  token_bucket: ['limit', 'window', 'burst', 'refill_rate'],
+  leaky_bucket: ['limit', 'window', 'burst', 'leak_rate'],
+  concurrency: ['max_concurrency', 'limit', 'lease_ttl'],
+  quota: ['limit', 'quota_period', 'window'],
+};
+
+function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: ErrFn): AlgorithmConfig | undefined {
+  if (v === undefined) {
+    err('algorithm', `is required (an object with "type": one of ${oneOf(ALGORITHM_TYPES)})`);
+    return undefined;
+  }
+  if (!isObject(v)) {
+    err('algorithm', `must be an object with "type": one of ${oneOf(ALGORITHM_TYPES)}, got ${describe(v)}`);
+    return undefined;
+  }
+  const rawType = own(v, 'type');
+  if (rawType === undefined) {
+    err('algorithm.type', `is required (one of ${oneOf(ALGORITHM_TYPES)})`);
+    return undefined;
+  }
+  if (typeof rawType !== 'string' || !(ALGORITHM_TYPES as readonly string[]).includes(rawType)) {
+    err('algorithm.type', `must be one of ${oneOf(ALGORITHM_TYPES)}, got ${describe(rawType)}`);
+    return undefined;
+  }
+  const type = rawType as AlgorithmType;
+  const applies = new Set<string>(TYPE_FIELDS[type]);
+  const field = (k: keyof AlgorithmConfig): unknown => (applies.has(k) || k === 'cost_per_request' || k === 'sample_rate' ? own(v, k) : undefined);
+
+  let ok = true;
+  const fail = (k: string, message: string): void => {
+    err(`algorithm.${k}`, message);
+    ok = false;
+  };
+  const out: AlgorithmConfig = { type };
+
+  const posInt = (k: keyof AlgorithmConfig, required: boolean, what = 'a positive integer'): number | undefined => {
+    const x = field(k);
+    if (x === undefined) {
+      if (required) fail(k, `is required for ${type} (${what})`);
+      return undefined;
+    }
+    if (typeof x === 'number' && Number.isSafeInteger(x) && x > 0) return x;
+    fail(k, `must be ${what}, got ${describe(x)}`);
+    return undefined;
+  };
+  const posRate = (k: 'refill_rate' | 'leak_rate'): number | undefined => {
+    const x = field(k);
+    if (x === undefined) return undefined;
+    if (typeof x === 'number' && Number.isFinite(x) && x > 0) return x;
+    fail(k, `must be a positive number (units per second), got ${describe(x)}`);
+    return undefined;
+  };
+  const duration = (k: 'window' | 'quota_period', required: boolean): { text: string; ms: number } | undefined => {
+    const x = field(k);
+    if (x === undefined) {
+      if (required) fail(k, `is required for ${type} (a duration string such as "10s", "1m", "1h")`);
+      return undefined;
+    }
+    if (typeof x === 'number') {
+      fail(k, `must be a duration string such as "${x}s" or "${x}ms" (a bare number is ambiguous), got ${describe(x)}`);
+      return undefined;
+    }
+    const parsed = parseDuration(x);
+    if ('error' in parsed) {
+      fail(k, typeof x === 'string' ? parsed.error : `${parsed.error}, got ${describe(x)}`);
+      return undefined;
+    }
+    return { text: x as string, ms: parsed.ms };
+  };
+
+  switch (type) {
+    case 'fixed_window':
+    case 'sliding_window_log': {
+      out.limit = posInt('limit', true);
+      out.window = duration('window', true)?.text;
+      break;
+    }
+    case 'sliding_window_counter': {
+      out.limit = posInt('limit', true);
+      const window = duration('window', true);
+      out.window = window?.text;
+      const subs = field('sub_window_count');
+      if (subs !== undefined) {
+        if (typeof subs !== 'number' || !Number.isInteger(subs) || subs < 1 || subs > MAX_SUB_WINDOWS) {
+          fail('sub_window_count', `must be an integer from 1 to ${MAX_SUB_WINDOWS}, got ${describe(subs)}`);
+        } else if (window && window.ms % subs !== 0) {
+          fail('sub_window_count', `must divide the window (${window.ms}ms) evenly, got ${subs}`);
+        } else {
+          out.sub_window_count = subs;
+        }
+      }
+      break;
+    }
+    case 'token_bucket':
+    case 'leaky_bucket': {
+      const rateKey = type === 'token_bucket' ? 'refill_rate' : 'leak_rate';
+      out.limit = posInt('limit', true);
+      const rate = posRate(rateKey);
+      // The window only sets the default rate (limit per window); with an explicit rate it is optional.
+      const rateGiven = field(rateKey) !== undefined;
+      out.window = duration('window', !rateGiven)?.text;
+      out.burst = posInt('burst', false, 'a positive integer (the bucket capacity)');
+      if (rate !== undefined) out[rateKey] = rate;
+      break;
+    }
+    case 'concurrency': {
+      const max = posInt('max_concurrency', false);
+      const limit = posInt('limit', false);
+      if (field('max_concurrency') === undefined && field('limit') === undefined) {
+        fail('max_concurrency', 'is required for concurrency (a positive integer; "limit" is accepted instead)');
+      }
+      out.max_concurrency = max;
+      out.limit = limit;
+      const ttl = field('lease_ttl');
+      if (ttl !== undefined) {
+        if (typeof ttl === 'number') {
+          if (Number.isSafeInteger(ttl) && ttl > 0 && Number.isSafeInteger(ttl * 1000)) out.lease_ttl = ttl;
+          else fail('lease_ttl', `must be a duration string or a positive whole number of seconds, got ${describe(ttl)}`);
+        } else {
+          const parsed = parseDuration(ttl);
+          if ('error' in parsed) fail('lease_ttl', typeof ttl === 'string' ? parsed.error : `must be a duration string or a positive whole number of seconds, got ${describe(ttl)}`);
+          else out.lease_ttl = ttl as string;
+        }
+      }
+      break;
+    }
+    case 'quota': {
+      out.limit = posInt('limit', true, 'a positive integer (the budget per period)');
+      const hasPeriod = field('quota_period') !== undefined;
+      const hasWindow = field('window') !== undefined;
+      if (!hasPeriod && !hasWindow) {
+        fail('quota_period', 'is required for quota (a duration string such as "1h" or "30d"; "window" is accepted instead)');
+      }
+      out.quota_period = duration('quota_period', false)?.text;
+      out.window = duration('window', false)?.text;
+      break;
+    }
+  }
+
+  out.cost_per_request = posInt('cost_per_request', false, 'a positive integer (units per unit of quantity)');
+  const rate = field('sample_rate');
+  if (rate !== undefined) {
+    if (typeof rate === 'number' && Number.isFinite(rate) && rate >= 0 && rate <= 1) out.sample_rate = rate;
+    else fail('sample_rate', `must be a number from 0 to 1, got ${describe(rate)}`);
+  } else if (action === 'sample') {
+    fail('sample_rate', 'is required when action is sample (the fraction of over-limit requests let through, 0 to 1)');
+  }
+
+  if (!ok) return undefined;
+  // Drop the keys left undefined so the stored algorithm holds exactly what applies.
+  for (const k of Object.keys(out) as (keyof AlgorithmConfig)[]) if (out[k] === undefined) delete out[k];
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The quota-shaped body: {id, resource, algorithm: "quota", config: {quota, window_seconds}, action_deny, metadata}
+
+/** Quota-shaped when `algorithm` is a string, or when it is absent and `config`/`action_deny` are present. */
+function isQuotaShaped(raw: unknown): boolean {
+  if (!isObject(raw)) return false;
+  if (typeof raw.algorithm === 'string' && hasOwn(raw, 'algorithm')) return true;
+  return !hasOwn(raw, 'algorithm') && !hasOwn(raw, 'policy_id') && (hasOwn(raw, 'config') || hasOwn(raw, 'action_deny'));
+}
+
+/** Core field → the field the user wrote in the quota shape, for error messages. */
+const QUOTA_FIELD_NAMES: Record<string, string> = {
+  policy_id: 'id',
+  'scope.resource': 'resource',
+  'algorithm.type': 'algorithm',
+  'algorithm.limit': 'config.quota',
+  'algorithm.quota_period': 'config.window_seconds',
+};
+
+function validateQuotaShaped(raw: Obj, options: ValidateOptions): ValidationResult {
+  const errors: FieldError[] = [];
+  const normalised: Obj = Object.create(null);
+  // Policy fields that may ride along with the quota shape pass through unchanged.
+  for (const k of ['name', 'description', 'enabled', 'priority', 'failure_mode', 'rollout_percent', 'valid_from_unix', 'valid_to_unix', 'metadata', 'enforcement_mode', 'action']) {
+    if (hasOwn(raw, k)) normalised[k] = raw[k];
+  }
+  const id = hasOwn(raw, 'id') ? raw.id : hasOwn(raw, 'policy_id') ? raw.policy_id : undefined;
+  if (id !== undefined && id !== null) normalised.policy_id = id;
+
+  const scope: Obj = Object.create(null);
+  const rawScope = own(raw, 'scope');
+  if (isObject(rawScope)) for (const k of Object.keys(rawScope)) scope[k] = rawScope[k];
+  else if (rawScope !== undefined) normalised.scope = rawScope; // let the core report it
+  const resource = own(raw, 'resource');
+  if (resource !== undefined) scope.resource = resource;
+  if (normalised.scope === undefined) normalised.scope = scope;
+
+  const algorithm: Obj = { type: 'quota' };
+  const rawAlg = own(raw, 'algorithm');
+  if (rawAlg !== undefined && rawAlg !== 'quota') {
+    errors.push({ field: 'algorithm', message: `must be "quota" in the quota-shaped body, got ${describe(rawAlg)}` });
+  }
+  const config = own(raw, 'config');
+  if (config === undefined) {
+    errors.push({ field: 'config', message: 'is required (an object with quota and window_seconds)' });
+  } else if (!isObject(config)) {
+    errors.push({ field: 'config', message: `must be an object with quota and window_seconds, got ${describe(config)}` });
+  } else {
+    const quota = own(config, 'quota');
+    if (quota === undefined) errors.push({ field: 'config.quota', message: 'is required (a positive integer: the budget per window)' });
+    else if (typeof quota !== 'number' || !Number.isSafeInteger(quota) || quota <= 0) {
+      errors.push({ field: 'config.quota', message: `must be a positive integer, got ${describe(quota)}` });
+    } else algorithm.limit = quota;
+    const seconds = own(config, 'window_seconds');
+    if (seconds === undefined) errors.push({ field: 'config.window_seconds', message: 'is required (a positive whole number of seconds)' });
+    else if (typeof seconds !== 'number' || !Number.isSafeInteger(seconds) || seconds <= 0 || !Number.isSafeInteger(seconds * 1000)) {
+      errors.push({ field: 'config.window_seconds', message: `must be a positive whole number of seconds, got ${describe(seconds)}` });
+    } else algorithm.quota_period = `${seconds}s`;
+    const cost = own(config, 'cost_per_request');
+    if (cost !== undefined) algorithm.cost_per_request = cost;
+    const sampleRate = own(config, 'sample_rate');
+    if (sampleRate !== undefined) algorithm.sample_rate = sampleRate;
+  }
+  normalised.algorithm = algorithm;
+
+  const actionDeny = own(raw, 'action_deny');
+  if (actionDeny !== undefined) {
+    if (typeof actionDeny !== 'boolean') {
+      errors.push({ field: 'action_deny', message: `must be true or false, got ${describe(actionDeny)}` });
+    } else {
+      if (!hasOwn(normalised, 'action')) normalised.action = 'deny';
+      if (!actionDeny) normalised.enforcement_mode = 'shadow';
+      else if (!hasOwn(normalised, 'enforcement_mode')) normalised.enforcement_mode = 'enforce';
+    }
+  }
+
+  const core = validateCore(normalised, options);
+  if (core.ok && errors.length === 0) return core;
+  const reported = new Set(errors.map((e) => e.field));
+  const parentReported = (f: string): boolean => reported.has(f) || (f.startsWith('config.') && reported.has('config'));
+  if (!core.ok) {
+    for (const e of core.errors) {
+      const field = QUOTA_FIELD_NAMES[e.field] ?? rename(e.field);
+      if (!parentReported(field)) errors.push({ field, message: e.message });
+    }
+  }
+  return { ok: false, errors };
+}
+
+function rename(field: string): string {
+  if (field.startsWith('scope.')) return field; // a scope object given alongside the quota shape
+  if (field.startsWith('algorithm.')) return `config.${field.slice('algorithm.'.length)}`;
+  return field;
+}
