@@ -1,4 +1,5 @@
 import { ConfigError, loadServerConfig } from './config.js';
+import { JournalCorruptError } from './policy/file-policy-store.js';
 import { PolicyFileError } from './policy/policy-file.js';
 import { startServer } from './server.js';
 import { log } from './util/log.js';
@@ -28,7 +29,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  if (error instanceof ConfigError || error instanceof PolicyFileError) {
+  if (error instanceof ConfigError || error instanceof PolicyFileError || error instanceof JournalCorruptError) {
     log.error(`cannot start: ${error.message}`);
   } else {
     log.error('cannot start', { error: String((error as Error)?.stack ?? error) });

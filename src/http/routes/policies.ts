@@ -1,0 +1,82 @@
+import Router from '@koa/router';
+import type Koa from 'koa';
+import type { PolicyService } from '../../policy/policy-service.js';
+import type { Policy } from '../../policy/types.js';
+import { bodyOf } from '../body.js';
+
+/**
+ * Policy management under /rl/v1 (CONTRACT.md "HTTP statuses and bodies"): thin adapters around
+ * PolicyService, which raises the typed errors that http/errors.ts maps to statuses.
+ *
+ * Single-policy responses carry `ETag: "<version>"`, the value `If-Match` takes.
+ */
+export function policyRoutes(service: PolicyService): Router {
+  const router = new Router({ prefix: '/rl/v1' });
+
+  router.get('/policies', (ctx) => {
+    ctx.body = service.list();
+  });
+
+  router.post('/policies', async (ctx) => {
+    const policy = await service.create(bodyOf(ctx), subjectOf(ctx));
+    ctx.set('Location', `/rl/v1/policies/${encodeURIComponent(policy.policy_id)}`);
+    sendPolicy(ctx, policy, 201);
+  });
+
+  // Before /policies/:id so that "validate" is never taken for an id on POST (there is no POST /:id).
+  router.post('/policies/validate', (ctx) => {
+    ctx.body = service.validate(bodyOf(ctx));
+  });
+
+  router.get('/policies/:id', (ctx) => {
+    sendPolicy(ctx, service.get(ctx.params.id));
+  });
+
+  router.put('/policies/:id', async (ctx) => {
+    sendPolicy(ctx, await service.replace(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx)));
+  });
+
+  router.patch('/policies/:id', async (ctx) => {
+    sendPolicy(ctx, await service.patch(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx)));
+  });
+
+  router.delete('/policies/:id', async (ctx) => {
+    ctx.body = await service.delete(ctx.params.id, subjectOf(ctx), writeOptions(ctx));
+  });
+
+  router.post('/policies/:id/rollout', async (ctx) => {
+    sendPolicy(ctx, await service.rollout(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx)));
+  });
+
+  router.post('/policies/:id/rollback', async (ctx) => {
+    sendPolicy(ctx, await service.rollback(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx)));
+  });
+
+  router.get('/policies/:id/versions', async (ctx) => {
+    ctx.body = await service.versions(ctx.params.id);
+  });
+
+  router.get('/policies/:id/audit', async (ctx) => {
+    ctx.body = await service.audit(ctx.params.id);
+  });
+
+  return router;
+}
+
+function sendPolicy(ctx: Koa.Context, policy: Policy, status = 200): void {
+  ctx.status = status;
+  ctx.set('ETag', `"${policy.version}"`);
+  ctx.body = policy;
+}
+
+/** The authenticated subject (set by the auth guard on `ctx.state.principal`), else `anonymous`. */
+export function subjectOf(ctx: Koa.Context): string {
+  const principal = (ctx.state as { principal?: { subject?: unknown } }).principal;
+  const subject = principal?.subject;
+  return typeof subject === 'string' && subject !== '' ? subject : 'anonymous';
+}
+
+function writeOptions(ctx: Koa.Context): { ifMatch?: string } {
+  const ifMatch = ctx.get('If-Match');
+  return ifMatch === '' ? {} : { ifMatch };
+}

@@ -1,0 +1,382 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { constants as fsConstants, promises as fsp } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { RlError } from '../errors.js';
+import { log } from '../util/log.js';
+import {
+  byPolicyId,
+  ChangeListeners,
+  seedAuditEntry,
+  versionRecordOf,
+  type AuditEntry,
+  type ChangeListener,
+  type CommitResult,
+  type PolicyChange,
+  type PolicyHead,
+  type PolicyStore,
+  type PolicyVersion,
+} from './policy-store.js';
+import type { Policy } from './types.js';
+
+/**
+ * Single-node policy storage: an append-only journal in the data directory (RL_DATA_DIR).
+ *
+ * Format: `<dataDir>/policies.journal`, one record per line:
+ *
+ *     <16 hex digits: first 8 bytes of SHA-256 of the JSON text> <space> <JSON text> \n
+ *
+ * where the JSON is `{"rev": n, "changes": [{"policy_id", "head", "policy": Policy|null, "audit": AuditEntry}]}`.
+ * A record is one atomic change: the new current policy (null = deleted), which is also the new
+ * version's snapshot, and its audit entry. Seeding writes every file policy in ONE record.
+ *
+ * Crash safety:
+ * - A change is acknowledged only after its record was written completely and `fdatasync`ed; the
+ *   journal file's directory entry is fsynced when the file is created. So an acknowledged change is
+ *   on disk whatever happens to the process afterwards.
+ * - Records are appended by one writer at a time (a queue), so at most the LAST record can be
+ *   incomplete after `kill -9` or a power cut: cut short, missing its newline, or (on some file
+ *   systems) padded with zeros. At start-up the journal is read record by record; a trailing region
+ *   that does not parse as complete, checksummed records is such a torn write of a change that was
+ *   never acknowledged: it is logged, truncated away (and the truncation fsynced) before anything
+ *   new is appended. A bad record FOLLOWED by good ones cannot come from a torn append: that is
+ *   corruption, and the store refuses to start rather than silently drop acknowledged changes.
+ * - Everything (current, versions, audit) is replayed from the same records, so they cannot disagree.
+ */
+
+export const JOURNAL_FILE = 'policies.journal';
+
+export interface JournalChange {
+  policy_id: string;
+  head: number;
+  policy: Policy | null;
+  audit: AuditEntry;
+}
+
+export interface JournalRecord {
+  rev: number;
+  changes: JournalChange[];
+}
+
+export class JournalCorruptError extends Error {
+  constructor(readonly path: string, readonly line: number, problem: string) {
+    super(`${path}: record ${line} is corrupt (${problem}) and later records follow it; refusing to start`);
+    this.name = 'JournalCorruptError';
+  }
+}
+
+export interface FilePolicyStoreOptions {
+  /** Called instead of the default warning log when a torn tail is dropped at start-up (tests). */
+  onTornTail?: (info: { path: string; droppedBytes: number }) => void;
+}
+
+export class FilePolicyStore implements PolicyStore {
+  private readonly current = new Map<string, Policy>();
+  private readonly heads = new Map<string, number>();
+  private readonly history = new Map<string, PolicyVersion[]>();
+  private readonly audits = new Map<string, AuditEntry[]>();
+  private sorted: Policy[] | undefined;
+  private rev = 0;
+  private size: number;
+  private queue: Promise<unknown> = Promise.resolve();
+  private failed: Error | undefined;
+  private closed = false;
+  private readonly listeners = new ChangeListeners();
+
+  private constructor(
+    readonly path: string,
+    private readonly file: fsp.FileHandle,
+    records: JournalRecord[],
+    size: number,
+  ) {
+    this.size = size;
+    for (const record of records) this.apply(record);
+  }
+
+  /** Opens (creating if needed) the journal in `dataDir`, dropping a torn last record. */
+  static async open(dataDir: string, options: FilePolicyStoreOptions = {}): Promise<FilePolicyStore> {
+    const dir = resolve(dataDir);
+    await mkdirDurable(dir);
+    const path = join(dir, JOURNAL_FILE);
+    let created = false;
+    let text: Buffer;
+    try {
+      text = await fsp.readFile(path);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      text = Buffer.alloc(0);
+      created = true;
+    }
+    const { records, goodBytes } = parseJournal(path, text);
+    const file = await fsp.open(path, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT, 0o644);
+    try {
+      if (goodBytes < text.length) {
+        const dropped = text.length - goodBytes;
+        if (options.onTornTail) options.onTornTail({ path, droppedBytes: dropped });
+        else log.warn('policy journal: dropping a torn last record (a change that was never acknowledged)', { path, dropped_bytes: dropped });
+        await file.truncate(goodBytes);
+        await file.datasync();
+      }
+      if (created) await fsyncDir(dir);
+    } catch (error) {
+      await file.close();
+      throw error;
+    }
+    return new FilePolicyStore(path, file, records, goodBytes);
+  }
+
+  list(): Policy[] {
+    this.sorted ??= [...this.current.values()].sort(byPolicyId);
+    return [...this.sorted];
+  }
+
+  get(policyId: string): Policy | undefined {
+    return this.current.get(policyId);
+  }
+
+  async fetch(policyId: string): Promise<PolicyHead> {
+    return { policy: this.current.get(policyId), head: this.heads.get(policyId) ?? 0 };
+  }
+
+  async versions(policyId: string): Promise<PolicyVersion[]> {
+    return [...(this.history.get(policyId) ?? [])];
+  }
+
+  async audit(policyId: string): Promise<AuditEntry[]> {
+    return [...(this.audits.get(policyId) ?? [])];
+  }
+
+  revision(): number {
+    return this.rev;
+  }
+
+  onChange(listener: ChangeListener): () => void {
+    return this.listeners.add(listener);
+  }
+
+  commit(change: PolicyChange): Promise<CommitResult> {
+    return this.serial(async () => {
+      const head = this.heads.get(change.policy_id) ?? 0;
+      const exists = this.current.has(change.policy_id);
+      if (head !== change.expectedHead || exists !== change.mustExist) {
+        return { ok: false, reason: 'conflict', head, exists } as const;
+      }
+      const newHead = change.policy ? change.policy.version : head;
+      const record: JournalRecord = {
+        rev: this.rev + 1,
+        changes: [{ policy_id: change.policy_id, head: newHead, policy: change.policy, audit: change.audit }],
+      };
+      await this.append(record);
+      this.apply(record);
+      this.emit(change.policy_id, change.policy, exists);
+      return { ok: true, revision: this.rev } as const;
+    });
+  }
+
+  seedIfEmpty(load: () => Policy[] | Promise<Policy[]>): Promise<boolean> {
+    return this.serial(async () => {
+      if (this.rev > 0 || this.heads.size > 0) return false;
+      const policies = await load();
+      if (policies.length === 0) return false;
+      const record: JournalRecord = {
+        rev: 1,
+        changes: policies.map((policy) => ({
+          policy_id: policy.policy_id,
+          head: policy.version,
+          policy,
+          audit: seedAuditEntry(policy, randomUUID()),
+        })),
+      };
+      await this.append(record);
+      this.apply(record);
+      this.listeners.emit({ policy_id: '', change: 'reloaded', version: 0, revision: this.rev, local: true }, logListenerError);
+      return true;
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.queue.catch(() => undefined);
+    await this.file.close();
+  }
+
+  // -------------------------------------------------------------------------------------------------
+
+  private serial<T>(task: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(() => {
+      if (this.closed) throw new RlError('unavailable', 'policy store is closed');
+      if (this.failed) throw new RlError('unavailable', `policy store is unavailable: ${this.failed.message}`);
+      return task();
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Writes one record completely and fdatasyncs it; on failure restores the previous length. */
+  private async append(record: JournalRecord): Promise<void> {
+    const line = encodeRecord(record);
+    try {
+      let offset = 0;
+      while (offset < line.length) {
+        const { bytesWritten } = await this.file.write(line, offset, line.length - offset);
+        offset += bytesWritten;
+      }
+      await this.file.datasync();
+      this.size += line.length;
+    } catch (error) {
+      // The record may be partly on disk. Cut it off so the next append does not follow garbage; if
+      // even that fails, stop accepting changes (the torn tail is then dropped at the next start).
+      try {
+        await this.file.truncate(this.size);
+        await this.file.datasync();
+      } catch (truncateError) {
+        this.failed = truncateError as Error;
+      }
+      log.error('policy journal: write failed', { path: this.path, error: String(error) });
+      throw new RlError('unavailable', 'policy store write failed; the change was not saved');
+    }
+  }
+
+  private apply(record: JournalRecord): void {
+    this.rev = record.rev;
+    for (const c of record.changes) {
+      this.heads.set(c.policy_id, c.head);
+      if (c.policy) {
+        this.current.set(c.policy_id, c.policy);
+        const versions = this.history.get(c.policy_id) ?? [];
+        versions.push(versionRecordOf(c.policy));
+        this.history.set(c.policy_id, versions);
+      } else {
+        this.current.delete(c.policy_id);
+      }
+      const audit = this.audits.get(c.policy_id) ?? [];
+      audit.push(c.audit);
+      this.audits.set(c.policy_id, audit);
+    }
+    this.sorted = undefined;
+  }
+
+  private emit(policyId: string, policy: Policy | null, existed: boolean): void {
+    this.listeners.emit(
+      {
+        policy_id: policyId,
+        change: policy ? (existed ? 'updated' : 'created') : 'deleted',
+        version: policy?.version ?? 0,
+        revision: this.rev,
+        local: true,
+      },
+      logListenerError,
+    );
+  }
+}
+
+function logListenerError(error: unknown): void {
+  log.error('policy change listener failed', { error: String((error as Error)?.stack ?? error) });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Encoding
+
+function checksum(json: string): string {
+  return createHash('sha256').update(json).digest('hex').slice(0, 16);
+}
+
+export function encodeRecord(record: JournalRecord): Buffer {
+  const json = JSON.stringify(record);
+  return Buffer.from(`${checksum(json)} ${json}\n`, 'utf8');
+}
+
+/**
+ * Parses the journal: every complete, checksummed record up to the first one that is not. Returns the
+ * records and the byte length they occupy. A bad region is accepted as a torn tail only when no good
+ * record follows it.
+ */
+export function parseJournal(path: string, data: Buffer): { records: JournalRecord[]; goodBytes: number } {
+  const records: JournalRecord[] = [];
+  let pos = 0;
+  let lineNo = 0;
+  while (pos < data.length) {
+    lineNo++;
+    const nl = data.indexOf(0x0a, pos);
+    if (nl < 0) break; // no newline: the last append was cut short
+    const problem = checkRecord(data.toString('utf8', pos, nl), records.length + 1);
+    if (typeof problem === 'string') {
+      if (hasGoodRecordAfter(data, nl + 1)) throw new JournalCorruptError(path, lineNo, problem);
+      break;
+    }
+    records.push(problem);
+    pos = nl + 1;
+  }
+  return { records, goodBytes: pos };
+}
+
+function hasGoodRecordAfter(data: Buffer, from: number): boolean {
+  let pos = from;
+  while (pos < data.length) {
+    const nl = data.indexOf(0x0a, pos);
+    if (nl < 0) return false;
+    const line = data.toString('utf8', pos, nl);
+    const space = line.indexOf(' ');
+    if (space === 16 && checksum(line.slice(17)) === line.slice(0, 16)) return true;
+    pos = nl + 1;
+  }
+  return false;
+}
+
+/** The decoded record, or a description of what is wrong with the line. */
+function checkRecord(line: string, expectedRev: number): JournalRecord | string {
+  if (line.length < 18 || line[16] !== ' ') return 'no checksum';
+  const json = line.slice(17);
+  if (checksum(json) !== line.slice(0, 16)) return 'checksum mismatch';
+  let record: unknown;
+  try {
+    record = JSON.parse(json);
+  } catch {
+    return 'invalid JSON';
+  }
+  const r = record as JournalRecord;
+  if (typeof r !== 'object' || r === null || r.rev !== expectedRev || !Array.isArray(r.changes)) {
+    return `not a journal record with rev ${expectedRev}`;
+  }
+  for (const c of r.changes) {
+    if (typeof c?.policy_id !== 'string' || typeof c.head !== 'number' || typeof c.audit !== 'object' || c.audit === null) {
+      return 'malformed change';
+    }
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Directories
+
+async function mkdirDurable(dir: string): Promise<void> {
+  try {
+    await fsp.access(dir);
+    return;
+  } catch {
+    // create below
+  }
+  const parent = dirname(dir);
+  if (parent !== dir) await mkdirDurable(parent);
+  try {
+    await fsp.mkdir(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    return;
+  }
+  await fsyncDir(parent);
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  let handle: fsp.FileHandle | undefined;
+  try {
+    handle = await fsp.open(dir, fsConstants.O_RDONLY);
+    await handle.sync();
+  } catch (error) {
+    // Some platforms cannot fsync a directory (EISDIR/EINVAL/EPERM); the file data itself is synced.
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'EISDIR' && code !== 'EINVAL' && code !== 'EPERM') throw error;
+  } finally {
+    await handle?.close();
+  }
+}

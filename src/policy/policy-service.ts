@@ -1,0 +1,460 @@
+import { randomUUID } from 'node:crypto';
+import { RlError, invalidField, notFound } from '../errors.js';
+import { describe } from '../model/request-context.js';
+import type { LiveMatcher } from './live-matcher.js';
+import {
+  unixSecondsOf,
+  type AuditAction,
+  type AuditEntry,
+  type PolicyStore,
+  type PolicyVersion,
+} from './policy-store.js';
+import type { FieldError, Policy } from './types.js';
+import { validatePolicy, type PolicyInput } from './validate.js';
+
+/**
+ * Policy management, free of any transport (CONTRACT.md "HTTP statuses and bodies"): the HTTP routes
+ * are thin adapters around these methods. Bodies arrive as untrusted decoded JSON; every problem is
+ * an RlError (400 bad input, 404 unknown policy or version, 409 duplicate or stale version, 422 a policy
+ * that fails validation).
+ *
+ * Optimistic concurrency: a caller may state the version it read, as `version` in a PUT/PATCH body
+ * or as an `If-Match` header on any change; when it is not current the change is refused (409). The
+ * check is repeated atomically by the store, so of two concurrent changes based on the same version
+ * exactly one wins. Callers that state no version get last-writer-wins: a change that lost a race
+ * with another is rebased on the new state and retried.
+ *
+ * Every change produces a new version (`version` +1; a delete keeps the last version number and
+ * a later re-create continues after it, so version numbers of one policy_id never repeat) and one
+ * audit entry, recorded by the store together with the change.
+ */
+
+export interface PolicyServiceDeps {
+  store: PolicyStore;
+  /** Rebuilt from the store's policies after every local or remote change. */
+  matcher?: LiveMatcher;
+  now?: () => number;
+  newAuditId?: () => string;
+}
+
+/** Concurrency preconditions of a change. */
+export interface WriteOptions {
+  /** The raw `If-Match` header: `"3"`, `W/"3"`, `3`, a comma-separated list, or `*`. */
+  ifMatch?: string;
+}
+
+export interface ValidationReport {
+  valid: boolean;
+  errors: FieldError[];
+}
+
+export interface DeleteResult {
+  deleted: true;
+  policy_id: string;
+}
+
+/** How often a change without a stated version is rebased after losing a race. */
+const MAX_ATTEMPTS = 10;
+/** Policies are shallow documents; anything deeper is refused before any recursive processing. */
+export const MAX_BODY_DEPTH = 32;
+
+type Obj = Record<string, unknown>;
+type Expectation = { source: 'version' | 'If-Match'; matches: (current: Policy) => boolean; text: string };
+
+export class PolicyService {
+  private readonly store: PolicyStore;
+  private readonly now: () => number;
+  private readonly newAuditId: () => string;
+  private readonly unsubscribe: () => void;
+
+  constructor(deps: PolicyServiceDeps) {
+    this.store = deps.store;
+    this.now = deps.now ?? Date.now;
+    this.newAuditId = deps.newAuditId ?? randomUUID;
+    const matcher = deps.matcher;
+    if (matcher) {
+      matcher.replace(this.store.list());
+      this.unsubscribe = this.store.onChange(() => matcher.replace(this.store.list()));
+    } else {
+      this.unsubscribe = () => undefined;
+    }
+  }
+
+  /** Stops following store changes. */
+  close(): void {
+    this.unsubscribe();
+  }
+
+  /** The store revision: equal values mean the policy set did not change. */
+  revision(): number {
+    return this.store.revision();
+  }
+
+  list(): Policy[] {
+    return this.store.list();
+  }
+
+  get(policyId: string): Policy {
+    const policy = this.store.get(policyId);
+    if (!policy) throw policyNotFound(policyId);
+    return policy;
+  }
+
+  validate(body: unknown): ValidationReport {
+    if (tooDeep(body)) return { valid: false, errors: [{ field: 'body', message: `is nested more than ${MAX_BODY_DEPTH} levels deep` }] };
+    const result = validatePolicy(body, { requireId: false });
+    return result.ok ? { valid: true, errors: [] } : { valid: false, errors: result.errors };
+  }
+
+  /** POST: a new policy (version 1, or the next number after a deleted policy of the same id). */
+  async create(body: unknown, changedBy: string): Promise<Policy> {
+    requireObject(body);
+    const input = validOrThrow(body, true);
+    const id = input.policy_id;
+    for (let attempt = 1; ; attempt++) {
+      const { policy: existing, head } = await this.store.fetch(id);
+      if (existing) throw new RlError('conflict', `policy_id "${id}" already exists (version ${existing.version})`, 'policy_id');
+      const at = this.now();
+      const policy = stamp(input, head + 1, isoOf(at), isoOf(at));
+      const result = await this.store.commit({
+        policy_id: id,
+        action: 'create',
+        expectedHead: head,
+        mustExist: false,
+        policy,
+        audit: this.auditEntry('create', changedBy, at, policy.version, null, policy),
+      });
+      if (result.ok) return policy;
+      if (attempt >= MAX_ATTEMPTS) throw changedConcurrently(id);
+    }
+  }
+
+  /** PUT: the full policy; its `policy_id`, when given, must equal the path id. */
+  async replace(policyId: string, body: unknown, changedBy: string, options: WriteOptions = {}): Promise<Policy> {
+    requireObject(body);
+    const expectations = expectationsOf(bodyVersion(body), options);
+    const result = validatePolicy(body, { requireId: false });
+    if (!result.ok) throw validationFailed(result.errors);
+    const input = result.policy;
+    if (input.policy_id === '') {
+      input.policy_id = policyId;
+      if (!Object.prototype.hasOwnProperty.call(body, 'name') || (body as Obj).name === null) input.name = policyId;
+    } else if (input.policy_id !== policyId) {
+      throw validationFailed([{ field: 'policy_id', message: `must equal the policy id in the path ("${policyId}"), got "${input.policy_id}"` }]);
+    }
+    return this.change(policyId, 'update', changedBy, expectations, () => input);
+  }
+
+  /** PATCH: an RFC 7396 JSON merge patch over the stored policy's public shape, then validated. */
+  async patch(policyId: string, body: unknown, changedBy: string, options: WriteOptions = {}): Promise<Policy> {
+    requireObject(body);
+    const expectations = expectationsOf(bodyVersion(body), options);
+    const patch = quotaPatchToPolicyPatch(body as Obj);
+    return this.change(policyId, 'patch', changedBy, expectations, (current) => {
+      const merged = mergePatch(toPlain(current), patch) as Obj;
+      delete merged.version;
+      delete merged.created_at;
+      delete merged.updated_at;
+      if (merged.policy_id !== policyId) {
+        throw validationFailed([{ field: 'policy_id', message: `cannot be changed by a patch (the policy is "${policyId}"), got ${describe(merged.policy_id)}` }]);
+      }
+      return validOrThrow(merged, true);
+    });
+  }
+
+  async delete(policyId: string, changedBy: string, options: WriteOptions = {}): Promise<DeleteResult> {
+    await this.change(policyId, 'delete', changedBy, expectationsOf(undefined, options), () => null);
+    return { deleted: true, policy_id: policyId };
+  }
+
+  /** Body `{"rollout_percent": 0..100}`. */
+  async rollout(policyId: string, body: unknown, changedBy: string, options: WriteOptions = {}): Promise<Policy> {
+    const percent = requiredInteger(body, 'rollout_percent', 0, 100, 'an integer from 0 to 100');
+    return this.change(policyId, 'rollout', changedBy, expectationsOf(undefined, options), (current) => {
+      const input = inputOf(current);
+      input.rollout_percent = percent;
+      return input;
+    });
+  }
+
+  /** Body `{"version": N}`: a new version whose content is version N's. An unknown N is a 404. */
+  async rollback(policyId: string, body: unknown, changedBy: string, options: WriteOptions = {}): Promise<Policy> {
+    const target = requiredInteger(body, 'version', 1, Number.MAX_SAFE_INTEGER, 'a positive integer (the version to restore)');
+    let snapshot: Policy | undefined;
+    return this.change(policyId, 'rollback', changedBy, expectationsOf(undefined, options), async () => {
+      if (!snapshot) {
+        const versions = await this.store.versions(policyId);
+        snapshot = versions.find((v) => v.version === target)?.snapshot;
+        if (!snapshot) {
+          const known = versions.length > 0 ? ` (versions 1 to ${versions[versions.length - 1].version} exist)` : '';
+          throw notFound(`version ${target} of policy "${policyId}" not found${known}`);
+        }
+      }
+      // Re-validated: the validator may have become stricter since that version was written.
+      return validOrThrow(toPlain({ ...snapshot, policy_id: policyId }), true);
+    });
+  }
+
+  async versions(policyId: string): Promise<PolicyVersion[]> {
+    const versions = await this.store.versions(policyId);
+    if (versions.length === 0) throw policyNotFound(policyId);
+    return versions.sort((a, b) => a.version - b.version);
+  }
+
+  async audit(policyId: string): Promise<AuditEntry[]> {
+    const entries = await this.store.audit(policyId);
+    if (entries.length === 0) throw policyNotFound(policyId);
+    return entries;
+  }
+
+  // -------------------------------------------------------------------------------------------------
+
+  /**
+   * Changes an existing policy: reads its authoritative state, checks the caller's expectations,
+   * builds the new content (null = delete) and commits it conditionally on nothing having changed
+   * since the read. A lost race is a 409 when the caller stated a version, else it is rebased.
+   */
+  private async change(
+    policyId: string,
+    action: AuditAction,
+    changedBy: string,
+    expectations: Expectation[],
+    build: (current: Policy) => PolicyInput | null | Promise<PolicyInput | null>,
+  ): Promise<Policy> {
+    for (let attempt = 1; ; attempt++) {
+      const { policy: current, head } = await this.store.fetch(policyId);
+      if (!current) throw policyNotFound(policyId);
+      for (const e of expectations) if (!e.matches(current)) throw preconditionFailed(e, current);
+      const input = await build(current);
+      const at = this.now();
+      const next = input === null ? null : stamp(input, head + 1, current.created_at, isoOf(at));
+      const result = await this.store.commit({
+        policy_id: policyId,
+        action,
+        expectedHead: head,
+        mustExist: true,
+        policy: next,
+        audit: this.auditEntry(action, changedBy, at, next?.version ?? current.version, current, next),
+      });
+      if (result.ok) return next ?? current;
+      if (expectations.length > 0) {
+        throw new RlError('conflict', `policy "${policyId}" was changed concurrently; the version you sent (${expectations[0].text}) is no longer current`, 'version');
+      }
+      if (attempt >= MAX_ATTEMPTS) throw changedConcurrently(policyId);
+    }
+  }
+
+  private auditEntry(action: AuditAction, changedBy: string, atMs: number, version: number, oldValue: Policy | null, newValue: Policy | null): AuditEntry {
+    const changedAt = isoOf(atMs);
+    return {
+      audit_id: this.newAuditId(),
+      policy_id: (newValue ?? oldValue)!.policy_id,
+      action_type: action,
+      changed_by: changedBy,
+      changed_at: changedAt,
+      changed_at_unix: unixSecondsOf(changedAt),
+      version,
+      old_value: oldValue,
+      new_value: newValue,
+    };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Helpers
+
+function isoOf(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+function isObject(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function policyNotFound(policyId: string): RlError {
+  return notFound(`policy "${policyId}" not found`);
+}
+
+function changedConcurrently(policyId: string): RlError {
+  return new RlError('conflict', `policy "${policyId}" is being changed concurrently; retry`);
+}
+
+function validationFailed(errors: FieldError[]): RlError {
+  const summary = errors.map((e) => `${e.field}: ${e.message}`).join('; ');
+  return new RlError('failed_validation', `invalid policy: ${summary}`, errors[0]?.field, { errors });
+}
+
+/** Policy bodies must be JSON objects (anything else is a 400, before validation). */
+function requireObject(body: unknown): asserts body is Obj {
+  if (body === undefined) throw invalidField('body', 'is required (a JSON object)');
+  if (!isObject(body)) throw invalidField('body', `must be a JSON object, got ${describe(body)}`);
+  if (tooDeep(body)) throw invalidField('body', `is nested more than ${MAX_BODY_DEPTH} levels deep`);
+}
+
+function validOrThrow(raw: unknown, requireId: boolean): PolicyInput {
+  const result = validatePolicy(raw, { requireId });
+  if (!result.ok) throw validationFailed(result.errors);
+  return result.policy;
+}
+
+function requiredInteger(body: unknown, field: string, min: number, max: number, what: string): number {
+  if (body === undefined) throw invalidField(field, `is required (${what}); send a JSON object such as {"${field}": ${min === 0 ? 50 : 1}}`);
+  if (!isObject(body)) throw invalidField('body', `must be a JSON object with "${field}", got ${describe(body)}`);
+  const v = Object.prototype.hasOwnProperty.call(body, field) ? body[field] : undefined;
+  if (v === undefined || v === null) throw invalidField(field, `is required (${what})`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) throw invalidField(field, `must be ${what}, got ${describe(v)}`);
+  return v;
+}
+
+/** `version` of a PUT/PATCH body: absent/null = no expectation, else a positive integer. */
+function bodyVersion(body: Obj): number | undefined {
+  if (!Object.prototype.hasOwnProperty.call(body, 'version') || body.version === null) return undefined;
+  const v = body.version;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) {
+    throw invalidField('version', `must be the positive integer version you are changing, got ${describe(v)}`);
+  }
+  return v;
+}
+
+function expectationsOf(version: number | undefined, options: WriteOptions): Expectation[] {
+  const out: Expectation[] = [];
+  if (version !== undefined) out.push({ source: 'version', text: String(version), matches: (p) => p.version === version });
+  const header = options.ifMatch?.trim();
+  if (header !== undefined && header !== '') {
+    if (header === '*') {
+      out.push({ source: 'If-Match', text: '*', matches: () => true });
+    } else {
+      const versions = header
+        .split(',')
+        .map((tag) => /^\s*(?:W\/)?"?(\d{1,16})"?\s*$/.exec(tag)?.[1])
+        .filter((v): v is string => v !== undefined)
+        .map(Number);
+      out.push({ source: 'If-Match', text: header.length > 64 ? `${header.slice(0, 64)}…` : header, matches: (p) => versions.includes(p.version) });
+    }
+  }
+  return out;
+}
+
+function preconditionFailed(e: Expectation, current: Policy): RlError {
+  const field = e.source === 'version' ? 'version' : undefined;
+  return new RlError('conflict', `${e.source} ${e.text} does not match: the current version is ${current.version}`, field);
+}
+
+/** The stored policy with the server-set fields in canonical key order. */
+function stamp(input: PolicyInput, version: number, createdAt: string, updatedAt: string): Policy {
+  return {
+    policy_id: input.policy_id,
+    name: input.name,
+    description: input.description,
+    enabled: input.enabled,
+    priority: input.priority,
+    scope: toPlain(input.scope) as Policy['scope'],
+    algorithm: toPlain(input.algorithm) as Policy['algorithm'],
+    action: input.action,
+    failure_mode: input.failure_mode,
+    enforcement_mode: input.enforcement_mode,
+    rollout_percent: input.rollout_percent,
+    metadata: toPlain(input.metadata) as Policy['metadata'],
+    valid_from_unix: input.valid_from_unix,
+    valid_to_unix: input.valid_to_unix,
+    version,
+    created_at: createdAt,
+    updated_at: updatedAt,
+  };
+}
+
+/** A stored policy without the server-set fields (already valid; copied so it can be changed). */
+function inputOf(policy: Policy): PolicyInput {
+  const { version: _v, created_at: _c, updated_at: _u, ...rest } = toPlain(policy) as Policy;
+  return rest;
+}
+
+/** A deep copy as plain JSON data (no prototype-less maps, no shared references). */
+function toPlain<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
+}
+
+/** Whether a decoded JSON value nests deeper than MAX_BODY_DEPTH (checked without recursion). */
+function tooDeep(value: unknown): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth >= MAX_BODY_DEPTH) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+    }
+  }
+  return false;
+}
+
+/**
+ * RFC 7396 JSON merge patch. Results are prototype-less objects, so a `__proto__` key is just a key.
+ * Callers bound the depth first (tooDeep).
+ */
+export function mergePatch(target: unknown, patch: unknown): unknown {
+  if (!isObject(patch)) return patch;
+  const result: Obj = Object.create(null);
+  if (isObject(target)) for (const key of Object.keys(target)) result[key] = target[key];
+  for (const key of Object.keys(patch)) {
+    const value = patch[key];
+    if (value === null) delete result[key];
+    else result[key] = mergePatch(result[key], value);
+  }
+  return result;
+}
+
+/**
+ * A patch written in the quota shape (`config.quota`, `config.window_seconds`, `resource`,
+ * `action_deny`, `algorithm: "quota"`, `id`) becomes the equivalent patch of the Policy shape, so a
+ * quota can be changed live with `PATCH {"config": {"quota": 500}}`. Other patches pass unchanged.
+ */
+export function quotaPatchToPolicyPatch(patch: Obj): Obj {
+  const has = (k: string) => Object.prototype.hasOwnProperty.call(patch, k);
+  const quotaShaped = has('config') || has('action_deny') || has('resource') || has('id') || typeof patch.algorithm === 'string';
+  if (!quotaShaped) return patch;
+  const out: Obj = Object.create(null);
+  for (const key of Object.keys(patch)) {
+    if (!['config', 'action_deny', 'resource', 'id', 'algorithm'].includes(key)) out[key] = patch[key];
+  }
+  const algorithm: Obj = Object.create(null);
+  if (has('algorithm')) {
+    if (typeof patch.algorithm === 'string') algorithm.type = patch.algorithm;
+    else out.algorithm = patch.algorithm;
+  }
+  if (has('config')) {
+    const config = patch.config;
+    if (isObject(config)) {
+      for (const key of Object.keys(config)) {
+        const value = config[key];
+        if (key === 'quota') algorithm.limit = value;
+        else if (key === 'window_seconds') {
+          algorithm.quota_period = typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? `${value}s` : value;
+          if (value !== null) algorithm.window = null;
+        } else algorithm[key] = value;
+      }
+    } else {
+      // Reported by validation as the algorithm it would have replaced.
+      out.algorithm = config;
+    }
+  }
+  if (Object.keys(algorithm).length > 0) {
+    out.algorithm = isObject(out.algorithm) ? mergePatch(out.algorithm, algorithm) : algorithm;
+  }
+  if (has('resource')) out.scope = mergePatch(isObject(out.scope) ? out.scope : Object.create(null), { resource: patch.resource });
+  if (has('id') && patch.id !== null) out.policy_id = patch.id;
+  if (has('action_deny')) {
+    const deny = patch.action_deny;
+    if (deny === true) {
+      if (!has('action')) out.action = 'deny';
+      if (!has('enforcement_mode')) out.enforcement_mode = 'enforce';
+    } else if (deny === false) {
+      out.enforcement_mode = 'shadow';
+    } else if (deny !== null) {
+      throw new RlError('failed_validation', `invalid policy: action_deny: must be true or false, got ${describe(deny)}`, 'action_deny', {
+        errors: [{ field: 'action_deny', message: `must be true or false, got ${describe(deny)}` }],
+      });
+    }
+  }
+  return out;
+}

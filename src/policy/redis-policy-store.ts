@@ -1,0 +1,448 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Cluster, Redis } from 'ioredis';
+import { createRedisClient, redactAddress } from '../counters/redis-connection.js';
+import { RlError } from '../errors.js';
+import { log } from '../util/log.js';
+import {
+  byPolicyId,
+  ChangeListeners,
+  seedAuditEntry,
+  versionRecordOf,
+  type AuditEntry,
+  type ChangeKind,
+  type ChangeListener,
+  type CommitResult,
+  type PolicyChange,
+  type PolicyChangeEvent,
+  type PolicyHead,
+  type PolicyStore,
+  type PolicyVersion,
+} from './policy-store.js';
+import type { Policy } from './types.js';
+
+/**
+ * Multi-node policy storage in Redis (RL_COUNTERSTORE_ADDR set).
+ *
+ * Layout: seven hashes sharing the hash tag `{policies}` (so every script runs on one Cluster slot):
+ *
+ *     <prefix>{policies}:current   policy_id -> policy JSON (absent = never existed or deleted)
+ *     <prefix>{policies}:heads     policy_id -> highest version ever written (survives delete)
+ *     <prefix>{policies}:changed   policy_id -> store revision of the policy's last change
+ *     <prefix>{policies}:versions  "<policy_id>|<version>" -> version record JSON
+ *     <prefix>{policies}:audit     "<policy_id>|<n>" -> audit entry JSON (n = 1, 2, ...)
+ *     <prefix>{policies}:auditn    policy_id -> number of audit entries
+ *     <prefix>{policies}:meta      revision -> store revision (+1 per change)
+ *
+ * (`|` cannot occur in a policy_id.) Every change is ONE Lua script (`lua/policy/commit.lua`) that checks
+ * the expected head, writes current + version + audit, bumps the revision and PUBLISHes
+ * `{"policy_id","change","version","revision"}` on `<prefix>{policies}:changes`.
+ *
+ * Every node keeps the current policies in memory. It follows other nodes' changes through a separate
+ * subscriber connection: a message whose revision is the next one is applied by re-reading that one
+ * policy; a gap in revisions (a lost message, a reconnect) triggers a full reload. A periodic revision
+ * check (default every 5 s) is the safety net for messages that never arrive. A policy's entry is
+ * only ever replaced by a state with a newer last-change revision, so local commits, messages and
+ * reloads can interleave in any order without going back in time.
+ */
+
+const LUA_DIR = new URL('../../lua/policy/', import.meta.url);
+const KEY_NAMES = ['current', 'heads', 'changed', 'versions', 'audit', 'auditn', 'meta'] as const;
+
+type ScriptName = 'commit' | 'seed' | 'read_one' | 'snapshot';
+const SCRIPTS: Record<ScriptName, string> = {
+  commit: 'rlPolicyCommit',
+  seed: 'rlPolicySeed',
+  read_one: 'rlPolicyReadOne',
+  snapshot: 'rlPolicySnapshot',
+};
+
+export interface RedisPolicyStoreOptions {
+  /** RL_COUNTERSTORE_ADDR. */
+  addr: string;
+  /** Key prefix (RL_KEY_PREFIX); tests use a random one. */
+  keyPrefix: string;
+  /** Per-command timeout (default 2000 ms: policy management is not the hot path). */
+  commandTimeoutMs?: number;
+  /** How long `open` waits for Redis (default 10 s). */
+  connectTimeoutMs?: number;
+  /** Revision check interval, the safety net for lost change messages (default 5000 ms). */
+  checkIntervalMs?: number;
+  /** How long a revision gap may last before a reload, to let in-flight messages arrive (default 1000 ms). */
+  gapGraceMs?: number;
+  /** Subscribe to change messages (default true; tests turn it off to exercise the revision check). */
+  subscribe?: boolean;
+}
+
+interface Entry {
+  policy: Policy | undefined;
+  head: number;
+  /** Store revision of this policy's last change. */
+  changed: number;
+}
+
+interface ChangeMessage {
+  policy_id: string;
+  change: string;
+  version: number;
+  revision: number;
+}
+
+type Client = Redis | Cluster;
+type ScriptClient = Client & Record<string, (...args: (string | number)[]) => Promise<unknown>>;
+
+export class RedisPolicyStore implements PolicyStore {
+  private readonly entries = new Map<string, Entry>();
+  private sorted: Policy[] | undefined;
+  /** Every change up to this store revision is reflected in `entries`. */
+  private applied = 0;
+  private sync: Promise<void> = Promise.resolve();
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
+  private readonly listeners = new ChangeListeners();
+  private readonly keys: string[];
+  private readonly channel: string;
+  private lastErrorLog = 0;
+  private readonly checkIntervalMs: number;
+  private readonly gapGraceMs: number;
+
+  private constructor(
+    private readonly client: ScriptClient,
+    private readonly subscriber: Client | undefined,
+    options: RedisPolicyStoreOptions,
+  ) {
+    const base = `${options.keyPrefix}{policies}`;
+    this.keys = KEY_NAMES.map((name) => `${base}:${name}`);
+    this.channel = `${base}:changes`;
+    this.checkIntervalMs = options.checkIntervalMs ?? 5000;
+    this.gapGraceMs = options.gapGraceMs ?? 1000;
+  }
+
+  /** Connects (command and subscriber connections), loads every policy, starts following changes. */
+  static async open(options: RedisPolicyStoreOptions): Promise<RedisPolicyStore> {
+    const timeout = options.commandTimeoutMs ?? 2000;
+    const connectTimeout = options.connectTimeoutMs ?? 10_000;
+    const make = (name: string) =>
+      createRedisClient(options.addr, {
+        commandTimeoutMs: timeout,
+        connectTimeoutMs: Math.min(connectTimeout, 2000),
+        enableAutoPipelining: false,
+        connectionName: name,
+      });
+    const client = make('rl-policy-store') as ScriptClient;
+    const subscriber = options.subscribe === false ? undefined : make('rl-policy-subscriber');
+    const store = new RedisPolicyStore(client, subscriber, options);
+    client.on('error', (error: Error) => store.logError('policy store connection error', error));
+    subscriber?.on('error', (error: Error) => store.logError('policy store subscriber error', error));
+    for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
+      const lua = readFileSync(new URL(`${name}.lua`, LUA_DIR), 'utf8');
+      client.defineCommand(SCRIPTS[name], { numberOfKeys: KEY_NAMES.length, lua });
+    }
+    try {
+      await Promise.all([waitReady(client, connectTimeout, options.addr), subscriber && waitReady(subscriber, connectTimeout, options.addr)]);
+      if (subscriber) {
+        subscriber.on('message', (channel: string, message: string) => {
+          if (channel === store.channel) store.enqueue(() => store.onMessage(message));
+        });
+        await subscriber.subscribe(store.channel);
+        // After a reconnect messages may have been missed while it was down: check the revision.
+        subscriber.on('ready', () => store.enqueue(() => store.checkRevision(false)));
+      }
+      store.enqueue(() => store.reload());
+      await store.sync;
+    } catch (error) {
+      client.disconnect();
+      subscriber?.disconnect();
+      throw error;
+    }
+    store.timer = setInterval(() => void store.checkRevision(true), store.checkIntervalMs);
+    store.timer.unref();
+    return store;
+  }
+
+  list(): Policy[] {
+    if (!this.sorted) {
+      const all: Policy[] = [];
+      for (const entry of this.entries.values()) if (entry.policy) all.push(entry.policy);
+      this.sorted = all.sort(byPolicyId);
+    }
+    return [...this.sorted];
+  }
+
+  get(policyId: string): Policy | undefined {
+    return this.entries.get(policyId)?.policy;
+  }
+
+  revision(): number {
+    return this.applied;
+  }
+
+  onChange(listener: ChangeListener): () => void {
+    return this.listeners.add(listener);
+  }
+
+  async fetch(policyId: string): Promise<PolicyHead> {
+    const entry = await this.readOne(policyId);
+    this.applyEntry(policyId, entry, false);
+    return { policy: entry.policy, head: entry.head };
+  }
+
+  async versions(policyId: string): Promise<PolicyVersion[]> {
+    const head = Number(await this.call(() => this.client.hget(this.key('heads'), policyId)) ?? 0);
+    if (!(head > 0)) return [];
+    const fields = Array.from({ length: head }, (_, i) => `${policyId}|${i + 1}`);
+    const values = await this.call(() => this.client.hmget(this.key('versions'), ...fields));
+    return values.filter((v): v is string => typeof v === 'string').map((v) => JSON.parse(v) as PolicyVersion);
+  }
+
+  async audit(policyId: string): Promise<AuditEntry[]> {
+    const count = Number(await this.call(() => this.client.hget(this.key('auditn'), policyId)) ?? 0);
+    if (!(count > 0)) return [];
+    const fields = Array.from({ length: count }, (_, i) => `${policyId}|${i + 1}`);
+    const values = await this.call(() => this.client.hmget(this.key('audit'), ...fields));
+    return values.filter((v): v is string => typeof v === 'string').map((v) => JSON.parse(v) as AuditEntry);
+  }
+
+  async commit(change: PolicyChange): Promise<CommitResult> {
+    if (this.closed) throw new RlError('unavailable', 'policy store is closed');
+    const existed = change.mustExist;
+    const kind: ChangeKind = change.policy ? (existed ? 'updated' : 'created') : 'deleted';
+    const newHead = change.policy ? change.policy.version : change.expectedHead;
+    const reply = (await this.call(() =>
+      this.client[SCRIPTS.commit](
+        ...this.keys,
+        change.policy_id,
+        String(change.expectedHead),
+        change.mustExist ? '1' : '0',
+        String(newHead),
+        change.policy ? JSON.stringify(change.policy) : '',
+        change.policy ? JSON.stringify(versionRecordOf(change.policy)) : '',
+        JSON.stringify(change.audit),
+        this.channel,
+        kind,
+      ),
+    )) as number[];
+    if (Number(reply[0]) !== 1) {
+      return { ok: false, reason: 'conflict', head: Number(reply[1]), exists: Number(reply[2]) === 1 };
+    }
+    const revision = Number(reply[1]);
+    this.applyEntry(change.policy_id, { policy: change.policy ?? undefined, head: newHead, changed: revision }, true);
+    if (revision === this.applied + 1) this.applied = revision;
+    return { ok: true, revision };
+  }
+
+  async seedIfEmpty(load: () => Policy[] | Promise<Policy[]>): Promise<boolean> {
+    const count = Number(await this.call(() => this.client.hlen(this.key('heads'))));
+    if (count > 0) return false;
+    const policies = await load();
+    if (policies.length === 0) return false;
+    const args: string[] = [this.channel];
+    for (const policy of policies) {
+      args.push(
+        policy.policy_id,
+        String(policy.version),
+        JSON.stringify(policy),
+        JSON.stringify(versionRecordOf(policy)),
+        JSON.stringify(seedAuditEntry(policy, randomUUID())),
+      );
+    }
+    const revision = Number(await this.call(() => this.client[SCRIPTS.seed](...this.keys, ...args)));
+    this.enqueue(() => this.reload());
+    await this.sync;
+    return revision > 0;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.sync.catch(() => undefined);
+    await Promise.all([quit(this.client), this.subscriber && quit(this.subscriber)]);
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // Following other nodes
+
+  /** Runs sync work one task at a time (messages, reloads, revision checks). */
+  private enqueue(task: () => Promise<void>): void {
+    this.sync = this.sync.then(task).catch((error: unknown) => this.logError('policy store sync failed', error));
+  }
+
+  private async onMessage(text: string): Promise<void> {
+    if (this.closed) return;
+    let message: ChangeMessage;
+    try {
+      message = JSON.parse(text) as ChangeMessage;
+    } catch {
+      return this.reload();
+    }
+    const revision = Number(message.revision);
+    if (!Number.isSafeInteger(revision) || typeof message.policy_id !== 'string') return this.reload();
+    if (revision <= this.applied) return;
+    if (revision > this.applied + 1 || message.policy_id === '') return this.reload();
+    const known = this.entries.get(message.policy_id);
+    if (!known || known.changed < revision) {
+      this.applyEntry(message.policy_id, await this.readOne(message.policy_id), false);
+    }
+    if (revision > this.applied) this.applied = revision;
+  }
+
+  /**
+   * The safety net: compares the store revision with ours. A gap may just be messages in flight, so
+   * on the timer it waits `gapGraceMs` and reloads only if the gap is still there.
+   */
+  private async checkRevision(fromTimer: boolean): Promise<void> {
+    if (this.closed) return;
+    let stored: number;
+    try {
+      stored = Number((await this.client.hget(this.key('meta'), 'revision')) ?? 0);
+    } catch (error) {
+      this.logError('policy store revision check failed', error);
+      return;
+    }
+    if (stored === this.applied) return;
+    if (fromTimer && stored > this.applied) {
+      await sleep(this.gapGraceMs);
+      if (this.closed || this.applied >= stored) return;
+      this.enqueue(() => this.reload());
+      return;
+    }
+    if (fromTimer) this.enqueue(() => this.reload());
+    else await this.reload();
+  }
+
+  /** Reads every policy atomically and applies whatever is newer than what we hold. */
+  private async reload(): Promise<void> {
+    if (this.closed) return;
+    const reply = (await this.call(() => this.client[SCRIPTS.snapshot](...this.keys))) as [number, string[], string[], string[]];
+    const revision = Number(reply[0]);
+    const current = pairs(reply[1]);
+    const heads = pairs(reply[2]);
+    const changed = pairs(reply[3]);
+    if (revision === 0 && this.applied > 0) {
+      this.logError('policy store in Redis is empty although it held policies (data lost?); keeping the last known policies', undefined);
+      return;
+    }
+    const replaceAll = revision < this.applied;
+    if (replaceAll) {
+      log.warn('policy store revision in Redis went backwards; replacing every local policy', { local: this.applied, redis: revision });
+    }
+    let any = false;
+    if (replaceAll) {
+      for (const id of [...this.entries.keys()]) {
+        if (!heads.has(id)) {
+          this.entries.delete(id);
+          any = true;
+        }
+      }
+    }
+    for (const [id, headText] of heads) {
+      const entry: Entry = {
+        policy: current.has(id) ? (JSON.parse(current.get(id)!) as Policy) : undefined,
+        head: Number(headText),
+        changed: Number(changed.get(id) ?? 0),
+      };
+      if (this.setEntry(id, entry, replaceAll)) any = true;
+    }
+    if (replaceAll || revision > this.applied) this.applied = revision;
+    if (any) {
+      this.sorted = undefined;
+      this.emit({ policy_id: '', change: 'reloaded', version: 0, revision: this.applied, local: false });
+    }
+  }
+
+  private async readOne(policyId: string): Promise<Entry> {
+    const reply = (await this.call(() => this.client[SCRIPTS.read_one](...this.keys, policyId))) as [string, number, number, number];
+    return {
+      policy: reply[0] === '' ? undefined : (JSON.parse(reply[0]) as Policy),
+      head: Number(reply[1]),
+      changed: Number(reply[2]),
+    };
+  }
+
+  /** Applies a policy's state if it is newer than ours and tells listeners. */
+  private applyEntry(policyId: string, entry: Entry, local: boolean): void {
+    const before = this.entries.get(policyId);
+    if (!this.setEntry(policyId, entry, false)) return;
+    this.sorted = undefined;
+    const change: ChangeKind = entry.policy ? (before?.policy ? 'updated' : 'created') : 'deleted';
+    this.emit({
+      policy_id: policyId,
+      change,
+      version: entry.policy?.version ?? 0,
+      revision: Math.max(this.applied, entry.changed),
+      local,
+    });
+  }
+
+  /** Stores `entry` when it is newer than what we hold (or when forced); returns whether it did. */
+  private setEntry(policyId: string, entry: Entry, force: boolean): boolean {
+    const before = this.entries.get(policyId);
+    if (!force && before && before.changed >= entry.changed) return false;
+    if (force && before && before.changed === entry.changed && before.head === entry.head) return false;
+    this.entries.set(policyId, entry);
+    return true;
+  }
+
+  private emit(event: PolicyChangeEvent): void {
+    this.listeners.emit(event, (error) => this.logError('policy change listener failed', error));
+  }
+
+  // -------------------------------------------------------------------------------------------------
+
+  private key(name: (typeof KEY_NAMES)[number]): string {
+    return this.keys[KEY_NAMES.indexOf(name)];
+  }
+
+  /** Runs one Redis call; a connection problem becomes a 503 RlError. */
+  private async call<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.closed && this.client.status === 'end') throw new RlError('unavailable', 'policy store is closed');
+    try {
+      return await fn();
+    } catch (error) {
+      if (error instanceof RlError) throw error;
+      throw new RlError('unavailable', `policy store (Redis) unavailable: ${(error as Error).message}`);
+    }
+  }
+
+  private logError(message: string, error: unknown): void {
+    const now = Date.now();
+    if (now - this.lastErrorLog < 10_000) return;
+    this.lastErrorLog = now;
+    log.error(message, error === undefined ? undefined : { error: String((error as Error)?.message ?? error) });
+  }
+}
+
+function pairs(flat: string[]): Map<string, string> {
+  const map = new Map<string, string>();
+  for (let i = 0; i + 1 < flat.length; i += 2) map.set(flat[i], flat[i + 1]);
+  return map;
+}
+
+function waitReady(client: Client, timeoutMs: number, addr: string): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      client.off('ready', onReady);
+      reject(new Error(`policy store: Redis at ${redactAddress(addr)} not reachable within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    client.once('ready', onReady);
+  });
+}
+
+async function quit(client: Client): Promise<void> {
+  try {
+    await Promise.race([client.quit(), sleep(1000)]);
+  } catch {
+    // already closed
+  }
+  client.disconnect();
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
