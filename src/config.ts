@@ -41,6 +41,8 @@ export interface ServerConfig {
   httpAddr: ListenAddress;
   grpcAddr: ListenAddress;
   invalidationTargets: string[];
+  /** Sent to the sidecars as `Authorization: Bearer` (their RL_AGENT_INVALIDATE_TOKEN). */
+  invalidationToken: string | undefined;
   tls: TlsConfig;
   auth: AuthConfig;
   /** undefined = in-memory counters and a file-backed policy store (single-node mode). */
@@ -63,6 +65,7 @@ export function loadServerConfig(env: Env): ServerConfig {
     httpAddr: read.listen('RL_HTTP_ADDR', ':8080'),
     grpcAddr: read.listen('RL_GRPC_ADDR', ':9090'),
     invalidationTargets: read.list('RL_INVALIDATION_TARGETS').map((t) => read.httpUrl('RL_INVALIDATION_TARGETS', t)),
+    invalidationToken: read.optional('RL_INVALIDATION_TOKEN'),
     tls,
     auth,
     counterStoreAddr: read.optional('RL_COUNTERSTORE_ADDR'),

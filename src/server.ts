@@ -1,73 +1,135 @@
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import * as grpc from '@grpc/grpc-js';
+import { Authenticator } from './auth/authenticator.js';
 import type { ServerConfig, ListenAddress } from './config.js';
 import type { CounterStore } from './counters/counter-store.js';
 import { MemoryCounterStore } from './counters/memory-store.js';
 import { connectRedisCounterStore } from './counters/redis-store.js';
 import { DecisionService } from './decision/decision-service.js';
+import { grpcAuthenticate } from './grpc/auth.js';
+import { bindGrpcServer, createGrpcServer, shutdownGrpcServer } from './grpc/server.js';
 import { createApp } from './http/app.js';
+import { authGuard } from './http/auth-guard.js';
 import { Readiness } from './http/readiness.js';
+import { analyticsRoutes } from './http/routes/analytics.js';
+import { metricsRoutes } from './http/routes/metrics.js';
 import { policyRoutes } from './http/routes/policies.js';
+import { InvalidationNotifier } from './invalidation/notifier.js';
+import { Analytics } from './observability/analytics.js';
+import { Metrics } from './observability/metrics.js';
+import { ObservabilityRecorder } from './observability/recorder.js';
 import { FilePolicyStore } from './policy/file-policy-store.js';
 import { LiveMatcher } from './policy/live-matcher.js';
 import { loadPolicyFile } from './policy/policy-file.js';
 import { PolicyService } from './policy/policy-service.js';
 import type { PolicyStore } from './policy/policy-store.js';
 import { RedisPolicyStore } from './policy/redis-policy-store.js';
+import { grpcServerCredentials, httpsServerOptions, loadTlsMaterial } from './tls.js';
 import { log } from './util/log.js';
 
 export interface RunningServer {
   httpPort: number;
+  grpcPort: number;
   readiness: Readiness;
   policies: PolicyService;
   /** Stop taking traffic, let in-flight requests finish (bounded by RL_DRAIN_SECS), release resources. */
   drain(): Promise<void>;
 }
 
-/** Builds every component from the typed config, listens, and reports ready. */
+/** Builds every component from the typed config, listens on HTTP and gRPC, and reports ready. */
 export async function startServer(config: ServerConfig): Promise<RunningServer> {
+  // Everything that can refuse the config is checked before any store is opened or port taken.
+  const tls = config.tls.enabled ? loadTlsMaterial(config.tls) : undefined;
+  const authenticator = new Authenticator(config.auth);
   const readiness = new Readiness();
+
   const store = await openPolicyStore(config);
-  const seeded = await seedPolicyStore(store, config).catch(async (error: unknown) => {
-    await store.close();
+  const closers: (() => unknown)[] = [() => store.close()];
+  const closeAll = () => Promise.allSettled(closers.reverse().map((close) => close()));
+  try {
+    const seeded = await store.seedIfEmpty(() => loadPolicyFile(config.policyFile));
+    const matcher = new LiveMatcher();
+    // Keeps the matcher in sync with every local and remote change from here on.
+    const policies = new PolicyService({ store, matcher });
+    closers.push(() => policies.close());
+
+    const metrics = new Metrics({ labelCap: config.metricsLabelCap });
+    const analytics = new Analytics();
+    const counters: CounterStore = config.counterStoreAddr
+      ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
+      : new MemoryCounterStore();
+    closers.push(() => counters.close());
+    const decisions = new DecisionService({
+      policies: matcher,
+      counters,
+      keyPrefix: config.keyPrefix,
+      recorder: new ObservabilityRecorder(metrics, analytics),
+      onCounterStoreError: () => metrics.countCounterStoreError(),
+    });
+
+    const notifier = invalidationNotifier(config, metrics);
+    if (notifier) {
+      closers.push(() => notifier.close());
+      // Only the node that made a change tells the sidecars; the others learn it from the store.
+      store.onChange((event) => {
+        if (event.local) notifier.notify({ policy_id: event.policy_id, change: event.change, version: event.version });
+      });
+    }
+
+    const app = createApp({
+      decisions,
+      readiness,
+      maxBodyBytes: config.maxBodyBytes,
+      guards: [authGuard(authenticator, config.auth)],
+      routers: [policyRoutes(policies), analyticsRoutes(analytics), metricsRoutes(metrics)],
+    });
+    const httpServer = tls
+      ? https.createServer(httpsServerOptions(tls), app.callback())
+      : http.createServer(app.callback());
+    const grpcServer = createGrpcServer({
+      decisions,
+      readiness,
+      maxMessageBytes: config.grpcMaxMessageBytes,
+      authenticate: grpcAuthenticate(authenticator),
+      policies: matcher,
+    });
+    closers.push(() => shutdownGrpcServer(grpcServer, 0), () => closeGracefully(httpServer, 0));
+    const [httpPort, grpcPort] = await Promise.all([
+      listen(httpServer, config.httpAddr),
+      bindGrpcServer(grpcServer, config.grpcAddr, tls ? grpcServerCredentials(tls) : grpc.ServerCredentials.createInsecure()),
+    ]);
+    log.info('listening', {
+      http: httpPort,
+      grpc: grpcPort,
+      tls: Boolean(tls),
+      auth: config.auth.enabled ? config.auth.mode : 'off',
+      counters: config.counterStoreAddr ? 'redis' : 'memory',
+      policy_store: config.counterStoreAddr ? 'redis' : `file:${config.dataDir}`,
+      policies: store.list().length,
+      seeded_from_file: seeded,
+      invalidation_targets: config.invalidationTargets.length,
+    });
+    readiness.markReady();
+
+    let draining: Promise<void> | undefined;
+    const drain = () => {
+      draining ??= (async () => {
+        readiness.markDraining();
+        const deadlineMs = config.drainSecs * 1000;
+        await Promise.all([closeGracefully(httpServer, deadlineMs), shutdownGrpcServer(grpcServer, deadlineMs)]);
+        notifier?.close();
+        policies.close();
+        await Promise.all([store.close(), counters.close()]);
+      })();
+      return draining;
+    };
+    return { httpPort, grpcPort, readiness, policies, drain };
+  } catch (error) {
+    await closeAll();
     throw error;
-  });
-  const matcher = new LiveMatcher();
-  // Keeps the matcher in sync with every local and remote change from here on.
-  const policies = new PolicyService({ store, matcher });
-  const counters: CounterStore = config.counterStoreAddr
-    ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
-    : new MemoryCounterStore();
-  const decisions = new DecisionService({ policies: matcher, counters, keyPrefix: config.keyPrefix });
-  const app = createApp({
-    decisions,
-    readiness,
-    maxBodyBytes: config.maxBodyBytes,
-    routers: [policyRoutes(policies)],
-  });
-
-  const httpServer = http.createServer(app.callback());
-  const httpPort = await listen(httpServer, config.httpAddr);
-  log.info('listening', {
-    http: httpPort,
-    counters: config.counterStoreAddr ? 'redis' : 'memory',
-    policy_store: config.counterStoreAddr ? 'redis' : `file:${config.dataDir}`,
-    policies: store.list().length,
-    seeded_from_file: seeded,
-  });
-  readiness.markReady();
-
-  let draining: Promise<void> | undefined;
-  const drain = () => {
-    draining ??= (async () => {
-      readiness.markDraining();
-      await closeGracefully(httpServer, config.drainSecs * 1000);
-      policies.close();
-      await Promise.all([store.close(), counters.close()]);
-    })();
-    return draining;
-  };
-  return { httpPort, readiness, policies, drain };
+  }
 }
 
 /** Redis hashes when a shared store is configured (multi node), else the journal in RL_DATA_DIR. */
@@ -77,12 +139,22 @@ function openPolicyStore(config: ServerConfig): Promise<PolicyStore> {
     : FilePolicyStore.open(config.dataDir);
 }
 
-/**
- * RL_POLICY_FILE seeds a store that has never held a policy; once it has, the store wins and the file
- * is not even read (CONTRACT.md). A bad file on first start stops the process (PolicyFileError).
- */
-function seedPolicyStore(store: PolicyStore, config: ServerConfig): Promise<boolean> {
-  return store.seedIfEmpty(() => loadPolicyFile(config.policyFile));
+function invalidationNotifier(config: ServerConfig, metrics: Metrics): InvalidationNotifier | undefined {
+  if (config.invalidationTargets.length === 0) return undefined;
+  return new InvalidationNotifier({
+    targets: config.invalidationTargets,
+    token: config.invalidationToken,
+    onFailure: (failure) => {
+      metrics.countInvalidationFailure();
+      log.warn('sidecar invalidation failed', {
+        target: failure.target,
+        reason: failure.reason,
+        attempts: failure.attempts,
+        error: failure.error,
+        policy_id: failure.change.policy_id,
+      });
+    },
+  });
 }
 
 export function listen(server: http.Server, address: ListenAddress): Promise<number> {
@@ -98,6 +170,7 @@ export function listen(server: http.Server, address: ListenAddress): Promise<num
 /** Stops accepting, closes idle keep-alive sockets, and force-closes whatever is left after the deadline. */
 export function closeGracefully(server: http.Server, deadlineMs: number): Promise<void> {
   return new Promise((resolve) => {
+    if (!server.listening) return resolve();
     const timer = setTimeout(() => server.closeAllConnections(), deadlineMs);
     timer.unref();
     server.close(() => {

@@ -38,11 +38,16 @@ export interface Credentials {
  * Structurally typed so this module does not depend on grpc-js: pass `call.metadata`.
  */
 export function credentialsFromMetadata(metadata: { get(key: string): (string | Buffer)[] }): Credentials {
+  const credentials: Credentials = {};
   const first = (key: string): string | undefined => {
     const value = metadata.get(key)[0];
-    return value === undefined ? undefined : String(value);
+    return typeof value === 'string' && value !== '' ? value : undefined;
   };
-  return { apiKey: first('x-api-key'), authorization: first('authorization') };
+  const apiKey = first('x-api-key');
+  if (apiKey !== undefined) credentials.apiKey = apiKey;
+  const authorization = first('authorization');
+  if (authorization !== undefined) credentials.authorization = authorization;
+  return credentials;
 }
 
 /** The principal used when RL_AUTH_ENABLED is false. */

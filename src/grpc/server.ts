@@ -10,7 +10,7 @@ import { shouldRateLimit, unitLookup, type EnvoyRateLimitRequest, type EnvoyRate
 import { createHealthService, type HealthService } from './health.js';
 import { SERVICE_NAMES, serviceDefinition } from './protos.js';
 
-export { credentialsFromMetadata, grpcAuthenticate, type GrpcAuthenticate, type GrpcCredentials, type Principal } from './auth.js';
+export { credentialsFromMetadata, grpcAuthenticate, type GrpcAuthenticate, type Principal } from './auth.js';
 
 export interface GrpcServerDeps {
   decisions: DecisionService;

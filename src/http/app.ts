@@ -2,6 +2,7 @@ import Koa from 'koa';
 import type Router from '@koa/router';
 import type { DecisionService } from '../decision/decision-service.js';
 import { jsonBody } from './body.js';
+import { conditionalGet } from './conditional-get.js';
 import { errorHandler } from './errors.js';
 import { responseHeaders } from './headers.js';
 import type { Readiness } from './readiness.js';
@@ -30,6 +31,8 @@ export function createApp(deps: AppDeps): Koa {
   app.use(responseHeaders({ hsts: true }));
   app.use(errorHandler());
   for (const guard of deps.guards ?? []) app.use(guard);
+  // After authentication (a 304 reveals nothing to a caller who may not read) and around every route.
+  app.use(conditionalGet());
   app.use(jsonBody(deps.maxBodyBytes));
   const routers = [healthRoutes(deps.readiness), decisionRoutes(deps.decisions), ...(deps.routers ?? [])];
   for (const router of routers) {

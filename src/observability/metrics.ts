@@ -103,6 +103,7 @@ export class Metrics {
   private readonly cacheHits: Counter;
   private readonly cacheMisses: Counter;
   private readonly storeErrors: Counter;
+  private readonly invalidationFailures: Counter;
   private readonly failureMode: Counter<'mode'>;
   private readonly tenantDecisions: Counter<'tenant' | 'outcome'>;
   private readonly policyDecisions: Counter<'policy_id' | 'outcome'>;
@@ -147,6 +148,11 @@ export class Metrics {
     this.storeErrors = new Counter({
       name: 'rl_counter_store_errors_total',
       help: 'Counter store operations that failed (error, timeout, circuit open).',
+      registers,
+    });
+    this.invalidationFailures = new Counter({
+      name: 'rl_invalidation_failures_total',
+      help: 'Sidecar invalidation notifications given up (attempts exhausted, or dropped from a full queue).',
       registers,
     });
     this.failureMode = new Counter({
@@ -213,6 +219,11 @@ export class Metrics {
   /** One failed counter store operation (error, timeout or open circuit). */
   countCounterStoreError(): void {
     this.storeErrors.inc();
+  }
+
+  /** One invalidation notification to a sidecar that was given up. */
+  countInvalidationFailure(): void {
+    this.invalidationFailures.inc();
   }
 
   /** The Prometheus text exposition of every metric on this registry. */

@@ -1,6 +1,7 @@
 import type { MatcherSource } from '../decision/decision-service.js';
 import { Matcher } from './matcher.js';
 import type { Policy } from './types.js';
+import { log } from '../util/log.js';
 
 /**
  * Holds the compiled Matcher every decision reads. Rebuilt (off the hot path) whenever the policy
@@ -10,7 +11,7 @@ export class LiveMatcher implements MatcherSource {
   private matcher: Matcher;
 
   constructor(policies: readonly Policy[] = []) {
-    this.matcher = Matcher.build(policies);
+    this.matcher = build(policies);
   }
 
   current(): Matcher {
@@ -18,6 +19,13 @@ export class LiveMatcher implements MatcherSource {
   }
 
   replace(policies: readonly Policy[]): void {
-    this.matcher = Matcher.build(policies);
+    this.matcher = build(policies);
   }
+}
+
+function build(policies: readonly Policy[]): Matcher {
+  const matcher = Matcher.build(policies);
+  // Validation refuses such policies on the way in; one stored by an older version must not go unseen.
+  for (const skipped of matcher.skipped) log.error('policy cannot be compiled and never matches', { ...skipped });
+  return matcher;
 }

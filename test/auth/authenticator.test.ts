@@ -246,7 +246,7 @@ describe('Authenticator', () => {
   describe('gRPC metadata', () => {
     it('credentialsFromMetadata reads x-api-key and authorization from grpc-js Metadata', () => {
       const metadata = new grpc.Metadata();
-      expect(credentialsFromMetadata(metadata)).to.deep.equal({ apiKey: undefined, authorization: undefined });
+      expect(credentialsFromMetadata(metadata)).to.deep.equal({});
       metadata.set('x-api-key', READER_KEY);
       metadata.set('authorization', `Bearer ${ADMIN_KEY}`);
       expect(credentialsFromMetadata(metadata)).to.deep.equal({ apiKey: READER_KEY, authorization: `Bearer ${ADMIN_KEY}` });

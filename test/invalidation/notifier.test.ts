@@ -1,0 +1,221 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { expect } from 'chai';
+import { InvalidationNotifier, type InvalidationFailure } from '../../src/invalidation/notifier.js';
+import { setLogLevel } from '../../src/util/log.js';
+
+interface Received {
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  body: any;
+  at: number;
+}
+
+interface Target {
+  url: string;
+  received: Received[];
+  close(): Promise<void>;
+}
+
+/** A target whose answer is chosen per request; `hang` never answers. */
+async function target(answer: (req: http.IncomingMessage, res: http.ServerResponse) => unknown): Promise<Target> {
+  const received: Received[] = [];
+  const server = http.createServer((req, res) => {
+    let text = '';
+    req.on('data', (chunk) => (text += chunk));
+    req.on('end', () => {
+      received.push({ path: req.url ?? '', headers: req.headers, body: text ? JSON.parse(text) : undefined, at: Date.now() });
+      answer(req, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    received,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+const accept = () => target((_req, res) => res.writeHead(202, { 'content-type': 'application/json' }).end('{"accepted":true}'));
+const hang = () => target(() => 'hang');
+
+/** A URL on which nothing listens (connection refused). */
+async function refusingUrl(): Promise<string> {
+  const server = http.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return `http://127.0.0.1:${port}`;
+}
+
+const change = (version = 1) => ({ policy_id: 'p1', change: 'updated', version });
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function eventually(check: () => boolean, timeoutMs = 3000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await sleep(10);
+  }
+}
+
+describe('InvalidationNotifier', () => {
+  const cleanup: (() => Promise<void>)[] = [];
+  before(() => setLogLevel('silent'));
+  after(() => setLogLevel('info'));
+  afterEach(async () => {
+    for (const fn of cleanup.splice(0)) await fn();
+  });
+
+  function notifier(options: ConstructorParameters<typeof InvalidationNotifier>[0]): InvalidationNotifier {
+    const n = new InvalidationNotifier(options);
+    cleanup.unshift(() => n.close());
+    return n;
+  }
+  async function make(t: Promise<Target>): Promise<Target> {
+    const made = await t;
+    cleanup.push(() => made.close());
+    return made;
+  }
+
+  it('POSTs the change to {target}/rl/v1/agent/invalidate with the bearer token', async () => {
+    const good = await make(accept());
+    const delivered: string[] = [];
+    const n = notifier({ targets: [good.url + '/'], token: 's3cret', onDelivered: (t) => delivered.push(t) });
+    n.notify(change(3));
+    await n.idle();
+    expect(good.received).to.have.length(1);
+    expect(good.received[0].path).to.equal('/rl/v1/agent/invalidate');
+    expect(good.received[0].body).to.deep.equal({ policy_id: 'p1', change: 'updated', version: 3 });
+    expect(good.received[0].headers.authorization).to.equal('Bearer s3cret');
+    expect(good.received[0].headers['content-type']).to.equal('application/json');
+    expect(delivered).to.deep.equal([good.url]);
+    expect(n.stats()).to.include({ delivered: 1, failed: 0, pending: 0, inFlight: 0 });
+  });
+
+  it('never delays notify(): hanging and refusing targets cost the caller nothing', async () => {
+    const hung = await make(hang());
+    const refused = await refusingUrl();
+    const good = await make(accept());
+    const n = notifier({ targets: [hung.url, refused, good.url], timeoutMs: 300, maxAttempts: 2, baseDelayMs: 10 });
+    const started = performance.now();
+    for (let i = 1; i <= 200; i++) n.notify(change(i));
+    const elapsed = performance.now() - started;
+    expect(elapsed).to.be.below(50);
+    // The good target is still served while the hung one holds a worker.
+    await eventually(() => good.received.length > 0);
+    expect(good.received.at(-1)!.body.version).to.be.at.most(200);
+  });
+
+  it('holds at most one request per target: a hung target never starves the others', async () => {
+    const hung = await make(hang());
+    const good = await make(accept());
+    const n = notifier({ targets: [hung.url, good.url], concurrency: 2, timeoutMs: 10_000 });
+    for (let version = 1; version <= 5; version++) {
+      n.notify(change(version));
+      await eventually(() => good.received.some((r) => r.body.version === version), 500);
+    }
+    expect(hung.received).to.have.length(1);
+    expect(n.stats()).to.include({ inFlight: 1, pending: 1 });
+  });
+
+  it('never throws, even for odd input or after close()', async () => {
+    const n = notifier({ targets: [await refusingUrl()], maxAttempts: 1 });
+    expect(() => n.notify({ policy_id: undefined as unknown as string, change: 'x', version: NaN })).to.not.throw();
+    await n.close();
+    expect(() => n.notify(change())).to.not.throw();
+  });
+
+  it('retries with exponential back-off, then reports one failure', async () => {
+    const failing = await make(target((_req, res) => res.writeHead(503).end()));
+    const failures: InvalidationFailure[] = [];
+    const n = notifier({
+      targets: [failing.url],
+      maxAttempts: 4,
+      baseDelayMs: 40,
+      random: () => 1, // no jitter: delays of exactly 40, 80, 160 ms
+      onFailure: (f) => failures.push(f),
+    });
+    n.notify(change());
+    await eventually(() => failures.length > 0);
+    expect(failing.received).to.have.length(4);
+    const gaps = failing.received.slice(1).map((r, i) => r.at - failing.received[i].at);
+    expect(gaps[0]).to.be.within(30, 200);
+    expect(gaps[1]).to.be.within(70, 300);
+    expect(gaps[2]).to.be.within(150, 500);
+    expect(failures).to.have.length(1);
+    expect(failures[0]).to.deep.include({ target: failing.url, reason: 'exhausted', attempts: 4, error: 'HTTP 503' });
+    expect(n.stats()).to.include({ failed: 1, attempts: 4, delivered: 0 });
+  });
+
+  it('counts a refused connection and a timeout as failures after the bounded attempts', async () => {
+    const hung = await make(hang());
+    const refused = await refusingUrl();
+    const failures: InvalidationFailure[] = [];
+    const n = notifier({ targets: [hung.url, refused], maxAttempts: 2, baseDelayMs: 10, timeoutMs: 150, onFailure: (f) => failures.push(f) });
+    const started = Date.now();
+    n.notify(change());
+    await eventually(() => failures.length === 2);
+    expect(Date.now() - started).to.be.below(1500);
+    const byTarget = Object.fromEntries(failures.map((f) => [f.target, f]));
+    expect(byTarget[refused].error).to.equal('ECONNREFUSED');
+    expect(byTarget[refused].attempts).to.equal(2);
+    expect(byTarget[hung.url].error).to.equal('timeout');
+    expect(hung.received).to.have.length(2);
+  });
+
+  it('coalesces a burst: one request in flight, one merged follow-up carrying the latest change', async () => {
+    const slow = await make(target((_req, res) => void setTimeout(() => res.writeHead(202).end(), 100)));
+    const n = notifier({ targets: [slow.url], concurrency: 1 });
+    for (let i = 1; i <= 50; i++) n.notify(change(i));
+    expect(n.stats().pending + n.stats().inFlight).to.be.at.most(2);
+    await n.idle();
+    expect(slow.received.map((r) => r.body.version)).to.deep.equal([1, 50]);
+    expect(n.stats()).to.include({ delivered: 2, coalesced: 48, failed: 0 });
+  });
+
+  it('keeps the queue bounded: beyond maxQueue the oldest waiting notification is dropped and counted', async () => {
+    const hung = await Promise.all([1, 2, 3, 4, 5, 6].map(() => make(hang())));
+    const failures: InvalidationFailure[] = [];
+    const n = notifier({ targets: hung.map((t) => t.url), concurrency: 1, maxQueue: 2, timeoutMs: 5000, onFailure: (f) => failures.push(f) });
+    n.notify(change());
+    n.notify(change(2));
+    const stats = n.stats();
+    expect(stats.pending).to.be.at.most(2);
+    expect(stats.inFlight).to.be.at.most(1);
+    expect(stats.dropped).to.be.at.least(3);
+    expect(failures.every((f) => f.reason === 'dropped')).to.equal(true);
+    expect(failures.length).to.equal(stats.dropped);
+  });
+
+  it('never follows a redirect: a 302 is a failure and the other server gets nothing', async () => {
+    const elsewhere = await make(accept());
+    const redirecting = await make(
+      target((_req, res) => res.writeHead(302, { location: `${elsewhere.url}/rl/v1/agent/invalidate` }).end()),
+    );
+    const failures: InvalidationFailure[] = [];
+    const n = notifier({ targets: [redirecting.url], token: 'secret', onFailure: (f) => failures.push(f) });
+    n.notify(change());
+    await eventually(() => failures.length === 1);
+    await sleep(100);
+    expect(redirecting.received).to.have.length(1);
+    expect(elsewhere.received).to.have.length(0);
+    expect(failures[0]).to.deep.include({ reason: 'exhausted', attempts: 1, error: 'HTTP 302' });
+  });
+
+  it('close() aborts requests in flight at once', async () => {
+    const hung = await make(hang());
+    const n = notifier({ targets: [hung.url], timeoutMs: 10_000 });
+    n.notify(change());
+    await eventually(() => hung.received.length === 1);
+    const started = Date.now();
+    await n.close();
+    expect(Date.now() - started).to.be.below(500);
+    expect(n.stats()).to.include({ pending: 0, inFlight: 0 });
+  });
+});
