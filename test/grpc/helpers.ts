@@ -88,19 +88,19 @@ function clientConstructor(file: string, service: string): grpc.ServiceClientCon
   return grpc.makeClientConstructor(definition[service] as grpc.ServiceDefinition, service);
 }
 
-export function rateLimitClient(target: string): grpc.Client {
+export function rateLimitClient(target: string, credentials = grpc.credentials.createInsecure()): grpc.Client {
   const Client = clientConstructor(PROTO_FILES.rateLimit, 'rl.v1.RateLimitService');
-  return new Client(target, grpc.credentials.createInsecure());
+  return new Client(target, credentials);
 }
 
-export function envoyClient(target: string): grpc.Client {
+export function envoyClient(target: string, credentials = grpc.credentials.createInsecure()): grpc.Client {
   const Client = clientConstructor(PROTO_FILES.envoy, 'envoy.service.ratelimit.v3.RateLimitService');
-  return new Client(target, grpc.credentials.createInsecure());
+  return new Client(target, credentials);
 }
 
-export function healthClient(target: string): grpc.Client {
+export function healthClient(target: string, credentials = grpc.credentials.createInsecure()): grpc.Client {
   const Client = clientConstructor(PROTO_FILES.health, 'grpc.health.v1.Health');
-  return new Client(target, grpc.credentials.createInsecure());
+  return new Client(target, credentials);
 }
 
 export interface CallOptions {
