@@ -215,10 +215,15 @@ function failureModeDecision(base: Decision, mode: FailureMode): Decision {
 }
 
 function noMatchDecision(): Decision {
+  return unmatchedDecision('no_matching_policy');
+}
+
+/** An allowing decision that no policy made (no policy matched, or none is known yet). */
+export function unmatchedDecision(reason: DecisionReason): Decision {
   return {
     allowed: true,
     action: 'allow',
-    reason: 'no_matching_policy',
+    reason,
     matched_policy_id: '',
     remaining: 0,
     retry_after: 0,

@@ -1,0 +1,81 @@
+import http from 'node:http';
+import { connectRedisCounterStore, type RedisCounterStore } from '../counters/redis-store.js';
+import { DecisionService } from '../decision/decision-service.js';
+import { closeGracefully, listen } from '../server.js';
+import { redactUrl } from '../invalidation/notifier.js';
+import { log } from '../util/log.js';
+import { createAgentApp, type AgentCounters } from './agent-app.js';
+import type { AgentConfig } from './config.js';
+import { PolicySync } from './policy-sync.js';
+import { UpstreamClient } from './upstream.js';
+
+export interface RunningAgent {
+  port: number;
+  sync: PolicySync;
+  counters: AgentCounters;
+  /** Set in Redis-direct mode. */
+  counterStore: RedisCounterStore | undefined;
+  /** Stops syncing, lets in-flight requests finish (bounded by RL_DRAIN_SECS), closes Redis. */
+  close(): Promise<void>;
+}
+
+/**
+ * Builds the sidecar from its typed config and listens. The first policy sync is started at once and
+ * awaited (it is bounded by RL_AGENT_SYNC_TIMEOUT_MS) after the port is open, so the agent answers
+ * from its first second: until it has policies, it forwards everything.
+ */
+export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
+  const sync = new PolicySync({
+    upstream: config.upstream,
+    headers: config.upstreamHeaders,
+    intervalSecs: config.syncIntervalSecs,
+    timeoutMs: config.syncTimeoutMs,
+  });
+  const upstream = new UpstreamClient({
+    upstream: config.upstream,
+    headers: config.upstreamHeaders,
+    timeoutMs: config.upstreamTimeoutMs,
+  });
+  const counterStore = config.counterStoreAddr
+    ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
+    : undefined;
+  const local = counterStore
+    ? new DecisionService({ policies: sync.matcher, counters: counterStore, keyPrefix: config.keyPrefix })
+    : undefined;
+  const { app, counters } = createAgentApp({
+    sync,
+    upstream,
+    upstreamUrl: redactUrl(config.upstream),
+    local,
+    invalidateToken: config.invalidateToken,
+    maxBodyBytes: config.maxBodyBytes,
+  });
+
+  const server = http.createServer(app.callback());
+  let port: number;
+  try {
+    port = await listen(server, config.listen);
+  } catch (error) {
+    await counterStore?.close();
+    throw error;
+  }
+  log.info('listening', {
+    http: port,
+    upstream: redactUrl(config.upstream),
+    mode: local ? 'redis' : 'forward',
+    sync_interval_secs: config.syncIntervalSecs,
+  });
+  const first = await sync.start();
+  if (first.ok) log.info('policies synced', { policies: sync.status().policies });
+
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      sync.stop();
+      await closeGracefully(server, config.drainSecs * 1000);
+      await counterStore?.close();
+    })();
+    return closing;
+  };
+  return { port, sync, counters, counterStore, close };
+}

@@ -1,0 +1,420 @@
+import { expect } from 'chai';
+import Router from '@koa/router';
+import type Koa from 'koa';
+import { startAgent, type RunningAgent } from '../../src/agent/agent.js';
+import { loadAgentConfig } from '../../src/agent/config.js';
+import { PolicySync } from '../../src/agent/policy-sync.js';
+import { ConfigError } from '../../src/config.js';
+import { MemoryCounterStore } from '../../src/counters/memory-store.js';
+import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { DecisionService } from '../../src/decision/decision-service.js';
+import { createApp } from '../../src/http/app.js';
+import { conditionalGet } from '../../src/http/conditional-get.js';
+import { Readiness } from '../../src/http/readiness.js';
+import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import type { Policy } from '../../src/policy/types.js';
+import { setLogLevel } from '../../src/util/log.js';
+import { makePolicy } from '../support/policies.js';
+import { postJson, serve, type TestServer } from '../support/http.js';
+import { randomPrefix, startRedis, type RedisHandle } from '../support/redis.js';
+
+const API_KEY = 'agent-key-1';
+
+/**
+ * A stand-in for the server, built from the server's own parts: createApp with the decision routes,
+ * a GET /rl/v1/policies route, the conditional-get middleware, and an API-key check. It counts calls.
+ */
+class FakeUpstream {
+  policies: Policy[] = [];
+  readonly matcher = new LiveMatcher();
+  readonly counters = new MemoryCounterStore({ sweepIntervalMs: 0 });
+  calls = { check: 0, list: 0, notModified: 0 };
+  seenHeaders: Record<string, string | undefined>[] = [];
+  /** 'ok' | 'hang' (check never answers) | 'error' (check answers 503) */
+  mode: 'ok' | 'hang' | 'error' = 'ok';
+  server!: TestServer;
+
+  async start(): Promise<this> {
+    const router = new Router({ prefix: '/rl/v1' });
+    router.get('/policies', (ctx) => {
+      ctx.body = this.policies;
+    });
+    const decisions = new DecisionService({ policies: this.matcher, counters: this.counters, keyPrefix: 'up:' });
+    const readiness = new Readiness();
+    readiness.markReady();
+    const observe: Koa.Middleware = async (ctx, next) => {
+      if (ctx.get('X-Api-Key') !== API_KEY) {
+        ctx.status = 401;
+        ctx.body = { error: 'unauthenticated', status: 401 };
+        return;
+      }
+      if (ctx.path === '/rl/v1/check') {
+        this.calls.check++;
+        this.seenHeaders.push({ 'x-request-id': ctx.get('X-Request-Id'), 'x-api-key': ctx.get('X-Api-Key') });
+        if (this.mode === 'hang') return new Promise<void>(() => {});
+        if (this.mode === 'error') {
+          ctx.status = 503;
+          ctx.body = { error: 'boom', status: 503 };
+          return;
+        }
+      }
+      if (ctx.path === '/rl/v1/policies') this.calls.list++;
+      await next();
+      if (ctx.status === 304) this.calls.notModified++;
+    };
+    const app = createApp({ decisions, readiness, maxBodyBytes: 65536, guards: [observe, conditionalGet()], routers: [router] });
+    this.server = await serve(app);
+    return this;
+  }
+
+  set(policies: Policy[]): void {
+    this.policies = policies;
+    this.matcher.replace(policies);
+  }
+
+  async close(): Promise<void> {
+    await this.server.close();
+    await this.counters.close();
+  }
+}
+
+const limited = (id: string, over: Record<string, unknown> = {}) =>
+  makePolicy({ policy_id: id, scope: { service: id }, algorithm: { type: 'fixed_window', limit: 2, window: '1m' }, ...over });
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('sidecar agent (in process)', function () {
+  this.timeout(15_000);
+  let upstream: FakeUpstream;
+  let agent: RunningAgent | undefined;
+  let agentUrl: string;
+
+  before(() => setLogLevel('silent'));
+  after(() => setLogLevel('info'));
+  beforeEach(async () => {
+    upstream = await new FakeUpstream().start();
+    upstream.set([limited('svc-open'), limited('svc-closed', { failure_mode: 'fail_closed' })]);
+  });
+  afterEach(async () => {
+    await agent?.close();
+    agent = undefined;
+    await upstream.close();
+  });
+
+  async function startWith(env: Record<string, string> = {}): Promise<RunningAgent> {
+    agent = await startAgent(
+      loadAgentConfig({
+        RL_AGENT_LISTEN: '127.0.0.1:0',
+        RL_UPSTREAM_HTTP: upstream.server.url,
+        RL_AGENT_API_KEY: API_KEY,
+        RL_AGENT_UPSTREAM_TIMEOUT_MS: '300',
+        RL_DRAIN_SECS: '0',
+        ...env,
+      }),
+    );
+    agentUrl = `http://127.0.0.1:${agent.port}`;
+    return agent;
+  }
+  const check = (body: unknown, headers: Record<string, string> = {}) => postJson(`${agentUrl}/rl/v1/check`, body, headers);
+
+  it('answers locally, without a hop, when no policy can match', async () => {
+    await startWith();
+    const { status, body } = await check({ service: 'nothing-matches-this' });
+    expect(status).to.equal(200);
+    expect(body).to.include({ allowed: true, action: 'allow', reason: 'no_matching_policy', matched_policy_id: '' });
+    expect(upstream.calls.check).to.equal(0);
+  });
+
+  it('rejects a bad RequestContext with a 400 naming the field', async () => {
+    await startWith();
+    const { status, body, headers } = await check({ signal_type: 'carrier-pigeon' });
+    expect(status).to.equal(400);
+    expect(body.error).to.match(/signal_type/);
+    expect(body.status).to.equal(400);
+    expect(headers.get('x-request-id')).to.be.a('string');
+    expect((await check({ quantity: 0 })).body.error).to.match(/quantity/);
+    expect(upstream.calls.check).to.equal(0);
+  });
+
+  it('forwards a matching request with its credential and request id, and returns the server decision', async () => {
+    await startWith();
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push((await check({ service: 'svc-open' }, { 'X-Request-Id': `req-${i}` })).body);
+    expect(answers.map((a) => a.allowed)).to.deep.equal([true, true, false]);
+    expect(answers[2]).to.include({ reason: 'limit_exceeded', matched_policy_id: 'svc-open', action: 'deny' });
+    expect(upstream.calls.check).to.equal(3);
+    expect(upstream.seenHeaders[0]).to.deep.equal({ 'x-request-id': 'req-0', 'x-api-key': API_KEY });
+  });
+
+  it('answers by failure_mode, quickly, when the upstream is down, and recovers when it returns', async () => {
+    await startWith();
+    const port = new URL(upstream.server.url).port;
+    await upstream.server.close();
+    const started = performance.now();
+    const open = await check({ service: 'svc-open' });
+    const closed = await check({ service: 'svc-closed' });
+    expect(performance.now() - started).to.be.below(500);
+    expect(open.body).to.include({ allowed: true, action: 'allow', reason: 'counter_store_unavailable', matched_policy_id: 'svc-open' });
+    expect(closed.body).to.include({ allowed: false, action: 'deny', reason: 'counter_store_unavailable', matched_policy_id: 'svc-closed' });
+    // No policy matches: still answered locally, not by failure_mode.
+    expect((await check({ service: 'other' })).body.reason).to.equal('no_matching_policy');
+    // Enough failures to open the breaker: later calls do not even try the upstream.
+    for (let i = 0; i < 5; i++) expect((await check({ service: 'svc-closed' })).body.allowed).to.equal(false);
+    expect((await (await fetch(`${agentUrl}/rl/v1/agent/status`)).json()).upstream_breaker).to.equal('open');
+
+    // The server comes back on the same port: decisions come from it again (breaker cool-down 1 s).
+    const http = await import('node:http');
+    const again = http.createServer(rebuild(upstream).callback());
+    await new Promise<void>((resolve) => again.listen(Number(port), '127.0.0.1', resolve));
+    try {
+      const deadline = Date.now() + 3000;
+      let body;
+      do {
+        await sleep(100);
+        body = (await check({ service: 'svc-closed' })).body;
+      } while (body.reason === 'counter_store_unavailable' && Date.now() < deadline);
+      expect(body).to.include({ allowed: true, reason: 'within_limit' });
+    } finally {
+      again.closeAllConnections();
+      await new Promise((resolve) => again.close(resolve));
+    }
+  });
+
+  it('bounds a hung or failing upstream by the upstream timeout', async () => {
+    await startWith({ RL_AGENT_UPSTREAM_TIMEOUT_MS: '200' });
+    upstream.mode = 'hang';
+    let started = performance.now();
+    const hung = await check({ service: 'svc-closed' });
+    expect(performance.now() - started).to.be.within(150, 600);
+    expect(hung.body).to.include({ allowed: false, reason: 'counter_store_unavailable' });
+    upstream.mode = 'error';
+    started = performance.now();
+    const failed = await check({ service: 'svc-open' });
+    expect(performance.now() - started).to.be.below(300);
+    expect(failed.body).to.include({ allowed: true, reason: 'counter_store_unavailable' });
+  });
+
+  it('reports its status', async () => {
+    await startWith({ RL_AGENT_SYNC_SECS: '7' });
+    const response = await fetch(`${agentUrl}/rl/v1/agent/status`);
+    const body = await response.json();
+    expect(response.status).to.equal(200);
+    expect(body).to.include({ upstream: upstream.server.url, policies: 2, last_sync_ok: true, sync_interval_secs: 7, invalidations: 0, mode: 'forward' });
+    expect(Date.parse(body.last_sync_at)).to.be.closeTo(Date.now(), 5000);
+    expect((await fetch(`${agentUrl}/healthz`)).status).to.equal(200);
+    expect(await (await fetch(`${agentUrl}/healthz`)).text()).to.equal('ok');
+    const unknown = await fetch(`${agentUrl}/nope`);
+    expect(unknown.status).to.equal(404);
+    expect((await unknown.json()).status).to.equal(404);
+  });
+
+  it('takes an invalidation with 202 and refreshes at once; an unchanged set costs a 304', async () => {
+    await startWith();
+    expect((await check({ service: 'svc-new' })).body.reason).to.equal('no_matching_policy');
+    upstream.set([...upstream.policies, limited('svc-new')]);
+    const response = await postJson(`${agentUrl}/rl/v1/agent/invalidate`, { policy_id: 'svc-new', change: 'created', version: 1 });
+    expect(response.status).to.equal(202);
+    expect(response.body).to.deep.equal({ accepted: true });
+    await waitFor(async () => (await check({ service: 'svc-new' })).body.matched_policy_id === 'svc-new');
+    const status = await (await fetch(`${agentUrl}/rl/v1/agent/status`)).json();
+    expect(status).to.include({ invalidations: 1, policies: 3 });
+
+    const before = upstream.calls.notModified;
+    await postJson(`${agentUrl}/rl/v1/agent/invalidate`, {});
+    await waitFor(async () => upstream.calls.notModified > before);
+  });
+
+  it('requires the shared bearer token on invalidate when one is configured', async () => {
+    await startWith({ RL_AGENT_INVALIDATE_TOKEN: 'inv-token' });
+    const none = await postJson(`${agentUrl}/rl/v1/agent/invalidate`, {});
+    expect(none.status).to.equal(401);
+    expect(none.headers.get('www-authenticate')).to.match(/^Bearer/);
+    expect(none.body.status).to.equal(401);
+    const wrong = await postJson(`${agentUrl}/rl/v1/agent/invalidate`, {}, { authorization: 'Bearer nope' });
+    expect(wrong.status).to.equal(401);
+    const right = await postJson(`${agentUrl}/rl/v1/agent/invalidate`, {}, { authorization: 'Bearer inv-token' });
+    expect(right.status).to.equal(202);
+    const status = await (await fetch(`${agentUrl}/rl/v1/agent/status`)).json();
+    expect(status.invalidations).to.equal(1);
+    // The other endpoints stay open: the token guards only invalidation.
+    expect((await check({ service: 'x' })).status).to.equal(200);
+  });
+
+  it('picks up changes within one sync interval without any invalidation', async () => {
+    await startWith({ RL_AGENT_SYNC_SECS: '1' });
+    upstream.set([limited('svc-late')]);
+    const started = Date.now();
+    await waitFor(async () => (await check({ service: 'svc-late' })).body.matched_policy_id === 'svc-late', 2500);
+    expect(Date.now() - started).to.be.below(1600);
+  });
+
+  it('forwards everything until it has synced once (never guesses "no policy")', async () => {
+    const port = new URL(upstream.server.url).port;
+    await upstream.server.close();
+    await startWith({ RL_UPSTREAM_HTTP: `http://127.0.0.1:${port}` });
+    const { body } = await check({ service: 'anything' });
+    expect(body).to.include({ allowed: true, reason: 'counter_store_unavailable', matched_policy_id: '' });
+    const status = await (await fetch(`${agentUrl}/rl/v1/agent/status`)).json();
+    expect(status).to.include({ last_sync_ok: false, policies: 0 });
+    upstream.server = await serve(rebuild(upstream).callback()); // for afterEach
+  });
+});
+
+describe('PolicySync', () => {
+  before(() => setLogLevel('silent'));
+  after(() => setLogLevel('info'));
+
+  it('coalesces concurrent sync requests into at most one follow-up fetch', async () => {
+    const upstream = await new FakeUpstream().start();
+    try {
+      upstream.set([limited('a')]);
+      const sync = new PolicySync({ upstream: upstream.server.url, headers: { 'x-api-key': API_KEY }, intervalSecs: 60 });
+      const results = await Promise.all(Array.from({ length: 20 }, () => sync.sync()));
+      expect(results.every((r) => r.ok)).to.equal(true);
+      expect(upstream.calls.list).to.equal(2);
+      expect(sync.status()).to.include({ policies: 1, last_sync_ok: true });
+      sync.stop();
+    } finally {
+      await upstream.close();
+    }
+  });
+
+  it('re-fetches after an invalidation until the upstream shows the named change (a lagging node)', async () => {
+    const upstream = await new FakeUpstream().start();
+    try {
+      upstream.set([limited('a')]);
+      const sync = new PolicySync({ upstream: upstream.server.url, headers: { 'x-api-key': API_KEY }, intervalSecs: 60 });
+      await sync.sync();
+      // The change reaches this upstream 250 ms after the invalidation (as with pub/sub between nodes).
+      setTimeout(() => upstream.set([limited('a'), limited('b')]), 250);
+      const started = Date.now();
+      await sync.invalidate({ policy_id: 'b', change: 'created', version: 1 });
+      expect(Date.now() - started).to.be.within(200, 1500);
+      expect(sync.reflects({ policy_id: 'b', change: 'created', version: 1 })).to.equal(true);
+      expect(sync.status().policies).to.equal(2);
+      // Deletions: reflected once the policy is gone.
+      expect(sync.reflects({ policy_id: 'a', change: 'deleted', version: 1 })).to.equal(false);
+      expect(sync.reflects({ policy_id: 'zzz', change: 'deleted', version: 4 })).to.equal(true);
+      sync.stop();
+    } finally {
+      await upstream.close();
+    }
+  });
+
+  it('keeps the previous set when the upstream answers with an error', async () => {
+    const upstream = await new FakeUpstream().start();
+    try {
+      upstream.set([limited('a'), limited('b')]);
+      const sync = new PolicySync({ upstream: upstream.server.url, headers: { 'x-api-key': API_KEY }, intervalSecs: 60 });
+      expect((await sync.sync()).ok).to.equal(true);
+      const bad = new PolicySync({ upstream: upstream.server.url, headers: { 'x-api-key': 'wrong' }, intervalSecs: 60 });
+      const result = await bad.sync();
+      expect(result).to.include({ ok: false });
+      expect(result.error).to.match(/401/);
+      expect(sync.status().policies).to.equal(2);
+    } finally {
+      await upstream.close();
+    }
+  });
+});
+
+describe('agent config', () => {
+  it('has the spec defaults', () => {
+    const config = loadAgentConfig({});
+    expect(config.listen).to.deep.equal({ host: undefined, port: 18080 });
+    expect(config.upstream).to.equal('http://127.0.0.1:8080');
+    expect(config.syncIntervalSecs).to.equal(30);
+    expect(config.upstreamTimeoutMs).to.equal(500);
+    expect(config.upstreamHeaders).to.deep.equal({});
+    expect(config.counterStoreAddr).to.equal(undefined);
+    expect(config.keyPrefix).to.equal('rl:');
+  });
+
+  it('sends RL_AGENT_API_KEY as X-Api-Key and RL_AGENT_TOKEN as a bearer token, not both', () => {
+    expect(loadAgentConfig({ RL_AGENT_API_KEY: 'k' }).upstreamHeaders).to.deep.equal({ 'x-api-key': 'k' });
+    expect(loadAgentConfig({ RL_AGENT_TOKEN: 't' }).upstreamHeaders).to.deep.equal({ authorization: 'Bearer t' });
+    expect(() => loadAgentConfig({ RL_AGENT_API_KEY: 'k', RL_AGENT_TOKEN: 't' })).to.throw(ConfigError, /RL_AGENT_TOKEN/);
+  });
+
+  it('names the variable of a bad value', () => {
+    expect(() => loadAgentConfig({ RL_AGENT_LISTEN: '18080' })).to.throw(ConfigError, /RL_AGENT_LISTEN/);
+    expect(() => loadAgentConfig({ RL_UPSTREAM_HTTP: 'ftp://x' })).to.throw(ConfigError, /RL_UPSTREAM_HTTP/);
+    expect(() => loadAgentConfig({ RL_AGENT_SYNC_SECS: '0' })).to.throw(ConfigError, /RL_AGENT_SYNC_SECS/);
+    expect(() => loadAgentConfig({ RL_COUNTERSTORE_ADDR: 'redis:/x' })).to.throw(ConfigError, /RL_COUNTERSTORE_ADDR/);
+    expect(() => loadAgentConfig({ RL_AGENT_TOKEN: 'has space' })).to.throw(ConfigError, /RL_AGENT_TOKEN/);
+  });
+});
+
+describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directly)', function () {
+  this.timeout(20_000);
+  let redis: RedisHandle;
+  let upstream: FakeUpstream;
+  let agent: RunningAgent;
+  let serverStore: RedisCounterStore;
+
+  before(async () => {
+    setLogLevel('silent');
+    redis = await startRedis();
+  });
+  after(async () => {
+    setLogLevel('info');
+    await redis.stop();
+  });
+  afterEach(async () => {
+    await agent?.close();
+    await serverStore?.close();
+    await upstream?.close();
+  });
+
+  it('shares the limit with a server on the same Redis, without asking the upstream to decide', async () => {
+    const prefix = randomPrefix();
+    upstream = await new FakeUpstream().start();
+    upstream.set([makePolicy({ policy_id: 'shared', scope: { service: 'shared' }, algorithm: { type: 'fixed_window', limit: 5, window: '1m' } })]);
+    agent = await startAgent(
+      loadAgentConfig({
+        RL_AGENT_LISTEN: '127.0.0.1:0',
+        RL_UPSTREAM_HTTP: upstream.server.url,
+        RL_AGENT_API_KEY: API_KEY,
+        RL_COUNTERSTORE_ADDR: redis.url,
+        RL_KEY_PREFIX: prefix,
+        RL_COUNTERSTORE_TIMEOUT_MS: '500',
+        RL_DRAIN_SECS: '0',
+      }),
+    );
+    await agent.counterStore!.waitUntilReady();
+    const url = `http://127.0.0.1:${agent.port}`;
+    // A "server" deciding on the same Redis with the same prefix and policy.
+    serverStore = connectRedisCounterStore(redis.url, { commandTimeoutMs: 500 });
+    const server = new DecisionService({ policies: new LiveMatcher(upstream.policies), counters: serverStore, keyPrefix: prefix });
+
+    const outcomes: boolean[] = [];
+    for (let i = 0; i < 4; i++) outcomes.push((await postJson(`${url}/rl/v1/check`, { service: 'shared' })).body.allowed);
+    for (let i = 0; i < 3; i++) outcomes.push((await server.check({ service: 'shared', quantity: 1, tags: {} })).allowed);
+    expect(outcomes).to.deep.equal([true, true, true, true, true, false, false]);
+    const last = (await postJson(`${url}/rl/v1/check`, { service: 'shared' })).body;
+    expect(last).to.include({ allowed: false, reason: 'limit_exceeded', matched_policy_id: 'shared', remaining: 0 });
+    expect(upstream.calls.check).to.equal(0);
+    const status = await (await fetch(`${url}/rl/v1/agent/status`)).json();
+    expect(status.mode).to.equal('redis');
+  });
+});
+
+/** A fresh server app over the same policies (a "restarted" upstream: counters start empty). */
+function rebuild(upstream: FakeUpstream): Koa {
+  const router = new Router({ prefix: '/rl/v1' });
+  router.get('/policies', (ctx) => {
+    ctx.body = upstream.policies;
+  });
+  const readiness = new Readiness();
+  readiness.markReady();
+  const decisions = new DecisionService({ policies: upstream.matcher, counters: new MemoryCounterStore({ sweepIntervalMs: 0 }), keyPrefix: 'up2:' });
+  return createApp({ decisions, readiness, maxBodyBytes: 65536, guards: [conditionalGet()], routers: [router] });
+}
+
+async function waitFor(condition: () => Promise<boolean>, timeoutMs = 2000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await sleep(25);
+  }
+}
