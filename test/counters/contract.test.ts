@@ -1,0 +1,153 @@
+/**
+ * The counter contract (CONTRACT.md "AlgorithmConfig", "Leases"), run against both stores with
+ * explicit times: one suite, two backends, identical expected results.
+ */
+import { expect } from 'chai';
+import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import { capacityOf } from '../../src/counters/counter-spec.js';
+import { CONTRACT_SCENARIOS, at, forEachStore, runScenario } from '../support/counter-stores.js';
+
+/** One spec per rate algorithm with a given capacity (limit, or burst for the buckets). */
+function rateSpecs(capacity: number): RateSpec[] {
+  return [
+    { type: 'fixed_window', limit: capacity, windowMs: 60_000 },
+    { type: 'sliding_window_log', limit: capacity, windowMs: 60_000 },
+    { type: 'sliding_window_counter', limit: capacity, windowMs: 60_000, subWindows: 1 },
+    { type: 'sliding_window_counter', limit: capacity, windowMs: 60_000, subWindows: 6 },
+    { type: 'token_bucket', capacity, rateUnits: capacity, ratePeriodMs: 60_000 },
+    { type: 'leaky_bucket', capacity, rateUnits: capacity, ratePeriodMs: 60_000 },
+    { type: 'quota', limit: capacity, periodMs: 3_600_000 },
+  ];
+}
+
+function label(spec: CounterSpec): string {
+  return spec.type === 'sliding_window_counter' ? `${spec.type}/${spec.subWindows}` : spec.type;
+}
+
+forEachStore((_name, getStore) => {
+  for (const [algorithm, scenarios] of Object.entries(CONTRACT_SCENARIOS)) {
+    describe(algorithm, () => {
+      for (const scenario of scenarios) {
+        it(scenario.name, async () => {
+          const { store, keys } = getStore();
+          await runScenario(store, keys, scenario);
+        });
+      }
+    });
+  }
+
+  describe('every rate algorithm', () => {
+    for (const capacity of [1, 7, 100]) {
+      it(`admits exactly its capacity (${capacity}) on a fresh key at one instant, then denies`, async () => {
+        const { store, keys } = getStore();
+        for (const spec of rateSpecs(capacity)) {
+          const k = keys(`exact-${capacity}`, spec);
+          for (let i = 1; i <= capacity; i++) {
+            const r = await store.consume(k, spec, 1, at(1000));
+            expect(r, `${label(spec)} #${i}`).to.include({ allowed: true, remaining: capacity - i, retryAfterMs: 0 });
+          }
+          for (let i = 0; i < 3; i++) {
+            const r = await store.consume(k, spec, 1, at(1000));
+            expect(r.allowed, `${label(spec)} beyond capacity`).to.equal(false);
+            expect(r.remaining, label(spec)).to.equal(0);
+            expect(r.retryAfterMs, `${label(spec)} retry_after`).to.be.greaterThan(0);
+          }
+        }
+      });
+    }
+
+    it('with cost 3 and capacity 10 admits three requests, then denies with 1 remaining', async () => {
+      const { store, keys } = getStore();
+      for (const spec of rateSpecs(10)) {
+        const k = keys('cost3', spec);
+        const results = [];
+        for (let i = 0; i < 5; i++) results.push(await store.consume(k, spec, 3, at(0)));
+        expect(results.map((r) => r.allowed), label(spec)).to.deep.equal([true, true, true, false, false]);
+        expect(results.map((r) => r.remaining), label(spec)).to.deep.equal([7, 4, 1, 1, 1]);
+        // The last unit is still there for a cost-1 request.
+        expect(await store.consume(k, spec, 1, at(0)), label(spec)).to.include({ allowed: true, remaining: 0 });
+      }
+    });
+
+    it('denied requests (even huge ones) consume nothing', async () => {
+      const { store, keys } = getStore();
+      for (const spec of rateSpecs(5)) {
+        const k = keys('denied', spec);
+        for (let i = 0; i < 10; i++) {
+          const r = await store.consume(k, spec, 6 + i * 1000, at(0));
+          expect(r, label(spec)).to.include({ allowed: false, remaining: 5 });
+        }
+        expect(await store.consume(k, spec, 5, at(0)), label(spec)).to.include({ allowed: true, remaining: 0 });
+      }
+    });
+
+    it('after retry_after the same request is admitted (cost ≤ capacity)', async () => {
+      const { store, keys } = getStore();
+      for (const spec of rateSpecs(4)) {
+        const k = keys('retry', spec);
+        let now = at(0);
+        expect((await store.consume(k, spec, 3, now)).allowed, label(spec)).to.equal(true);
+        now += 123;
+        const denied = await store.consume(k, spec, 2, now);
+        expect(denied.allowed, label(spec)).to.equal(false);
+        const earlier = await store.consume(k, spec, 2, now + denied.retryAfterMs - 1);
+        expect(earlier.allowed, `${label(spec)} 1 ms before retry_after`).to.equal(false);
+        let t = now + denied.retryAfterMs;
+        let r = await store.consume(k, spec, 2, t);
+        // sliding_window_counter: when the current sub-windows alone are full, retry_after is the next
+        // sub-window boundary, a lower bound; from there each retry_after is exact or another bound.
+        for (let hops = 0; !r.allowed && spec.type === 'sliding_window_counter' && hops < 10; hops++) {
+          t += r.retryAfterMs;
+          r = await store.consume(k, spec, 2, t);
+        }
+        expect(r.allowed, `${label(spec)} at retry_after (${denied.retryAfterMs} ms)`).to.equal(true);
+      }
+    });
+
+    it('remaining never goes negative and reset_after is 0 only for untouched counters', async () => {
+      const { store, keys } = getStore();
+      for (const spec of rateSpecs(3)) {
+        const k = keys('neg', spec);
+        for (let i = 0; i < 8; i++) {
+          const r = await store.consume(k, spec, 1 + (i % 3), at(i * 7));
+          expect(r.remaining, label(spec)).to.be.at.least(0);
+          expect(r.retryAfterMs, label(spec)).to.be.at.least(0);
+          if (r.allowed) expect(r.resetAfterMs, label(spec)).to.be.greaterThan(0);
+          expect(Number.isInteger(r.remaining) && Number.isInteger(r.retryAfterMs) && Number.isInteger(r.resetAfterMs)).to.equal(true);
+        }
+      }
+    });
+  });
+
+  describe('concurrency (leases)', () => {
+    const spec: LeaseSpec = { type: 'concurrency', maxConcurrency: 3, leaseTtlMs: 5_000 };
+
+    it('never admits more than max_concurrency distinct leases; remaining counts the free slots', async () => {
+      const { store, keys } = getStore();
+      const k = keys('leases', spec);
+      for (let i = 0; i < 3; i++) {
+        expect(await store.acquire(k, spec, `l${i}`, at(i))).to.include({ allowed: true, remaining: 2 - i, retryAfterMs: 0 });
+      }
+      for (let i = 3; i < 10; i++) {
+        const r = await store.acquire(k, spec, `l${i}`, at(10));
+        expect(r).to.deep.equal({ allowed: false, remaining: 0, retryAfterMs: 4_990, resetAfterMs: 4_992 });
+      }
+      // Held leases can still be refreshed when the limiter is full.
+      expect(await store.acquire(k, spec, 'l0', at(20))).to.include({ allowed: true, remaining: 0 });
+    });
+
+    it('many releases of the same and of unknown leases never push the count below zero', async () => {
+      const { store, keys } = getStore();
+      const k = keys('neg-leases', spec);
+      await store.acquire(k, spec, 'a', at(0));
+      for (let i = 0; i < 5; i++) {
+        const r = await store.release(k, spec, i === 0 ? 'a' : `ghost${i}`, at(1));
+        expect(r).to.include({ allowed: i === 0, remaining: capacityOf(spec) });
+      }
+      for (let i = 0; i < 3; i++) {
+        expect((await store.acquire(k, spec, `n${i}`, at(2))).allowed).to.equal(true);
+      }
+      expect((await store.acquire(k, spec, 'n3', at(2))).allowed).to.equal(false);
+    });
+  });
+});

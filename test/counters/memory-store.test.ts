@@ -1,0 +1,143 @@
+/**
+ * Emulator-only behaviour: memory stays bounded. Every key carries an expiry; the sweeper deletes
+ * expired keys in bounded batches, and expiry is never observable (expired state behaves as absent).
+ */
+import { expect } from 'chai';
+import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import { counterKeys } from '../../src/counters/keys.js';
+import { MemoryCounterStore } from '../../src/counters/memory-store.js';
+import { T0 } from '../support/counter-stores.js';
+
+const SHORT_SPECS: CounterSpec[] = [
+  { type: 'fixed_window', limit: 10, windowMs: 100 },
+  { type: 'sliding_window_log', limit: 10, windowMs: 100 },
+  { type: 'sliding_window_counter', limit: 10, windowMs: 100, subWindows: 4 },
+  { type: 'token_bucket', capacity: 10, rateUnits: 10, ratePeriodMs: 100 },
+  { type: 'leaky_bucket', capacity: 10, rateUnits: 10, ratePeriodMs: 100 },
+  { type: 'quota', limit: 10, periodMs: 100 },
+  { type: 'concurrency', maxConcurrency: 10, leaseTtlMs: 100 },
+];
+
+/** Longest time after the last operation that any SHORT_SPECS key may live. */
+const SHORT_MAX_LIFE_MS = 250;
+
+async function touch(store: MemoryCounterStore, spec: CounterSpec, key: string[], now: number): Promise<void> {
+  if (spec.type === 'concurrency') await store.acquire(key, spec, 'lease', now);
+  else await store.consume(key, spec, 3, now);
+}
+
+describe('MemoryCounterStore (emulator only)', function () {
+  this.timeout(30_000);
+
+  it('is bounded: 1e5 keys with short windows are all swept once their time has passed', async () => {
+    let now = T0;
+    const store = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
+    const spec: RateSpec = { type: 'fixed_window', limit: 5, windowMs: 100 };
+    for (let i = 0; i < 100_000; i++) {
+      await store.consume(counterKeys('m:', 'p', spec, [`user-${i}`]), spec, 1);
+    }
+    expect(store.size).to.equal(100_000);
+    // Before expiry a sweep deletes nothing.
+    let deleted = 0;
+    for (let i = 0; i < 10; i++) deleted += store.sweep();
+    expect(deleted).to.equal(0);
+    expect(store.size).to.equal(100_000);
+    now += 100;
+    for (let i = 0; i < 10 && store.size > 0; i++) store.sweep();
+    expect(store.size).to.equal(0);
+    await store.close();
+  });
+
+  it('sweeps at most sweepBatch keys per call and resumes where it stopped', async () => {
+    let now = T0;
+    const store = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0, sweepBatch: 1_000 });
+    const short: RateSpec = { type: 'quota', limit: 5, periodMs: 50 };
+    const long: RateSpec = { type: 'quota', limit: 5, periodMs: 3_600_000 };
+    // Interleave 5,000 short-lived and 5,000 long-lived keys.
+    for (let i = 0; i < 5_000; i++) {
+      await store.consume(counterKeys('m:', 'short', short, [String(i)]), short, 1);
+      await store.consume(counterKeys('m:', 'long', long, [String(i)]), long, 1);
+    }
+    expect(store.size).to.equal(10_000);
+    now += 50;
+    const perCall: number[] = [];
+    for (let i = 0; i < 10; i++) perCall.push(store.sweep());
+    // Each call looks at 1,000 keys, half of them expired.
+    expect(perCall).to.deep.equal(Array(10).fill(500));
+    expect(store.size).to.equal(5_000);
+    // The cursor wraps round: another pass finds nothing more to delete.
+    let more = 0;
+    for (let i = 0; i < 6; i++) more += store.sweep();
+    expect(more).to.equal(0);
+    expect(store.size).to.equal(5_000);
+    // And a sweep with an explicit time deletes the rest once their period is over.
+    for (let i = 0; i < 20 && store.size > 0; i++) expect(store.sweep(now + 3_600_000)).to.be.at.most(1_000);
+    expect(store.size).to.equal(0);
+    await store.close();
+  });
+
+  it('every algorithm gives its keys an expiry: all seven are swept after their time', async () => {
+    let now = T0;
+    const store = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
+    for (const spec of SHORT_SPECS) {
+      for (let i = 0; i < 100; i++) await touch(store, spec, counterKeys('m:', 'p', spec, [String(i)]), now);
+    }
+    expect(store.size).to.be.at.least(SHORT_SPECS.length * 100);
+    now += SHORT_MAX_LIFE_MS;
+    store.sweep();
+    expect(store.size).to.equal(0);
+    await store.close();
+  });
+
+  it('releasing the last lease deletes the key at once', async () => {
+    const store = new MemoryCounterStore({ sweepIntervalMs: 0 });
+    const spec: LeaseSpec = { type: 'concurrency', maxConcurrency: 2, leaseTtlMs: 60_000 };
+    const key = counterKeys('m:', 'p', spec, ['u']);
+    await store.acquire(key, spec, 'a', T0);
+    await store.acquire(key, spec, 'b', T0);
+    expect(store.size).to.equal(1);
+    await store.release(key, spec, 'a', T0);
+    expect(store.size).to.equal(1);
+    await store.release(key, spec, 'b', T0);
+    expect(store.size).to.equal(0);
+    await store.close();
+  });
+
+  it('sweeping is unobservable: a swept key answers like a never-used one', async () => {
+    let now = T0 + 12_345;
+    const swept = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
+    const fresh = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
+    for (const spec of SHORT_SPECS) {
+      const key = counterKeys('m:', 'p', spec, ['u']);
+      await touch(swept, spec, key, now);
+    }
+    now += SHORT_MAX_LIFE_MS;
+    const unswept: unknown[] = [];
+    for (const spec of SHORT_SPECS) {
+      const key = counterKeys('m:', 'p', spec, ['u']);
+      unswept.push(spec.type === 'concurrency' ? await swept.acquire(key, spec, 'x') : await swept.consume(key, spec, 2));
+    }
+    // Same requests on a store that never saw the keys, and on the first after a sweep.
+    const expected: unknown[] = [];
+    for (const spec of SHORT_SPECS) {
+      const key = counterKeys('m:', 'p', spec, ['u']);
+      expected.push(spec.type === 'concurrency' ? await fresh.acquire(key, spec, 'x') : await fresh.consume(key, spec, 2));
+    }
+    expect(unswept).to.deep.equal(expected);
+    await swept.close();
+    await fresh.close();
+  });
+
+  it('the background sweeper runs on its own interval', async () => {
+    let now = T0;
+    const store = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 10, sweepBatch: 500 });
+    const spec: RateSpec = { type: 'token_bucket', capacity: 5, rateUnits: 5, ratePeriodMs: 100 };
+    for (let i = 0; i < 2_000; i++) await store.consume(counterKeys('m:', 'p', spec, [String(i)]), spec, 1);
+    expect(store.size).to.equal(2_000);
+    now += 1_000;
+    const deadline = Date.now() + 5_000;
+    while (store.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(store.size).to.equal(0);
+    await store.close();
+  });
+});

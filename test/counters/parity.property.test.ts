@@ -1,0 +1,291 @@
+/**
+ * Parity is proven, not hoped (DESIGN.md rule 4): random operation sequences, random keys and random
+ * clock steps are replayed through the emulator (MemoryCounterStore) and the Lua scripts
+ * (RedisCounterStore) with the same explicit times, and every CounterResult must be identical.
+ *
+ * Environment knobs: PARITY_RUNS (number of sequences), PARITY_SEED (replay a reported seed; fast-check
+ * prints the seed and the path of a failing run, pass PARITY_PATH too to replay exactly that one).
+ */
+import { expect } from 'chai';
+import fc from 'fast-check';
+import type { CounterResult, CounterStore } from '../../src/counters/counter-store.js';
+import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import { counterKeys } from '../../src/counters/keys.js';
+import { MemoryCounterStore } from '../../src/counters/memory-store.js';
+import { DAY_MS, T0, connectRedisStore, getSuiteRedis } from '../support/counter-stores.js';
+import { randomPrefix } from '../support/redis.js';
+
+// ---------------------------------------------------------------------------------------------------
+// Specs: small limits and windows, the defaults (100 per 60s), non-integer rates, odd sub-windows
+// ---------------------------------------------------------------------------------------------------
+
+const limitArb = fc.oneof(
+  { weight: 6, arbitrary: fc.integer({ min: 1, max: 10 }) },
+  { weight: 1, arbitrary: fc.constantFrom(100, 1000) },
+);
+const windowArb = fc.oneof(
+  { weight: 4, arbitrary: fc.constantFrom(1, 7, 100, 250, 1000, 1500, 60_000) },
+  { weight: 2, arbitrary: fc.integer({ min: 1, max: 5_000 }) },
+);
+const subWindowsArb = fc.constantFrom(1, 1, 2, 3, 4, 6, 7, 10);
+/** Rate = rateUnits per ratePeriodMs: refill_rate/leak_rate (per second, any positive number) or limit/window. */
+const rateArb = fc.oneof(
+  { weight: 3, arbitrary: fc.record({ rateUnits: fc.constantFrom(1, 2.5, 0.5, 3, 0.1, 7.3, 100), ratePeriodMs: fc.constant(1000) }) },
+  { weight: 1, arbitrary: fc.record({ rateUnits: fc.double({ min: 0.01, max: 50, noNaN: true, noDefaultInfinity: true }), ratePeriodMs: fc.constant(1000) }) },
+  { weight: 3, arbitrary: fc.record({ rateUnits: limitArb, ratePeriodMs: windowArb }) },
+);
+
+const rateSpecArb: fc.Arbitrary<RateSpec> = fc.oneof(
+  fc.record({ type: fc.constant('fixed_window' as const), limit: limitArb, windowMs: windowArb }),
+  fc.record({ type: fc.constant('sliding_window_log' as const), limit: limitArb, windowMs: windowArb }),
+  // Validation makes sub_window_count divide the window; a few specs that do not (fractional
+  // sub-windows) check that even those give the same numbers on both stores.
+  fc.oneof(
+    { weight: 4, arbitrary: fc.record({ limit: limitArb, subWindows: subWindowsArb, bucketMs: fc.oneof(fc.constantFrom(1, 10, 250, 1000), fc.integer({ min: 1, max: 2_000 })) })
+      .map(({ limit, subWindows, bucketMs }): RateSpec => ({ type: 'sliding_window_counter', limit, windowMs: subWindows * bucketMs, subWindows })) },
+    { weight: 1, arbitrary: fc.record({ type: fc.constant('sliding_window_counter' as const), limit: limitArb, windowMs: windowArb, subWindows: subWindowsArb }) },
+  ),
+  fc.tuple(fc.constant('token_bucket' as const), limitArb, rateArb).map(([type, capacity, rate]) => ({ type, capacity, ...rate })),
+  fc.tuple(fc.constant('leaky_bucket' as const), limitArb, rateArb).map(([type, capacity, rate]) => ({ type, capacity, ...rate })),
+  fc.record({ type: fc.constant('quota' as const), limit: limitArb, periodMs: windowArb }),
+  // The defaults of a typical policy file.
+  fc.constantFrom<RateSpec>(
+    { type: 'fixed_window', limit: 100, windowMs: 60_000 },
+    { type: 'token_bucket', capacity: 100, rateUnits: 100, ratePeriodMs: 60_000 },
+    { type: 'leaky_bucket', capacity: 100, rateUnits: 100, ratePeriodMs: 60_000 },
+  ),
+);
+
+const leaseSpecArb: fc.Arbitrary<LeaseSpec> = fc.record({
+  type: fc.constant('concurrency' as const),
+  maxConcurrency: fc.integer({ min: 1, max: 4 }),
+  leaseTtlMs: fc.constantFrom(1, 50, 1000, 1000, 5000, 5000, 120_000, 120_000),
+});
+
+/** The same algorithm with another limit: a live policy change on the same counter key. */
+function withOtherLimit(spec: CounterSpec, value: number): CounterSpec {
+  switch (spec.type) {
+    case 'token_bucket':
+    case 'leaky_bucket':
+      return { ...spec, capacity: value };
+    case 'concurrency':
+      return { ...spec, maxConcurrency: Math.min(value, 6) };
+    default:
+      return { ...spec, limit: value };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Operations and clock steps
+// ---------------------------------------------------------------------------------------------------
+
+/** A clock step before an operation, resolved against the operation's spec at replay time. */
+type Step =
+  | { kind: 'fixed'; ms: number }
+  /** Around the spec's natural period: window, sub-window, time per unit, lease ttl. */
+  | { kind: 'period'; times: number; delta: number }
+  /** Around the next multiple of that period (window boundaries are aligned to the epoch). */
+  | { kind: 'boundary'; delta: number };
+
+const stepArb: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 5, arbitrary: fc.constant<Step>({ kind: 'fixed', ms: 0 }) },
+  { weight: 3, arbitrary: fc.integer({ min: 1, max: 50 }).map((ms): Step => ({ kind: 'fixed', ms })) },
+  { weight: 1, arbitrary: fc.integer({ min: 51, max: 5_000 }).map((ms): Step => ({ kind: 'fixed', ms })) },
+  {
+    weight: 3,
+    arbitrary: fc
+      .record({ times: fc.constantFrom(0.5, 1, 1, 2), delta: fc.integer({ min: -1, max: 1 }) })
+      .map((p): Step => ({ kind: 'period', ...p })),
+  },
+  { weight: 3, arbitrary: fc.integer({ min: -1, max: 1 }).map((delta): Step => ({ kind: 'boundary', delta })) },
+  { weight: 1, arbitrary: fc.integer({ min: 10_000, max: 100_000_000 }).map((ms): Step => ({ kind: 'fixed', ms })) },
+);
+
+type Op =
+  | { op: 'consume'; spec: number; key: number; cost: number; step: Step }
+  | { op: 'acquire' | 'release'; spec: number; key: number; lease: number; step: Step };
+
+const costArb = fc.oneof(
+  { weight: 8, arbitrary: fc.integer({ min: 1, max: 5 }) },
+  { weight: 1, arbitrary: fc.integer({ min: 6, max: 2_000 }) },
+);
+
+/** Lease operations mostly close together, so that leases are still held when released. */
+const leaseStepArb: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 5, arbitrary: fc.constant<Step>({ kind: 'fixed', ms: 0 }) },
+  { weight: 4, arbitrary: fc.integer({ min: 1, max: 50 }).map((ms): Step => ({ kind: 'fixed', ms })) },
+  { weight: 2, arbitrary: stepArb },
+);
+
+const leaseOpArb: fc.Arbitrary<Op> = fc.record({
+  op: fc.constantFrom('acquire' as const, 'acquire' as const, 'release' as const),
+  spec: fc.nat(),
+  key: fc.nat({ max: 1 }),
+  lease: fc.nat({ max: 3 }),
+  step: leaseStepArb,
+});
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 3, arbitrary: fc.record({ op: fc.constant('consume' as const), spec: fc.nat(), key: fc.nat({ max: 2 }), cost: costArb, step: stepArb }) },
+  { weight: 1, arbitrary: leaseOpArb },
+);
+
+interface Scenario {
+  rateSpecs: RateSpec[];
+  leaseSpecs: LeaseSpec[];
+  startMs: number;
+  ops: Op[];
+}
+
+const scenarioArb: fc.Arbitrary<Scenario> = fc
+  .record({
+    rateSpecs: fc.array(rateSpecArb, { minLength: 1, maxLength: 3 }),
+    leaseSpecs: fc.array(leaseSpecArb, { minLength: 1, maxLength: 2 }),
+    variant: fc.option(limitArb, { nil: undefined }),
+    startMs: fc.oneof(fc.constant(T0), fc.integer({ min: T0, max: T0 + DAY_MS - 1 })),
+    ops: fc.oneof(
+      { weight: 3, arbitrary: fc.array(opArb, { minLength: 1, maxLength: 60 }) },
+      { weight: 1, arbitrary: fc.array(leaseOpArb, { minLength: 1, maxLength: 60 }) },
+    ),
+  })
+  .map(({ rateSpecs, leaseSpecs, variant, startMs, ops }) => ({
+    rateSpecs: variant === undefined ? rateSpecs : [...rateSpecs, withOtherLimit(rateSpecs[0], variant) as RateSpec],
+    leaseSpecs: variant === undefined ? leaseSpecs : [...leaseSpecs, withOtherLimit(leaseSpecs[0], variant) as LeaseSpec],
+    startMs,
+    ops,
+  }));
+
+/** The spec's natural period in ms (at least 1). */
+function periodOf(spec: CounterSpec): number {
+  switch (spec.type) {
+    case 'fixed_window':
+    case 'sliding_window_log':
+      return spec.windowMs;
+    case 'sliding_window_counter':
+      return spec.windowMs / spec.subWindows;
+    case 'quota':
+      return spec.periodMs;
+    case 'token_bucket':
+    case 'leaky_bucket':
+      return spec.ratePeriodMs / spec.rateUnits; // time per unit
+    case 'concurrency':
+      return spec.leaseTtlMs;
+  }
+}
+
+function advance(now: number, step: Step, spec: CounterSpec): number {
+  const period = Math.max(1, periodOf(spec));
+  let dt: number;
+  switch (step.kind) {
+    case 'fixed':
+      dt = step.ms;
+      break;
+    case 'period':
+      dt = Math.round(period * step.times) + step.delta;
+      break;
+    case 'boundary':
+      dt = Math.ceil(period - (now % period)) + step.delta;
+      break;
+  }
+  // Time never runs backwards (the Redis clock does not either).
+  return now + Math.max(0, dt);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Replay
+// ---------------------------------------------------------------------------------------------------
+
+async function apply(store: CounterStore, op: Op, spec: CounterSpec, keys: string[], now: number): Promise<CounterResult> {
+  if (op.op === 'consume') return store.consume(keys, spec as RateSpec, op.cost, now);
+  if (op.op === 'acquire') return store.acquire(keys, spec as LeaseSpec, `lease-${op.lease}`, now);
+  return store.release(keys, spec as LeaseSpec, `lease-${op.lease}`, now);
+}
+
+async function replay(redis: CounterStore, scenario: Scenario): Promise<void> {
+  const prefix = randomPrefix();
+  let now = scenario.startMs;
+  const memory = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
+  const trace: string[] = [];
+  try {
+    for (const [i, op] of scenario.ops.entries()) {
+      const pool = op.op === 'consume' ? scenario.rateSpecs : scenario.leaseSpecs;
+      const spec = pool[op.spec % pool.length];
+      now = advance(now, op.step, spec);
+      const keys = counterKeys(prefix, 'parity', spec, [`k${op.key}`]);
+      const fromMemory = await apply(memory, op, spec, keys, now);
+      const fromRedis = await apply(redis, op, spec, keys, now);
+      const what =
+        `#${i} ${op.op}(${op.op === 'consume' ? op.cost : `lease-${op.lease}`}) key k${op.key} ` +
+        `at start+${now - scenario.startMs} (now=${now}) ${JSON.stringify(spec)}`;
+      trace.push(`${what} -> ${JSON.stringify(fromMemory)}`);
+      if (JSON.stringify(fromMemory) !== JSON.stringify(fromRedis)) {
+        throw new Error(
+          `parity broken at ${what}\n  memory: ${JSON.stringify(fromMemory)}\n  redis:  ${JSON.stringify(fromRedis)}\n` +
+            `  history (memory results):\n    ${trace.slice(-15).join('\n    ')}`,
+        );
+      }
+      expect(fromRedis).to.deep.equal(fromMemory);
+    }
+  } finally {
+    await memory.close();
+  }
+}
+
+/** About 9 s + 8 s on a 2-core machine (each property stops at 90 s whatever happens). */
+const DEFAULT_RUNS = 7_000;
+
+describe('parity: MemoryCounterStore ≡ RedisCounterStore (fast-check)', function () {
+  this.timeout(120_000);
+  let redis: CounterStore | undefined;
+
+  before(async function () {
+    const handle = await getSuiteRedis();
+    redis = connectRedisStore(handle.url, { commandTimeoutMs: 5_000 });
+  });
+
+  after(async () => {
+    await redis?.close();
+  });
+
+  it('random operation sequences give identical results on both stores', async () => {
+    const numRuns = Number(process.env.PARITY_RUNS ?? DEFAULT_RUNS);
+    const seed = process.env.PARITY_SEED === undefined ? undefined : Number(process.env.PARITY_SEED);
+    const path = process.env.PARITY_PATH;
+    await fc.assert(
+      fc.asyncProperty(scenarioArb, async (scenario) => {
+        await replay(redis as CounterStore, scenario);
+      }),
+      { numRuns, seed, path, endOnFailure: false, interruptAfterTimeLimit: 90_000 },
+    );
+  });
+
+  it('each algorithm, many steps on one key (long histories)', async () => {
+    const numRuns = Math.max(10, Math.round(Number(process.env.PARITY_RUNS ?? DEFAULT_RUNS) / 20));
+    const longArb = fc.record({
+      spec: fc.oneof(rateSpecArb.map((s): CounterSpec => s), leaseSpecArb.map((s): CounterSpec => s)),
+      startMs: fc.integer({ min: T0, max: T0 + DAY_MS - 1 }),
+      ops: fc.array(opArb.map((o) => ({ ...o, key: 0 })), { minLength: 100, maxLength: 300 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(longArb, async ({ spec, startMs, ops }) => {
+        const isLease = spec.type === 'concurrency';
+        const fitted: Op[] = ops.map((o) =>
+          isLease
+            ? { op: o.op === 'consume' ? 'acquire' : o.op, spec: 0, key: 0, lease: 'lease' in o ? o.lease : o.cost % 6, step: o.step }
+            : { op: 'consume', spec: 0, key: 0, cost: 'cost' in o ? o.cost : o.lease + 1, step: o.step },
+        );
+        await replay(redis as CounterStore, {
+          rateSpecs: isLease ? [{ type: 'quota', limit: 1, periodMs: 1 }] : [spec as RateSpec],
+          leaseSpecs: isLease ? [spec as LeaseSpec] : [{ type: 'concurrency', maxConcurrency: 1, leaseTtlMs: 1 }],
+          startMs,
+          ops: fitted,
+        });
+      }),
+      {
+        numRuns,
+        seed: process.env.PARITY_SEED === undefined ? undefined : Number(process.env.PARITY_SEED),
+        interruptAfterTimeLimit: 90_000,
+      },
+    );
+  });
+});

@@ -1,0 +1,576 @@
+/**
+ * Real Redis for tests (DESIGN.md, "Real Redis in tests"): never a mock.
+ *
+ * - `startRedis()`: `REDIS_URL` when set; else Testcontainers when a Docker engine answers; else a
+ *   private `redis-server` process on a free port (what CI has: the binary, no Docker engine).
+ * - `startPrivateRedis()`: always its own process, so fault tests can stop and restart it (same port).
+ * - `startRedisCluster()`: three masters (`--cluster-enabled yes`) joined by `redis-cli --cluster create`.
+ * - `startRedisSentinel()`: one master and one sentinel monitoring it.
+ *
+ * Every process runs with `--save "" --appendonly no` in its own temp dir, is killed by `stop()` and,
+ * whatever happens, when the test process exits (no orphans). Tests isolate themselves with
+ * `randomPrefix()` key prefixes: nothing here ever runs FLUSHALL.
+ */
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { createConnection, createServer, type AddressInfo } from 'node:net';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface RedisHandle {
+  url: string;
+  host: string;
+  port: number;
+  stop(): Promise<void>;
+  restart(): Promise<void>;
+}
+
+export interface RedisClusterHandle {
+  /** `redis+cluster://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3` */
+  addr: string;
+  nodes: { host: string; port: number }[];
+  stop(): Promise<void>;
+}
+
+export interface RedisSentinelHandle {
+  /** `redis+sentinel://127.0.0.1:<sentinelPort>/<master name>` */
+  addr: string;
+  stop(): Promise<void>;
+}
+
+const HOST = '127.0.0.1';
+const READY_TIMEOUT_MS = 10_000;
+const CLUSTER_TIMEOUT_MS = 30_000;
+const REDIS_SERVER = process.env.REDIS_SERVER_BIN ?? 'redis-server';
+const REDIS_CLI = process.env.REDIS_CLI_BIN ?? 'redis-cli';
+
+/** A per-test key prefix such as `t:3f9c1a2b7d0e4c55:`; tests isolate by prefix, never by FLUSHALL. */
+export function randomPrefix(): string {
+  return `t:${randomBytes(8).toString('hex')}:`;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// startRedis: REDIS_URL, else Testcontainers, else a private process
+// ---------------------------------------------------------------------------------------------------
+
+export async function startRedis(): Promise<RedisHandle> {
+  const fromEnv = process.env.REDIS_URL;
+  if (fromEnv) return externalRedis(fromEnv);
+  const container = await tryContainerRedis();
+  if (container) return container;
+  return startPrivateRedis();
+}
+
+function externalRedis(url: string): RedisHandle {
+  const parsed = new URL(url);
+  const port = parsed.port ? Number(parsed.port) : 6379;
+  const host = parsed.hostname || HOST;
+  return {
+    url,
+    host,
+    port,
+    // Not ours to stop: tests isolate by prefix, so a shared server needs no cleanup.
+    stop: async () => {},
+    restart: async () => {
+      throw new Error('restart() is not possible on the Redis given by REDIS_URL; use startPrivateRedis()');
+    },
+  };
+}
+
+/** Looks for a Docker engine cheaply first, so machines without one pay nothing (not even the import). */
+function dockerMayBePresent(): boolean {
+  if (process.env.DOCKER_HOST || process.env.TESTCONTAINERS_HOST_OVERRIDE) return true;
+  const candidates = [
+    '/var/run/docker.sock',
+    join(homedir(), '.docker', 'run', 'docker.sock'),
+    join(homedir(), '.docker', 'desktop', 'docker.sock'),
+    join(homedir(), '.testcontainers.properties'),
+    process.env.XDG_RUNTIME_DIR ? join(process.env.XDG_RUNTIME_DIR, 'docker.sock') : '',
+    process.env.XDG_RUNTIME_DIR ? join(process.env.XDG_RUNTIME_DIR, 'podman', 'podman.sock') : '',
+  ];
+  return candidates.some((p) => p !== '' && existsSync(p));
+}
+
+async function tryContainerRedis(): Promise<RedisHandle | undefined> {
+  if (!dockerMayBePresent()) return undefined;
+  let tc: typeof import('testcontainers');
+  try {
+    tc = await import('testcontainers');
+    await withTimeout(tc.getContainerRuntimeClient(), 5_000, 'Docker engine probe');
+  } catch {
+    return undefined; // no engine answering: fall back to a private process
+  }
+  const image = process.env.REDIS_IMAGE ?? 'redis:7.0-alpine';
+  let container = await new tc.GenericContainer(image)
+    .withCommand(['redis-server', '--save', '', '--appendonly', 'no'])
+    .withExposedPorts(6379)
+    .withWaitStrategy(tc.Wait.forLogMessage('Ready to accept connections'))
+    .start();
+  const handle: RedisHandle = {
+    url: '',
+    host: '',
+    port: 0,
+    stop: async () => {
+      await container.stop();
+    },
+    restart: async () => {
+      // A container restart may map a different host port; the handle is updated in place.
+      await container.restart();
+      refresh();
+      await waitForPing(handle.host, handle.port, READY_TIMEOUT_MS, () => `container ${image}`);
+    },
+  };
+  const refresh = () => {
+    handle.host = container.getHost();
+    handle.port = container.getMappedPort(6379);
+    handle.url = `redis://${handle.host}:${handle.port}`;
+  };
+  refresh();
+  await waitForPing(handle.host, handle.port, READY_TIMEOUT_MS, () => `container ${image}`);
+  return handle;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Private redis-server processes
+// ---------------------------------------------------------------------------------------------------
+
+/** A redis-server process we own: its port, temp dir and output log, restartable on the same port. */
+class ServerProcess {
+  private child: ChildProcess | undefined;
+  private exited: Promise<void> = Promise.resolve();
+
+  constructor(
+    readonly name: string,
+    readonly port: number,
+    readonly dir: string,
+    /** Arguments after the config file/port; the common safety flags are added here. */
+    private readonly args: string[],
+    private readonly configFile?: string,
+  ) {}
+
+  get logPath(): string {
+    return join(this.dir, 'server.log');
+  }
+
+  get running(): boolean {
+    return this.child !== undefined;
+  }
+
+  async start(): Promise<void> {
+    if (this.child) return;
+    mkdirSync(this.dir, { recursive: true });
+    tempDirs.add(this.dir);
+    const args = [
+      ...(this.configFile ? [this.configFile] : []),
+      '--port', String(this.port),
+      '--bind', HOST,
+      '--save', '',
+      '--appendonly', 'no',
+      '--dir', this.dir,
+      '--daemonize', 'no',
+      ...this.args,
+    ];
+    const out = openSync(this.logPath, 'a');
+    let child: ChildProcess;
+    try {
+      child = spawn(REDIS_SERVER, args, { stdio: ['ignore', out, out], detached: false });
+    } finally {
+      closeSync(out);
+    }
+    this.child = child;
+    const pid = child.pid;
+    if (pid !== undefined) livePids.add(pid);
+    let exitInfo: string | undefined;
+    this.exited = new Promise<void>((resolve) => {
+      const done = (info: string) => {
+        exitInfo = info;
+        if (pid !== undefined) livePids.delete(pid);
+        if (this.child === child) this.child = undefined;
+        resolve();
+      };
+      child.once('error', (err) => done(`could not be started: ${err.message}`));
+      child.once('exit', (code, signal) => done(`exited (code ${code}, signal ${signal})`));
+    });
+    child.unref();
+    try {
+      await waitForPing(HOST, this.port, READY_TIMEOUT_MS, () => {
+        return `${this.name} (${REDIS_SERVER} on port ${this.port})` + (exitInfo ? ` ${exitInfo}` : '');
+      }, () => exitInfo !== undefined, () => this.logTail());
+    } catch (err) {
+      await this.kill();
+      throw err;
+    }
+  }
+
+  /** SIGTERM (no persistence, so shutdown is immediate), SIGKILL if it lingers; resolves once gone. */
+  async kill(): Promise<void> {
+    const child = this.child;
+    if (!child) return;
+    // Keep the event loop alive until the exit is observed (the child is unref'd while it runs).
+    child.ref();
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 2_000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  async restart(): Promise<void> {
+    await this.kill();
+    // The port was ours a moment ago; redis-server binds with SO_REUSEADDR. Retry briefly in case the
+    // old socket is still being torn down.
+    let lastError: unknown;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      try {
+        await this.start();
+        return;
+      } catch (err) {
+        lastError = err;
+        await sleep(200);
+      }
+    }
+    throw lastError;
+  }
+
+  async destroy(): Promise<void> {
+    await this.kill();
+    removeDir(this.dir);
+  }
+
+  logTail(): string {
+    try {
+      const text = readFileSync(this.logPath, 'utf8');
+      return text.split('\n').slice(-15).join('\n');
+    } catch {
+      return '(no log)';
+    }
+  }
+}
+
+/** Always its own redis-server process; `restart()` keeps the port (and loses the data). */
+export async function startPrivateRedis(): Promise<RedisHandle> {
+  const server = await startServer('redis', []);
+  return {
+    url: `redis://${HOST}:${server.port}`,
+    host: HOST,
+    port: server.port,
+    stop: () => server.destroy(),
+    restart: () => server.restart(),
+  };
+}
+
+/** Starts a server on a fresh free port, retrying with another port if the one we got was taken. */
+async function startServer(name: string, args: string[], configFor?: (port: number, dir: string) => string): Promise<ServerProcess> {
+  let lastError: unknown;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort();
+    const dir = makeTempDir(name);
+    const configFile = configFor?.(port, dir);
+    const server = new ServerProcess(name, port, dir, args, configFile);
+    try {
+      await server.start();
+      return server;
+    } catch (err) {
+      lastError = err;
+      await server.destroy();
+    }
+  }
+  throw lastError;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Cluster: three masters, no replicas
+// ---------------------------------------------------------------------------------------------------
+
+export async function startRedisCluster(): Promise<RedisClusterHandle> {
+  const servers: ServerProcess[] = [];
+  const stop = async () => {
+    await Promise.all(servers.map((s) => s.destroy()));
+  };
+  try {
+    for (let i = 0; i < 3; i++) {
+      // The cluster bus port is chosen explicitly (Redis 7 `cluster-port`) rather than port + 10000,
+      // which might be taken or beyond 65535.
+      const busPort = await freePort();
+      servers.push(
+        await startServer(`cluster-node-${i}`, [
+          '--cluster-enabled', 'yes',
+          '--cluster-port', String(busPort),
+          '--cluster-config-file', 'nodes.conf',
+          '--cluster-node-timeout', '5000',
+          '--cluster-require-full-coverage', 'yes',
+        ]),
+      );
+    }
+    const addrs = servers.map((s) => `${HOST}:${s.port}`);
+    await run(REDIS_CLI, ['--cluster', 'create', ...addrs, '--cluster-replicas', '0', '--cluster-yes'], CLUSTER_TIMEOUT_MS);
+    await waitUntil(CLUSTER_TIMEOUT_MS, 'cluster_state:ok on all three nodes', async () => {
+      for (const s of servers) {
+        const info = await command(HOST, s.port, ['CLUSTER', 'INFO']).catch(() => '');
+        if (typeof info !== 'string' || !info.includes('cluster_state:ok') || !info.includes('cluster_known_nodes:3')) {
+          return false;
+        }
+      }
+      return true;
+    });
+    return {
+      addr: `redis+cluster://${addrs.join(',')}`,
+      nodes: servers.map((s) => ({ host: HOST, port: s.port })),
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Sentinel: one master, one sentinel
+// ---------------------------------------------------------------------------------------------------
+
+export async function startRedisSentinel(): Promise<RedisSentinelHandle> {
+  const name = `rl${randomBytes(4).toString('hex')}`;
+  const servers: ServerProcess[] = [];
+  const stop = async () => {
+    // Sentinel first, so it does not react to the master going away.
+    for (const s of [...servers].reverse()) await s.destroy();
+  };
+  try {
+    const master = await startServer('sentinel-master', []);
+    servers.push(master);
+    // Sentinel rewrites its config file, so it lives in the sentinel's own temp dir.
+    const sentinel = await startServer('sentinel', ['--sentinel'], (port, dir) => {
+      mkdirSync(dir, { recursive: true });
+      const file = join(dir, 'sentinel.conf');
+      writeFileSync(
+        file,
+        [
+          `port ${port}`,
+          `bind ${HOST}`,
+          `dir ${dir}`,
+          `sentinel monitor ${name} ${HOST} ${master.port} 1`,
+          `sentinel down-after-milliseconds ${name} 5000`,
+          `sentinel failover-timeout ${name} 10000`,
+          `sentinel parallel-syncs ${name} 1`,
+          '',
+        ].join('\n'),
+      );
+      return file;
+    });
+    servers.push(sentinel);
+    await waitUntil(READY_TIMEOUT_MS, `sentinel to report master ${name}`, async () => {
+      const reply = await command(HOST, sentinel.port, ['SENTINEL', 'get-master-addr-by-name', name]).catch(() => null);
+      return Array.isArray(reply) && reply[1] === String(master.port);
+    });
+    return { addr: `redis+sentinel://${HOST}:${sentinel.port}/${name}`, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Process hygiene: nothing outlives the test process
+// ---------------------------------------------------------------------------------------------------
+
+const livePids = new Set<number>();
+const tempDirs = new Set<string>();
+
+function killAllNow(): void {
+  for (const pid of livePids) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  livePids.clear();
+  for (const dir of tempDirs) removeDir(dir);
+}
+
+process.on('exit', killAllNow);
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  const onSignal = () => {
+    killAllNow();
+    process.removeListener(signal, onSignal);
+    // Without other listeners the default action (terminate) is what the sender wanted.
+    if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+  };
+  process.on(signal, onSignal);
+}
+
+function makeTempDir(name: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `rl-test-${name}-`));
+  tempDirs.add(dir);
+  return dir;
+}
+
+function removeDir(dir: string): void {
+  try {
+    rmSync(dir, { recursive: true, force: true });
+  } catch {
+    // best effort
+  }
+  tempDirs.delete(dir);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Small helpers: free ports, PING, a minimal RESP client, bounded waits
+// ---------------------------------------------------------------------------------------------------
+
+const handedOut = new Set<number>();
+
+/** A port the OS just gave us for port 0 (and that we have not handed out before in this process). */
+async function freePort(): Promise<number> {
+  for (let i = 0; i < 20; i++) {
+    const port = await new Promise<number>((resolve, reject) => {
+      const srv = createServer();
+      srv.unref();
+      srv.once('error', reject);
+      srv.listen(0, HOST, () => {
+        const { port: p } = srv.address() as AddressInfo;
+        srv.close(() => resolve(p));
+      });
+    });
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error('could not find a free TCP port');
+}
+
+async function waitForPing(
+  host: string,
+  port: number,
+  timeoutMs: number,
+  describe: () => string,
+  gaveUp: () => boolean = () => false,
+  log: () => string = () => '',
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = 'no answer';
+  while (Date.now() < deadline) {
+    if (gaveUp()) break;
+    try {
+      const reply = await command(host, port, ['PING'], 1_000);
+      if (reply === 'PONG') return;
+      last = `answered ${JSON.stringify(reply)}`;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    await sleep(25);
+  }
+  const tail = log();
+  throw new Error(
+    `Redis not ready: ${describe()} did not answer PING within ${timeoutMs} ms (last: ${last})` +
+      (tail ? `\n--- server log ---\n${tail}` : ''),
+  );
+}
+
+async function waitUntil(timeoutMs: number, what: string, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await sleep(50);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+type Resp = string | number | null | Error | Resp[];
+
+/** Sends one command over a fresh connection and returns the decoded reply (errors reject). */
+export function command(host: string, port: number, args: string[], timeoutMs = 2_000): Promise<Resp> {
+  return new Promise<Resp>((resolve, reject) => {
+    const socket = createConnection({ host, port });
+    let buf = Buffer.alloc(0);
+    const finish = (err: Error | undefined, value?: Resp) => {
+      clearTimeout(timer);
+      socket.destroy();
+      if (err) reject(err);
+      else resolve(value as Resp);
+    };
+    const timer = setTimeout(() => finish(new Error(`no reply from ${host}:${port} within ${timeoutMs} ms`)), timeoutMs);
+    socket.once('error', (err) => finish(err));
+    socket.on('connect', () => {
+      let out = `*${args.length}\r\n`;
+      for (const a of args) out += `$${Buffer.byteLength(a)}\r\n${a}\r\n`;
+      socket.write(out);
+    });
+    socket.on('data', (chunk) => {
+      buf = Buffer.concat([buf, chunk]);
+      const parsed = parseResp(buf, 0);
+      if (!parsed) return;
+      if (parsed.value instanceof Error) finish(parsed.value);
+      else finish(undefined, parsed.value);
+    });
+    socket.once('close', () => finish(new Error(`connection to ${host}:${port} closed`)));
+  });
+}
+
+function parseResp(buf: Buffer, at: number): { value: Resp; next: number } | undefined {
+  const eol = buf.indexOf('\r\n', at);
+  if (eol < 0) return undefined;
+  const type = String.fromCharCode(buf[at]);
+  const line = buf.toString('utf8', at + 1, eol);
+  const next = eol + 2;
+  switch (type) {
+    case '+':
+      return { value: line, next };
+    case '-':
+      return { value: new Error(line), next };
+    case ':':
+      return { value: Number(line), next };
+    case '$': {
+      const len = Number(line);
+      if (len < 0) return { value: null, next };
+      if (buf.length < next + len + 2) return undefined;
+      return { value: buf.toString('utf8', next, next + len), next: next + len + 2 };
+    }
+    case '*': {
+      const count = Number(line);
+      if (count < 0) return { value: null, next };
+      const items: Resp[] = [];
+      let pos = next;
+      for (let i = 0; i < count; i++) {
+        const item = parseResp(buf, pos);
+        if (!item) return undefined;
+        items.push(item.value);
+        pos = item.next;
+      }
+      return { value: items, next: pos };
+    }
+    default:
+      return { value: new Error(`unexpected RESP type ${JSON.stringify(type)}`), next };
+  }
+}
+
+function run(file: string, args: string[], timeoutMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(file, args, { timeout: timeoutMs }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${file} ${args.join(' ')} failed: ${err.message}\n${stdout}\n${stderr}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+    timer.unref();
+    promise.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e) => {
+        clearTimeout(timer);
+        reject(e);
+      },
+    );
+  });
+}
