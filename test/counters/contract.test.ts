@@ -104,17 +104,23 @@ forEachStore((_name, getStore) => {
       }
     });
 
-    it('remaining never goes negative and reset_after is 0 only for untouched counters', async () => {
+    it('remaining, retry_after and reset_after are whole numbers ≥ 0, also after the limit shrinks', async () => {
       const { store, keys } = getStore();
-      for (const spec of rateSpecs(3)) {
-        const k = keys('neg', spec);
-        for (let i = 0; i < 8; i++) {
-          const r = await store.consume(k, spec, 1 + (i % 3), at(i * 7));
-          expect(r.remaining, label(spec)).to.be.at.least(0);
-          expect(r.retryAfterMs, label(spec)).to.be.at.least(0);
-          if (r.allowed) expect(r.resetAfterMs, label(spec)).to.be.greaterThan(0);
-          expect(Number.isInteger(r.remaining) && Number.isInteger(r.retryAfterMs) && Number.isInteger(r.resetAfterMs)).to.equal(true);
+      const check = (r: { remaining: number; retryAfterMs: number; resetAfterMs: number; allowed: boolean }, what: string) => {
+        for (const v of [r.remaining, r.retryAfterMs, r.resetAfterMs]) {
+          expect(Number.isInteger(v) && v >= 0, `${what}: ${JSON.stringify(r)}`).to.equal(true);
         }
+        if (r.allowed) expect(r.resetAfterMs, what).to.be.greaterThan(0);
+      };
+      const big = rateSpecs(5);
+      const small = rateSpecs(1);
+      for (const [i, spec] of big.entries()) {
+        const k = keys('neg', spec);
+        for (let n = 0; n < 8; n++) check(await store.consume(k, spec, 1 + (n % 3), at(n * 7)), label(spec));
+        // A live change to a smaller limit: the counter holds more than the new limit.
+        const shrunk = await store.consume(k, small[i], 1, at(60));
+        check(shrunk, `${label(spec)} after shrinking`);
+        expect(shrunk, `${label(spec)} after shrinking`).to.include({ allowed: false, remaining: 0 });
       }
     });
   });

@@ -40,10 +40,22 @@ export function at(offsetMs: number): number {
 
 let suiteRedis: Promise<RedisHandle> | undefined;
 
-/** The Redis shared by every suite of this test process (stopped when the process exits). */
+/**
+ * The Redis shared by every suite of this test process: started on first use, stopped by a root
+ * `after` hook once every test has run (and killed on process exit whatever happens).
+ */
 export function getSuiteRedis(): Promise<RedisHandle> {
   suiteRedis ??= startRedis();
   return suiteRedis;
+}
+
+// Loaded while mocha loads the test files, so this `after` belongs to the root suite.
+if (typeof after === 'function') {
+  after(async function () {
+    const started = suiteRedis;
+    suiteRedis = undefined;
+    if (started) await (await started).stop();
+  });
 }
 
 /**

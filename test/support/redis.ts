@@ -450,8 +450,12 @@ async function waitForPing(
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = 'no answer';
+  let stopped = false;
   while (Date.now() < deadline) {
-    if (gaveUp()) break;
+    if (gaveUp()) {
+      stopped = true;
+      break;
+    }
     try {
       const reply = await command(host, port, ['PING'], 1_000);
       if (reply === 'PONG') return;
@@ -463,7 +467,8 @@ async function waitForPing(
   }
   const tail = log();
   throw new Error(
-    `Redis not ready: ${describe()} did not answer PING within ${timeoutMs} ms (last: ${last})` +
+    `Redis not ready: ${describe()} ` +
+      (stopped ? 'before answering PING' : `did not answer PING within ${timeoutMs} ms (last: ${last})`) +
       (tail ? `\n--- server log ---\n${tail}` : ''),
   );
 }
