@@ -139,12 +139,19 @@ export class MemoryCounterStore implements CounterStore {
   private fixedWindow(key: string, limit: number, windowMs: number, cost: number, now: number): CounterResult {
     const windowStart = now - (now % windowMs);
     const windowEnd = windowStart + windowMs;
-    const stored = this.get<FixedWindowState>(key, now);
-    const used = stored && stored.windowStart === windowStart ? stored.used : 0;
+    // The hottest algorithm: one Map lookup and no allocation for a key already in use.
+    const slot = this.live<FixedWindowState>(key, now);
+    const used = slot && slot.state.windowStart === windowStart ? slot.state.used : 0;
     if (used + cost > limit) {
       return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
     }
-    this.put<FixedWindowState>(key, { windowStart, used: used + cost }, windowEnd);
+    if (slot) {
+      slot.state.windowStart = windowStart;
+      slot.state.used = used + cost;
+      slot.expireAt = windowEnd;
+    } else {
+      this.slots.set(key, { state: { windowStart, used: used + cost }, expireAt: windowEnd });
+    }
     return result(true, Math.max(0, limit - (used + cost)), 0, windowEnd - now);
   }
 
@@ -276,13 +283,18 @@ export class MemoryCounterStore implements CounterStore {
   // --- key space: a Map with per-key expiry, like Redis PEXPIREAT ---
 
   private get<T>(key: string, now: number): T | undefined {
-    const slot = this.slots.get(key);
+    return this.live<T>(key, now)?.state;
+  }
+
+  /** The key's slot unless it is absent or expired (an expired one is deleted, as Redis would). */
+  private live<T>(key: string, now: number): Slot<T> | undefined {
+    const slot = this.slots.get(key) as Slot<T> | undefined;
     if (!slot) return undefined;
     if (slot.expireAt <= now) {
       this.slots.delete(key);
       return undefined;
     }
-    return slot.state as T;
+    return slot;
   }
 
   private put<T>(key: string, state: T, expireAt: number): void {

@@ -94,13 +94,19 @@ export class DecisionService {
     family: PolicyFamily,
     run: (match: PolicyMatch) => Promise<CounterResult>,
   ): Promise<Decision> {
-    const started = performance.now();
+    const recorder = this.deps.recorder;
+    const started = recorder ? performance.now() : 0;
     const { enforce, shadow } = this.deps.policies.current().match(ctx, family, this.now());
-    // The shadow policy counts beside the enforcing one, concurrently: it costs no extra latency.
-    const [enforced, shadowed] = await Promise.all([
-      enforce ? this.evaluate(enforce, run) : undefined,
-      shadow ? this.evaluate(shadow, run) : undefined,
-    ]);
+    let enforced: Evaluation | undefined;
+    let shadowed: Evaluation | undefined;
+    if (enforce && shadow) {
+      // The shadow policy counts beside the enforcing one, concurrently: it costs no extra latency.
+      [enforced, shadowed] = await Promise.all([this.evaluate(enforce, run), this.evaluate(shadow, run)]);
+    } else if (enforce) {
+      enforced = await this.evaluate(enforce, run);
+    } else if (shadow) {
+      shadowed = await this.evaluate(shadow, run);
+    }
 
     let decision: Decision;
     if (enforced) {
@@ -115,7 +121,8 @@ export class DecisionService {
       decision = noMatchDecision();
     }
 
-    this.deps.recorder?.record({
+    if (!recorder) return decision;
+    recorder.record({
       operation,
       ctx,
       decision,
@@ -129,45 +136,49 @@ export class DecisionService {
     return decision;
   }
 
+  /** Decisions are built by filling in one fresh object: this runs once per request. */
   private enforcedDecision(operation: Operation, ctx: RequestContext, evaluation: Evaluation): Decision {
     const { policy, spec } = evaluation.match.compiled;
-    const base = baseDecision(evaluation.match, capacityOf(spec));
-    if (evaluation.failed) return failureModeDecision(base, policy.failure_mode);
+    const decision = baseDecision(evaluation.match, capacityOf(spec));
+    if (evaluation.failed) return failureModeDecision(decision, policy.failure_mode);
     const result = evaluation.result;
-    base.remaining = result.remaining;
-    base.reset_after = result.resetAfterMs;
+    decision.remaining = result.remaining;
+    decision.reset_after = result.resetAfterMs;
     if (operation === 'release') {
-      return { ...base, allowed: true, action: 'allow', reason: result.allowed ? 'lease_released' : 'lease_not_found' };
+      decision.reason = result.allowed ? 'lease_released' : 'lease_not_found';
+    } else if (result.allowed) {
+      decision.reason = operation === 'acquire' ? 'lease_acquired' : 'within_limit';
+    } else {
+      const outcome = applyLimitAction(policy, ctx, result.retryAfterMs, this.random);
+      decision.allowed = outcome.allowed;
+      decision.action = outcome.action;
+      decision.reason = 'limit_exceeded';
+      decision.retry_after = outcome.retryAfterMs;
     }
-    if (result.allowed) {
-      return { ...base, allowed: true, action: 'allow', reason: operation === 'acquire' ? 'lease_acquired' : 'within_limit' };
-    }
-    const outcome = applyLimitAction(policy, ctx, result.retryAfterMs, this.random);
-    return {
-      ...base,
-      allowed: outcome.allowed,
-      action: outcome.action,
-      reason: 'limit_exceeded',
-      retry_after: outcome.retryAfterMs,
-    };
+    return decision;
   }
 
   /** No enforcing policy: the shadow one answers, but never blocks. */
   private shadowOnlyDecision(operation: Operation, evaluation: Evaluation): Decision {
-    const base = baseDecision(evaluation.match, capacityOf(evaluation.match.compiled.spec));
-    base.shadow_mode = true;
-    base.allowed = true;
-    if (evaluation.failed) return { ...base, action: 'allow', reason: 'counter_store_unavailable' };
+    const decision = baseDecision(evaluation.match, capacityOf(evaluation.match.compiled.spec));
+    decision.shadow_mode = true;
+    if (evaluation.failed) {
+      decision.reason = 'counter_store_unavailable';
+      return decision;
+    }
     const result = evaluation.result;
-    base.remaining = result.remaining;
-    base.reset_after = result.resetAfterMs;
+    decision.remaining = result.remaining;
+    decision.reset_after = result.resetAfterMs;
     if (operation === 'release') {
-      return { ...base, action: 'allow', reason: result.allowed ? 'lease_released' : 'lease_not_found' };
+      decision.reason = result.allowed ? 'lease_released' : 'lease_not_found';
+    } else if (result.allowed) {
+      decision.reason = operation === 'acquire' ? 'lease_acquired' : 'within_limit';
+    } else {
+      decision.action = 'shadow_only';
+      decision.reason = 'limit_exceeded';
+      decision.retry_after = result.retryAfterMs;
     }
-    if (result.allowed) {
-      return { ...base, action: 'allow', reason: operation === 'acquire' ? 'lease_acquired' : 'within_limit' };
-    }
-    return { ...base, action: 'shadow_only', reason: 'limit_exceeded', retry_after: result.retryAfterMs };
+    return decision;
   }
 
   private async evaluate(match: PolicyMatch, run: (match: PolicyMatch) => Promise<CounterResult>): Promise<Evaluation> {
@@ -207,11 +218,13 @@ function baseDecision(match: PolicyMatch, limit: number): Decision {
 }
 
 /** The counter store could not answer: the policy's failure_mode decides (CONTRACT.md). */
-function failureModeDecision(base: Decision, mode: FailureMode): Decision {
-  const reason: DecisionReason = 'counter_store_unavailable';
-  return mode === 'fail_open'
-    ? { ...base, allowed: true, action: 'allow', reason }
-    : { ...base, allowed: false, action: 'deny', reason };
+function failureModeDecision(decision: Decision, mode: FailureMode): Decision {
+  decision.reason = 'counter_store_unavailable';
+  if (mode === 'fail_closed') {
+    decision.allowed = false;
+    decision.action = 'deny';
+  }
+  return decision;
 }
 
 function noMatchDecision(): Decision {
