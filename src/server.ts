@@ -10,8 +10,8 @@ import { connectRedisCounterStore } from './counters/redis-store.js';
 import { DecisionService } from './decision/decision-service.js';
 import { grpcAuthenticate } from './grpc/auth.js';
 import { bindGrpcServer, createGrpcServer, shutdownGrpcServer } from './grpc/server.js';
-import { createApp } from './http/app.js';
-import { authGuard } from './http/auth-guard.js';
+import { createHttpListener } from './http/app.js';
+import { HttpAuth } from './http/auth-guard.js';
 import { Readiness } from './http/readiness.js';
 import { analyticsRoutes } from './http/routes/analytics.js';
 import { metricsRoutes } from './http/routes/metrics.js';
@@ -78,16 +78,14 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       });
     }
 
-    const app = createApp({
+    const listener = createHttpListener({
       decisions,
       readiness,
       maxBodyBytes: config.maxBodyBytes,
-      guards: [authGuard(authenticator, config.auth)],
+      auth: new HttpAuth(authenticator, config.auth),
       routers: [policyRoutes(policies), analyticsRoutes(analytics), metricsRoutes(metrics)],
     });
-    const httpServer = tls
-      ? https.createServer(httpsServerOptions(tls), app.callback())
-      : http.createServer(app.callback());
+    const httpServer = tls ? https.createServer(httpsServerOptions(tls), listener) : http.createServer(listener);
     const grpcServer = createGrpcServer({
       decisions,
       readiness,

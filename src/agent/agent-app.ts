@@ -141,7 +141,7 @@ export function createAgentApp(deps: AgentAppDeps): AgentApp {
   const app = new Koa();
   app.proxy = false;
   app.silent = true;
-  app.use(responseHeaders({ hsts: true }));
+  app.use(responseHeaders());
   app.use(errorHandler());
   if (tokenDigest) app.use(invalidateGuard(tokenDigest));
   app.use(jsonBody(deps.maxBodyBytes));

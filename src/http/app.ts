@@ -1,7 +1,10 @@
+import type http from 'node:http';
 import Koa from 'koa';
 import type Router from '@koa/router';
 import type { DecisionService } from '../decision/decision-service.js';
+import { httpAuthGuard, type HttpAuth } from './auth-guard.js';
 import { jsonBody } from './body.js';
+import { withDecisionFastPath } from './decision-fast-path.js';
 import { conditionalGet } from './conditional-get.js';
 import { errorHandler } from './errors.js';
 import { responseHeaders } from './headers.js';
@@ -28,7 +31,7 @@ export function createApp(deps: AppDeps): Koa {
   app.proxy = false;
   // Errors are answered by errorHandler; Koa's own default logger would print them a second time.
   app.silent = true;
-  app.use(responseHeaders({ hsts: true }));
+  app.use(responseHeaders());
   app.use(errorHandler());
   for (const guard of deps.guards ?? []) app.use(guard);
   // After authentication (a 304 reveals nothing to a caller who may not read) and around every route.
@@ -40,4 +43,13 @@ export function createApp(deps: AppDeps): Koa {
     app.use(router.allowedMethods());
   }
   return app;
+}
+
+/**
+ * The server's HTTP request listener: the decision fast path in front of the Koa app, both
+ * authenticating with the same HttpAuth.
+ */
+export function createHttpListener(deps: Omit<AppDeps, 'guards'> & { auth: HttpAuth }): http.RequestListener {
+  const app = createApp({ ...deps, guards: [httpAuthGuard(deps.auth)] });
+  return withDecisionFastPath({ decisions: deps.decisions, auth: deps.auth, maxBodyBytes: deps.maxBodyBytes }, app.callback());
 }

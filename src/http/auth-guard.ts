@@ -1,5 +1,5 @@
 import type Koa from 'koa';
-import { ANONYMOUS, type Access, type Authenticator } from '../auth/authenticator.js';
+import { ANONYMOUS, type Access, type Authenticator, type Principal } from '../auth/authenticator.js';
 import type { AuthConfig } from '../config.js';
 import { RlError } from '../errors.js';
 import { log } from '../util/log.js';
@@ -23,53 +23,87 @@ export function accessOf(method: string, path: string): Access {
 }
 
 /**
- * Koa guard (mounted through `createApp({ guards: [...] })`, after headers and error handling, before
- * the body parser and the routes): authenticates, authorises, and leaves the caller on
- * `ctx.state.principal` (the policy routes record its `subject` as the audit's `changed_by`).
+ * The authentication decision of one HTTP call, shared by the Koa guard and the decision fast path
+ * (http/decision-fast-path.ts), so both transports of HTTP apply exactly the same rules:
  *
  * - auth disabled: every call is `anonymous` with the admin role;
- * - exempt paths (RL_AUTH_EXEMPT_PATHS, exact match): pass without credentials, principal unset;
- * - no/invalid credential: 401 with `WWW-Authenticate`; known caller without the role: 403.
+ * - exempt paths (RL_AUTH_EXEMPT_PATHS, exact match): pass without credentials, no principal;
+ * - no/invalid credential: RlError 'unauthenticated' (401) after `setHeader('WWW-Authenticate', …)`;
+ *   known caller without the role: RlError 'permission_denied' (403).
  *
  * Only outcomes are logged (at debug): method, path, reason, the principal's subject — never a header value.
  */
-export function authGuard(authenticator: Authenticator, config: AuthConfig): Koa.Middleware {
-  const exempt = new Set(config.exemptPaths);
-  return async (ctx, next) => {
-    if (!config.enabled) {
-      ctx.state.principal = ANONYMOUS;
-      return next();
-    }
-    if (exempt.has(ctx.path)) return next();
+export class HttpAuth {
+  private readonly exempt: Set<string>;
 
-    const apiKey = ctx.get('X-Api-Key');
-    const authorization = ctx.get('Authorization');
-    let principal;
+  constructor(
+    private readonly authenticator: Authenticator,
+    private readonly config: AuthConfig,
+  ) {
+    this.exempt = new Set(config.exemptPaths);
+  }
+
+  check(call: {
+    method: string;
+    path: string;
+    apiKey: string;
+    authorization: string;
+    requestId: string | undefined;
+    setHeader: (name: string, value: string) => void;
+  }): Principal | undefined {
+    if (!this.config.enabled) return ANONYMOUS;
+    if (this.exempt.has(call.path)) return undefined;
+
+    let principal: Principal;
     try {
-      principal = authenticator.authenticate({ apiKey, authorization });
+      principal = this.authenticator.authenticate({ apiKey: call.apiKey, authorization: call.authorization });
     } catch (error) {
       if (error instanceof RlError && error.kind === 'unauthenticated') {
-        ctx.set('WWW-Authenticate', authenticator.challenge(apiKey !== '' || authorization !== ''));
-        log.debug('authentication failed', { request_id: ctx.state.requestId, method: ctx.method, path: ctx.path, reason: error.message });
+        call.setHeader('WWW-Authenticate', this.authenticator.challenge(call.apiKey !== '' || call.authorization !== ''));
+        log.debug('authentication failed', { request_id: call.requestId, method: call.method, path: call.path, reason: error.message });
       }
       throw error;
     }
 
-    const access = accessOf(ctx.method, ctx.path);
+    const access = accessOf(call.method, call.path);
     try {
-      authenticator.authorize(principal, access);
+      this.authenticator.authorize(principal, access);
     } catch (error) {
       log.debug('permission denied', {
-        request_id: ctx.state.requestId,
-        method: ctx.method,
-        path: ctx.path,
+        request_id: call.requestId,
+        method: call.method,
+        path: call.path,
         subject: principal.subject,
         role: principal.role,
         access,
       });
       throw error;
     }
-    ctx.state.principal = principal;
+    return principal;
+  }
+}
+
+/**
+ * Koa guard (mounted through `createApp({ guards: [...] })`, after headers and error handling, before
+ * the body parser and the routes): authenticates and authorises by HttpAuth, and leaves the caller on
+ * `ctx.state.principal` (the policy routes record its `subject` as the audit's `changed_by`).
+ */
+export function authGuard(authenticator: Authenticator, config: AuthConfig): Koa.Middleware {
+  return httpAuthGuard(new HttpAuth(authenticator, config));
+}
+
+/** The Koa guard over an HttpAuth shared with the decision fast path. */
+export function httpAuthGuard(auth: HttpAuth): Koa.Middleware {
+  return async (ctx, next) => {
+    const principal = auth.check({
+      method: ctx.method,
+      path: ctx.path,
+      apiKey: ctx.get('X-Api-Key'),
+      authorization: ctx.get('Authorization'),
+      requestId: ctx.state.requestId,
+      setHeader: (name, value) => ctx.set(name, value),
+    });
+    if (principal) ctx.state.principal = principal;
     return next();
   };
 }

@@ -36,19 +36,36 @@ export function errorHandler(): Koa.Middleware {
         else if (ctx.status === 405 || ctx.status === 501) methodNotAllowed(ctx);
       }
     } catch (error) {
-      if (error instanceof RlError) {
-        sendError(ctx, HTTP_STATUS[error.kind], error.message, error.details);
-        return;
-      }
-      const status = httpStatusOf(error);
-      if (status !== undefined && status >= 400 && status < 500) {
-        sendError(ctx, status, (error as Error).message || 'bad request');
-        return;
-      }
-      log.error('unhandled error', { method: ctx.method, path: ctx.path, error: String((error as Error)?.stack ?? error) });
-      sendError(ctx, 500, 'internal error');
+      const { status, body } = errorResponse(error, { method: ctx.method, path: ctx.path });
+      ctx.status = status;
+      ctx.type = 'application/json';
+      ctx.body = body;
     }
   };
+}
+
+/**
+ * The JSON error answer for anything thrown while serving a request, shared by every HTTP path:
+ * typed RlErrors by kind, errors carrying a 4xx status (Koa, the body parser) as that status,
+ * anything else as a logged 500 with no detail (a 5xx always means a bug here).
+ */
+export function errorResponse(error: unknown, where: { method: string; path: string }): { status: number; body: ErrorBody } {
+  if (error instanceof RlError) {
+    const status = HTTP_STATUS[error.kind];
+    return { status, body: { error: error.message, status, ...error.details } };
+  }
+  const status = httpStatusOf(error);
+  if (status !== undefined && status >= 400 && status < 500) {
+    return { status, body: { error: (error as Error).message || 'bad request', status } };
+  }
+  log.error('unhandled error', { ...where, error: String((error as Error)?.stack ?? error) });
+  return { status: 500, body: { error: 'internal error', status: 500 } };
+}
+
+export interface ErrorBody {
+  error: string;
+  status: number;
+  [extra: string]: unknown;
 }
 
 function methodNotAllowed(ctx: Koa.Context): void {

@@ -31,7 +31,7 @@ describe('conditional GET middleware', () => {
     });
     const app = new Koa();
     app.silent = true;
-    app.use(responseHeaders({ hsts: true }));
+    app.use(responseHeaders());
     app.use(errorHandler());
     app.use(conditionalGet());
     app.use(router.routes());
