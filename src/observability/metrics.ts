@@ -1,4 +1,5 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import { PlainCounter, PlainHistogram, type Series } from './plain-metrics.js';
 import type { DecisionEvent, Operation } from '../decision/decision-service.js';
 
 /**
@@ -98,23 +99,17 @@ export function policyOutcomes(event: DecisionEvent): [policyId: string, outcome
 
 export class Metrics {
   readonly registry: Registry;
-  private readonly decisions: Counter<'operation' | 'outcome'>;
-  private readonly duration: Histogram;
-  private readonly cacheHits: Counter;
-  private readonly cacheMisses: Counter;
-  private readonly storeErrors: Counter;
-  private readonly invalidationFailures: Counter;
-  private readonly failureMode: Counter<'mode'>;
-  private readonly tenantDecisions: Counter<'tenant' | 'outcome'>;
-  private readonly policyDecisions: Counter<'policy_id' | 'outcome'>;
+  private readonly decisions: PlainCounter;
+  private readonly duration: PlainHistogram;
+  private readonly cacheHits: Series;
+  private readonly cacheMisses: Series;
+  private readonly storeErrors: Series;
+  private readonly invalidationFailures: Series;
+  private readonly failureMode: PlainCounter;
+  private readonly tenantDecisions: PlainCounter;
+  private readonly policyDecisions: PlainCounter;
   private readonly tenants: LabelAllowList;
   private readonly policies: LabelAllowList;
-  /**
-   * Label children by joined label values: prom-client's `labels()` builds a label object and binds a
-   * function on every call; caching roughly halves the per-decision cost. Bounded like the series
-   * themselves (allow-listed values × fixed outcomes).
-   */
-  private readonly children = new Map<Counter<string>, Map<string, Counter.Internal>>();
 
   constructor(options: MetricsOptions = {}) {
     const cap = options.labelCap ?? 1000;
@@ -123,61 +118,51 @@ export class Metrics {
     const registry = (this.registry = new Registry());
     const registers = [registry];
 
-    this.decisions = new Counter({
-      name: 'rl_decisions_total',
-      help: 'Decisions made, by operation (check, acquire, release) and outcome (allowed, denied, shadow).',
-      labelNames: ['operation', 'outcome'],
-      registers,
-    });
-    this.duration = new Histogram({
-      name: 'rl_decision_duration_seconds',
-      help: 'Time to make one decision (policy match and counter store), in seconds.',
-      buckets: DECISION_DURATION_BUCKETS,
-      registers,
-    });
-    this.cacheHits = new Counter({
-      name: 'rl_policy_cache_hits_total',
-      help: 'Policy lookups answered from the in-memory policy cache.',
-      registers,
-    });
-    this.cacheMisses = new Counter({
-      name: 'rl_policy_cache_misses_total',
-      help: 'Policy lookups the in-memory policy cache could not answer.',
-      registers,
-    });
-    this.storeErrors = new Counter({
-      name: 'rl_counter_store_errors_total',
-      help: 'Counter store operations that failed (error, timeout, circuit open).',
-      registers,
-    });
-    this.invalidationFailures = new Counter({
-      name: 'rl_invalidation_failures_total',
-      help: 'Sidecar invalidation notifications given up (attempts exhausted, or dropped from a full queue).',
-      registers,
-    });
-    this.failureMode = new Counter({
-      name: 'rl_failure_mode_decisions_total',
-      help: "Decisions made by a policy's failure_mode because the counter store could not answer.",
-      labelNames: ['mode'],
-      registers,
-    });
-    this.tenantDecisions = new Counter({
-      name: 'rl_tenant_decisions_total',
-      help: `Decisions per tenant_id and outcome; the first ${cap} distinct tenants keep their own series, later ones are "other".`,
-      labelNames: ['tenant', 'outcome'],
-      registers,
-    });
-    this.policyDecisions = new Counter({
-      name: 'rl_policy_decisions_total',
-      help: `Decisions per policy and outcome (shadow policies evaluated beside an enforcing one count as outcome "shadow"); capped at ${cap} distinct policy ids, later ones are "other".`,
-      labelNames: ['policy_id', 'outcome'],
-      registers,
-    });
+    const counter = (name: string, help: string, labelNames: string[] = []) => new PlainCounter(name, help, labelNames, registry);
+    this.decisions = counter(
+      'rl_decisions_total',
+      'Decisions made, by operation (check, acquire, release) and outcome (allowed, denied, shadow).',
+      ['operation', 'outcome'],
+    );
+    this.duration = new PlainHistogram(
+      'rl_decision_duration_seconds',
+      'Time to make one decision (policy match and counter store), in seconds.',
+      DECISION_DURATION_BUCKETS,
+      registry,
+    );
+    this.cacheHits = counter('rl_policy_cache_hits_total', 'Decisions that found a matching policy in the compiled in-memory policy snapshot.').at();
+    this.cacheMisses = counter(
+      'rl_policy_cache_misses_total',
+      'Decisions that found no matching policy in the compiled in-memory policy snapshot.',
+    ).at();
+    this.storeErrors = counter(
+      'rl_counter_store_errors_total',
+      'Counter store operations that failed (error, timeout, circuit open).',
+    ).at();
+    this.invalidationFailures = counter(
+      'rl_invalidation_failures_total',
+      'Sidecar invalidation notifications given up (attempts exhausted, or dropped from a full queue).',
+    ).at();
+    this.failureMode = counter(
+      'rl_failure_mode_decisions_total',
+      "Decisions made by a policy's failure_mode because the counter store could not answer.",
+      ['mode'],
+    );
+    this.tenantDecisions = counter(
+      'rl_tenant_decisions_total',
+      `Decisions per tenant_id and outcome; the first ${cap} distinct tenants keep their own series, later ones are "other".`,
+      ['tenant', 'outcome'],
+    );
+    this.policyDecisions = counter(
+      'rl_policy_decisions_total',
+      `Decisions per policy and outcome (shadow policies evaluated beside an enforcing one count as outcome "shadow"); capped at ${cap} distinct policy ids, later ones are "other".`,
+      ['policy_id', 'outcome'],
+    );
     // Zero series for the fixed label values, so dashboards see them before the first decision.
     for (const operation of ['check', 'acquire', 'release'] satisfies Operation[]) {
-      for (const outcome of OUTCOMES) this.decisions.labels(operation, outcome).inc(0);
+      for (const outcome of OUTCOMES) this.decisions.at(operation, outcome);
     }
-    for (const mode of ['fail_open', 'fail_closed']) this.failureMode.labels(mode).inc(0);
+    for (const mode of ['fail_open', 'fail_closed']) this.failureMode.at(mode);
 
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   }
@@ -185,45 +170,32 @@ export class Metrics {
   /** Called for every decision (via ObservabilityRecorder). */
   recordDecision(event: DecisionEvent): void {
     const outcome = decisionOutcome(event);
-    this.child(this.decisions, event.operation, outcome).inc();
+    this.decisions.inc(event.operation, outcome);
     // Every decision looks its policy up in the compiled in-memory snapshot: a hit found a policy, a
     // miss found none (traffic no policy covers, worth watching after a policy change).
     this.countPolicyCache(event.decision.matched_policy_id !== '');
     if (Number.isFinite(event.durationSeconds) && event.durationSeconds >= 0) this.duration.observe(event.durationSeconds);
-    if (event.failureMode !== undefined) this.child(this.failureMode, event.failureMode).inc();
+    if (event.failureMode !== undefined) this.failureMode.inc(event.failureMode);
     const tenant = event.ctx.tenant_id;
-    if (tenant !== undefined && tenant !== '') this.child(this.tenantDecisions, this.tenants.label(tenant), outcome).inc();
+    if (tenant !== undefined && tenant !== '') this.tenantDecisions.inc(this.tenants.label(tenant), outcome);
     for (const [policyId, policyOutcome] of policyOutcomes(event)) {
-      this.child(this.policyDecisions, this.policies.label(policyId), policyOutcome).inc();
+      this.policyDecisions.inc(this.policies.label(policyId), policyOutcome);
     }
-  }
-
-  /**
-   * `counter.labels(...values)`, cached. Only the first value is free-form (tenant, policy_id); the rest come
-   * from fixed sets without U+0000, so the joined key is unambiguous.
-   */
-  private child(counter: Counter<string>, ...values: string[]): Counter.Internal {
-    let byValues = this.children.get(counter);
-    if (!byValues) this.children.set(counter, (byValues = new Map()));
-    const key = values.join('\u0000');
-    let child = byValues.get(key);
-    if (!child) byValues.set(key, (child = counter.labels(...values)));
-    return child;
   }
 
   /** One policy lookup in the compiled snapshot: `hit` when a policy matched. */
   countPolicyCache(hit: boolean): void {
-    (hit ? this.cacheHits : this.cacheMisses).inc();
+    (hit ? this.cacheHits : this.cacheMisses).value++;
   }
 
   /** One failed counter store operation (error, timeout or open circuit). */
   countCounterStoreError(): void {
-    this.storeErrors.inc();
+    this.storeErrors.value++;
   }
 
   /** One invalidation notification to a sidecar that was given up. */
   countInvalidationFailure(): void {
-    this.invalidationFailures.inc();
+    this.invalidationFailures.value++;
   }
 
   /** The Prometheus text exposition of every metric on this registry. */

@@ -1,0 +1,103 @@
+import type { Registry } from 'prom-client';
+
+/**
+ * Counters and a histogram that count in plain numbers on the hot path and are rendered only when
+ * /metrics is scraped.
+ *
+ * prom-client's own Counter hashes its label set on every `inc()`, even through a cached child, which
+ * cost more than the decision being recorded (BENCHMARKS.md, engine profile). These objects give a
+ * prom-client Registry what it reads at scrape time — `get()` returning `{name, help, type, values}`
+ * — so the exposition format, content type and default process metrics stay prom-client's.
+ */
+
+interface MetricValue {
+  labels: Record<string, string>;
+  value: number;
+  metricName?: string;
+}
+
+interface MetricSnapshot {
+  name: string;
+  help: string;
+  type: 'counter' | 'histogram';
+  values: MetricValue[];
+  aggregator: 'sum';
+}
+
+/** One time series of a PlainCounter; keep it to count without any lookup. */
+export interface Series {
+  value: number;
+}
+
+export class PlainCounter {
+  private readonly series = new Map<string, Series & { labels: Record<string, string> }>();
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly labelNames: readonly string[],
+    registry: Registry,
+  ) {
+    registry.registerMetric(this as never);
+  }
+
+  /** The series for these label values (in labelNames order), created at 0. */
+  at(...values: string[]): Series {
+    const key = values.length === 1 ? values[0] : values.join('\u0000');
+    let series = this.series.get(key);
+    if (!series) {
+      const labels: Record<string, string> = {};
+      this.labelNames.forEach((name, i) => (labels[name] = values[i]));
+      series = { labels, value: 0 };
+      this.series.set(key, series);
+    }
+    return series;
+  }
+
+  inc(...values: string[]): void {
+    this.at(...values).value++;
+  }
+
+  get(): MetricSnapshot {
+    const values = [...this.series.values()].map(({ labels, value }) => ({ labels, value }));
+    return { name: this.name, help: this.help, type: 'counter', values, aggregator: 'sum' };
+  }
+}
+
+/** An unlabelled histogram with fixed upper bounds, as prom-client renders one. */
+export class PlainHistogram {
+  private readonly counts: Float64Array;
+  private sum = 0;
+  private count = 0;
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly upperBounds: readonly number[],
+    registry: Registry,
+  ) {
+    this.counts = new Float64Array(upperBounds.length + 1);
+    registry.registerMetric(this as never);
+  }
+
+  observe(value: number): void {
+    let i = 0;
+    while (i < this.upperBounds.length && value > this.upperBounds[i]) i++;
+    this.counts[i]++;
+    this.sum += value;
+    this.count++;
+  }
+
+  get(): MetricSnapshot {
+    const values: MetricValue[] = [];
+    let cumulative = 0;
+    this.upperBounds.forEach((le, i) => {
+      cumulative += this.counts[i];
+      values.push({ metricName: `${this.name}_bucket`, labels: { le: String(le) }, value: cumulative });
+    });
+    values.push({ metricName: `${this.name}_bucket`, labels: { le: '+Inf' }, value: this.count });
+    values.push({ metricName: `${this.name}_sum`, labels: {}, value: this.sum });
+    values.push({ metricName: `${this.name}_count`, labels: {}, value: this.count });
+    return { name: this.name, help: this.help, type: 'histogram', values, aggregator: 'sum' };
+  }
+}
