@@ -141,18 +141,10 @@ export class DecisionService {
     const { policy, spec } = evaluation.match.compiled;
     const decision = baseDecision(evaluation.match, capacityOf(spec));
     if (evaluation.failed) return failureModeDecision(decision, policy.failure_mode);
-    const result = evaluation.result;
-    decision.remaining = result.remaining;
-    decision.reset_after = result.resetAfterMs;
-    if (operation === 'release') {
-      decision.reason = result.allowed ? 'lease_released' : 'lease_not_found';
-    } else if (result.allowed) {
-      decision.reason = operation === 'acquire' ? 'lease_acquired' : 'within_limit';
-    } else {
-      const outcome = applyLimitAction(policy, ctx, result.retryAfterMs, this.random);
+    if (applyResult(decision, operation, evaluation.result) === 'limited') {
+      const outcome = applyLimitAction(policy, ctx, evaluation.result.retryAfterMs, this.random);
       decision.allowed = outcome.allowed;
       decision.action = outcome.action;
-      decision.reason = 'limit_exceeded';
       decision.retry_after = outcome.retryAfterMs;
     }
     return decision;
@@ -164,19 +156,9 @@ export class DecisionService {
     decision.shadow_mode = true;
     if (evaluation.failed) {
       decision.reason = 'counter_store_unavailable';
-      return decision;
-    }
-    const result = evaluation.result;
-    decision.remaining = result.remaining;
-    decision.reset_after = result.resetAfterMs;
-    if (operation === 'release') {
-      decision.reason = result.allowed ? 'lease_released' : 'lease_not_found';
-    } else if (result.allowed) {
-      decision.reason = operation === 'acquire' ? 'lease_acquired' : 'within_limit';
-    } else {
+    } else if (applyResult(decision, operation, evaluation.result) === 'limited') {
       decision.action = 'shadow_only';
-      decision.reason = 'limit_exceeded';
-      decision.retry_after = result.retryAfterMs;
+      decision.retry_after = evaluation.result.retryAfterMs;
     }
     return decision;
   }
@@ -215,6 +197,24 @@ function baseDecision(match: PolicyMatch, limit: number): Decision {
     shadow_mode: false,
     metadata: {},
   };
+}
+
+/**
+ * Fills in what the counter operation answered; returns 'limited' when a check or acquire exceeded
+ * the limit, for the caller to apply its action (enforced) or shadow_only (shadow).
+ */
+function applyResult(decision: Decision, operation: Operation, result: CounterResult): 'done' | 'limited' {
+  decision.remaining = result.remaining;
+  decision.reset_after = result.resetAfterMs;
+  if (operation === 'release') {
+    decision.reason = result.allowed ? 'lease_released' : 'lease_not_found';
+  } else if (result.allowed) {
+    decision.reason = operation === 'acquire' ? 'lease_acquired' : 'within_limit';
+  } else {
+    decision.reason = 'limit_exceeded';
+    return 'limited';
+  }
+  return 'done';
 }
 
 /** The counter store could not answer: the policy's failure_mode decides (CONTRACT.md). */
