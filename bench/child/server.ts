@@ -1,0 +1,227 @@
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import * as grpc from '@grpc/grpc-js';
+import { Redis } from 'ioredis';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import type { CounterStore } from '../../src/counters/counter-store.js';
+import { MemoryCounterStore } from '../../src/counters/memory-store.js';
+import { connectRedisCounterStore } from '../../src/counters/redis-store.js';
+import { DecisionService } from '../../src/decision/decision-service.js';
+import { Authenticator } from '../../src/auth/authenticator.js';
+import { loadServerConfig, type ServerConfig } from '../../src/config.js';
+import { grpcAuthenticate } from '../../src/grpc/auth.js';
+import { bindGrpcServer, createGrpcServer } from '../../src/grpc/server.js';
+import { SERVICE_NAMES, serviceDefinition } from '../../src/grpc/protos.js';
+import { createApp, createHttpListener } from '../../src/http/app.js';
+import { HttpAuth, httpAuthGuard } from '../../src/http/auth-guard.js';
+import { SECURITY_HEADERS } from '../../src/http/headers.js';
+import { Readiness } from '../../src/http/readiness.js';
+import { analyticsRoutes } from '../../src/http/routes/analytics.js';
+import { metricsRoutes } from '../../src/http/routes/metrics.js';
+import { Analytics } from '../../src/observability/analytics.js';
+import { Metrics } from '../../src/observability/metrics.js';
+import { ObservabilityRecorder } from '../../src/observability/recorder.js';
+import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { FIXED_DECISION, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
+import { argOf, childMain, reportStats, send } from './common.js';
+
+/**
+ * One benchmarked server per process (pinned by the parent), so the load generator never shares its
+ * event loop. Kinds:
+ *   rl-http    the service's HTTP listener as startServer builds it (createHttpListener: the decision
+ *              fast path in front of the Koa app), memory or Redis counters
+ *   rl-koa-http  the Koa app alone (createApp), for the breakdown: what the fast path saves
+ *   bare-http  node:http that reads the same JSON body, parses it and writes a fixed decision
+ *   bare-http-headers  the same, answering with the contract's response headers (X-Request-Id and the
+ *              security headers, set as the service sets them): how much of the gap the headers are
+ *   rlf-http   the bare-http server deciding with rate-limiter-flexible's RateLimiterRedis (fixed window)
+ *   rl-grpc    the service's gRPC front-end (src/grpc/server.ts), memory counters
+ *   bare-grpc  grpc-js with the same service definition whose CheckLimit returns a fixed message
+ * Answers `{type: 'ready', port}` once listening.
+ */
+
+/** The production configuration with every variable at its default (auth off, 1 MiB bodies, 100 ms store timeout). */
+const CONFIG: ServerConfig = loadServerConfig({});
+
+childMain(async () => {
+  const kind = argOf('kind');
+  const redisAddr = argOf('redis', '');
+  const policyCount = Number(argOf('policies', '10'));
+  let port: number;
+  switch (kind) {
+    case 'rl-http':
+      port = await rlHttp(policyCount, redisAddr, 'listener');
+      break;
+    case 'rl-koa-http':
+      port = await rlHttp(policyCount, redisAddr, 'koa');
+      break;
+    case 'bare-http':
+      port = await listen(http.createServer(bareHandler(() => Promise.resolve(FIXED_DECISION))));
+      break;
+    case 'bare-http-headers':
+      port = await listen(http.createServer(bareHandler(() => Promise.resolve(FIXED_DECISION), true)));
+      break;
+    case 'rlf-http':
+      port = await rlfHttp(redisAddr);
+      break;
+    case 'rl-grpc':
+      port = await rlGrpc(policyCount);
+      break;
+    case 'bare-grpc':
+      port = await bareGrpc();
+      break;
+    default:
+      throw new Error(`unknown --kind ${kind}`);
+  }
+  send({ type: 'ready', port });
+});
+
+/**
+ * What startServer (src/server.ts) builds for decisions, recorder included: matcher, counters, metrics,
+ * analytics, DecisionService. The policy store and policy routes are left out: decisions never read them.
+ */
+async function decisionService(policyCount: number, redisAddr: string) {
+  const { policies } = generateWorkload(policyCount);
+  const matcher = new LiveMatcher(policies);
+  let counters: CounterStore;
+  if (redisAddr) {
+    const store = connectRedisCounterStore(redisAddr, { commandTimeoutMs: CONFIG.counterStoreTimeoutMs });
+    await store.waitUntilReady(10_000);
+    counters = store;
+  } else {
+    counters = new MemoryCounterStore();
+  }
+  const metrics = new Metrics({ labelCap: CONFIG.metricsLabelCap });
+  const analytics = new Analytics();
+  const decisions = new DecisionService({
+    policies: matcher,
+    counters,
+    keyPrefix: 'rl:',
+    recorder: new ObservabilityRecorder(metrics, analytics),
+    onCounterStoreError: () => metrics.countCounterStoreError(),
+  });
+  // Read from the service's own metrics only when the parent asks: nothing is added to the hot path.
+  reportStats(async () => {
+    const stats: Record<string, number> = {};
+    for (const metric of await metrics.registry.getMetricsAsJSON()) {
+      if (!['rl_decisions_total', 'rl_counter_store_errors_total', 'rl_failure_mode_decisions_total'].includes(metric.name)) continue;
+      stats[metric.name] = metric.values.reduce((sum, v) => sum + v.value, 0);
+    }
+    return stats;
+  });
+  return { decisions, metrics, analytics, matcher };
+}
+
+async function rlHttp(policyCount: number, redisAddr: string, front: 'listener' | 'koa'): Promise<number> {
+  const { decisions, metrics, analytics } = await decisionService(policyCount, redisAddr);
+  const readiness = new Readiness();
+  const auth = new HttpAuth(new Authenticator(CONFIG.auth), CONFIG.auth);
+  const deps = { decisions, readiness, maxBodyBytes: CONFIG.maxBodyBytes, routers: [analyticsRoutes(analytics), metricsRoutes(metrics)] };
+  const listener =
+    front === 'listener' ? createHttpListener({ ...deps, auth }) : createApp({ ...deps, guards: [httpAuthGuard(auth)] }).callback();
+  const port = await listen(http.createServer(listener));
+  readiness.markReady();
+  return port;
+}
+
+async function rlGrpc(policyCount: number): Promise<number> {
+  const { decisions, matcher } = await decisionService(policyCount, '');
+  const readiness = new Readiness();
+  const server = createGrpcServer({
+    decisions,
+    readiness,
+    maxMessageBytes: CONFIG.grpcMaxMessageBytes,
+    authenticate: grpcAuthenticate(new Authenticator(CONFIG.auth)),
+    policies: matcher,
+  });
+  const port = await bindGrpcServer(server, { host: '127.0.0.1', port: 0 }, grpc.ServerCredentials.createInsecure());
+  readiness.markReady();
+  return port;
+}
+
+async function bareGrpc(): Promise<number> {
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': CONFIG.grpcMaxMessageBytes });
+  const fixed: grpc.handleUnaryCall<unknown, unknown> = (_call, callback) => callback(null, FIXED_DECISION);
+  server.addService(serviceDefinition(SERVICE_NAMES.rateLimit), { CheckLimit: fixed, Acquire: fixed, Release: fixed });
+  return bindGrpcServer(server, { host: '127.0.0.1', port: 0 }, grpc.ServerCredentials.createInsecure());
+}
+
+/**
+ * The same route on rate-limiter-flexible: RateLimiterRedis (one Lua script per consume, fixed window of
+ * `duration` seconds from the first hit) keyed by the same identity as the target policy (tenant,
+ * endpoint, user), the limit and window of the target policy. The ioredis client is created as the
+ * rate-limiter-flexible docs show (offline queue off); auto-pipelining stays at the ioredis default (off).
+ */
+async function rlfHttp(redisAddr: string): Promise<number> {
+  const url = new URL(redisAddr);
+  const client = new Redis({ host: url.hostname, port: Number(url.port), enableOfflineQueue: false });
+  await new Promise<void>((resolve, reject) => {
+    client.once('ready', resolve);
+    client.once('error', reject);
+  });
+  const limiter = new RateLimiterRedis({ storeClient: client, keyPrefix: 'rlf', points: TARGET_LIMIT, duration: TARGET_WINDOW_SECONDS });
+  return listen(
+    http.createServer(
+      bareHandler(async (body) => {
+        const key = `${body.tenant_id}:${body.endpoint}:${body.user_id}`;
+        try {
+          const res = await limiter.consume(key);
+          return { ...FIXED_DECISION, remaining: res.remainingPoints, reset_after: res.msBeforeNext };
+        } catch (rejection) {
+          if (rejection instanceof RateLimiterRes) {
+            return {
+              ...FIXED_DECISION,
+              allowed: false,
+              action: 'deny',
+              reason: 'limit_exceeded',
+              remaining: 0,
+              retry_after: rejection.msBeforeNext,
+              reset_after: rejection.msBeforeNext,
+            };
+          }
+          return { ...FIXED_DECISION, reason: 'counter_store_unavailable' }; // fail open
+        }
+      }),
+    ),
+  );
+}
+
+/**
+ * Reads the whole body, JSON.parse, decides, writes the decision as JSON: the least any Node server does.
+ * `contractHeaders`: also sets X-Request-Id (a fresh UUID) and SECURITY_HEADERS one by one, as the
+ * service's fast path does.
+ */
+function bareHandler(decide: (body: Record<string, string>) => Promise<object>, contractHeaders = false): http.RequestListener {
+  return (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      let body: Record<string, string>;
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        if (typeof body !== 'object' || body === null) throw new Error('not an object');
+      } catch {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end('{"error":"malformed JSON","status":400}');
+        return;
+      }
+      decide(body).then((decision) => {
+        const payload = JSON.stringify(decision);
+        if (contractHeaders) {
+          res.setHeader('X-Request-Id', randomUUID());
+          for (const [name, value] of SECURITY_HEADERS) res.setHeader(name, value);
+        }
+        res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(payload) });
+        res.end(payload);
+      });
+    });
+  };
+}
+
+function listen(server: http.Server): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port));
+  });
+}

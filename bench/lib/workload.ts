@@ -1,0 +1,193 @@
+import { validatePolicy } from '../../src/policy/validate.js';
+import type { Policy } from '../../src/policy/types.js';
+
+/**
+ * The workload every scenario shares: a realistic policy set of any size, the request bodies sent to
+ * it, and the Zipf-skewed key sequence of the in-process engine scenario. Everything is deterministic
+ * (seeded), so two runs and the subject and its baseline see the same traffic.
+ */
+
+/** mulberry32: a small, fast, seeded PRNG (uniform in [0, 1)). */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * `length` key indexes in [0, keys) drawn from a Zipf distribution with exponent `s` (rank 0 the most
+ * frequent): with 10,000 keys and s = 1 the top key gets ~10% of the traffic, the top 100 ~53%.
+ */
+export function zipfSequence(keys: number, length: number, s = 1, seed = 42): Int32Array {
+  const cdf = new Float64Array(keys);
+  let total = 0;
+  for (let k = 0; k < keys; k++) cdf[k] = total += 1 / (k + 1) ** s;
+  for (let k = 0; k < keys; k++) cdf[k] /= total;
+  const random = prng(seed);
+  const out = new Int32Array(length);
+  for (let i = 0; i < length; i++) {
+    const u = random();
+    let lo = 0;
+    let hi = keys - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (cdf[mid] < u) lo = mid + 1;
+      else hi = mid;
+    }
+    out[i] = lo;
+  }
+  return out;
+}
+
+const ENDPOINTS = [
+  '/api/orders', '/api/orders/{id}', '/api/cart', '/api/checkout', '/api/search', '/api/users/{id}',
+  '/api/products', '/api/products/{id}', '/api/inventory', '/api/payments', '/api/refunds', '/api/reports',
+  '/api/exports', '/api/webhooks', '/api/sessions', '/api/login', '/api/logout', '/api/profile',
+  '/api/settings', '/api/notifications',
+];
+const REGIONS = ['eu-west-1', 'us-east-1', 'us-west-2', 'ap-south-1'];
+const ALGORITHMS = [
+  { type: 'fixed_window', limit: 1000, window: '1m' },
+  { type: 'token_bucket', limit: 600, window: '1m', burst: 100 },
+  { type: 'sliding_window_counter', limit: 1200, window: '1m', sub_window_count: 6 },
+  { type: 'fixed_window', limit: 100_000, window: '1h' },
+  { type: 'leaky_bucket', limit: 50, window: '1s', burst: 200 },
+] as const;
+
+/** Limit of the policy the benchmark requests match: high, so the measured path is the common "allowed" one. */
+export const TARGET_LIMIT = 1_000_000_000;
+export const TARGET_WINDOW = '1m';
+export const TARGET_WINDOW_SECONDS = 60;
+
+export interface Workload {
+  policies: Policy[];
+  /** The policy every benchmark request matches. */
+  targetPolicyId: string;
+  /** Request bodies that match the target policy, one per user (its `*` field), JSON-ready. */
+  bodies: Record<string, string>[];
+}
+
+/**
+ * `count` policies shaped like a real multi-tenant deployment: mostly exact-scoped (per tenant, per
+ * endpoint, per service, a `*` field for the counter identity), a few tag-scoped, shadow-mode and
+ * match_expr policies, and three global wildcard-only defaults (the fallback list every request scans:
+ * it stays three however many policies there are, as in real deployments). Every policy goes through
+ * validatePolicy like a policy file does. The requests match policy number `count / 2`, a per-tenant,
+ * per-endpoint, per-user fixed window.
+ */
+export function generateWorkload(count: number, users = 1000): Workload {
+  if (count < 4) throw new Error('at least 4 policies');
+  const raws: Record<string, unknown>[] = [
+    global('global-per-ip', { source_ip: '*' }, { type: 'token_bucket', limit: 100_000, window: '1m', burst: 5000 }),
+    global('global-per-api-key', { api_key: '*' }, { type: 'fixed_window', limit: 1_000_000, window: '1h' }),
+    global('global-per-client', { client_id: '*' }, { type: 'sliding_window_counter', limit: 100_000, window: '1m', sub_window_count: 6 }),
+  ];
+  const generated = count - raws.length;
+  const targetIndex = Math.floor(generated / 2);
+  const orgs = Math.max(1, Math.ceil(generated / 50));
+  for (let i = 0; i < generated; i++) {
+    const org = `org-${(i * 7919) % orgs}`;
+    const tenant = `tenant-${i}`;
+    const endpoint = ENDPOINTS[i % ENDPOINTS.length];
+    const algorithm = ALGORITHMS[i % ALGORITHMS.length];
+    const id = `p-${String(i).padStart(6, '0')}`;
+    const kind = i === targetIndex ? 0 : i % 100;
+    if (kind < 80) {
+      raws.push({
+        policy_id: i === targetIndex ? 'target-per-user' : id,
+        name: `${tenant} ${endpoint} per user`,
+        priority: i % 10,
+        scope: { org_id: org, tenant_id: tenant, endpoint, signal_type: 'http', user_id: '*' },
+        algorithm: i === targetIndex ? { type: 'fixed_window', limit: TARGET_LIMIT, window: TARGET_WINDOW } : algorithm,
+        action: 'deny',
+        failure_mode: 'fail_open',
+      });
+    } else if (kind < 90) {
+      raws.push({
+        policy_id: id,
+        name: `${tenant} per API key`,
+        scope: { org_id: org, tenant_id: tenant, signal_type: 'http', api_key: '*' },
+        algorithm,
+        action: i % 2 ? 'delay' : 'deny',
+      });
+    } else if (kind < 95) {
+      raws.push({
+        policy_id: id,
+        name: `service svc-${i} in ${REGIONS[i % REGIONS.length]}`,
+        scope: { org_id: org, service: `svc-${i}`, environment: 'prod', region: REGIONS[i % REGIONS.length] },
+        algorithm,
+        failure_mode: 'fail_closed',
+      });
+    } else if (kind < 98) {
+      raws.push({
+        policy_id: id,
+        name: `${tenant} tagged`,
+        scope: { tenant_id: tenant, tags: { env: 'prod', tier: `tier-${i % 3}` } },
+        algorithm,
+        action: 'downgrade',
+      });
+    } else if (kind < 99) {
+      raws.push({
+        policy_id: id,
+        name: `${tenant} stricter (shadow)`,
+        scope: { org_id: org, tenant_id: tenant, endpoint, user_id: '*' },
+        algorithm: { type: 'fixed_window', limit: 10, window: '1m' },
+        enforcement_mode: 'shadow',
+      });
+    } else {
+      raws.push({
+        policy_id: id,
+        name: `${tenant} debug logs`,
+        scope: { tenant_id: tenant, signal_type: 'log', application: '*' },
+        algorithm: { type: 'leaky_bucket', limit: 1000, window: '1s', burst: 5000, sample_rate: 0.1 },
+        action: 'sample',
+        metadata: { match_expr: 'severity in ["debug", "info"]' },
+      });
+    }
+  }
+  const now = new Date().toISOString();
+  const policies = raws.map((raw) => {
+    const result = validatePolicy(raw);
+    if (!result.ok) throw new Error(`generated policy ${String(raw.policy_id)} is invalid: ${JSON.stringify(result.errors)}`);
+    return { ...result.policy, version: 1, created_at: now, updated_at: now } satisfies Policy;
+  });
+
+  const org = `org-${(targetIndex * 7919) % orgs}`;
+  const bodies: Record<string, string>[] = [];
+  for (let u = 0; u < users; u++) {
+    bodies.push({
+      request_id: `req-${u}`,
+      org_id: org,
+      tenant_id: `tenant-${targetIndex}`,
+      signal_type: 'http',
+      endpoint: ENDPOINTS[targetIndex % ENDPOINTS.length],
+      method: 'POST',
+      user_id: `user-${u}`,
+      region: 'eu-west-1',
+    });
+  }
+  return { policies, targetPolicyId: 'target-per-user', bodies };
+}
+
+function global(policy_id: string, scope: Record<string, string>, algorithm: Record<string, unknown>): Record<string, unknown> {
+  return { policy_id, name: policy_id, priority: -1, scope, algorithm, action: 'deny' };
+}
+
+/** The fixed decision the bare baselines answer with: the same shape and size as a real one. */
+export const FIXED_DECISION = {
+  allowed: true,
+  action: 'allow',
+  reason: 'within_limit',
+  matched_policy_id: 'target-per-user',
+  remaining: 999_999_999,
+  retry_after: 0,
+  reset_after: 41_234,
+  limit: TARGET_LIMIT,
+  shadow_mode: false,
+  metadata: {},
+};

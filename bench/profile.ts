@@ -1,0 +1,141 @@
+/**
+ * CPU profiles of the hot paths (node --cpu-prof), summarised:
+ *
+ *   npx tsx bench/profile.ts [--seconds 10] [--only engine,http-memory,http-redis,grpc,scaling] [--whole-process] [--tsx]
+ *
+ * engine       DecisionService.check in-process (scenario 4's workload, recorder on)
+ * http-memory  the HTTP server in memory mode under autocannon (scenario 1)
+ * http-bare    scenario 1's baseline (bare node:http) under the same load, to compare with http-memory
+ * http-redis   the HTTP server in Redis mode under autocannon (scenario 2; a private redis-server)
+ * http-redis-down  the same after its Redis was killed (scenario 7: every decision by failure_mode)
+ * grpc         the gRPC server under the grpc-js load loop (scenario 3)
+ * scaling      DecisionService.check with 100,000 policies (scenario 5)
+ *
+ * By default the profile covers the measured window only: V8's sampling profiler (the one behind
+ * `node --cpu-prof`) is started over the inspector after the warm-up and stopped before the load ends,
+ * so start-up, module loading and idle time do not dilute the percentages. `--whole-process` runs the
+ * child under `node --cpu-prof` instead (the whole life of the process).
+ *
+ * Profiles go to bench/profiles/<name>.cpuprofile (git-ignored; open them in Chrome DevTools or
+ * speedscope); the summaries are printed. Pinning as in `npm run bench`.
+ */
+import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { formatSummary, summarise, type CpuProfile } from './cpuprofile-summary.js';
+import { grpcLoad } from './lib/grpc-load.js';
+import { httpLoad } from './lib/http-load.js';
+import { buildForBench } from './lib/build.js';
+import { BENCH_DIR, LOAD_CORE, killAll, nextMessage, pinSelf, request, spawnChild, startPrivateRedis, stopChild, useBuild } from './lib/proc.js';
+import { generateWorkload } from './lib/workload.js';
+
+const PROFILE_DIR = join(BENCH_DIR, 'profiles');
+const ALL = ['engine', 'http-memory', 'http-bare', 'http-redis', 'http-redis-down', 'grpc', 'scaling'];
+
+function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : fallback;
+}
+
+/** --cpu-prof into a fresh directory of its own, then the file renamed to <name>.cpuprofile. */
+function profileFlags(name: string): { flags: string[]; collect: () => string } {
+  const dir = join(PROFILE_DIR, `.${name}`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  return {
+    flags: ['--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-interval', '200'],
+    collect: () => {
+      const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+      if (!file) throw new Error(`no profile written in ${dir}`);
+      const target = join(PROFILE_DIR, `${name}.cpuprofile`);
+      renameSync(join(dir, file), target);
+      rmSync(dir, { recursive: true, force: true });
+      return target;
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const seconds = Number(arg('seconds', '10'));
+  const wholeProcess = process.argv.includes('--whole-process');
+  const only = arg('only', ALL.join(',')).split(',');
+  // As in `npm run bench`: the tsc build production runs (and real line numbers), unless --tsx.
+  const build = process.argv.includes('--tsx') ? undefined : buildForBench();
+  useBuild(build?.dir);
+  try {
+    await profileAll(seconds, only, wholeProcess);
+  } finally {
+    build?.remove();
+  }
+}
+
+async function profileAll(seconds: number, only: string[], wholeProcess: boolean): Promise<void> {
+  pinSelf(LOAD_CORE);
+  mkdirSync(PROFILE_DIR, { recursive: true });
+  const bodies = generateWorkload(10).bodies.slice(0, 100);
+  const report = (name: string, file: string, operations?: number) => {
+    const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
+    console.log(formatSummary(`${name} (${file})`, summarise(profile, 30), operations));
+    console.log('');
+  };
+
+  for (const name of only) {
+    if (!ALL.includes(name)) throw new Error(`unknown profile ${name}; one of ${ALL.join(', ')}`);
+    const whole = wholeProcess ? profileFlags(name) : undefined;
+    const windowFile = join(PROFILE_DIR, `${name}.cpuprofile`);
+    const flags = whole?.flags ?? [];
+    process.stderr.write(`profiling ${name} for ~${seconds} s\n`);
+    /** Operations (decisions, requests) done while the profile ran, to express costs per operation. */
+    let operations: number | undefined;
+    if (name === 'engine' || name === 'scaling') {
+      const args = name === 'engine' ? ['--mode', 'engine', '--impl', 'rl'] : ['--mode', 'scaling', '--policies', '100000'];
+      const child = spawnChild(
+        'engine.ts',
+        [...args, '--round-ms', String(seconds * 250), '--rounds', '4', '--warmup-ms', '1000', '--latency-calls', '1000', ...(whole ? [] : ['--profile', windowFile])],
+        { nodeFlags: flags },
+      );
+      const result = await nextMessage<{ rounds_ns_per_op: number[] }>(child, 'result', 600_000);
+      // The profile covers the timed rounds (4 × seconds/4).
+      if (!whole) operations = result.rounds_ns_per_op.reduce((sum, ns) => sum + (seconds * 250 * 1e6) / ns, 0);
+      await stopChild(child, 30_000);
+    } else {
+      const redis = name.startsWith('http-redis') ? await startPrivateRedis(LOAD_CORE) : undefined;
+      const kind = name === 'grpc' ? 'rl-grpc' : name === 'http-bare' ? 'bare-http' : 'rl-http';
+      const child = spawnChild('server.ts', ['--kind', kind, ...(redis ? ['--redis', redis.addr] : [])], { nodeFlags: flags });
+      try {
+        const { port } = await nextMessage<{ port: number }>(child, 'ready', 60_000);
+        const load = async (durationSec: number) =>
+          name === 'grpc'
+            ? grpcLoad({ port, messages: bodies, channels: 2, concurrency: 16, durationSec, warmupSec: 0 })
+            : httpLoad({ port, path: '/rl/v1/check', bodies: bodies.map((b) => JSON.stringify(b)), connections: 10, durationSec, warmupSec: 0 });
+        await load(2); // warm-up, not profiled
+        if (name === 'http-redis-down') await redis!.kill();
+        if (!whole) {
+          // Profile the middle of a run: started after the load is up, stopped before it ends.
+          const running = load(seconds + 1);
+          await new Promise((resolve) => setTimeout(resolve, 500));
+          await request(child, { type: 'profile-start' }, 'profile-started');
+          await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+          await request(child, { type: 'profile-stop', path: windowFile }, 'profile-stopped');
+          // Requests answered while profiling, estimated from the run's rate.
+          operations = (await running).throughput_rps * seconds;
+        } else {
+          await load(seconds);
+        }
+      } finally {
+        await stopChild(child, 30_000);
+        await redis?.kill();
+      }
+    }
+    report(name, whole ? whole.collect() : windowFile, operations);
+  }
+}
+
+main()
+  .catch((error: unknown) => {
+    console.error(error);
+    process.exitCode = 1;
+  })
+  .finally(() => {
+    killAll();
+    setTimeout(() => process.exit(), 100).unref();
+  });

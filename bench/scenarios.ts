@@ -1,0 +1,784 @@
+import type { ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { grpcLoad, type GrpcLoadResult } from './lib/grpc-load.js';
+import { httpLoad, type HttpLoadResult } from './lib/http-load.js';
+import { pacedHttpLoad, type PacedLoadResult } from './lib/paced-load.js';
+import {
+  REPO_DIR,
+  commandStats,
+  nextMessage,
+  request,
+  sleep,
+  spawnChild,
+  startPrivateRedis,
+  stopChild,
+  type PrivateRedis,
+} from './lib/proc.js';
+import { round } from './lib/stats.js';
+import { generateWorkload } from './lib/workload.js';
+
+/** How long and how hard each scenario runs: `full` for the record, `quick` under a minute, `smoke` for the test. */
+export interface Settings {
+  mode: 'full' | 'quick' | 'smoke';
+  /**
+   * Closed-loop throughput runs alternate subject and baseline `rounds` times, `durationSec` each; each
+   * side reports its median round (slow drifts in the machine's background load hit both sides alike).
+   * Paced (open-loop) latency runs last `pacedDurationSec`.
+   */
+  http: { connections: number; durationSec: number; rounds: number; pacedDurationSec: number; warmupSec: number; distinctBodies: number };
+  grpc: { channels: number; concurrency: number; durationSec: number; rounds: number; warmupSec: number };
+  engine: { roundMs: number; rounds: number; warmupMs: number; latencyCalls: number };
+  scaling: { policyCounts: number[] };
+  memory: { keys: number };
+  /** Extra measurements that explain a result but are not a target (rl decision on bare node:http, engine without recorder). */
+  breakdowns: boolean;
+}
+
+export const SETTINGS: Record<Settings['mode'], Settings> = {
+  full: {
+    mode: 'full',
+    http: { connections: 10, durationSec: 4, rounds: 3, pacedDurationSec: 10, warmupSec: 3, distinctBodies: 100 },
+    grpc: { channels: 2, concurrency: 16, durationSec: 4, rounds: 3, warmupSec: 3 },
+    engine: { roundMs: 1000, rounds: 5, warmupMs: 1000, latencyCalls: 300_000 },
+    scaling: { policyCounts: [10, 1_000, 100_000] },
+    memory: { keys: 1_000_000 },
+    breakdowns: true,
+  },
+  quick: {
+    mode: 'quick',
+    http: { connections: 10, durationSec: 2, rounds: 1, pacedDurationSec: 2, warmupSec: 0.5, distinctBodies: 100 },
+    grpc: { channels: 2, concurrency: 16, durationSec: 2, rounds: 1, warmupSec: 0.5 },
+    engine: { roundMs: 300, rounds: 3, warmupMs: 300, latencyCalls: 50_000 },
+    scaling: { policyCounts: [10, 1_000, 100_000] },
+    memory: { keys: 100_000 },
+    breakdowns: false,
+  },
+  smoke: {
+    mode: 'smoke',
+    // autocannon stops on its one-second tick: a run lasts at least a second whatever the duration.
+    http: { connections: 4, durationSec: 1, rounds: 1, pacedDurationSec: 1, warmupSec: 0, distinctBodies: 10 },
+    grpc: { channels: 1, concurrency: 4, durationSec: 0.5, rounds: 1, warmupSec: 0 },
+    engine: { roundMs: 100, rounds: 2, warmupMs: 100, latencyCalls: 5_000 },
+    scaling: { policyCounts: [10, 100, 1_000] },
+    memory: { keys: 20_000 },
+    breakdowns: false,
+  },
+};
+
+/** One measured side (the service or its baseline). Throughput in operations per second; latencies in ms. */
+export interface Side {
+  name: string;
+  throughput_per_s: number | null;
+  p50_ms: number | null;
+  p99_ms: number | null;
+  [extra: string]: unknown;
+}
+
+export interface Check {
+  target: string;
+  value: number;
+  unit: string;
+  op: '>=' | '<=';
+  limit: number;
+  pass: boolean;
+}
+
+export interface ScenarioResult {
+  id: number;
+  key: string;
+  name: string;
+  subject: Side;
+  baseline: Side;
+  ratio: number | null;
+  /** What the ratio divides, so a reader knows whether higher is better. */
+  ratio_meaning: string;
+  target: string;
+  checks: Check[];
+  pass: boolean;
+  notes: string[];
+  details: Record<string, unknown>;
+}
+
+export interface Context {
+  settings: Settings;
+  /** The private Redis shared by the Redis scenarios, started on first use. */
+  redis(): Promise<PrivateRedis>;
+  log(message: string): void;
+}
+
+type Scenario = (ctx: Context) => Promise<ScenarioResult>;
+
+export const SCENARIOS: Record<number, { key: string; run: Scenario }> = {
+  1: { key: 'http_memory', run: httpMemory },
+  2: { key: 'http_redis', run: httpRedis },
+  3: { key: 'grpc_memory', run: grpcMemory },
+  4: { key: 'engine_memory', run: engineMemory },
+  5: { key: 'policy_scaling', run: policyScaling },
+  6: { key: 'memory_per_key', run: memoryPerKey },
+  7: { key: 'redis_down', run: redisDown },
+};
+
+// ---------------------------------------------------------------------------------------------------
+// helpers
+
+function check(target: string, value: number, op: '>=' | '<=', limit: number, unit = ''): Check {
+  const pass = Number.isFinite(value) && (op === '>=' ? value >= limit : value <= limit);
+  return { target, value: round(value), unit, op, limit, pass };
+}
+
+function finish(r: Omit<ScenarioResult, 'pass'>): ScenarioResult {
+  return { ...r, ratio: r.ratio === null ? null : round(r.ratio), pass: r.checks.every((c) => c.pass) };
+}
+
+async function startServer(kind: string, args: string[] = [], nodeFlags: string[] = []): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawnChild('server.ts', ['--kind', kind, ...args], { nodeFlags });
+  const ready = await nextMessage<{ port: number }>(child, 'ready', 60_000);
+  return { child, port: ready.port };
+}
+
+interface Usage {
+  cpu: NodeJS.CpuUsage;
+  memory: NodeJS.MemoryUsage;
+  hrtime_ms: number;
+  gc: { count: number; total_ms: number; max_ms: number; major_count: number; major_ms: number };
+  stats?: Record<string, number>;
+}
+
+/** Server CPU over a measured run: percent of one core, and µs of CPU per answered request. */
+async function withServerCpu<T extends { requests: number }>(child: ChildProcess, run: () => Promise<T>) {
+  const before = await request<Usage>(child, { type: 'usage' }, 'usage');
+  const result = await run();
+  const after = await request<Usage>(child, { type: 'usage' }, 'usage');
+  const cpuUs = after.cpu.user + after.cpu.system - before.cpu.user - before.cpu.system;
+  const wallMs = after.hrtime_ms - before.hrtime_ms;
+  let service: Record<string, number> | undefined;
+  if (after.stats) {
+    service = {};
+    for (const [name, value] of Object.entries(after.stats)) service[name] = value - (before.stats?.[name] ?? 0);
+  }
+  return {
+    result,
+    /** The service's own counters over the run (decisions, counter-store errors, failure-mode decisions). */
+    service,
+    server_cpu_pct: round((cpuUs / 1000 / wallMs) * 100),
+    server_cpu_us_per_request: round(cpuUs / Math.max(1, result.requests)),
+    server_rss_mib: round(after.memory.rss / 2 ** 20),
+    /** GC in the server during the run (the `after` answer covers the time since `before`). */
+    server_gc: {
+      pct: round((after.gc.total_ms / wallMs) * 100),
+      max_pause_ms: round(after.gc.max_ms),
+      major_count: after.gc.major_count,
+    },
+  };
+}
+
+function httpBodies(settings: Settings): string[] {
+  return generateWorkload(10).bodies.slice(0, settings.http.distinctBodies).map((b) => JSON.stringify(b));
+}
+
+/**
+ * Subject and baseline measured alternately `rounds` times; each side's median round (by throughput)
+ * is reported, with every round's throughput beside it.
+ */
+async function alternate<T extends { result: { throughput_rps: number } }>(rounds: number, a: () => Promise<T>, b: () => Promise<T>) {
+  const as: T[] = [];
+  const bs: T[] = [];
+  for (let r = 0; r < rounds; r++) {
+    as.push(await a());
+    bs.push(await b());
+  }
+  const medianRound = (xs: T[]) => [...xs].sort((x, y) => x.result.throughput_rps - y.result.throughput_rps)[Math.floor((xs.length - 1) / 2)];
+  const all = (xs: T[]) => xs.map((x) => round(x.result.throughput_rps));
+  return { a: medianRound(as), b: medianRound(bs), aRounds: all(as), bRounds: all(bs) };
+}
+
+/** Warms several HTTP servers at once (warm-up results are thrown away, so sharing the cores is harmless). */
+async function warmHttp(ctx: Context, ports: number[]): Promise<void> {
+  const { http } = ctx.settings;
+  if (http.warmupSec <= 0) return;
+  const bodies = httpBodies(ctx.settings);
+  await Promise.all(
+    ports.map((port) => httpLoad({ port, path: '/rl/v1/check', bodies, connections: http.connections, durationSec: http.warmupSec, warmupSec: 0 })),
+  );
+}
+
+/**
+ * Sockets of the paced (open-loop) generator: enough that a burst from its 1 ms timer never waits for a
+ * free socket on the client side (which would be latency the server did not cause); many callers.
+ */
+const PACED_CONNECTIONS = 64;
+
+/**
+ * A warm-up run (thrown away), then the measured run; `beforeMeasured` runs between the two. Closed loop
+ * with autocannon (as fast as the server answers; `overallRate` caps it autocannon's way), or, with
+ * `pacedRate`, the open-loop evenly paced generator (latency at a given offered load).
+ */
+async function measureHttp(
+  ctx: Context,
+  child: ChildProcess,
+  port: number,
+  options: { overallRate?: number; pacedRate?: number; warm?: boolean; beforeMeasured?: () => void } = {},
+) {
+  const { http } = ctx.settings;
+  const { overallRate, beforeMeasured } = options;
+  const base = { port, path: '/rl/v1/check', bodies: httpBodies(ctx.settings), connections: http.connections, overallRate };
+  // `warm`: this server has just been under load, its JIT is warm already.
+  if (http.warmupSec > 0 && !options.warm) await httpLoad({ ...base, durationSec: http.warmupSec, warmupSec: 0 });
+  beforeMeasured?.();
+  const rate = options.pacedRate;
+  if (rate !== undefined) {
+    return withServerCpu(child, () => pacedHttpLoad({ ...base, connections: PACED_CONNECTIONS, rate, durationSec: http.pacedDurationSec }));
+  }
+  return withServerCpu(child, () => httpLoad({ ...base, durationSec: http.durationSec, warmupSec: 0 }));
+}
+
+function httpSide(
+  name: string,
+  m: {
+    result: HttpLoadResult | GrpcLoadResult | PacedLoadResult;
+    server_cpu_pct: number;
+    server_cpu_us_per_request: number;
+    server_rss_mib: number;
+    server_gc: { pct: number; max_pause_ms: number; major_count: number };
+    service?: Record<string, number>;
+  },
+): Side {
+  const r = m.result;
+  return {
+    name,
+    throughput_per_s: round(r.throughput_rps),
+    p50_ms: round(r.p50_ms),
+    p99_ms: round(r.p99_ms),
+    p90_ms: round(r.p90_ms),
+    p999_ms: round(r.p999_ms),
+    max_ms: round(r.max_ms),
+    requests: r.requests,
+    errors: r.errors,
+    ...('non2xx' in r ? { non2xx: r.non2xx } : {}),
+    ...('send_lag_p99_ms' in r
+      ? {
+          paced_send_lag_p99_ms: round(r.send_lag_p99_ms),
+          loadgen_loop_delay_p99_ms: round(r.loadgen_loop_delay_p99_ms),
+          loadgen_loop_delay_max_ms: round(r.loadgen_loop_delay_max_ms),
+          unfinished: r.unfinished,
+        }
+      : {}),
+    server_cpu_pct: m.server_cpu_pct,
+    server_cpu_us_per_request: m.server_cpu_us_per_request,
+    server_rss_mib: m.server_rss_mib,
+    server_gc_pct: m.server_gc.pct,
+    server_gc_max_pause_ms: m.server_gc.max_pause_ms,
+    server_gc_major_count: m.server_gc.major_count,
+    loadgen_cpu_pct: round(r.loadgen_cpu_pct),
+    ...(m.service
+      ? {
+          service_decisions: m.service.rl_decisions_total,
+          service_counter_store_errors: m.service.rl_counter_store_errors_total,
+          service_failure_mode_decisions: m.service.rl_failure_mode_decisions_total,
+        }
+      : {}),
+  };
+}
+
+function loadNotes(...sides: Side[]): string[] {
+  const notes: string[] = [];
+  for (const s of sides) {
+    if (typeof s.loadgen_cpu_pct === 'number' && s.loadgen_cpu_pct > 90) {
+      notes.push(`${s.name}: the load generator used ${s.loadgen_cpu_pct}% of its core, so it may have capped that throughput.`);
+    }
+    if (typeof s.server_cpu_pct === 'number' && s.server_cpu_pct < 85 && s.throughput_per_s !== null) {
+      notes.push(`${s.name}: the server used only ${s.server_cpu_pct}% of its core (not the bottleneck at this load).`);
+    }
+    if (typeof s.service_failure_mode_decisions === 'number' && s.service_failure_mode_decisions > 0) {
+      notes.push(
+        `${s.name}: ${s.service_failure_mode_decisions} of ${s.service_decisions} decisions were made by failure_mode ` +
+          `(${s.service_counter_store_errors} counter-store errors: timeouts or an open breaker).`,
+      );
+    }
+  }
+  return notes;
+}
+
+/**
+ * Server CPU per request, baseline over subject: the throughput ratio the two servers would show if
+ * each had its core to itself and saturated it. It holds when the throughput ratio cannot: when the load
+ * generator caps both (gRPC) or other work on the machine takes a share of the server's core.
+ */
+function cpuCapacityRatio(subject: Side, baseline: Side): number | null {
+  const s = subject.server_cpu_us_per_request;
+  const b = baseline.server_cpu_us_per_request;
+  return typeof s === 'number' && typeof b === 'number' && s > 0 ? round(b / s) : null;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// 1. HTTP check, memory mode vs bare node:http
+
+async function httpMemory(ctx: Context): Promise<ScenarioResult> {
+  const [rl, bare] = await Promise.all([startServer('rl-http'), startServer('bare-http')]);
+  try {
+    ctx.log(`  rl-http (memory) and bare node:http at full load, alternately (${ctx.settings.http.rounds} rounds)`);
+    await warmHttp(ctx, [rl.port, bare.port]);
+    const max = await alternate(
+      ctx.settings.http.rounds,
+      () => measureHttp(ctx, rl.child, rl.port, { warm: true }),
+      () => measureHttp(ctx, bare.child, bare.port, { warm: true }),
+    );
+    const rlMax = max.a;
+    const bareMax = max.b;
+    const half = Math.max(1, Math.round(rlMax.result.throughput_rps / 2));
+    // The target's figure, measured as the issue prescribes: autocannon with overallRate, same connections.
+    // autocannon paces per second (each connection sends its quota, then waits for the next second), so
+    // this is the p99 of a closed loop of 10 callers running at full speed for about half of each second.
+    ctx.log(`  rl-http at half its maximum (${half} req/s, autocannon overallRate) and bare node:http at the same rate`);
+    const rlHalf = await measureHttp(ctx, rl.child, rl.port, { overallRate: half, warm: true });
+    const bareHalf = await measureHttp(ctx, bare.child, bare.port, { overallRate: half, warm: true });
+    let paced: { subject: Side; baseline: Side } | undefined;
+    if (ctx.settings.breakdowns) {
+      // Stricter: an open loop of many callers, evenly paced, where a stall of the server's core builds a
+      // queue that the closed loop above cannot (it never has more than 10 requests outstanding).
+      ctx.log(`  rl-http and bare node:http at ${half} req/s, open loop evenly paced over ${PACED_CONNECTIONS} connections`);
+      const rlPaced = await measureHttp(ctx, rl.child, rl.port, { pacedRate: half, warm: true });
+      const barePaced = await measureHttp(ctx, bare.child, bare.port, { pacedRate: half, warm: true });
+      paced = { subject: httpSide('rl at half rate, open loop', rlPaced), baseline: httpSide('bare at half rate, open loop', barePaced) };
+    }
+    const subject = { ...httpSide('rl HTTP /rl/v1/check (fast path, memory, recorder on)', rlMax), rounds_throughput_per_s: max.aRounds };
+    const baseline = { ...httpSide('bare node:http (read, JSON.parse, fixed decision)', bareMax), rounds_throughput_per_s: max.bRounds };
+    const ratio = rlMax.result.throughput_rps / bareMax.result.throughput_rps;
+    const details: Record<string, unknown> = {
+      cpu_capacity_ratio: cpuCapacityRatio(subject, baseline),
+      half_rate: {
+        generator: `autocannon overallRate ${half}/s over ${ctx.settings.http.connections} connections (closed loop, paced per second)`,
+        subject: httpSide('rl at half rate', rlHalf),
+        baseline: httpSide('bare at half rate', bareHalf),
+        open_loop: paced
+          ? { generator: `open loop, evenly paced on a 1 ms timer over ${PACED_CONNECTIONS} connections (bench/lib/paced-load.ts)`, ...paced }
+          : null,
+      },
+    };
+    if (ctx.settings.breakdowns) {
+      // What the decision fast path saves (the same service behind the Koa app alone), and how much of
+      // the gap the contract's response headers are (the bare server answering with them).
+      const variants = [
+        ['rl-koa-http', 'breakdown_koa_only', 'rl HTTP check through Koa only (createApp, no fast path)'],
+        ['bare-http-headers', 'breakdown_bare_with_headers', 'bare node:http answering with the contract headers'],
+      ] as const;
+      for (const [kind, key, name] of variants) {
+        const server = await startServer(kind);
+        try {
+          ctx.log(`  breakdown: ${name}`);
+          const run = await measureHttp(ctx, server.child, server.port);
+          details[key] = { ...httpSide(name, run), ratio_to_bare: round(run.result.throughput_rps / bareMax.result.throughput_rps) };
+        } finally {
+          await stopChild(server.child);
+        }
+      }
+    }
+    return finish({
+      id: 1,
+      key: 'http_memory',
+      name: 'HTTP check, memory mode',
+      subject: { ...subject, half_rate_rps: half, half_rate_p50_ms: round(rlHalf.result.p50_ms), half_rate_p99_ms: round(rlHalf.result.p99_ms) },
+      baseline: { ...baseline, half_rate_rps: half, half_rate_p50_ms: round(bareHalf.result.p50_ms), half_rate_p99_ms: round(bareHalf.result.p99_ms) },
+      ratio,
+      ratio_meaning: 'throughput(rl) / throughput(bare node:http), median rounds of alternating runs; higher is better',
+      target: '>= 0.80 of bare node:http; p99 <= 2 ms at half the max throughput',
+      checks: [
+        check('throughput vs bare node:http', ratio, '>=', 0.8, 'x'),
+        check(`p99 at half max (${half} req/s, autocannon overallRate)`, rlHalf.result.p99_ms, '<=', 2, 'ms'),
+      ],
+      notes: loadNotes(subject, baseline),
+      details,
+    });
+  } finally {
+    await Promise.all([stopChild(rl.child), stopChild(bare.child)]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// 2. HTTP check, Redis mode vs rate-limiter-flexible RateLimiterRedis
+
+const SCRIPT_COMMANDS = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fcall', 'fcall_ro']);
+
+/** Commands the Lua scripts run inside Redis (lua/**.lua and rate-limiter-flexible's script): counted apart. */
+function inScriptCommands(): Set<string> {
+  const names = new Set(['set', 'incrby', 'pttl', 'expire']); // rate-limiter-flexible's incrTtl script
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.endsWith('.lua')) {
+        for (const m of readFileSync(path, 'utf8').matchAll(/redis\.p?call\(\s*['"]([A-Za-z]+)['"]/g)) names.add(m[1].toLowerCase());
+      }
+    }
+  };
+  walk(join(REPO_DIR, 'lua'));
+  return names;
+}
+
+function commandDelta(before: Map<string, number>, after: Map<string, number>, decisions: number) {
+  const inScript = inScriptCommands();
+  const byCommand: Record<string, number> = {};
+  let total = 0;
+  let scripts = 0;
+  let client = 0;
+  for (const [name, calls] of after) {
+    const delta = calls - (before.get(name) ?? 0);
+    if (delta <= 0 || name === 'info') continue; // INFO: this benchmark's own probes
+    byCommand[name] = delta;
+    total += delta;
+    if (SCRIPT_COMMANDS.has(name)) scripts += delta;
+    if (!inScript.has(name)) client += delta;
+  }
+  const per = (n: number) => round(n / Math.max(1, decisions), 4);
+  return {
+    decisions,
+    client_commands_per_decision: per(client),
+    scripts_per_decision: per(scripts),
+    all_commands_per_decision_incl_in_script: per(total),
+    by_command: byCommand,
+  };
+}
+
+async function httpRedis(ctx: Context): Promise<ScenarioResult> {
+  const redis = await ctx.redis();
+  const [rl, rlf] = await Promise.all([startServer('rl-http', ['--redis', redis.addr]), startServer('rlf-http', ['--redis', redis.addr])]);
+  try {
+    ctx.log(`  rl-http (Redis) and rate-limiter-flexible RateLimiterRedis on node:http at full load, alternately (${ctx.settings.http.rounds} rounds)`);
+    await warmHttp(ctx, [rl.port, rlf.port]);
+    // Each run counts the Redis commands it caused: `before` is taken after any warm-up, and the
+    // service's own decision count (rl_decisions_total) includes the requests in flight when the load
+    // stopped, whose scripts Redis did run (autocannon counts only the answers it received).
+    const withCommands = async (child: ChildProcess, port: number, decisionsOf: (m: Awaited<ReturnType<typeof measureHttp>>) => number) => {
+      let before = new Map<string, number>();
+      const run = await measureHttp(ctx, child, port, { warm: true, beforeMeasured: () => (before = commandStats(redis)) });
+      return { ...run, commands: commandDelta(before, commandStats(redis), decisionsOf(run)) };
+    };
+    const runs = await alternate(
+      ctx.settings.http.rounds,
+      () => withCommands(rl.child, rl.port, (m) => m.service?.rl_decisions_total ?? m.result.requests),
+      () => withCommands(rlf.child, rlf.port, (m) => m.result.requests),
+    );
+    const rlRun = runs.a;
+    const rlfRun = runs.b;
+    const rlCommands = rlRun.commands;
+    const rlfCommands = rlfRun.commands;
+    const subject = { ...httpSide('rl HTTP /rl/v1/check (fast path, Redis, EVALSHA, auto-pipelining)', rlRun), rounds_throughput_per_s: runs.aRounds, redis: rlCommands };
+    const baseline = { ...httpSide('rate-limiter-flexible RateLimiterRedis on node:http', rlfRun), rounds_throughput_per_s: runs.bRounds, redis: rlfCommands };
+    const ratio = rlRun.result.throughput_rps / rlfRun.result.throughput_rps;
+    return finish({
+      id: 2,
+      key: 'http_redis',
+      name: 'HTTP check, Redis mode',
+      subject,
+      baseline,
+      ratio,
+      ratio_meaning: 'throughput(rl) / throughput(rate-limiter-flexible), median rounds of alternating runs; higher is better',
+      target: '>= 1.5x rate-limiter-flexible; <= 1 Redis command per decision',
+      checks: [
+        check('throughput vs RateLimiterRedis', ratio, '>=', 1.5, 'x'),
+        check('client Redis commands per decision', round(rlCommands.client_commands_per_decision, 2), '<=', 1, ''),
+      ],
+      notes: [
+        ...loadNotes(subject, baseline),
+        'Redis and the load generator share core 1. Commands per decision come from INFO commandstats deltas over the measured run; ' +
+          'commands that Redis runs inside a Lua script (TIME, GET, SET, PEXPIRE, ...) are counted apart from the commands clients send.',
+      ],
+      details: { cpu_capacity_ratio: cpuCapacityRatio(subject, baseline) },
+    });
+  } finally {
+    await Promise.all([stopChild(rl.child), stopChild(rlf.child)]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// 3. gRPC CheckLimit vs bare grpc-js
+
+async function grpcMemory(ctx: Context): Promise<ScenarioResult> {
+  const [rl, bare] = await Promise.all([startServer('rl-grpc'), startServer('bare-grpc')]);
+  const { grpc } = ctx.settings;
+  const messages = generateWorkload(10).bodies.slice(0, ctx.settings.http.distinctBodies);
+  const load = (port: number, durationSec: number) =>
+    grpcLoad({ port, messages, channels: grpc.channels, concurrency: grpc.concurrency, durationSec, warmupSec: 0 });
+  const measure = (child: ChildProcess, port: number) => withServerCpu(child, () => load(port, grpc.durationSec));
+  try {
+    if (grpc.warmupSec > 0) await Promise.all([load(rl.port, grpc.warmupSec), load(bare.port, grpc.warmupSec)]);
+    ctx.log(`  rl gRPC CheckLimit and bare grpc-js unary, alternately (${grpc.rounds} rounds)`);
+    const runs = await alternate(grpc.rounds, () => measure(rl.child, rl.port), () => measure(bare.child, bare.port));
+    const rlRun = runs.a;
+    const bareRun = runs.b;
+    const subject = { ...httpSide('rl gRPC CheckLimit (memory, recorder on)', rlRun), rounds_throughput_per_s: runs.aRounds };
+    const baseline = { ...httpSide('bare grpc-js unary, fixed message (same .proto)', bareRun), rounds_throughput_per_s: runs.bRounds };
+    const ratio = rlRun.result.throughput_rps / bareRun.result.throughput_rps;
+    return finish({
+      id: 3,
+      key: 'grpc_memory',
+      name: 'gRPC CheckLimit, memory mode',
+      subject,
+      baseline,
+      ratio,
+      ratio_meaning: 'throughput(rl) / throughput(bare grpc-js), median rounds of alternating runs; higher is better',
+      target: '>= 0.70 of bare grpc-js',
+      checks: [check('throughput vs bare grpc-js', ratio, '>=', 0.7, 'x')],
+      notes: [
+        ...loadNotes(subject, baseline),
+        `load: ${grpc.channels} HTTP/2 connections, ${grpc.concurrency} unary calls in flight (grpc-js clients in the load-generator process).`,
+      ],
+      details: { cpu_capacity_ratio: cpuCapacityRatio(subject, baseline) },
+    });
+  } finally {
+    await Promise.all([stopChild(rl.child), stopChild(bare.child)]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// 4. Engine in-process vs RateLimiterMemory
+
+interface EngineResult {
+  ns_per_op: number;
+  median_ns_per_op: number;
+  ops_per_sec: number;
+  p50_ms: number;
+  p99_ms: number;
+  rounds_ns_per_op: number[];
+  heap_used_bytes: number;
+  gc_pct: number;
+  gc: { minor_ms: number; major_ms: number; minor_count: number; major_count: number };
+}
+
+async function runEngineChild(ctx: Context, args: string[], nodeFlags: string[] = []): Promise<EngineResult & Record<string, unknown>> {
+  const e = ctx.settings.engine;
+  const child = spawnChild(
+    'engine.ts',
+    [...args, '--round-ms', String(e.roundMs), '--rounds', String(e.rounds), '--warmup-ms', String(e.warmupMs), '--latency-calls', String(e.latencyCalls)],
+    { nodeFlags },
+  );
+  try {
+    return await nextMessage<EngineResult & Record<string, unknown>>(child, 'result', 300_000);
+  } finally {
+    await stopChild(child);
+  }
+}
+
+function engineSide(name: string, r: EngineResult): Side {
+  return {
+    name,
+    throughput_per_s: round(r.ops_per_sec),
+    p50_ms: round(r.p50_ms),
+    p99_ms: round(r.p99_ms),
+    ns_per_decision: round(r.ns_per_op),
+    median_ns_per_decision: round(r.median_ns_per_op),
+    rounds_ns_per_decision: r.rounds_ns_per_op.map((v) => round(v)),
+    gc_pct: round(r.gc_pct),
+    gc_major_count: r.gc.major_count,
+    gc_major_ms: round(r.gc.major_ms),
+    heap_used_mib: round(r.heap_used_bytes / 2 ** 20),
+  };
+}
+
+async function engineMemory(ctx: Context): Promise<ScenarioResult> {
+  ctx.log('  DecisionService.check (recorder on)');
+  const rl = await runEngineChild(ctx, ['--mode', 'engine', '--impl', 'rl']);
+  ctx.log('  RateLimiterMemory.consume');
+  const rlf = await runEngineChild(ctx, ['--mode', 'engine', '--impl', 'rlf']);
+  let bare: EngineResult | undefined;
+  if (ctx.settings.breakdowns) {
+    ctx.log('  breakdown: DecisionService.check (no recorder)');
+    bare = await runEngineChild(ctx, ['--mode', 'engine', '--impl', 'rl-no-recorder']);
+  }
+  const ratio = rl.ops_per_sec / rlf.ops_per_sec;
+  return finish({
+    id: 4,
+    key: 'engine_memory',
+    name: 'Engine in-process, memory mode',
+    subject: engineSide('DecisionService.check + MemoryCounterStore (recorder on)', rl),
+    baseline: engineSide('rate-limiter-flexible RateLimiterMemory.consume', rlf),
+    ratio,
+    ratio_meaning: 'decisions/s(rl) / consumes/s(RateLimiterMemory); higher is better',
+    target: '>= 2x RateLimiterMemory; < 1 µs per decision',
+    checks: [
+      check('decisions/s vs RateLimiterMemory', ratio, '>=', 2, 'x'),
+      check('time per decision', rl.ns_per_op, '<=', 1000, 'ns'),
+    ],
+    notes: [
+      'Same Zipf(s=1) sequence over 10,000 keys for both; each call awaited before the next; one process per implementation; ' +
+        'ns/decision is the best of the timed rounds (the median is in results.json).',
+      ...(bare ? [`Without the recorder (metrics + analytics) DecisionService.check takes ${round(bare.ns_per_op)} ns.`] : []),
+    ],
+    details: bare ? { without_recorder: engineSide('DecisionService.check, no recorder', bare) } : {},
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// 5. Policy scaling
+
+async function policyScaling(ctx: Context): Promise<ScenarioResult> {
+  const results: (EngineResult & { policies: number; match_ns: number; build_ms: number; generate_ms: number; live_heap_bytes: number | null })[] = [];
+  for (const count of ctx.settings.scaling.policyCounts) {
+    ctx.log(`  check with ${count} policies`);
+    results.push((await runEngineChild(ctx, ['--mode', 'scaling', '--policies', String(count)], ['--expose-gc'])) as never);
+  }
+  const side = (r: (typeof results)[number]): Side => ({
+    ...engineSide(`DecisionService.check with ${r.policies} policies`, r),
+    match_ns: round(r.match_ns),
+    matcher_build_ms: round(r.build_ms),
+    live_heap_mib_after_build: r.live_heap_bytes === null ? null : round(r.live_heap_bytes / 2 ** 20),
+  });
+  const smallest = results[0];
+  const largest = results[results.length - 1];
+  const ratio = largest.ns_per_op / smallest.ns_per_op;
+  return finish({
+    id: 5,
+    key: 'policy_scaling',
+    name: `Policy scaling (${ctx.settings.scaling.policyCounts.join(' / ')})`,
+    subject: side(largest),
+    baseline: side(smallest),
+    ratio,
+    ratio_meaning: `mean check latency with ${largest.policies} policies / with ${smallest.policies}; lower is better`,
+    target: `latency at ${largest.policies} policies <= 1.2x latency at ${smallest.policies}`,
+    checks: [check(`latency(${largest.policies}) / latency(${smallest.policies})`, ratio, '<=', 1.2, 'x')],
+    notes: [
+      'In-process (no transport, so matching is not hidden under HTTP cost): the request matches one per-tenant policy; ' +
+        '~80% of the policies are exact-scoped per tenant/endpoint with a `*` user, the rest per API key, per service, tag-scoped, shadow and match_expr, plus 3 global wildcard defaults.',
+    ],
+    details: { by_count: results.map(side) },
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// 6. Memory per key
+
+interface MemoryResult {
+  keys: number;
+  live_keys?: number;
+  rss_start: number;
+  rss_full: number;
+  rss_after_expiry?: number;
+  heap_start: number;
+  heap_full: number;
+  heap_after_expiry?: number;
+  rss_bytes_per_key: number;
+  heap_bytes_per_key: number;
+  insert_ns_per_key: number;
+  sweep_ms?: number;
+  sweep_loop_delay_p99_ms?: number;
+  sweep_loop_delay_max_ms?: number;
+}
+
+async function memoryPerKey(ctx: Context): Promise<ScenarioResult> {
+  const keys = ctx.settings.memory.keys;
+  const run = async (impl: string) => {
+    const child = spawnChild('memory.ts', ['--impl', impl, '--keys', String(keys)], { nodeFlags: ['--expose-gc'] });
+    try {
+      return await nextMessage<MemoryResult>(child, 'result', 600_000);
+    } finally {
+      await stopChild(child);
+    }
+  };
+  ctx.log(`  MemoryCounterStore with ${keys} keys`);
+  const rl = await run('rl');
+  ctx.log(`  RateLimiterMemory with ${keys} keys`);
+  const rlf = await run('rlf');
+  const mib = (b: number | undefined) => (b === undefined ? null : round(b / 2 ** 20));
+  const recovered = (rl.rss_after_expiry ?? NaN) / rl.rss_start;
+  const side = (name: string, r: MemoryResult): Side => ({
+    name,
+    throughput_per_s: round(1e9 / r.insert_ns_per_key),
+    p50_ms: null,
+    p99_ms: null,
+    keys: r.keys,
+    rss_bytes_per_key: round(r.rss_bytes_per_key),
+    heap_bytes_per_key: round(r.heap_bytes_per_key),
+    rss_start_mib: mib(r.rss_start),
+    rss_full_mib: mib(r.rss_full),
+    rss_after_expiry_mib: mib(r.rss_after_expiry),
+    heap_start_mib: mib(r.heap_start),
+    heap_full_mib: mib(r.heap_full),
+    heap_after_expiry_mib: mib(r.heap_after_expiry),
+    ...(r.sweep_ms !== undefined
+      ? { sweep_ms: round(r.sweep_ms), sweep_loop_delay_p99_ms: round(r.sweep_loop_delay_p99_ms!), sweep_loop_delay_max_ms: round(r.sweep_loop_delay_max_ms!) }
+      : {}),
+  });
+  return finish({
+    id: 6,
+    key: 'memory_per_key',
+    name: `Memory, ${keys.toLocaleString('en-US')} keys`,
+    subject: side('MemoryCounterStore via DecisionService.check', rl),
+    baseline: side('rate-limiter-flexible RateLimiterMemory', rlf),
+    ratio: rl.rss_bytes_per_key / rlf.rss_bytes_per_key,
+    ratio_meaning: 'RSS bytes per key (rl) / (RateLimiterMemory); lower is better',
+    target: '<= 300 B of RSS per live key; RSS back within 20% of the start once keys expire',
+    checks: [
+      check('RSS per live key', rl.rss_bytes_per_key, '<=', 300, 'B'),
+      check('RSS after expiry / RSS at start', recovered, '<=', 1.2, 'x'),
+    ],
+    notes: [
+      'Child process with --expose-gc; figures after 3 forced GCs. Throughput column: keys created per second (one check each).',
+      'The store uses the production sweeper (every 250 ms, 20,000 keys per sweep); the clock is injected so every window ends on cue.',
+      'RateLimiterMemory keeps one timer per key; its after-expiry figure is not measured (its windows are 1 h here).',
+    ],
+    details: {},
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// 7. Redis unreachable
+
+async function redisDown(ctx: Context): Promise<ScenarioResult> {
+  // Its own Redis, so killing it leaves the shared one alone.
+  const redis = await startPrivateRedis();
+  const server = await startServer('rl-http', ['--redis', redis.addr]);
+  try {
+    // At a quarter of the maximum throughput: the server then has headroom (open-loop arrivals cost
+    // more CPU per request than a saturated closed loop, see scenario 1), so p99 shows what a dead Redis
+    // adds to a decision rather than the queue in front of a busy server.
+    ctx.log('  rl-http (Redis up) at full load, to find a quarter of it');
+    const max = await measureHttp(ctx, server.child, server.port);
+    const rate = Math.max(1, Math.round(max.result.throughput_rps / 4));
+    ctx.log(`  rl-http (Redis up) at ${rate} req/s`);
+    const up = await measureHttp(ctx, server.child, server.port, { pacedRate: rate, warm: true });
+    const { http } = ctx.settings;
+    const base = { port: server.port, path: '/rl/v1/check', bodies: httpBodies(ctx.settings), connections: PACED_CONNECTIONS, rate };
+    // Redis dies a tenth into the measured run: the run covers the failure itself and the outage after it.
+    ctx.log(`  rl-http at ${rate} req/s while Redis is killed and stays down`);
+    const killAfterMs = Math.round(http.pacedDurationSec * 100);
+    const down = await withServerCpu(server.child, async () => {
+      const load = pacedHttpLoad({ ...base, durationSec: http.pacedDurationSec, timeline: true });
+      await sleep(killAfterMs);
+      await redis.kill();
+      return load;
+    });
+    const probe = (await (
+      await fetch(`http://127.0.0.1:${server.port}/rl/v1/check`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: httpBodies(ctx.settings)[0],
+      })
+    ).json()) as { allowed: boolean; reason: string };
+    const subject = httpSide(`rl HTTP check at ${rate} req/s, Redis killed (fail_open)`, down);
+    const baseline = httpSide(`rl HTTP check at ${rate} req/s, Redis up (same server)`, up);
+    return finish({
+      id: 7,
+      key: 'redis_down',
+      name: 'Failure: Redis unreachable',
+      subject: { ...subject, decision_after: probe, timeline_max_ms_per_250ms: down.result.timeline_max_ms },
+      baseline,
+      ratio: down.result.p99_ms / up.result.p99_ms,
+      ratio_meaning: 'p99(Redis down) / p99(Redis up); lower is better',
+      target: 'p99 <= 5 ms with Redis down',
+      checks: [
+        check('p99 with Redis down', down.result.p99_ms, '<=', 5, 'ms'),
+        check('decisions answered (no errors)', down.result.errors + down.result.non2xx, '<=', 0, ''),
+      ],
+      notes: [
+        `Offered load: ${rate} req/s evenly paced (open loop), a quarter of the ${Math.round(max.result.throughput_rps)} req/s the server reached with Redis up. ` +
+          `Redis is SIGKILLed ${killAfterMs} ms into the measured run (the run includes the moment of failure); ` +
+          `a request after the run answered allowed=${probe.allowed}, reason=${probe.reason}.`,
+      ],
+      details: { redis_up_max: httpSide('rl HTTP check, Redis up, full load', max) },
+    });
+  } finally {
+    await stopChild(server.child);
+    await redis.kill();
+  }
+}
