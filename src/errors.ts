@@ -37,10 +37,21 @@ export function notFound(message: string): RlError {
   return new RlError('not_found', message);
 }
 
-/** The counter store cannot answer (down, timed out, breaker open). Decisions apply failure_mode. */
+/**
+ * The counter store cannot answer (down, timed out, breaker open). Decisions apply failure_mode.
+ *
+ * An expected outage signal, raised on every decision while Redis is down: it carries no stack trace
+ * (capturing one through the async chain cost ~18 µs per decision, BENCHMARKS.md scenario 7).
+ */
 export class CounterStoreUnavailableError extends Error {
-  constructor(message: string, override readonly cause?: unknown) {
+  override readonly cause?: unknown;
+
+  constructor(message: string, cause?: unknown) {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message);
+    Error.stackTraceLimit = limit;
     this.name = 'CounterStoreUnavailableError';
+    this.cause = cause;
   }
 }

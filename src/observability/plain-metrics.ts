@@ -38,24 +38,26 @@ export class PlainCounter {
     private readonly labelNames: readonly string[],
     registry: Registry,
   ) {
+    if (labelNames.length > 2) throw new RangeError(`${name}: PlainCounter takes at most two labels`);
     registry.registerMetric(this as never);
   }
 
-  /** The series for these label values (in labelNames order), created at 0. */
-  at(...values: string[]): Series {
-    const key = values.length === 1 ? values[0] : values.join('\u0000');
+  /** The series for these label values (in labelNames order; at most two labels), created at 0. */
+  at(first = '', second?: string): Series {
+    // No rest parameters or join: this runs for every decision.
+    const key = second === undefined ? first : first + '\u0000' + second;
     let series = this.series.get(key);
     if (!series) {
       const labels: Record<string, string> = {};
-      this.labelNames.forEach((name, i) => (labels[name] = values[i]));
+      [first, second].slice(0, this.labelNames.length).forEach((value, i) => (labels[this.labelNames[i]] = value!));
       series = { labels, value: 0 };
       this.series.set(key, series);
     }
     return series;
   }
 
-  inc(...values: string[]): void {
-    this.at(...values).value++;
+  inc(first?: string, second?: string): void {
+    this.at(first, second).value++;
   }
 
   get(): MetricSnapshot {

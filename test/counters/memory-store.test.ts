@@ -76,6 +76,19 @@ describe('MemoryCounterStore (emulator only)', function () {
     await store.close();
   });
 
+  it('stops a sweep at its deadline, so a mass expiry never stalls the event loop for long', async () => {
+    let now = T0;
+    const store = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
+    const spec: RateSpec = { type: 'fixed_window', limit: 5, windowMs: 100 };
+    for (let i = 0; i < 5_000; i++) await store.consume(counterKeys('m:', 'p', spec, [String(i)]), spec, 1);
+    now += 1_000;
+    // A deadline already passed: the clock is read every 512 keys, so the sweep stops after 511.
+    expect(store.sweep(now, performance.now() - 1)).to.equal(511);
+    expect(store.sweep(now)).to.equal(5_000 - 511);
+    expect(store.size).to.equal(0);
+    await store.close();
+  });
+
   it('every algorithm gives its keys an expiry: all seven are swept after their time', async () => {
     let now = T0;
     const store = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
