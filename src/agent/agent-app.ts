@@ -1,4 +1,3 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import Koa from 'koa';
 import Router from '@koa/router';
 import type { CounterResult, CounterStore } from '../counters/counter-store.js';
@@ -11,6 +10,7 @@ import type { Decision } from '../model/decision.js';
 import { parseRequestContext, type RequestContext } from '../model/request-context.js';
 import type { PolicyFamily } from '../policy/matcher.js';
 import { log } from '../util/log.js';
+import { matchesSecret, secretDigest } from '../util/secrets.js';
 import type { PolicySync } from './policy-sync.js';
 import type { DecisionOperation, UpstreamClient } from './upstream.js';
 
@@ -65,7 +65,7 @@ export function createAgentApp(deps: AgentAppDeps): AgentApp {
   const counters: AgentCounters = { invalidations: 0, forwarded: 0, local: 0, failureMode: 0 };
   // Failure-mode answers: the server's own DecisionService logic over a store that never answers.
   const fallback = new DecisionService({ policies: deps.sync.matcher, counters: new UnavailableCounterStore(), keyPrefix: '' });
-  const tokenDigest = deps.invalidateToken === undefined ? undefined : sha256(deps.invalidateToken);
+  const tokenDigest = deps.invalidateToken === undefined ? undefined : secretDigest(deps.invalidateToken);
 
   const decide = async (operation: DecisionOperation, rc: RequestContext, requestId: string, koa: Koa.Context) => {
     const synced = deps.sync.status().synced;
@@ -155,8 +155,7 @@ function invalidateGuard(expected: Buffer): Koa.Middleware {
   return async (ctx, next) => {
     if (!/^\/rl\/v1\/agent\/invalidate\/?$/i.test(ctx.path)) return next();
     const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(ctx.get('Authorization'));
-    // Digests have equal lengths, so the comparison is constant-time whatever was sent.
-    if (!match || !timingSafeEqual(sha256(match[1]), expected)) {
+    if (!match || !matchesSecret(match[1], expected)) {
       ctx.set('WWW-Authenticate', match ? 'Bearer realm="rl-agent", error="invalid_token"' : 'Bearer realm="rl-agent"');
       sendError(ctx, 401, match ? 'invalid invalidation token' : 'invalidation needs Authorization: Bearer <token>');
       return;
@@ -169,9 +168,6 @@ function isErrorBody(body: unknown): boolean {
   return typeof body === 'object' && body !== null && typeof (body as { error?: unknown }).error === 'string';
 }
 
-function sha256(text: string): Buffer {
-  return createHash('sha256').update(text, 'utf8').digest();
-}
 
 
 /** A counter store that is always down: makes DecisionService answer by each policy's failure_mode. */

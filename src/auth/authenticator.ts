@@ -7,10 +7,10 @@
  * Secrets never leave this module: error messages are fixed strings, an API key's subject is a short
  * SHA-256 fingerprint, and configured keys are kept only as digests.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import type { AuthConfig, Role } from '../config.js';
 import { RlError } from '../errors.js';
+import { matchesSecret, secretDigest } from '../util/secrets.js';
 
 /**
  * Who is calling. `role` is null for a valid JWT that carries neither `admin` nor `read-only` in the
@@ -61,13 +61,9 @@ interface KeyEntry {
 
 const BEARER = /^Bearer[ \t]+([^\s]+)[ \t]*$/i;
 
-function sha256(text: string): Buffer {
-  return createHash('sha256').update(text, 'utf8').digest();
-}
-
 /** `apikey:` + 8 hex chars of the key's SHA-256: stable for audits, not the key. */
 export function apiKeyFingerprint(key: string): string {
-  return `apikey:${sha256(key).toString('hex').slice(0, 8)}`;
+  return `apikey:${secretDigest(key).toString('hex').slice(0, 8)}`;
 }
 
 function unauthenticated(message: string): RlError {
@@ -85,7 +81,7 @@ export class Authenticator {
     this.enabled = config.enabled;
     this.mode = config.mode;
     this.roleClaim = config.roleClaim;
-    this.keys = config.apiKeys.map(({ key, role }) => ({ digest: sha256(key), role, subject: apiKeyFingerprint(key) }));
+    this.keys = config.apiKeys.map(({ key, role }) => ({ digest: secretDigest(key), role, subject: apiKeyFingerprint(key) }));
     this.jwtSecret = config.jwtSecret;
     // config.ts already refuses these at start-up; repeated here so a hand-built config cannot open the door.
     if (this.enabled) {
@@ -127,13 +123,11 @@ export class Authenticator {
     if (presented === undefined) {
       throw unauthenticated('missing credentials: send X-Api-Key or Authorization: Bearer <key>');
     }
-    // Both sides are fixed-length digests, so timingSafeEqual never throws on a key of another length
-    // and the time taken does not depend on the length or content of the presented key. Every
-    // configured key is compared (no early exit), so the position of a match does not leak either.
-    const digest = sha256(presented);
+    // Constant time per key (matchesSecret), and every configured key is compared (no early exit),
+    // so neither the length of the presented key nor the position of a match leaks.
     let match: KeyEntry | undefined;
     for (const entry of this.keys) {
-      const equal = timingSafeEqual(entry.digest, digest);
+      const equal = matchesSecret(presented, entry.digest);
       if (equal && match === undefined) match = entry;
     }
     if (!match) throw unauthenticated('invalid API key');

@@ -6,7 +6,7 @@ import { capacityOf, type LeaseSpec, type RateSpec } from '../counters/counter-s
 import { counterKeys, lengthPrefixed } from '../counters/keys.js';
 import type { Decision, DecisionReason } from '../model/decision.js';
 import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
-import type { Matcher, PolicyFamily, PolicyMatch } from '../policy/matcher.js';
+import type { CompiledPolicy, Matcher, PolicyFamily, PolicyMatch } from '../policy/matcher.js';
 import type { FailureMode } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
 
@@ -56,6 +56,7 @@ type Evaluation =
 export class DecisionService {
   private readonly now: () => number;
   private readonly random: () => number;
+  private readonly fixedKeys = new WeakMap<CompiledPolicy, string[]>();
 
   constructor(private readonly deps: DecisionServiceDeps) {
     this.now = deps.now ?? Date.now;
@@ -174,7 +175,13 @@ export class DecisionService {
   }
 
   private keysOf(match: PolicyMatch): string[] {
-    return counterKeys(this.deps.keyPrefix, match.compiled.policy.policy_id, match.compiled.spec, match.identity);
+    const { compiled, identity } = match;
+    if (identity.length > 0) return counterKeys(this.deps.keyPrefix, compiled.policy.policy_id, compiled.spec, identity);
+    // A policy without `*` fields has one counter: its keys are built once per compiled policy (a new
+    // Matcher after a policy change brings new CompiledPolicy objects, and the old entries go with them).
+    let keys = this.fixedKeys.get(compiled);
+    if (!keys) this.fixedKeys.set(compiled, (keys = counterKeys(this.deps.keyPrefix, compiled.policy.policy_id, compiled.spec, identity)));
+    return keys;
   }
 }
 

@@ -3,6 +3,7 @@ import { lengthPrefixed } from '../counters/keys.js';
 import { SCOPE_FIELDS, type RequestContext, type ScopeField } from '../model/request-context.js';
 import { compileMatchExpr, type CompileResult, type MatchExprEvaluator } from './match-expr.js';
 import type { Policy } from './types.js';
+import { stableHash32 } from '../util/hash.js';
 
 /**
  * The policy matcher (CONTRACT.md, "Scope and matching", "Rollout", "Enforcement and shadow").
@@ -433,48 +434,10 @@ function bucketOf<K>(index: Map<K, Map<string, CompiledPolicy[]>>, key: K, value
 }
 
 /**
- * The rollout bucket (0..99) of a counter identity under a policy: FNV-1a (32-bit) over the UTF-8 bytes
- * of `lengthPrefixed([policyId, ...identity])`, finished with the murmur3 avalanche so that every output
- * bit depends on every input bit, mod 100. Stable across processes and releases: a request is inside
- * the rollout when `rolloutBucket(...) < rollout_percent`.
+ * The rollout bucket (0..99) of a counter identity under a policy: the stable hash of
+ * `lengthPrefixed([policyId, ...identity])` mod 100. A request is inside the rollout when
+ * `rolloutBucket(...) < rollout_percent`, the same on every node and across releases.
  */
 export function rolloutBucket(policyId: string, identity: readonly string[]): number {
-  const text = lengthPrefixed([policyId, ...identity]);
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    let cp = text.charCodeAt(i);
-    // Encode as UTF-8 on the fly (no allocation); lone surrogates become U+FFFD like Buffer.from.
-    if (cp >= 0xd800 && cp <= 0xdbff && i + 1 < text.length) {
-      const lo = text.charCodeAt(i + 1);
-      if (lo >= 0xdc00 && lo <= 0xdfff) {
-        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-        i++;
-      } else cp = 0xfffd;
-    } else if (cp >= 0xd800 && cp <= 0xdfff) cp = 0xfffd;
-    if (cp < 0x80) h = fnv(h, cp);
-    else if (cp < 0x800) {
-      h = fnv(h, 0xc0 | (cp >> 6));
-      h = fnv(h, 0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      h = fnv(h, 0xe0 | (cp >> 12));
-      h = fnv(h, 0x80 | ((cp >> 6) & 0x3f));
-      h = fnv(h, 0x80 | (cp & 0x3f));
-    } else {
-      h = fnv(h, 0xf0 | (cp >> 18));
-      h = fnv(h, 0x80 | ((cp >> 12) & 0x3f));
-      h = fnv(h, 0x80 | ((cp >> 6) & 0x3f));
-      h = fnv(h, 0x80 | (cp & 0x3f));
-    }
-  }
-  // murmur3 fmix32
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return (h >>> 0) % 100;
-}
-
-function fnv(h: number, byte: number): number {
-  return Math.imul(h ^ byte, 0x01000193);
+  return stableHash32(lengthPrefixed([policyId, ...identity])) % 100;
 }
