@@ -1,5 +1,5 @@
 import type { DecisionEvent } from '../decision/decision-service.js';
-import { decisionOutcome, policyOutcomes, type Outcome } from './metrics.js';
+import { DENIED, SHADOW, decisionOutcomeIndex, deciderOutcome, shadowBeside, type OutcomeIndex } from './metrics.js';
 
 /**
  * Analytics of decision events (spec §6, CONTRACT.md `GET /analytics/summary`), in BOUNDED memory:
@@ -63,14 +63,30 @@ export const OTHER_POLICY = '(other)';
 const OTHER_ACTION = 'other';
 const ACTION_CAPACITY = 64;
 
+/** Decisions counted by outcome; the totals and every by_policy row. */
+interface OutcomeCounts {
+  total: number;
+  allowed: number;
+  denied: number;
+  shadow: number;
+}
+
+function countOutcome(counts: OutcomeCounts, outcome: OutcomeIndex): void {
+  counts.total++;
+  if (outcome === DENIED) counts.denied++;
+  else if (outcome === SHADOW) counts.shadow++;
+  else counts.allowed++;
+}
+
 export class Analytics {
   private readonly sinceIso: string;
-  private readonly totals = { total: 0, allowed: 0, denied: 0, shadow: 0 };
-  private readonly actions = new Map<string, number>();
+  private readonly totals: OutcomeCounts = { total: 0, allowed: 0, denied: 0, shadow: 0 };
+  /** Decisions per action, in a box per action so counting one is a single Map lookup. */
+  private readonly actions = new Map<string, { count: number }>();
   private readonly policies = new Map<string, PolicySummary>();
   private readonly policyCapacity: number;
   private readonly maxTagLength: number;
-  readonly tags: SpaceSaving<{ key: string; value: string }>;
+  readonly tags: SpaceSaving;
 
   constructor(options: AnalyticsOptions = {}) {
     this.sinceIso = new Date((options.now ?? Date.now)()).toISOString();
@@ -79,24 +95,19 @@ export class Analytics {
     this.tags = new SpaceSaving(options.tagCapacity ?? 1000);
   }
 
+  /** Called for every decision (via ObservabilityRecorder): one Map lookup per action and per policy, two per tag. */
   record(event: DecisionEvent): void {
-    const outcome = decisionOutcome(event);
-    this.totals.total++;
-    this.totals[outcome]++;
-
-    const action = event.decision.action;
-    const actionKey = this.actions.has(action) || this.actions.size < ACTION_CAPACITY ? action : OTHER_ACTION;
-    this.actions.set(actionKey, (this.actions.get(actionKey) ?? 0) + 1);
-
-    for (const [policyId, policyOutcome] of policyOutcomes(event)) this.countPolicy(policyId, policyOutcome);
+    const { decision } = event;
+    countOutcome(this.totals, decisionOutcomeIndex(event));
+    (this.actions.get(decision.action) ?? this.addAction(decision.action)).count++;
+    if (decision.matched_policy_id !== '') this.countPolicy(decision.matched_policy_id, deciderOutcome(decision));
+    const beside = shadowBeside(event);
+    if (beside !== undefined) this.countPolicy(beside, SHADOW);
 
     const tags = event.ctx.tags;
     for (const key in tags) {
       if (!Object.prototype.hasOwnProperty.call(tags, key)) continue;
-      const k = cut(key, this.maxTagLength);
-      const v = cut(tags[key], this.maxTagLength);
-      // Length-prefixed, so `a=b`+`c` and `a`+`b=c` stay distinct items.
-      this.tags.offer(`${k.length}:${k}=${v}`, () => ({ key: k, value: v }));
+      this.tags.offer(cut(key, this.maxTagLength), cut(tags[key], this.maxTagLength));
     }
   }
 
@@ -106,15 +117,24 @@ export class Analytics {
       .sort((a, b) => b.total - a.total || compareStrings(a.policy_id, b.policy_id))
       .slice(0, limit)
       .map((p) => ({ ...p }));
-    const topTags = this.tags
-      .top(limit)
-      .map(({ data, count }) => ({ key: data.key, value: data.value, count }));
+    const topTags = this.tags.top(limit).map(({ key, value, count }) => ({ key, value, count }));
     const byAction: Record<string, number> = {};
-    for (const action of [...this.actions.keys()].sort(compareStrings)) byAction[action] = this.actions.get(action)!;
+    for (const action of [...this.actions.keys()].sort(compareStrings)) byAction[action] = this.actions.get(action)!.count;
     return { since: this.sinceIso, ...this.totals, by_action: byAction, by_policy: byPolicy, top_tags: topTags };
   }
 
-  private countPolicy(policyId: string, outcome: Outcome): void {
+  /** A new action's counter: its own while fewer than ACTION_CAPACITY actions are counted, else `other`'s. */
+  private addAction(action: string): { count: number } {
+    const name = this.actions.size < ACTION_CAPACITY ? action : OTHER_ACTION;
+    let counter = this.actions.get(name);
+    if (!counter) {
+      counter = { count: 0 };
+      this.actions.set(name, counter);
+    }
+    return counter;
+  }
+
+  private countPolicy(policyId: string, outcome: OutcomeIndex): void {
     let row = this.policies.get(policyId);
     if (!row) {
       const id = this.policies.size < this.policyCapacity ? policyId : OTHER_POLICY;
@@ -124,9 +144,13 @@ export class Analytics {
         this.policies.set(id, row);
       }
     }
-    row.total++;
-    row[outcome]++;
+    countOutcome(row, outcome);
   }
+}
+
+/** A tag as one string, length-prefixed so `a=b`+`c` and `a`+`b=c` stay distinct; orders ties in top_tags. */
+function tagItem(key: string, value: string): string {
+  return `${key.length}:${key}=${value}`;
 }
 
 function cut(s: string, max: number): string {
@@ -137,127 +161,187 @@ function compareStrings(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** One monitored item of the Space-Saving counter. Its count is its bucket's. */
-interface Entry<T> {
+/** One monitored tag of the Space-Saving counter. Its count is its bucket's. */
+interface Entry {
+  key: string;
+  value: string;
+  /** `tagItem(key, value)`: what ties in `top()` are ordered by. Built when the entry takes its slot. */
   item: string;
-  data: T;
-  /** Overestimation bound: the count the item inherited when it took over an evicted slot. */
+  /** Overestimation bound: the count the tag inherited when it took over an evicted slot. */
   error: number;
-  bucket: Bucket<T>;
+  bucket: Bucket;
+  /** Neighbours in the bucket's list (oldest first): moving between buckets hashes nothing. */
+  prev: Entry | undefined;
+  next: Entry | undefined;
 }
 
 /** All entries with one count; buckets form a list in ascending count order (the Stream-Summary). */
-interface Bucket<T> {
+interface Bucket {
   count: number;
-  entries: Set<Entry<T>>;
-  prev: Bucket<T> | undefined;
-  next: Bucket<T> | undefined;
+  first: Entry | undefined;
+  last: Entry | undefined;
+  size: number;
+  prev: Bucket | undefined;
+  next: Bucket | undefined;
 }
 
-export interface HeavyHitter<T> {
+export interface HeavyHitter {
+  key: string;
+  value: string;
   item: string;
-  data: T;
   count: number;
   error: number;
 }
 
 /**
- * Space-Saving heavy hitters with at most `capacity` entries, on the Stream-Summary structure
- * (buckets of equal count in a linked list), so each offer is O(1): no scan for the minimum.
- * Guarantees for N offers: every reported count c satisfies true ≤ c ≤ true + error and
- * error ≤ min count ≤ N / capacity; any item with true count > N / capacity is monitored.
+ * Space-Saving heavy hitters among `key=value` tags, with at most `capacity` entries, on the
+ * Stream-Summary structure (buckets of equal count in a linked list), so each offer is O(1): no scan for
+ * the minimum. Guarantees for N offers: every reported count c satisfies true ≤ c ≤ true + error and
+ * error ≤ min count ≤ N / capacity; any tag with true count > N / capacity is monitored.
+ *
+ * Per offer it builds nothing for a monitored tag: entries are found by key, then value (two Map lookups
+ * under strings the request already holds, instead of hashing a `key=value` string built per tag), and
+ * kept in intrusive per-bucket lists (moving one is pointer updates). When full, the victim is the oldest
+ * entry of the minimum bucket.
  */
-export class SpaceSaving<T> {
-  private readonly entries = new Map<string, Entry<T>>();
+export class SpaceSaving {
+  private readonly byKey = new Map<string, Map<string, Entry>>();
+  private entries = 0;
   /** The bucket with the smallest count. */
-  private head: Bucket<T> | undefined;
+  private head: Bucket | undefined;
   private n = 0;
 
   constructor(readonly capacity: number) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`capacity must be a positive integer, got ${capacity}`);
   }
 
-  /** Counts one occurrence of `item`; `data` is built only when the item takes a slot. */
-  offer(item: string, data: () => T): void {
+  /** Counts one occurrence of the tag `key=value`. */
+  offer(key: string, value: string): void {
     this.n++;
-    const existing = this.entries.get(item);
+    const existing = this.byKey.get(key)?.get(value);
     if (existing) {
       this.increment(existing);
       return;
     }
-    if (this.entries.size < this.capacity) {
+    if (this.entries < this.capacity) {
       const first = this.head && this.head.count === 1 ? this.head : this.insertBucketBefore(this.head, 1);
-      const entry: Entry<T> = { item, data: data(), error: 0, bucket: first };
-      first.entries.add(entry);
-      this.entries.set(item, entry);
+      const entry: Entry = { key, value, item: tagItem(key, value), error: 0, bucket: first, prev: undefined, next: undefined };
+      append(first, entry);
+      this.index(entry);
+      this.entries++;
       return;
     }
-    // Full: the new item replaces one with the minimum count and inherits that count as its error.
+    // Full: the new tag replaces the oldest one with the minimum count and inherits that count as its error.
     const min = this.head!;
-    const victim: Entry<T> = min.entries.values().next().value!;
-    this.entries.delete(victim.item);
-    victim.item = item;
-    victim.data = data();
+    const victim = min.first!;
+    this.unindex(victim);
+    victim.key = key;
+    victim.value = value;
+    victim.item = tagItem(key, value);
     victim.error = min.count;
-    this.entries.set(item, victim);
+    this.index(victim);
     this.increment(victim);
   }
 
-  /** Items seen (N). */
+  /** Tags seen (N). */
   get offered(): number {
     return this.n;
   }
 
   /** Entries held: never more than `capacity`. */
   get size(): number {
-    return this.entries.size;
+    return this.entries;
   }
 
   /** The guaranteed bound on any count's overestimation: the minimum count when full, else 0. */
   get maxError(): number {
-    return this.entries.size < this.capacity ? 0 : (this.head?.count ?? 0);
+    return this.entries < this.capacity ? 0 : (this.head?.count ?? 0);
   }
 
   /** The `limit` highest counts, count desc then item asc. */
-  top(limit = Number.POSITIVE_INFINITY): HeavyHitter<T>[] {
-    const all: HeavyHitter<T>[] = [];
-    for (const e of this.entries.values()) all.push({ item: e.item, data: e.data, count: e.bucket.count, error: e.error });
+  top(limit = Number.POSITIVE_INFINITY): HeavyHitter[] {
+    const all: HeavyHitter[] = [];
+    for (let bucket = this.head; bucket; bucket = bucket.next) {
+      for (let e = bucket.first; e; e = e.next) all.push({ key: e.key, value: e.value, item: e.item, count: bucket.count, error: e.error });
+    }
     all.sort((a, b) => b.count - a.count || compareStrings(a.item, b.item));
     return all.slice(0, limit);
   }
 
-  /** The estimate for one item, when monitored. */
-  get(item: string): HeavyHitter<T> | undefined {
-    const e = this.entries.get(item);
-    return e && { item: e.item, data: e.data, count: e.bucket.count, error: e.error };
+  /** The estimate for one tag, when monitored. */
+  get(key: string, value: string): HeavyHitter | undefined {
+    const e = this.byKey.get(key)?.get(value);
+    return e && { key: e.key, value: e.value, item: e.item, count: e.bucket.count, error: e.error };
   }
 
-  private increment(entry: Entry<T>): void {
+  private index(entry: Entry): void {
+    let values = this.byKey.get(entry.key);
+    if (!values) {
+      values = new Map();
+      this.byKey.set(entry.key, values);
+    }
+    values.set(entry.value, entry);
+  }
+
+  private unindex(entry: Entry): void {
+    const values = this.byKey.get(entry.key)!;
+    values.delete(entry.value);
+    if (values.size === 0) this.byKey.delete(entry.key);
+  }
+
+  private increment(entry: Entry): void {
     const from = entry.bucket;
-    const target = from.next && from.next.count === from.count + 1 ? from.next : this.insertBucketAfter(from, from.count + 1);
-    from.entries.delete(entry);
-    target.entries.add(entry);
-    entry.bucket = target;
-    if (from.entries.size === 0) this.unlink(from);
+    const count = from.count + 1;
+    const next = from.next && from.next.count === count ? from.next : undefined;
+    if (from.size === 1 && !next) {
+      // Alone in its bucket and no bucket holds count + 1 yet: the bucket itself moves up a count and
+      // the list stays in order. The common case for a heavy hitter, and it allocates nothing.
+      from.count = count;
+      return;
+    }
+    const target = next ?? this.insertBucketAfter(from, count);
+    remove(from, entry);
+    append(target, entry);
+    if (from.size === 0) this.unlink(from);
   }
 
-  private insertBucketAfter(prev: Bucket<T>, count: number): Bucket<T> {
-    const bucket: Bucket<T> = { count, entries: new Set(), prev, next: prev.next };
+  private insertBucketAfter(prev: Bucket, count: number): Bucket {
+    const bucket: Bucket = { count, first: undefined, last: undefined, size: 0, prev, next: prev.next };
     if (prev.next) prev.next.prev = bucket;
     prev.next = bucket;
     return bucket;
   }
 
-  private insertBucketBefore(next: Bucket<T> | undefined, count: number): Bucket<T> {
-    const bucket: Bucket<T> = { count, entries: new Set(), prev: undefined, next };
+  private insertBucketBefore(next: Bucket | undefined, count: number): Bucket {
+    const bucket: Bucket = { count, first: undefined, last: undefined, size: 0, prev: undefined, next };
     if (next) next.prev = bucket;
     this.head = bucket;
     return bucket;
   }
 
-  private unlink(bucket: Bucket<T>): void {
+  private unlink(bucket: Bucket): void {
     if (bucket.prev) bucket.prev.next = bucket.next;
     else this.head = bucket.next;
     if (bucket.next) bucket.next.prev = bucket.prev;
   }
+}
+
+/** Adds `entry` as the newest of `bucket`'s entries. */
+function append(bucket: Bucket, entry: Entry): void {
+  entry.bucket = bucket;
+  entry.prev = bucket.last;
+  entry.next = undefined;
+  if (bucket.last) bucket.last.next = entry;
+  else bucket.first = entry;
+  bucket.last = entry;
+  bucket.size++;
+}
+
+/** Takes `entry` out of `bucket`'s entries. */
+function remove(bucket: Bucket, entry: Entry): void {
+  if (entry.prev) entry.prev.next = entry.next;
+  else bucket.first = entry.next;
+  if (entry.next) entry.next.prev = entry.prev;
+  else bucket.last = entry.prev;
+  bucket.size--;
 }

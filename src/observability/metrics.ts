@@ -1,6 +1,7 @@
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import { PlainCounter, PlainHistogram, type Series } from './plain-metrics.js';
+import { PlainCounter, PlainHistogram, SeriesRow, type Series } from './plain-metrics.js';
 import type { DecisionEvent, Operation } from '../decision/decision-service.js';
+import type { Decision } from '../model/decision.js';
 
 /**
  * Prometheus metrics of CONTRACT.md ("Metrics"), on the service's OWN prom-client Registry (never the
@@ -29,6 +30,12 @@ import type { DecisionEvent, Operation } from '../decision/decision-service.js';
 export type Outcome = 'allowed' | 'denied' | 'shadow';
 export const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'shadow'];
 
+/** An outcome as its index in OUTCOMES: the hot path counts into per-outcome arrays, not by name. */
+export type OutcomeIndex = 0 | 1 | 2;
+export const ALLOWED: OutcomeIndex = 0;
+export const DENIED: OutcomeIndex = 1;
+export const SHADOW: OutcomeIndex = 2;
+
 /** The label value every value past the cap is reported as. */
 export const OTHER_LABEL = 'other';
 
@@ -39,6 +46,14 @@ export interface MetricsOptions {
   maxLabelLength?: number;
   /** Node process metrics (CPU, memory, event loop lag, GC) on the same registry. Default true. */
   defaultMetrics?: boolean;
+}
+
+/** The operations of `rl_decisions_total`, each with its zero series from the start. */
+const OPERATIONS = ['check', 'acquire', 'release'] as const satisfies readonly Operation[];
+
+/** An operation's index in OPERATIONS (-1 for any other): comparisons of interned literals, no lookup. */
+function operationIndex(operation: string): number {
+  return operation === 'check' ? 0 : operation === 'acquire' ? 1 : operation === 'release' ? 2 : -1;
 }
 
 /** Sub-millisecond decisions are the norm; the tail up to 1 s is what an outage looks like. */
@@ -72,29 +87,68 @@ export class LabelAllowList {
   }
 }
 
+/** The outcome of one decision, as an index into OUTCOMES; see the module comment. */
+export function decisionOutcomeIndex(event: DecisionEvent): OutcomeIndex {
+  const { decision } = event;
+  if (!decision.allowed) return DENIED;
+  if (decision.shadow_mode || event.shadow?.limited === true) return SHADOW;
+  return ALLOWED;
+}
+
 /** The outcome of one decision; see the module comment. */
 export function decisionOutcome(event: DecisionEvent): Outcome {
-  const { decision } = event;
-  if (!decision.allowed) return 'denied';
-  if (decision.shadow_mode || event.shadow?.limited === true) return 'shadow';
-  return 'allowed';
+  return OUTCOMES[decisionOutcomeIndex(event)];
+}
+
+/*
+ * The policies one decision counts for, each with its own outcome (the per-policy rule of the module
+ * comment, shared by rl_policy_decisions_total and analytics' by_policy): the deciding policy
+ * (`matched_policy_id`, when not empty) with `deciderOutcome`, and the shadow policy evaluated beside an
+ * enforcing one (`shadowBeside`) with outcome `shadow`. A shadow-only answer counts once, as the decider.
+ * Two functions rather than a list, so the common one-policy decision allocates nothing.
+ */
+
+/** The deciding policy's own outcome: `shadow` for a shadow-only answer, else allowed or denied. */
+export function deciderOutcome(decision: Decision): OutcomeIndex {
+  return decision.shadow_mode ? SHADOW : decision.allowed ? ALLOWED : DENIED;
+}
+
+/** The shadow policy evaluated beside the deciding one (counted as `shadow`), if any. */
+export function shadowBeside(event: DecisionEvent): string | undefined {
+  const { decision, shadow } = event;
+  if (shadow === undefined || (decision.shadow_mode && shadow.policyId === decision.matched_policy_id)) return undefined;
+  return shadow.policyId;
 }
 
 /**
- * The policies one decision counts for, each with its own outcome: the deciding policy, and the shadow
- * policy evaluated beside an enforcing one (outcome `shadow`). A shadow-only answer counts once.
+ * The per-outcome SeriesRows of a `(label, outcome)` counter, one row per label value, so counting a
+ * decision is one Map lookup under a string V8 has usually hashed before (a policy id comes from the
+ * compiled policy) and an array index, instead of building and hashing a `label\0outcome` key. With an
+ * allow-list, only the values it admits get a cached row (memory stays bounded by its cap); every other
+ * value reaches the shared `other` row after the same allow-list check as before.
  */
-export function policyOutcomes(event: DecisionEvent): [policyId: string, outcome: Outcome][] {
-  const { decision } = event;
-  const result: [string, Outcome][] = [];
-  if (decision.matched_policy_id !== '') {
-    const own: Outcome = decision.shadow_mode ? 'shadow' : decision.allowed ? 'allowed' : 'denied';
-    result.push([decision.matched_policy_id, own]);
+class OutcomeRows {
+  private readonly rows = new Map<string, SeriesRow>();
+  private overflow: SeriesRow | undefined;
+
+  constructor(
+    private readonly counter: PlainCounter,
+    private readonly allowList?: LabelAllowList,
+  ) {}
+
+  row(value: string): SeriesRow {
+    return this.rows.get(value) ?? this.add(value);
   }
-  if (event.shadow && !(decision.shadow_mode && event.shadow.policyId === decision.matched_policy_id)) {
-    result.push([event.shadow.policyId, 'shadow']);
+
+  private add(value: string): SeriesRow {
+    const label = this.allowList ? this.allowList.label(value) : value;
+    // `label === value` for an admitted value and for a literal "other": both always map to their own
+    // label, so caching them is safe.
+    if (label !== value) return (this.overflow ??= new SeriesRow(this.counter, label, OUTCOMES));
+    const row = new SeriesRow(this.counter, label, OUTCOMES);
+    this.rows.set(value, row);
+    return row;
   }
-  return result;
 }
 
 export class Metrics {
@@ -108,15 +162,15 @@ export class Metrics {
   private readonly failureMode: PlainCounter;
   private readonly tenantDecisions: PlainCounter;
   private readonly policyDecisions: PlainCounter;
-  private readonly tenants: LabelAllowList;
-  private readonly policies: LabelAllowList;
+  /** rl_decisions_total per operation, in OPERATIONS order; `otherOperations` for any other (none today). */
+  private readonly operationRows: readonly SeriesRow[];
+  private readonly otherOperations: OutcomeRows;
+  private readonly tenantRows: OutcomeRows;
+  private readonly policyRows: OutcomeRows;
 
   constructor(options: MetricsOptions = {}) {
     const cap = options.labelCap ?? 1000;
-    this.tenants = new LabelAllowList(cap, options.maxLabelLength);
-    this.policies = new LabelAllowList(cap, options.maxLabelLength);
     const registry = (this.registry = new Registry());
-    const registers = [registry];
 
     const counter = (name: string, help: string, labelNames: string[] = []) => new PlainCounter(name, help, labelNames, registry);
     this.decisions = counter(
@@ -159,28 +213,35 @@ export class Metrics {
       ['policy_id', 'outcome'],
     );
     // Zero series for the fixed label values, so dashboards see them before the first decision.
-    for (const operation of ['check', 'acquire', 'release'] satisfies Operation[]) {
+    for (const operation of OPERATIONS) {
       for (const outcome of OUTCOMES) this.decisions.at(operation, outcome);
     }
     for (const mode of ['fail_open', 'fail_closed']) this.failureMode.at(mode);
+    this.operationRows = OPERATIONS.map((operation) => new SeriesRow(this.decisions, operation, OUTCOMES));
+    this.otherOperations = new OutcomeRows(this.decisions);
+    this.tenantRows = new OutcomeRows(this.tenantDecisions, new LabelAllowList(cap, options.maxLabelLength));
+    this.policyRows = new OutcomeRows(this.policyDecisions, new LabelAllowList(cap, options.maxLabelLength));
 
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   }
 
-  /** Called for every decision (via ObservabilityRecorder). */
+  /** Called for every decision (via ObservabilityRecorder): no allocation, no key built per series. */
   recordDecision(event: DecisionEvent): void {
-    const outcome = decisionOutcome(event);
-    this.decisions.inc(event.operation, outcome);
+    const { decision } = event;
+    const outcome = decisionOutcomeIndex(event);
+    const operation = operationIndex(event.operation);
+    (operation >= 0 ? this.operationRows[operation] : this.otherOperations.row(event.operation)).inc(outcome);
     // Every decision looks its policy up in the compiled in-memory snapshot: a hit found a policy, a
     // miss found none (traffic no policy covers, worth watching after a policy change).
-    this.countPolicyCache(event.decision.matched_policy_id !== '');
+    const policyId = decision.matched_policy_id;
+    this.countPolicyCache(policyId !== '');
     if (Number.isFinite(event.durationSeconds) && event.durationSeconds >= 0) this.duration.observe(event.durationSeconds);
     if (event.failureMode !== undefined) this.failureMode.inc(event.failureMode);
     const tenant = event.ctx.tenant_id;
-    if (tenant !== undefined && tenant !== '') this.tenantDecisions.inc(this.tenants.label(tenant), outcome);
-    for (const [policyId, policyOutcome] of policyOutcomes(event)) {
-      this.policyDecisions.inc(this.policies.label(policyId), policyOutcome);
-    }
+    if (tenant !== undefined && tenant !== '') this.tenantRows.row(tenant).inc(outcome);
+    if (policyId !== '') this.policyRows.row(policyId).inc(deciderOutcome(decision));
+    const beside = shadowBeside(event);
+    if (beside !== undefined) this.policyRows.row(beside).inc(SHADOW);
   }
 
   /** One policy lookup in the compiled snapshot: `hit` when a policy matched. */

@@ -42,9 +42,12 @@ export class PlainCounter {
     registry.registerMetric(this as never);
   }
 
-  /** The series for these label values (in labelNames order; at most two labels), created at 0. */
+  /**
+   * The series for these label values (in labelNames order; at most two labels), created at 0. A Map
+   * lookup under a key built from the values: hot paths resolve their series once and keep them (a
+   * `Series`, or a `SeriesRow` per first-label value) instead of calling this per increment.
+   */
   at(first = '', second?: string): Series {
-    // No rest parameters or join: this runs for every decision.
     const key = second === undefined ? first : first + '\u0000' + second;
     let series = this.series.get(key);
     if (!series) {
@@ -63,6 +66,34 @@ export class PlainCounter {
   get(): MetricSnapshot {
     const values = [...this.series.values()].map(({ labels, value }) => ({ labels, value }));
     return { name: this.name, help: this.help, type: 'counter', values, aggregator: 'sum' };
+  }
+}
+
+/**
+ * The series of one value of a two-label counter's first label, one slot per value of the second label
+ * (e.g. tenant `acme` × outcome allowed/denied/shadow): counting is an array index, no key to build or
+ * hash. A slot is resolved through `PlainCounter.at` on its first increment, not before, so the
+ * exposition lists exactly the series that were counted, in the order they were first counted, and two
+ * rows of the same label values share their series.
+ */
+export class SeriesRow {
+  private readonly slots: (Series | undefined)[];
+
+  constructor(
+    private readonly counter: PlainCounter,
+    private readonly first: string,
+    private readonly seconds: readonly string[],
+  ) {
+    this.slots = seconds.map(() => undefined);
+  }
+
+  /** Counts one for the second-label value `seconds[index]`. */
+  inc(index: number): void {
+    (this.slots[index] ?? this.resolve(index)).value++;
+  }
+
+  private resolve(index: number): Series {
+    return (this.slots[index] = this.counter.at(this.first, this.seconds[index]));
   }
 }
 

@@ -1,9 +1,12 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { Analytics, OTHER_POLICY, SpaceSaving } from '../../src/observability/analytics.js';
-import { event, allowedBy, deniedBy, shadowOnly } from '../support/decision-events.js';
+import { event, allowedBy, deniedBy, shadowOnly, fixedEventSequence } from '../support/decision-events.js';
 
 const T0 = Date.parse('2030-01-02T03:04:05.000Z');
+
+/** A small integer as a tag spread over three keys, so the sketch's per-key index is exercised too. */
+const tagOf = (x: number): [key: string, value: string] => [`k${x % 3}`, String(x)];
 
 describe('observability/analytics', () => {
   it('summarises totals, actions, policies and tags in the shape of CONTRACT.md', () => {
@@ -113,12 +116,12 @@ describe('observability/analytics', () => {
         fc.integer({ min: 1, max: 20 }),
         fc.array(fc.integer({ min: 0, max: 60 }).map((x) => (x < 40 ? x % 5 : x)), { maxLength: 600 }),
         (capacity, stream) => {
-          const ss = new SpaceSaving<number>(capacity);
+          const ss = new SpaceSaving(capacity);
           const truth = new Map<string, number>();
           for (const x of stream) {
-            const item = String(x);
-            ss.offer(item, () => x);
-            truth.set(item, (truth.get(item) ?? 0) + 1);
+            const [key, value] = tagOf(x);
+            ss.offer(key, value);
+            truth.set(`${key}=${value}`, (truth.get(`${key}=${value}`) ?? 0) + 1);
             if (ss.size > capacity) return false;
           }
           const n = stream.length;
@@ -126,19 +129,52 @@ describe('observability/analytics', () => {
           const reported = ss.top();
           let sum = 0;
           for (const h of reported) {
-            const t = truth.get(h.item) ?? 0;
+            const t = truth.get(`${h.key}=${h.value}`) ?? 0;
             sum += h.count;
             if (h.count < t || h.count > t + h.error) return false; // t ≤ count ≤ t + error
             if (h.error > bound || h.error > ss.maxError) return false; // error ≤ N / capacity
             if (h.count - h.error > t) return false;
+            if (ss.get(h.key, h.value)?.count !== h.count) return false;
           }
           if (sum !== n) return false; // Space-Saving conserves the stream length
           // Anything not monitored occurred at most N / capacity times; heavier items are always reported.
-          const monitored = new Set(reported.map((h) => h.item));
+          const monitored = new Set(reported.map((h) => `${h.key}=${h.value}`));
           for (const [item, t] of truth) if (!monitored.has(item) && t > bound) return false;
           // Sorted by count desc.
           for (let i = 1; i < reported.length; i++) if (reported[i - 1].count < reported[i].count) return false;
           return true;
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('evicts exactly as the textbook Space-Saving does: the entry that has held the minimum count longest (property)', () => {
+    // A direct model: on a miss when full, the victim is the entry with the smallest count and, among
+    // those, the one that reached its count first. top_tags (ties included) depends on this choice.
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 12 }),
+        fc.array(fc.integer({ min: 0, max: 40 }).map((x) => (x < 25 ? x % 6 : x)), { maxLength: 400 }),
+        (capacity, stream) => {
+          const ss = new SpaceSaving(capacity);
+          const model = new Map<string, { key: string; value: string; count: number; error: number; since: number }>();
+          stream.forEach((x, step) => {
+            const [key, value] = tagOf(x);
+            ss.offer(key, value);
+            const id = `${key}=${value}`;
+            const hit = model.get(id);
+            if (hit) Object.assign(hit, { count: hit.count + 1, since: step });
+            else if (model.size < capacity) model.set(id, { key, value, count: 1, error: 0, since: step });
+            else {
+              const [victimId, victim] = [...model].reduce((a, b) => (b[1].count < a[1].count || (b[1].count === a[1].count && b[1].since < a[1].since) ? b : a));
+              model.delete(victimId);
+              model.set(id, { key, value, count: victim.count + 1, error: victim.count, since: step });
+            }
+          });
+          const fromModel = [...model.values()].map(({ key, value, count, error }) => `${key}=${value}:${count}/${error}`).sort();
+          const fromSketch = ss.top().map(({ key, value, count, error }) => `${key}=${value}:${count}/${error}`).sort();
+          return JSON.stringify(fromModel) === JSON.stringify(fromSketch);
         },
       ),
       { numRuns: 300 },
@@ -152,4 +188,95 @@ describe('observability/analytics', () => {
     a.record(allowedBy('p'));
     expect(a.summary().since).to.equal(new Date(T0).toISOString());
   });
+  it('summarises a fixed sequence of events exactly as pinned (order of rows and ties, caps, cut tags)', () => {
+    const a = new Analytics({ now: () => T0, policyCapacity: 4, tagCapacity: 6, maxTagLength: 64 });
+    for (const e of fixedEventSequence()) a.record(e);
+    expect(JSON.stringify(a.summary())).to.equal(JSON.stringify(PINNED_SUMMARY));
+    expect(JSON.stringify(a.summary(3))).to.equal(PINNED_TOP_3);
+  });
 });
+
+/** What the analytics of `fixedEventSequence()` summarised before the per-event work was trimmed. */
+const PINNED_SUMMARY = {
+  "since": "2030-01-02T03:04:05.000Z",
+  "total": 40,
+  "allowed": 24,
+  "denied": 9,
+  "shadow": 7,
+  "by_action": {
+    "allow": 29,
+    "deny": 5,
+    "shadow_only": 2,
+    "throttle": 4
+  },
+  "by_policy": [
+    {
+      "policy_id": "(other)",
+      "total": 15,
+      "allowed": 8,
+      "denied": 3,
+      "shadow": 4
+    },
+    {
+      "policy_id": "policy-0",
+      "total": 7,
+      "allowed": 5,
+      "denied": 2,
+      "shadow": 0
+    },
+    {
+      "policy_id": "policy-2",
+      "total": 7,
+      "allowed": 4,
+      "denied": 3,
+      "shadow": 0
+    },
+    {
+      "policy_id": "policy-4",
+      "total": 7,
+      "allowed": 7,
+      "denied": 0,
+      "shadow": 0
+    },
+    {
+      "policy_id": "beside",
+      "total": 6,
+      "allowed": 0,
+      "denied": 0,
+      "shadow": 6
+    }
+  ],
+  "top_tags": [
+    {
+      "key": "env",
+      "value": "dev",
+      "count": 13
+    },
+    {
+      "key": "env",
+      "value": "prod",
+      "count": 13
+    },
+    {
+      "key": "k1",
+      "value": "v2",
+      "count": 7
+    },
+    {
+      "key": "k2",
+      "value": "v3",
+      "count": 7
+    },
+    {
+      "key": "k2",
+      "value": "v4",
+      "count": 6
+    },
+    {
+      "key": "k3",
+      "value": "vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv\u2026",
+      "count": 6
+    }
+  ]
+};
+const PINNED_TOP_3 = '{"since":"2030-01-02T03:04:05.000Z","total":40,"allowed":24,"denied":9,"shadow":7,"by_action":{"allow":29,"deny":5,"shadow_only":2,"throttle":4},"by_policy":[{"policy_id":"(other)","total":15,"allowed":8,"denied":3,"shadow":4},{"policy_id":"policy-0","total":7,"allowed":5,"denied":2,"shadow":0},{"policy_id":"policy-2","total":7,"allowed":4,"denied":3,"shadow":0}],"top_tags":[{"key":"env","value":"dev","count":13},{"key":"env","value":"prod","count":13},{"key":"k1","value":"v2","count":7}]}';

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { register as globalRegistry } from 'prom-client';
 import { LabelAllowList, Metrics, decisionOutcome } from '../../src/observability/metrics.js';
-import { event, allowedBy, deniedBy, shadowOnly } from '../support/decision-events.js';
+import { event, allowedBy, deniedBy, shadowOnly, fixedEventSequence } from '../support/decision-events.js';
 
 /** The value of one sample line `name{labels} value` of the exposition (labels in declaration order). */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -152,4 +152,89 @@ describe('observability/metrics', () => {
     expect(list.label('next')).to.equal('other');
     expect(list.label('ok')).to.equal('ok');
   });
+  it('renders exactly this exposition for a fixed sequence of events (names, HELP/TYPE, label cap, series order)', async () => {
+    // Pinned byte for byte: the hot path keeps series in its own structures, and /metrics must not notice.
+    const m = new Metrics({ defaultMetrics: false, labelCap: 3, maxLabelLength: 32 });
+    for (const e of fixedEventSequence()) m.recordDecision(e);
+    m.countCounterStoreError();
+    m.countInvalidationFailure();
+    expect(await m.exposition()).to.equal(PINNED_EXPOSITION);
+  });
 });
+
+/** What the metrics of `fixedEventSequence()` rendered before the series were resolved once per label value. */
+const PINNED_EXPOSITION = `# HELP rl_decisions_total Decisions made, by operation (check, acquire, release) and outcome (allowed, denied, shadow).
+# TYPE rl_decisions_total counter
+rl_decisions_total{operation="check",outcome="allowed"} 15
+rl_decisions_total{operation="check",outcome="denied"} 7
+rl_decisions_total{operation="check",outcome="shadow"} 6
+rl_decisions_total{operation="acquire",outcome="allowed"} 6
+rl_decisions_total{operation="acquire",outcome="denied"} 1
+rl_decisions_total{operation="acquire",outcome="shadow"} 1
+rl_decisions_total{operation="release",outcome="allowed"} 3
+rl_decisions_total{operation="release",outcome="denied"} 1
+rl_decisions_total{operation="release",outcome="shadow"} 0
+
+# HELP rl_decision_duration_seconds Time to make one decision (policy match and counter store), in seconds.
+# TYPE rl_decision_duration_seconds histogram
+rl_decision_duration_seconds_bucket{le="0.00005"} 8
+rl_decision_duration_seconds_bucket{le="0.0001"} 12
+rl_decision_duration_seconds_bucket{le="0.00025"} 16
+rl_decision_duration_seconds_bucket{le="0.0005"} 20
+rl_decision_duration_seconds_bucket{le="0.001"} 20
+rl_decision_duration_seconds_bucket{le="0.0025"} 20
+rl_decision_duration_seconds_bucket{le="0.005"} 20
+rl_decision_duration_seconds_bucket{le="0.01"} 20
+rl_decision_duration_seconds_bucket{le="0.025"} 20
+rl_decision_duration_seconds_bucket{le="0.05"} 24
+rl_decision_duration_seconds_bucket{le="0.1"} 24
+rl_decision_duration_seconds_bucket{le="0.25"} 24
+rl_decision_duration_seconds_bucket{le="0.5"} 24
+rl_decision_duration_seconds_bucket{le="1"} 28
+rl_decision_duration_seconds_bucket{le="+Inf"} 32
+rl_decision_duration_seconds_sum 14.962559999999996
+rl_decision_duration_seconds_count 32
+
+# HELP rl_policy_cache_hits_total Decisions that found a matching policy in the compiled in-memory policy snapshot.
+# TYPE rl_policy_cache_hits_total counter
+rl_policy_cache_hits_total 36
+
+# HELP rl_policy_cache_misses_total Decisions that found no matching policy in the compiled in-memory policy snapshot.
+# TYPE rl_policy_cache_misses_total counter
+rl_policy_cache_misses_total 4
+
+# HELP rl_counter_store_errors_total Counter store operations that failed (error, timeout, circuit open).
+# TYPE rl_counter_store_errors_total counter
+rl_counter_store_errors_total 1
+
+# HELP rl_invalidation_failures_total Sidecar invalidation notifications given up (attempts exhausted, or dropped from a full queue).
+# TYPE rl_invalidation_failures_total counter
+rl_invalidation_failures_total 1
+
+# HELP rl_failure_mode_decisions_total Decisions made by a policy's failure_mode because the counter store could not answer.
+# TYPE rl_failure_mode_decisions_total counter
+rl_failure_mode_decisions_total{mode="fail_open"} 2
+rl_failure_mode_decisions_total{mode="fail_closed"} 1
+
+# HELP rl_tenant_decisions_total Decisions per tenant_id and outcome; the first 3 distinct tenants keep their own series, later ones are "other".
+# TYPE rl_tenant_decisions_total counter
+rl_tenant_decisions_total{tenant="tenant-0",outcome="allowed"} 4
+rl_tenant_decisions_total{tenant="other",outcome="denied"} 7
+rl_tenant_decisions_total{tenant="tenant-2",outcome="shadow"} 1
+rl_tenant_decisions_total{tenant="other",outcome="allowed"} 15
+rl_tenant_decisions_total{tenant="other",outcome="shadow"} 4
+rl_tenant_decisions_total{tenant="tenant-0",outcome="denied"} 1
+rl_tenant_decisions_total{tenant="tenant-2",outcome="allowed"} 3
+rl_tenant_decisions_total{tenant="tenant-0",outcome="shadow"} 2
+
+# HELP rl_policy_decisions_total Decisions per policy and outcome (shadow policies evaluated beside an enforcing one count as outcome "shadow"); capped at 3 distinct policy ids, later ones are "other".
+# TYPE rl_policy_decisions_total counter
+rl_policy_decisions_total{policy_id="policy-0",outcome="allowed"} 5
+rl_policy_decisions_total{policy_id="policy-2",outcome="denied"} 3
+rl_policy_decisions_total{policy_id="policy-4",outcome="allowed"} 7
+rl_policy_decisions_total{policy_id="other",outcome="shadow"} 10
+rl_policy_decisions_total{policy_id="other",outcome="allowed"} 8
+rl_policy_decisions_total{policy_id="policy-0",outcome="denied"} 2
+rl_policy_decisions_total{policy_id="policy-2",outcome="allowed"} 4
+rl_policy_decisions_total{policy_id="other",outcome="denied"} 3
+`;
