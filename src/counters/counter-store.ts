@@ -14,12 +14,19 @@ export interface CounterResult {
 
 /**
  * One interface, two backends with identical semantics: MemoryCounterStore (single node) and
- * RedisCounterStore (one atomic Lua script per operation). `keys` come from keys.ts.
+ * RedisCounterStore (one atomic Lua script per operation). `keys` come from keys.ts; callers hand the
+ * same array to many operations (DecisionService caches them), so a store never modifies it.
  *
  * `nowMs` exists for tests only: the Redis store otherwise reads Redis `TIME`, the memory store its
  * injected clock. Every operation either completes atomically or throws CounterStoreUnavailableError.
  */
 export interface CounterStore {
+  /**
+   * The same three operations answered synchronously, for a store that never waits (the in-memory
+   * emulator): the DecisionService then decides without a promise per step. Same semantics and the same
+   * errors (thrown instead of rejected) as the asynchronous ones; absent when the store has to wait.
+   */
+  readonly sync?: SyncCounterOperations;
   /** Takes `cost` units if they all fit; a denied request takes nothing. */
   consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult>;
   /** Takes a lease slot for `leaseId`, or refreshes the lease if it is already held. */
@@ -29,4 +36,16 @@ export interface CounterStore {
   /** Health for readiness and status endpoints. */
   isHealthy(): boolean;
   close(): Promise<void>;
+}
+
+/** CounterStore's operations for a store that can answer at once; see `CounterStore.sync`. */
+export interface SyncCounterOperations {
+  /**
+   * The clock the store reads when no `nowMs` is given. A caller that has just read this very clock may
+   * pass its reading as `nowMs` instead of having the store read it again.
+   */
+  readonly clock: () => number;
+  consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): CounterResult;
+  acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): CounterResult;
+  release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): CounterResult;
 }

@@ -23,7 +23,9 @@ export function counterKeys(
   spec: CounterSpec,
   identity: readonly string[],
 ): string[] {
-  const base = `${prefix}{${counterTag(policyId, identity)}}:${spec.type}`;
+  // join() yields one flat string: a template literal would leave a ConsString (an extra object, and a
+  // flatten on first hashing) for the memory store to keep as its Map key for every live counter.
+  const base = [prefix, '{', counterTag(policyId, identity), '}:', spec.type].join('');
   // The sliding log keeps its entries in a sorted set and its running sum beside it.
   return spec.type === 'sliding_window_log' ? [base, `${base}:sum`] : [base];
 }
@@ -47,4 +49,82 @@ export function lengthPrefixed(parts: readonly string[]): string {
   let out = '';
   for (const part of parts) out += `${Buffer.byteLength(part)}:${part}`;
   return out;
+}
+
+/**
+ * Finished counter keys per (compiled policy, identity), so a decision for a counter seen recently neither
+ * encodes, escapes nor concatenates, and hands the store the same string object every time (V8 caches a
+ * string's hash in the string, so the store's Map lookup skips hashing too).
+ *
+ * Bounded: two generations of at most `capacity` identities each. New identities go into the young
+ * generation; when it is full it becomes the old one and the previous old one is dropped. An identity
+ * found in the old generation moves back into the young one, so a hot counter survives every rotation.
+ * Memory therefore never grows with the number of distinct identities: at a million distinct users the
+ * cache holds at most 2 × capacity of them (and shares the key strings with the store while they live),
+ * each at most MAX_READABLE_TAG characters long.
+ *
+ * `owner` is what the keys belong to (DecisionService passes the CompiledPolicy); the cache is only valid
+ * for one prefix, and `clear()` drops everything (e.g. when a new policy snapshot replaces the owners).
+ */
+export class CounterKeyCache {
+  private young = new Map<object, Map<string, string[]>>();
+  private old = new Map<object, Map<string, string[]>>();
+  private youngSize = 0;
+
+  constructor(
+    private readonly prefix: string,
+    readonly capacity = 8192,
+  ) {}
+
+  /** `identity` as PolicyMatch carries it: [name, value, name, value, ...], names fixed by the policy. */
+  keysOf(owner: object, policyId: string, spec: CounterSpec, identity: readonly string[]): string[] {
+    const id = identityKey(identity);
+    // Identities past the readable length are digested anyway; holding them would let a few huge
+    // requests pin megabytes.
+    if (id.length > MAX_READABLE_TAG) return counterKeys(this.prefix, policyId, spec, identity);
+    const young = this.young.get(owner);
+    const hit = young?.get(id);
+    if (hit !== undefined) return hit;
+    const keys = this.old.get(owner)?.get(id) ?? counterKeys(this.prefix, policyId, spec, identity);
+    this.remember(owner, young, id, keys);
+    return keys;
+  }
+
+  /** Number of identities held, both generations (for tests). */
+  get size(): number {
+    let size = 0;
+    for (const generation of [this.young, this.old]) for (const byId of generation.values()) size += byId.size;
+    return size;
+  }
+
+  clear(): void {
+    this.young = new Map();
+    this.old = new Map();
+    this.youngSize = 0;
+  }
+
+  private remember(owner: object, young: Map<string, string[]> | undefined, id: string, keys: string[]): void {
+    if (this.youngSize >= this.capacity) {
+      this.old = this.young;
+      this.young = new Map();
+      this.youngSize = 0;
+      young = undefined;
+    }
+    if (young === undefined) this.young.set(owner, (young = new Map()));
+    young.set(id, keys);
+    this.youngSize++;
+  }
+}
+
+/**
+ * The cache key of an identity under one policy. The names are the policy's own (the same for every
+ * request), so only the values count: one value is its own key (no concatenation on the common
+ * single-`*` policy); several are joined with every value but the last length-prefixed, which no two
+ * different value lists share.
+ */
+function identityKey(identity: readonly string[]): string {
+  if (identity.length === 2) return identity[1];
+  let key = '';
+  for (let i = 1; i < identity.length - 2; i += 2) key += `${identity[i].length}:${identity[i]}`;
+  return identity.length > 0 ? key + identity[identity.length - 1] : key;
 }

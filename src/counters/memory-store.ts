@@ -1,4 +1,4 @@
-import type { CounterResult, CounterStore } from './counter-store.js';
+import type { CounterResult, CounterStore, SyncCounterOperations } from './counter-store.js';
 import type { LeaseSpec, RateSpec } from './counter-spec.js';
 
 /**
@@ -10,12 +10,41 @@ import type { LeaseSpec, RateSpec } from './counter-spec.js';
  * (here by the sweeper, in Redis by PEXPIRE) nothing observable changes: expiry only reclaims memory.
  */
 
-interface Slot<T> {
-  state: T;
+/** What the Map holds per key: at least its expiry (epoch ms), which the sweeper reads. */
+interface Slot {
   expireAt: number;
 }
 
-interface FixedWindowState { windowStart: number; used: number }
+/** Every algorithm but fixed_window: its state object beside the expiry. */
+interface StateSlot<T> extends Slot {
+  state: T;
+}
+
+/**
+ * fixed_window, the hottest algorithm and the one with the most live keys, keeps its state in the slot
+ * itself, as three small integers: one 48-byte object per key (a slot with a nested state object and
+ * epoch-ms doubles, each boxed by V8 in a heap number of its own, took 112). The window is stored by its
+ * number, windowStart / windowMs (exact: windows are whole milliseconds, so windowStart is a whole
+ * multiple of windowMs), which fits a V8 small integer (32 bits in Node's builds) for windows of a
+ * second or more. The window's end, the key's expiry, is derived from it. Keys carry their algorithm,
+ * so a fixed_window key's slot is always one of these.
+ */
+class FixedWindowSlot implements Slot {
+  constructor(
+    public windowNumber: number,
+    public windowMs: number,
+    public used: number,
+  ) {}
+
+  get windowStart(): number {
+    return this.windowNumber * this.windowMs;
+  }
+
+  get expireAt(): number {
+    return (this.windowNumber + 1) * this.windowMs;
+  }
+}
+
 interface QuotaState { periodStart: number; used: number }
 interface SlidingCounterState { buckets: Map<number, number> }
 interface SlidingLogState { entries: { ts: number; cost: number }[]; sum: number }
@@ -34,15 +63,23 @@ export interface MemoryCounterStoreOptions {
 }
 
 export class MemoryCounterStore implements CounterStore {
-  private readonly slots = new Map<string, Slot<unknown>>();
+  private readonly slots = new Map<string, Slot>();
   private readonly now: () => number;
   private readonly sweepBatch: number;
   private readonly sweepBudgetMs: number;
-  private sweepCursor: Iterator<[string, Slot<unknown>]> | undefined;
+  private sweepCursor: Iterator<[string, Slot]> | undefined;
   private readonly sweepTimer: NodeJS.Timeout | undefined;
+  /** The emulator never waits: DecisionService uses these directly; the async methods wrap them. */
+  readonly sync: SyncCounterOperations;
 
   constructor(options: MemoryCounterStoreOptions = {}) {
     this.now = options.now ?? Date.now;
+    this.sync = {
+      clock: this.now,
+      consume: (keys, spec, cost, nowMs) => this.consumeNow(keys[0], spec, cost, nowMs ?? this.now()),
+      acquire: (keys, spec, leaseId, nowMs) => this.acquireNow(keys[0], spec, leaseId, nowMs ?? this.now()),
+      release: (keys, spec, leaseId, nowMs) => this.releaseNow(keys[0], spec, leaseId, nowMs ?? this.now()),
+    };
     this.sweepBatch = options.sweepBatch ?? 20_000;
     this.sweepBudgetMs = options.sweepBudgetMs ?? 4;
     // Every 100 ms for at most 4 ms: under 5% of a core while a million keys expire, and never a
@@ -84,8 +121,27 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   async consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
-    const now = nowMs ?? this.now();
-    const key = keys[0];
+    return this.sync.consume(keys, spec, cost, nowMs);
+  }
+
+  async acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
+    return this.sync.acquire(keys, spec, leaseId, nowMs);
+  }
+
+  async release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
+    return this.sync.release(keys, spec, leaseId, nowMs);
+  }
+
+  isHealthy(): boolean {
+    return true;
+  }
+
+  async close(): Promise<void> {
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.slots.clear();
+  }
+
+  private consumeNow(key: string, spec: RateSpec, cost: number, now: number): CounterResult {
     switch (spec.type) {
       case 'fixed_window':
         return this.fixedWindow(key, spec.limit, spec.windowMs, cost, now);
@@ -102,9 +158,7 @@ export class MemoryCounterStore implements CounterStore {
     }
   }
 
-  async acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    const now = nowMs ?? this.now();
-    const key = keys[0];
+  private acquireNow(key: string, spec: LeaseSpec, leaseId: string, now: number): CounterResult {
     const max = spec.maxConcurrency;
     const leases = this.liveLeases(key, now);
     if (leases.has(leaseId) || leases.size < max) {
@@ -117,9 +171,7 @@ export class MemoryCounterStore implements CounterStore {
     return result(false, Math.max(0, max - leases.size), retry, maxValue(leases) - now);
   }
 
-  async release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    const now = nowMs ?? this.now();
-    const key = keys[0];
+  private releaseNow(key: string, spec: LeaseSpec, leaseId: string, now: number): CounterResult {
     const leases = this.liveLeases(key, now);
     const removed = leases.delete(leaseId);
     let reset = 0;
@@ -133,32 +185,24 @@ export class MemoryCounterStore implements CounterStore {
     return result(removed, Math.max(0, spec.maxConcurrency - leases.size), 0, reset);
   }
 
-  isHealthy(): boolean {
-    return true;
-  }
-
-  async close(): Promise<void> {
-    if (this.sweepTimer) clearInterval(this.sweepTimer);
-    this.slots.clear();
-  }
-
   // --- algorithms: each mirrors lua/<name>.lua ---
 
   private fixedWindow(key: string, limit: number, windowMs: number, cost: number, now: number): CounterResult {
     const windowStart = now - (now % windowMs);
     const windowEnd = windowStart + windowMs;
     // The hottest algorithm: one Map lookup and no allocation for a key already in use.
-    const slot = this.live<FixedWindowState>(key, now);
-    const used = slot && slot.state.windowStart === windowStart ? slot.state.used : 0;
+    const slot = this.live<FixedWindowSlot>(key, now);
+    const used = slot && slot.windowStart === windowStart ? slot.used : 0;
     if (used + cost > limit) {
       return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
     }
+    // Expires at windowEnd, as the script's PEXPIRE.
     if (slot) {
-      slot.state.windowStart = windowStart;
-      slot.state.used = used + cost;
-      slot.expireAt = windowEnd;
+      slot.windowNumber = windowStart / windowMs;
+      slot.windowMs = windowMs;
+      slot.used = used + cost;
     } else {
-      this.slots.set(key, { state: { windowStart, used: used + cost }, expireAt: windowEnd });
+      this.slots.set(key, new FixedWindowSlot(windowStart / windowMs, windowMs, used + cost));
     }
     return result(true, Math.max(0, limit - (used + cost)), 0, windowEnd - now);
   }
@@ -291,12 +335,12 @@ export class MemoryCounterStore implements CounterStore {
   // --- key space: a Map with per-key expiry, like Redis PEXPIREAT ---
 
   private get<T>(key: string, now: number): T | undefined {
-    return this.live<T>(key, now)?.state;
+    return this.live<StateSlot<T>>(key, now)?.state;
   }
 
   /** The key's slot unless it is absent or expired (an expired one is deleted, as Redis would). */
-  private live<T>(key: string, now: number): Slot<T> | undefined {
-    const slot = this.slots.get(key) as Slot<T> | undefined;
+  private live<S extends Slot>(key: string, now: number): S | undefined {
+    const slot = this.slots.get(key) as S | undefined;
     if (!slot) return undefined;
     if (slot.expireAt <= now) {
       this.slots.delete(key);
@@ -306,12 +350,13 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private put<T>(key: string, state: T, expireAt: number): void {
-    const slot = this.slots.get(key);
+    const slot = this.slots.get(key) as StateSlot<T> | undefined;
     if (slot) {
       slot.state = state;
       slot.expireAt = expireAt;
     } else {
-      this.slots.set(key, { state, expireAt });
+      const created: StateSlot<T> = { expireAt, state };
+      this.slots.set(key, created);
     }
   }
 

@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { CounterStoreUnavailableError } from '../errors.js';
-import type { CounterResult, CounterStore } from '../counters/counter-store.js';
+import type { CounterResult, CounterStore, SyncCounterOperations } from '../counters/counter-store.js';
 import { capacityOf, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
-import { counterKeys, lengthPrefixed } from '../counters/keys.js';
+import { CounterKeyCache, lengthPrefixed } from '../counters/keys.js';
 import type { Decision, DecisionReason } from '../model/decision.js';
 import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
-import type { CompiledPolicy, Matcher, PolicyFamily, PolicyMatch } from '../policy/matcher.js';
+import type { Matcher, MatchResult, PolicyFamily, PolicyMatch } from '../policy/matcher.js';
 import type { FailureMode } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
 
@@ -42,6 +42,8 @@ export interface DecisionServiceDeps {
   onCounterStoreError?: (error: CounterStoreUnavailableError) => void;
   now?: () => number;
   random?: () => number;
+  /** Identities per generation in the counter key cache (see CounterKeyCache); default 8192. */
+  counterKeyCacheSize?: number;
 }
 
 /** The result of running one matched policy's counter operation. */
@@ -49,66 +51,134 @@ type Evaluation =
   | { match: PolicyMatch; result: CounterResult; failed?: undefined }
   | { match: PolicyMatch; result?: undefined; failed: CounterStoreUnavailableError };
 
+/** The store's operations in either form: R is CounterResult (`CounterStore.sync`) or a promise of one. */
+interface CounterOperations<R> {
+  consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): R;
+  acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): R;
+  release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): R;
+}
+
+/**
+ * What one decision asks of the counter of one matched policy. Written once against either form of the
+ * store, so the synchronous and the asynchronous path share it; module-level, so no closure per call.
+ */
+type CounterCall = <R>(
+  ops: CounterOperations<R>,
+  keys: string[],
+  match: PolicyMatch,
+  ctx: RequestContext,
+  leaseId: string,
+  nowMs: number | undefined,
+) => R;
+
+const consumeCall: CounterCall = (ops, keys, match, ctx, _leaseId, nowMs) => {
+  const cost = Math.min(ctx.quantity * (match.compiled.policy.algorithm.cost_per_request ?? 1), 2 ** 53);
+  return ops.consume(keys, match.compiled.spec as RateSpec, cost, nowMs);
+};
+const acquireCall: CounterCall = (ops, keys, match, _ctx, leaseId, nowMs) =>
+  ops.acquire(keys, match.compiled.spec as LeaseSpec, leaseId, nowMs);
+const releaseCall: CounterCall = (ops, keys, match, _ctx, leaseId, nowMs) =>
+  ops.release(keys, match.compiled.spec as LeaseSpec, leaseId, nowMs);
+
 /**
  * The decision logic, free of any transport: HTTP, gRPC and the Envoy adapter call these three
  * methods with a validated RequestContext and map the Decision to their wire format.
+ *
+ * Two paths, one logic: when the counter store can answer synchronously (`CounterStore.sync`, the
+ * in-memory emulator) a decision runs start to finish without awaiting anything and returns one
+ * settled promise; otherwise (Redis) the counter operations are awaited. Matching, key lookup, the
+ * counter calls, failure handling and the decision itself are the same functions on both paths.
  */
 export class DecisionService {
   private readonly now: () => number;
   private readonly random: () => number;
-  private readonly fixedKeys = new WeakMap<CompiledPolicy, string[]>();
+  private readonly keys: CounterKeyCache;
+  /** The policy snapshot the cached keys belong to; a new snapshot brings new CompiledPolicy objects. */
+  private keysMatcher: Matcher | undefined;
 
   constructor(private readonly deps: DecisionServiceDeps) {
     this.now = deps.now ?? Date.now;
     this.random = deps.random ?? Math.random;
+    this.keys = new CounterKeyCache(deps.keyPrefix, deps.counterKeyCacheSize);
   }
 
-  async check(ctx: RequestContext): Promise<Decision> {
-    return this.decide('check', ctx, 'rate', (match) => {
-      const spec = match.compiled.spec as RateSpec;
-      const cost = Math.min(ctx.quantity * (match.compiled.policy.algorithm.cost_per_request ?? 1), 2 ** 53);
-      return this.deps.counters.consume(this.keysOf(match), spec, cost);
-    });
+  check(ctx: RequestContext): Promise<Decision> {
+    return this.decide('check', ctx, 'rate', consumeCall, '');
   }
 
   async acquire(ctx: RequestContext): Promise<Decision> {
     const leaseId = leaseIdOf(ctx);
-    const decision = await this.decide('acquire', ctx, 'concurrency', (match) =>
-      this.deps.counters.acquire(this.keysOf(match), match.compiled.spec as LeaseSpec, leaseId),
-    );
+    const decision = await this.decide('acquire', ctx, 'concurrency', acquireCall, leaseId);
     if (decision.matched_policy_id !== '') decision.metadata.lease_id = leaseId;
     return decision;
   }
 
   async release(ctx: RequestContext): Promise<Decision> {
     const leaseId = leaseIdOf(ctx);
-    const decision = await this.decide('release', ctx, 'concurrency', (match) =>
-      this.deps.counters.release(this.keysOf(match), match.compiled.spec as LeaseSpec, leaseId),
-    );
+    const decision = await this.decide('release', ctx, 'concurrency', releaseCall, leaseId);
     if (decision.matched_policy_id !== '') decision.metadata.lease_id = leaseId;
     return decision;
   }
 
-  private async decide(
+  /** Never throws: every failure (none is expected) becomes a rejected promise, as from an async function. */
+  private decide(operation: Operation, ctx: RequestContext, family: PolicyFamily, call: CounterCall, leaseId: string): Promise<Decision> {
+    try {
+      const started = this.deps.recorder ? performance.now() : 0;
+      const nowMs = this.now();
+      const { enforce, shadow } = this.match(ctx, family, nowMs);
+      const sync = this.deps.counters.sync;
+      if (sync === undefined) return this.decideAsync(operation, ctx, call, leaseId, started, enforce, shadow);
+      // A store on the same clock (both Date.now by default) counts at the instant matching used: one
+      // clock read per decision instead of two.
+      const counterNowMs = sync.clock === this.now ? nowMs : undefined;
+      const enforced = enforce && this.evaluateSync(sync, call, enforce, ctx, leaseId, counterNowMs);
+      const shadowed = shadow && this.evaluateSync(sync, call, shadow, ctx, leaseId, counterNowMs);
+      return Promise.resolve(this.conclude(operation, ctx, started, enforced, shadowed));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  private async decideAsync(
     operation: Operation,
     ctx: RequestContext,
-    family: PolicyFamily,
-    run: (match: PolicyMatch) => Promise<CounterResult>,
+    call: CounterCall,
+    leaseId: string,
+    started: number,
+    enforce: PolicyMatch | undefined,
+    shadow: PolicyMatch | undefined,
   ): Promise<Decision> {
-    const recorder = this.deps.recorder;
-    const started = recorder ? performance.now() : 0;
-    const { enforce, shadow } = this.deps.policies.current().match(ctx, family, this.now());
     let enforced: Evaluation | undefined;
     let shadowed: Evaluation | undefined;
     if (enforce && shadow) {
       // The shadow policy counts beside the enforcing one, concurrently: it costs no extra latency.
-      [enforced, shadowed] = await Promise.all([this.evaluate(enforce, run), this.evaluate(shadow, run)]);
+      [enforced, shadowed] = await Promise.all([this.evaluate(call, enforce, ctx, leaseId), this.evaluate(call, shadow, ctx, leaseId)]);
     } else if (enforce) {
-      enforced = await this.evaluate(enforce, run);
+      enforced = await this.evaluate(call, enforce, ctx, leaseId);
     } else if (shadow) {
-      shadowed = await this.evaluate(shadow, run);
+      shadowed = await this.evaluate(call, shadow, ctx, leaseId);
     }
+    return this.conclude(operation, ctx, started, enforced, shadowed);
+  }
 
+  private match(ctx: RequestContext, family: PolicyFamily, nowMs: number): MatchResult {
+    const matcher = this.deps.policies.current();
+    if (matcher !== this.keysMatcher) {
+      // Keys are cached per CompiledPolicy: those of an older snapshot will not be asked for again.
+      this.keys.clear();
+      this.keysMatcher = matcher;
+    }
+    return matcher.match(ctx, family, nowMs);
+  }
+
+  /** The decision from what the counters answered, recorded. */
+  private conclude(
+    operation: Operation,
+    ctx: RequestContext,
+    started: number,
+    enforced: Evaluation | undefined,
+    shadowed: Evaluation | undefined,
+  ): Decision {
     let decision: Decision;
     if (enforced) {
       decision = this.enforcedDecision(operation, ctx, enforced);
@@ -122,6 +192,7 @@ export class DecisionService {
       decision = noMatchDecision();
     }
 
+    const recorder = this.deps.recorder;
     if (!recorder) return decision;
     recorder.record({
       operation,
@@ -164,24 +235,40 @@ export class DecisionService {
     return decision;
   }
 
-  private async evaluate(match: PolicyMatch, run: (match: PolicyMatch) => Promise<CounterResult>): Promise<Evaluation> {
+  private evaluateSync(
+    ops: SyncCounterOperations,
+    call: CounterCall,
+    match: PolicyMatch,
+    ctx: RequestContext,
+    leaseId: string,
+    nowMs: number | undefined,
+  ): Evaluation {
     try {
-      return { match, result: await run(match) };
+      return { match, result: call(ops, this.keysOf(match), match, ctx, leaseId, nowMs) };
     } catch (error) {
-      if (!(error instanceof CounterStoreUnavailableError)) throw error;
-      this.deps.onCounterStoreError?.(error);
-      return { match, failed: error };
+      return this.failedEvaluation(match, error);
     }
   }
 
+  private async evaluate(call: CounterCall, match: PolicyMatch, ctx: RequestContext, leaseId: string): Promise<Evaluation> {
+    try {
+      // The store reads its own clock (Redis: TIME).
+      return { match, result: await call(this.deps.counters, this.keysOf(match), match, ctx, leaseId, undefined) };
+    } catch (error) {
+      return this.failedEvaluation(match, error);
+    }
+  }
+
+  /** The counter store could not answer: the policy's failure mode will decide. Anything else is a bug, rethrown. */
+  private failedEvaluation(match: PolicyMatch, error: unknown): Evaluation {
+    if (!(error instanceof CounterStoreUnavailableError)) throw error;
+    this.deps.onCounterStoreError?.(error);
+    return { match, failed: error };
+  }
+
   private keysOf(match: PolicyMatch): string[] {
-    const { compiled, identity } = match;
-    if (identity.length > 0) return counterKeys(this.deps.keyPrefix, compiled.policy.policy_id, compiled.spec, identity);
-    // A policy without `*` fields has one counter: its keys are built once per compiled policy (a new
-    // Matcher after a policy change brings new CompiledPolicy objects, and the old entries go with them).
-    let keys = this.fixedKeys.get(compiled);
-    if (!keys) this.fixedKeys.set(compiled, (keys = counterKeys(this.deps.keyPrefix, compiled.policy.policy_id, compiled.spec, identity)));
-    return keys;
+    const { compiled } = match;
+    return this.keys.keysOf(compiled, compiled.policy.policy_id, compiled.spec, match.identity);
   }
 }
 

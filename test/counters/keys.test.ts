@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { counterKeys, counterTag } from '../../src/counters/keys.js';
+import { CounterKeyCache, counterKeys, counterTag } from '../../src/counters/keys.js';
 import type { CounterSpec } from '../../src/counters/counter-spec.js';
 
 const fixed: CounterSpec = { type: 'fixed_window', limit: 1, windowMs: 1000 };
@@ -43,5 +43,73 @@ describe('counter keys', () => {
     expect(key.length).to.be.below(60);
     expect(hashTag(key)).to.match(/^#[A-Za-z0-9_-]{22}$/);
     expect(counterKeys('rl:', 'p', fixed, ['user_id', 'u'.repeat(100_001)])[0]).to.not.equal(key);
+  });
+});
+
+describe('CounterKeyCache', () => {
+  const policy = {};
+  const other = {};
+
+  it('answers exactly what counterKeys builds, and the same array every time', () => {
+    const cache = new CounterKeyCache('rl:');
+    const identity = ['user_id', 'alice'];
+    const keys = cache.keysOf(policy, 'p', fixed, identity);
+    expect(keys).to.deep.equal(counterKeys('rl:', 'p', fixed, identity));
+    expect(cache.keysOf(policy, 'p', fixed, ['user_id', 'alice'])).to.equal(keys);
+    expect(cache.keysOf(policy, 'p', fixed, [])).to.deep.equal(counterKeys('rl:', 'p', fixed, []));
+    expect(cache.keysOf(policy, 'p', log, ['source_ip', '10.0.0.1'])).to.deep.equal(counterKeys('rl:', 'p', log, ['source_ip', '10.0.0.1']));
+  });
+
+  // Two identities of one policy: the same names, values from a tiny alphabet (so that `ab`+`c` against
+  // `a`+`bc`, and values that look like length prefixes, turn up often).
+  const value = fc.string({ unit: fc.constantFrom('a', 'b', '1', ':'), maxLength: 4 });
+  const sameLengthLists = fc
+    .integer({ min: 1, max: 4 })
+    .chain((n) => fc.tuple(fc.array(value, { minLength: n, maxLength: n }), fc.array(value, { minLength: n, maxLength: n })));
+
+  it('keeps policies apart, and identities that only differ in where one value ends', () => {
+    const cache = new CounterKeyCache('rl:');
+    expect(cache.keysOf(policy, 'p', fixed, ['user_id', 'u'])).to.not.equal(cache.keysOf(other, 'q', fixed, ['user_id', 'u']));
+    fc.assert(
+      fc.property(sameLengthLists, ([a, b]) => {
+        const identity = (values: string[]) => values.flatMap((v, i) => [`field${i}`, v]);
+        const fresh = new CounterKeyCache('rl:');
+        fresh.keysOf(policy, 'p', fixed, identity(a));
+        expect(fresh.keysOf(policy, 'p', fixed, identity(b))).to.deep.equal(counterKeys('rl:', 'p', fixed, identity(b)));
+      }),
+      { numRuns: 2000 },
+    );
+    const cache2 = new CounterKeyCache('rl:');
+    const ab = cache2.keysOf(policy, 'p', fixed, ['f', 'ab', 'g', 'c']);
+    expect(cache2.keysOf(policy, 'p', fixed, ['f', 'a', 'g', 'bc'])).to.not.deep.equal(ab);
+  });
+
+  it('holds at most two generations of its capacity, however many identities pass through', () => {
+    const cache = new CounterKeyCache('rl:', 100);
+    const hot = cache.keysOf(policy, 'p', fixed, ['user_id', 'hot']);
+    for (let i = 0; i < 10_000; i++) {
+      const owner = i % 2 === 0 ? policy : other;
+      expect(cache.keysOf(owner, 'p', fixed, ['user_id', `user-${i}`])).to.deep.equal(counterKeys('rl:', 'p', fixed, ['user_id', `user-${i}`]));
+      expect(cache.size).to.be.at.most(200);
+      // A counter in use keeps its keys across every rotation.
+      if (i % 50 === 0) expect(cache.keysOf(policy, 'p', fixed, ['user_id', 'hot'])).to.equal(hot);
+    }
+  });
+
+  it('does not hold identities long enough to be digested', () => {
+    const cache = new CounterKeyCache('rl:');
+    const identity = ['user_id', 'u'.repeat(10_000)];
+    expect(cache.keysOf(policy, 'p', fixed, identity)).to.deep.equal(counterKeys('rl:', 'p', fixed, identity));
+    expect(cache.size).to.equal(0);
+  });
+
+  it('forgets everything on clear', () => {
+    const cache = new CounterKeyCache('rl:');
+    const keys = cache.keysOf(policy, 'p', fixed, ['user_id', 'u']);
+    cache.clear();
+    expect(cache.size).to.equal(0);
+    const rebuilt = cache.keysOf(policy, 'p', fixed, ['user_id', 'u']);
+    expect(rebuilt).to.not.equal(keys);
+    expect(rebuilt).to.deep.equal(keys);
   });
 });

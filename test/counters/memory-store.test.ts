@@ -153,4 +153,47 @@ describe('MemoryCounterStore (emulator only)', function () {
     expect(store.size).to.equal(0);
     await store.close();
   });
+
+  it('answers synchronously (store.sync) exactly what the asynchronous operations answer', async () => {
+    let now = T0 + 7;
+    const viaSync = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
+    const viaAsync = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
+    const fromSync: unknown[] = [];
+    const fromAsync: unknown[] = [];
+    for (let step = 0; step < 40; step++) {
+      for (const spec of SHORT_SPECS) {
+        const key = counterKeys('m:', 'p', spec, [String(step % 3)]);
+        if (spec.type === 'concurrency') {
+          const lease = `lease-${step % 12}`;
+          const release = step % 5 === 0;
+          fromSync.push(release ? viaSync.sync.release(key, spec, lease) : viaSync.sync.acquire(key, spec, lease));
+          fromAsync.push(release ? await viaAsync.release(key, spec, lease) : await viaAsync.acquire(key, spec, lease));
+        } else {
+          fromSync.push(viaSync.sync.consume(key, spec, 1 + (step % 4)));
+          fromAsync.push(await viaAsync.consume(key, spec, 1 + (step % 4)));
+        }
+      }
+      now += 3 + (step % 7) * 5;
+    }
+    expect(fromSync).to.deep.equal(fromAsync);
+    expect(viaSync.sync.clock()).to.equal(now);
+    await viaSync.close();
+    await viaAsync.close();
+  });
+
+  it('fixed_window: a new window length keeps the count while the window start is the same (as the script)', async () => {
+    const store = new MemoryCounterStore({ sweepIntervalMs: 0 });
+    const ten: RateSpec = { type: 'fixed_window', limit: 10, windowMs: 10_000 };
+    const twenty: RateSpec = { type: 'fixed_window', limit: 10, windowMs: 20_000 };
+    const key = counterKeys('m:', 'p', ten, ['u']);
+    // T0 is a multiple of 20 s: both windows start there.
+    expect(await store.consume(key, ten, 3, T0 + 1_000)).to.deep.equal({ allowed: true, remaining: 7, retryAfterMs: 0, resetAfterMs: 9_000 });
+    expect(await store.consume(key, twenty, 1, T0 + 2_000)).to.deep.equal({ allowed: true, remaining: 6, retryAfterMs: 0, resetAfterMs: 18_000 });
+    // The key now lives to the end of the 20 s window...
+    expect(store.sweep(T0 + 19_999)).to.equal(0);
+    // ...and back on 10 s windows at T0 + 12 s a new window has started: a fresh count.
+    expect(await store.consume(key, ten, 1, T0 + 12_000)).to.deep.equal({ allowed: true, remaining: 9, retryAfterMs: 0, resetAfterMs: 8_000 });
+    expect(store.sweep(T0 + 20_000)).to.equal(1);
+    await store.close();
+  });
 });

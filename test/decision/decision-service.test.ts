@@ -47,6 +47,32 @@ const deadStore: CounterStore = {
   close: async () => {},
 };
 
+/** The same emulator without its synchronous operations: DecisionService must take the awaiting path. */
+function asyncOnly(store: MemoryCounterStore): CounterStore {
+  return {
+    consume: (...args) => store.consume(...args),
+    acquire: (...args) => store.acquire(...args),
+    release: (...args) => store.release(...args),
+    isHealthy: () => store.isHealthy(),
+    close: () => store.close(),
+  };
+}
+
+/** A store that answers synchronously by throwing `error` (and rejects with it on the async path). */
+function failingSyncStore(error: () => Error): CounterStore {
+  const fail = () => {
+    throw error();
+  };
+  return {
+    sync: { clock: Date.now, consume: fail, acquire: fail, release: fail },
+    consume: () => Promise.reject(error()),
+    acquire: () => Promise.reject(error()),
+    release: () => Promise.reject(error()),
+    isHealthy: () => false,
+    close: async () => {},
+  };
+}
+
 describe('DecisionService', () => {
   it('allows with no_matching_policy when nothing matches', async () => {
     const { check } = setup([fixedWindow('p', 1)]);
@@ -238,5 +264,126 @@ describe('DecisionService', () => {
     ]);
     expect(events[0].ctx.tenant_id).to.equal('t1');
     expect(events[0].durationSeconds).to.be.a('number').and.to.be.at.least(0);
+  });
+
+  describe('synchronous store path (memory) and awaiting path (Redis)', () => {
+    const policies = () => [
+      fixedWindow('per-user', 3, { scope: { service: 'api', user_id: '*' } }),
+      fixedWindow('per-user-shadow', 2, { scope: { service: 'api', user_id: '*' }, enforcement_mode: 'shadow' }),
+      fixedWindow('per-pair', 2, { scope: { service: 'pairs', user_id: '*', api_key: '*' }, action: 'delay' }),
+      fixedWindow('shadow-only', 1, { scope: { service: 'quiet' }, enforcement_mode: 'shadow' }),
+      makePolicy({ policy_id: 'tokens', scope: { service: 'llm', tenant_id: '*' }, algorithm: { type: 'token_bucket', limit: 5, window: '5s' } }),
+      makePolicy({ policy_id: 'workers', scope: { job_type: 'export' }, algorithm: { type: 'concurrency', max_concurrency: 2, lease_ttl: '30s' } }),
+    ];
+
+    it('gives the same decisions and records the same events on both', async () => {
+      const run = async (counters: (now: () => number) => CounterStore) => {
+        let now = T0 + 123;
+        const clock = () => now;
+        const events: DecisionEvent[] = [];
+        const service = new DecisionService({
+          policies: new LiveMatcher(policies()),
+          counters: counters(clock),
+          keyPrefix: 'test:',
+          recorder: { record: (e) => events.push(e) },
+          now: clock,
+          random: () => 0.5,
+        });
+        const answers: unknown[] = [];
+        for (let i = 0; i < 60; i++) {
+          const user = `u${i % 4}`;
+          const body = [
+            { service: 'api', user_id: user },
+            { service: 'pairs', user_id: user, api_key: `k${i % 2}` },
+            { service: 'quiet' },
+            { service: 'llm', tenant_id: `t${i % 3}`, quantity: 1 + (i % 3) },
+            { service: 'other' },
+          ][i % 5];
+          answers.push(await service.check(parseRequestContext(body)));
+          if (i % 7 === 0) answers.push(await service.acquire(parseRequestContext({ job_type: 'export', request_id: `job-${i % 3}` })));
+          if (i % 11 === 0) answers.push(await service.release(parseRequestContext({ job_type: 'export', request_id: `job-${i % 3}` })));
+          now += 250 * (i % 4);
+        }
+        return { answers, events: events.map((e) => ({ ...e, durationSeconds: 0 })) };
+      };
+      const memory = (clock: () => number) => new MemoryCounterStore({ now: clock, sweepIntervalMs: 0 });
+      const viaSync = await run(memory);
+      const viaAwait = await run((clock) => asyncOnly(memory(clock)));
+      expect(viaSync.answers.map((d) => (d as { reason: string }).reason)).to.include.members(['within_limit', 'limit_exceeded', 'lease_acquired', 'no_matching_policy']);
+      expect(viaSync).to.deep.equal(viaAwait);
+    });
+
+    it('returns a promise on both, already settled on the synchronous one', async () => {
+      const { service } = setup([fixedWindow('p', 1)]);
+      const pending = service.check(parseRequestContext({ service: 'api' }));
+      expect(pending).to.be.instanceOf(Promise);
+      let settled = false;
+      void pending.then(() => (settled = true));
+      await Promise.resolve();
+      expect(settled).to.equal(true);
+    });
+
+    it('lets the failure mode decide when a synchronous store is unavailable, exactly as on the awaiting path', async () => {
+      const unavailable = () => new CounterStoreUnavailableError('down');
+      for (const counters of [failingSyncStore(unavailable), deadStore]) {
+        const open = setup([fixedWindow('p', 1, { failure_mode: 'fail_open' }), fixedWindow('s', 1, { enforcement_mode: 'shadow' })], { counters });
+        const d = await open.check({ service: 'api' });
+        expect(d).to.deep.include({ allowed: true, action: 'allow', reason: 'counter_store_unavailable', matched_policy_id: 'p' });
+        expect(d.metadata).to.deep.equal({ shadow_policy_id: 's', shadow_action: 'allow' });
+        expect(open.events[0].failureMode).to.equal('fail_open');
+        expect(open.events[0].shadow).to.deep.equal({ policyId: 's', limited: false });
+        expect(open.storeErrors).to.have.length(2);
+        const closed = setup([fixedWindow('p', 1, { failure_mode: 'fail_closed' })], { counters });
+        expect(await closed.check({ service: 'api' })).to.deep.include({ allowed: false, action: 'deny', reason: 'counter_store_unavailable' });
+      }
+    });
+
+    it('rejects (never throws) when the store fails in a way no failure mode covers', async () => {
+      for (const counters of [failingSyncStore(() => new TypeError('bug')), asyncOnly(new MemoryCounterStore({ sweepIntervalMs: 0 }))]) {
+        const { service, storeErrors } = setup([fixedWindow('p', 1)], { counters });
+        if (!counters.sync) (counters as { consume: CounterStore['consume'] }).consume = () => Promise.reject(new TypeError('bug'));
+        let pending: Promise<unknown> | undefined;
+        expect(() => (pending = service.check(parseRequestContext({ service: 'api' })))).to.not.throw();
+        const error = await pending!.then(() => undefined, (e: unknown) => e);
+        expect(error).to.be.instanceOf(TypeError);
+        expect(storeErrors).to.have.length(0);
+      }
+    });
+
+    it('reads a clock it shares with the store once per decision', async () => {
+      let reads = 0;
+      const clock = () => (reads++, T0);
+      const service = new DecisionService({
+        policies: new LiveMatcher([fixedWindow('p', 5)]),
+        counters: new MemoryCounterStore({ now: clock, sweepIntervalMs: 0 }),
+        keyPrefix: 'test:',
+        now: clock,
+      });
+      expect((await service.check(parseRequestContext({ service: 'api' }))).remaining).to.equal(4);
+      expect(reads).to.equal(1);
+      // Separate clocks (tests inject them): the store keeps reading its own.
+      let storeReads = 0;
+      const separate = new DecisionService({
+        policies: new LiveMatcher([fixedWindow('p', 5)]),
+        counters: new MemoryCounterStore({ now: () => (storeReads++, T0), sweepIntervalMs: 0 }),
+        keyPrefix: 'test:',
+        now: () => T0,
+      });
+      await separate.check(parseRequestContext({ service: 'api' }));
+      expect(storeReads).to.equal(1);
+    });
+  });
+
+  it('counts on the counters of the new policies after a policy change', async () => {
+    const policies = new LiveMatcher([fixedWindow('p', 2, { scope: { service: 'api', user_id: '*' } })]);
+    const service = new DecisionService({ policies, counters: new MemoryCounterStore({ sweepIntervalMs: 0 }), keyPrefix: 'test:', now: () => T0 });
+    const check = () => service.check(parseRequestContext({ service: 'api', user_id: 'u', api_key: 'u' }));
+    expect((await check()).remaining).to.equal(1);
+    // Same policy id, another `*` field with the same value: a different counter.
+    policies.replace([fixedWindow('p', 2, { scope: { service: 'api', api_key: '*' } })]);
+    expect((await check()).remaining).to.equal(1);
+    // Back to the first: its counter kept counting.
+    policies.replace([fixedWindow('p', 2, { scope: { service: 'api', user_id: '*' } })]);
+    expect((await check()).remaining).to.equal(0);
   });
 });
