@@ -9,6 +9,10 @@ import { fileURLToPath } from 'node:url';
  * Include directive: a line consisting of `-- @include "<name>"` is replaced by the text of
  * `lua/includes/<name>.lua` (which may include others). Each include is expanded once per script;
  * later occurrences of the same name become a comment, and a cycle or a missing file is an error.
+ *
+ * The batch script (`lua/batch.lua`, built by `readBatchScript`) runs several operations in one call:
+ * it is assembled from these same scripts, each wrapped as a Lua function, so every algorithm keeps
+ * exactly one source.
  */
 
 export type ScriptName =
@@ -106,9 +110,51 @@ export function readScript(name: ScriptName, dir: URL = LUA_DIR): LuaScript {
   return { name, lua, numberOfKeys: SCRIPT_KEY_COUNTS[name], sha1: createHash('sha1').update(lua).digest('hex') };
 }
 
+/** The batch script: what Redis runs for a batch of operations, and its EVALSHA digest. */
+export interface BatchScript {
+  lua: string;
+  sha1: string;
+}
+
+/** The line of lua/batch.lua that becomes the operation functions and the OPERATIONS table. */
+const OPERATIONS_LINE = /^[ \t]*--[ \t]*@operations[ \t]*$/m;
+
+/**
+ * Builds the batch script from `lua/batch.lua` (the driver) and every operation script in `dir`: each
+ * expanded script becomes the body of `local function op_<name>(KEYS, ARGV)`, so its KEYS and ARGV are
+ * the operation's own slices and its `return` ends only that operation. The includes are expanded per
+ * operation, as in the script alone (`now`, `fmt`, `reply`... are each function's own locals).
+ */
+export function readBatchScript(dir: URL = LUA_DIR): BatchScript {
+  const file = new URL('batch.lua', dir);
+  const driver = readFileSync(file, 'utf8');
+  const markers = driver.match(new RegExp(OPERATIONS_LINE.source, 'gm'))?.length ?? 0;
+  if (markers !== 1) throw new Error(`${fileURLToPath(file)}: expected one "-- @operations" line, found ${markers}`);
+  const functions = SCRIPT_NAMES.map((name) => {
+    const script = readScript(name, dir);
+    return `-- >>> operation "${name}" (lua/${name}.lua)\nlocal function op_${name}(KEYS, ARGV)\n${script.lua.replace(/\n+$/, '')}\nend\n-- <<< operation "${name}"`;
+  });
+  const table = SCRIPT_NAMES.map((name) => `  ${name} = { run = op_${name}, key_count = ${SCRIPT_KEY_COUNTS[name]} },`);
+  const operations = [...functions, 'local OPERATIONS = {', ...table, '}'].join('\n');
+  // A replacer function: the scripts contain `$` patterns that a replacement string would interpret.
+  const lua = driver.replace(OPERATIONS_LINE, () => operations);
+  return { lua, sha1: createHash('sha1').update(lua).digest('hex') };
+}
+
+let batchCache: BatchScript | undefined;
+
+/** The batch script, built once per process. */
+export function loadBatchScript(): BatchScript {
+  batchCache ??= readBatchScript();
+  return batchCache;
+}
+
 let cache: Readonly<Record<ScriptName, LuaScript>> | undefined;
 
-/** Every script, read once per process (the files are part of the installed package). */
+/**
+ * Every operation script alone, read once per process (the files are part of the installed package).
+ * The store runs them through the batch script; alone they serve tests and `redis-cli --eval`.
+ */
 export function loadScripts(): Readonly<Record<ScriptName, LuaScript>> {
   if (!cache) {
     const all = {} as Record<ScriptName, LuaScript>;

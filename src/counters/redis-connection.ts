@@ -253,6 +253,12 @@ function parseDb(text: string): number {
 export interface RedisClientOptions {
   /** Per-command timeout, ms (default 100). A timed-out command is rejected, never replayed. */
   commandTimeoutMs?: number;
+  /**
+   * false: ioredis starts no timer per command, for a caller that bounds each command itself
+   * (RedisCounterStore: one deadline per batch). commandTimeoutMs still bounds Sentinel queries and
+   * cluster slot refreshes. Default true.
+   */
+  perCommandTimeout?: boolean;
   /** TCP connect timeout, ms (default 1000). */
   connectTimeoutMs?: number;
   /** Batch commands issued in the same tick into one write (default true). */
@@ -283,7 +289,7 @@ export function createRedisClient(address: CounterStoreAddress | string, options
     throw new Error(`commandTimeoutMs must be a positive number, got ${commandTimeout}`);
   }
   const base: RedisOptions = {
-    commandTimeout,
+    commandTimeout: options.perCommandTimeout === false ? undefined : commandTimeout,
     connectTimeout: options.connectTimeoutMs ?? 1000,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,

@@ -1,10 +1,11 @@
-import type { Cluster, Redis } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
+import { Command, type Cluster, type Redis } from 'ioredis';
 import { CounterStoreUnavailableError } from '../errors.js';
 import { log } from '../util/log.js';
 import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
 import type { CounterResult, CounterStore } from './counter-store.js';
-import { scriptParams, type LeaseSpec, type RateSpec } from './counter-spec.js';
-import { loadScripts, type LuaScript, type ScriptName } from './lua-scripts.js';
+import { scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
+import { loadBatchScript, SCRIPT_KEY_COUNTS, type BatchScript, type ScriptName } from './lua-scripts.js';
 import {
   createRedisClient,
   DEFAULT_COMMAND_TIMEOUT_MS,
@@ -14,15 +15,31 @@ import {
 } from './redis-connection.js';
 
 /**
- * The Redis backend of CounterStore: every operation is one atomic Lua script (lua/*.lua), run with
- * EVALSHA through ioredis `defineCommand` (which falls back to EVAL when the server answers NOSCRIPT:
- * after SCRIPT FLUSH, a restart or a failover). The scripts are ports of MemoryCounterStore and must
- * give the same numbers.
+ * The Redis backend of CounterStore: every operation is one atomic Lua script (lua/*.lua). The scripts
+ * are ports of MemoryCounterStore and must give the same numbers.
+ *
+ * Batching. Operations issued in the same event-loop turn are collected (until `setImmediate`, at
+ * most `maxBatchSize` per call) and sent as ONE EVALSHA of the batch script (lua/batch.lua, built from
+ * the operation scripts by lua-scripts.ts), which runs each operation's script in turn and returns
+ * every result. The whole call is atomic, so each operation is, and the results are those of running
+ * the operations one by one in arrival order; an operation whose script fails fails alone. One
+ * operation alone is a batch of one. The call is EVALSHA; when Redis answers NOSCRIPT (a fresh
+ * server, SCRIPT FLUSH, a restart, a failover: nothing ran) it is sent once more as EVAL.
+ *
+ * Redis Cluster: a script's keys must live in one slot, so operations are batched per hash slot
+ * (every key of one counter shares its `{tag}`, keys.ts); each slot's batch goes to its master.
  *
  * Failure is explicit and fast. Any error (not connected, timeout, Redis error) is thrown as
  * CounterStoreUnavailableError, so the decision applies the policy's failure_mode; nothing is queued
- * while disconnected and a command that timed out is never sent again. A circuit breaker counts the
- * failures: once open, operations fail in microseconds without touching Redis until a trial succeeds.
+ * while disconnected and a command that timed out is never sent again. A batch that times out or
+ * cannot be sent fails each of its operations exactly as a lone call would (one error and one error
+ * event per operation). Each batch has one deadline: `operationTimeoutMs` from its first operation.
+ *
+ * The circuit breaker counts round trips, not operations: a failed batch is ONE failure and an answered
+ * batch one success, whatever their size, so the threshold ("5 consecutive failures") means five
+ * failed attempts to reach Redis at any load (counting each operation would let a single timed-out
+ * batch of five open the breaker for everyone). While it is open, operations fail in microseconds
+ * without touching Redis; the half-open trial is a single operation, so it travels alone.
  */
 
 export type CounterStoreErrorKind =
@@ -46,29 +63,69 @@ export interface RedisCounterStoreOptions {
   /** A breaker to use, or options for the store's own (default: 5 failures, 1 s cool-down). */
   breaker?: CircuitBreaker | CircuitBreakerOptions;
   /**
-   * Deadline for one operation, ms (default 100): a backstop over the client's own commandTimeout
-   * that also bounds cluster redirections and the wait for the very first connection.
+   * Deadline for one operation, ms (default 100), counted from the arrival of its batch's first
+   * operation: one timer per script call, which also bounds cluster redirections and the wait for the
+   * very first connection. (connectRedisCounterStore's client has no per-command timer of its own.)
    */
   operationTimeoutMs?: number;
   /** close() quits the client (default true). */
   ownsClient?: boolean;
+  /** Most operations in one script call (default 100); a full batch is sent at once. */
+  maxBatchSize?: number;
 }
 
 export interface ConnectRedisCounterStoreOptions extends RedisClientOptions {
   breaker?: CircuitBreaker | CircuitBreakerOptions;
+  maxBatchSize?: number;
 }
 
-type ScriptCommand = (...args: string[]) => Promise<unknown>;
+export const DEFAULT_MAX_BATCH_SIZE = 100;
 
-const COMMAND_PREFIX = 'rl_';
+/** One operation waiting in a batch. */
+interface PendingOperation {
+  name: ScriptName;
+  resolve(result: CounterResult): void;
+  reject(error: CounterStoreUnavailableError): void;
+}
+
+/** Operations bound for one script call: their keys and ARGV laid out as lua/batch.lua reads them. */
+interface Batch {
+  readonly keys: string[];
+  readonly argv: string[];
+  readonly operations: PendingOperation[];
+  /** performance.now() by which the call must have answered: its first operation's deadline. */
+  readonly deadline: number;
+  timer?: NodeJS.Timeout;
+  /** Answered, failed or timed out: whatever comes later is ignored. */
+  settled: boolean;
+  /** The script was sent in full (EVAL) after NOSCRIPT; a second NOSCRIPT is an error. */
+  resent: boolean;
+}
+
+/** The ARGV of an operation after `now` and `cost`/`lease id`, and its ARGV count, as strings. */
+interface SpecArgs {
+  argc: string;
+  params: string[];
+}
+
+/** Every slot maps to this in a standalone (or Sentinel) deployment: one batch per flush. */
+const ANY_SLOT = -1;
 
 export class RedisCounterStore implements CounterStore {
   readonly client: Redis | Cluster;
   readonly breaker: CircuitBreaker;
   private readonly timeoutMs: number;
   private readonly ownsClient: boolean;
-  private readonly scripts: Readonly<Record<ScriptName, LuaScript>>;
+  private readonly maxBatchSize: number;
+  private readonly isCluster: boolean;
+  private readonly script: BatchScript;
   private readonly listeners = new Set<(event: CounterStoreErrorEvent) => void>();
+  /** Batches collecting operations until the next flush, by hash slot (ANY_SLOT outside a cluster). */
+  private readonly pending = new Map<number, Batch>();
+  private flushScheduled = false;
+  private readonly flushPending = () => this.flush();
+  /** String ARGV per spec, built on first use: specs are built once per policy version (counter-spec.ts). */
+  private readonly specArgs = new WeakMap<CounterSpec, SpecArgs>();
   private errors = 0;
   /** Until the first `ready` (or the first connection error), operations wait for the connection. */
   private startingUp: boolean;
@@ -83,15 +140,13 @@ export class RedisCounterStore implements CounterStore {
     if (!(this.timeoutMs > 0) || !Number.isFinite(this.timeoutMs)) {
       throw new Error(`operationTimeoutMs must be a positive number, got ${this.timeoutMs}`);
     }
-    this.ownsClient = options.ownsClient ?? true;
-    this.scripts = loadScripts();
-    const registered = client as unknown as { scriptsSet?: Record<string, unknown> };
-    for (const script of Object.values(this.scripts)) {
-      const command = COMMAND_PREFIX + script.name;
-      if (!registered.scriptsSet?.[command]) {
-        client.defineCommand(command, { numberOfKeys: script.numberOfKeys, lua: script.lua });
-      }
+    this.maxBatchSize = options.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE;
+    if (!Number.isInteger(this.maxBatchSize) || this.maxBatchSize < 1) {
+      throw new Error(`maxBatchSize must be a positive integer, got ${this.maxBatchSize}`);
     }
+    this.ownsClient = options.ownsClient ?? true;
+    this.isCluster = client.isCluster;
+    this.script = loadBatchScript();
     this.startingUp = client.status !== 'ready';
     client.on('ready', () => {
       this.startingUp = false;
@@ -116,16 +171,16 @@ export class RedisCounterStore implements CounterStore {
     });
   }
 
-  async consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
-    return this.run(spec.type, keys, [nowArg(nowMs), String(cost), ...scriptParams(spec).map(String)]);
+  consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
+    return this.run(spec.type, keys, nowMs, String(cost), spec);
   }
 
-  async acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.run('concurrency_acquire', keys, [nowArg(nowMs), leaseId, ...scriptParams(spec).map(String)]);
+  acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
+    return this.run('concurrency_acquire', keys, nowMs, leaseId, spec);
   }
 
-  async release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.run('concurrency_release', keys, [nowArg(nowMs), leaseId, ...scriptParams(spec).map(String)]);
+  release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
+    return this.run('concurrency_release', keys, nowMs, leaseId, spec);
   }
 
   /** Connected and the breaker not open. */
@@ -168,6 +223,8 @@ export class RedisCounterStore implements CounterStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Operations accepted before close() still go out, ahead of QUIT.
+    this.flush();
     if (!this.ownsClient) return;
     try {
       await withDeadline(this.client.quit(), 1_000, 'QUIT');
@@ -179,49 +236,188 @@ export class RedisCounterStore implements CounterStore {
 
   // ---------------------------------------------------------------------------------------------
 
-  private async run(name: ScriptName, keys: string[], args: string[]): Promise<CounterResult> {
-    const script = this.scripts[name];
-    if (keys.length !== script.numberOfKeys) {
+  /**
+   * Queues one operation into the batch of its slot; the returned promise settles when that batch
+   * has answered (or failed, or timed out).
+   */
+  private run(name: ScriptName, keys: string[], nowMs: number | undefined, costOrLease: string, spec: CounterSpec): Promise<CounterResult> {
+    if (keys.length !== SCRIPT_KEY_COUNTS[name]) {
       // A caller bug, not an outage: keys come from counterKeys().
-      throw new Error(`${name} takes ${script.numberOfKeys} key(s), got ${keys.length}`);
+      return Promise.reject(new Error(`${name} takes ${SCRIPT_KEY_COUNTS[name]} key(s), got ${keys.length}`));
+    }
+    let now: string;
+    try {
+      now = nowArg(nowMs);
+    } catch (err) {
+      return Promise.reject(err);
     }
     if (this.closed) {
-      throw this.failed('not_connected', name, new CounterStoreUnavailableError('counter store is closed'));
+      return Promise.reject(this.failed('not_connected', name, new CounterStoreUnavailableError('counter store is closed')));
     }
     if (!this.breaker.tryAcquire()) {
-      throw this.failed(
-        'breaker_open',
-        name,
-        new CounterStoreUnavailableError('counter store unavailable: circuit breaker open after repeated failures'),
+      return Promise.reject(
+        this.failed(
+          'breaker_open',
+          name,
+          new CounterStoreUnavailableError('counter store unavailable: circuit breaker open after repeated failures'),
+        ),
       );
     }
-    const deadline = performance.now() + this.timeoutMs;
-    let reply: unknown;
-    try {
-      if (this.startingUp && this.client.status !== 'ready') await this.firstConnection(deadline);
-      const command = (this.client as unknown as Record<string, ScriptCommand>)[COMMAND_PREFIX + name];
-      const pending = command.call(this.client, ...keys, ...args);
-      reply = await withDeadline(pending, Math.max(1, deadline - performance.now()), name);
-    } catch (err) {
-      const kind = classify(err);
-      // Only a Redis that cannot serve trips the breaker. An error reply from a script means Redis
-      // answered: that decision fails by its failure mode, but one bad policy must not take every
-      // other decision down with it.
-      if (kind !== 'redis_error' || UNAVAILABLE_REPLY.test((err as Error)?.message ?? '')) this.breaker.recordFailure();
-      else this.breaker.recordSuccess();
-      const message = (err as Error)?.message ?? String(err);
-      throw this.failed(kind, name, new CounterStoreUnavailableError(`counter store unavailable (${kind}): ${message}`, err));
+    const args = this.argsOf(spec);
+    const slot = this.isCluster ? calculateSlot(keys[0]) : ANY_SLOT;
+    let batch = this.pending.get(slot);
+    if (!batch) {
+      batch = { keys: [], argv: [], operations: [], deadline: performance.now() + this.timeoutMs, settled: false, resent: false };
+      this.pending.set(slot, batch);
+      this.scheduleFlush();
     }
-    let result: CounterResult;
-    try {
-      result = parseReply(reply);
-    } catch (err) {
-      // Redis answered, with something the scripts never return: a bug, not an outage.
-      this.breaker.recordSuccess();
-      throw this.failed('redis_error', name, new CounterStoreUnavailableError((err as Error).message, err));
+    for (const key of keys) batch.keys.push(key);
+    batch.argv.push(name, args.argc, now, costOrLease);
+    for (const param of args.params) batch.argv.push(param);
+    const queued = batch;
+    const result = new Promise<CounterResult>((resolve, reject) => {
+      queued.operations.push({ name, resolve, reject });
+    });
+    if (batch.operations.length >= this.maxBatchSize) {
+      this.pending.delete(slot);
+      this.send(batch);
     }
-    this.breaker.recordSuccess();
     return result;
+  }
+
+  private argsOf(spec: CounterSpec): SpecArgs {
+    let args = this.specArgs.get(spec);
+    if (!args) {
+      const params = scriptParams(spec).map(String);
+      // now, cost or lease id, then the parameters.
+      args = { argc: String(2 + params.length), params };
+      this.specArgs.set(spec, args);
+    }
+    return args;
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    // After the I/O callbacks of this loop turn: every request read in this turn joins the batch.
+    setImmediate(this.flushPending);
+  }
+
+  /** Sends every pending batch. */
+  private flush(): void {
+    this.flushScheduled = false;
+    if (this.pending.size === 0) return;
+    const batches = [...this.pending.values()];
+    this.pending.clear();
+    for (const batch of batches) this.send(batch);
+  }
+
+  /**
+   * One script call for the batch (EVALSHA; EVAL after NOSCRIPT), under one deadline: the batch's own
+   * timer, the only one (the client built by connectRedisCounterStore has no per-command timer).
+   */
+  private send(batch: Batch): void {
+    if (this.startingUp && this.client.status !== 'ready') {
+      this.firstConnection(batch.deadline).then(
+        () => this.send(batch),
+        (err: unknown) => this.batchFailed(batch, err),
+      );
+      return;
+    }
+    batch.timer ??= setTimeout(this.onDeadline, Math.max(1, batch.deadline - performance.now()), batch);
+    const command = scriptCommand(batch.resent ? 'eval' : 'evalsha', this.scriptArgs(batch));
+    let reply: Promise<unknown>;
+    try {
+      reply = this.client.sendCommand(command) as Promise<unknown>;
+    } catch (err) {
+      this.batchFailed(batch, err);
+      return;
+    }
+    reply.then(
+      (value) => this.batchAnswered(batch, value),
+      (err: unknown) => {
+        if (!batch.resent && !batch.settled && /^NOSCRIPT/.test((err as Error)?.message ?? '')) {
+          // SCRIPT FLUSH, a restart or a failover emptied the script cache; nothing ran. Send the script.
+          batch.resent = true;
+          this.send(batch);
+          return;
+        }
+        this.batchFailed(batch, err);
+      },
+    );
+  }
+
+  /** EVALSHA/EVAL arguments: the script (digest or text), the key count, every key, every ARGV. */
+  private scriptArgs(batch: Batch): string[] {
+    const args = [batch.resent ? this.script.lua : this.script.sha1, String(batch.keys.length)];
+    for (const key of batch.keys) args.push(key);
+    for (const arg of batch.argv) args.push(arg);
+    return args;
+  }
+
+  /** The batch's deadline passed without an answer (the call may still run: it is never resent). */
+  private readonly onDeadline = (batch: Batch): void => {
+    this.batchFailed(batch, new TimeoutError(`counter script timed out after ${this.timeoutMs} ms`));
+  };
+
+  /** The call failed as a whole (not sent, timed out, or an error reply): every operation fails. */
+  private batchFailed(batch: Batch, err: unknown): void {
+    if (!this.settle(batch)) return;
+    const kind = classify(err);
+    // Only a Redis that cannot serve trips the breaker. An error reply means Redis answered.
+    this.recordRoundTrip(kind !== 'redis_error' || isUnavailableReply(err));
+    const message = (err as Error)?.message ?? String(err);
+    for (const operation of batch.operations) {
+      operation.reject(this.failed(kind, operation.name, new CounterStoreUnavailableError(`counter store unavailable (${kind}): ${message}`, err)));
+    }
+  }
+
+  /** Redis answered the call: one entry per operation, a reply or that operation's error. */
+  private batchAnswered(batch: Batch, reply: unknown): void {
+    if (!this.settle(batch)) return;
+    if (!Array.isArray(reply) || reply.length !== batch.operations.length) {
+      // Redis answered, with something the script never returns: a bug, not an outage.
+      this.breaker.recordSuccess();
+      const message = `unexpected batch reply for ${batch.operations.length} operation(s): ${JSON.stringify(reply)}`;
+      for (const operation of batch.operations) {
+        operation.reject(this.failed('redis_error', operation.name, new CounterStoreUnavailableError(message)));
+      }
+      return;
+    }
+    let unavailable = false;
+    for (let i = 0; i < reply.length; i++) {
+      const operation = batch.operations[i];
+      const entry: unknown = reply[i];
+      if (typeof entry === 'string') {
+        // That operation's script failed (lua/batch.lua returns its error message); the others ran.
+        if (UNAVAILABLE_REPLY.test(entry)) unavailable = true;
+        operation.reject(this.failed('redis_error', operation.name, new CounterStoreUnavailableError(`counter store unavailable (redis_error): ${entry}`)));
+        continue;
+      }
+      let result: CounterResult;
+      try {
+        result = parseReply(entry);
+      } catch (err) {
+        operation.reject(this.failed('redis_error', operation.name, new CounterStoreUnavailableError((err as Error).message, err)));
+        continue;
+      }
+      operation.resolve(result);
+    }
+    this.recordRoundTrip(unavailable);
+  }
+
+  /** Marks the batch settled and stops its timer; false when it already was. */
+  private settle(batch: Batch): boolean {
+    if (batch.settled) return false;
+    batch.settled = true;
+    if (batch.timer) clearTimeout(batch.timer);
+    return true;
+  }
+
+  /** One observation per script call for the breaker (see the class comment). */
+  private recordRoundTrip(failed: boolean): void {
+    if (failed) this.breaker.recordFailure();
+    else this.breaker.recordSuccess();
   }
 
   /** Waits (until the deadline) for the connection that is being set up when the store starts. */
@@ -268,12 +464,19 @@ export class RedisCounterStore implements CounterStore {
  */
 export function connectRedisCounterStore(addr: string, options: ConnectRedisCounterStoreOptions = {}): RedisCounterStore {
   const address = parseCounterStoreAddress(addr);
-  const { breaker, ...clientOptions } = options;
-  const client = createRedisClient(address, clientOptions);
+  const { breaker, maxBatchSize, ...clientOptions } = options;
+  const client = createRedisClient(address, {
+    // The store batches by itself; auto-pipelining would only wrap each script call in a Pipeline.
+    enableAutoPipelining: false,
+    // The store bounds each script call with its own deadline; a second timer per call buys nothing.
+    perCommandTimeout: false,
+    ...clientOptions,
+  });
   log.debug('counter store connecting', { counter_store: describeAddress(address) });
   return new RedisCounterStore(client, {
     breaker,
     operationTimeoutMs: options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
+    maxBatchSize,
   });
 }
 
@@ -284,6 +487,17 @@ class TimeoutError extends Error {
     super(message);
     this.name = 'TimeoutError';
   }
+}
+
+/**
+ * An ioredis Command with `args` as given. Every argument is a string already; the constructor would
+ * copy them with Array#flat (~2.5 µs for a batch of four operations, the largest cost of building the
+ * command), and its other argument handling (key prefix, argument transformers) does not apply.
+ */
+function scriptCommand(name: 'eval' | 'evalsha', args: string[]): Command {
+  const command = new Command(name, [], { replyEncoding: 'utf8' });
+  command.args = args;
+  return command;
 }
 
 function nowArg(nowMs: number | undefined): string {
@@ -310,6 +524,10 @@ function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise
 
 /** Error replies that mean Redis cannot serve right now (loading, failover, cluster down, out of memory). */
 const UNAVAILABLE_REPLY = /^(LOADING|READONLY|CLUSTERDOWN|MASTERDOWN|TRYAGAIN|BUSY|OOM|NOREPLICAS|MISCONF)\b/;
+
+function isUnavailableReply(err: unknown): boolean {
+  return UNAVAILABLE_REPLY.test((err as Error)?.message ?? '');
+}
 
 function classify(err: unknown): CounterStoreErrorKind {
   if (err instanceof TimeoutError) return 'timeout';

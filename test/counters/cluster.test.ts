@@ -166,6 +166,34 @@ describe('Redis Cluster (3 masters)', function () {
     }
   });
 
+  it('operations issued together are batched per hash slot: one script call per slot, each result exact', async () => {
+    const nodes = cluster.nodes;
+    // Eight counters (all algorithms), five uses each, interleaved, all in one event-loop turn.
+    const counters = Array.from({ length: 8 }, (_, i) => {
+      const spec = ALL_SPECS[i % ALL_SPECS.length];
+      return { spec, keys: keys(`batch-${i}`, spec, [`user-${i}`]) };
+    });
+    const slots = await Promise.all(counters.map((c) => command(nodes[0].host, nodes[0].port, ['CLUSTER', 'KEYSLOT', c.keys[0]])));
+    // Warm up each master's script cache, so the calls below are one EVALSHA each.
+    await Promise.all(counters.map((c) => use(store, c.keys, c.spec, at(0), 'warm-up')));
+    await Promise.all(nodes.map((n) => command(n.host, n.port, ['CONFIG', 'RESETSTAT'])));
+    const pending = [];
+    for (let round = 0; round < 5; round++) {
+      for (const c of counters) pending.push({ c, round, result: use(store, c.keys, c.spec, at(0), `lease-${round}`) });
+    }
+    const results = await Promise.all(pending.map((p) => p.result));
+    for (const [i, result] of results.entries()) {
+      // Capacity 2, one already used by the warm-up: only the first use of this turn is admitted.
+      expect(result.allowed, `${pending[i].c.spec.type} use ${pending[i].round + 1}`).to.equal(pending[i].round === 0);
+    }
+    let calls = 0;
+    for (const n of nodes) {
+      const stats = String(await command(n.host, n.port, ['INFO', 'commandstats']));
+      for (const m of stats.matchAll(/^cmdstat_(evalsha|eval):calls=(\d+)/gm)) calls += Number(m[2]);
+    }
+    expect(calls).to.equal(new Set(slots).size);
+  });
+
   describe('key encoding', () => {
     identityCollisionCases(() => ({ store, keys }));
   });

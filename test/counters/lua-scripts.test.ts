@@ -5,7 +5,9 @@ import { Redis } from 'ioredis';
 import {
   expandIncludes,
   LUA_DIR,
+  loadBatchScript,
   loadScripts,
+  readBatchScript,
   readScript,
   SCRIPT_KEY_COUNTS,
   SCRIPT_NAMES,
@@ -26,8 +28,22 @@ function header(source: string): string {
 describe('Lua scripts', function () {
   const files = readdirSync(LUA_DIR).filter((f) => f.endsWith('.lua'));
 
-  it('there is exactly one script file per script name', function () {
-    expect(files.map((f) => f.replace(/\.lua$/, '')).sort()).to.deep.equal([...SCRIPT_NAMES].sort());
+  it('there is exactly one script file per script name, plus the batch driver', function () {
+    expect(files.map((f) => f.replace(/\.lua$/, '')).sort()).to.deep.equal([...SCRIPT_NAMES, 'batch'].sort());
+  });
+
+  describe('the batch script', function () {
+    it('holds every operation script verbatim, each wrapped as a function of its own KEYS and ARGV', function () {
+      const batch = readBatchScript();
+      expect(batch.lua).not.to.match(/^\s*--\s*@(include|operations)/m);
+      for (const name of SCRIPT_NAMES) {
+        const wrapped = `local function op_${name}(KEYS, ARGV)\n${readScript(name).lua.replace(/\n+$/, '')}\nend\n`;
+        expect(batch.lua, name).to.include(wrapped);
+        expect(batch.lua, name).to.include(`  ${name} = { run = op_${name}, key_count = ${SCRIPT_KEY_COUNTS[name]} },`);
+      }
+      expect(batch.sha1).to.equal(createHash('sha1').update(batch.lua).digest('hex'));
+      expect(loadBatchScript()).to.deep.equal(batch);
+    });
   });
 
   for (const name of SCRIPT_NAMES) {
@@ -179,6 +195,94 @@ describe('Lua scripts', function () {
         });
       }
     }
+
+    describe('the batch script', function () {
+      const batch = loadBatchScript();
+      /** Per operation: name, keys, ARGV (explicit times, so both runs see the same clock). */
+      type Call = { name: ScriptName; keys: string[]; argv: string[] };
+      const T = String(Math.floor(Date.now() / 3_600_000) * 3_600_000 + 1_000);
+      const callsOn = (prefix: string): Call[] => {
+        const calls: Call[] = [];
+        for (let round = 0; round < 3; round++) {
+          for (const name of SCRIPT_NAMES) {
+            // Acquire and release share the lease set, so the releases find leases.
+            const tag = name.startsWith('concurrency') ? 'concurrency' : name;
+            const keys = SCRIPT_KEY_COUNTS[name] === 2 ? [`${prefix}{${tag}}`, `${prefix}{${tag}}:sum`] : [`${prefix}{${tag}}`];
+            const lease = name.startsWith('concurrency') ? 'lease-1' : undefined;
+            const [first, ...params] = sampleArgs[name];
+            // Two counters per algorithm, interleaved, so the batch mixes keys as well as algorithms.
+            calls.push({ name, keys, argv: [T, lease ?? first, ...params] });
+            calls.push({ name, keys: keys.map((k) => k.replace('}', ':b}')), argv: [String(Number(T) + round), lease ?? '2', ...params] });
+          }
+        }
+        return calls;
+      };
+      const batchArgs = (calls: Call[]): [number, ...string[]] => {
+        const keys = calls.flatMap((c) => c.keys);
+        return [keys.length, ...keys, ...calls.flatMap((c) => [c.name, String(c.argv.length), ...c.argv])];
+      };
+
+      it('SCRIPT LOAD succeeds and gives the expected SHA1', async function () {
+        expect(await client.script('LOAD', batch.lua)).to.equal(batch.sha1);
+      });
+
+      it('gives exactly the replies of the operation scripts run one by one, in order', async function () {
+        const prefix = `t:lua:batch:${Date.now()}:`;
+        const oneByOne: unknown[] = [];
+        for (const call of callsOn(`${prefix}single:`)) {
+          oneByOne.push(await client.eval(loadScripts()[call.name].lua, call.keys.length, ...call.keys, ...call.argv));
+        }
+        const batched = await client.eval(batch.lua, ...batchArgs(callsOn(`${prefix}batch:`)));
+        expect(batched).to.deep.equal(oneByOne);
+        expect((batched as unknown[]).filter((r) => Array.isArray(r) && r[0] === 1), 'admitted').to.have.length.above(20);
+        // Both runs left the same state behind.
+        const suffixes = (await client.keys(`${prefix}single:*`)).map((k) => k.slice(`${prefix}single:`.length)).sort();
+        expect(suffixes).to.have.length.of.at.least(12); // two counters of each rate algorithm and the logs' :sum
+        expect((await client.keys(`${prefix}batch:*`)).map((k) => k.slice(`${prefix}batch:`.length)).sort()).to.deep.equal(suffixes);
+        for (const suffix of suffixes) {
+          expect(await client.dumpBuffer(`${prefix}batch:${suffix}`), suffix).to.deep.equal(await client.dumpBuffer(`${prefix}single:${suffix}`));
+        }
+      });
+
+      it('an operation that fails fails alone: its entry is the error, the others run', async function () {
+        const prefix = `t:lua:batch:fail:${Date.now()}:`;
+        await client.set(`${prefix}{broken}`, 'not a hash');
+        const reply = (await client.eval(
+          batch.lua,
+          3,
+          `${prefix}{ok}`,
+          `${prefix}{broken}`,
+          `${prefix}{ok}`,
+          'fixed_window', '4', T, '1', '5', '10000',
+          'fixed_window', '4', T, '1', '5', '10000',
+          'fixed_window', '4', 'soon', '1', '5', '10000',
+        )) as unknown[];
+        expect(reply).to.have.lengthOf(3);
+        expect(reply[0]).to.deep.equal([1, 4, 0, 10_000 - (Number(T) % 10_000)]);
+        expect(reply[1]).to.be.a('string').that.matches(/^WRONGTYPE/);
+        expect(reply[2]).to.be.a('string').that.includes('ARGV[1] (now) must be a number or empty');
+        expect(await client.hget(`${prefix}{ok}`, 'u')).to.equal('1');
+      });
+
+      it('rejects a malformed call before running any operation', async function () {
+        const key = `t:lua:batch:bad:${Date.now()}:{k}`;
+        const attempts: [number, ...string[]][] = [
+          [1, key, 'fixed_window', '4', T, '1', '5', '10000', 'no_such_operation', '1', T],
+          [1, key, 'fixed_window', '9', T, '1', '5', '10000'],
+          [2, key, `${key}:2`, 'fixed_window', '4', T, '1', '5', '10000'],
+        ];
+        for (const args of attempts) {
+          let message = '';
+          try {
+            await client.eval(batch.lua, ...args);
+          } catch (err) {
+            message = (err as Error).message;
+          }
+          expect(message, JSON.stringify(args)).to.match(/rl batch: /);
+        }
+        expect(await client.exists(key)).to.equal(0);
+      });
+    });
 
     it('rejects a now that is not a number', async function () {
       const script = loadScripts().fixed_window;

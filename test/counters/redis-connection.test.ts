@@ -147,6 +147,32 @@ describe('counter store address (RL_COUNTERSTORE_ADDR)', function () {
     }
   });
 
+  it('perCommandTimeout: false leaves command deadlines to the caller, still bounding Sentinel and slot refreshes', function () {
+    const single = createRedisClient('redis://127.0.0.1:1', { commandTimeoutMs: 42, perCommandTimeout: false }) as Redis;
+    const sentinel = createRedisClient('redis+sentinel://127.0.0.1:1/m', { commandTimeoutMs: 700, perCommandTimeout: false }) as Redis;
+    const cluster = createRedisClient('redis+cluster://127.0.0.1:1', { commandTimeoutMs: 1500, perCommandTimeout: false }) as Cluster;
+    for (const c of [single, sentinel, cluster]) c.on('error', () => {});
+    try {
+      expect(single.options.commandTimeout).to.equal(undefined);
+      expect(sentinel.options.commandTimeout).to.equal(undefined);
+      expect(sentinel.options.sentinelCommandTimeout).to.equal(700);
+      expect(cluster.options.redisOptions?.commandTimeout).to.equal(undefined);
+      expect(cluster.options.slotsRefreshTimeout).to.equal(1500);
+    } finally {
+      for (const c of [single, sentinel, cluster]) c.disconnect();
+    }
+  });
+
+  it('the counter store\'s own client: no auto-pipelining and no per-command timer (the store batches and bounds each call)', async function () {
+    const store = connectRedisCounterStore('redis://127.0.0.1:1', { commandTimeoutMs: 42 });
+    store.onError(() => {});
+    try {
+      expect((store.client as Redis).options).to.include({ enableAutoPipelining: false, commandTimeout: undefined });
+    } finally {
+      await store.close();
+    }
+  });
+
   it('connectRedisCounterStore rejects a bad address naming the variable', function () {
     expect(() => connectRedisCounterStore('redis://h:0')).to.throw(/^RL_COUNTERSTORE_ADDR: bad port/);
   });

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { CounterStoreUnavailableError } from '../../src/errors.js';
-import type { RateSpec } from '../../src/counters/counter-spec.js';
+import type { CounterSpec, RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import {
   connectRedisCounterStore,
@@ -168,6 +168,32 @@ describe('RedisCounterStore under faults (private redis-server)', function () {
     expect(burst.every((r) => r.allowed)).to.equal(true);
     expect(Math.min(...burst.map((r) => r.remaining))).to.equal(third.remaining - 20);
     expect(Number(await admin.hget(keys[0], 'u'))).to.equal(23);
+    expect(events).to.deep.equal([]);
+  });
+
+  it('after SCRIPT FLUSH a batch mixing every algorithm runs each operation exactly once', async function () {
+    const prefix = randomPrefix();
+    const specs: CounterSpec[] = [
+      { type: 'fixed_window', limit: 100, windowMs: 3_600_000 },
+      { type: 'sliding_window_log', limit: 100, windowMs: 3_600_000 },
+      { type: 'sliding_window_counter', limit: 100, windowMs: 3_600_000, subWindows: 4 },
+      { type: 'token_bucket', capacity: 100, rateUnits: 1, ratePeriodMs: 3_600_000 },
+      { type: 'leaky_bucket', capacity: 100, rateUnits: 1, ratePeriodMs: 3_600_000 },
+      { type: 'quota', limit: 100, periodMs: 3_600_000 },
+      { type: 'concurrency', maxConcurrency: 100, leaseTtlMs: 3_600_000 },
+    ];
+    const useAll = (round: number) =>
+      Promise.all(
+        specs.map((s) => {
+          const keys = counterKeys(prefix, 'flush-batch', s, []);
+          return s.type === 'concurrency' ? store.acquire(keys, s, `lease-${round}`, T) : store.consume(keys, s as RateSpec, 1, T);
+        }),
+      );
+    expect((await useAll(0)).map((r) => r.remaining)).to.deep.equal(new Array(specs.length).fill(99));
+    await admin.script('FLUSH');
+    // The batch's EVALSHA answers NOSCRIPT (nothing ran), so the script is sent again: one run each.
+    expect((await useAll(1)).map((r) => r.remaining)).to.deep.equal(new Array(specs.length).fill(98));
+    expect((await useAll(2)).map((r) => r.remaining)).to.deep.equal(new Array(specs.length).fill(97));
     expect(events).to.deep.equal([]);
   });
 
