@@ -16,7 +16,7 @@ import { argOf, childMain, send, startProfile, stopProfile } from './common.js';
  * never colour the other:
  *   --mode engine  --impl rl|rl-no-recorder|rlf   scenario 4: DecisionService.check vs RateLimiterMemory.consume
  *                                                  over the same Zipf-skewed sequence of 10,000 keys
- *   --mode scaling --policies N                    scenario 5: check latency with N policies
+ *   --mode scaling --policies N                    scenario 5: check latency with N policies (and CPU time per check)
  *   --profile <file.cpuprofile>                    CPU profile of the timed rounds
  * Every call is awaited before the next (a caller's view of one decision). Throughput comes from rounds
  * without per-call timing (the best of the rounds is reported); latency percentiles from a separate pass that
@@ -62,6 +62,7 @@ childMain(async () => {
     }
     const n = contexts.length;
     const result = await measure((i) => decisions.check(contexts[i % n]), { roundMs, rounds, warmupMs, latencyCalls, profile });
+    const cpuNs = await cpuNsPerCall((i) => decisions.check(contexts[i % n]), rounds, 100_000);
     // The matcher alone (synchronous), to separate matching from counting.
     const current = matcher.current();
     const now = Date.now();
@@ -80,6 +81,7 @@ childMain(async () => {
       build_ms: buildMs,
       match_ns: median(matchNs),
       live_heap_bytes: gc ? liveHeap : null,
+      cpu_ns_per_op: cpuNs,
       ...result,
       heap_used_bytes: process.memoryUsage().heapUsed,
     });
@@ -87,6 +89,22 @@ childMain(async () => {
     throw new Error(`unknown --mode ${mode}`);
   }
 });
+
+/**
+ * CPU time of this process (every thread, so GC helpers count) per awaited call, best of `rounds` rounds of
+ * `calls` calls: unlike wall-clock time it does not grow while another process has the core.
+ */
+async function cpuNsPerCall(call: (i: number) => Promise<unknown>, rounds: number, calls: number): Promise<number> {
+  const perRound: number[] = [];
+  let i = 0;
+  for (let r = 0; r < rounds; r++) {
+    const start = process.cpuUsage();
+    for (let c = 0; c < calls; c++) await call(i++);
+    const used = process.cpuUsage(start);
+    perRound.push(((used.user + used.system) * 1000) / calls);
+  }
+  return Math.min(...perRound);
+}
 
 function buildEngine(impl: string): (key: number) => Promise<unknown> {
   if (impl === 'rlf') {

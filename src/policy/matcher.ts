@@ -19,8 +19,15 @@ import { stableHash32 } from '../util/hash.js';
 /** `check` considers every algorithm but concurrency; `acquire`/`release` only concurrency. */
 export type PolicyFamily = 'rate' | 'concurrency';
 
+/**
+ * What a decision needs of one policy, and nothing else: a snapshot holds one per policy (100,000 and
+ * more), so every list here has its exact length and lists, specs and wildcards that several policies
+ * have in common are one shared (frozen in spirit: never mutate) object. What only building the index
+ * needs (the exact-valued fields and tags) lives in the build's `Draft` and is dropped with it.
+ */
 export interface CompiledPolicy {
   policy: Policy;
+  /** Shared by every policy of this snapshot whose algorithm has the same parameters. */
   spec: CounterSpec;
   /** Exact field 2 points, `*` 1 point, each tag as a field, match_expr 1 point. */
   specificity: number;
@@ -32,10 +39,6 @@ export interface CompiledPolicy {
   /** Unix milliseconds; 0 = unbounded. */
   validFromMs: number;
   validToMs: number;
-  /** Exact-valued scope fields (not tags), as [field, value] pairs. */
-  exactFields: readonly (readonly [ScopeField, string])[];
-  /** Exact-valued tags, as [key, value] pairs. */
-  exactTags: readonly (readonly [string, string])[];
   /** `*` parts in identity order (sorted by identity name). */
   wildcards: readonly Wildcard[];
   matchExpr?: MatchExprEvaluator;
@@ -48,6 +51,15 @@ export interface CompiledPolicy {
   checkTags: string[];
   wildFields: ScopeField[];
   wildTags: string[];
+}
+
+/** A policy being indexed: its compiled form plus what only the build reads. */
+interface Draft {
+  compiled: CompiledPolicy;
+  /** Exact-valued scope fields (not tags), as [field, value] pairs. */
+  exactFields: [ScopeField, string][];
+  /** Exact-valued tags, as [key, value] pairs. */
+  exactTags: [string, string][];
 }
 
 interface Wildcard {
@@ -102,25 +114,25 @@ export class Matcher {
   /** Policies are already validated; specs and CEL are compiled once, here. Disabled policies are left out. */
   static build(policies: readonly Policy[]): Matcher {
     const skipped: SkippedPolicy[] = [];
-    const compiled: CompiledPolicy[] = [];
-    const intern = interner();
+    const drafts: Draft[] = [];
+    const shared = sharing();
     for (const policy of policies) {
       if (!policy.enabled) continue;
-      const c = compile(policy, intern);
-      if ('reason' in c) skipped.push({ policy_id: policy.policy_id, reason: c.reason });
-      else compiled.push(c);
+      const d = compile(policy, shared);
+      if ('reason' in d) skipped.push({ policy_id: policy.policy_id, reason: d.reason });
+      else drafts.push(d);
     }
-    compiled.sort(compareRank);
-    compiled.forEach((c, i) => (c.rank = i));
+    drafts.sort((a, b) => compareRank(a.compiled, b.compiled));
+    drafts.forEach((d, i) => (d.compiled.rank = i));
 
     // How many policies share each exact (field, value): each policy is indexed under its rarest one.
-    const keysOf = compiled.map(indexKeys);
-    const shared = new Map<string, number>();
-    for (const keys of keysOf) for (const k of keys) shared.set(k, (shared.get(k) ?? 0) + 1);
+    const keysOf = drafts.map(indexKeys);
+    const sharedBy = new Map<string, number>();
+    for (const keys of keysOf) for (const k of keys) sharedBy.set(k, (sharedBy.get(k) ?? 0) + 1);
 
     const families: Record<PolicyFamily, FamilyIndex> = { rate: new FamilyIndex(), concurrency: new FamilyIndex() };
     const byId = new Map<string, CompiledPolicy>();
-    compiled.forEach((c, i) => {
+    drafts.forEach(({ compiled: c, exactFields, exactTags }, i) => {
       // In rank order, so every bucket ends up sorted by rank.
       byId.set(c.policy.policy_id, c);
       const index = families[c.family];
@@ -128,28 +140,32 @@ export class Matcher {
       let slot = -1;
       let fewest = Infinity;
       for (let k = 0; k < keys.length; k++) {
-        const count = shared.get(keys[k])!;
+        const count = sharedBy.get(keys[k])!;
         if (count < fewest) {
           fewest = count;
           slot = k;
         }
       }
-      const nFields = c.exactFields.length;
-      c.checkFields = intern(c.exactFields.filter((_, k) => k !== slot).flat());
-      c.checkTags = intern(c.exactTags.filter((_, k) => k + nFields !== slot).flat());
+      const nFields = exactFields.length;
+      c.checkFields = shared.strings(exactFields.filter((_, k) => k !== slot).flat());
+      c.checkTags = shared.strings(exactTags.filter((_, k) => k + nFields !== slot).flat());
       if (slot < 0) {
         index.fallback.push(c);
       } else if (slot < nFields) {
-        const [field, value] = c.exactFields[slot];
+        const [field, value] = exactFields[slot];
         bucketOf(index.byField, field, value).push(c);
       } else {
-        const [tag, value] = c.exactTags[slot - nFields];
+        const [tag, value] = exactTags[slot - nFields];
         bucketOf(index.byTag, tag, value).push(c);
       }
     });
     for (const index of Object.values(families)) {
       index.fields = SCOPE_FIELDS.filter((f) => index.byField.has(f));
       index.fieldMaps = index.fields.map((f) => index.byField.get(f)!);
+      // Most buckets hold one policy; push() left each with room for 16 more.
+      for (const byValue of [...index.byField.values(), ...index.byTag.values()]) {
+        for (const [value, bucket] of byValue) byValue.set(value, bucket.slice());
+      }
     }
     return new Matcher(families, byId, skipped);
   }
@@ -305,10 +321,10 @@ function identityOf(c: CompiledPolicy, ctx: RequestContext): string[] {
   return identity;
 }
 
-function compile(policy: Policy, intern: Interner): CompiledPolicy | { reason: string } {
+function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
   let spec: CounterSpec;
   try {
-    spec = counterSpecOf(policy.algorithm);
+    spec = shared.spec(counterSpecOf(policy.algorithm));
   } catch (err) {
     return { reason: `algorithm: ${err instanceof Error ? err.message : String(err)}` };
   }
@@ -351,25 +367,24 @@ function compile(policy: Policy, intern: Interner): CompiledPolicy | { reason: s
   }
   wildcards.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   // Hot fields first: V8 lays out in-object properties in this order, so a scan touches one cache line.
-  return {
+  const compiled: CompiledPolicy = {
     rank: 0,
     enforce: policy.enforcement_mode !== 'shadow',
     rolloutPercent: policy.rollout_percent ?? 100,
     validFromMs: (policy.valid_from_unix ?? 0) * 1000,
     validToMs: (policy.valid_to_unix ?? 0) * 1000,
     checkFields: EMPTY,
-    wildFields: intern(wildcards.filter((w) => w.field !== undefined).map((w) => w.field!)) as ScopeField[],
+    wildFields: shared.strings(wildcards.filter((w) => w.field !== undefined).map((w) => w.field!)) as ScopeField[],
     checkTags: EMPTY,
-    wildTags: intern(wildcards.filter((w) => w.tag !== undefined).map((w) => w.tag!)),
+    wildTags: shared.strings(wildcards.filter((w) => w.tag !== undefined).map((w) => w.tag!)),
     matchExpr,
     policy,
     spec,
     specificity,
     family: spec.type === 'concurrency' ? 'concurrency' : 'rate',
-    exactFields,
-    exactTags,
-    wildcards,
+    wildcards: shared.wildcards(wildcards),
   };
+  return { compiled, exactFields, exactTags };
 }
 
 /** Winner order: highest specificity, then highest priority, then smallest policy_id (plain compare). */
@@ -385,29 +400,56 @@ function compareRank(a: CompiledPolicy, b: CompiledPolicy): number {
  * Keys of the exact (field, value) pairs a policy could be indexed under, fields first, then tags; only
  * used to count how many policies share a pair (a collision could only make the choice less than ideal).
  */
-function indexKeys(c: CompiledPolicy): string[] {
+function indexKeys(d: Draft): string[] {
   const keys: string[] = [];
-  for (const [field, value] of c.exactFields) keys.push(`f${field}\u0000${value}`);
-  for (const [tag, value] of c.exactTags) keys.push(`t${tag.length}:${tag}\u0000${value}`);
+  for (const [field, value] of d.exactFields) keys.push(`f${field}\u0000${value}`);
+  for (const [tag, value] of d.exactTags) keys.push(`t${tag.length}:${tag}\u0000${value}`);
   return keys;
 }
 
-type Interner = (parts: string[]) => string[];
-
-/** The empty check list, shared by every policy (it stays in cache). */
+/** The empty list, shared by every policy (it stays in cache). */
 const EMPTY: string[] = [];
 
-/** Shares equal string lists between policies built together: fewer objects, warmer caches. */
-function interner(): Interner {
-  const seen = new Map<string, string[]>();
-  return (parts) => {
-    if (parts.length === 0) return EMPTY;
-    let key = '';
-    for (const part of parts) key += `${part.length}:${part}`; // injective, like lengthPrefixed
-    const known = seen.get(key);
+/**
+ * One object for equal values within a snapshot: lists of strings, wildcard lists and counter specs
+ * that many policies have in common (most per-user policies have the same `["user_id"]` wildcard, a
+ * deployment has a handful of distinct algorithms). Fewer objects, warmer caches, and a kept list is a
+ * copy of exactly its length (a list built with push() has room for 16 more).
+ */
+interface Sharing {
+  strings(parts: string[]): string[];
+  wildcards(list: Wildcard[]): readonly Wildcard[];
+  spec(spec: CounterSpec): CounterSpec;
+}
+
+function sharing(): Sharing {
+  const lists = new Map<string, unknown[]>();
+  const specs = new Map<string, CounterSpec>();
+  const list = <T>(kind: string, items: T[], keyOf: (item: T) => string): T[] => {
+    if (items.length === 0) return EMPTY as T[];
+    let key = kind;
+    for (const item of items) {
+      const part = keyOf(item);
+      key += `${part.length}:${part}`; // injective, like lengthPrefixed
+    }
+    const known = lists.get(key) as T[] | undefined;
     if (known) return known;
-    seen.set(key, parts);
-    return parts;
+    const kept = items.slice();
+    lists.set(key, kept);
+    return kept;
+  };
+  return {
+    strings: (parts) => list('s', parts, (part) => part),
+    // A wildcard's name determines it (`tags.<key>` for a tag, the field name otherwise).
+    wildcards: (wildcards) => list('w', wildcards, (w) => w.name),
+    spec: (spec) => {
+      // Specs are flat objects of strings and numbers, built in a fixed key order per type.
+      const key = JSON.stringify(spec);
+      const known = specs.get(key);
+      if (known) return known;
+      specs.set(key, spec);
+      return spec;
+    },
   };
 }
 

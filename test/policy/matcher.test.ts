@@ -327,6 +327,41 @@ describe('Matcher', () => {
     expect(winner(m, req({ org_id: 'o', tags: manyTags }))).to.equal('tag');
   });
 
+  describe('what a compiled policy holds (a snapshot keeps one per policy)', () => {
+    const perUser = (id: string, tenant: string, algorithm: Record<string, unknown> = FIXED) =>
+      policy({ policy_id: id, scope: { org_id: 'acme', tenant_id: tenant, user_id: '*' }, algorithm });
+    const m = Matcher.build([
+      perUser('a', 't-1'),
+      perUser('b', 't-2'),
+      perUser('c', 't-3', { type: 'fixed_window', limit: 11, window: '1m' }),
+      policy({ policy_id: 'd', scope: { org_id: 'acme', tenant_id: 't-4', api_key: '*' } }),
+    ]);
+
+    it('policies with the same algorithm parameters share one counter spec', () => {
+      expect(m.get('a')!.spec).to.equal(m.get('b')!.spec);
+      expect(m.get('a')!.spec).to.deep.equal({ type: 'fixed_window', limit: 10, windowMs: 60_000 });
+      expect(m.get('c')!.spec).to.not.equal(m.get('a')!.spec);
+      expect(m.get('c')!.spec).to.deep.equal({ type: 'fixed_window', limit: 11, windowMs: 60_000 });
+    });
+
+    it('policies with the same * fields share one wildcard list', () => {
+      expect(m.get('a')!.wildcards).to.equal(m.get('b')!.wildcards);
+      expect(m.get('a')!.wildFields).to.equal(m.get('c')!.wildFields);
+      expect(m.get('d')!.wildcards).to.deep.equal([{ name: 'api_key', field: 'api_key' }]);
+      const a = m.match(req({ org_id: 'acme', tenant_id: 't-1', user_id: 'u' }), 'rate', NOW).enforce!;
+      const d = m.match(req({ org_id: 'acme', tenant_id: 't-4', api_key: 'k' }), 'rate', NOW).enforce!;
+      expect([a.compiled.policy.policy_id, a.identity]).to.deep.equal(['a', ['user_id', 'u']]);
+      expect([d.compiled.policy.policy_id, d.identity]).to.deep.equal(['d', ['api_key', 'k']]);
+    });
+
+    it('keeps only what matching reads: no build-only lists', () => {
+      expect(Object.keys(m.get('a')!)).to.have.members([
+        'rank', 'enforce', 'rolloutPercent', 'validFromMs', 'validToMs', 'checkFields', 'wildFields', 'checkTags',
+        'wildTags', 'matchExpr', 'policy', 'spec', 'specificity', 'family', 'wildcards',
+      ]);
+    });
+  });
+
   describe('index agrees with a brute-force reference (fast-check)', () => {
     const VALUES: Record<string, string[]> = {
       org_id: ['a', 'b', '*'],
