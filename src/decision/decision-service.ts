@@ -103,40 +103,43 @@ export class DecisionService {
   }
 
   check(ctx: RequestContext): Promise<Decision> {
-    return this.decide('check', ctx, 'rate', consumeCall, '');
+    return settled(() => this.decideNow('check', ctx));
   }
 
-  async acquire(ctx: RequestContext): Promise<Decision> {
+  acquire(ctx: RequestContext): Promise<Decision> {
+    return settled(() => this.decideNow('acquire', ctx));
+  }
+
+  release(ctx: RequestContext): Promise<Decision> {
+    return settled(() => this.decideNow('release', ctx));
+  }
+
+  /**
+   * check, acquire or release, answered synchronously (a Decision) when the counter store can answer
+   * synchronously, else a promise. For callers that answer from a callback (the HTTP fast path): a
+   * settled promise still costs a microtask and two closures per request. May throw, where the three
+   * methods above reject.
+   */
+  decideNow(operation: Operation, ctx: RequestContext): Decision | Promise<Decision> {
+    if (operation === 'check') return this.decide('check', ctx, 'rate', consumeCall, '');
     const leaseId = leaseIdOf(ctx);
-    const decision = await this.decide('acquire', ctx, 'concurrency', acquireCall, leaseId);
-    if (decision.matched_policy_id !== '') decision.metadata.lease_id = leaseId;
-    return decision;
+    const call = operation === 'acquire' ? acquireCall : releaseCall;
+    const decided = this.decide(operation, ctx, 'concurrency', call, leaseId);
+    return decided instanceof Promise ? decided.then((decision) => withLeaseId(decision, leaseId)) : withLeaseId(decided, leaseId);
   }
 
-  async release(ctx: RequestContext): Promise<Decision> {
-    const leaseId = leaseIdOf(ctx);
-    const decision = await this.decide('release', ctx, 'concurrency', releaseCall, leaseId);
-    if (decision.matched_policy_id !== '') decision.metadata.lease_id = leaseId;
-    return decision;
-  }
-
-  /** Never throws: every failure (none is expected) becomes a rejected promise, as from an async function. */
-  private decide(operation: Operation, ctx: RequestContext, family: PolicyFamily, call: CounterCall, leaseId: string): Promise<Decision> {
-    try {
-      const started = this.deps.recorder ? performance.now() : 0;
-      const nowMs = this.now();
-      const { enforce, shadow } = this.match(ctx, family, nowMs);
-      const sync = this.deps.counters.sync;
-      if (sync === undefined) return this.decideAsync(operation, ctx, call, leaseId, started, enforce, shadow);
-      // A store on the same clock (both Date.now by default) counts at the instant matching used: one
-      // clock read per decision instead of two.
-      const counterNowMs = sync.clock === this.now ? nowMs : undefined;
-      const enforced = enforce && this.evaluateSync(sync, call, enforce, ctx, leaseId, counterNowMs);
-      const shadowed = shadow && this.evaluateSync(sync, call, shadow, ctx, leaseId, counterNowMs);
-      return Promise.resolve(this.conclude(operation, ctx, started, enforced, shadowed));
-    } catch (error) {
-      return Promise.reject(error);
-    }
+  private decide(operation: Operation, ctx: RequestContext, family: PolicyFamily, call: CounterCall, leaseId: string): Decision | Promise<Decision> {
+    const started = this.deps.recorder ? performance.now() : 0;
+    const nowMs = this.now();
+    const { enforce, shadow } = this.match(ctx, family, nowMs);
+    const sync = this.deps.counters.sync;
+    if (sync === undefined) return this.decideAsync(operation, ctx, call, leaseId, started, enforce, shadow);
+    // A store on the same clock (both Date.now by default) counts at the instant matching used: one
+    // clock read per decision instead of two.
+    const counterNowMs = sync.clock === this.now ? nowMs : undefined;
+    const enforced = enforce && this.evaluateSync(sync, call, enforce, ctx, leaseId, counterNowMs);
+    const shadowed = shadow && this.evaluateSync(sync, call, shadow, ctx, leaseId, counterNowMs);
+    return this.conclude(operation, ctx, started, enforced, shadowed);
   }
 
   private async decideAsync(
@@ -270,6 +273,22 @@ export class DecisionService {
     const { compiled } = match;
     return this.keys.keysOf(compiled, compiled.policy.policy_id, compiled.spec, match.identity);
   }
+}
+
+/** A decision or a promise of one as a promise that never throws synchronously, as from an async function. */
+function settled(decide: () => Decision | Promise<Decision>): Promise<Decision> {
+  try {
+    const decided = decide();
+    return decided instanceof Promise ? decided : Promise.resolve(decided);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+/** acquire and release name the lease they acted on (CONTRACT.md); a decision no policy made has none. */
+function withLeaseId(decision: Decision, leaseId: string): Decision {
+  if (decision.matched_policy_id !== '') decision.metadata.lease_id = leaseId;
+  return decision;
 }
 
 /** What the shadow policy would have done, for metadata.shadow_action. */

@@ -1,13 +1,12 @@
 import type http from 'node:http';
-import type { DecisionService } from '../decision/decision-service.js';
+import type { DecisionService, Operation } from '../decision/decision-service.js';
 import { RlError, invalidField } from '../errors.js';
 import { parseRequestContext } from '../model/request-context.js';
 import type { Decision } from '../model/decision.js';
 import type { HttpAuth } from './auth-guard.js';
 import { errorResponse } from './errors.js';
-import { SECURITY_HEADERS, requestIdFor } from './headers.js';
+import { headersForMethod, requestIdFor } from './headers.js';
 
-type Operation = 'check' | 'acquire' | 'release';
 const OPERATIONS = new Map<string, Operation>([
   ['/rl/v1/check', 'check'],
   ['/rl/v1/acquire', 'acquire'],
@@ -27,16 +26,19 @@ export interface DecisionFastPathDeps {
  * (middleware chain, routers, body parser, response helpers) cost several times the decision itself
  * (BENCHMARKS.md). This path handles the common shape — `POST /rl/v1/{check,acquire,release}` with a
  * JSON (or no) Content-Type and no Content-Encoding — with the same pieces the Koa path uses:
- * HttpAuth, parseRequestContext, DecisionService, SECURITY_HEADERS, requestIdFor and errorResponse.
+ * HttpAuth, parseRequestContext, DecisionService, headersForMethod, requestIdFor and errorResponse.
  * Every other request, including compressed bodies and unusual spellings of the paths, goes to Koa,
  * whose decision routes answer identically (test/http/decisions.test.ts runs both).
+ *
+ * Written for the per-request cost (it is most of a decision's CPU over HTTP): plain callbacks rather
+ * than promise wrappers and async functions, no per-request closures beyond the auth call's
+ * `setHeader`, the body's stream listeners and the decision's `then`, and the fixed headers prebuilt.
  */
 export function withDecisionFastPath(deps: DecisionFastPathDeps, fallback: http.RequestListener): http.RequestListener {
   return (req, res) => {
     const operation = req.method === 'POST' ? OPERATIONS.get(req.url ?? '') : undefined;
-    if (operation === undefined || !isPlainJson(req)) return fallback(req, res);
+    if (operation === undefined || !isPlainJson(req.headers)) return fallback(req, res);
     const requestId = requestIdFor(header(req, 'x-request-id'));
-    const answer = (status: number, body: unknown) => send(res, requestId, status, body);
     try {
       deps.auth.check({
         method: 'POST',
@@ -48,71 +50,108 @@ export function withDecisionFastPath(deps: DecisionFastPathDeps, fallback: http.
       });
     } catch (error) {
       req.resume();
-      return answer(...errorAnswer(error, req));
+      return sendError(req, res, requestId, error);
     }
-    readBody(req, deps.maxBodyBytes).then(
-      async (text) => {
-        try {
-          const decision = await decide(deps.decisions, operation, parseBody(text));
-          answer(200, decision);
-        } catch (error) {
-          answer(...errorAnswer(error, req));
-        }
-      },
-      (error) => {
-        // The rest of an oversized body is not worth reading: answer, then drop the connection.
-        res.setHeader('Connection', 'close');
-        answer(...errorAnswer(error, req));
-      },
-    );
+    readBody(deps, operation, req, res, requestId);
   };
 }
 
-function decide(decisions: DecisionService, operation: Operation, body: unknown): Promise<Decision> {
-  const ctx = parseRequestContext(body);
-  return operation === 'check' ? decisions.check(ctx) : operation === 'acquire' ? decisions.acquire(ctx) : decisions.release(ctx);
+/**
+ * Collects the body (refusing more than `maxBodyBytes`, declared or sent), then decides and answers.
+ * Exactly one answer per request: `answered` stops a stream error after the end, or after an
+ * oversized body was refused, from answering a second time.
+ */
+function readBody(
+  deps: DecisionFastPathDeps,
+  operation: Operation,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  requestId: string,
+): void {
+  const maxBytes = deps.maxBodyBytes;
+  if (Number(req.headers['content-length']) > maxBytes) return refuseOversized(req, res, requestId, maxBytes);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let answered = false;
+  req.on('data', (chunk: Buffer) => {
+    size += chunk.length;
+    if (size > maxBytes) {
+      req.removeAllListeners('data');
+      req.pause();
+      answered = true;
+      refuseOversized(req, res, requestId, maxBytes);
+      return;
+    }
+    chunks.push(chunk);
+  });
+  req.on('end', () => {
+    if (answered) return;
+    answered = true;
+    const text = chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks).toString('utf8');
+    decideAndAnswer(deps.decisions, operation, text, req, res, requestId);
+  });
+  req.on('error', () => {
+    // The caller went away in the middle of its body. Answer as Koa's body parser does (400 request
+    // aborted), not as an unexpected error: a 500 would be logged as a bug of ours.
+    if (answered) return;
+    answered = true;
+    res.setHeader('Connection', 'close');
+    sendError(req, res, requestId, new RlError('invalid_argument', 'request aborted'));
+  });
+}
+
+/** The rest of an oversized body is not worth reading: answer 413, then drop the connection. */
+function refuseOversized(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, maxBytes: number): void {
+  res.setHeader('Connection', 'close');
+  const error = new RlError('payload_too_large', `body exceeds the limit of ${maxBytes} bytes (RL_MAX_BODY_BYTES)`);
+  sendError(req, res, requestId, error);
+}
+
+function decideAndAnswer(
+  decisions: DecisionService,
+  operation: Operation,
+  text: string,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  requestId: string,
+): void {
+  let decided: Decision | Promise<Decision>;
+  try {
+    decided = decisions.decideNow(operation, parseRequestContext(parseBody(text)));
+  } catch (error) {
+    return sendError(req, res, requestId, error);
+  }
+  // In memory mode the decision is already made: answer now, without a microtask and two closures.
+  if (!(decided instanceof Promise)) return send(res, requestId, 200, decisionJson(decided));
+  decided.then(
+    (decision) => send(res, requestId, 200, decisionJson(decision)),
+    (error: unknown) => sendError(req, res, requestId, error),
+  );
 }
 
 /** JSON or no Content-Type, no Content-Encoding: anything else is the Koa path's (415, inflation). */
-function isPlainJson(req: http.IncomingMessage): boolean {
-  const encoding = req.headers['content-encoding'];
+function isPlainJson(headers: http.IncomingHttpHeaders): boolean {
+  const encoding = headers['content-encoding'];
   if (encoding !== undefined && encoding !== 'identity') return false;
-  const type = req.headers['content-type'];
-  if (type === undefined) return !hasBody(req);
+  const type = headers['content-type'];
+  if (type === undefined) return !hasBody(headers);
+  if (type === 'application/json') return true; // what nearly every client sends: no parsing needed
   const mediaType = type.split(';', 1)[0].trim().toLowerCase();
   return mediaType === 'application/json' || mediaType === 'application/merge-patch+json';
 }
 
-function hasBody(req: http.IncomingMessage): boolean {
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+function hasBody(headers: http.IncomingHttpHeaders): boolean {
+  const length = headers['content-length'];
+  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
-function readBody(req: http.IncomingMessage, maxBytes: number): Promise<string> {
-  const tooLarge = () => new RlError('payload_too_large', `body exceeds the limit of ${maxBytes} bytes (RL_MAX_BODY_BYTES)`);
-  const declared = Number(req.headers['content-length']);
-  if (declared > maxBytes) return Promise.reject(tooLarge());
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > maxBytes) {
-        req.removeAllListeners('data');
-        req.pause();
-        reject(tooLarge());
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () => resolve(chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
+const OPENING_BRACE = 0x7b;
 
 /** Same answers as the Koa body parser: strict JSON (objects, arrays), no `__proto__` keys. */
 function parseBody(text: string): unknown {
-  if (text.trim() === '') return undefined;
+  // Only an empty or blank body means "no body". One that opens with `{` (every real request) is
+  // neither, so it skips the trim, a pass over the whole text.
+  if (text.charCodeAt(0) !== OPENING_BRACE && text.trim() === '') return undefined;
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -122,6 +161,7 @@ function parseBody(text: string): unknown {
   if (typeof value !== 'object' || value === null) {
     throw invalidField('body', 'malformed JSON: only objects and arrays are accepted');
   }
+  // A `__proto__` key can only come from text that spells it: the walk is for those bodies only.
   if (text.includes('__proto__') && hasProtoKey(value)) throw invalidField('body', 'must not contain "__proto__" keys');
   return value;
 }
@@ -134,19 +174,54 @@ function hasProtoKey(value: unknown): boolean {
   return false;
 }
 
-function errorAnswer(error: unknown, req: http.IncomingMessage): [number, unknown] {
+function sendError(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, error: unknown): void {
   const { status, body } = errorResponse(error, { method: req.method ?? 'POST', path: req.url ?? '' });
-  return [status, body];
+  send(res, requestId, status, JSON.stringify(body));
 }
 
-/** The security headers as the flat [name, value, …] list writeHead takes: built once, not per response. */
-const FIXED_HEADERS: string[] = [...SECURITY_HEADERS.flat(), 'Content-Type', 'application/json; charset=utf-8'];
+/**
+ * The fields decisionJson writes, in its order. Typed so that a field added to Decision and not
+ * written here fails to compile; the tests check decisionJson against this list.
+ */
+export const DECISION_JSON_FIELDS = {
+  allowed: true,
+  action: true,
+  reason: true,
+  matched_policy_id: true,
+  remaining: true,
+  retry_after: true,
+  reset_after: true,
+  limit: true,
+  shadow_mode: true,
+  metadata: true,
+} as const satisfies Record<keyof Decision, true>;
 
-function send(res: http.ServerResponse, requestId: string, status: number, body: unknown): void {
-  const payload = JSON.stringify(body);
+/**
+ * A Decision as JSON, written field by field: the text JSON.stringify gives for the decisions
+ * DecisionService builds (which list their fields in this order), at about two thirds of its cost,
+ * which shows on every answer. Strings are quoted by JSON.stringify; numbers are written as JSON
+ * writes them (non-finite ones as null).
+ */
+export function decisionJson(d: Decision): string {
+  return (
+    `{"allowed":${d.allowed ? 'true' : 'false'},"action":${JSON.stringify(d.action)},"reason":${JSON.stringify(d.reason)}` +
+    `,"matched_policy_id":${JSON.stringify(d.matched_policy_id)},"remaining":${jsonNumber(d.remaining)}` +
+    `,"retry_after":${jsonNumber(d.retry_after)},"reset_after":${jsonNumber(d.reset_after)},"limit":${jsonNumber(d.limit)}` +
+    `,"shadow_mode":${d.shadow_mode ? 'true' : 'false'},"metadata":${JSON.stringify(d.metadata)}}`
+  );
+}
+
+function jsonNumber(n: number): string {
+  return Number.isFinite(n) ? String(n) : 'null';
+}
+
+/** The headers of every answer to a POST and the Content-Type, as the flat [name, value, …] list writeHead takes: built once. */
+const FIXED_HEADERS: readonly string[] = [...headersForMethod('POST').flat(), 'Content-Type', 'application/json; charset=utf-8'];
+
+function send(res: http.ServerResponse, requestId: string, status: number, payload: string): void {
   // One writeHead with a flat list: cheaper than a validated setHeader call per header. Headers set
   // earlier (WWW-Authenticate, Connection) are merged in by writeHead.
-  res.writeHead(status, [...FIXED_HEADERS, 'X-Request-Id', requestId, 'Content-Length', String(Buffer.byteLength(payload))]);
+  res.writeHead(status, FIXED_HEADERS.concat('X-Request-Id', requestId, 'Content-Length', String(Buffer.byteLength(payload))));
   res.end(payload);
 }
 

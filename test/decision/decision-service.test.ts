@@ -323,6 +323,26 @@ describe('DecisionService', () => {
       expect(settled).to.equal(true);
     });
 
+    it('decideNow answers with a Decision on the synchronous path and a promise on the awaiting one, lease ids included', async () => {
+      const lease = makePolicy({ policy_id: 'workers', scope: { job_type: 'export' }, algorithm: { type: 'concurrency', max_concurrency: 1, lease_ttl: '30s' } });
+      const sync = setup([fixedWindow('p', 1), lease]).service;
+      const awaiting = setup([fixedWindow('p', 1), lease], { counters: asyncOnly(new MemoryCounterStore({ sweepIntervalMs: 0 })) }).service;
+      const job = parseRequestContext({ job_type: 'export', request_id: 'job-1' });
+      for (const service of [sync, awaiting]) {
+        const answers = [
+          service.decideNow('check', parseRequestContext({ service: 'api' })),
+          service.decideNow('check', parseRequestContext({ service: 'api' })),
+          service.decideNow('acquire', job),
+          service.decideNow('release', job),
+          service.decideNow('release', parseRequestContext({ job_type: 'none' })),
+        ];
+        expect(answers.every((a) => a instanceof Promise)).to.equal(service === awaiting);
+        const decisions = await Promise.all(answers);
+        expect(decisions.map((d) => d.reason)).to.deep.equal(['within_limit', 'limit_exceeded', 'lease_acquired', 'lease_released', 'no_matching_policy']);
+        expect(decisions.map((d) => d.metadata.lease_id)).to.deep.equal([undefined, undefined, 'job-1', 'job-1', undefined]);
+      }
+    });
+
     it('lets the failure mode decide when a synchronous store is unavailable, exactly as on the awaiting path', async () => {
       const unavailable = () => new CounterStoreUnavailableError('down');
       for (const counters of [failingSyncStore(unavailable), deadStore]) {

@@ -8,6 +8,8 @@ import { parseBody, serve, type TestServer } from '../support/http.js';
 import { HTTP_PATHS } from '../support/http-listeners.js';
 
 const SECURITY_HEADERS = ['strict-transport-security', 'x-content-type-options', 'x-frame-options', 'content-security-policy'];
+/** What src/http/headers.ts generates: a per-process random prefix and a counter. */
+const GENERATED_ID = /^[0-9a-f]{16}-[0-9a-z]+$/;
 
 for (const [path, build] of HTTP_PATHS) {
   describe(`HTTP cross-cutting behaviour (${path})`, () => {
@@ -42,7 +44,24 @@ for (const [path, build] of HTTP_PATHS) {
       expect(responses.map((r) => r.status)).to.deep.equal([200, 404, 405, 400, 413, 415]);
       for (const r of responses) {
         for (const header of SECURITY_HEADERS) expect(r.headers.get(header), `${r.status} ${header}`).to.be.a('string').and.not.empty;
-        expect(r.headers.get('x-request-id')).to.match(/^[0-9a-f-]{36}$/);
+        expect(r.headers.get('x-request-id')).to.match(GENERATED_ID);
+      }
+    });
+
+    it('adds Cache-Control: no-store and Referrer-Policy to answers of GET and HEAD only', async () => {
+      readiness.markReady();
+      const reads = [await call('/healthz'), await call('/healthz', { method: 'HEAD' }), await call('/nope')];
+      for (const r of reads) {
+        expect(r.headers.get('cache-control')).to.equal('no-store');
+        expect(r.headers.get('referrer-policy')).to.equal('no-referrer');
+      }
+      const json = { 'content-type': 'application/json' };
+      const writes = [await post('/rl/v1/check', '{}', json), await post('/rl/v1/check', '{', json), await post('/rl/v1/nowhere', '{}', json)];
+      expect(writes.map((r) => r.status)).to.deep.equal([200, 400, 404]);
+      for (const r of writes) {
+        for (const header of SECURITY_HEADERS) expect(r.headers.get(header), `${r.status} ${header}`).to.be.a('string').and.not.empty;
+        expect(r.headers.get('cache-control'), `${r.status}`).to.equal(null);
+        expect(r.headers.get('referrer-policy'), `${r.status}`).to.equal(null);
       }
     });
 
@@ -50,9 +69,18 @@ for (const [path, build] of HTTP_PATHS) {
       const echoed = await call('/healthz', { headers: { 'X-Request-Id': 'abc-123.x:y' } });
       expect(echoed.headers.get('x-request-id')).to.equal('abc-123.x:y');
       const forged = await call('/healthz', { headers: { 'X-Request-Id': 'a b"\\{}' } });
-      expect(forged.headers.get('x-request-id')).to.match(/^[0-9a-f-]{36}$/);
+      expect(forged.headers.get('x-request-id')).to.match(GENERATED_ID);
       const tooLong = await call('/healthz', { headers: { 'X-Request-Id': 'a'.repeat(200) } });
-      expect(tooLong.headers.get('x-request-id')).to.have.length(36);
+      expect(tooLong.headers.get('x-request-id')).to.match(GENERATED_ID);
+    });
+
+    it('echoes or replaces X-Request-Id on decision calls too, and gives every call its own', async () => {
+      const decide = (headers: Record<string, string>) => post('/rl/v1/check', '{"user_id":"u"}', { 'content-type': 'application/json', ...headers });
+      expect((await decide({ 'X-Request-Id': 'abc-123.x:y' })).headers.get('x-request-id')).to.equal('abc-123.x:y');
+      expect((await decide({ 'X-Request-Id': 'a b"\\{}' })).headers.get('x-request-id')).to.match(GENERATED_ID);
+      const fresh = [await decide({}), await decide({}), await call('/healthz')].map((r) => r.headers.get('x-request-id'));
+      for (const id of fresh) expect(id).to.match(GENERATED_ID);
+      expect(new Set(fresh).size).to.equal(3);
     });
 
     it('answers unknown routes with a JSON 404 and wrong methods with a JSON 405 and Allow', async () => {
