@@ -4,7 +4,8 @@
 -- Built by src/counters/lua-scripts.ts (readBatchScript): the line `-- @operations` below becomes
 -- one Lua function per operation script, `local function op_<name>(KEYS, ARGV) <script> end`, and
 -- the table OPERATIONS mapping each name to that function and its key count. The algorithms
--- themselves are never written here: lua/<operation>.lua stays their only source.
+-- themselves are never written here: lua/<operation>.lua stays their only source. The built script
+-- goes to Redis without comments and blank lines (stripLuaComments), so comments here cost nothing.
 --
 -- KEYS     the keys of every operation in order, as many per operation as its script takes
 -- ARGV     per operation: its script name, n = the number of its ARGV, then its n ARGV

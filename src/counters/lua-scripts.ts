@@ -12,7 +12,8 @@ import { fileURLToPath } from 'node:url';
  *
  * The batch script (`lua/batch.lua`, built by `readBatchScript`) runs several operations in one call:
  * it is assembled from these same scripts, each wrapped as a Lua function, so every algorithm keeps
- * exactly one source.
+ * exactly one source. It is sent without comments and blank lines (`stripLuaComments`): Redis gets
+ * it in full after every NOSCRIPT, and the comments are most of its size.
  */
 
 export type ScriptName =
@@ -137,8 +138,91 @@ export function readBatchScript(dir: URL = LUA_DIR): BatchScript {
   const table = SCRIPT_NAMES.map((name) => `  ${name} = { run = op_${name}, key_count = ${SCRIPT_KEY_COUNTS[name]} },`);
   const operations = [...functions, 'local OPERATIONS = {', ...table, '}'].join('\n');
   // A replacer function: the scripts contain `$` patterns that a replacement string would interpret.
-  const lua = driver.replace(OPERATIONS_LINE, () => operations);
+  const lua = stripLuaComments(driver.replace(OPERATIONS_LINE, () => operations));
   return { lua, sha1: createHash('sha1').update(lua).digest('hex') };
+}
+
+/**
+ * `source` without its comments, blank lines and the spaces around line breaks: the same Lua program
+ * in fewer bytes. A small Lua lexer, so `--` inside a string ('...', "..." with their escapes, or a
+ * long string `[[...]]`, `[==[...]==]`) stays, and long strings are copied byte for byte. A long
+ * comment (`--[[...]]`) becomes one space, as it separates tokens in Lua; a line comment ends at the
+ * line break, which stays. Line breaks are kept (one per non-blank line), so no two statements
+ * merge. Throws on an unterminated string or long comment.
+ */
+export function stripLuaComments(source: string): string {
+  let out = '';
+  /** Spaces and tabs seen in code since the last token: written only if a token follows on the line. */
+  let space = '';
+  let lineStart = true;
+  let i = 0;
+  const emit = (text: string) => {
+    if (!lineStart) out += space;
+    space = '';
+    lineStart = false;
+    out += text;
+  };
+  while (i < source.length) {
+    const c = source[i];
+    if (c === '\n') {
+      if (!lineStart) out += '\n'; // a blank (or comment-only) line adds nothing
+      space = '';
+      lineStart = true;
+      i++;
+    } else if (c === ' ' || c === '\t' || c === '\r') {
+      space += c === '\r' ? ' ' : c; // a CR separates tokens; at a CRLF line end it goes with the line's trailing space
+      i++;
+    } else if (c === '-' && source[i + 1] === '-') {
+      const level = longBracketLevel(source, i + 2);
+      if (level >= 0) {
+        i = longBracketEnd(source, i + 2, level, 'long comment');
+        space += ' ';
+      } else {
+        const eol = source.indexOf('\n', i);
+        i = eol < 0 ? source.length : eol;
+      }
+    } else if (c === '"' || c === "'") {
+      const end = quotedStringEnd(source, i);
+      emit(source.slice(i, end));
+      i = end;
+    } else if (c === '[' && longBracketLevel(source, i) >= 0) {
+      const end = longBracketEnd(source, i, longBracketLevel(source, i), 'long string');
+      emit(source.slice(i, end));
+      i = end;
+    } else {
+      emit(c);
+      i++;
+    }
+  }
+  return lineStart ? out : `${out}\n`;
+}
+
+/** The level of the long bracket opening at `at` (`[[` 0, `[=[` 1, ...), or -1 when there is none. */
+function longBracketLevel(source: string, at: number): number {
+  if (source[at] !== '[') return -1;
+  let level = 0;
+  while (source[at + 1 + level] === '=') level++;
+  return source[at + 1 + level] === '[' ? level : -1;
+}
+
+/** The index after the long bracket of `level` that opens at `at` closes. */
+function longBracketEnd(source: string, at: number, level: number, what: string): number {
+  const close = `]${'='.repeat(level)}]`;
+  const end = source.indexOf(close, at + level + 2);
+  if (end < 0) throw new Error(`unterminated ${what} at offset ${at}`);
+  return end + close.length;
+}
+
+/** The index after the quoted string that opens at `at` (a backslash escapes the next character). */
+function quotedStringEnd(source: string, at: number): number {
+  const quote = source[at];
+  for (let i = at + 1; i < source.length; i++) {
+    const c = source[i];
+    if (c === '\\') i++;
+    else if (c === quote) return i + 1;
+    else if (c === '\n') break; // only an escaped line break may continue a quoted string
+  }
+  throw new Error(`unterminated string at offset ${at}`);
 }
 
 let batchCache: BatchScript | undefined;

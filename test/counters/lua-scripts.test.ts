@@ -11,6 +11,7 @@ import {
   readScript,
   SCRIPT_KEY_COUNTS,
   SCRIPT_NAMES,
+  stripLuaComments,
   type ScriptName,
 } from '../../src/counters/lua-scripts.js';
 import { startRedis, type RedisHandle } from '../support/redis.js';
@@ -33,16 +34,59 @@ describe('Lua scripts', function () {
   });
 
   describe('the batch script', function () {
-    it('holds every operation script verbatim, each wrapped as a function of its own KEYS and ARGV', function () {
+    it('holds every operation script (without comments), each wrapped as a function of its own KEYS and ARGV', function () {
       const batch = readBatchScript();
-      expect(batch.lua).not.to.match(/^\s*--\s*@(include|operations)/m);
       for (const name of SCRIPT_NAMES) {
-        const wrapped = `local function op_${name}(KEYS, ARGV)\n${readScript(name).lua.replace(/\n+$/, '')}\nend\n`;
+        const wrapped = `local function op_${name}(KEYS, ARGV)\n${stripLuaComments(readScript(name).lua)}end\n`;
         expect(batch.lua, name).to.include(wrapped);
-        expect(batch.lua, name).to.include(`  ${name} = { run = op_${name}, key_count = ${SCRIPT_KEY_COUNTS[name]} },`);
+        expect(batch.lua, name).to.include(`${name} = { run = op_${name}, key_count = ${SCRIPT_KEY_COUNTS[name]} },`);
       }
       expect(batch.sha1).to.equal(createHash('sha1').update(batch.lua).digest('hex'));
       expect(loadBatchScript()).to.deep.equal(batch);
+    });
+
+    it('is sent without comments, blank lines or indentation: under half the size of its sources', function () {
+      const batch = readBatchScript();
+      expect(batch.lua).not.to.match(/--/); // no comment left, and none of the scripts has `--` in a string
+      const lines = batch.lua.split('\n');
+      expect(lines.pop(), 'ends with a line break').to.equal('');
+      expect(lines.filter((line) => !/^\S(.*\S)?$/.test(line)), 'blank or padded lines').to.deep.equal([]);
+      const sources = SCRIPT_NAMES.reduce((n, name) => n + readScript(name).lua.length, 0);
+      expect(batch.lua.length).to.be.below(sources / 2);
+    });
+  });
+
+  describe('stripLuaComments', function () {
+    it('drops line comments, blank lines and the spaces around line breaks, and keeps every token', function () {
+      const source = '-- header\n\n  local a = 1   -- one\n\tlocal b = a - -1\r\n\n--\nreturn a  +  b\n';
+      expect(stripLuaComments(source)).to.equal('local a = 1\nlocal b = a - -1\nreturn a  +  b\n');
+    });
+
+    it('keeps `--` and everything else inside quoted strings, escapes included', function () {
+      const source = `local s = '--not a comment' -- a comment\nlocal t = "say \\"--\\" \\\\" -- \"\nlocal u = 'it\\'s -- fine'`;
+      expect(stripLuaComments(source)).to.equal(`local s = '--not a comment'\nlocal t = "say \\"--\\" \\\\"\nlocal u = 'it\\'s -- fine'\n`);
+    });
+
+    it('copies long strings byte for byte, indentation, blank lines and `--` included', function () {
+      const source = 'local s = [==[\n  -- kept\n\n  ]] still inside ]==] .. x\nlocal t = [[a--b]]';
+      expect(stripLuaComments(source)).to.equal('local s = [==[\n  -- kept\n\n  ]] still inside ]==] .. x\nlocal t = [[a--b]]\n');
+    });
+
+    it('turns a long comment into one space (it separates tokens) and reads `--[` without a bracket as a line comment', function () {
+      expect(stripLuaComments('local a--[[ x\n y ]]= 1\nlocal b = 2 --[ not long\n--[==[\n]]\n]==]\nreturn a')).to.equal(
+        'local a = 1\nlocal b = 2\nreturn a\n',
+      );
+    });
+
+    it('rejects unterminated strings and long comments', function () {
+      expect(() => stripLuaComments("local s = 'open\nreturn s")).to.throw(/unterminated string/);
+      expect(() => stripLuaComments('local s = [[open')).to.throw(/unterminated long string/);
+      expect(() => stripLuaComments('--[[ open\nreturn 1')).to.throw(/unterminated long comment/);
+    });
+
+    it('changes nothing more when run again', function () {
+      const once = readBatchScript().lua;
+      expect(stripLuaComments(once)).to.equal(once);
     });
   });
 

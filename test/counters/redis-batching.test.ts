@@ -134,6 +134,30 @@ describe('RedisCounterStore batching (private redis-server)', function () {
     expect(await scriptCalls()).to.equal(3);
   });
 
+  it('a steady stream of callers over many calls loses nothing, runs nothing twice and keeps arrival order', async function () {
+    store = await connect();
+    const spec: RateSpec = { type: 'fixed_window', limit: 10_000, windowMs: HOUR };
+    const keys = counterKeys(randomPrefix(), 'stream', spec, []);
+    await admin.config('RESETSTAT');
+    // 20 callers, each issuing its next operation as soon as the last answered, so operations keep
+    // arriving while calls are in flight: every operation takes a number when it is issued, and
+    // Redis must run them in exactly that order.
+    let issued = 0;
+    const mismatches: string[] = [];
+    const caller = async () => {
+      for (let i = 0; i < 25; i++) {
+        const seq = issued++;
+        const { remaining } = await store.consume(keys, spec, 1, T);
+        if (remaining !== spec.limit - 1 - seq) mismatches.push(`operation ${seq}: remaining ${remaining}`);
+      }
+    };
+    await Promise.all(Array.from({ length: 20 }, caller));
+    expect(mismatches).to.deep.equal([]);
+    expect(await admin.hget(keys[0], 'u')).to.equal('500'); // each of the 500 ran exactly once
+    expect(await scriptCalls()).to.be.below(500); // and they went in batches
+    expect(events).to.deep.equal([]);
+  });
+
   it('an operation whose script fails fails alone; the batch counts as one answered round trip', async function () {
     store = await connect();
     const prefix = randomPrefix();
