@@ -73,7 +73,7 @@ export class CounterKeyCache {
 
   constructor(
     private readonly prefix: string,
-    readonly capacity = 8192,
+    readonly capacity = 32_768,
   ) {}
 
   /** `identity` as PolicyMatch carries it: [name, value, name, value, ...], names fixed by the policy. */

@@ -42,7 +42,7 @@ export interface DecisionServiceDeps {
   onCounterStoreError?: (error: CounterStoreUnavailableError) => void;
   now?: () => number;
   random?: () => number;
-  /** Identities per generation in the counter key cache (see CounterKeyCache); default 8192. */
+  /** Identities per generation in the counter key cache (see CounterKeyCache); default 32,768: room for a hot working set of tens of thousands of users, a few MB at most. */
   counterKeyCacheSize?: number;
 }
 
