@@ -16,7 +16,7 @@ import {
 } from '../../src/counters/redis-store.js';
 import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { setLogLevel } from '../../src/util/log.js';
-import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
+import { randomPrefix, startPrivateRedisWithAdmin, stopPrivateRedisWithAdmin, type RedisHandle } from '../support/redis.js';
 
 const HOUR = 3_600_000;
 /** An explicit time inside one hour-long window, so no call straddles a window boundary. */
@@ -57,14 +57,11 @@ describe('RedisCounterStore batching (private redis-server)', function () {
 
   before(async function () {
     setLogLevel('silent');
-    redis = await startPrivateRedis();
-    admin = new Redis({ host: redis.host, port: redis.port, maxRetriesPerRequest: null, retryStrategy: () => 50 });
-    admin.on('error', () => {});
+    ({ redis, admin } = await startPrivateRedisWithAdmin());
   });
 
   after(async function () {
-    admin?.disconnect();
-    await redis?.stop();
+    await stopPrivateRedisWithAdmin({ redis, admin });
     setLogLevel('info');
   });
 

@@ -9,7 +9,7 @@ import {
   type CounterStoreErrorEvent,
 } from '../../src/counters/redis-store.js';
 import { setLogLevel } from '../../src/util/log.js';
-import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
+import { randomPrefix, startPrivateRedisWithAdmin, stopPrivateRedisWithAdmin, type RedisHandle } from '../support/redis.js';
 
 /**
  * Fault behaviour against a private redis-server that the test stops, restarts, pauses and flushes:
@@ -28,14 +28,11 @@ describe('RedisCounterStore under faults (private redis-server)', function () {
 
   before(async function () {
     setLogLevel('silent');
-    redis = await startPrivateRedis();
-    admin = new Redis({ host: redis.host, port: redis.port, maxRetriesPerRequest: null, retryStrategy: () => 50 });
-    admin.on('error', () => {});
+    ({ redis, admin } = await startPrivateRedisWithAdmin());
   });
 
   after(async function () {
-    admin?.disconnect();
-    await redis?.stop();
+    await stopPrivateRedisWithAdmin({ redis, admin });
     setLogLevel('info');
   });
 

@@ -17,6 +17,7 @@ import { existsSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, wri
 import { createConnection, createServer, type AddressInfo } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 
 export interface RedisHandle {
   url: string;
@@ -257,6 +258,24 @@ export async function startPrivateRedis(): Promise<RedisHandle> {
     stop: () => server.destroy(),
     restart: () => server.restart(),
   };
+}
+
+/** A private Redis for fault tests, with an admin client that keeps reconnecting while the server is down. */
+export interface RedisWithAdmin {
+  redis: RedisHandle;
+  admin: Redis;
+}
+
+export async function startPrivateRedisWithAdmin(): Promise<RedisWithAdmin> {
+  const redis = await startPrivateRedis();
+  const admin = new Redis({ host: redis.host, port: redis.port, maxRetriesPerRequest: null, retryStrategy: () => 50 });
+  admin.on('error', () => {}); // the fault tests stop this server on purpose
+  return { redis, admin };
+}
+
+export async function stopPrivateRedisWithAdmin(handles: Partial<RedisWithAdmin>): Promise<void> {
+  handles.admin?.disconnect();
+  await handles.redis?.stop();
 }
 
 /** Starts a server on a fresh free port, retrying with another port if the one we got was taken. */
