@@ -14,7 +14,8 @@ export interface CounterResult {
 
 /**
  * One interface, two backends with identical semantics: MemoryCounterStore (single node) and
- * RedisCounterStore (one atomic Lua script per operation). `keys` come from keys.ts; callers hand the
+ * RedisCounterStore (each operation atomic in one Lua script call, shared by the operations of one
+ * event-loop turn). `keys` come from keys.ts; callers hand the
  * same array to many operations (DecisionService caches them), so a store never modifies it.
  *
  * `nowMs` exists for tests only: the Redis store otherwise reads Redis `TIME`, the memory store its

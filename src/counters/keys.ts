@@ -74,7 +74,9 @@ export class CounterKeyCache {
   constructor(
     private readonly prefix: string,
     readonly capacity = 32_768,
-  ) {}
+  ) {
+    if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`key cache capacity must be a positive integer, got ${capacity}`);
+  }
 
   /** `identity` as PolicyMatch carries it: [name, value, name, value, ...], names fixed by the policy. */
   keysOf(owner: object, policyId: string, spec: CounterSpec, identity: readonly string[]): string[] {

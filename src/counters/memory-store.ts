@@ -26,7 +26,7 @@ interface StateSlot<T> extends Slot {
  * epoch-ms doubles, each boxed by V8 in a heap number of its own, took 112). The window is stored by its
  * number, windowStart / windowMs (exact: windows are whole milliseconds, so windowStart is a whole
  * multiple of windowMs), which fits a V8 small integer (32 bits in Node's builds) for windows of a
- * second or more. The window's end, the key's expiry, is derived from it. Keys carry their algorithm,
+ * second or more until 2038 (a number past that range is boxed, with the same results). The window's end, the key's expiry, is derived from it. Keys carry their algorithm,
  * so a fixed_window key's slot is always one of these.
  */
 class FixedWindowSlot implements Slot {

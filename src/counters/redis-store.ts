@@ -36,10 +36,12 @@ import {
  * event per operation). Each batch has one deadline: `operationTimeoutMs` from its first operation.
  *
  * The circuit breaker counts round trips, not operations: a failed batch is ONE failure and an answered
- * batch one success, whatever their size, so the threshold ("5 consecutive failures") means five
- * failed attempts to reach Redis at any load (counting each operation would let a single timed-out
- * batch of five open the breaker for everyone). While it is open, operations fail in microseconds
- * without touching Redis; the half-open trial is a single operation, so it travels alone.
+ * batch one success, whatever their size, so the threshold ("5 consecutive failures") counts failed
+ * script calls, not the decisions in them (counting each operation would let a single timed-out batch
+ * of five open the breaker for everyone). On a Cluster one flush sends a call per slot, so the calls of
+ * one flush can count several times, and answers from healthy masters reset the count: the breaker
+ * guards the deployment as a whole, as before batching. While it is open, operations fail in
+ * microseconds without touching Redis; the half-open trial is a single operation.
  */
 
 export type CounterStoreErrorKind =
@@ -122,6 +124,9 @@ export class RedisCounterStore implements CounterStore {
   private readonly listeners = new Set<(event: CounterStoreErrorEvent) => void>();
   /** Batches collecting operations until the next flush, by hash slot (ANY_SLOT outside a cluster). */
   private readonly pending = new Map<number, Batch>();
+  /** Batches sent (or waiting for the first connection) and not yet settled; close() waits for them. */
+  private readonly unsettled = new Set<Batch>();
+  private readonly drainWaiters: (() => void)[] = [];
   private flushScheduled = false;
   private readonly flushPending = () => this.flush();
   /** String ARGV per spec, built on first use: specs are built once per policy version (counter-spec.ts). */
@@ -223,8 +228,10 @@ export class RedisCounterStore implements CounterStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    // Operations accepted before close() still go out, ahead of QUIT.
+    // Operations accepted before close() still go out, and QUIT waits for every call in flight (one
+    // answered NOSCRIPT must still be resent as EVAL); each settles by its own deadline.
     this.flush();
+    await this.drained();
     if (!this.ownsClient) return;
     try {
       await withDeadline(this.client.quit(), 1_000, 'QUIT');
@@ -317,6 +324,15 @@ export class RedisCounterStore implements CounterStore {
    * timer, the only one (the client built by connectRedisCounterStore has no per-command timer).
    */
   private send(batch: Batch): void {
+    if (batch.settled) return;
+    this.unsettled.add(batch);
+    if (!batch.resent && performance.now() >= batch.deadline) {
+      // The event loop stalled past the deadline before the flush (a long GC, say): its callers have
+      // waited long enough. Failing it unsent keeps Redis from running what they were told failed,
+      // and Redis was never slow, so the breaker does not count it.
+      this.batchFailed(batch, new TimeoutError(`counter script not sent: its ${this.timeoutMs} ms deadline passed first`), false);
+      return;
+    }
     if (this.startingUp && this.client.status !== 'ready') {
       this.firstConnection(batch.deadline).then(
         () => this.send(batch),
@@ -361,11 +377,11 @@ export class RedisCounterStore implements CounterStore {
   };
 
   /** The call failed as a whole (not sent, timed out, or an error reply): every operation fails. */
-  private batchFailed(batch: Batch, err: unknown): void {
+  private batchFailed(batch: Batch, err: unknown, reachedForRedis = true): void {
     if (!this.settle(batch)) return;
     const kind = classify(err);
     // Only a Redis that cannot serve trips the breaker. An error reply means Redis answered.
-    this.recordRoundTrip(kind !== 'redis_error' || isUnavailableReply(err));
+    if (reachedForRedis) this.recordRoundTrip(kind !== 'redis_error' || isUnavailableReply(err));
     const message = (err as Error)?.message ?? String(err);
     for (const operation of batch.operations) {
       operation.reject(this.failed(kind, operation.name, new CounterStoreUnavailableError(`counter store unavailable (${kind}): ${message}`, err)));
@@ -411,7 +427,15 @@ export class RedisCounterStore implements CounterStore {
     if (batch.settled) return false;
     batch.settled = true;
     if (batch.timer) clearTimeout(batch.timer);
+    this.unsettled.delete(batch);
+    if (this.unsettled.size === 0) for (const drained of this.drainWaiters.splice(0)) drained();
     return true;
+  }
+
+  /** Resolves once every batch sent so far has settled (each does by its deadline). */
+  private drained(): Promise<void> {
+    if (this.unsettled.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
   }
 
   /** One observation per script call for the breaker (see the class comment). */

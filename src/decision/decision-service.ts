@@ -42,7 +42,7 @@ export interface DecisionServiceDeps {
   onCounterStoreError?: (error: CounterStoreUnavailableError) => void;
   now?: () => number;
   random?: () => number;
-  /** Identities per generation in the counter key cache (see CounterKeyCache); default 32,768: room for a hot working set of tens of thousands of users, a few MB at most. */
+  /** Identities per generation in the counter key cache (see CounterKeyCache); default 32,768: room for a hot working set of tens of thousands of users; full, both generations take ~13 MB (12-character ids) to ~21 MB (150-character ids). */
   counterKeyCacheSize?: number;
 }
 

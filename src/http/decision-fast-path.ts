@@ -161,8 +161,11 @@ function parseBody(text: string): unknown {
   if (typeof value !== 'object' || value === null) {
     throw invalidField('body', 'malformed JSON: only objects and arrays are accepted');
   }
-  // A `__proto__` key can only come from text that spells it: the walk is for those bodies only.
-  if (text.includes('__proto__') && hasProtoKey(value)) throw invalidField('body', 'must not contain "__proto__" keys');
+  // A `__proto__` key comes from text that spells it, plainly or with \u escapes (`"\u005f_proto__"`):
+  // only those bodies need the walk.
+  if ((text.includes('__proto__') || text.includes('\\u')) && hasProtoKey(value)) {
+    throw invalidField('body', 'must not contain "__proto__" keys');
+  }
   return value;
 }
 

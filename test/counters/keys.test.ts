@@ -84,6 +84,10 @@ describe('CounterKeyCache', () => {
     expect(cache2.keysOf(policy, 'p', fixed, ['f', 'a', 'g', 'bc'])).to.not.deep.equal(ab);
   });
 
+  it('rejects a capacity that is not a positive integer (a NaN one would never rotate)', () => {
+    for (const bad of [0, -1, 1.5, Number.NaN]) expect(() => new CounterKeyCache('p:', bad)).to.throw(RangeError, /capacity/);
+  });
+
   it('holds at most two generations of its capacity, however many identities pass through', () => {
     const cache = new CounterKeyCache('rl:', 100);
     const hot = cache.keysOf(policy, 'p', fixed, ['user_id', 'hot']);

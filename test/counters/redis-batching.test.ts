@@ -237,6 +237,35 @@ describe('RedisCounterStore batching (private redis-server)', function () {
     expect(events.map((e) => e.kind)).to.deep.equal(['not_connected']);
   });
 
+  it('close() waits for calls in flight: a batch answered NOSCRIPT is still resent as EVAL before QUIT', async function () {
+    const closing = await connect();
+    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
+    const keys = counterKeys(randomPrefix(), 'close-noscript', spec, []);
+    await admin.script('FLUSH');
+    const accepted = [closing.consume(keys, spec, 1, T), closing.consume(keys, spec, 1, T)];
+    await closing.close();
+    expect((await Promise.all(accepted)).map((r) => r.remaining)).to.deep.equal([99, 98]);
+    expect(events).to.deep.equal([]);
+  });
+
+  it('a batch whose deadline passed before the flush (a stalled event loop) fails unsent and is no breaker failure', async function () {
+    store = await connect({ commandTimeoutMs: 100 });
+    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
+    const keys = counterKeys(randomPrefix(), 'stalled', spec, []);
+    await admin.config('RESETSTAT');
+    const late = settled(store.consume(keys, spec, 1, T));
+    const stallUntil = performance.now() + 150;
+    while (performance.now() < stallUntil) {
+      // Synchronous work longer than the deadline, before the batch's flush can run.
+    }
+    const outcome = await late;
+    expect(outcome.error).to.be.instanceOf(CounterStoreUnavailableError);
+    expect((outcome.error as Error).message).to.match(/\(timeout\).*not sent/);
+    expect(await scriptCalls()).to.equal(0);
+    expect(store.breaker.consecutiveFailures).to.equal(0);
+    expect((await store.consume(keys, spec, 1, T)).remaining).to.equal(99);
+  });
+
   it('rejects a maxBatchSize that is not a positive integer', function () {
     const client = new Redis({ host: redis.host, port: redis.port, lazyConnect: true });
     try {

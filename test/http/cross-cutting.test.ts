@@ -118,7 +118,14 @@ for (const [path, build] of HTTP_PATHS) {
     });
 
     it('refuses __proto__ keys with a 400 and ignores constructor keys, polluting nothing', async () => {
-      for (const body of ['{"__proto__": {"polluted": "yes", "allowed": false}}', '{"tags": {"__proto__": "x"}}']) {
+      const bodies = [
+        '{"__proto__": {"polluted": "yes", "allowed": false}}',
+        '{"tags": {"__proto__": "x"}}',
+        // JSON.parse reads escapes as the characters they stand for: the same key, spelled otherwise.
+        '{"service": "svc", "\\u005f_proto__": {}}',
+        '{"tags": {"__prot\\u006f__": "x"}}',
+      ];
+      for (const body of bodies) {
         const res = await post('/rl/v1/check', body, { 'content-type': 'application/json' });
         expect(res.status, body).to.equal(400);
         expect(res.body.error).to.contain('__proto__');
