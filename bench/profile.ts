@@ -25,7 +25,7 @@ import { formatSummary, summarise, type CpuProfile } from './cpuprofile-summary.
 import { grpcLoad } from './lib/grpc-load.js';
 import { httpLoad } from './lib/http-load.js';
 import { buildForBench } from './lib/build.js';
-import { BENCH_DIR, LOAD_CORE, killAll, nextMessage, pinSelf, request, spawnChild, startPrivateRedis, stopChild, useBuild } from './lib/proc.js';
+import { BENCH_DIR, LOAD_CORE, nextMessage, pinSelf, request, runMain, spawnChild, startPrivateRedis, stopChild, useBuild } from './lib/proc.js';
 import { generateWorkload } from './lib/workload.js';
 
 const PROFILE_DIR = join(BENCH_DIR, 'profiles');
@@ -130,12 +130,4 @@ async function profileAll(seconds: number, only: string[], wholeProcess: boolean
   }
 }
 
-main()
-  .catch((error: unknown) => {
-    console.error(error);
-    process.exitCode = 1;
-  })
-  .finally(() => {
-    killAll();
-    setTimeout(() => process.exit(), 100).unref();
-  });
+runMain(main);

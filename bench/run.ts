@@ -19,7 +19,7 @@ import os from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { buildForBench } from './lib/build.js';
 import { machineInfo, sourceState } from './lib/machine.js';
-import { BENCH_DIR, LOAD_CORE, SERVER_CORE, disablePinning, killAll, pinSelf, startPrivateRedis, useBuild, type PrivateRedis } from './lib/proc.js';
+import { BENCH_DIR, LOAD_CORE, SERVER_CORE, disablePinning, pinSelf, runMain, startPrivateRedis, useBuild, type PrivateRedis } from './lib/proc.js';
 import { formatTable } from './lib/report.js';
 import { round } from './lib/stats.js';
 import { SCENARIOS, SETTINGS, type Context, type ScenarioResult, type Settings } from './scenarios.js';
@@ -143,13 +143,4 @@ async function main(): Promise<void> {
   if (failures.length > 0) process.exitCode = 1;
 }
 
-main()
-  .catch((error: unknown) => {
-    console.error(error);
-    process.exitCode = 1;
-  })
-  .finally(() => {
-    killAll();
-    // autocannon and grpc-js may keep handles open for a moment: the results are written, leave.
-    setTimeout(() => process.exit(), 100).unref();
-  });
+runMain(main);

@@ -1,3 +1,5 @@
+import { CounterStoreAddressError, parseCounterStoreAddress } from './counters/redis-connection.js';
+
 /**
  * The one place `RL_*` variables are read. Composition roots call `loadServerConfig(process.env)`;
  * everything else receives typed values. A bad value throws ConfigError naming the variable, and the
@@ -19,7 +21,7 @@ export interface ListenAddress {
 }
 
 export type Role = 'admin' | 'read-only';
-export const ROLES: readonly Role[] = ['admin', 'read-only'];
+const ROLES: readonly Role[] = ['admin', 'read-only'];
 
 export interface AuthConfig {
   enabled: boolean;
@@ -68,7 +70,7 @@ export function loadServerConfig(env: Env): ServerConfig {
     invalidationToken: read.optional('RL_INVALIDATION_TOKEN'),
     tls,
     auth,
-    counterStoreAddr: read.optional('RL_COUNTERSTORE_ADDR'),
+    counterStoreAddr: read.counterStoreAddr(),
     counterStoreTimeoutMs: read.int('RL_COUNTERSTORE_TIMEOUT_MS', 100, 1, 60_000),
     keyPrefix: read.string('RL_KEY_PREFIX', 'rl:'),
     maxBodyBytes: read.int('RL_MAX_BODY_BYTES', 1024 * 1024, 1, 1024 * 1024 * 1024),
@@ -173,6 +175,20 @@ export class Reader {
     if (port > 65535) throw new ConfigError(name, `port must be 0-65535, got ${port}`);
     const host = m[1] ?? (m[2] === '' ? undefined : m[2]);
     return { host, port };
+  }
+
+  /** RL_COUNTERSTORE_ADDR, checked now so that a bad address stops start-up like any other bad value. */
+  counterStoreAddr(): string | undefined {
+    const name = 'RL_COUNTERSTORE_ADDR';
+    const value = this.optional(name);
+    if (value === undefined) return undefined;
+    try {
+      parseCounterStoreAddress(value);
+    } catch (error) {
+      if (error instanceof CounterStoreAddressError) throw new ConfigError(name, error.message.replace(`${name}: `, ''));
+      throw error;
+    }
+    return value;
   }
 
   httpUrl(name: string, text: string): string {

@@ -1,6 +1,6 @@
 /**
  * Typed errors shared by every layer. Each transport maps them to a status in exactly one place
- * (HTTP: http/error-middleware.ts), so domain code never knows about status codes of a transport.
+ * (HTTP: http/errors.ts, gRPC: grpc/status.ts), so domain code never knows about status codes of a transport.
  */
 export type ErrorKind =
   | 'invalid_argument' // 400: malformed input, bad field type or value

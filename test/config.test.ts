@@ -40,6 +40,8 @@ describe('server config', () => {
     ['RL_TLS_ENABLED', 'maybe'],
     ['RL_INVALIDATION_TARGETS', 'ftp://sidecar:18080'],
     ['RL_INVALIDATION_TARGETS', 'not a url'],
+    ['RL_COUNTERSTORE_ADDR', 'ftp://redis:6379'],
+    ['RL_COUNTERSTORE_ADDR', 'redis://h:0'],
   ];
   for (const [variable, value] of bad) {
     it(`stops on ${variable}=${value} with a message naming the variable`, () => {

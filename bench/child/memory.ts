@@ -64,13 +64,7 @@ childMain(async () => {
       type: 'result',
       impl,
       keys,
-      insert_ns_per_key: (insertMs * 1e6) / keys,
-      rss_start: start.rss,
-      rss_full: full.rss,
-      heap_start: start.heapUsed,
-      heap_full: full.heapUsed,
-      rss_bytes_per_key: (full.rss - start.rss) / keys,
-      heap_bytes_per_key: (full.heapUsed - start.heapUsed) / keys,
+      ...growth(keys, insertMs, start, full),
       memory_start: memoryStart,
       memory_full: memoryFull,
     });
@@ -142,15 +136,9 @@ childMain(async () => {
     impl,
     keys,
     live_keys: live,
-    insert_ns_per_key: (insertMs * 1e6) / keys,
-    rss_start: start.rss,
-    rss_full: full.rss,
+    ...growth(keys, insertMs, start, full),
     rss_after_expiry: memoryAfter.rss,
-    heap_start: start.heapUsed,
-    heap_full: full.heapUsed,
     heap_after_expiry: memoryAfter.heap_used,
-    rss_bytes_per_key: (full.rss - start.rss) / keys,
-    heap_bytes_per_key: (full.heapUsed - start.heapUsed) / keys,
     sweep_ms: swept - t1,
     sweep_loop_delay_p99_ms: delay.percentile(99) / 1e6,
     sweep_loop_delay_max_ms: delay.max / 1e6,
@@ -166,6 +154,19 @@ childMain(async () => {
     memory_after_expiry: memoryAfter,
   });
 });
+
+/** Both implementations' insert figures: `keys` inserted in `insertMs`, memory from `start` to `full`. */
+function growth(keys: number, insertMs: number, start: NodeJS.MemoryUsage, full: NodeJS.MemoryUsage) {
+  return {
+    insert_ns_per_key: (insertMs * 1e6) / keys,
+    rss_start: start.rss,
+    rss_full: full.rss,
+    heap_start: start.heapUsed,
+    heap_full: full.heapUsed,
+    rss_bytes_per_key: (full.rss - start.rss) / keys,
+    heap_bytes_per_key: (full.heapUsed - start.heapUsed) / keys,
+  };
+}
 
 async function waitForEmpty(store: MemoryCounterStore, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;

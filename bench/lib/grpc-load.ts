@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { SERVICE_NAMES, serviceDefinition } from '../../src/grpc/protos.js';
-import { Samples, type LatencySummary } from './stats.js';
+import { Samples, cpuPercentSince, emptyLatency, type LatencySummary } from './stats.js';
 
 /**
  * A bounded-concurrency unary load loop with grpc-js clients (the same loop for the service and its
@@ -65,14 +65,12 @@ async function run(clients: grpc.Client[], options: GrpcLoadOptions, durationSec
   };
   await Promise.all(Array.from({ length: options.concurrency }, (_, w) => worker(w)));
   const wallMs = performance.now() - started;
-  const cpu = process.cpuUsage(cpuBefore);
-  const latency = samples?.summary() ?? { count: 0, mean_ms: NaN, p50_ms: NaN, p90_ms: NaN, p99_ms: NaN, p999_ms: NaN, max_ms: NaN };
   return {
-    ...latency,
+    ...(samples?.summary() ?? emptyLatency()),
     throughput_rps: requests / (wallMs / 1000),
     requests,
     errors,
     duration_s: wallMs / 1000,
-    loadgen_cpu_pct: ((cpu.user + cpu.system) / 1000 / wallMs) * 100,
+    loadgen_cpu_pct: cpuPercentSince(cpuBefore, wallMs),
   };
 }

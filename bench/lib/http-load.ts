@@ -1,5 +1,5 @@
 import autocannon from 'autocannon';
-import { Samples, type LatencySummary } from './stats.js';
+import { Samples, cpuPercentSince, emptyLatency, type LatencySummary } from './stats.js';
 
 /**
  * One autocannon run against 127.0.0.1, in this (load generator) process. Latencies are taken from
@@ -64,19 +64,13 @@ async function once(options: HttpLoadOptions, samples: Samples | undefined): Pro
     }
   });
   const wallMs = performance.now() - started;
-  const cpu = process.cpuUsage(cpuBefore);
-  const latency = samples?.summary();
   return {
-    ...(latency ?? emptyLatency()),
+    ...(samples?.summary() ?? emptyLatency()),
     throughput_rps: result['2xx'] / result.duration,
     requests: result['2xx'],
     non2xx: result.non2xx,
     errors: result.errors,
     duration_s: result.duration,
-    loadgen_cpu_pct: ((cpu.user + cpu.system) / 1000 / wallMs) * 100,
+    loadgen_cpu_pct: cpuPercentSince(cpuBefore, wallMs),
   };
-}
-
-function emptyLatency(): LatencySummary {
-  return { count: 0, mean_ms: NaN, p50_ms: NaN, p90_ms: NaN, p99_ms: NaN, p999_ms: NaN, max_ms: NaN };
 }

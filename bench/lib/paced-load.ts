@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { Samples, type LatencySummary } from './stats.js';
+import type { HttpLoadResult } from './http-load.js';
+import { Samples, cpuPercentSince } from './stats.js';
 
 /**
  * An open-loop, evenly paced HTTP/1.1 load: `rate` requests per second, released on a 1 ms timer (each
@@ -29,13 +30,8 @@ export interface PacedLoadOptions {
   timeline?: boolean;
 }
 
-export interface PacedLoadResult extends LatencySummary {
-  throughput_rps: number;
-  requests: number;
-  non2xx: number;
-  errors: number;
-  duration_s: number;
-  loadgen_cpu_pct: number;
+/** An autocannon run's fields (here over the whole paced run, drain included), and the pacing's own. */
+export interface PacedLoadResult extends HttpLoadResult {
   /** Requests not answered when the run ended (they count as neither answer nor error). */
   unfinished: number;
   /** p99 of how late the timer released a request after it was due. */
@@ -184,7 +180,7 @@ export async function pacedHttpLoad(options: PacedLoadOptions): Promise<PacedLoa
   const drainUntil = performance.now() + 2_000;
   while (answered < released && performance.now() < drainUntil) await new Promise((r) => setTimeout(r, 5));
   const wallMs = performance.now() - started;
-  const cpu = process.cpuUsage(cpuBefore);
+  const loadgenCpuPct = cpuPercentSince(cpuBefore, wallMs);
   loopDelay.disable();
   for (const conn of conns) conn.socket.destroy();
   return {
@@ -195,7 +191,7 @@ export async function pacedHttpLoad(options: PacedLoadOptions): Promise<PacedLoa
     errors,
     unfinished: released - answered,
     duration_s: wallMs / 1000,
-    loadgen_cpu_pct: ((cpu.user + cpu.system) / 1000 / wallMs) * 100,
+    loadgen_cpu_pct: loadgenCpuPct,
     send_lag_p99_ms: lag.summary().p99_ms,
     loadgen_loop_delay_p99_ms: loopDelay.percentile(99) / 1e6,
     loadgen_loop_delay_max_ms: loopDelay.max / 1e6,

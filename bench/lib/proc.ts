@@ -66,6 +66,23 @@ export function killAll(): void {
 }
 
 /**
+ * Runs an entry point's `main` (bench/run.ts, bench/profile.ts): an error is printed and sets the exit
+ * code; either way every child is killed and the process leaves soon after (autocannon and grpc-js may
+ * keep handles open for a moment).
+ */
+export function runMain(main: () => Promise<void>): void {
+  main()
+    .catch((error: unknown) => {
+      console.error(error);
+      process.exitCode = 1;
+    })
+    .finally(() => {
+      killAll();
+      setTimeout(() => process.exit(), 100).unref();
+    });
+}
+
+/**
  * Where children's code comes from: a tsc build of src/ and bench/ (bench/lib/build.ts; what
  * production runs), or, when none is set, the TypeScript sources through tsx.
  */

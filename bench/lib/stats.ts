@@ -46,6 +46,17 @@ export interface LatencySummary {
   max_ms: number;
 }
 
+/** The summary of a run whose latencies were not recorded (a warm-up): no samples, every figure NaN. */
+export function emptyLatency(): LatencySummary {
+  return { count: 0, mean_ms: NaN, p50_ms: NaN, p90_ms: NaN, p99_ms: NaN, p999_ms: NaN, max_ms: NaN };
+}
+
+/** CPU time this process used since `before` (a `process.cpuUsage()`), per `wallMs` of wall time, percent of one core. */
+export function cpuPercentSince(before: NodeJS.CpuUsage, wallMs: number): number {
+  const cpu = process.cpuUsage(before);
+  return ((cpu.user + cpu.system) / 1000 / wallMs) * 100;
+}
+
 /** Nearest-rank percentile of an ascending array. */
 export function percentile(sorted: ArrayLike<number>, q: number): number {
   if (sorted.length === 0) return NaN;

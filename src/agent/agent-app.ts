@@ -168,10 +168,8 @@ function isErrorBody(body: unknown): boolean {
   return typeof body === 'object' && body !== null && typeof (body as { error?: unknown }).error === 'string';
 }
 
-
-
 /** A counter store that is always down: makes DecisionService answer by each policy's failure_mode. */
-export class UnavailableCounterStore implements CounterStore {
+class UnavailableCounterStore implements CounterStore {
   private fail(): Promise<CounterResult> {
     return Promise.reject(new CounterStoreUnavailableError('upstream server unavailable'));
   }

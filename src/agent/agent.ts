@@ -2,7 +2,7 @@ import http from 'node:http';
 import { connectRedisCounterStore, type RedisCounterStore } from '../counters/redis-store.js';
 import { DecisionService } from '../decision/decision-service.js';
 import { closeGracefully, listen } from '../server.js';
-import { redactUrl } from '../invalidation/notifier.js';
+import { redactUrl } from '../util/fetch.js';
 import { log } from '../util/log.js';
 import { createAgentApp, type AgentCounters } from './agent-app.js';
 import type { AgentConfig } from './config.js';

@@ -1,5 +1,4 @@
 import { ConfigError, Reader, type Env, type ListenAddress } from '../config.js';
-import { CounterStoreAddressError, parseCounterStoreAddress } from '../counters/redis-connection.js';
 
 /**
  * The sidecar agent's configuration, read once from `RL_*` variables by its composition root
@@ -59,18 +58,6 @@ export function loadAgentConfig(env: Env): AgentConfig {
   if (apiKey !== undefined) upstreamHeaders['x-api-key'] = apiKey;
   if (token !== undefined) upstreamHeaders.authorization = `Bearer ${token}`;
 
-  const counterStoreAddr = read.optional('RL_COUNTERSTORE_ADDR');
-  if (counterStoreAddr !== undefined) {
-    try {
-      parseCounterStoreAddress(counterStoreAddr);
-    } catch (error) {
-      if (error instanceof CounterStoreAddressError) {
-        throw new ConfigError('RL_COUNTERSTORE_ADDR', error.message.replace(/^RL_COUNTERSTORE_ADDR: /, ''));
-      }
-      throw error;
-    }
-  }
-
   return {
     listen: read.listen('RL_AGENT_LISTEN', ':18080'),
     upstream: read.httpUrl('RL_UPSTREAM_HTTP', read.string('RL_UPSTREAM_HTTP', 'http://127.0.0.1:8080')),
@@ -79,7 +66,7 @@ export function loadAgentConfig(env: Env): AgentConfig {
     syncTimeoutMs: read.int('RL_AGENT_SYNC_TIMEOUT_MS', 5000, 1, 300_000),
     upstreamHeaders,
     invalidateToken: read.optional('RL_AGENT_INVALIDATE_TOKEN'),
-    counterStoreAddr,
+    counterStoreAddr: read.counterStoreAddr(),
     counterStoreTimeoutMs: read.int('RL_COUNTERSTORE_TIMEOUT_MS', 100, 1, 60_000),
     keyPrefix: read.string('RL_KEY_PREFIX', 'rl:'),
     maxBodyBytes: read.int('RL_MAX_BODY_BYTES', 1024 * 1024, 1, 1024 * 1024 * 1024),

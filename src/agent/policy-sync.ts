@@ -1,5 +1,6 @@
 import { LiveMatcher } from '../policy/live-matcher.js';
 import type { Policy } from '../policy/types.js';
+import { describeFetchError, redactUrl } from '../util/fetch.js';
 import { log } from '../util/log.js';
 
 /**
@@ -91,11 +92,6 @@ export class PolicySync {
     return this.options.intervalSecs;
   }
 
-  /** The current policy set as last fetched. */
-  list(): readonly Policy[] {
-    return this.policies;
-  }
-
   status(): SyncStatus {
     return {
       last_sync_at: this.lastSyncAt?.toISOString() ?? null,
@@ -109,7 +105,6 @@ export class PolicySync {
 
   /** First sync now, then periodically. Resolves after the first attempt (successful or not). */
   async start(): Promise<SyncResult> {
-    if (this.started) return this.sync();
     this.started = true;
     return this.sync();
   }
@@ -179,12 +174,12 @@ export class PolicySync {
     this.lastError = result.ok ? '' : result.error ?? 'failed';
     if (result.ok) {
       this.lastSuccessAt = this.lastSyncAt;
-      if (this.failures > 0) log.info('policy sync restored', { upstream: this.options.upstream, policies: this.policies.length });
+      if (this.failures > 0) log.info('policy sync restored', { upstream: redactUrl(this.options.upstream), policies: this.policies.length });
       this.failures = 0;
     } else {
       this.failures++;
       // One line per outage, not one per attempt.
-      if (this.failures === 1) log.warn('policy sync failed', { upstream: this.options.upstream, error: this.lastError });
+      if (this.failures === 1) log.warn('policy sync failed', { upstream: redactUrl(this.options.upstream), error: this.lastError });
     }
     this.schedule();
     return result;
@@ -245,11 +240,4 @@ export class PolicySync {
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-export function describeFetchError(error: unknown): string {
-  const e = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (e?.name === 'TimeoutError') return 'timeout';
-  if (e?.name === 'AbortError') return 'aborted';
-  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? String(error);
 }

@@ -1,8 +1,8 @@
 import { CircuitBreaker, type BreakerState } from '../counters/circuit-breaker.js';
 import type { Decision } from '../model/decision.js';
 import type { RequestContext } from '../model/request-context.js';
+import { describeFetchError, redactUrl } from '../util/fetch.js';
 import { log } from '../util/log.js';
-import { describeFetchError } from './policy-sync.js';
 
 export type DecisionOperation = 'check' | 'acquire' | 'release';
 
@@ -44,8 +44,8 @@ export class UpstreamClient {
       failureThreshold: options.failureThreshold ?? 3,
       coolDownMs: options.coolDownMs ?? 1000,
       onStateChange: (to: BreakerState, from: BreakerState) => {
-        if (to === 'open' && from === 'closed') log.warn('upstream unavailable: answering by failure_mode', { upstream: options.upstream });
-        if (to === 'closed') log.info('upstream available again', { upstream: options.upstream });
+        if (to === 'open' && from === 'closed') log.warn('upstream unavailable: answering by failure_mode', { upstream: redactUrl(options.upstream) });
+        if (to === 'closed') log.info('upstream available again', { upstream: redactUrl(options.upstream) });
       },
     });
   }
@@ -92,7 +92,7 @@ export class UpstreamClient {
     const now = Date.now();
     if (now - this.lastWarning < 60_000) return;
     this.lastWarning = now;
-    log.error(message, { upstream: this.options.upstream, status });
+    log.error(message, { upstream: redactUrl(this.options.upstream), status });
   }
 }
 

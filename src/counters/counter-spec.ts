@@ -26,7 +26,7 @@ export interface LeaseSpec {
 
 export type CounterSpec = RateSpec | LeaseSpec;
 
-export const DEFAULT_LEASE_TTL_SECS = 120;
+const DEFAULT_LEASE_TTL_SECS = 120;
 
 /** What `remaining` counts down from: the matched limit reported in decisions. */
 export function capacityOf(spec: CounterSpec): number {
@@ -102,7 +102,7 @@ export function counterSpecOf(config: AlgorithmConfig): CounterSpec {
 }
 
 /** lease_ttl is a duration string or a whole number of seconds (CONTRACT.md says seconds). */
-export function leaseTtlMs(value: string | number | undefined): number {
+function leaseTtlMs(value: string | number | undefined): number {
   if (value === undefined) return DEFAULT_LEASE_TTL_SECS * 1000;
   if (typeof value === 'number') return value * 1000;
   return durationMs(value, 'lease_ttl');

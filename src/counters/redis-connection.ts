@@ -17,8 +17,8 @@ import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
  * use `redactAddress` for logs.
  */
 
-export const ADDR_VARIABLE = 'RL_COUNTERSTORE_ADDR';
-export const DEFAULT_REDIS_PORT = 6379;
+const ADDR_VARIABLE = 'RL_COUNTERSTORE_ADDR';
+const DEFAULT_REDIS_PORT = 6379;
 
 export interface HostPort {
   host: string;

@@ -81,7 +81,7 @@ export interface ConnectRedisCounterStoreOptions extends RedisClientOptions {
   maxBatchSize?: number;
 }
 
-export const DEFAULT_MAX_BATCH_SIZE = 100;
+const DEFAULT_MAX_BATCH_SIZE = 100;
 
 /** One operation waiting in a batch. */
 interface PendingOperation {

@@ -1,10 +1,10 @@
 import type { RequestContext } from '../model/request-context.js';
 import type { LimitAction, Policy } from '../policy/types.js';
+import { SEVERITY_LEVELS } from '../policy/validate.js';
 import { unitInterval } from '../util/hash.js';
 
-/** Severity order for drop_low_priority (CONTRACT.md). */
-export const SEVERITIES = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
-const SEVERITY_RANK = new Map<string, number>(SEVERITIES.map((s, i) => [s, i]));
+/** Rank of each severity for drop_low_priority, in the order CONTRACT.md gives (the one validation accepts). */
+const SEVERITY_RANK = new Map<string, number>(SEVERITY_LEVELS.map((s, i) => [s, i]));
 const DEFAULT_MIN_SEVERITY = 'warn';
 
 export interface LimitedOutcome {

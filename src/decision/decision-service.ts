@@ -192,7 +192,7 @@ export class DecisionService {
     } else if (shadowed) {
       decision = this.shadowOnlyDecision(operation, shadowed);
     } else {
-      decision = noMatchDecision();
+      decision = unmatchedDecision('no_matching_policy');
     }
 
     const recorder = this.deps.recorder;
@@ -211,10 +211,9 @@ export class DecisionService {
     return decision;
   }
 
-  /** Decisions are built by filling in one fresh object: this runs once per request. */
   private enforcedDecision(operation: Operation, ctx: RequestContext, evaluation: Evaluation): Decision {
-    const { policy, spec } = evaluation.match.compiled;
-    const decision = baseDecision(evaluation.match, capacityOf(spec));
+    const { policy } = evaluation.match.compiled;
+    const decision = baseDecision(evaluation.match);
     if (evaluation.failed) return failureModeDecision(decision, policy.failure_mode);
     if (applyResult(decision, operation, evaluation.result) === 'limited') {
       const outcome = applyLimitAction(policy, ctx, evaluation.result.retryAfterMs, this.random);
@@ -227,7 +226,7 @@ export class DecisionService {
 
   /** No enforcing policy: the shadow one answers, but never blocks. */
   private shadowOnlyDecision(operation: Operation, evaluation: Evaluation): Decision {
-    const decision = baseDecision(evaluation.match, capacityOf(evaluation.match.compiled.spec));
+    const decision = baseDecision(evaluation.match);
     decision.shadow_mode = true;
     if (evaluation.failed) {
       decision.reason = 'counter_store_unavailable';
@@ -297,12 +296,13 @@ function shadowAction(evaluation: Evaluation): string {
   return evaluation.result.allowed ? 'allow' : evaluation.match.compiled.policy.action;
 }
 
-function baseDecision(match: PolicyMatch, limit: number): Decision {
+/** The allowing decision every other is filled in from: this runs once per request. */
+function freshDecision(reason: DecisionReason, matchedPolicyId: string, limit: number): Decision {
   return {
     allowed: true,
     action: 'allow',
-    reason: 'within_limit',
-    matched_policy_id: match.compiled.policy.policy_id,
+    reason,
+    matched_policy_id: matchedPolicyId,
     remaining: 0,
     retry_after: 0,
     reset_after: 0,
@@ -310,6 +310,11 @@ function baseDecision(match: PolicyMatch, limit: number): Decision {
     shadow_mode: false,
     metadata: {},
   };
+}
+
+/** A decision of the matched policy, before its counter's answer is filled in. */
+function baseDecision(match: PolicyMatch): Decision {
+  return freshDecision('within_limit', match.compiled.policy.policy_id, capacityOf(match.compiled.spec));
 }
 
 /**
@@ -340,24 +345,9 @@ function failureModeDecision(decision: Decision, mode: FailureMode): Decision {
   return decision;
 }
 
-function noMatchDecision(): Decision {
-  return unmatchedDecision('no_matching_policy');
-}
-
 /** An allowing decision that no policy made (no policy matched, or none is known yet). */
 export function unmatchedDecision(reason: DecisionReason): Decision {
-  return {
-    allowed: true,
-    action: 'allow',
-    reason,
-    matched_policy_id: '',
-    remaining: 0,
-    retry_after: 0,
-    reset_after: 0,
-    limit: 0,
-    shadow_mode: false,
-    metadata: {},
-  };
+  return freshDecision(reason, '', 0);
 }
 
 /**

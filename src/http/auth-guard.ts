@@ -85,14 +85,10 @@ export class HttpAuth {
 
 /**
  * Koa guard (mounted through `createApp({ guards: [...] })`, after headers and error handling, before
- * the body parser and the routes): authenticates and authorises by HttpAuth, and leaves the caller on
- * `ctx.state.principal` (the policy routes record its `subject` as the audit's `changed_by`).
+ * the body parser and the routes): authenticates and authorises by an HttpAuth shared with the decision
+ * fast path, and leaves the caller on `ctx.state.principal` (the policy routes record its `subject` as
+ * the audit's `changed_by`).
  */
-export function authGuard(authenticator: Authenticator, config: AuthConfig): Koa.Middleware {
-  return httpAuthGuard(new HttpAuth(authenticator, config));
-}
-
-/** The Koa guard over an HttpAuth shared with the decision fast path. */
 export function httpAuthGuard(auth: HttpAuth): Koa.Middleware {
   return async (ctx, next) => {
     const principal = auth.check({

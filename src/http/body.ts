@@ -1,3 +1,4 @@
+import type http from 'node:http';
 import type Koa from 'koa';
 import { koaBody } from 'koa-body';
 import { RlError, invalidField } from '../errors.js';
@@ -26,7 +27,7 @@ export function jsonBody(maxBytes: number): Koa.Middleware {
     },
   });
   return async (ctx, next) => {
-    if (METHODS_WITH_BODY.has(ctx.method) && hasBody(ctx) && !ctx.is(JSON_TYPES)) {
+    if (METHODS_WITH_BODY.has(ctx.method) && hasBody(ctx.req.headers) && !ctx.is(JSON_TYPES)) {
       throw new RlError(
         'unsupported_media_type',
         `body must be JSON (Content-Type: application/json), got ${ctx.get('Content-Type') || 'no Content-Type'}`,
@@ -36,22 +37,30 @@ export function jsonBody(maxBytes: number): Koa.Middleware {
   };
 }
 
-function hasBody(ctx: Koa.Context): boolean {
-  const length = ctx.get('Content-Length');
-  return ctx.get('Transfer-Encoding') !== '' || (length !== '' && length !== '0');
+/** Whether the request declares a body (chunked, or a non-zero Content-Length). */
+export function hasBody(headers: http.IncomingHttpHeaders): boolean {
+  const length = headers['content-length'];
+  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
+
+/** The errors a body is refused with, shared with the decision fast path so both answer alike. */
+export const bodyErrors = {
+  tooLarge: (maxBytes: number) => new RlError('payload_too_large', `body exceeds the limit of ${maxBytes} bytes (RL_MAX_BODY_BYTES)`),
+  malformed: (problem: string) => invalidField('body', `malformed JSON: ${problem}`),
+  protoKey: () => invalidField('body', 'must not contain "__proto__" keys'),
+};
 
 function bodyError(error: Error & { type?: string; status?: number }, maxBytes: number): Error {
   if (error.type === 'entity.too.large' || error.status === 413) {
-    return new RlError('payload_too_large', `body exceeds the limit of ${maxBytes} bytes (RL_MAX_BODY_BYTES)`);
+    return bodyErrors.tooLarge(maxBytes);
   }
   if (error.status === 415) return new RlError('unsupported_media_type', error.message);
   // co-body parses with bourne, which refuses prototype-poisoning keys outright instead of dropping them.
   if (/forbidden prototype property/i.test(error.message)) {
-    return invalidField('body', 'must not contain "__proto__" keys');
+    return bodyErrors.protoKey();
   }
   if (error instanceof SyntaxError || error.type === 'entity.parse.failed' || error.status === 400) {
-    return invalidField('body', `malformed JSON: ${error.message}`);
+    return bodyErrors.malformed(error.message);
   }
   return error;
 }

@@ -1,9 +1,10 @@
 import type http from 'node:http';
 import type { DecisionService, Operation } from '../decision/decision-service.js';
-import { RlError, invalidField } from '../errors.js';
+import { RlError } from '../errors.js';
 import { parseRequestContext } from '../model/request-context.js';
 import type { Decision } from '../model/decision.js';
 import type { HttpAuth } from './auth-guard.js';
+import { JSON_TYPES, bodyErrors, hasBody } from './body.js';
 import { errorResponse } from './errors.js';
 import { headersForMethod, requestIdFor } from './headers.js';
 
@@ -103,8 +104,7 @@ function readBody(
 /** The rest of an oversized body is not worth reading: answer 413, then drop the connection. */
 function refuseOversized(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, maxBytes: number): void {
   res.setHeader('Connection', 'close');
-  const error = new RlError('payload_too_large', `body exceeds the limit of ${maxBytes} bytes (RL_MAX_BODY_BYTES)`);
-  sendError(req, res, requestId, error);
+  sendError(req, res, requestId, bodyErrors.tooLarge(maxBytes));
 }
 
 function decideAndAnswer(
@@ -136,13 +136,7 @@ function isPlainJson(headers: http.IncomingHttpHeaders): boolean {
   const type = headers['content-type'];
   if (type === undefined) return !hasBody(headers);
   if (type === 'application/json') return true; // what nearly every client sends: no parsing needed
-  const mediaType = type.split(';', 1)[0].trim().toLowerCase();
-  return mediaType === 'application/json' || mediaType === 'application/merge-patch+json';
-}
-
-function hasBody(headers: http.IncomingHttpHeaders): boolean {
-  const length = headers['content-length'];
-  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+  return JSON_TYPES.includes(type.split(';', 1)[0].trim().toLowerCase());
 }
 
 const OPENING_BRACE = 0x7b;
@@ -156,15 +150,15 @@ function parseBody(text: string): unknown {
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw invalidField('body', `malformed JSON: ${(error as Error).message}`);
+    throw bodyErrors.malformed((error as Error).message);
   }
   if (typeof value !== 'object' || value === null) {
-    throw invalidField('body', 'malformed JSON: only objects and arrays are accepted');
+    throw bodyErrors.malformed('only objects and arrays are accepted');
   }
   // A `__proto__` key comes from text that spells it, plainly or with \u escapes (`"\u005f_proto__"`):
   // only those bodies need the walk.
   if ((text.includes('__proto__') || text.includes('\\u')) && hasProtoKey(value)) {
-    throw invalidField('body', 'must not contain "__proto__" keys');
+    throw bodyErrors.protoKey();
   }
   return value;
 }

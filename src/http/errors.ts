@@ -1,5 +1,5 @@
 import type Koa from 'koa';
-import { RlError, type ErrorKind } from '../errors.js';
+import { CounterStoreUnavailableError, RlError, type ErrorKind } from '../errors.js';
 import { log } from '../util/log.js';
 
 /** The one mapping from error kinds to HTTP statuses. */
@@ -53,6 +53,10 @@ export function errorResponse(error: unknown, where: { method: string; path: str
   if (error instanceof RlError) {
     const status = HTTP_STATUS[error.kind];
     return { status, body: { error: error.message, status, ...error.details } };
+  }
+  if (error instanceof CounterStoreUnavailableError) {
+    // DecisionService applies failure modes itself; one escaping here is still "try again later" (as gRPC's UNAVAILABLE).
+    return { status: 503, body: { error: 'counter store unavailable', status: 503 } };
   }
   const status = httpStatusOf(error);
   if (status !== undefined && status >= 400 && status < 500) {

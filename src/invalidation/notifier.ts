@@ -1,3 +1,4 @@
+import { describeFetchError, redactUrl } from '../util/fetch.js';
 import { log } from '../util/log.js';
 
 /**
@@ -130,11 +131,6 @@ export class InvalidationNotifier {
     this.maxDelayMs = Math.max(this.baseDelayMs, options.maxDelayMs ?? 5000);
     this.timeoutMs = positiveInt(options.timeoutMs ?? 2000, 'timeoutMs');
     this.random = options.random ?? Math.random;
-  }
-
-  /** Whether there is anyone to notify. */
-  get enabled(): boolean {
-    return this.targets.length > 0;
   }
 
   /** Queues a notification of `change` to every target. Returns at once; never throws. */
@@ -311,23 +307,4 @@ function safely(fn: () => void): void {
 function positiveInt(value: number, name: string): number {
   if (!Number.isInteger(value) || value < 1) throw new Error(`InvalidationNotifier: ${name} must be a positive integer, got ${value}`);
   return value;
-}
-
-function describeFetchError(error: unknown): string {
-  const e = error as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (e?.name === 'TimeoutError') return 'timeout';
-  if (e?.name === 'AbortError') return 'aborted';
-  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? String(error);
-}
-
-/** A target URL without any user:password part, for logs. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    u.username = '';
-    u.password = '';
-    return u.toString().replace(/\/+$/, '');
-  } catch {
-    return '<invalid url>';
-  }
 }

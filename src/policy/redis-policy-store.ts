@@ -48,6 +48,7 @@ import type { Policy } from './types.js';
 
 const LUA_DIR = new URL('../../lua/policy/', import.meta.url);
 const KEY_NAMES = ['current', 'heads', 'changed', 'versions', 'audit', 'auditn', 'meta'] as const;
+type KeyName = (typeof KEY_NAMES)[number];
 
 type ScriptName = 'commit' | 'seed' | 'read_one' | 'snapshot';
 const SCRIPTS: Record<ScriptName, string> = {
@@ -187,20 +188,21 @@ export class RedisPolicyStore implements PolicyStore {
     return { policy: entry.policy, head: entry.head };
   }
 
-  async versions(policyId: string): Promise<PolicyVersion[]> {
-    const head = Number(await this.call(() => this.client.hget(this.key('heads'), policyId)) ?? 0);
-    if (!(head > 0)) return [];
-    const fields = Array.from({ length: head }, (_, i) => `${policyId}|${i + 1}`);
-    const values = await this.call(() => this.client.hmget(this.key('versions'), ...fields));
-    return values.filter((v): v is string => typeof v === 'string').map((v) => JSON.parse(v) as PolicyVersion);
+  versions(policyId: string): Promise<PolicyVersion[]> {
+    return this.readNumbered<PolicyVersion>(policyId, 'heads', 'versions');
   }
 
-  async audit(policyId: string): Promise<AuditEntry[]> {
-    const count = Number(await this.call(() => this.client.hget(this.key('auditn'), policyId)) ?? 0);
+  audit(policyId: string): Promise<AuditEntry[]> {
+    return this.readNumbered<AuditEntry>(policyId, 'auditn', 'audit');
+  }
+
+  /** Entries `policyId|1` … `policyId|n` of hash `valuesHash`, where `countHash` holds n for the policy. */
+  private async readNumbered<T>(policyId: string, countHash: KeyName, valuesHash: KeyName): Promise<T[]> {
+    const count = Number(await this.call(() => this.client.hget(this.key(countHash), policyId)) ?? 0);
     if (!(count > 0)) return [];
     const fields = Array.from({ length: count }, (_, i) => `${policyId}|${i + 1}`);
-    const values = await this.call(() => this.client.hmget(this.key('audit'), ...fields));
-    return values.filter((v): v is string => typeof v === 'string').map((v) => JSON.parse(v) as AuditEntry);
+    const values = await this.call(() => this.client.hmget(this.key(valuesHash), ...fields));
+    return values.filter((v): v is string => typeof v === 'string').map((v) => JSON.parse(v) as T);
   }
 
   async commit(change: PolicyChange): Promise<CommitResult> {
@@ -390,7 +392,7 @@ export class RedisPolicyStore implements PolicyStore {
 
   // -------------------------------------------------------------------------------------------------
 
-  private key(name: (typeof KEY_NAMES)[number]): string {
+  private key(name: KeyName): string {
     return this.keys[KEY_NAMES.indexOf(name)];
   }
 

@@ -213,7 +213,7 @@ function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {
     }
     if (value === undefined) continue;
     if (typeof value !== 'string' || value === '') {
-      err(`scope.${key}`, `must be a non-empty string (an exact value, or "*" for any present value), got ${describe(value)}`);
+      err(`scope.${key}`, notAScopeValue(value));
       ok = false;
       continue;
     }
@@ -225,6 +225,11 @@ function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {
     scope[key as ScopeField] = value;
   }
   return ok ? scope : undefined;
+}
+
+/** The problem with a scope field or tag value that is not a non-empty string. */
+function notAScopeValue(value: unknown): string {
+  return `must be a non-empty string (an exact value, or "*" for any present value), got ${describe(value)}`;
 }
 
 function validateTags(v: unknown, err: ErrFn): Record<string, string> | undefined {
@@ -242,7 +247,7 @@ function validateTags(v: unknown, err: ErrFn): Record<string, string> | undefine
       continue;
     }
     if (typeof value !== 'string' || value === '') {
-      err(`scope.tags.${key}`, `must be a non-empty string (an exact value, or "*" for any present value), got ${describe(value)}`);
+      err(`scope.tags.${key}`, notAScopeValue(value));
       ok = false;
       continue;
     }

@@ -27,11 +27,3 @@ export function parseDuration(text: unknown): { ms: number } | { error: string }
   if (!Number.isSafeInteger(ms)) return { error: `"${text}" is too long` };
   return { ms };
 }
-
-/** Formats milliseconds back into the shortest exact duration string (for messages and exports). */
-export function formatDuration(ms: number): string {
-  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) {
-    if (ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return `${ms}ms`;
-}

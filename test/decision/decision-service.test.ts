@@ -104,7 +104,7 @@ describe('DecisionService', () => {
       algorithm: { type: 'quota', limit: 100, quota_period: '1h', cost_per_request: 10 },
     });
     const { check } = setup([p]);
-    expect(await check({ service: 'llm', quantity: 3 })).to.deep.include({ allowed: true, remaining: 70 });
+    expect(await check({ service: 'llm', quantity: 3 })).to.deep.include({ allowed: true, remaining: 70, limit: 100 });
     expect(await check({ service: 'llm', quantity: 8 })).to.deep.include({ allowed: false, remaining: 70 });
     expect(await check({ service: 'llm', quantity: 7 })).to.deep.include({ allowed: true, remaining: 0 });
   });
@@ -194,7 +194,7 @@ describe('DecisionService', () => {
     it('answers from the shadow policy when no enforcing policy matches, never blocking', async () => {
       const { check } = setup([fixedWindow('shadow', 1, { enforcement_mode: 'shadow' })]);
       expect(await check({ service: 'api' })).to.deep.include({
-        allowed: true, action: 'allow', shadow_mode: true, matched_policy_id: 'shadow', reason: 'within_limit',
+        allowed: true, action: 'allow', shadow_mode: true, matched_policy_id: 'shadow', reason: 'within_limit', limit: 1,
       });
       expect(await check({ service: 'api' })).to.deep.include({
         allowed: true, action: 'shadow_only', shadow_mode: true, reason: 'limit_exceeded',
@@ -348,7 +348,7 @@ describe('DecisionService', () => {
       for (const counters of [failingSyncStore(unavailable), deadStore]) {
         const open = setup([fixedWindow('p', 1, { failure_mode: 'fail_open' }), fixedWindow('s', 1, { enforcement_mode: 'shadow' })], { counters });
         const d = await open.check({ service: 'api' });
-        expect(d).to.deep.include({ allowed: true, action: 'allow', reason: 'counter_store_unavailable', matched_policy_id: 'p' });
+        expect(d).to.deep.include({ allowed: true, action: 'allow', reason: 'counter_store_unavailable', matched_policy_id: 'p', limit: 1 });
         expect(d.metadata).to.deep.equal({ shadow_policy_id: 's', shadow_action: 'allow' });
         expect(open.events[0].failureMode).to.equal('fail_open');
         expect(open.events[0].shadow).to.deep.equal({ policyId: 's', limited: false });

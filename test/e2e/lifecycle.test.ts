@@ -66,3 +66,33 @@ describe('lifecycle: drain on SIGTERM (real process)', function () {
     expect(Date.now() - signalled).to.be.within(900, 5_000);
   });
 });
+
+describe('lifecycle: a bad configuration stops start-up (real process)', function () {
+  this.timeout(40_000);
+
+  /** Starts `entry` with `env`; returns the error startServerProcess rejects with (the process never listens). */
+  async function startFailure(env: Record<string, string>, entry?: string): Promise<string> {
+    try {
+      const handle = await startServerProcess(env, { entry });
+      await handle.kill();
+    } catch (error) {
+      return (error as Error).message;
+    }
+    throw new Error('the process started');
+  }
+
+  for (const [entry, variable, value] of [
+    ['src/main.ts', 'RL_COUNTERSTORE_ADDR', 'ftp://redis:6379'],
+    ['src/main.ts', 'RL_DRAIN_SECS', 'soon'],
+    ['src/agent/main.ts', 'RL_COUNTERSTORE_ADDR', 'redis://h:0'],
+    ['src/agent/main.ts', 'RL_AGENT_LISTEN', '18080'],
+  ] as const) {
+    it(`${entry} exits 1 on ${variable}=${value}, naming the variable in one line`, async () => {
+      const message = await startFailure({ [variable]: value }, entry);
+      expect(message).to.include('exited before listening (code 1, signal null)');
+      const line = message.split('\n').find((l) => l.includes('"level":"error"'));
+      expect(line, message).to.be.a('string');
+      expect(JSON.parse(line!).message).to.match(new RegExp(`^cannot start: ${variable}: `));
+    });
+  }
+});

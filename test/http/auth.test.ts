@@ -8,7 +8,7 @@ import { loadServerConfig, type Env } from '../../src/config.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { createApp } from '../../src/http/app.js';
-import { accessOf, authGuard } from '../../src/http/auth-guard.js';
+import { accessOf, HttpAuth, httpAuthGuard } from '../../src/http/auth-guard.js';
 import { Readiness } from '../../src/http/readiness.js';
 import { LiveMatcher } from '../../src/policy/live-matcher.js';
 import { setLogLevel } from '../../src/util/log.js';
@@ -53,7 +53,7 @@ async function startApp(env: Env): Promise<TestServer> {
     decisions,
     readiness,
     maxBodyBytes: 1024 * 1024,
-    guards: [authGuard(new Authenticator(config.auth), config.auth)],
+    guards: [httpAuthGuard(new HttpAuth(new Authenticator(config.auth), config.auth))],
     routers: [managementRoutes()],
   });
   const server = http.createServer(app.callback());

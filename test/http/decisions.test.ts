@@ -1,11 +1,7 @@
 import { expect } from 'chai';
-import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import { DecisionService } from '../../src/decision/decision-service.js';
-import { Readiness } from '../../src/http/readiness.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
 import { makePolicy } from '../support/policies.js';
-import { postJson, serve, type TestServer } from '../support/http.js';
-import { HTTP_PATHS } from '../support/http-listeners.js';
+import { postJson, type TestServer } from '../support/http.js';
+import { HTTP_PATHS, serveDecisions } from '../support/http-listeners.js';
 
 const policies = [
   makePolicy({ policy_id: 'deny', scope: { service: 'deny' }, algorithm: { type: 'fixed_window', limit: 1, window: '1m' } }),
@@ -21,19 +17,11 @@ const policies = [
 for (const [path, build] of HTTP_PATHS) {
   describe(`HTTP decision endpoints (${path})`, () => {
     let server: TestServer;
-    let counters: MemoryCounterStore;
 
     beforeEach(async () => {
-      counters = new MemoryCounterStore({ sweepIntervalMs: 0 });
-      const readiness = new Readiness();
-      readiness.markReady();
-      const decisions = new DecisionService({ policies: new LiveMatcher(policies), counters, keyPrefix: 't:' });
-      server = await serve(build({ decisions, readiness, maxBodyBytes: 4096 }));
+      server = await serveDecisions(build, policies, 4096);
     });
-    afterEach(async () => {
-      await server.close();
-      await counters.close();
-    });
+    afterEach(() => server.close());
 
     const check = (body: unknown) => postJson(`${server.url}/rl/v1/check`, body);
 

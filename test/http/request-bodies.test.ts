@@ -1,12 +1,8 @@
 import { expect } from 'chai';
 import http from 'node:http';
-import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import { DecisionService } from '../../src/decision/decision-service.js';
-import { Readiness } from '../../src/http/readiness.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
 import { makePolicy } from '../support/policies.js';
-import { serve, type TestServer } from '../support/http.js';
-import { HTTP_PATHS } from '../support/http-listeners.js';
+import type { TestServer } from '../support/http.js';
+import { HTTP_PATHS, serveDecisions } from '../support/http-listeners.js';
 
 const MAX_BODY_BYTES = 1000;
 
@@ -47,20 +43,12 @@ function abortMidBody(url: string): Promise<void> {
 for (const [path, build] of HTTP_PATHS) {
   describe(`HTTP decision calls with streamed bodies (${path})`, () => {
     let server: TestServer;
-    let counters: MemoryCounterStore;
 
     beforeEach(async () => {
-      counters = new MemoryCounterStore({ sweepIntervalMs: 0 });
-      const readiness = new Readiness();
-      readiness.markReady();
       const policies = [makePolicy({ policy_id: 'fw', scope: { service: 'svc' }, algorithm: { type: 'fixed_window', limit: 5, window: '1m' } })];
-      const decisions = new DecisionService({ policies: new LiveMatcher(policies), counters, keyPrefix: 't:' });
-      server = await serve(build({ decisions, readiness, maxBodyBytes: MAX_BODY_BYTES }));
+      server = await serveDecisions(build, policies, MAX_BODY_BYTES);
     });
-    afterEach(async () => {
-      await server.close();
-      await counters.close();
-    });
+    afterEach(() => server.close());
 
     it('decides on a body that arrives in several pieces without a Content-Length', async () => {
       const answer = await postInPieces(server.url, ['{"serv', 'ice": "svc", ', '"user_id": "u"}']);

@@ -3,41 +3,7 @@ import { appendFileSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FilePolicyStore, JOURNAL_FILE, JournalCorruptError } from '../../src/policy/file-policy-store.js';
-import type { AuditEntry, PolicyChange } from '../../src/policy/policy-store.js';
-import type { Policy } from '../../src/policy/types.js';
-import { makePolicy } from '../support/policies.js';
-
-function policy(id: string, version: number, limit = 10): Policy {
-  const p = makePolicy({ policy_id: id, algorithm: { type: 'fixed_window', limit, window: '1m' } });
-  return { ...p, version };
-}
-
-function audit(p: Policy | null, old: Policy | null, action: AuditEntry['action_type']): AuditEntry {
-  const id = (p ?? old)!.policy_id;
-  return {
-    audit_id: `${id}-${Math.random()}`,
-    policy_id: id,
-    action_type: action,
-    changed_by: 'tester',
-    changed_at: new Date(0).toISOString(),
-    changed_at_unix: 0,
-    version: p?.version ?? old!.version,
-    old_value: old,
-    new_value: p,
-  };
-}
-
-function create(p: Policy, head = 0): PolicyChange {
-  return { policy_id: p.policy_id, action: 'create', expectedHead: head, mustExist: false, policy: p, audit: audit(p, null, 'create') };
-}
-
-function update(p: Policy, old: Policy): PolicyChange {
-  return { policy_id: p.policy_id, action: 'update', expectedHead: old.version, mustExist: true, policy: p, audit: audit(p, old, 'update') };
-}
-
-function remove(old: Policy): PolicyChange {
-  return { policy_id: old.policy_id, action: 'delete', expectedHead: old.version, mustExist: true, policy: null, audit: audit(null, old, 'delete') };
-}
+import { createChange as create, removeChange as remove, updateChange as update, versionedPolicy as policy } from '../support/policies.js';
 
 describe('FilePolicyStore', () => {
   let dir: string;

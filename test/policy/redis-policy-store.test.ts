@@ -1,42 +1,12 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import type { AuditEntry, PolicyChange, PolicyChangeEvent } from '../../src/policy/policy-store.js';
+import type { PolicyChangeEvent } from '../../src/policy/policy-store.js';
 import { RlError } from '../../src/errors.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { RedisPolicyStore, type RedisPolicyStoreOptions } from '../../src/policy/redis-policy-store.js';
-import type { Policy } from '../../src/policy/types.js';
 import { getSuiteRedis } from '../support/counter-stores.js';
-import { makePolicy } from '../support/policies.js';
+import { createChange as create, removeChange as remove, updateChange as update, versionedPolicy as policy } from '../support/policies.js';
 import { randomPrefix, startRedisCluster, type RedisHandle } from '../support/redis.js';
-
-function policy(id: string, version: number, limit = 10): Policy {
-  return { ...makePolicy({ policy_id: id, algorithm: { type: 'fixed_window', limit, window: '1m' } }), version };
-}
-
-function audit(p: Policy | null, old: Policy | null): AuditEntry {
-  const id = (p ?? old)!.policy_id;
-  return {
-    audit_id: `${id}-${Math.random()}`,
-    policy_id: id,
-    action_type: p ? (old ? 'update' : 'create') : 'delete',
-    changed_by: 'tester',
-    changed_at: new Date(0).toISOString(),
-    changed_at_unix: 0,
-    version: p?.version ?? old!.version,
-    old_value: old,
-    new_value: p,
-  };
-}
-
-const create = (p: Policy, head = 0): PolicyChange => ({
-  policy_id: p.policy_id, action: 'create', expectedHead: head, mustExist: false, policy: p, audit: audit(p, null),
-});
-const update = (p: Policy, old: Policy): PolicyChange => ({
-  policy_id: p.policy_id, action: 'update', expectedHead: old.version, mustExist: true, policy: p, audit: audit(p, old),
-});
-const remove = (old: Policy): PolicyChange => ({
-  policy_id: old.policy_id, action: 'delete', expectedHead: old.version, mustExist: true, policy: null, audit: audit(null, old),
-});
 
 async function eventually(what: string, withinMs: number, check: () => boolean | Promise<boolean>): Promise<number> {
   const start = Date.now();
@@ -209,7 +179,6 @@ describe('RedisPolicyStore', function () {
     this.timeout(60_000);
     let cluster: Awaited<ReturnType<typeof startRedisCluster>> | undefined;
     before(async function () {
-      if (process.env.RL_SKIP_CLUSTER_TESTS) this.skip();
       cluster = await startRedisCluster();
     });
     after(async () => {

@@ -1,4 +1,4 @@
-import type { DecisionEvent, Operation } from '../../src/decision/decision-service.js';
+import { unmatchedDecision, type DecisionEvent, type Operation } from '../../src/decision/decision-service.js';
 import type { Decision } from '../../src/model/decision.js';
 import type { RequestContext } from '../../src/model/request-context.js';
 
@@ -13,19 +13,7 @@ export interface EventOptions {
 }
 
 export function event(options: EventOptions = {}): DecisionEvent {
-  const decision: Decision = {
-    allowed: true,
-    action: 'allow',
-    reason: 'within_limit',
-    matched_policy_id: '',
-    remaining: 0,
-    retry_after: 0,
-    reset_after: 0,
-    limit: 0,
-    shadow_mode: false,
-    metadata: {},
-    ...options.decision,
-  };
+  const decision: Decision = { ...unmatchedDecision('within_limit'), ...options.decision };
   return {
     operation: options.operation ?? 'check',
     ctx: { quantity: 1, tags: {}, ...options.ctx },

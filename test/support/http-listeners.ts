@@ -4,6 +4,12 @@ import { Authenticator } from '../../src/auth/authenticator.js';
 import { loadServerConfig } from '../../src/config.js';
 import { createApp, createHttpListener, type AppDeps } from '../../src/http/app.js';
 import { HttpAuth } from '../../src/http/auth-guard.js';
+import { MemoryCounterStore } from '../../src/counters/memory-store.js';
+import { DecisionService } from '../../src/decision/decision-service.js';
+import { Readiness } from '../../src/http/readiness.js';
+import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import type { Policy } from '../../src/policy/types.js';
+import { serve, type TestServer } from './http.js';
 
 /**
  * The two ways a request reaches the decision routes: the Koa app alone, and the server's listener
@@ -19,3 +25,26 @@ export const HTTP_PATHS: [string, (deps: AppDeps) => Koa | http.RequestListener]
     },
   ],
 ];
+
+/**
+ * Serves `build` over a ready DecisionService with `policies` and fresh in-memory counters;
+ * `close` stops the server, then the counters.
+ */
+export async function serveDecisions(
+  build: (deps: AppDeps) => Koa | http.RequestListener,
+  policies: Policy[],
+  maxBodyBytes: number,
+): Promise<TestServer> {
+  const counters = new MemoryCounterStore({ sweepIntervalMs: 0 });
+  const readiness = new Readiness();
+  readiness.markReady();
+  const decisions = new DecisionService({ policies: new LiveMatcher(policies), counters, keyPrefix: 't:' });
+  const server = await serve(build({ decisions, readiness, maxBodyBytes }));
+  return {
+    url: server.url,
+    close: async () => {
+      await server.close();
+      await counters.close();
+    },
+  };
+}

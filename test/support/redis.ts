@@ -103,7 +103,7 @@ async function tryContainerRedis(): Promise<RedisHandle | undefined> {
     return undefined; // no engine answering: fall back to a private process
   }
   const image = process.env.REDIS_IMAGE ?? 'redis:7.0-alpine';
-  let container = await new tc.GenericContainer(image)
+  const container = await new tc.GenericContainer(image)
     .withCommand(['redis-server', '--save', '', '--appendonly', 'no'])
     .withExposedPorts(6379)
     .withWaitStrategy(tc.Wait.forLogMessage('Ready to accept connections'))
@@ -152,10 +152,6 @@ class ServerProcess {
 
   get logPath(): string {
     return join(this.dir, 'server.log');
-  }
-
-  get running(): boolean {
-    return this.child !== undefined;
   }
 
   async start(): Promise<void> {
@@ -359,7 +355,6 @@ export async function startRedisSentinel(): Promise<RedisSentinelHandle> {
     servers.push(master);
     // Sentinel rewrites its config file, so it lives in the sentinel's own temp dir.
     const sentinel = await startServer('sentinel', ['--sentinel'], (port, dir) => {
-      mkdirSync(dir, { recursive: true });
       const file = join(dir, 'sentinel.conf');
       writeFileSync(
         file,
