@@ -100,7 +100,8 @@ describe('RedisCounterStore under faults (private redis-server)', function () {
     const afterStop = outcomes.slice(stoppedAt);
     expect(afterStop.length).to.be.greaterThan(0);
     expect(afterStop.every((o) => o.error instanceof CounterStoreUnavailableError)).to.equal(true);
-    const slowest = Math.max(...afterStop.map((o) => o.ms));
+    // A loop, not Math.max(...): failing calls are fast enough to leave millions of outcomes.
+    const slowest = afterStop.reduce((max, o) => (o.ms > max ? o.ms : max), 0);
     expect(slowest, `slowest failing call ${slowest.toFixed(1)} ms`).to.be.below(50);
 
     // One more, measured on its own.
