@@ -1,7 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
-import { RlError } from '../errors.js';
+import { RlError, invalidField } from '../errors.js';
 import type { Readiness } from '../http/readiness.js';
 import type { GrpcAuthenticate } from './auth.js';
+import { MalformedRequest } from './protos.js';
 import { GrpcStatusError, toGrpcStatus } from './status.js';
 
 export interface CallGuards {
@@ -12,7 +13,7 @@ export interface CallGuards {
 /**
  * Wraps the body of a decision RPC with what every one of them needs, in this order: UNAVAILABLE
  * unless the server is ready (starting or draining), nothing done for a call already cancelled or past
- * its deadline, authentication, the body, and one error mapping (status.ts). A call cancelled while the
+ * its deadline, authentication, a request that did not decode (INVALID_ARGUMENT), the body, and one error mapping (status.ts). A call cancelled while the
  * body ran gets no answer (there is nobody to send it to).
  */
 export function guardedUnary<Req, Res>(
@@ -28,6 +29,9 @@ export function guardedUnary<Req, Res>(
       }
       ensureLive(call);
       guards.authenticate?.(call.metadata, method);
+      if (call.request instanceof MalformedRequest) {
+        throw invalidField('request', `is not a valid protobuf message: ${call.request.problem}`);
+      }
       return body(call.request, call);
     };
     run().then(

@@ -49,7 +49,35 @@ export function serviceDefinition(name: (typeof SERVICE_NAMES)[keyof typeof SERV
   if (definition === undefined || 'format' in definition || !isService(definition)) {
     throw new Error(`${name} is not a service in ${Object.values(PROTO_FILES).join(', ')}`);
   }
-  return definition as grpc.ServiceDefinition;
+  return tolerantDeserializers(definition as grpc.ServiceDefinition);
+}
+
+/** What a request that is not a valid message of its type decodes to (see tolerantDeserializers). */
+export class MalformedRequest {
+  constructor(readonly problem: string) {}
+}
+
+/**
+ * grpc-js answers a request its deserializer throws on with INTERNAL, which reads as a bug of ours.
+ * Each method's deserializer here returns a MalformedRequest instead, which guardedUnary answers with
+ * INVALID_ARGUMENT like any other bad input.
+ */
+function tolerantDeserializers(definition: grpc.ServiceDefinition): grpc.ServiceDefinition {
+  const tolerant: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  for (const [name, method] of Object.entries(definition)) {
+    const deserialize = method.requestDeserialize;
+    tolerant[name] = {
+      ...method,
+      requestDeserialize: (bytes: Buffer) => {
+        try {
+          return deserialize(bytes);
+        } catch (error) {
+          return new MalformedRequest((error as Error).message);
+        }
+      },
+    };
+  }
+  return tolerant;
 }
 
 function isService(definition: object): boolean {

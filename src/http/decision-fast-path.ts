@@ -1,10 +1,9 @@
 import type http from 'node:http';
 import type { DecisionService, Operation } from '../decision/decision-service.js';
-import { RlError } from '../errors.js';
 import { parseRequestContext } from '../model/request-context.js';
 import type { Decision } from '../model/decision.js';
 import type { HttpAuth } from './auth-guard.js';
-import { JSON_TYPES, bodyErrors, hasBody } from './body.js';
+import { JSON_TYPES, hasBody, readJsonBody } from './json-body.js';
 import { errorResponse } from './errors.js';
 import { headersForMethod, requestIdFor } from './headers.js';
 
@@ -57,11 +56,7 @@ export function withDecisionFastPath(deps: DecisionFastPathDeps, fallback: http.
   };
 }
 
-/**
- * Collects the body (refusing more than `maxBodyBytes`, declared or sent), then decides and answers.
- * Exactly one answer per request: `answered` stops a stream error after the end, or after an
- * oversized body was refused, from answering a second time.
- */
+/** Reads the body with the reader the Koa path uses, then decides and answers. */
 function readBody(
   deps: DecisionFastPathDeps,
   operation: Operation,
@@ -69,55 +64,24 @@ function readBody(
   res: http.ServerResponse,
   requestId: string,
 ): void {
-  const maxBytes = deps.maxBodyBytes;
-  if (Number(req.headers['content-length']) > maxBytes) return refuseOversized(req, res, requestId, maxBytes);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let answered = false;
-  req.on('data', (chunk: Buffer) => {
-    size += chunk.length;
-    if (size > maxBytes) {
-      req.removeAllListeners('data');
-      req.pause();
-      answered = true;
-      refuseOversized(req, res, requestId, maxBytes);
-      return;
-    }
-    chunks.push(chunk);
+  readJsonBody(req, deps.maxBodyBytes, (error, body) => {
+    if (error === undefined) return decideAndAnswer(deps.decisions, operation, body, req, res, requestId);
+    if (error.closeConnection) res.setHeader('Connection', 'close');
+    sendError(req, res, requestId, error);
   });
-  req.on('end', () => {
-    if (answered) return;
-    answered = true;
-    const text = chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks).toString('utf8');
-    decideAndAnswer(deps.decisions, operation, text, req, res, requestId);
-  });
-  req.on('error', () => {
-    // The caller went away in the middle of its body. Answer as Koa's body parser does (400 request
-    // aborted), not as an unexpected error: a 500 would be logged as a bug of ours.
-    if (answered) return;
-    answered = true;
-    res.setHeader('Connection', 'close');
-    sendError(req, res, requestId, new RlError('invalid_argument', 'request aborted'));
-  });
-}
-
-/** The rest of an oversized body is not worth reading: answer 413, then drop the connection. */
-function refuseOversized(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, maxBytes: number): void {
-  res.setHeader('Connection', 'close');
-  sendError(req, res, requestId, bodyErrors.tooLarge(maxBytes));
 }
 
 function decideAndAnswer(
   decisions: DecisionService,
   operation: Operation,
-  text: string,
+  body: unknown,
   req: http.IncomingMessage,
   res: http.ServerResponse,
   requestId: string,
 ): void {
   let decided: Decision | Promise<Decision>;
   try {
-    decided = decisions.decideNow(operation, parseRequestContext(parseBody(text)));
+    decided = decisions.decideNow(operation, parseRequestContext(body));
   } catch (error) {
     return sendError(req, res, requestId, error);
   }
@@ -137,38 +101,6 @@ function isPlainJson(headers: http.IncomingHttpHeaders): boolean {
   if (type === undefined) return !hasBody(headers);
   if (type === 'application/json') return true; // what nearly every client sends: no parsing needed
   return JSON_TYPES.includes(type.split(';', 1)[0].trim().toLowerCase());
-}
-
-const OPENING_BRACE = 0x7b;
-
-/** Same answers as the Koa body parser: strict JSON (objects, arrays), no `__proto__` keys. */
-function parseBody(text: string): unknown {
-  // Only an empty or blank body means "no body". One that opens with `{` (every real request) is
-  // neither, so it skips the trim, a pass over the whole text.
-  if (text.charCodeAt(0) !== OPENING_BRACE && text.trim() === '') return undefined;
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw bodyErrors.malformed((error as Error).message);
-  }
-  if (typeof value !== 'object' || value === null) {
-    throw bodyErrors.malformed('only objects and arrays are accepted');
-  }
-  // A `__proto__` key comes from text that spells it, plainly or with \u escapes (`"\u005f_proto__"`):
-  // only those bodies need the walk.
-  if ((text.includes('__proto__') || text.includes('\\u')) && hasProtoKey(value)) {
-    throw bodyErrors.protoKey();
-  }
-  return value;
-}
-
-function hasProtoKey(value: unknown): boolean {
-  if (typeof value !== 'object' || value === null) return false;
-  for (const key of Object.keys(value)) {
-    if (key === '__proto__' || hasProtoKey((value as Record<string, unknown>)[key])) return true;
-  }
-  return false;
 }
 
 function sendError(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, error: unknown): void {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { RlError, invalidField, notFound } from '../errors.js';
 import { describe } from '../model/request-context.js';
+import { MAX_JSON_DEPTH, jsonShapeProblem } from '../util/json-shape.js';
 import type { LiveMatcher } from './live-matcher.js';
 import {
   unixSecondsOf,
@@ -55,8 +56,6 @@ export interface DeleteResult {
 
 /** How often a change without a stated version is rebased after losing a race. */
 const MAX_ATTEMPTS = 10;
-/** Policies are shallow documents; anything deeper is refused before any recursive processing. */
-export const MAX_BODY_DEPTH = 32;
 
 type Obj = Record<string, unknown>;
 type Expectation = { source: 'version' | 'If-Match'; matches: (current: Policy) => boolean; text: string };
@@ -101,7 +100,7 @@ export class PolicyService {
   }
 
   validate(body: unknown): ValidationReport {
-    if (tooDeep(body)) return { valid: false, errors: [{ field: 'body', message: `is nested more than ${MAX_BODY_DEPTH} levels deep` }] };
+    if (tooDeep(body)) return { valid: false, errors: [{ field: 'body', message: `is nested more than ${MAX_JSON_DEPTH} levels deep` }] };
     const result = validatePolicy(body, { requireId: false });
     return result.ok ? { valid: true, errors: [] } : { valid: false, errors: result.errors };
   }
@@ -288,7 +287,7 @@ function validationFailed(errors: FieldError[]): RlError {
 function requireObject(body: unknown): asserts body is Obj {
   if (body === undefined) throw invalidField('body', 'is required (a JSON object)');
   if (!isObject(body)) throw invalidField('body', `must be a JSON object, got ${describe(body)}`);
-  if (tooDeep(body)) throw invalidField('body', `is nested more than ${MAX_BODY_DEPTH} levels deep`);
+  if (tooDeep(body)) throw invalidField('body', `is nested more than ${MAX_JSON_DEPTH} levels deep`);
 }
 
 function validOrThrow(raw: unknown, requireId: boolean): PolicyInput {
@@ -374,18 +373,9 @@ function toPlain<T>(value: T): T {
   return JSON.parse(JSON.stringify(value)) as T;
 }
 
-/** Whether a decoded JSON value nests deeper than MAX_BODY_DEPTH (checked without recursion). */
+/** Whether a decoded JSON value nests deeper than MAX_JSON_DEPTH. */
 function tooDeep(value: unknown): boolean {
-  const stack: [unknown, number][] = [[value, 0]];
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop()!;
-    if (typeof v !== 'object' || v === null) continue;
-    if (depth >= MAX_BODY_DEPTH) return true;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) {
-      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
-    }
-  }
-  return false;
+  return jsonShapeProblem(value, false) === 'too_deep';
 }
 
 /**
