@@ -53,9 +53,19 @@ export interface ServerConfig {
   keyPrefix: string;
   maxBodyBytes: number;
   dataDir: string;
+  /** After SIGTERM: seconds of answering (readiness 503) before the listeners close, so load balancers notice. */
+  shutdownDelaySecs: number;
   drainSecs: number;
+  http: HttpTimeouts;
   metricsLabelCap: number;
   grpcMaxMessageBytes: number;
+}
+
+/** Node's defaults hold a header-trickling socket 60 s and a slow body 300 s; ours are seconds. */
+export interface HttpTimeouts {
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepAliveTimeoutMs: number;
 }
 
 export function loadServerConfig(env: Env): ServerConfig {
@@ -75,9 +85,25 @@ export function loadServerConfig(env: Env): ServerConfig {
     keyPrefix: read.string('RL_KEY_PREFIX', 'rl:'),
     maxBodyBytes: read.int('RL_MAX_BODY_BYTES', 1024 * 1024, 1, 1024 * 1024 * 1024),
     dataDir: read.string('RL_DATA_DIR', './data'),
+    shutdownDelaySecs: read.int('RL_SHUTDOWN_DELAY_SECS', 5, 0, 3600),
     drainSecs: read.int('RL_DRAIN_SECS', 10, 0, 3600),
+    http: readHttpTimeouts(read),
     metricsLabelCap: read.int('RL_METRICS_LABEL_CAP', 1000, 1, 1_000_000),
     grpcMaxMessageBytes: read.int('RL_GRPC_MAX_MESSAGE_BYTES', 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+  };
+}
+
+function readHttpTimeouts(read: Reader): HttpTimeouts {
+  const headersSecs = read.int('RL_HTTP_HEADERS_TIMEOUT_SECS', 10, 1, 3600);
+  const requestSecs = read.int('RL_HTTP_REQUEST_TIMEOUT_SECS', 30, 1, 3600);
+  // node:http refuses a headers timeout longer than the request timeout (which includes the headers).
+  if (headersSecs > requestSecs) {
+    throw new ConfigError('RL_HTTP_HEADERS_TIMEOUT_SECS', `must not exceed RL_HTTP_REQUEST_TIMEOUT_SECS (${requestSecs}), got ${headersSecs}`);
+  }
+  return {
+    headersTimeoutMs: headersSecs * 1000,
+    requestTimeoutMs: requestSecs * 1000,
+    keepAliveTimeoutMs: read.int('RL_HTTP_KEEPALIVE_TIMEOUT_SECS', 5, 1, 3600) * 1000,
   };
 }
 

@@ -9,7 +9,7 @@ runMain(
   async () => {
     const config = loadServerConfig(process.env);
     const server = await startServer(config);
-    return { drainSecs: config.drainSecs, drain: () => server.drain() };
+    return { drainSecs: config.drainSecs, shutdownDelaySecs: config.shutdownDelaySecs, drain: () => server.drain() };
   },
   (error) => error instanceof ConfigError || error instanceof PolicyFileError || error instanceof JournalCorruptError,
 );

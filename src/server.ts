@@ -3,7 +3,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { Authenticator } from './auth/authenticator.js';
-import type { ServerConfig, ListenAddress } from './config.js';
+import type { HttpTimeouts, ListenAddress, ServerConfig } from './config.js';
 import type { CounterStore } from './counters/counter-store.js';
 import { MemoryCounterStore } from './counters/memory-store.js';
 import { connectRedisCounterStore } from './counters/redis-store.js';
@@ -34,7 +34,10 @@ export interface RunningServer {
   grpcPort: number;
   readiness: Readiness;
   policies: PolicyService;
-  /** Stop taking traffic, let in-flight requests finish (bounded by RL_DRAIN_SECS), release resources. */
+  /**
+   * Fail readiness but keep answering for RL_SHUTDOWN_DELAY_SECS, then stop accepting, let in-flight
+   * requests finish (bounded by RL_DRAIN_SECS) and release resources.
+   */
   drain(): Promise<void>;
 }
 
@@ -85,7 +88,10 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       auth: new HttpAuth(authenticator, config.auth),
       routers: [policyRoutes(policies), analyticsRoutes(analytics), metricsRoutes(metrics)],
     });
-    const httpServer = tls ? https.createServer(httpsServerOptions(tls), listener) : http.createServer(listener);
+    const httpOptions = httpServerOptions(config.http);
+    const httpServer = tls
+      ? https.createServer({ ...httpsServerOptions(tls), ...httpOptions }, listener)
+      : http.createServer(httpOptions, listener);
     const grpcServer = createGrpcServer({
       decisions,
       readiness,
@@ -114,7 +120,10 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     let draining: Promise<void> | undefined;
     const drain = () => {
       draining ??= (async () => {
+        // Readiness fails now (/readyz 503, gRPC health NOT_SERVING) while both listeners keep
+        // answering, until load balancers have noticed; only then do they stop accepting.
         readiness.markDraining();
+        await new Promise((resolve) => setTimeout(resolve, config.shutdownDelaySecs * 1000));
         const deadlineMs = config.drainSecs * 1000;
         await Promise.all([closeGracefully(httpServer, deadlineMs), shutdownGrpcServer(grpcServer, deadlineMs)]);
         notifier?.close();
@@ -128,6 +137,19 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     await closeAll();
     throw error;
   }
+}
+
+/**
+ * Explicit timeouts instead of Node's minutes-long defaults. Node checks them every
+ * `connectionsCheckingInterval` (30 s by default): once a second keeps the bound close to the setting.
+ */
+function httpServerOptions(timeouts: HttpTimeouts): http.ServerOptions {
+  return {
+    headersTimeout: timeouts.headersTimeoutMs,
+    requestTimeout: timeouts.requestTimeoutMs,
+    keepAliveTimeout: timeouts.keepAliveTimeoutMs,
+    connectionsCheckingInterval: 1000,
+  };
 }
 
 /** Redis hashes when a shared store is configured (multi node), else the journal in RL_DATA_DIR. */

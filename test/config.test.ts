@@ -15,7 +15,9 @@ describe('server config', () => {
       maxBodyBytes: 1024 * 1024,
       dataDir: './data',
       drainSecs: 10,
+      shutdownDelaySecs: 5,
       metricsLabelCap: 1000,
+      http: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000 },
     });
     expect(c.tls).to.deep.equal({ enabled: false, certFile: undefined, keyFile: undefined });
     expect(c.auth).to.deep.include({ enabled: false, roleClaim: 'role', exemptPaths: ['/healthz', '/readyz'] });
@@ -36,6 +38,11 @@ describe('server config', () => {
     ['RL_MAX_BODY_BYTES', '1MB'],
     ['RL_MAX_BODY_BYTES', '0'],
     ['RL_DRAIN_SECS', '-1'],
+    ['RL_SHUTDOWN_DELAY_SECS', 'soon'],
+    ['RL_HTTP_HEADERS_TIMEOUT_SECS', '0'],
+    ['RL_HTTP_HEADERS_TIMEOUT_SECS', '60'],
+    ['RL_HTTP_REQUEST_TIMEOUT_SECS', '1.5'],
+    ['RL_HTTP_KEEPALIVE_TIMEOUT_SECS', '-5'],
     ['RL_COUNTERSTORE_TIMEOUT_MS', 'fast'],
     ['RL_TLS_ENABLED', 'maybe'],
     ['RL_INVALIDATION_TARGETS', 'ftp://sidecar:18080'],

@@ -23,10 +23,8 @@ export function guardedUnary<Req, Res>(
   return (call, callback) => {
     const method = call.getPath();
     const run = async (): Promise<Res> => {
-      const state = guards.readiness.state;
-      if (state !== 'ready') {
-        throw new RlError('unavailable', state === 'draining' ? 'server is draining' : 'server is starting');
-      }
+      // Draining still answers: load balancers keep sending for a while after SIGTERM (RL_SHUTDOWN_DELAY_SECS).
+      if (guards.readiness.state === 'starting') throw new RlError('unavailable', 'server is starting');
       ensureLive(call);
       guards.authenticate?.(call.metadata, method);
       if (call.request instanceof MalformedRequest) {

@@ -3,6 +3,8 @@ import { log } from './log.js';
 export interface Started {
   /** How long draining may take (RL_DRAIN_SECS), logged when it starts. */
   drainSecs: number;
+  /** How long readiness fails before the listeners close (RL_SHUTDOWN_DELAY_SECS), logged too. */
+  shutdownDelaySecs?: number;
   /** Drains and releases everything; the process exits 0 when it resolves, 1 when it rejects. */
   drain(): Promise<void>;
 }
@@ -19,7 +21,7 @@ export function runMain(start: () => Promise<Started>, isExpected: (error: unkno
     const stop = (signal: string) => {
       if (stopping) return;
       stopping = true;
-      log.info('draining', { signal, drain_secs: running.drainSecs });
+      log.info('draining', { signal, shutdown_delay_secs: running.shutdownDelaySecs ?? 0, drain_secs: running.drainSecs });
       running.drain().then(
         () => {
           log.info('stopped');

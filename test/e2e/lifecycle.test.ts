@@ -4,6 +4,9 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServerProcess } from '../support/server-process.js';
+import { healthClient, rateLimitClient, unary } from '../grpc/helpers.js';
+
+const body = JSON.stringify({ org_id: 'acme', signal_type: 'http', user_id: 'drain' });
 
 /**
  * SIGTERM: readiness goes 503 at once (see test/http/cross-cutting.test.ts for /readyz itself), the
@@ -14,8 +17,6 @@ describe('lifecycle: drain on SIGTERM (real process)', function () {
   let dataDir: string;
   beforeEach(() => (dataDir = mkdtempSync(join(tmpdir(), 'rl-lifecycle-'))));
   afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
-
-  const body = JSON.stringify({ org_id: 'acme', signal_type: 'http', user_id: 'drain' });
 
   /** Sends the request line, headers and the first half of the body; the rest is up to the caller. */
   function startSlowRequest(port: number): Promise<{ socket: Socket; response: Promise<string> }> {
@@ -64,6 +65,104 @@ describe('lifecycle: drain on SIGTERM (real process)', function () {
     socket.destroy();
     expect(exit).to.deep.equal({ code: 0, signal: null });
     expect(Date.now() - signalled).to.be.within(900, 5_000);
+  });
+});
+
+describe('lifecycle: shutdown delay (real process)', function () {
+  this.timeout(40_000);
+  let dataDir: string;
+  beforeEach(() => (dataDir = mkdtempSync(join(tmpdir(), 'rl-lifecycle-'))));
+  afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it('after SIGTERM, /readyz on a new connection answers 503 and gRPC health NOT_SERVING while decisions keep being answered; then it exits 0', async () => {
+    const server = await startServerProcess({ RL_DATA_DIR: dataDir, RL_SHUTDOWN_DELAY_SECS: '2', RL_DRAIN_SECS: '5' });
+    const grpcPort = Number(server.logs().find((l) => l.message === 'listening')!.grpc);
+    const health = healthClient(`127.0.0.1:${grpcPort}`);
+    const rl = rateLimitClient(`127.0.0.1:${grpcPort}`);
+    try {
+      expect((await fetch(`${server.url}/readyz`)).status).to.equal(200);
+      const signalled = Date.now();
+      process.kill(server.pid, 'SIGTERM');
+      await new Promise((r) => setTimeout(r, 300));
+      // Fresh connections (no keep-alive agent): the listener is still accepting.
+      const readyz = await fetch(`${server.url}/readyz`, { headers: { connection: 'close' } });
+      expect(readyz.status).to.equal(503);
+      expect((await fetch(`${server.url}/healthz`, { headers: { connection: 'close' } })).status).to.equal(200);
+      const check = await fetch(`${server.url}/rl/v1/check`, { method: 'POST', headers: { 'content-type': 'application/json', connection: 'close' }, body });
+      expect(check.status).to.equal(200);
+      expect((await unary(health, 'Check', { service: '' })).status).to.equal('NOT_SERVING');
+      expect((await unary(rl, 'CheckLimit', { org_id: 'acme', signal_type: 'http', user_id: 'drain' })).matched_policy_id).to.equal('acme-api-per-user');
+      const exit = await server.exited;
+      expect(exit).to.deep.equal({ code: 0, signal: null });
+      expect(Date.now() - signalled, 'the listeners stayed open for the shutdown delay').to.be.at.least(1900);
+      const draining = server.logs().find((l) => l.message === 'draining');
+      expect(draining).to.deep.include({ shutdown_delay_secs: 2, drain_secs: 5 });
+    } finally {
+      health.close();
+      rl.close();
+    }
+  });
+});
+
+describe('lifecycle: slow clients are cut off by the HTTP timeouts (real process)', function () {
+  this.timeout(40_000);
+
+  /** Writes `text` one byte every `everyMs` until the server closes the socket; resolves with what it answered and when. */
+  function trickle(port: number, text: string, everyMs: number): Promise<{ answer: string; closedAfterMs: number }> {
+    return new Promise((resolve) => {
+      const started = Date.now();
+      const socket = connect(port, '127.0.0.1');
+      let answer = '';
+      let at = 0;
+      const timer = setInterval(() => {
+        if (at < text.length && !socket.destroyed) socket.write(text[at++]);
+      }, everyMs);
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (answer += chunk));
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        clearInterval(timer);
+        resolve({ answer, closedAfterMs: Date.now() - started });
+      });
+    });
+  }
+
+  it('closes a header-trickling socket after RL_HTTP_HEADERS_TIMEOUT_SECS and a slow body after RL_HTTP_REQUEST_TIMEOUT_SECS', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'rl-lifecycle-'));
+    const server = await startServerProcess({ RL_DATA_DIR: dataDir, RL_HTTP_HEADERS_TIMEOUT_SECS: '1', RL_HTTP_REQUEST_TIMEOUT_SECS: '2' });
+    try {
+      const headers = 'GET /healthz HTTP/1.1\r\nHost: x\r\n' + 'X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n';
+      const slowBody = `POST /rl/v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
+      const [trickledHeaders, trickledBody] = await Promise.all([
+        trickle(server.port, headers, 100),
+        // Headers at once, then the body one byte every 200 ms (it would take ~12 s to arrive).
+        new Promise<{ answer: string; closedAfterMs: number }>((resolve) => {
+          const started = Date.now();
+          const socket = connect(server.port, '127.0.0.1', () => socket.write(slowBody));
+          let answer = '';
+          let at = 0;
+          const timer = setInterval(() => {
+            if (at < body.length && !socket.destroyed) socket.write(body[at++]);
+          }, 200);
+          socket.setEncoding('utf8');
+          socket.on('data', (chunk: string) => (answer += chunk));
+          socket.on('error', () => undefined);
+          socket.on('close', () => {
+            clearInterval(timer);
+            resolve({ answer, closedAfterMs: Date.now() - started });
+          });
+        }),
+      ]);
+      // Node checks the timeouts once a second here (connectionsCheckingInterval): bound + ~1 s, with room for a busy machine.
+      expect(trickledHeaders.answer).to.match(/^HTTP\/1\.1 408/);
+      expect(trickledHeaders.closedAfterMs).to.be.below(6_000);
+      expect(trickledBody.answer).to.match(/^HTTP\/1\.1 408/);
+      expect(trickledBody.closedAfterMs).to.be.below(7_000);
+      expect((await fetch(`${server.url}/healthz`)).status).to.equal(200);
+    } finally {
+      await server.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -40,6 +40,7 @@ describe('server with TLS and authentication, HTTP and gRPC', function () {
         RL_TLS_KEY_FILE: cert.keyFile,
         RL_AUTH_ENABLED: 'true',
         RL_DRAIN_SECS: '1',
+        RL_SHUTDOWN_DELAY_SECS: '0',
         ...auth,
       }),
     );

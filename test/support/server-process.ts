@@ -61,7 +61,8 @@ export async function startServerProcess(env: Record<string, string | undefined>
   const timeoutMs = options.timeoutMs ?? 20_000;
   const child = spawn(process.execPath, ['--import', 'tsx', options.entry ?? 'src/main.ts'], {
     cwd: options.cwd ?? REPO_ROOT,
-    env: { ...process.env, RL_HTTP_ADDR: '127.0.0.1:0', RL_GRPC_ADDR: '127.0.0.1:0', ...env },
+    // No shutdown delay unless a test asks for one: most tests stop servers and want them gone at once.
+    env: { ...process.env, RL_HTTP_ADDR: '127.0.0.1:0', RL_GRPC_ADDR: '127.0.0.1:0', RL_SHUTDOWN_DELAY_SECS: '0', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   live.add(child);
