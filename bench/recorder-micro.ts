@@ -108,6 +108,7 @@ function mixedEvents(): DecisionEvent[] {
         retry_after: 0,
         reset_after: 1000,
         limit: 100,
+        window: 60_000,
         shadow_mode: false,
         metadata: {},
       },

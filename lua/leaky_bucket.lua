@@ -5,7 +5,7 @@
 -- KEYS[1]  bucket hash: x = settled-at (when it has drained empty; also its expire-at),
 --          a = level at the last update, u = time of the last update (epoch ms)
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  cost (units this request pours in)
+-- ARGV[2]  signed cost: units this request pours in; 0 = peek, negative = refund (include "mode")
 -- ARGV[3]  capacity
 -- ARGV[4]  rate units (units drained per rate period)
 -- ARGV[5]  rate period ms
@@ -13,10 +13,10 @@
 
 -- @include "time"
 -- @include "number"
+-- @include "mode"
 -- @include "slot"
 
 local key = KEYS[1]
-local cost = tonumber(ARGV[2])
 local capacity = tonumber(ARGV[3])
 local rate_units = tonumber(ARGV[4])
 local rate_period_ms = tonumber(ARGV[5])
@@ -30,6 +30,18 @@ if stored then
     level = math.max(0, tonumber(stored[2]) - (math.max(0, now - tonumber(stored[3])) * rate_units) / rate_period_ms)
     empty_at = settled_at
   end
+end
+if refunding then
+  level = math.max(0, level - refund)
+  local settled_at = now + math.ceil((level * rate_period_ms) / rate_units)
+  if stored then
+    redis.call('HSET', key, 'x', fmt(settled_at), 'a', fmt(level), 'u', fmt(now))
+    expire_in(key, settled_at)
+  end
+  return reply(true, math.max(0, math.floor(capacity - level)), 0, settled_at - now)
+end
+if peeking and level + cost <= capacity then
+  return reply(true, math.max(0, math.floor(capacity - level)), 0, empty_at - now)
 end
 if level + cost <= capacity then
   level = level + cost

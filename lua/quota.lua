@@ -3,17 +3,17 @@
 --
 -- KEYS[1]  counter hash: x = expire-at (period end), s = period start, u = units used (epoch ms)
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  cost (units this request takes)
+-- ARGV[2]  signed cost: units this request takes; 0 = peek, negative = refund (include "mode")
 -- ARGV[3]  limit (the budget)
 -- ARGV[4]  period ms
 -- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}
 
 -- @include "time"
 -- @include "number"
+-- @include "mode"
 -- @include "slot"
 
 local key = KEYS[1]
-local cost = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local period_ms = tonumber(ARGV[4])
 
@@ -25,8 +25,22 @@ if stored and now < tonumber(stored[2]) + period_ms then
   used = tonumber(stored[3])
 end
 local period_end = period_start + period_ms
+local reset = 0
+if used > 0 then
+  reset = period_end - now
+end
+if refunding then
+  if used > 0 then
+    used = math.max(0, used - refund)
+    redis.call('HSET', key, 'u', fmt(used))
+  end
+  return reply(true, math.max(0, limit - used), 0, reset)
+end
 if used + cost > limit then
   return reply(false, math.max(0, limit - used), period_end - now, period_end - now)
+end
+if peeking then
+  return reply(true, math.max(0, limit - used), 0, reset)
 end
 redis.call('HSET', key, 'x', fmt(period_end), 's', fmt(period_start), 'u', fmt(used + cost))
 expire_in(key, period_end)

@@ -5,7 +5,7 @@
 -- KEYS[1]  counter hash: one field per bucket, "<bucket index>" = units counted in it (index =
 --          bucket start / bucket ms), plus x = expire-at (epoch ms)
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  cost (units this request takes)
+-- ARGV[2]  signed cost: units this request takes; 0 = peek, negative = refund (include "mode")
 -- ARGV[3]  limit
 -- ARGV[4]  window ms
 -- ARGV[5]  sub-window count (1 = weighted previous window)
@@ -17,9 +17,9 @@
 
 -- @include "time"
 -- @include "number"
+-- @include "mode"
 
 local key = KEYS[1]
-local cost = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local window_ms = tonumber(ARGV[4])
 local sub_windows = tonumber(ARGV[5])
@@ -32,8 +32,10 @@ local flat = redis.call('HGETALL', key)
 for i = 1, #flat, 2 do
   if flat[i] == 'x' then
     if tonumber(flat[i + 1]) <= now then
-      -- Stale as a whole: absent, and deleted as the emulator's get() deletes it.
-      redis.call('DEL', key)
+      -- Stale as a whole: absent, and deleted as the emulator's get() deletes it (not by a peek).
+      if not peeking then
+        redis.call('DEL', key)
+      end
       flat = {}
     end
     break
@@ -45,6 +47,8 @@ local oldest = 0
 local newest = -1
 local counts = {}
 local stale = {}
+-- The buckets in the window, in stored (insertion) order: a refund walks them.
+local live = {}
 for i = 1, #flat, 2 do
   local field = flat[i]
   if field ~= 'x' then
@@ -62,12 +66,56 @@ for i = 1, #flat, 2 do
         newest = index
       end
       counts[field] = count
+      live[#live + 1] = index
     end
   end
 end
 -- The emulator drops stale buckets from the stored state whether or not the request is admitted.
-for i = 1, #stale, 500 do
-  redis.call('HDEL', key, unpack(stale, i, math.min(i + 499, #stale)))
+if not peeking then
+  for i = 1, #stale, 500 do
+    redis.call('HDEL', key, unpack(stale, i, math.min(i + 499, #stale)))
+  end
+end
+
+if refunding then
+  -- Units go back from the newest bucket first; an emptied bucket is removed.
+  table.sort(live, function(a, b) return a > b end)
+  local left = refund
+  for i = 1, #live do
+    if left <= 0 then
+      break
+    end
+    local field = fmt(live[i])
+    local taken = math.min(counts[field], left)
+    counts[field] = counts[field] - taken
+    left = left - taken
+    if counts[field] == 0 then
+      redis.call('HDEL', key, field)
+    else
+      redis.call('HSET', key, field, fmt(counts[field]))
+    end
+  end
+  full = 0
+  oldest = 0
+  newest = -1
+  for i = 1, #live do
+    local count = counts[fmt(live[i])]
+    if count > 0 then
+      if live[i] == current - sub_windows then
+        oldest = count
+      else
+        full = full + count
+      end
+      if live[i] > newest then
+        newest = live[i]
+      end
+    end
+  end
+  local reset = 0
+  if newest >= 0 then
+    reset = (newest + sub_windows + 1) * bucket_ms - now
+  end
+  return reply(true, math.max(0, math.floor(limit - (full + (oldest * (bucket_ms - elapsed)) / bucket_ms))), 0, reset)
 end
 
 local estimate = full + (oldest * (bucket_ms - elapsed)) / bucket_ms
@@ -84,6 +132,13 @@ if estimate + cost > limit then
     reset = (newest + sub_windows + 1) * bucket_ms - now
   end
   return reply(false, math.max(0, math.floor(limit - estimate)), retry, reset)
+end
+if peeking then
+  local reset = 0
+  if newest >= 0 then
+    reset = (newest + sub_windows + 1) * bucket_ms - now
+  end
+  return reply(true, math.max(0, math.floor(limit - estimate)), 0, reset)
 end
 local field = fmt(current)
 local reset_at = (current + sub_windows + 1) * bucket_ms

@@ -4,7 +4,7 @@
 -- KEYS[1]  bucket hash: x = settled-at (when it is full again; also its expire-at),
 --          a = tokens at the last update, u = time of the last update (epoch ms)
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  cost (tokens this request takes)
+-- ARGV[2]  signed cost: tokens this request takes; 0 = peek, negative = refund (include "mode")
 -- ARGV[3]  capacity
 -- ARGV[4]  rate units (tokens added per rate period)
 -- ARGV[5]  rate period ms
@@ -12,10 +12,10 @@
 
 -- @include "time"
 -- @include "number"
+-- @include "mode"
 -- @include "slot"
 
 local key = KEYS[1]
-local cost = tonumber(ARGV[2])
 local capacity = tonumber(ARGV[3])
 local rate_units = tonumber(ARGV[4])
 local rate_period_ms = tonumber(ARGV[5])
@@ -29,6 +29,18 @@ if stored then
     tokens = math.min(capacity, tonumber(stored[2]) + (math.max(0, now - tonumber(stored[3])) * rate_units) / rate_period_ms)
     full_at = settled_at
   end
+end
+if refunding then
+  tokens = math.min(capacity, tokens + refund)
+  local settled_at = now + math.ceil(((capacity - tokens) * rate_period_ms) / rate_units)
+  if stored then
+    redis.call('HSET', key, 'x', fmt(settled_at), 'a', fmt(tokens), 'u', fmt(now))
+    expire_in(key, settled_at)
+  end
+  return reply(true, math.floor(tokens), 0, settled_at - now)
+end
+if peeking and tokens >= cost then
+  return reply(true, math.floor(tokens), 0, full_at - now)
 end
 if tokens >= cost then
   tokens = tokens - cost

@@ -59,6 +59,8 @@ export interface ServerConfig {
   http: HttpTimeouts;
   metricsLabelCap: number;
   grpcMaxMessageBytes: number;
+  /** The rate-limit headers of Envoy RLS answers: the IETF draft's, the X-RateLimit-* ones, or none. */
+  envoyHeaders: 'ietf' | 'legacy' | 'off';
 }
 
 /** Node's defaults hold a header-trickling socket 60 s and a slow body 300 s; ours are seconds. */
@@ -90,6 +92,7 @@ export function loadServerConfig(env: Env): ServerConfig {
     http: readHttpTimeouts(read),
     metricsLabelCap: read.int('RL_METRICS_LABEL_CAP', 1000, 1, 1_000_000),
     grpcMaxMessageBytes: read.int('RL_GRPC_MAX_MESSAGE_BYTES', 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    envoyHeaders: read.oneOf('RL_ENVOY_HEADERS', ['ietf', 'legacy', 'off'] as const, 'ietf'),
   };
 }
 
@@ -184,6 +187,15 @@ export class Reader {
     const n = Number(value);
     if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
     return n;
+  }
+
+  oneOf<T extends string>(name: string, choices: readonly T[], fallback: T): T {
+    const value = this.optional(name);
+    if (value === undefined) return fallback;
+    if (!(choices as readonly string[]).includes(value)) {
+      throw new ConfigError(name, `must be one of ${choices.join(', ')}, got "${value}"`);
+    }
+    return value as T;
   }
 
   list(name: string, fallback: string[] = []): string[] {

@@ -98,6 +98,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       maxMessageBytes: config.grpcMaxMessageBytes,
       authenticate: grpcAuthenticate(authenticator),
       policies: matcher,
+      envoyHeaders: config.envoyHeaders,
     });
     closers.push(() => shutdownGrpcServer(grpcServer, 0), () => closeGracefully(httpServer, 0));
     const [httpPort, grpcPort] = await Promise.all([

@@ -7,7 +7,7 @@ import { bodyOf, jsonBody } from '../http/body.js';
 import { errorHandler, sendError } from '../http/errors.js';
 import { responseHeaders } from '../http/headers.js';
 import type { Decision } from '../model/decision.js';
-import { parseRequestContext, type RequestContext } from '../model/request-context.js';
+import { parseOperationContext, type RequestContext } from '../model/request-context.js';
 import type { PolicyFamily } from '../policy/matcher.js';
 import { log } from '../util/log.js';
 import { matchesSecret, secretDigest } from '../util/secrets.js';
@@ -17,7 +17,7 @@ import type { DecisionOperation, UpstreamClient } from './upstream.js';
 /**
  * The sidecar's HTTP front-end (spec §4 "Sidecar agent", CONTRACT.md "Sidecar"):
  *
- * - `POST /rl/v1/check` (and `/acquire`, `/release`, the same way): the RequestContext is validated
+ * - `POST /rl/v1/check` (and `/acquire`, `/release`, `/refund`, the same way): the RequestContext is validated
  *   here (400 naming the field). Once the policy set has been synced:
  *   - no policy can match → answered locally, `no_matching_policy`, no hop;
  *   - with a local DecisionService (the agent has RL_COUNTERSTORE_ADDR) → decided here against the
@@ -59,7 +59,7 @@ export interface AgentApp {
   counters: AgentCounters;
 }
 
-const FAMILY: Record<DecisionOperation, PolicyFamily> = { check: 'rate', acquire: 'concurrency', release: 'concurrency' };
+const FAMILY: Record<DecisionOperation, PolicyFamily> = { check: 'rate', acquire: 'concurrency', release: 'concurrency', refund: 'rate' };
 
 export function createAgentApp(deps: AgentAppDeps): AgentApp {
   const counters: AgentCounters = { invalidations: 0, forwarded: 0, local: 0, failureMode: 0 };
@@ -103,9 +103,9 @@ export function createAgentApp(deps: AgentAppDeps): AgentApp {
     ctx.type = 'text/plain';
     ctx.body = 'ok';
   });
-  for (const operation of ['check', 'acquire', 'release'] as const) {
+  for (const operation of ['check', 'acquire', 'release', 'refund'] as const) {
     router.post(`/rl/v1/${operation}`, async (ctx) => {
-      const rc = parseRequestContext(bodyOf(ctx));
+      const rc = parseOperationContext(operation, bodyOf(ctx));
       const body = await decide(operation, rc, String(ctx.state.requestId ?? ''), ctx);
       ctx.body = body;
     });
@@ -174,6 +174,12 @@ class UnavailableCounterStore implements CounterStore {
     return Promise.reject(new CounterStoreUnavailableError('upstream server unavailable'));
   }
   consume(): Promise<CounterResult> {
+    return this.fail();
+  }
+  peek(): Promise<CounterResult> {
+    return this.fail();
+  }
+  refund(): Promise<CounterResult> {
     return this.fail();
   }
   acquire(): Promise<CounterResult> {

@@ -4,7 +4,7 @@ import type { RequestContext } from '../model/request-context.js';
 import { describeFetchError, redactUrl } from '../util/fetch.js';
 import { log } from '../util/log.js';
 
-export type DecisionOperation = 'check' | 'acquire' | 'release';
+export type DecisionOperation = 'check' | 'acquire' | 'release' | 'refund';
 
 /** What a forwarded decision call came back with. */
 export type ForwardResult =

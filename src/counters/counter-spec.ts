@@ -41,6 +41,24 @@ export function capacityOf(spec: CounterSpec): number {
   }
 }
 
+/**
+ * The period the limit applies to, in whole ms (CONTRACT: Decision `window`): the window, the quota
+ * period, the time a bucket takes to refill (or drain) from empty to full, 0 for leases.
+ */
+export function windowMsOf(spec: CounterSpec): number {
+  switch (spec.type) {
+    case 'token_bucket':
+    case 'leaky_bucket':
+      return Math.ceil((spec.capacity * spec.ratePeriodMs) / spec.rateUnits);
+    case 'quota':
+      return spec.periodMs;
+    case 'concurrency':
+      return 0;
+    default:
+      return spec.windowMs;
+  }
+}
+
 /** The ARGV parameters after `now` and `cost`/`lease id`, in the order each Lua script reads them. */
 export function scriptParams(spec: CounterSpec): number[] {
   switch (spec.type) {

@@ -30,6 +30,16 @@ export interface CounterStore {
   readonly sync?: SyncCounterOperations;
   /** Takes `cost` units if they all fit; a denied request takes nothing. */
   consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult>;
+  /**
+   * Answers as a consume of 1 would (`remaining` before it), writing nothing: the same script in
+   * read-only mode (docs/algorithms.md, "Peek").
+   */
+  peek(keys: string[], spec: RateSpec, nowMs?: number): Promise<CounterResult>;
+  /**
+   * Gives `amount` units back to the current window, bucket or period: usage never below zero, a
+   * bucket never above its capacity. `allowed` is always true; `remaining` is after the refund.
+   */
+  refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult>;
   /** Takes a lease slot for `leaseId`, or refreshes the lease if it is already held. */
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult>;
   /** Returns the lease; `allowed` false when no such lease was held. */
@@ -47,6 +57,8 @@ export interface SyncCounterOperations {
    */
   readonly clock: () => number;
   consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): CounterResult;
+  peek(keys: string[], spec: RateSpec, nowMs?: number): CounterResult;
+  refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): CounterResult;
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): CounterResult;
   release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): CounterResult;
 }

@@ -77,6 +77,8 @@ export class MemoryCounterStore implements CounterStore {
     this.sync = {
       clock: this.now,
       consume: (keys, spec, cost, nowMs) => this.consumeNow(keys[0], spec, cost, nowMs ?? this.now()),
+      peek: (keys, spec, nowMs) => this.consumeNow(keys[0], spec, 0, nowMs ?? this.now()),
+      refund: (keys, spec, amount, nowMs) => this.consumeNow(keys[0], spec, -amount, nowMs ?? this.now()),
       acquire: (keys, spec, leaseId, nowMs) => this.acquireNow(keys[0], spec, leaseId, nowMs ?? this.now()),
       release: (keys, spec, leaseId, nowMs) => this.releaseNow(keys[0], spec, leaseId, nowMs ?? this.now()),
     };
@@ -124,6 +126,14 @@ export class MemoryCounterStore implements CounterStore {
     return this.sync.consume(keys, spec, cost, nowMs);
   }
 
+  async peek(keys: string[], spec: RateSpec, nowMs?: number): Promise<CounterResult> {
+    return this.sync.peek(keys, spec, nowMs);
+  }
+
+  async refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult> {
+    return this.sync.refund(keys, spec, amount, nowMs);
+  }
+
   async acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
     return this.sync.acquire(keys, spec, leaseId, nowMs);
   }
@@ -141,6 +151,7 @@ export class MemoryCounterStore implements CounterStore {
     this.slots.clear();
   }
 
+  /** `cost` is signed as in the scripts (lua/includes/mode.lua): > 0 consume, 0 peek, < 0 refund. */
   private consumeNow(key: string, spec: RateSpec, cost: number, now: number): CounterResult {
     switch (spec.type) {
       case 'fixed_window':
@@ -187,12 +198,25 @@ export class MemoryCounterStore implements CounterStore {
 
   // --- algorithms: each mirrors lua/<name>.lua ---
 
-  private fixedWindow(key: string, limit: number, windowMs: number, cost: number, now: number): CounterResult {
+  private fixedWindow(key: string, limit: number, windowMs: number, signedCost: number, now: number): CounterResult {
     const windowStart = now - (now % windowMs);
     const windowEnd = windowStart + windowMs;
     // The hottest algorithm: one Map lookup and no allocation for a key already in use.
     const slot = this.live<FixedWindowSlot>(key, now);
-    const used = slot && slot.windowStart === windowStart ? slot.used : 0;
+    let used = slot && slot.windowStart === windowStart ? slot.used : 0;
+    if (signedCost <= 0) {
+      const reset = used > 0 ? windowEnd - now : 0;
+      if (signedCost < 0) {
+        if (used > 0) {
+          used = Math.max(0, used + signedCost);
+          slot!.used = used;
+        }
+        return result(true, Math.max(0, limit - used), 0, reset);
+      }
+      if (used + 1 > limit) return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
+      return result(true, Math.max(0, limit - used), 0, reset);
+    }
+    const cost = signedCost;
     if (used + cost > limit) {
       return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
     }
@@ -207,7 +231,8 @@ export class MemoryCounterStore implements CounterStore {
     return result(true, Math.max(0, limit - (used + cost)), 0, windowEnd - now);
   }
 
-  private quota(key: string, limit: number, periodMs: number, cost: number, now: number): CounterResult {
+  private quota(key: string, limit: number, periodMs: number, signedCost: number, now: number): CounterResult {
+    const { peeking, refunding, cost, refund } = mode(signedCost);
     // The period starts with the first consumption and lasts periodMs.
     const stored = this.get<QuotaState>(key, now);
     let periodStart = now;
@@ -217,16 +242,26 @@ export class MemoryCounterStore implements CounterStore {
       used = stored.used;
     }
     const periodEnd = periodStart + periodMs;
+    const reset = used > 0 ? periodEnd - now : 0;
+    if (refunding) {
+      if (used > 0) {
+        used = Math.max(0, used - refund);
+        stored!.used = used;
+      }
+      return result(true, Math.max(0, limit - used), 0, reset);
+    }
     if (used + cost > limit) {
       return result(false, Math.max(0, limit - used), periodEnd - now, periodEnd - now);
     }
+    if (peeking) return result(true, Math.max(0, limit - used), 0, reset);
     this.put<QuotaState>(key, { periodStart, used: used + cost }, periodEnd);
     return result(true, Math.max(0, limit - (used + cost)), 0, periodEnd - now);
   }
 
   private slidingCounter(
-    key: string, limit: number, windowMs: number, subWindows: number, cost: number, now: number,
+    key: string, limit: number, windowMs: number, subWindows: number, signedCost: number, now: number,
   ): CounterResult {
+    const { peeking, refunding, cost, refund } = mode(signedCost);
     const bucketMs = windowMs / subWindows;
     const current = (now - (now % bucketMs)) / bucketMs;
     const elapsed = now - current * bucketMs;
@@ -236,12 +271,35 @@ export class MemoryCounterStore implements CounterStore {
     let newest = -1;
     for (const [index, count] of buckets) {
       if (index < current - subWindows) {
-        buckets.delete(index);
+        // Stale: dropped from the stored state, except by a peek, which writes nothing (a later live
+        // change of the window could bring the bucket back into it).
+        if (!peeking) buckets.delete(index);
       } else {
         if (index === current - subWindows) oldest = count;
         else full = full + count;
         if (index > newest) newest = index;
       }
+    }
+    if (refunding) {
+      // Units go back from the newest bucket first; an emptied bucket is removed.
+      let left = refund;
+      for (const index of [...buckets.keys()].sort((a, b) => b - a)) {
+        if (left <= 0) break;
+        const taken = Math.min(buckets.get(index)!, left);
+        left = left - taken;
+        if (buckets.get(index)! - taken === 0) buckets.delete(index);
+        else buckets.set(index, buckets.get(index)! - taken);
+      }
+      full = 0;
+      oldest = 0;
+      newest = -1;
+      for (const [index, count] of buckets) {
+        if (index === current - subWindows) oldest = count;
+        else full = full + count;
+        if (index > newest) newest = index;
+      }
+      const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
+      return result(true, Math.max(0, Math.floor(limit - (full + (oldest * (bucketMs - elapsed)) / bucketMs))), 0, reset);
     }
     const estimate = full + (oldest * (bucketMs - elapsed)) / bucketMs;
     if (estimate + cost > limit) {
@@ -253,36 +311,60 @@ export class MemoryCounterStore implements CounterStore {
       const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
       return result(false, Math.max(0, Math.floor(limit - estimate)), retry, reset);
     }
+    if (peeking) {
+      const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
+      return result(true, Math.max(0, Math.floor(limit - estimate)), 0, reset);
+    }
     buckets.set(current, (buckets.get(current) ?? 0) + cost);
     const resetAt = (current + subWindows + 1) * bucketMs;
     this.put<SlidingCounterState>(key, { buckets }, resetAt);
     return result(true, Math.max(0, Math.floor(limit - (estimate + cost))), 0, resetAt - now);
   }
 
-  private slidingLog(key: string, limit: number, windowMs: number, cost: number, now: number): CounterResult {
-    const log = this.get<SlidingLogState>(key, now) ?? { entries: [], sum: 0 };
-    // Entries are sorted by time; an entry leaves the window when now - windowMs reaches it.
+  private slidingLog(key: string, limit: number, windowMs: number, signedCost: number, now: number): CounterResult {
+    const { peeking, refunding, cost, refund } = mode(signedCost);
+    const stored = this.get<SlidingLogState>(key, now);
+    if (stored === undefined && peeking) return result(true, Math.max(0, limit), 0, 0);
+    const log = stored ?? { entries: [], sum: 0 };
+    // Entries are sorted by time; an entry leaves the window when now - windowMs reaches it. A peek
+    // only skips them (it writes nothing): `first` is then the oldest entry still in the window.
     let expired = 0;
+    let sum = log.sum;
     while (expired < log.entries.length && log.entries[expired].ts <= now - windowMs) {
-      log.sum = log.sum - log.entries[expired].cost;
+      sum = sum - log.entries[expired].cost;
       expired++;
     }
+    if (peeking) {
+      if (sum + cost > limit) return slidingLogRefusal(log.entries, expired, sum, cost, limit, windowMs, now);
+      const reset = log.entries.length > expired ? log.entries[log.entries.length - 1].ts + windowMs - now : 0;
+      return result(true, Math.max(0, limit - sum), 0, reset);
+    }
+    log.sum = sum;
     if (expired > 0) log.entries.splice(0, expired);
-    if (log.sum + cost > limit) {
-      const newestTs = log.entries.length > 0 ? log.entries[log.entries.length - 1].ts : now;
-      const reset = log.entries.length > 0 ? newestTs + windowMs - now : 0;
-      // Wait until enough of the oldest entries have left the window for this cost to fit.
-      let retry = newestTs + windowMs - now;
-      let freed = 0;
-      for (const entry of log.entries) {
-        freed = freed + entry.cost;
-        if (log.sum - freed + cost <= limit) {
-          retry = entry.ts + windowMs - now;
-          break;
+    if (refunding) {
+      // Units go back from the newest entries (the ones this context added last), whole entries first.
+      let left = refund;
+      while (left > 0 && log.entries.length > 0) {
+        const newestEntry = log.entries[log.entries.length - 1];
+        if (newestEntry.cost > left) {
+          newestEntry.cost = newestEntry.cost - left;
+          log.sum = log.sum - left;
+          left = 0;
+        } else {
+          log.entries.pop();
+          log.sum = log.sum - newestEntry.cost;
+          left = left - newestEntry.cost;
         }
       }
-      return result(false, Math.max(0, limit - log.sum), retry, reset);
+      if (log.entries.length === 0) {
+        this.slots.delete(key);
+        return result(true, Math.max(0, limit), 0, 0);
+      }
+      const expireAt = log.entries[log.entries.length - 1].ts + windowMs;
+      this.put<SlidingLogState>(key, log, expireAt);
+      return result(true, Math.max(0, limit - log.sum), 0, expireAt - now);
     }
+    if (log.sum + cost > limit) return slidingLogRefusal(log.entries, 0, log.sum, cost, limit, windowMs, now);
     insertSorted(log.entries, { ts: now, cost });
     log.sum = log.sum + cost;
     const newest = log.entries[log.entries.length - 1].ts;
@@ -291,8 +373,9 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private tokenBucket(
-    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, cost: number, now: number,
+    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, signedCost: number, now: number,
   ): CounterResult {
+    const { peeking, refunding, cost, refund } = mode(signedCost);
     // amount = tokens in the bucket; settledAt = when it is full again.
     const stored = this.get<BucketState>(key, now);
     let tokens = capacity;
@@ -301,6 +384,13 @@ export class MemoryCounterStore implements CounterStore {
       tokens = Math.min(capacity, stored.amount + (Math.max(0, now - stored.updatedAt) * rateUnits) / ratePeriodMs);
       fullAt = stored.settledAt;
     }
+    if (refunding) {
+      tokens = Math.min(capacity, tokens + refund);
+      const settledAt = now + Math.ceil(((capacity - tokens) * ratePeriodMs) / rateUnits);
+      if (stored) this.put<BucketState>(key, { amount: tokens, updatedAt: now, settledAt }, settledAt);
+      return result(true, Math.floor(tokens), 0, settledAt - now);
+    }
+    if (peeking && tokens >= cost) return result(true, Math.floor(tokens), 0, fullAt - now);
     if (tokens >= cost) {
       tokens = tokens - cost;
       const settledAt = now + Math.ceil(((capacity - tokens) * ratePeriodMs) / rateUnits);
@@ -312,8 +402,9 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private leakyBucket(
-    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, cost: number, now: number,
+    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, signedCost: number, now: number,
   ): CounterResult {
+    const { peeking, refunding, cost, refund } = mode(signedCost);
     // amount = level of the bucket; settledAt = when it has drained empty.
     const stored = this.get<BucketState>(key, now);
     let level = 0;
@@ -322,6 +413,13 @@ export class MemoryCounterStore implements CounterStore {
       level = Math.max(0, stored.amount - (Math.max(0, now - stored.updatedAt) * rateUnits) / ratePeriodMs);
       emptyAt = stored.settledAt;
     }
+    if (refunding) {
+      level = Math.max(0, level - refund);
+      const settledAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
+      if (stored) this.put<BucketState>(key, { amount: level, updatedAt: now, settledAt }, settledAt);
+      return result(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now);
+    }
+    if (peeking && level + cost <= capacity) return result(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now);
     if (level + cost <= capacity) {
       level = level + cost;
       const settledAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
@@ -365,6 +463,33 @@ export class MemoryCounterStore implements CounterStore {
     for (const [id, expiresAt] of leases) if (expiresAt <= now) leases.delete(id);
     return leases;
   }
+}
+
+/**
+ * The refusal of `cost` by a sliding log whose entries from `first` on are in the window and sum to
+ * `sum`: wait until enough of the oldest entries have left the window for the cost to fit.
+ */
+function slidingLogRefusal(
+  entries: { ts: number; cost: number }[], first: number, sum: number, cost: number, limit: number, windowMs: number, now: number,
+): CounterResult {
+  const inWindow = entries.length > first;
+  const newestTs = inWindow ? entries[entries.length - 1].ts : now;
+  const reset = inWindow ? newestTs + windowMs - now : 0;
+  let retry = newestTs + windowMs - now;
+  let freed = 0;
+  for (let i = first; i < entries.length; i++) {
+    freed = freed + entries[i].cost;
+    if (sum - freed + cost <= limit) {
+      retry = entries[i].ts + windowMs - now;
+      break;
+    }
+  }
+  return result(false, Math.max(0, limit - sum), retry, reset);
+}
+
+/** What the signed cost asks for, as lua/includes/mode.lua reads it. */
+function mode(signedCost: number): { peeking: boolean; refunding: boolean; cost: number; refund: number } {
+  return { peeking: signedCost === 0, refunding: signedCost < 0, cost: signedCost === 0 ? 1 : signedCost, refund: signedCost < 0 ? -signedCost : 0 };
 }
 
 function result(allowed: boolean, remaining: number, retryAfterMs: number, resetAfterMs: number): CounterResult {

@@ -180,6 +180,16 @@ export class RedisCounterStore implements CounterStore {
     return this.run(spec.type, keys, nowMs, String(cost), spec);
   }
 
+  /** The algorithm's own script with cost 0: its read-only mode (lua/includes/mode.lua). */
+  peek(keys: string[], spec: RateSpec, nowMs?: number): Promise<CounterResult> {
+    return this.run(spec.type, keys, nowMs, '0', spec);
+  }
+
+  /** The algorithm's own script with a negative cost: its refund mode (lua/includes/mode.lua). */
+  refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult> {
+    return this.run(spec.type, keys, nowMs, String(-amount), spec);
+  }
+
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
     return this.run('concurrency_acquire', keys, nowMs, leaseId, spec);
   }

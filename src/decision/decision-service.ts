@@ -1,16 +1,16 @@
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { CounterStoreUnavailableError } from '../errors.js';
+import { CounterStoreUnavailableError, invalidField } from '../errors.js';
 import type { CounterResult, CounterStore, SyncCounterOperations } from '../counters/counter-store.js';
-import { capacityOf, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
+import { capacityOf, windowMsOf, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
 import { CounterKeyCache, lengthPrefixed } from '../counters/keys.js';
 import type { Decision, DecisionReason } from '../model/decision.js';
 import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
 import type { Matcher, MatchResult, PolicyFamily, PolicyMatch } from '../policy/matcher.js';
-import type { FailureMode } from '../policy/types.js';
+import type { FailureMode, LimitAction } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
 
-export type Operation = 'check' | 'acquire' | 'release';
+export type Operation = 'check' | 'acquire' | 'release' | 'refund';
 
 /** What the recorder (metrics, analytics) learns about each decision. */
 export interface DecisionEvent {
@@ -54,6 +54,8 @@ type Evaluation =
 /** The store's operations in either form: R is CounterResult (`CounterStore.sync`) or a promise of one. */
 interface CounterOperations<R> {
   consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): R;
+  peek(keys: string[], spec: RateSpec, nowMs?: number): R;
+  refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): R;
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): R;
   release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): R;
 }
@@ -71,10 +73,16 @@ type CounterCall = <R>(
   nowMs: number | undefined,
 ) => R;
 
-const consumeCall: CounterCall = (ops, keys, match, ctx, _leaseId, nowMs) => {
-  const cost = Math.min(ctx.quantity * (match.compiled.policy.algorithm.cost_per_request ?? 1), 2 ** 53);
-  return ops.consume(keys, match.compiled.spec as RateSpec, cost, nowMs);
-};
+/** Units a request of `quantity` counts for under this policy (refunds give back the same measure). */
+function costOf(match: PolicyMatch, quantity: number): number {
+  return Math.min(quantity * (match.compiled.policy.algorithm.cost_per_request ?? 1), 2 ** 53);
+}
+
+const consumeCall: CounterCall = (ops, keys, match, ctx, _leaseId, nowMs) =>
+  ops.consume(keys, match.compiled.spec as RateSpec, costOf(match, ctx.quantity), nowMs);
+const peekCall: CounterCall = (ops, keys, match, _ctx, _leaseId, nowMs) => ops.peek(keys, match.compiled.spec as RateSpec, nowMs);
+const refundCall: CounterCall = (ops, keys, match, ctx, _leaseId, nowMs) =>
+  ops.refund(keys, match.compiled.spec as RateSpec, costOf(match, ctx.quantity), nowMs);
 const acquireCall: CounterCall = (ops, keys, match, _ctx, leaseId, nowMs) =>
   ops.acquire(keys, match.compiled.spec as LeaseSpec, leaseId, nowMs);
 const releaseCall: CounterCall = (ops, keys, match, _ctx, leaseId, nowMs) =>
@@ -114,6 +122,11 @@ export class DecisionService {
     return settled(() => this.decideNow('release', ctx));
   }
 
+  /** Gives back `quantity` units the same context consumed and did not use (CONTRACT: Refund). */
+  refund(ctx: RequestContext): Promise<Decision> {
+    return settled(() => this.decideNow('refund', ctx));
+  }
+
   /**
    * check, acquire or release, answered synchronously (a Decision) when the counter store can answer
    * synchronously, else a promise. For callers that answer from a callback (the HTTP fast path): a
@@ -121,7 +134,9 @@ export class DecisionService {
    * methods above reject.
    */
   decideNow(operation: Operation, ctx: RequestContext): Decision | Promise<Decision> {
-    if (operation === 'check') return this.decide('check', ctx, 'rate', consumeCall, '');
+    if (operation === 'check') return this.decide('check', ctx, 'rate', ctx.quantity === 0 ? peekCall : consumeCall, '');
+    if (ctx.quantity === 0) throw invalidField('quantity', `must be at least 1 for ${operation} (0 is a peek, on check only)`);
+    if (operation === 'refund') return this.decide('refund', ctx, 'rate', refundCall, '');
     const leaseId = leaseIdOf(ctx);
     const call = operation === 'acquire' ? acquireCall : releaseCall;
     const decided = this.decide(operation, ctx, 'concurrency', call, leaseId);
@@ -132,6 +147,7 @@ export class DecisionService {
     const started = this.deps.recorder ? performance.now() : 0;
     const nowMs = this.now();
     const { enforce, shadow } = this.match(ctx, family, nowMs);
+    if (operation === 'refund' && enforce === undefined && shadow === undefined) this.refuseLeaseRefund(ctx, nowMs);
     const sync = this.deps.counters.sync;
     if (sync === undefined) return this.decideAsync(operation, ctx, call, leaseId, started, enforce, shadow);
     // A store on the same clock (both Date.now by default) counts at the instant matching used: one
@@ -162,6 +178,14 @@ export class DecisionService {
       shadowed = await this.evaluate(call, shadow, ctx, leaseId);
     }
     return this.conclude(operation, ctx, started, enforced, shadowed);
+  }
+
+  /** A refund that only a concurrency policy would count: leases go back with release, not refund. */
+  private refuseLeaseRefund(ctx: RequestContext, nowMs: number): void {
+    const lease = this.match(ctx, 'concurrency', nowMs);
+    const policy = (lease.enforce ?? lease.shadow)?.compiled.policy;
+    if (policy === undefined) return;
+    throw invalidField('quantity', `cannot be refunded to concurrency policy "${policy.policy_id}": release its lease instead`);
   }
 
   private match(ctx: RequestContext, family: PolicyFamily, nowMs: number): MatchResult {
@@ -195,6 +219,11 @@ export class DecisionService {
       decision = unmatchedDecision('no_matching_policy');
     }
 
+    if (operation === 'check' && ctx.quantity === 0) {
+      // A peek is not a decision: it is answered, never recorded (CONTRACT: Peek).
+      decision.metadata.peek = 'true';
+      return decision;
+    }
     const recorder = this.deps.recorder;
     if (!recorder) return decision;
     recorder.record({
@@ -214,8 +243,9 @@ export class DecisionService {
   private enforcedDecision(operation: Operation, ctx: RequestContext, evaluation: Evaluation): Decision {
     const { policy } = evaluation.match.compiled;
     const decision = baseDecision(evaluation.match);
-    if (evaluation.failed) return failureModeDecision(decision, policy.failure_mode);
+    if (evaluation.failed) return operation === 'refund' ? unrefundedDecision(decision) : failureModeDecision(decision, policy.failure_mode);
     if (applyResult(decision, operation, evaluation.result) === 'limited') {
+      if (ctx.quantity === 0) return peekLimitedDecision(decision, policy.action, evaluation.result.retryAfterMs);
       const outcome = applyLimitAction(policy, ctx, evaluation.result.retryAfterMs, this.random);
       decision.allowed = outcome.allowed;
       decision.action = outcome.action;
@@ -297,7 +327,7 @@ function shadowAction(evaluation: Evaluation): string {
 }
 
 /** The allowing decision every other is filled in from: this runs once per request. */
-function freshDecision(reason: DecisionReason, matchedPolicyId: string, limit: number): Decision {
+function freshDecision(reason: DecisionReason, matchedPolicyId: string, limit: number, window: number): Decision {
   return {
     allowed: true,
     action: 'allow',
@@ -307,6 +337,7 @@ function freshDecision(reason: DecisionReason, matchedPolicyId: string, limit: n
     retry_after: 0,
     reset_after: 0,
     limit,
+    window,
     shadow_mode: false,
     metadata: {},
   };
@@ -314,7 +345,22 @@ function freshDecision(reason: DecisionReason, matchedPolicyId: string, limit: n
 
 /** A decision of the matched policy, before its counter's answer is filled in. */
 function baseDecision(match: PolicyMatch): Decision {
-  return freshDecision('within_limit', match.compiled.policy.policy_id, capacityOf(match.compiled.spec));
+  const { spec } = match.compiled;
+  return freshDecision('within_limit', match.compiled.policy.policy_id, capacityOf(spec), windowMsOf(spec));
+}
+
+/** A peek that 1 unit would not pass: refused with the policy's action, whatever that action would do to a real request. */
+function peekLimitedDecision(decision: Decision, action: LimitAction, retryAfterMs: number): Decision {
+  decision.allowed = false;
+  decision.action = action;
+  decision.retry_after = retryAfterMs;
+  return decision;
+}
+
+/** The counter store could not take the refund back: the units stay spent (the safe side), the caller is told why. */
+function unrefundedDecision(decision: Decision): Decision {
+  decision.reason = 'counter_store_unavailable';
+  return decision;
 }
 
 /**
@@ -326,6 +372,8 @@ function applyResult(decision: Decision, operation: Operation, result: CounterRe
   decision.reset_after = result.resetAfterMs;
   if (operation === 'release') {
     decision.reason = result.allowed ? 'lease_released' : 'lease_not_found';
+  } else if (operation === 'refund') {
+    decision.reason = 'refunded';
   } else if (result.allowed) {
     decision.reason = operation === 'acquire' ? 'lease_acquired' : 'within_limit';
   } else {
@@ -347,7 +395,7 @@ function failureModeDecision(decision: Decision, mode: FailureMode): Decision {
 
 /** An allowing decision that no policy made (no policy matched, or none is known yet). */
 export function unmatchedDecision(reason: DecisionReason): Decision {
-  return freshDecision(reason, '', 0);
+  return freshDecision(reason, '', 0, 0);
 }
 
 /**

@@ -2,6 +2,7 @@ import type { CounterSpec } from '../counters/counter-spec.js';
 import type { DecisionService, MatcherSource } from '../decision/decision-service.js';
 import { RlError, invalidField } from '../errors.js';
 import type { Decision } from '../model/decision.js';
+import { PROBLEM_CONTENT_TYPE, problemDetails, renderRateLimitHeaders } from '../http/rate-limit-headers.js';
 import { CONTEXT_STRING_FIELDS, parseRequestContext, type RequestContext } from '../model/request-context.js';
 
 /**
@@ -14,11 +15,15 @@ import { CONTEXT_STRING_FIELDS, parseRequestContext, type RequestContext } from 
  *   the tag `domain` (policies select Envoy traffic with `scope.tags.domain`). Envoy's built-in
  *   `remote_address` entry also fills `source_ip`, unless the descriptor has a `source_ip` entry.
  *   When a key repeats, the last entry wins.
- * - The quantity is the descriptor's `hits_addend` when set, else the request's; 0 means 1.
+ * - The quantity is the descriptor's `hits_addend` when set (an explicit 0 is a peek: evaluated, nothing
+ *   consumed), else the request's; a request-level 0 means 1.
  * - A descriptor is OVER_LIMIT exactly when its decision is not allowed (deny, delay, drop, a sample
  *   not kept, drop_low_priority below the minimum severity, fail_closed on a counter store failure).
  *   Actions that let the request through (downgrade, a kept sample, shadow_only) are OK. The overall
  *   code is OVER_LIMIT when any descriptor is, else OK.
+ * - The answer also carries what Envoy's filter applies: the rate-limit headers of the limiting
+ *   descriptor (RL_ENVOY_HEADERS), the problem+json 429 body on OVER_LIMIT, `x-ratelimit-action` to
+ *   the upstream when a downgrade or sample let the request through, and dynamic metadata for logs.
  */
 
 export interface EnvoyEntry {
@@ -48,10 +53,27 @@ export interface EnvoyDescriptorStatus {
   duration_until_reset?: { seconds: number; nanos: number };
 }
 
+export interface EnvoyHeaderValue {
+  key: string;
+  value: string;
+}
+
+/** google.protobuf.Struct as proto-loader writes it (protobufjs's built-in definition is camelCase). */
+export interface EnvoyStruct {
+  fields: Record<string, { stringValue: string }>;
+}
+
 export interface EnvoyRateLimitResponse {
   overall_code: EnvoyCode;
   statuses: EnvoyDescriptorStatus[];
+  response_headers_to_add: EnvoyHeaderValue[];
+  request_headers_to_add: EnvoyHeaderValue[];
+  raw_body?: Buffer;
+  dynamic_metadata?: EnvoyStruct;
 }
+
+/** Which rate-limit headers Envoy is asked to add (RL_ENVOY_HEADERS). */
+export type EnvoyHeadersMode = 'ietf' | 'legacy' | 'off';
 
 const STRING_FIELDS = new Set<string>(CONTEXT_STRING_FIELDS);
 const UINT32_MAX = 0xffff_ffff;
@@ -92,10 +114,16 @@ export function descriptorContext(request: EnvoyRateLimitRequest, index: number)
   }
 }
 
-/** Descriptor-level hits_addend when set and non-zero, else the request's; 0 means 1. */
+/**
+ * Descriptor-level hits_addend when set — a wrapper, so an explicit 0 is told from absence: that 0 is a
+ * peek — else the request's, where 0 (proto3's unset) means 1.
+ */
 function hitsAddendOf(request: EnvoyRateLimitRequest, descriptor: EnvoyDescriptor): string | number {
-  const own = descriptor.hits_addend?.value;
-  if (own !== undefined && own !== null && String(own) !== '0') return typeof own === 'number' ? own : String(own);
+  const wrapper = descriptor.hits_addend;
+  if (wrapper !== undefined && wrapper !== null) {
+    const own = wrapper.value ?? 0; // a wrapper holding 0 arrives empty
+    return typeof own === 'number' ? own : String(own);
+  }
   const shared = request.hits_addend ?? 0;
   return shared > 0 ? shared : 1;
 }
@@ -164,20 +192,80 @@ export function unitLookup(policies: MatcherSource | undefined): (policyId: stri
   };
 }
 
+export interface ShouldRateLimitOptions {
+  unitOf: (policyId: string) => EnvoyUnit;
+  headers: EnvoyHeadersMode;
+  /** Runs after validation, before any counter is touched (the caller's liveness check). */
+  beforeDecide?: () => void;
+}
+
 /** Decides every descriptor (concurrently: each is independent) and builds the response. */
 export async function shouldRateLimit(
   decisions: DecisionService,
   request: EnvoyRateLimitRequest,
-  unitOf: (policyId: string) => EnvoyUnit,
-  beforeDecide: () => void = () => {},
+  options: ShouldRateLimitOptions,
 ): Promise<EnvoyRateLimitResponse> {
   const count = request.descriptors?.length ?? 0;
   if (count === 0) throw invalidField('descriptors', 'must hold at least one descriptor');
   const contexts = Array.from({ length: count }, (_, i) => descriptorContext(request, i));
-  beforeDecide();
+  options.beforeDecide?.();
   const results = await Promise.all(contexts.map((ctx) => decisions.check(ctx)));
-  const statuses = results.map((decision) => descriptorStatus(decision, unitOf));
-  return { overall_code: overallCode(statuses), statuses };
+  const statuses = results.map((decision) => descriptorStatus(decision, options.unitOf));
+  const overall = overallCode(statuses);
+  return { overall_code: overall, statuses, ...gatewayAnswer(results, overall, options.headers) };
+}
+
+/** What Envoy's filter applies besides the codes: headers both ways, the 429 body, dynamic metadata. */
+function gatewayAnswer(
+  results: readonly Decision[],
+  overall: EnvoyCode,
+  mode: EnvoyHeadersMode,
+): Pick<EnvoyRateLimitResponse, 'response_headers_to_add' | 'request_headers_to_add' | 'raw_body' | 'dynamic_metadata'> {
+  const limiting = limitingDecision(results);
+  const answer: ReturnType<typeof gatewayAnswer> = { response_headers_to_add: [], request_headers_to_add: [] };
+  if (limiting !== undefined && mode !== 'off') {
+    answer.response_headers_to_add = renderRateLimitHeaders(limiting, mode).map(([key, value]) => ({ key, value }));
+  }
+  if (overall === 'OVER_LIMIT' && limiting !== undefined) {
+    answer.raw_body = Buffer.from(JSON.stringify(problemDetails(limiting)));
+    answer.response_headers_to_add.push({ key: 'content-type', value: PROBLEM_CONTENT_TYPE });
+  }
+  if (overall === 'OK') {
+    const degraded = results.find((d) => d.allowed && (d.action === 'downgrade' || d.action === 'sample'));
+    if (degraded !== undefined) answer.request_headers_to_add.push({ key: 'x-ratelimit-action', value: degraded.action });
+  }
+  const decider = limiting ?? results.find((d) => d.matched_policy_id !== '' || d.metadata.shadow_policy_id !== undefined);
+  if (decider !== undefined) answer.dynamic_metadata = accessLogMetadata(decider);
+  return answer;
+}
+
+/**
+ * The descriptor whose limit the client is closest to: a refused one first, else the one with the
+ * fewest units remaining. Only enforced answers of a matched policy count (a shadow-only or a
+ * failure-mode answer says nothing about a limit the client can act on).
+ */
+export function limitingDecision(results: readonly Decision[]): Decision | undefined {
+  let best: Decision | undefined;
+  for (const d of results) {
+    if (d.matched_policy_id === '' || d.shadow_mode || d.reason === 'counter_store_unavailable') continue;
+    if (best === undefined || (best.allowed && !d.allowed) || (best.allowed === d.allowed && d.remaining < best.remaining)) best = d;
+  }
+  return best;
+}
+
+/** The deciding policy and action, and the shadow policy's verdict, for Envoy's access logs. */
+function accessLogMetadata(decision: Decision): EnvoyStruct {
+  const fields: EnvoyStruct['fields'] = {
+    policy_id: { stringValue: decision.matched_policy_id },
+    action: { stringValue: decision.action },
+    reason: { stringValue: decision.reason },
+  };
+  const shadowPolicy = decision.metadata.shadow_policy_id;
+  if (shadowPolicy !== undefined) {
+    fields.shadow_policy_id = { stringValue: shadowPolicy };
+    fields.shadow_action = { stringValue: decision.metadata.shadow_action ?? '' };
+  }
+  return { fields };
 }
 
 function clampUint32(value: number): number {
@@ -185,7 +273,10 @@ function clampUint32(value: number): number {
   return Math.min(Math.floor(value), UINT32_MAX);
 }
 
+/**
+ * Whole seconds, rounded up: Envoy's filter reads only `seconds` of duration_until_reset (for
+ * X-RateLimit-Reset), so 900 ms left must read 1, not 0.
+ */
 function durationOf(ms: number): { seconds: number; nanos: number } {
-  const whole = Math.max(0, Math.floor(ms));
-  return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 };
+  return { seconds: Math.ceil(Math.max(0, ms) / 1000), nanos: 0 };
 }

@@ -1,12 +1,12 @@
 import * as grpc from '@grpc/grpc-js';
-import type { DecisionService, MatcherSource } from '../decision/decision-service.js';
+import type { DecisionService, MatcherSource, Operation } from '../decision/decision-service.js';
 import type { Readiness } from '../http/readiness.js';
 import type { Decision } from '../model/decision.js';
-import { CONTEXT_STRING_FIELDS, parseRequestContext, type RequestContext } from '../model/request-context.js';
+import { CONTEXT_STRING_FIELDS, parseOperationContext } from '../model/request-context.js';
 import { log } from '../util/log.js';
 import type { GrpcAuthenticate } from './auth.js';
 import { ensureLive, guardedUnary, type CallGuards } from './call.js';
-import { shouldRateLimit, unitLookup, type EnvoyRateLimitRequest, type EnvoyRateLimitResponse } from './envoy.js';
+import { shouldRateLimit, unitLookup, type EnvoyHeadersMode, type EnvoyRateLimitRequest, type EnvoyRateLimitResponse } from './envoy.js';
 import { createHealthService, type HealthService } from './health.js';
 import { SERVICE_NAMES, serviceDefinition } from './protos.js';
 
@@ -21,6 +21,8 @@ export interface GrpcServerDeps {
   authenticate?: GrpcAuthenticate;
   /** The live policies, so ShouldRateLimit can name the time unit of a limit; without it: UNKNOWN. */
   policies?: MatcherSource;
+  /** The rate-limit headers ShouldRateLimit asks Envoy to add (RL_ENVOY_HEADERS); default ietf. */
+  envoyHeaders?: EnvoyHeadersMode;
 }
 
 /** A decision RPC request as decoded: the RequestContext fields flat (int64 quantity as a decimal string). */
@@ -32,7 +34,7 @@ type DecisionResponse = Decision;
 const healthServices = new WeakMap<grpc.Server, HealthService>();
 
 /**
- * The gRPC front-end, not yet bound: rl.v1.RateLimitService (CheckLimit, Acquire, Release),
+ * The gRPC front-end, not yet bound: rl.v1.RateLimitService (CheckLimit, Acquire, Release, Refund),
  * envoy.service.ratelimit.v3.RateLimitService (ShouldRateLimit) and grpc.health.v1.Health on one
  * server. Handlers are thin adapters over DecisionService: validate, decide, map errors (status.ts).
  */
@@ -46,23 +48,24 @@ export function createGrpcServer(deps: GrpcServerDeps): grpc.Server {
   const guards: CallGuards = { readiness: deps.readiness, authenticate: deps.authenticate };
   const { decisions } = deps;
 
-  const decide = (operation: (ctx: RequestContext) => Promise<Decision>) =>
+  const decide = (operation: Operation) =>
     guardedUnary<DecisionRequest, DecisionResponse>(guards, async (request, call) => {
-      const ctx = parseRequestContext(fromWire(request));
+      const ctx = parseOperationContext(operation, fromWire(request, QUANTITY_ZERO_IS_UNSET[operation]));
       ensureLive(call);
-      return operation(ctx);
+      return decisions.decideNow(operation, ctx);
     });
 
   server.addService(serviceDefinition(SERVICE_NAMES.rateLimit), {
-    CheckLimit: decide((ctx) => decisions.check(ctx)),
-    Acquire: decide((ctx) => decisions.acquire(ctx)),
-    Release: decide((ctx) => decisions.release(ctx)),
+    CheckLimit: decide('check'),
+    Acquire: decide('acquire'),
+    Release: decide('release'),
+    Refund: decide('refund'),
   });
 
   const unitOf = unitLookup(deps.policies);
   server.addService(serviceDefinition(SERVICE_NAMES.envoy), {
     ShouldRateLimit: guardedUnary<EnvoyRateLimitRequest, EnvoyRateLimitResponse>(guards, (request, call) =>
-      shouldRateLimit(decisions, request, unitOf, () => ensureLive(call)),
+      shouldRateLimit(decisions, request, { unitOf, headers: deps.envoyHeaders ?? 'ietf', beforeDecide: () => ensureLive(call) }),
     ),
   });
 
@@ -73,18 +76,24 @@ export function createGrpcServer(deps: GrpcServerDeps): grpc.Server {
 }
 
 /**
- * proto3 has no presence for plain scalars: an empty string is treated as absent (so it never matches
- * a `*` scope nor changes a lease digest), and quantity 0 (unset) as absent (default 1). Everything
- * else goes to parseRequestContext unchanged, which validates exactly as for HTTP.
+ * Whether a 0 `quantity` is proto3's "unset" (default 1). CheckLimit's is `optional` (a 0 on the wire
+ * is a peek, an absent one the default) and Refund's is required: there a decoded 0 is kept as given.
  */
-function fromWire(request: DecisionRequest): DecisionRequest {
+const QUANTITY_ZERO_IS_UNSET: Record<Operation, boolean> = { check: false, acquire: true, release: true, refund: false };
+
+/**
+ * proto3 has no presence for plain scalars: an empty string is treated as absent (so it never matches
+ * a `*` scope nor changes a lease digest), and quantity 0 as absent where `zeroIsUnset`. Everything
+ * else goes to parseOperationContext unchanged, which validates exactly as for HTTP.
+ */
+function fromWire(request: DecisionRequest, zeroIsUnset: boolean): DecisionRequest {
   const body: DecisionRequest = {};
   for (const field of CONTEXT_STRING_FIELDS) {
     const value = request[field];
     if (value !== undefined && value !== '') body[field] = value;
   }
   const quantity = request.quantity;
-  if (quantity !== undefined && quantity !== null && String(quantity) !== '0') body.quantity = int64Value(quantity);
+  if (quantity !== undefined && quantity !== null && !(zeroIsUnset && String(quantity) === '0')) body.quantity = int64Value(quantity);
   if (request.tags !== undefined) body.tags = request.tags;
   return body;
 }

@@ -1,6 +1,6 @@
 import type http from 'node:http';
 import type { DecisionService, Operation } from '../decision/decision-service.js';
-import { parseRequestContext } from '../model/request-context.js';
+import { parseOperationContext } from '../model/request-context.js';
 import type { Decision } from '../model/decision.js';
 import type { HttpAuth } from './auth-guard.js';
 import { JSON_TYPES, hasBody, readJsonBody } from './json-body.js';
@@ -11,6 +11,7 @@ const OPERATIONS = new Map<string, Operation>([
   ['/rl/v1/check', 'check'],
   ['/rl/v1/acquire', 'acquire'],
   ['/rl/v1/release', 'release'],
+  ['/rl/v1/refund', 'refund'],
 ]);
 
 export interface DecisionFastPathDeps {
@@ -26,7 +27,7 @@ export interface DecisionFastPathDeps {
  * (middleware chain, routers, body parser, response helpers) cost several times the decision itself
  * (BENCHMARKS.md). This path handles the common shape — `POST /rl/v1/{check,acquire,release}` with a
  * JSON (or no) Content-Type and no Content-Encoding — with the same pieces the Koa path uses:
- * HttpAuth, parseRequestContext, DecisionService, headersForMethod, requestIdFor and errorResponse.
+ * HttpAuth, parseOperationContext, DecisionService, headersForMethod, requestIdFor and errorResponse.
  * Every other request, including compressed bodies and unusual spellings of the paths, goes to Koa,
  * whose decision routes answer identically (test/http/decisions.test.ts runs both).
  *
@@ -81,7 +82,7 @@ function decideAndAnswer(
 ): void {
   let decided: Decision | Promise<Decision>;
   try {
-    decided = decisions.decideNow(operation, parseRequestContext(body));
+    decided = decisions.decideNow(operation, parseOperationContext(operation, body));
   } catch (error) {
     return sendError(req, res, requestId, error);
   }
@@ -121,6 +122,7 @@ export const DECISION_JSON_FIELDS = {
   retry_after: true,
   reset_after: true,
   limit: true,
+  window: true,
   shadow_mode: true,
   metadata: true,
 } as const satisfies Record<keyof Decision, true>;
@@ -136,6 +138,7 @@ export function decisionJson(d: Decision): string {
     `{"allowed":${d.allowed ? 'true' : 'false'},"action":${JSON.stringify(d.action)},"reason":${JSON.stringify(d.reason)}` +
     `,"matched_policy_id":${JSON.stringify(d.matched_policy_id)},"remaining":${jsonNumber(d.remaining)}` +
     `,"retry_after":${jsonNumber(d.retry_after)},"reset_after":${jsonNumber(d.reset_after)},"limit":${jsonNumber(d.limit)}` +
+    `,"window":${jsonNumber(d.window)}` +
     `,"shadow_mode":${d.shadow_mode ? 'true' : 'false'},"metadata":${JSON.stringify(d.metadata)}}`
   );
 }

@@ -6,9 +6,10 @@ export type DecisionReason =
   | 'lease_acquired'
   | 'lease_released'
   | 'lease_not_found'
+  | 'refunded'
   | 'counter_store_unavailable';
 
-/** The answer of check, acquire and release. Durations are integer milliseconds. */
+/** The answer of check, acquire, release and refund. Durations are integer milliseconds. */
 export interface Decision {
   allowed: boolean;
   action: string;
@@ -18,6 +19,8 @@ export interface Decision {
   retry_after: number;
   reset_after: number;
   limit: number;
+  /** The period `limit` applies to, ms (CONTRACT: Decision `window`); 0 for concurrency and no match. */
+  window: number;
   shadow_mode: boolean;
   metadata: Record<string, string>;
 }

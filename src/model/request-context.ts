@@ -60,9 +60,10 @@ function parseQuantity(value: unknown): number {
   // gRPC int64 and some JSON encoders send integers as strings; accept a plain decimal string too.
   const n = typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : value;
   if (typeof n !== 'number' || !Number.isInteger(n)) {
-    throw invalidField('quantity', `must be a positive integer, got ${describe(value)}`);
+    throw invalidField('quantity', `must be a whole number, got ${describe(value)}`);
   }
-  if (n < 1 || n > MAX_QUANTITY) throw invalidField('quantity', `must be between 1 and ${MAX_QUANTITY}, got ${n}`);
+  // 0 is a peek (check only; DecisionService refuses it elsewhere).
+  if (n < 0 || n > MAX_QUANTITY) throw invalidField('quantity', `must be between 0 and ${MAX_QUANTITY}, got ${n}`);
   return n;
 }
 
@@ -83,4 +84,16 @@ export function describe(value: unknown): string {
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'string') return `the string ${JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value)}`;
   return typeof value === 'object' ? 'an object' : `${typeof value} ${String(value)}`;
+}
+
+/**
+ * The RequestContext of one decision operation: a refund must say how much goes back (CONTRACT:
+ * Refund), where check, acquire and release default `quantity` to 1.
+ */
+export function parseOperationContext(operation: 'check' | 'acquire' | 'release' | 'refund', input: unknown): RequestContext {
+  const ctx = parseRequestContext(input);
+  if (operation === 'refund' && (input as { quantity?: unknown } | undefined)?.quantity == null) {
+    throw invalidField('quantity', 'is required for a refund (the units to give back, at least 1)');
+  }
+  return ctx;
 }

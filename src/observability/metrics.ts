@@ -49,11 +49,11 @@ export interface MetricsOptions {
 }
 
 /** The operations of `rl_decisions_total`, each with its zero series from the start. */
-const OPERATIONS = ['check', 'acquire', 'release'] as const satisfies readonly Operation[];
+const OPERATIONS = ['check', 'acquire', 'release', 'refund'] as const satisfies readonly Operation[];
 
 /** An operation's index in OPERATIONS (-1 for any other): comparisons of interned literals, no lookup. */
 function operationIndex(operation: string): number {
-  return operation === 'check' ? 0 : operation === 'acquire' ? 1 : operation === 'release' ? 2 : -1;
+  return operation === 'check' ? 0 : operation === 'acquire' ? 1 : operation === 'release' ? 2 : operation === 'refund' ? 3 : -1;
 }
 
 /** Sub-millisecond decisions are the norm; the tail up to 1 s is what an outage looks like. */
@@ -175,7 +175,7 @@ export class Metrics {
     const counter = (name: string, help: string, labelNames: string[] = []) => new PlainCounter(name, help, labelNames, registry);
     this.decisions = counter(
       'rl_decisions_total',
-      'Decisions made, by operation (check, acquire, release) and outcome (allowed, denied, shadow).',
+      'Decisions made, by operation (check, acquire, release, refund) and outcome (allowed, denied, shadow).',
       ['operation', 'outcome'],
     );
     this.duration = new PlainHistogram(

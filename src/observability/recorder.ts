@@ -19,7 +19,8 @@ export class ObservabilityRecorder implements DecisionRecorder {
   record(event: DecisionEvent): void {
     try {
       this.metrics?.recordDecision(event);
-      this.analytics?.record(event);
+      // A refund gives units back; it is not a request that was allowed or denied.
+      if (event.operation !== 'refund') this.analytics?.record(event);
     } catch (error) {
       const now = Date.now();
       if (now - this.lastErrorLogMs >= 60_000) {

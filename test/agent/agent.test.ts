@@ -132,7 +132,7 @@ describe('sidecar agent (in process)', function () {
     expect(body.error).to.match(/signal_type/);
     expect(body.status).to.equal(400);
     expect(headers.get('x-request-id')).to.be.a('string');
-    expect((await check({ quantity: 0 })).body.error).to.match(/quantity/);
+    expect((await check({ quantity: -1 })).body.error).to.match(/quantity/);
     expect(upstream.calls.check).to.equal(0);
   });
 

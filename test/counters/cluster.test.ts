@@ -125,6 +125,29 @@ describe('Redis Cluster (3 masters)', function () {
     }
   });
 
+  it('peek and refund work on every rate algorithm across the cluster (same scripts, same slots)', async () => {
+    const specs: RateSpec[] = [
+      { type: 'fixed_window', limit: 10, windowMs: 3_600_000 },
+      { type: 'sliding_window_log', limit: 10, windowMs: 3_600_000 },
+      { type: 'sliding_window_counter', limit: 10, windowMs: 3_600_000, subWindows: 4 },
+      { type: 'token_bucket', capacity: 10, rateUnits: 10, ratePeriodMs: 3_600_000 },
+      { type: 'leaky_bucket', capacity: 10, rateUnits: 10, ratePeriodMs: 3_600_000 },
+      { type: 'quota', limit: 10, periodMs: 3_600_000 },
+    ];
+    for (const spec of specs) {
+      // Several identities, so the counters land on different masters.
+      for (const user of ['u1', 'u2', 'u3']) {
+        const k = keys(`refund-${spec.type}`, spec, [user]);
+        expect((await store.consume(k, spec, 10)).remaining, spec.type).to.equal(0);
+        expect((await store.peek(k, spec)).allowed, spec.type).to.equal(false);
+        expect((await store.refund(k, spec, 4)).remaining, spec.type).to.equal(4);
+        expect((await store.peek(k, spec)).remaining, spec.type).to.equal(4);
+        expect((await store.consume(k, spec, 4)).allowed, spec.type).to.equal(true);
+        expect((await store.consume(k, spec, 1)).allowed, spec.type).to.equal(false);
+      }
+    }
+  });
+
   it('a counter is spread over the nodes by its tag, and all of its keys share one slot', async () => {
     const nodes = cluster.nodes;
     const slotOwners = await clusterSlotOwners(nodes[0].host, nodes[0].port);

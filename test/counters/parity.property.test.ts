@@ -101,8 +101,10 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
   { weight: 1, arbitrary: fc.integer({ min: 10_000, max: 100_000_000 }).map((ms): Step => ({ kind: 'fixed', ms })) },
 );
 
+type RateOpName = 'consume' | 'peek' | 'refund';
 type Op =
-  | { op: 'consume'; spec: number; key: number; cost: number; step: Step }
+  /** `cost`: units consumed, or refunded; ignored by a peek. */
+  | { op: RateOpName; spec: number; key: number; cost: number; step: Step }
   | { op: 'acquire' | 'release'; spec: number; key: number; lease: number; step: Step };
 
 const costArb = fc.oneof(
@@ -127,8 +129,14 @@ const leaseOpArb: fc.Arbitrary<Op> = fc.record({
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ op: fc.constant('consume' as const), spec: fc.nat(), key: fc.nat({ max: 2 }), cost: costArb, step: stepArb }) },
+  // Peeks and refunds mixed into the same sequences: the same scripts in their other two modes.
+  { weight: 1, arbitrary: fc.record({ op: fc.constantFrom<RateOpName>('peek', 'refund'), spec: fc.nat(), key: fc.nat({ max: 2 }), cost: costArb, step: stepArb }) },
   { weight: 1, arbitrary: leaseOpArb },
 );
+
+function isRateOp(op: Op): op is Extract<Op, { op: RateOpName }> {
+  return op.op === 'consume' || op.op === 'peek' || op.op === 'refund';
+}
 
 interface Scenario {
   rateSpecs: RateSpec[];
@@ -196,7 +204,11 @@ function advance(now: number, step: Step, spec: CounterSpec): number {
 // ---------------------------------------------------------------------------------------------------
 
 async function apply(store: CounterStore, op: Op, spec: CounterSpec, keys: string[], now: number): Promise<CounterResult> {
-  if (op.op === 'consume') return store.consume(keys, spec as RateSpec, op.cost, now);
+  if (isRateOp(op)) {
+    if (op.op === 'peek') return store.peek(keys, spec as RateSpec, now);
+    if (op.op === 'refund') return store.refund(keys, spec as RateSpec, op.cost, now);
+    return store.consume(keys, spec as RateSpec, op.cost, now);
+  }
   if (op.op === 'acquire') return store.acquire(keys, spec as LeaseSpec, `lease-${op.lease}`, now);
   return store.release(keys, spec as LeaseSpec, `lease-${op.lease}`, now);
 }
@@ -208,14 +220,14 @@ async function replay(redis: CounterStore, scenario: Scenario): Promise<void> {
   const trace: string[] = [];
   try {
     for (const [i, op] of scenario.ops.entries()) {
-      const pool = op.op === 'consume' ? scenario.rateSpecs : scenario.leaseSpecs;
+      const pool = isRateOp(op) ? scenario.rateSpecs : scenario.leaseSpecs;
       const spec = pool[op.spec % pool.length];
       now = advance(now, op.step, spec);
       const keys = counterKeys(prefix, 'parity', spec, [`k${op.key}`]);
       const fromMemory = await apply(memory, op, spec, keys, now);
       const fromRedis = await apply(redis, op, spec, keys, now);
       const what =
-        `#${i} ${op.op}(${op.op === 'consume' ? op.cost : `lease-${op.lease}`}) key k${op.key} ` +
+        `#${i} ${op.op}(${isRateOp(op) ? op.cost : `lease-${op.lease}`}) key k${op.key} ` +
         `at start+${now - scenario.startMs} (now=${now}) ${JSON.stringify(spec)}`;
       trace.push(`${what} -> ${JSON.stringify(fromMemory)}`);
       if (JSON.stringify(fromMemory) !== JSON.stringify(fromRedis)) {
@@ -241,7 +253,7 @@ async function replayBatched(redis: CounterStore, scenario: Scenario, groupSizes
   let now = scenario.startMs;
   const memory = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
   const prepared = scenario.ops.map((op) => {
-    const pool = op.op === 'consume' ? scenario.rateSpecs : scenario.leaseSpecs;
+    const pool = isRateOp(op) ? scenario.rateSpecs : scenario.leaseSpecs;
     const spec = pool[op.spec % pool.length];
     now = advance(now, op.step, spec);
     return { op, spec, keys: counterKeys(prefix, 'parity-batch', spec, [`k${op.key}`]), now };
@@ -322,8 +334,8 @@ describe('parity: MemoryCounterStore ≡ RedisCounterStore (fast-check)', functi
         const isLease = spec.type === 'concurrency';
         const fitted: Op[] = ops.map((o) =>
           isLease
-            ? { op: o.op === 'consume' ? 'acquire' : o.op, spec: 0, key: 0, lease: 'lease' in o ? o.lease : o.cost % 6, step: o.step }
-            : { op: 'consume', spec: 0, key: 0, cost: 'cost' in o ? o.cost : o.lease + 1, step: o.step },
+            ? { op: isRateOp(o) ? 'acquire' : o.op, spec: 0, key: 0, lease: isRateOp(o) ? o.cost % 6 : o.lease, step: o.step }
+            : { op: isRateOp(o) ? o.op : 'consume', spec: 0, key: 0, cost: isRateOp(o) ? o.cost : o.lease + 1, step: o.step },
         );
         await replay(redis as CounterStore, {
           rateSpecs: isLease ? [{ type: 'quota', limit: 1, periodMs: 1 }] : [spec as RateSpec],

@@ -41,6 +41,8 @@ function setup(policies: ReturnType<typeof makePolicy>[], options: { counters?: 
 /** A counter store whose backend is down: every operation fails as the Redis store does. */
 const deadStore: CounterStore = {
   consume: () => Promise.reject(new CounterStoreUnavailableError('down')),
+  peek: () => Promise.reject(new CounterStoreUnavailableError('down')),
+  refund: () => Promise.reject(new CounterStoreUnavailableError('down')),
   acquire: () => Promise.reject(new CounterStoreUnavailableError('down')),
   release: () => Promise.reject(new CounterStoreUnavailableError('down')),
   isHealthy: () => false,
@@ -51,6 +53,8 @@ const deadStore: CounterStore = {
 function asyncOnly(store: MemoryCounterStore): CounterStore {
   return {
     consume: (...args) => store.consume(...args),
+    peek: (...args) => store.peek(...args),
+    refund: (...args) => store.refund(...args),
     acquire: (...args) => store.acquire(...args),
     release: (...args) => store.release(...args),
     isHealthy: () => store.isHealthy(),
@@ -64,8 +68,10 @@ function failingSyncStore(error: () => Error): CounterStore {
     throw error();
   };
   return {
-    sync: { clock: Date.now, consume: fail, acquire: fail, release: fail },
+    sync: { clock: Date.now, consume: fail, peek: fail, refund: fail, acquire: fail, release: fail },
     consume: () => Promise.reject(error()),
+    peek: () => Promise.reject(error()),
+    refund: () => Promise.reject(error()),
     acquire: () => Promise.reject(error()),
     release: () => Promise.reject(error()),
     isHealthy: () => false,

@@ -8,6 +8,7 @@ import { counterSpecOf } from '../../src/counters/counter-spec.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { makePolicy } from '../support/policies.js';
 import { callError, envoyClient, startGrpc, unary, type GrpcFixture } from './helpers.js';
+import { lengthDelimited, messageField, readFields, stringField, varintField, varintFieldBytes, type WireValue } from '../support/protobuf-wire.js';
 
 const POLICIES = [
   // Envoy traffic of domain "edge", per user: 3 per minute.
@@ -61,7 +62,7 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
     const expected = [2, 1, 0];
     for (const remaining of expected) {
       const response = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('alice')] });
-      expect(response).to.deep.equal({
+      expect({ overall_code: response.overall_code, statuses: response.statuses }).to.deep.equal({
         overall_code: 'OK',
         statuses: [
           {
@@ -78,7 +79,8 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
     expect(over.overall_code).to.equal('OVER_LIMIT');
     expect(over.statuses[0]).to.deep.include({ code: 'OVER_LIMIT', limit_remaining: 0 });
     expect(over.statuses[0].current_limit).to.deep.equal({ name: 'edge-per-user', requests_per_unit: 3, unit: 'MINUTE' });
-    expect(over.statuses[0].duration_until_reset).to.deep.equal({ seconds: 38, nanos: 500_000_000 });
+    // 38.5 s left: Envoy reads whole seconds only, so it is rounded up.
+    expect(over.statuses[0].duration_until_reset).to.deep.equal({ seconds: 39, nanos: 0 });
   });
 
   it('decides every descriptor: OVER_LIMIT overall when any one is over, statuses in request order', async () => {
@@ -229,5 +231,119 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
     expect(unit({ type: 'token_bucket', limit: 600, window: '1m', burst: 50, refill_rate: 10 })).to.equal('UNKNOWN');
     expect(unit({ type: 'leaky_bucket', limit: 10, window: '1s', burst: 60, leak_rate: 1 })).to.equal('MINUTE');
     expect(unit({ type: 'concurrency', max_concurrency: 3 })).to.equal('UNKNOWN');
+  });
+
+  describe('what Envoy\'s ratelimit filter reads, decoded by Envoy\'s field numbers alone', () => {
+    let raw: grpc.Client | undefined;
+    afterEach(() => {
+      raw?.close();
+      raw = undefined;
+    });
+
+    /** RateLimitRequest{domain(1), descriptors(2)=[{entries(1)=[{key(1), value(2)}], hits_addend(3)=UInt64Value{value(1)}}]} */
+    function request(domain: string, descriptors: { entries: [string, string][]; hitsAddend?: number }[]): Buffer {
+      const parts = [lengthDelimited(1, Buffer.from(domain))];
+      for (const d of descriptors) {
+        const entries = d.entries.map(([k, v]) => lengthDelimited(1, Buffer.concat([lengthDelimited(1, Buffer.from(k)), lengthDelimited(2, Buffer.from(v))])));
+        // UInt64Value holding 0 is an empty message: present, so "explicitly 0".
+        const addend = d.hitsAddend === undefined ? [] : [lengthDelimited(3, d.hitsAddend === 0 ? Buffer.alloc(0) : varintFieldBytes(1, d.hitsAddend))];
+        parts.push(lengthDelimited(2, Buffer.concat([...entries, ...addend])));
+      }
+      return Buffer.concat(parts);
+    }
+
+    function call(bytes: Buffer): Promise<Map<number, WireValue[]>> {
+      const client = (raw ??= new grpc.Client(fixture.target, grpc.credentials.createInsecure()));
+      return new Promise((resolve, reject) =>
+        client.makeUnaryRequest(
+          '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit',
+          (b: Buffer) => b,
+          (b: Buffer) => b,
+          bytes,
+          (error, response) => (error ? reject(error) : resolve(readFields(response!))),
+        ),
+      );
+    }
+
+    /** HeaderValue{key(1), value(2)} list of field `n`. */
+    function headers(fields: Map<number, WireValue[]>, n: number): [string, string][] {
+      return (fields.get(n) ?? []).map((v) => {
+        const header = readFields(v as Buffer);
+        return [stringField(header, 1), stringField(header, 2)];
+      });
+    }
+
+    /** google.protobuf.Struct{fields(1)=map<string, Value{string_value(3)}>} as a plain object. */
+    function struct(fields: Map<number, WireValue[]>, n: number): Record<string, string> {
+      const out: Record<string, string> = {};
+      for (const entry of messageField(fields, n).get(1) ?? []) {
+        const pair = readFields(entry as Buffer);
+        out[stringField(pair, 1)] = stringField(messageField(pair, 2), 3);
+      }
+      return out;
+    }
+
+    it('OK: the limiting descriptor\'s headers (fewest remaining), metadata, and a reset rounded up', async () => {
+      await start();
+      fixture.clock.now += 59_100; // 900 ms left in the minute window
+      const answer = await call(request('edge', [{ entries: [['user_id', 'hdr']] }, { entries: [['remote_address', '10.0.0.9']] }]));
+      expect(varintField(answer, 1), 'overall_code OK').to.equal(1);
+      // edge-per-user: 3/min, 2 left; edge-per-ip: 2/10 s, 1 left — the second is the limiting one.
+      expect(headers(answer, 3)).to.deep.equal([
+        ['RateLimit-Policy', '"edge-per-ip";q=2;w=10'],
+        ['RateLimit', '"edge-per-ip";r=1;t=1'],
+      ]);
+      const firstStatus = readFields(answer.get(2)![0] as Buffer);
+      expect(varintField(messageField(firstStatus, 4), 1), '900 ms reads as 1 s, not 0').to.equal(1);
+      expect(headers(answer, 4), 'no request headers without a downgrade').to.deep.equal([]);
+      expect(answer.has(5), 'no body on OK').to.equal(false);
+      expect(struct(answer, 6)).to.deep.equal({ policy_id: 'edge-per-ip', action: 'allow', reason: 'within_limit' });
+    });
+
+    it('OVER_LIMIT: Retry-After, the problem+json raw_body and its content type', async () => {
+      await start();
+      for (let i = 0; i < 3; i++) await call(request('edge', [{ entries: [['user_id', 'over']] }]));
+      const answer = await call(request('edge', [{ entries: [['user_id', 'over']] }]));
+      expect(varintField(answer, 1), 'overall_code OVER_LIMIT').to.equal(2);
+      const responseHeaders = headers(answer, 3);
+      expect(responseHeaders).to.deep.include(['Retry-After', '60']);
+      expect(responseHeaders).to.deep.include(['content-type', 'application/problem+json']);
+      const body = JSON.parse((answer.get(5)![0] as Buffer).toString('utf8'));
+      expect(body).to.deep.include({ title: 'Quota exceeded', status: 429, 'violated-policies': ['edge-per-user'] });
+      expect(struct(answer, 6)).to.deep.include({ policy_id: 'edge-per-user', action: 'deny', reason: 'limit_exceeded' });
+    });
+
+    it('OK through a downgrade: x-ratelimit-action goes to the upstream', async () => {
+      await start();
+      const recs = { entries: [['service', 'recommendations']] as [string, string][] };
+      await call(request('edge', [recs]));
+      const answer = await call(request('edge', [recs]));
+      expect(varintField(answer, 1)).to.equal(1);
+      expect(headers(answer, 4)).to.deep.equal([['x-ratelimit-action', 'downgrade']]);
+    });
+
+    it('a descriptor hits_addend explicitly 0 is a peek; a request-level 0 still counts 1', async () => {
+      await start();
+      await call(request('edge', [{ entries: [['user_id', 'peek']] }]));
+      for (let i = 0; i < 3; i++) {
+        const peek = await call(request('edge', [{ entries: [['user_id', 'peek']], hitsAddend: 0 }]));
+        expect(varintField(readFields(peek.get(2)![0] as Buffer), 3), 'limit_remaining unchanged by peeks').to.equal(2);
+      }
+      const counted = await call(request('edge', [{ entries: [['user_id', 'peek']] }]));
+      expect(varintField(readFields(counted.get(2)![0] as Buffer), 3)).to.equal(1);
+    });
+
+    it('RL_ENVOY_HEADERS: legacy X-RateLimit-* headers, or none', async () => {
+      await start({ envoyHeaders: 'legacy' });
+      const legacy = await call(request('edge', [{ entries: [['user_id', 'legacy']] }]));
+      expect(headers(legacy, 3).map(([k]) => k)).to.deep.equal(['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset']);
+      await fixture.close();
+      raw?.close();
+      raw = undefined;
+      await start({ envoyHeaders: 'off' });
+      const off = await call(request('edge', [{ entries: [['user_id', 'off']] }]));
+      expect(headers(off, 3)).to.deep.equal([]);
+      expect(struct(off, 6).policy_id, 'metadata is not a header').to.equal('edge-per-user');
+    });
   });
 });

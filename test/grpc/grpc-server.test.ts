@@ -70,6 +70,7 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
         retry_after: 0,
         reset_after: 60_000,
         limit: 2,
+        window: 60_000,
         shadow_mode: false,
         metadata: {},
       });
@@ -96,11 +97,13 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
       expect(d).to.deep.include({ allowed: true, reason: 'no_matching_policy', matched_policy_id: '', limit: 0 });
     });
 
-    it('takes quantity as int64 (0/unset = 1) and tags as a map', async () => {
+    it('takes quantity as int64 (unset = 1, an explicit 0 is a peek) and tags as a map', async () => {
       await start();
       let d = await unary<Decision>(client, 'CheckLimit', { resource: 'llm', quantity: 7, tags: { model: 'x' } });
       expect(d).to.deep.include({ allowed: true, remaining: 3, matched_policy_id: 'llm-budget' });
       d = await unary<Decision>(client, 'CheckLimit', { resource: 'llm', quantity: 0 });
+      expect(d).to.deep.include({ allowed: true, remaining: 3, metadata: { peek: 'true' } });
+      d = await unary<Decision>(client, 'CheckLimit', { resource: 'llm' });
       expect(d).to.deep.include({ allowed: true, remaining: 2 });
       d = await unary<Decision>(client, 'CheckLimit', { resource: 'llm', quantity: '3' });
       expect(d).to.deep.include({ allowed: false, reason: 'limit_exceeded', remaining: 2 });
@@ -160,7 +163,7 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
       }
       const huge = await callError(client, 'CheckLimit', { quantity: '9007199254740993' });
       expect(huge.code).to.equal(grpc.status.INVALID_ARGUMENT);
-      expect(huge.details).to.match(/^quantity: must be between 1 and 9007199254740991/);
+      expect(huge.details).to.match(/^quantity: must be between 0 and 9007199254740991/);
     });
 
     it('UNAUTHENTICATED and PERMISSION_DENIED from the authenticate hook, which sees the metadata', async () => {
@@ -251,7 +254,7 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
 
     it('DEADLINE_EXCEEDED when the decision outlasts the deadline', async () => {
       const slow = {
-        check: (ctx: RequestContext) => new Promise<Decision>((resolve) => setTimeout(() => resolve(noMatch()), 400)),
+        decideNow: (_operation: string, _ctx: RequestContext) => new Promise<Decision>((resolve) => setTimeout(() => resolve(noMatch()), 400)),
       } as unknown as DecisionService;
       await start({ decisions: slow });
       const started = Date.now();
@@ -263,7 +266,7 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
     it('does no work for a call whose deadline has passed before the decision', async () => {
       let decided = 0;
       const counting = {
-        check: async () => {
+        decideNow: async () => {
           decided++;
           return noMatch();
         },
@@ -390,6 +393,7 @@ function noMatch(): Decision {
     retry_after: 0,
     reset_after: 0,
     limit: 0,
+    window: 0,
     shadow_mode: false,
     metadata: {},
   };

@@ -38,6 +38,7 @@ export interface FixtureOptions {
   /** Leave readiness in 'starting'. */
   notReady?: boolean;
   random?: () => number;
+  envoyHeaders?: 'ietf' | 'legacy' | 'off';
 }
 
 /** A DecisionService over fresh in-memory counters and a controllable clock. */
@@ -60,6 +61,7 @@ export async function startGrpc(policies: Policy[], options: FixtureOptions = {}
     maxMessageBytes: options.maxMessageBytes ?? 1024 * 1024,
     authenticate: options.authenticate,
     policies: built.matcher,
+    envoyHeaders: options.envoyHeaders,
   });
   const port = await bindGrpcServer(server, { host: '127.0.0.1', port: 0 }, grpc.ServerCredentials.createInsecure());
   return {

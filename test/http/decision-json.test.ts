@@ -18,6 +18,7 @@ const decisionArb: fc.Arbitrary<Decision> = fc.record({
   retry_after: fc.oneof(fc.integer(), fc.double()),
   reset_after: fc.oneof(fc.nat(), fc.double()),
   limit: fc.oneof(fc.nat(), fc.constantFrom(Number.MAX_SAFE_INTEGER, Infinity, -0)),
+  window: fc.oneof(fc.nat(), fc.double()),
   shadow_mode: fc.boolean(),
   metadata: fc.dictionary(fc.string({ unit: 'binary' }), fc.string({ unit: 'binary' })),
 });
@@ -35,7 +36,7 @@ describe('decisionJson (the decision fast path answer body)', () => {
   it('writes every field of Decision, in the order DECISION_JSON_FIELDS lists', () => {
     const decision: Decision = {
       allowed: false, action: 'deny', reason: 'limit_exceeded', matched_policy_id: 'p "1"', remaining: 0, retry_after: 12,
-      reset_after: 345, limit: 10, shadow_mode: true, metadata: { shadow_policy_id: 's', shadow_action: 'deny' },
+      reset_after: 345, limit: 10, window: 60_000, shadow_mode: true, metadata: { shadow_policy_id: 's', shadow_action: 'deny' },
     };
     expect(Object.keys(JSON.parse(decisionJson(decision)))).to.deep.equal(Object.keys(DECISION_JSON_FIELDS));
   });

@@ -31,7 +31,7 @@ for (const [path, build] of HTTP_PATHS) {
       expect(headers.get('content-type')).to.match(/application\/json/);
       expect(body).to.deep.equal({
         allowed: true, action: 'allow', reason: 'within_limit', matched_policy_id: 'deny', remaining: 0,
-        retry_after: 0, reset_after: body.reset_after, limit: 1, shadow_mode: false,
+        retry_after: 0, reset_after: body.reset_after, limit: 1, window: 60_000, shadow_mode: false,
         metadata: { shadow_policy_id: 'shadow', shadow_action: 'allow' },
       });
       expect(body.reset_after).to.be.within(1, 60_000);
@@ -83,7 +83,7 @@ for (const [path, build] of HTTP_PATHS) {
     describe('malformed input: 400 naming the field', () => {
       const cases: [string, unknown, string][] = [
         ['signal_type', { signal_type: 'smoke' }, 'signal_type'],
-        ['quantity 0', { quantity: 0 }, 'quantity'],
+        ['quantity negative', { quantity: -1 }, 'quantity'],
         ['quantity fractional', { quantity: 1.5 }, 'quantity'],
         ['quantity too large', { quantity: 2 ** 53 }, 'quantity'],
         ['quantity string', { quantity: 'lots' }, 'quantity'],
@@ -95,7 +95,7 @@ for (const [path, build] of HTTP_PATHS) {
       ];
       for (const [name, body, field] of cases) {
         it(name, async () => {
-          for (const path of ['check', 'acquire', 'release']) {
+          for (const path of ['check', 'acquire', 'release', 'refund']) {
             const res = await postJson(`${server.url}/rl/v1/${path}`, body);
             expect(res.status, path).to.equal(400);
             expect(res.body.status).to.equal(400);

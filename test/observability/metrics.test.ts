@@ -163,7 +163,7 @@ describe('observability/metrics', () => {
 });
 
 /** What the metrics of `fixedEventSequence()` rendered before the series were resolved once per label value. */
-const PINNED_EXPOSITION = `# HELP rl_decisions_total Decisions made, by operation (check, acquire, release) and outcome (allowed, denied, shadow).
+const PINNED_EXPOSITION = `# HELP rl_decisions_total Decisions made, by operation (check, acquire, release, refund) and outcome (allowed, denied, shadow).
 # TYPE rl_decisions_total counter
 rl_decisions_total{operation="check",outcome="allowed"} 15
 rl_decisions_total{operation="check",outcome="denied"} 7
@@ -174,6 +174,9 @@ rl_decisions_total{operation="acquire",outcome="shadow"} 1
 rl_decisions_total{operation="release",outcome="allowed"} 3
 rl_decisions_total{operation="release",outcome="denied"} 1
 rl_decisions_total{operation="release",outcome="shadow"} 0
+rl_decisions_total{operation="refund",outcome="allowed"} 0
+rl_decisions_total{operation="refund",outcome="denied"} 0
+rl_decisions_total{operation="refund",outcome="shadow"} 0
 
 # HELP rl_decision_duration_seconds Time to make one decision (policy match and counter store), in seconds.
 # TYPE rl_decision_duration_seconds histogram

@@ -1,0 +1,91 @@
+import type { Decision } from '../model/decision.js';
+
+/**
+ * The rate-limit response headers and the 429 problem body of CONTRACT.md ("Rate-limit response
+ * headers"), rendered from a Decision. The only place that knows their syntax; it depends on nothing
+ * but the Decision shape, so gateways (the Envoy adapter) and client middleware render alike.
+ *
+ * Headers follow the IETF httpapi draft "RateLimit header fields for HTTP" (structured fields):
+ * `RateLimit-Policy` names the policy, its quota `q` and window `w`; `RateLimit` the remaining units
+ * `r` and the seconds `t` until they are whole again.
+ */
+
+export type RateLimitHeaderStyle = 'ietf' | 'legacy';
+
+/** The problem type the draft registers for a request refused by a quota policy. */
+export const QUOTA_EXCEEDED_TYPE = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+export interface QuotaExceededProblem {
+  type: string;
+  title: string;
+  status: 429;
+  detail: string;
+  'violated-policies': string[];
+}
+
+/**
+ * The headers for `decision`, as [name, value] pairs in a stable order. None for an answer no enforced
+ * policy made: no match, a shadow-only answer, or a failure-mode answer (the counters were not read).
+ */
+export function renderRateLimitHeaders(decision: Decision, style: RateLimitHeaderStyle = 'ietf'): [string, string][] {
+  if (!speaksForALimit(decision)) return [];
+  const headers: [string, string][] =
+    style === 'ietf'
+      ? [
+          ['RateLimit-Policy', policyItem(decision)],
+          ['RateLimit', `${sfString(decision.matched_policy_id)};r=${wholeUnits(decision.remaining)};t=${seconds(decision.reset_after)}`],
+        ]
+      : [
+          ['X-RateLimit-Limit', String(wholeUnits(decision.limit))],
+          ['X-RateLimit-Remaining', String(wholeUnits(decision.remaining))],
+          ['X-RateLimit-Reset', String(seconds(decision.reset_after))],
+        ];
+  if (!decision.allowed && decision.retry_after > 0) headers.push(['Retry-After', String(seconds(decision.retry_after))]);
+  return headers;
+}
+
+/** The application/problem+json body of a refused request. */
+export function problemDetails(decision: Decision): QuotaExceededProblem {
+  const policy = decision.matched_policy_id;
+  const window = decision.window > 0 ? ` per ${seconds(decision.window)} s` : ' at once';
+  const retry = decision.retry_after > 0 ? `; retry in ${seconds(decision.retry_after)} s` : '';
+  return {
+    type: QUOTA_EXCEEDED_TYPE,
+    title: 'Quota exceeded',
+    status: 429,
+    detail: `Policy "${policy}" allows ${wholeUnits(decision.limit)}${window}${retry}.`,
+    'violated-policies': policy === '' ? [] : [policy],
+  };
+}
+
+function speaksForALimit(decision: Decision): boolean {
+  return decision.matched_policy_id !== '' && !decision.shadow_mode && decision.reason !== 'counter_store_unavailable';
+}
+
+/** `"<id>";q=<limit>;w=<s>`; a concurrency policy (no window) counts concurrent requests instead. */
+function policyItem(decision: Decision): string {
+  const base = `${sfString(decision.matched_policy_id)};q=${wholeUnits(decision.limit)}`;
+  return decision.window > 0 ? `${base};w=${seconds(decision.window)}` : `${base};qu="concurrent-requests"`;
+}
+
+/** Milliseconds as whole seconds, rounded up: a client told 0 would retry too early. */
+function seconds(ms: number): number {
+  return Number.isFinite(ms) && ms > 0 ? Math.ceil(ms / 1000) : 0;
+}
+
+/** Structured-field integers are whole and non-negative here (a sliding estimate can be fractional). */
+function wholeUnits(n: number): number {
+  return Number.isFinite(n) && n > 0 ? Math.floor(n) : 0;
+}
+
+/** An RFC 8941 sf-string: printable ASCII, with `"` and `\` escaped; anything else becomes `?`. */
+function sfString(text: string): string {
+  let out = '"';
+  for (const ch of text) {
+    const code = ch.codePointAt(0)!;
+    if (ch === '"' || ch === '\\') out += `\\${ch}`;
+    else out += code >= 0x20 && code <= 0x7e ? ch : '?';
+  }
+  return `${out}"`;
+}

@@ -1,0 +1,55 @@
+import { expect } from 'chai';
+import type { RateSpec } from '../../src/counters/counter-spec.js';
+import { counterKeys } from '../../src/counters/keys.js';
+import type { RedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisStore, getSuiteRedis } from '../support/counter-stores.js';
+import { randomPrefix } from '../support/redis.js';
+
+/**
+ * Refunds are atomic: consume/refund pairs racing through two separate connections (two server
+ * nodes, as far as Redis can tell) leave every counter exactly where it started.
+ */
+describe('refund under concurrency (real Redis, two connections)', function () {
+  this.timeout(60_000);
+  let a: RedisCounterStore;
+  let b: RedisCounterStore;
+
+  before(async () => {
+    const redis = await getSuiteRedis();
+    a = connectRedisStore(redis.url, { commandTimeoutMs: 10_000 });
+    b = connectRedisStore(redis.url, { commandTimeoutMs: 10_000 });
+  });
+  after(async () => {
+    await a?.close();
+    await b?.close();
+  });
+
+  const specs: RateSpec[] = [
+    { type: 'fixed_window', limit: 5_000, windowMs: 3_600_000 },
+    { type: 'sliding_window_log', limit: 5_000, windowMs: 3_600_000 },
+    { type: 'sliding_window_counter', limit: 5_000, windowMs: 3_600_000, subWindows: 4 },
+    { type: 'token_bucket', capacity: 5_000, rateUnits: 1, ratePeriodMs: 3_600_000_000 },
+    { type: 'leaky_bucket', capacity: 5_000, rateUnits: 1, ratePeriodMs: 3_600_000_000 },
+    { type: 'quota', limit: 5_000, periodMs: 3_600_000 },
+  ];
+  for (const spec of specs) {
+    it(`${spec.type}: 1,000 parallel consume/refund pairs leave the counter where it started`, async () => {
+      const keys = counterKeys(randomPrefix(), 'pairs', spec, ['u']);
+      // A starting level that is neither empty nor full, so a refund could overshoot either way.
+      await a.consume(keys, spec, 100);
+      const before = await a.peek(keys, spec);
+      await Promise.all(
+        Array.from({ length: 1_000 }, async (_, i) => {
+          const [first, second] = i % 2 === 0 ? [a, b] : [b, a];
+          const cost = 1 + (i % 3);
+          const taken = await first.consume(keys, spec, cost);
+          expect(taken.allowed).to.equal(true);
+          await second.refund(keys, spec, cost);
+        }),
+      );
+      const after = await b.peek(keys, spec);
+      expect(after.remaining).to.equal(before.remaining);
+      expect(after.remaining).to.equal(4_900);
+    });
+  }
+});
