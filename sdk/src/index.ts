@@ -1,1 +1,16 @@
-export {};
+export { createClient, failModeDecision, type Client, type ClientOptions, type FailMode } from './client.js';
+export { RateLimitAuthError, RateLimitError, RateLimitInputError, RateLimitUnavailableError } from './errors.js';
+export type { DenyCacheOptions } from './deny-cache.js';
+export type { CircuitBreakerOptions } from './circuit-breaker.js';
+export {
+  CONTEXT_STRING_FIELDS,
+  SIGNAL_TYPES,
+  type ContextStringField,
+  type Decision,
+  type DecisionAction,
+  type DecisionReason,
+  type Operation,
+  type RateLimitClient,
+  type RequestContext,
+  type SignalType,
+} from './types.js';

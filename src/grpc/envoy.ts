@@ -2,7 +2,7 @@ import type { CounterSpec } from '../counters/counter-spec.js';
 import type { DecisionService, MatcherSource } from '../decision/decision-service.js';
 import { RlError, invalidField } from '../errors.js';
 import type { Decision } from '../model/decision.js';
-import { PROBLEM_CONTENT_TYPE, problemDetails, renderRateLimitHeaders } from '../http/rate-limit-headers.js';
+import { PROBLEM_CONTENT_TYPE, problemDetails, renderRateLimitHeaders } from '@rl/client/headers';
 import { CONTEXT_STRING_FIELDS, parseRequestContext, type RequestContext } from '../model/request-context.js';
 
 /**
@@ -253,18 +253,23 @@ export function limitingDecision(results: readonly Decision[]): Decision | undef
   return best;
 }
 
-/** The deciding policy and action, and the shadow policy's verdict, for Envoy's access logs. */
+/**
+ * The deciding policy and action, and the shadow policy's verdict, for Envoy's access logs. A shadow
+ * policy that answered alone is named under the shadow keys too, so one log format finds every shadow
+ * verdict: `shadow_only` (it would have limited) or `allow`.
+ */
 function accessLogMetadata(decision: Decision): EnvoyStruct {
   const fields: EnvoyStruct['fields'] = {
     policy_id: { stringValue: decision.matched_policy_id },
     action: { stringValue: decision.action },
     reason: { stringValue: decision.reason },
   };
-  const shadowPolicy = decision.metadata.shadow_policy_id;
+  const shadowPolicy = decision.metadata.shadow_policy_id ?? (decision.shadow_mode ? decision.matched_policy_id : undefined);
   if (shadowPolicy !== undefined) {
     fields.shadow_policy_id = { stringValue: shadowPolicy };
-    fields.shadow_action = { stringValue: decision.metadata.shadow_action ?? '' };
+    fields.shadow_action = { stringValue: decision.metadata.shadow_action ?? decision.action };
   }
+  if (decision.metadata.peek !== undefined) fields.peek = { stringValue: decision.metadata.peek };
   return { fields };
 }
 

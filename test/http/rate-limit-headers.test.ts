@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Decision } from '../../src/model/decision.js';
-import { problemDetails, QUOTA_EXCEEDED_TYPE, renderRateLimitHeaders } from '../../src/http/rate-limit-headers.js';
+import { problemDetails, QUOTA_EXCEEDED_TYPE, renderRateLimitHeaders } from '@rl/client/headers';
 
 /** Golden strings of CONTRACT "Rate-limit response headers", per algorithm and per kind of answer. */
 

@@ -1,4 +1,4 @@
-import type { Decision } from '../model/decision.js';
+import type { Decision } from './types.js';
 
 /**
  * The rate-limit response headers and the 429 problem body of CONTRACT.md ("Rate-limit response
@@ -60,7 +60,12 @@ export function problemDetails(decision: Decision): QuotaExceededProblem {
 }
 
 function speaksForALimit(decision: Decision): boolean {
-  return decision.matched_policy_id !== '' && !decision.shadow_mode && decision.reason !== 'counter_store_unavailable';
+  return (
+    decision.matched_policy_id !== '' &&
+    !decision.shadow_mode &&
+    decision.reason !== 'counter_store_unavailable' &&
+    decision.reason !== 'service_unavailable'
+  );
 }
 
 /** `"<id>";q=<limit>;w=<s>`; a concurrency policy (no window) counts concurrent requests instead. */
