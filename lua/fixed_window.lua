@@ -33,6 +33,10 @@ if refunding then
     used = math.max(0, used - refund)
     redis.call('HSET', key, 'u', fmt(used))
   end
+  -- Refunded to zero usage, the window is whole again: reset 0, as a peek would then say.
+  if used == 0 then
+    reset = 0
+  end
   return reply(true, math.max(0, limit - used), 0, reset)
 end
 if used + cost > limit then

@@ -211,7 +211,8 @@ export class MemoryCounterStore implements CounterStore {
           used = Math.max(0, used + signedCost);
           slot!.used = used;
         }
-        return result(true, Math.max(0, limit - used), 0, reset);
+        // Refunded to zero usage, the window is whole again: reset 0, as a peek would then say.
+        return result(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset);
       }
       if (used + 1 > limit) return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
       return result(true, Math.max(0, limit - used), 0, reset);
@@ -248,7 +249,8 @@ export class MemoryCounterStore implements CounterStore {
         used = Math.max(0, used - refund);
         stored!.used = used;
       }
-      return result(true, Math.max(0, limit - used), 0, reset);
+      // Refunded to zero usage, the budget is whole again: reset 0, as a peek would then say.
+      return result(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset);
     }
     if (used + cost > limit) {
       return result(false, Math.max(0, limit - used), periodEnd - now, periodEnd - now);

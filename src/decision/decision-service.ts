@@ -235,7 +235,8 @@ export class DecisionService {
         policyId: shadowed.match.compiled.policy.policy_id,
         limited: shadowed.result !== undefined && !shadowed.result.allowed,
       },
-      failureMode: enforced?.failed ? enforced.match.compiled.policy.failure_mode : undefined,
+      // A refund the store could not take is not decided by the failure mode (the units stay spent).
+      failureMode: enforced?.failed && operation !== 'refund' ? enforced.match.compiled.policy.failure_mode : undefined,
     });
     return decision;
   }

@@ -1,8 +1,13 @@
 import { expect } from 'chai';
 import * as grpc from '@grpc/grpc-js';
 import { DecisionService, type DecisionEvent } from '../../src/decision/decision-service.js';
-import { RlError } from '../../src/errors.js';
+import type { CounterStore } from '../../src/counters/counter-store.js';
+import { CounterStoreUnavailableError, RlError } from '../../src/errors.js';
 import type { RequestContext } from '../../src/model/request-context.js';
+import { MemoryCounterStore } from '../../src/counters/memory-store.js';
+import { Analytics } from '../../src/observability/analytics.js';
+import { Metrics } from '../../src/observability/metrics.js';
+import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { LiveMatcher } from '../../src/policy/live-matcher.js';
 import { forEachStore } from '../support/counter-stores.js';
 import { HTTP_PATHS, serveDecisions } from '../support/http-listeners.js';
@@ -34,6 +39,10 @@ function policies() {
     makePolicy({ policy_id: 'fast-bucket', scope: { service: 'fast-bucket' }, algorithm: { type: 'token_bucket', limit: 10, window: '1s', burst: 20 } }),
     makePolicy({ policy_id: 'leases', scope: { service: 'leases' }, algorithm: { type: 'concurrency', max_concurrency: 2 } }),
     makePolicy({ policy_id: 'delayed', scope: { service: 'delayed' }, action: 'delay', algorithm: { type: 'fixed_window', limit: 1, window: '1h' } }),
+    // An enforcing policy with a tighter shadow policy beside it, and a shadow policy alone.
+    makePolicy({ policy_id: 'enforced', scope: { service: 'shadowed' }, algorithm: { type: 'fixed_window', limit: LIMIT, window: '1h' } }),
+    makePolicy({ policy_id: 'beside', scope: { service: 'shadowed' }, enforcement_mode: 'shadow', algorithm: { type: 'fixed_window', limit: 2, window: '1h' } }),
+    makePolicy({ policy_id: 'alone', scope: { service: 'shadow-only' }, enforcement_mode: 'shadow', algorithm: { type: 'quota', limit: 1, quota_period: '1h' } }),
   ];
 }
 
@@ -97,6 +106,8 @@ describe('DecisionService: window, peek and refund', () => {
         expect((await decisions.check(ctx(type))).allowed).to.equal(false);
         const capped = await decisions.refund(ctx(type, 1000));
         expect(capped.remaining, 'never below zero usage / above capacity').to.equal(LIMIT);
+        expect(capped.reset_after, 'whole again: nothing left to reset').to.equal(0);
+        expect(await decisions.check(ctx(type, 0)), 'a peek agrees').to.deep.include({ remaining: LIMIT, reset_after: 0 });
         expect((await decisions.check(ctx(type, LIMIT))).allowed).to.equal(true);
         expect((await decisions.check(ctx(type))).allowed).to.equal(false);
       });
@@ -128,6 +139,45 @@ describe('DecisionService: window, peek and refund', () => {
       expect(await decisions.refund(ctx('nothing-matches', 1))).to.deep.include({ allowed: true, reason: 'no_matching_policy' });
     });
 
+    it('a peek and a refund reach the shadow policy beside the enforcing one', async () => {
+      for (let i = 0; i < 3; i++) await decisions.check(ctx('shadowed'));
+      recorded = [];
+      const peek = await decisions.check(ctx('shadowed', 0));
+      expect(peek).to.deep.include({ allowed: true, matched_policy_id: 'enforced', remaining: LIMIT - 3, shadow_mode: false });
+      expect(peek.metadata).to.deep.equal({ shadow_policy_id: 'beside', shadow_action: 'deny', peek: 'true' });
+      expect(recorded, 'a peek is not a decision, for the shadow policy either').to.have.length(0);
+
+      const refund = await decisions.refund(ctx('shadowed', 3));
+      expect(refund).to.deep.include({ allowed: true, reason: 'refunded', matched_policy_id: 'enforced', remaining: LIMIT });
+      expect(refund.metadata).to.deep.equal({ shadow_policy_id: 'beside', shadow_action: 'allow' });
+      expect(recorded.map((e) => [e.operation, e.shadow])).to.deep.equal([['refund', { policyId: 'beside', limited: false }]]);
+      // The shadow counter got its 3 back too (it had counted only 2: capped at zero usage).
+      expect((await decisions.check(ctx('shadowed', 0))).metadata.shadow_action).to.equal('allow');
+      expect((await decisions.check(ctx('shadowed', 2))).metadata.shadow_action).to.equal('allow');
+      expect((await decisions.check(ctx('shadowed'))).metadata.shadow_action).to.equal('deny');
+    });
+
+    it('a shadow policy alone: a peek never blocks, a refund gives back to it', async () => {
+      expect(await decisions.check(ctx('shadow-only'))).to.deep.include({ allowed: true, action: 'allow', shadow_mode: true });
+      const peek = await decisions.check(ctx('shadow-only', 0));
+      expect(peek).to.deep.include({ allowed: true, action: 'shadow_only', reason: 'limit_exceeded', shadow_mode: true, remaining: 0 });
+      expect(peek.retry_after).to.be.greaterThan(0);
+      expect(peek.metadata).to.deep.equal({ peek: 'true' });
+      const refund = await decisions.refund(ctx('shadow-only', 1));
+      expect(refund).to.deep.include({ allowed: true, reason: 'refunded', shadow_mode: true, matched_policy_id: 'alone', remaining: 1 });
+      expect(await decisions.check(ctx('shadow-only', 0))).to.deep.include({ allowed: true, action: 'allow', remaining: 1 });
+    });
+
+    it('a peek where only a concurrency policy matches: check never counts leases, so no policy matched', async () => {
+      const peek = await decisions.check(ctx('leases', 0));
+      expect(peek).to.deep.include({ allowed: true, reason: 'no_matching_policy', matched_policy_id: '', window: 0 });
+      expect(peek.metadata).to.deep.equal({ peek: 'true' });
+      expect(recorded, 'not recorded').to.have.length(0);
+      // Nothing was taken: both lease slots are still free.
+      expect((await decisions.acquire(ctx('leases', 1, { request_id: 'a' }))).remaining).to.equal(1);
+      expect((await decisions.acquire(ctx('leases', 1, { request_id: 'b' }))).remaining).to.equal(0);
+    });
+
     it('quantity 0 is a peek on check only', async () => {
       for (const operation of ['acquire', 'release', 'refund'] as const) {
         const error = await decisions[operation](ctx('quota', 0)).then(
@@ -137,6 +187,57 @@ describe('DecisionService: window, peek and refund', () => {
         expect((error as RlError).field, operation).to.equal('quantity');
       }
     });
+  });
+});
+
+describe('metrics and analytics: a peek is no decision, a refund is operation refund', () => {
+  it('peeks move no series and no analytics total; a refund counts in rl_decisions_total only', async () => {
+    const metrics = new Metrics({ defaultMetrics: false });
+    const analytics = new Analytics();
+    const counters = new MemoryCounterStore({ sweepIntervalMs: 0 });
+    const decisions = new DecisionService({
+      policies: new LiveMatcher(policies()),
+      counters,
+      keyPrefix: 'obs:',
+      recorder: new ObservabilityRecorder(metrics, analytics),
+    });
+    try {
+      await decisions.check(ctx('quota', LIMIT, { tenant_id: 'acme' }));
+      for (let i = 0; i < 5; i++) await decisions.check(ctx('quota', 0, { tenant_id: 'acme' }));
+      await decisions.check(ctx('nothing-matches', 0));
+      await decisions.refund(ctx('quota', 2, { tenant_id: 'acme' }));
+      const lines = (await metrics.exposition()).split('\n');
+      for (const line of [
+        'rl_decisions_total{operation="check",outcome="allowed"} 1',
+        'rl_decisions_total{operation="check",outcome="denied"} 0',
+        'rl_decisions_total{operation="refund",outcome="allowed"} 1',
+        'rl_decision_duration_seconds_count 2',
+        'rl_policy_cache_misses_total 0',
+      ]) {
+        expect(lines, line).to.include(line);
+      }
+      expect(analytics.summary()).to.deep.include({ total: 1, allowed: 1, denied: 0, shadow: 0 });
+    } finally {
+      await counters.close();
+    }
+  });
+});
+
+describe('peek and refund while the counter store is down', () => {
+  const down = () => Promise.reject(new CounterStoreUnavailableError('down'));
+  const deadStore: CounterStore = { consume: down, peek: down, refund: down, acquire: down, release: down, isHealthy: () => false, close: async () => {} };
+  const closed = makePolicy({ policy_id: 'closed', scope: { service: 'closed' }, failure_mode: 'fail_closed', algorithm: { type: 'quota', limit: 5, quota_period: '1h' } });
+
+  it('a peek answers by the failure mode and is not recorded; a refund says the units were not taken back', async () => {
+    const events: DecisionEvent[] = [];
+    const decisions = new DecisionService({ policies: new LiveMatcher([closed]), counters: deadStore, keyPrefix: 'dead:', recorder: { record: (e) => events.push(e) } });
+    const peek = await decisions.check(ctx('closed', 0));
+    expect(peek).to.deep.include({ allowed: false, action: 'deny', reason: 'counter_store_unavailable' });
+    expect(peek.metadata).to.deep.equal({ peek: 'true' });
+    expect(events).to.have.length(0);
+    const refund = await decisions.refund(ctx('closed', 2));
+    expect(refund).to.deep.include({ allowed: true, action: 'allow', reason: 'counter_store_unavailable', matched_policy_id: 'closed' });
+    expect(events.map((e) => [e.operation, e.failureMode])).to.deep.equal([['refund', undefined]]);
   });
 });
 
