@@ -36,6 +36,31 @@ const POLICIES = [
     algorithm: { type: 'fixed_window', limit: 1, window: '1h' },
     action: 'downgrade',
   }),
+  // Over the limit this one keeps every request (sample_rate 1): OK, and the upstream is told.
+  makePolicy({
+    policy_id: 'edge-sampled',
+    scope: { service: 'sampled', tags: { domain: 'edge' } },
+    algorithm: { type: 'fixed_window', limit: 1, window: '1h', sample_rate: 1 },
+    action: 'sample',
+  }),
+  // An enforcing limit with a tighter shadow policy beside it, and a shadow policy alone.
+  makePolicy({
+    policy_id: 'edge-billing',
+    scope: { service: 'billing', tags: { domain: 'edge' } },
+    algorithm: { type: 'fixed_window', limit: 5, window: '1m' },
+  }),
+  makePolicy({
+    policy_id: 'edge-billing-shadow',
+    scope: { service: 'billing', tags: { domain: 'edge' } },
+    algorithm: { type: 'fixed_window', limit: 1, window: '1m' },
+    enforcement_mode: 'shadow',
+  }),
+  makePolicy({
+    policy_id: 'edge-beta-shadow',
+    scope: { service: 'beta', tags: { domain: 'edge' } },
+    algorithm: { type: 'fixed_window', limit: 1, window: '1m' },
+    enforcement_mode: 'shadow',
+  }),
 ];
 
 const user = (id: string) => ({ entries: [{ key: 'user_id', value: id }] });
@@ -300,17 +325,61 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
       expect(struct(answer, 6)).to.deep.equal({ policy_id: 'edge-per-ip', action: 'allow', reason: 'within_limit' });
     });
 
-    it('OVER_LIMIT: Retry-After, the problem+json raw_body and its content type', async () => {
+    it('OVER_LIMIT: Retry-After, the problem+json raw_body and its content type, a reset rounded up', async () => {
       await start();
       for (let i = 0; i < 3; i++) await call(request('edge', [{ entries: [['user_id', 'over']] }]));
+      fixture.clock.now += 20_100; // 39.9 s left in the minute window
       const answer = await call(request('edge', [{ entries: [['user_id', 'over']] }]));
       expect(varintField(answer, 1), 'overall_code OVER_LIMIT').to.equal(2);
-      const responseHeaders = headers(answer, 3);
-      expect(responseHeaders).to.deep.include(['Retry-After', '60']);
-      expect(responseHeaders).to.deep.include(['content-type', 'application/problem+json']);
+      const status = readFields(answer.get(2)![0] as Buffer);
+      expect(varintField(status, 1), 'descriptor code OVER_LIMIT').to.equal(2);
+      expect(varintField(messageField(status, 4), 1), '39.9 s reads as 40').to.equal(40);
+      expect(varintField(messageField(status, 4), 2), 'nanos 0: Envoy reads whole seconds').to.equal(0);
+      expect(headers(answer, 3)).to.deep.equal([
+        ['RateLimit-Policy', '"edge-per-user";q=3;w=60'],
+        ['RateLimit', '"edge-per-user";r=0;t=40'],
+        ['Retry-After', '40'],
+        ['content-type', 'application/problem+json'],
+      ]);
+      expect(headers(answer, 4), 'no request headers on OVER_LIMIT').to.deep.equal([]);
       const body = JSON.parse((answer.get(5)![0] as Buffer).toString('utf8'));
-      expect(body).to.deep.include({ title: 'Quota exceeded', status: 429, 'violated-policies': ['edge-per-user'] });
-      expect(struct(answer, 6)).to.deep.include({ policy_id: 'edge-per-user', action: 'deny', reason: 'limit_exceeded' });
+      expect(body).to.deep.equal({
+        type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+        title: 'Quota exceeded',
+        status: 429,
+        detail: 'Policy "edge-per-user" allows 3 per 60 s; retry in 40 s.',
+        'violated-policies': ['edge-per-user'],
+      });
+      expect(struct(answer, 6)).to.deep.equal({ policy_id: 'edge-per-user', action: 'deny', reason: 'limit_exceeded' });
+    });
+
+    it('OK through a kept sample: x-ratelimit-action sample goes to the upstream', async () => {
+      await start();
+      const sampled = { entries: [['service', 'sampled']] as [string, string][] };
+      expect(headers(await call(request('edge', [sampled])), 4), 'within the limit: nothing to tell').to.deep.equal([]);
+      const answer = await call(request('edge', [sampled]));
+      expect(varintField(answer, 1)).to.equal(1);
+      expect(headers(answer, 4)).to.deep.equal([['x-ratelimit-action', 'sample']]);
+      expect(struct(answer, 6)).to.deep.equal({ policy_id: 'edge-sampled', action: 'sample', reason: 'limit_exceeded' });
+    });
+
+    it('dynamic metadata names the shadow policy and its verdict, beside an enforcing one or alone', async () => {
+      await start();
+      const billing = { entries: [['service', 'billing']] as [string, string][] };
+      expect(struct(await call(request('edge', [billing])), 6)).to.deep.equal({
+        policy_id: 'edge-billing', action: 'allow', reason: 'within_limit', shadow_policy_id: 'edge-billing-shadow', shadow_action: 'allow',
+      });
+      expect(struct(await call(request('edge', [billing])), 6)).to.deep.equal({
+        policy_id: 'edge-billing', action: 'allow', reason: 'within_limit', shadow_policy_id: 'edge-billing-shadow', shadow_action: 'deny',
+      });
+      const beta = { entries: [['service', 'beta']] as [string, string][] };
+      await call(request('edge', [beta]));
+      const alone = await call(request('edge', [beta]));
+      expect(varintField(alone, 1), 'a shadow policy never limits').to.equal(1);
+      expect(headers(alone, 3), 'no headers for a shadow-only answer').to.deep.equal([]);
+      expect(struct(alone, 6)).to.deep.equal({
+        policy_id: 'edge-beta-shadow', action: 'shadow_only', reason: 'limit_exceeded', shadow_policy_id: 'edge-beta-shadow', shadow_action: 'shadow_only',
+      });
     });
 
     it('OK through a downgrade: x-ratelimit-action goes to the upstream', async () => {
@@ -328,7 +397,11 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
       for (let i = 0; i < 3; i++) {
         const peek = await call(request('edge', [{ entries: [['user_id', 'peek']], hitsAddend: 0 }]));
         expect(varintField(readFields(peek.get(2)![0] as Buffer), 3), 'limit_remaining unchanged by peeks').to.equal(2);
+        expect(struct(peek, 6)).to.deep.include({ policy_id: 'edge-per-user', peek: 'true' });
       }
+      // An explicit hits_addend of 2 on the descriptor counts 2, where the request-level one says 0.
+      const two = await call(request('edge', [{ entries: [['user_id', 'peek-2']], hitsAddend: 2 }]));
+      expect(varintField(readFields(two.get(2)![0] as Buffer), 3)).to.equal(1);
       const counted = await call(request('edge', [{ entries: [['user_id', 'peek']] }]));
       expect(varintField(readFields(counted.get(2)![0] as Buffer), 3)).to.equal(1);
     });
