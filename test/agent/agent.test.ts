@@ -146,6 +146,35 @@ describe('sidecar agent (in process)', function () {
     expect(upstream.seenHeaders[0]).to.deep.equal({ 'x-request-id': 'req-0', 'x-api-key': API_KEY });
   });
 
+  it('passes window, peek (quantity 0) and refund through to the server, and refuses what the server would', async () => {
+    upstream.set([limited('svc-open'), makePolicy({ policy_id: 'leases', scope: { service: 'leases' }, algorithm: { type: 'concurrency', max_concurrency: 2 } })]);
+    await startWith();
+    const post = (operation: string, body: unknown) => postJson(`${agentUrl}/rl/v1/${operation}`, body);
+    for (let i = 0; i < 2; i++) expect((await check({ service: 'svc-open' })).body).to.include({ allowed: true, window: 60_000 });
+    const exhausted = await check({ service: 'svc-open', quantity: 0 });
+    expect(exhausted.body).to.deep.include({ allowed: false, action: 'deny', remaining: 0, metadata: { peek: 'true' } });
+    const refund = await post('refund', { service: 'svc-open', quantity: 1 });
+    expect(refund.status).to.equal(200);
+    expect(refund.body).to.include({ allowed: true, reason: 'refunded', remaining: 1, window: 60_000, matched_policy_id: 'svc-open' });
+    expect((await check({ service: 'svc-open', quantity: 0 })).body).to.include({ allowed: true, remaining: 1 });
+    expect((await check({ service: 'svc-open' })).body).to.include({ allowed: true, remaining: 0 });
+    const forwarded = (await (await fetch(`${agentUrl}/rl/v1/agent/status`)).json()).decisions.forwarded;
+    expect(forwarded, 'two checks, two peeks, a refund, a check').to.equal(6);
+
+    // Answered locally, as the server would answer them.
+    expect((await post('refund', { service: 'nothing-matches', quantity: 1 })).body).to.include({ allowed: true, reason: 'no_matching_policy' });
+    for (const [operation, body] of [
+      ['refund', { service: 'svc-open' }],
+      ['refund', { service: 'svc-open', quantity: 0 }],
+      ['refund', { service: 'leases', quantity: 1 }],
+      ['acquire', { service: 'leases', quantity: 0 }],
+    ] as const) {
+      const answer = await post(operation, body);
+      expect(answer.status, `${operation} ${JSON.stringify(body)}`).to.equal(400);
+      expect(answer.body.error).to.match(/quantity/);
+    }
+  });
+
   it('answers by failure_mode, quickly, when the upstream is down, and recovers when it returns', async () => {
     await startWith();
     const port = new URL(upstream.server.url).port;
@@ -396,6 +425,36 @@ describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directl
     expect(upstream.calls.check).to.equal(0);
     const status = await (await fetch(`${url}/rl/v1/agent/status`)).json();
     expect(status.mode).to.equal('redis');
+  });
+
+  it('peeks and refunds on the shared Redis counter too', async () => {
+    const prefix = randomPrefix();
+    upstream = await new FakeUpstream().start();
+    upstream.set([makePolicy({ policy_id: 'budget', scope: { service: 'llm' }, algorithm: { type: 'quota', limit: 100, quota_period: '1h' } })]);
+    agent = await startAgent(
+      loadAgentConfig({
+        RL_AGENT_LISTEN: '127.0.0.1:0',
+        RL_UPSTREAM_HTTP: upstream.server.url,
+        RL_AGENT_API_KEY: API_KEY,
+        RL_COUNTERSTORE_ADDR: redis.url,
+        RL_KEY_PREFIX: prefix,
+        RL_COUNTERSTORE_TIMEOUT_MS: '500',
+        RL_DRAIN_SECS: '0',
+      }),
+    );
+    await agent.counterStore!.waitUntilReady();
+    const url = `http://127.0.0.1:${agent.port}`;
+    serverStore = connectRedisCounterStore(redis.url, { commandTimeoutMs: 500 });
+    const server = new DecisionService({ policies: new LiveMatcher(upstream.policies), counters: serverStore, keyPrefix: prefix });
+
+    // Reserve 80 tokens through the server, give back the 50 unused through the agent.
+    expect((await server.check({ service: 'llm', quantity: 80, tags: {} })).remaining).to.equal(20);
+    const peek = (await postJson(`${url}/rl/v1/check`, { service: 'llm', quantity: 0 })).body;
+    expect(peek).to.deep.include({ allowed: true, remaining: 20, window: 3_600_000, metadata: { peek: 'true' } });
+    const refund = (await postJson(`${url}/rl/v1/refund`, { service: 'llm', quantity: 50 })).body;
+    expect(refund).to.include({ allowed: true, reason: 'refunded', remaining: 70 });
+    expect((await server.check({ service: 'llm', quantity: 0, tags: {} })).remaining).to.equal(70);
+    expect(upstream.calls.check).to.equal(0);
   });
 });
 
