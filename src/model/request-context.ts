@@ -1,15 +1,8 @@
 import { invalidField } from '../errors.js';
+import { MAX_FIELD_LENGTH, MAX_TAGS, MAX_TAG_KEY_LENGTH, MAX_TAG_VALUE_LENGTH, keyCountUpTo } from '../schema/limits.js';
+import { CONTEXT_STRING_FIELDS, SIGNAL_TYPES, type ContextStringField, type RequestContext } from '../schema/request-context.js';
 
-export const SIGNAL_TYPES = ['http', 'grpc', 'log', 'trace', 'event', 'auth', 'job', 'custom'] as const;
-export type SignalType = (typeof SIGNAL_TYPES)[number];
-
-/** Every string field of a RequestContext, in the spec's order. Scope fields are these minus request_id. */
-export const CONTEXT_STRING_FIELDS = [
-  'request_id', 'org_id', 'tenant_id', 'application', 'service', 'environment', 'signal_type',
-  'operation', 'endpoint', 'method', 'user_id', 'api_key', 'client_id', 'source_ip', 'region',
-  'resource', 'severity', 'span_name', 'topic', 'consumer_group', 'job_type',
-] as const;
-export type ContextStringField = (typeof CONTEXT_STRING_FIELDS)[number];
+export { CONTEXT_STRING_FIELDS, SIGNAL_TYPES, type ContextStringField, type RequestContext, type SignalType } from '../schema/request-context.js';
 
 /** Fields a policy scope may constrain (CONTRACT.md: every string field except request_id, plus tags). */
 export const SCOPE_FIELDS = CONTEXT_STRING_FIELDS.filter((f) => f !== 'request_id') as Exclude<
@@ -18,16 +11,15 @@ export const SCOPE_FIELDS = CONTEXT_STRING_FIELDS.filter((f) => f !== 'request_i
 >[];
 export type ScopeField = (typeof SCOPE_FIELDS)[number];
 
-export type RequestContext = { [K in ContextStringField]?: string } & {
-  quantity: number;
-  tags: Record<string, string>;
-};
-
 const MAX_QUANTITY = Number.MAX_SAFE_INTEGER; // 2^53 - 1
 
 /**
- * Validates an untrusted decoded body into a RequestContext. Unknown fields are ignored (CONTRACT.md);
- * wrong types and bad values throw a 400 naming the field. The result is a fresh object built from
+ * Validates an untrusted decoded body into a RequestContext (schema/request-context.ts describes it).
+ * Unknown fields are ignored (CONTRACT.md); wrong types, bad values and sizes over the bounds of
+ * schema/limits.ts throw a 400 naming the field.
+ *
+ * Hand-written rather than a compiled schema check: it is on every decision, and its messages are part
+ * of the API (bench/validate-micro.ts measures it). The result is a fresh object built from
  * known keys only, so `__proto__` and friends in the input cannot reach anything.
  */
 export function parseRequestContext(body: unknown): RequestContext {
@@ -42,6 +34,7 @@ export function parseRequestContext(body: unknown): RequestContext {
     const value = input[field];
     if (value === undefined || value === null) continue;
     if (typeof value !== 'string') throw invalidField(field, `must be a string, got ${describe(value)}`);
+    if (value.length > MAX_FIELD_LENGTH) throw invalidField(field, `must be at most ${MAX_FIELD_LENGTH} characters, got ${value.length}`);
     ctx[field] = value;
   }
   if (ctx.signal_type !== undefined && !(SIGNAL_TYPES as readonly string[]).includes(ctx.signal_type)) {
@@ -71,9 +64,19 @@ function parseTags(value: unknown): Record<string, string> {
   if (typeof value !== 'object' || Array.isArray(value) || value === null) {
     throw invalidField('tags', `must be an object of string values, got ${describe(value)}`);
   }
+  // The count first: a body with 100,000 tags is refused before any per-tag work.
+  if (keyCountUpTo(value, MAX_TAGS) > MAX_TAGS) throw invalidField('tags', `must hold at most ${MAX_TAGS} tags, got more`);
   const tags: Record<string, string> = Object.create(null);
-  for (const [key, tagValue] of Object.entries(value)) {
+  const input = value as Record<string, unknown>;
+  for (const key in input) {
+    const tagValue = input[key];
+    if (key.length > MAX_TAG_KEY_LENGTH) {
+      throw invalidField('tags', `tag names must be at most ${MAX_TAG_KEY_LENGTH} characters, got ${key.length} (${describe(key)})`);
+    }
     if (typeof tagValue !== 'string') throw invalidField(`tags.${key}`, `must be a string, got ${describe(tagValue)}`);
+    if (tagValue.length > MAX_TAG_VALUE_LENGTH) {
+      throw invalidField(`tags.${key}`, `must be at most ${MAX_TAG_VALUE_LENGTH} characters, got ${tagValue.length}`);
+    }
     tags[key] = tagValue;
   }
   return tags;

@@ -1,4 +1,22 @@
 import { describe, SCOPE_FIELDS, SIGNAL_TYPES, type ScopeField } from '../model/request-context.js';
+import {
+  MAX_FIELD_LENGTH,
+  MAX_METADATA_ENTRIES,
+  MAX_METADATA_KEY_LENGTH,
+  MAX_METADATA_VALUE_LENGTH,
+  MAX_TAGS,
+  MAX_TAG_KEY_LENGTH,
+  MAX_TAG_VALUE_LENGTH,
+  keyCountUpTo,
+} from '../schema/limits.js';
+import {
+  MAX_DESCRIPTION_LENGTH,
+  MAX_NAME_LENGTH,
+  MAX_SUB_WINDOWS,
+  POLICY_ID_PATTERN,
+  SCOPE_KEYS,
+  SEVERITY_LEVELS,
+} from '../schema/policy.js';
 import { parseDuration } from '../util/duration.js';
 import { compileMatchExpr } from './match-expr.js';
 import {
@@ -20,6 +38,11 @@ import {
  * Policy validation: an untrusted decoded JSON value in, a normalised policy (every default applied)
  * or EVERY problem as `{field, message}` out. Never throws on any input.
  *
+ * The shapes are defined once in schema/policy.ts (types, OpenAPI document, bounds); this module
+ * enforces them with messages that name the field, plus what a schema cannot say (durations that parse,
+ * a sub_window_count dividing the window, a match_expr that compiles). Collections are counted before
+ * any per-item work (schema/limits.ts), so a huge scope or metadata costs no more than a small one.
+ *
  * The result is built from known keys only, into fresh objects (maps are prototype-less), so keys such
  * as `__proto__` in the input cannot reach anything.
  */
@@ -34,11 +57,7 @@ export interface ValidateOptions {
   requireId?: boolean;
 }
 
-export const POLICY_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-export const SEVERITY_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
-export const MAX_NAME_LENGTH = 256;
-export const MAX_DESCRIPTION_LENGTH = 4096;
-export const MAX_SUB_WINDOWS = 60;
+export { MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH, MAX_SUB_WINDOWS, POLICY_ID_PATTERN, SEVERITY_LEVELS };
 
 type Obj = Record<string, unknown>;
 
@@ -196,6 +215,10 @@ function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {
     err('scope', `must be an object of scope fields, got ${describe(v)}`);
     return undefined;
   }
+  if (keyCountUpTo(v, SCOPE_KEYS.length) > SCOPE_KEYS.length) {
+    err('scope', `must hold at most ${SCOPE_KEYS.length} fields (the scope fields and tags), got more`);
+    return undefined;
+  }
   let ok = true;
   for (const key of Object.keys(v)) {
     const value = v[key] === null ? undefined : v[key];
@@ -214,6 +237,11 @@ function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {
     if (value === undefined) continue;
     if (typeof value !== 'string' || value === '') {
       err(`scope.${key}`, notAScopeValue(value));
+      ok = false;
+      continue;
+    }
+    if (value.length > MAX_FIELD_LENGTH) {
+      err(`scope.${key}`, `must be at most ${MAX_FIELD_LENGTH} characters, got ${value.length}`);
       ok = false;
       continue;
     }
@@ -237,6 +265,10 @@ function validateTags(v: unknown, err: ErrFn): Record<string, string> | undefine
     err('scope.tags', `must be an object of tag values, got ${describe(v)}`);
     return undefined;
   }
+  if (keyCountUpTo(v, MAX_TAGS) > MAX_TAGS) {
+    err('scope.tags', `must hold at most ${MAX_TAGS} tags, got more`);
+    return undefined;
+  }
   const tags = Object.create(null) as Record<string, string>;
   let ok = true;
   for (const key of Object.keys(v)) {
@@ -246,8 +278,18 @@ function validateTags(v: unknown, err: ErrFn): Record<string, string> | undefine
       ok = false;
       continue;
     }
+    if (key.length > MAX_TAG_KEY_LENGTH) {
+      err('scope.tags', `tag names must be at most ${MAX_TAG_KEY_LENGTH} characters, got ${key.length} (${describe(key)})`);
+      ok = false;
+      continue;
+    }
     if (typeof value !== 'string' || value === '') {
       err(`scope.tags.${key}`, notAScopeValue(value));
+      ok = false;
+      continue;
+    }
+    if (value.length > MAX_TAG_VALUE_LENGTH) {
+      err(`scope.tags.${key}`, `must be at most ${MAX_TAG_VALUE_LENGTH} characters, got ${value.length}`);
       ok = false;
       continue;
     }
@@ -263,9 +305,18 @@ function validateMetadata(v: unknown, err: ErrFn): Record<string, string> | unde
     err('metadata', `must be an object of string values, got ${describe(v)}`);
     return undefined;
   }
+  if (keyCountUpTo(v, MAX_METADATA_ENTRIES) > MAX_METADATA_ENTRIES) {
+    err('metadata', `must hold at most ${MAX_METADATA_ENTRIES} entries, got more`);
+    return undefined;
+  }
   let ok = true;
   for (const key of Object.keys(v)) {
     const value = v[key];
+    if (key.length > MAX_METADATA_KEY_LENGTH) {
+      err('metadata', `keys must be at most ${MAX_METADATA_KEY_LENGTH} characters, got ${key.length} (${describe(key)})`);
+      ok = false;
+      continue;
+    }
     let text: string;
     if (typeof value === 'string') text = value;
     else if ((typeof value === 'number' && Number.isFinite(value)) || typeof value === 'boolean') text = String(value);
@@ -281,6 +332,11 @@ function validateMetadata(v: unknown, err: ErrFn): Record<string, string> | unde
         ok = false;
         continue;
       }
+    } else if (text.length > MAX_METADATA_VALUE_LENGTH) {
+      // match_expr has its own bound (compileMatchExpr above).
+      err(`metadata.${key}`, `must be at most ${MAX_METADATA_VALUE_LENGTH} characters, got ${text.length}`);
+      ok = false;
+      continue;
     } else if (key === 'min_severity' && !(SEVERITY_LEVELS as readonly string[]).includes(text)) {
       err('metadata.min_severity', `must be one of ${oneOf(SEVERITY_LEVELS)}, got ${describe(value)}`);
       ok = false;
@@ -484,7 +540,9 @@ function validateQuotaShaped(raw: Obj, options: ValidateOptions): ValidationResu
 
   const scope: Obj = Object.create(null);
   const rawScope = own(raw, 'scope');
-  if (isObject(rawScope)) for (const k of Object.keys(rawScope)) scope[k] = rawScope[k];
+  // An oversized scope goes to the core unread, which refuses it by its size alone.
+  if (isObject(rawScope) && keyCountUpTo(rawScope, SCOPE_KEYS.length) > SCOPE_KEYS.length) normalised.scope = rawScope;
+  else if (isObject(rawScope)) for (const k of Object.keys(rawScope)) scope[k] = rawScope[k];
   else if (rawScope !== undefined) normalised.scope = rawScope; // let the core report it
   const resource = own(raw, 'resource');
   if (resource !== undefined) scope.resource = resource;

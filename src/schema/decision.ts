@@ -1,0 +1,36 @@
+import { Type, type Static } from '@sinclair/typebox';
+
+/** Reasons of CONTRACT.md; clients switch on them. */
+export const DECISION_REASONS = [
+  'within_limit',
+  'limit_exceeded',
+  'no_matching_policy',
+  'lease_acquired',
+  'lease_released',
+  'lease_not_found',
+  'refunded',
+  'counter_store_unavailable',
+] as const;
+
+const ms = (description: string) => Type.Integer({ minimum: 0, description: `${description} (milliseconds).` });
+
+/** The answer of check, acquire, release and refund (CONTRACT.md "Decision"). Always 200: a refusal is `allowed: false`. */
+export const DecisionSchema = Type.Object(
+  {
+    allowed: Type.Boolean(),
+    action: Type.String({ description: 'allow, shadow_only, or the matched policy\'s action (deny, delay, drop, sample, downgrade, drop_low_priority).' }),
+    reason: Type.Union(DECISION_REASONS.map((r) => Type.Literal(r))),
+    matched_policy_id: Type.String({ description: 'Empty when no policy matched.' }),
+    remaining: Type.Integer({ description: 'Units left after this request.' }),
+    retry_after: ms('When to retry; 0 when there is nothing to wait for'),
+    reset_after: ms('Until the window or bucket is whole again'),
+    limit: Type.Integer({ description: 'The matched limit.' }),
+    window: ms('The period `limit` applies to; 0 for concurrency and when no policy matched'),
+    shadow_mode: Type.Boolean(),
+    metadata: Type.Record(Type.String(), Type.String(), { description: 'lease_id, shadow_policy_id, shadow_action, peek, …' }),
+  },
+  { title: 'Decision' },
+);
+
+export type DecisionReason = (typeof DECISION_REASONS)[number];
+export type Decision = Omit<Static<typeof DecisionSchema>, 'reason'> & { reason: DecisionReason };

@@ -1,0 +1,189 @@
+import { FormatRegistry, Type, type Static, type TSchema } from '@sinclair/typebox';
+import { ALGORITHM_TYPES, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../policy/types.js';
+import {
+  MAX_FIELD_LENGTH,
+  MAX_METADATA_ENTRIES,
+  MAX_METADATA_KEY_LENGTH,
+  MAX_METADATA_VALUE_LENGTH,
+} from './limits.js';
+import { CONTEXT_STRING_FIELDS, SIGNAL_TYPES, tagMap, type ContextStringField } from './request-context.js';
+
+/**
+ * The Policy in its shapes (CONTRACT.md "Policy"): the body a client sends (the Policy shape or the
+ * quota-shaped alias), and the stored policy the server answers with. policy/validate.ts enforces these
+ * with field-naming messages plus the checks a schema cannot express (durations that parse, a
+ * sub_window_count that divides the window, a match_expr that compiles);
+ * test/schema/policy-schema.test.ts holds the two to agreement.
+ */
+
+// RFC 3339 instants in answers (TypeBox checks a `format` only once it is registered).
+if (!FormatRegistry.Has('date-time')) FormatRegistry.Set('date-time', (v) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/.test(v));
+
+export const POLICY_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+export const SEVERITY_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+export const MAX_NAME_LENGTH = 256;
+export const MAX_DESCRIPTION_LENGTH = 4096;
+export const MAX_SUB_WINDOWS = 60;
+/** Keys of one scope: every scope field and `tags`. */
+export const SCOPE_KEYS = [...CONTEXT_STRING_FIELDS.filter((f) => f !== 'request_id'), 'tags'] as const;
+
+const literals = <T extends string>(values: readonly T[], options: object = {}) => Type.Union(values.map((v) => Type.Literal(v)), options);
+
+const Duration = Type.String({
+  pattern: '^\\s*([0-9]+(\\.[0-9]+)?(ms|s|m|h|d))+\\s*$',
+  description: 'A duration: 500ms, 10s, 1m, 1h, 1d or combinations such as 1h30m (a bare number is refused).',
+});
+const PositiveInt = (description?: string) => Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description });
+const Rate = (description: string) => Type.Number({ exclusiveMinimum: 0, description });
+
+/** Fields every algorithm takes. */
+const common = {
+  cost_per_request: Type.Optional(PositiveInt('Units per unit of quantity (default 1).')),
+  sample_rate: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: 'For action sample: the fraction let through (required then).' })),
+};
+
+function algorithm<T extends (typeof ALGORITHM_TYPES)[number], P extends Record<string, TSchema>>(type: T, description: string, fields: P) {
+  return Type.Object({ type: Type.Literal(type), ...fields, ...common }, { title: `Algorithm ${type}`, description });
+}
+
+export const AlgorithmConfigSchema = Type.Union(
+  [
+    algorithm('fixed_window', 'Windows aligned to the epoch.', { limit: PositiveInt(), window: Duration }),
+    algorithm('sliding_window_log', 'Exact sliding window.', { limit: PositiveInt(), window: Duration }),
+    algorithm('sliding_window_counter', 'Weighted sub-windows.', {
+      limit: PositiveInt(),
+      window: Duration,
+      sub_window_count: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_SUB_WINDOWS, description: 'Must divide the window evenly (1 = weighted previous window).' })),
+    }),
+    algorithm('token_bucket', '`window` is required unless `refill_rate` is given.', {
+      limit: PositiveInt(),
+      window: Type.Optional(Duration),
+      burst: Type.Optional(PositiveInt('Capacity (default limit).')),
+      refill_rate: Type.Optional(Rate('Tokens per second (default limit/window).')),
+    }),
+    algorithm('leaky_bucket', '`window` is required unless `leak_rate` is given.', {
+      limit: PositiveInt(),
+      window: Type.Optional(Duration),
+      burst: Type.Optional(PositiveInt('Capacity (default limit).')),
+      leak_rate: Type.Optional(Rate('Units per second (default limit/window).')),
+    }),
+    algorithm('concurrency', '`max_concurrency` or `limit` is required.', {
+      max_concurrency: Type.Optional(PositiveInt()),
+      limit: Type.Optional(PositiveInt()),
+      lease_ttl: Type.Optional(Type.Union([Duration, PositiveInt()], { description: 'A duration or whole seconds (default 120).' })),
+    }),
+    algorithm('quota', '`quota_period` (or `window`) is required.', {
+      limit: PositiveInt('The budget per period.'),
+      quota_period: Type.Optional(Duration),
+      window: Type.Optional(Duration),
+    }),
+  ],
+  { title: 'AlgorithmConfig' },
+);
+
+const scopeValue = (field: ContextStringField) =>
+  field === 'signal_type'
+    ? literals(['*', ...SIGNAL_TYPES])
+    : Type.String({ minLength: 1, maxLength: MAX_FIELD_LENGTH, description: 'An exact value, or "*" (present, one counter per value).' });
+
+const scopeFields: Record<string, TSchema> = {};
+for (const field of CONTEXT_STRING_FIELDS) if (field !== 'request_id') scopeFields[field] = Type.Optional(scopeValue(field));
+
+export const ScopeSchema = Type.Object(
+  { ...scopeFields, tags: Type.Optional(tagMap({ minLength: 1 })) },
+  { title: 'Scope', additionalProperties: false, description: 'Absent fields match anything.' },
+);
+
+const metadata = (value: TSchema) =>
+  Type.Record(Type.String(), value, {
+    maxProperties: MAX_METADATA_ENTRIES,
+    propertyNames: { maxLength: MAX_METADATA_KEY_LENGTH },
+    description: 'String values; match_expr (a CEL expression) and min_severity have meaning.',
+  });
+const MetadataValue = Type.String({ maxLength: MAX_METADATA_VALUE_LENGTH });
+
+/** Fields of the Policy shape a client may send, all but `algorithm` optional (the server applies defaults). */
+const inputFields = {
+  policy_id: Type.String({ pattern: POLICY_ID_PATTERN.source, description: 'Required on POST; on PUT it must equal the path id.' }),
+  name: Type.String({ maxLength: MAX_NAME_LENGTH }),
+  description: Type.String({ maxLength: MAX_DESCRIPTION_LENGTH }),
+  enabled: Type.Boolean(),
+  priority: Type.Integer({ minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER }),
+  scope: ScopeSchema,
+  action: literals(LIMIT_ACTIONS),
+  failure_mode: literals(FAILURE_MODES),
+  enforcement_mode: literals(ENFORCEMENT_MODES),
+  rollout_percent: Type.Integer({ minimum: 0, maximum: 100 }),
+  valid_from_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
+  valid_to_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
+};
+
+export const PolicyInputSchema = Type.Object(
+  {
+    policy_id: Type.Optional(inputFields.policy_id),
+    name: Type.Optional(inputFields.name),
+    description: Type.Optional(inputFields.description),
+    enabled: Type.Optional(inputFields.enabled),
+    priority: Type.Optional(inputFields.priority),
+    scope: Type.Optional(inputFields.scope),
+    algorithm: AlgorithmConfigSchema,
+    action: Type.Optional(inputFields.action),
+    failure_mode: Type.Optional(inputFields.failure_mode),
+    enforcement_mode: Type.Optional(inputFields.enforcement_mode),
+    rollout_percent: Type.Optional(inputFields.rollout_percent),
+    metadata: Type.Optional(metadata(Type.Union([MetadataValue, Type.Number(), Type.Boolean()]))),
+    valid_from_unix: Type.Optional(inputFields.valid_from_unix),
+    valid_to_unix: Type.Optional(inputFields.valid_to_unix),
+    version: Type.Optional(PositiveInt('PUT/PATCH: the version being changed; a stale one is a 409 (as If-Match).')),
+  },
+  { title: 'PolicyInput', description: 'A policy as written. Defaults: enabled true, priority 0, action deny, failure_mode fail_open, enforcement_mode enforce, rollout_percent 100.' },
+);
+
+/** The quota-shaped alias, normalised to a Policy on arrival (CONTRACT.md). */
+export const QuotaPolicyInputSchema = Type.Object(
+  {
+    id: Type.Optional(inputFields.policy_id),
+    resource: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_FIELD_LENGTH })),
+    algorithm: Type.Optional(Type.Literal('quota')),
+    config: Type.Object({
+      quota: PositiveInt('The budget per window.'),
+      window_seconds: PositiveInt('Whole seconds.'),
+      cost_per_request: common.cost_per_request,
+      sample_rate: common.sample_rate,
+    }),
+    action_deny: Type.Optional(Type.Boolean({ description: 'true: deny; false: shadow enforcement.' })),
+    metadata: Type.Optional(metadata(Type.Union([MetadataValue, Type.Number(), Type.Boolean()]))),
+    name: Type.Optional(inputFields.name),
+    description: Type.Optional(inputFields.description),
+    enabled: Type.Optional(inputFields.enabled),
+    priority: Type.Optional(inputFields.priority),
+    failure_mode: Type.Optional(inputFields.failure_mode),
+    enforcement_mode: Type.Optional(inputFields.enforcement_mode),
+    action: Type.Optional(inputFields.action),
+    rollout_percent: Type.Optional(inputFields.rollout_percent),
+    valid_from_unix: Type.Optional(inputFields.valid_from_unix),
+    valid_to_unix: Type.Optional(inputFields.valid_to_unix),
+  },
+  { title: 'QuotaPolicyInput', description: 'The quota-shaped body: stored and returned in the Policy shape.' },
+);
+
+export const PolicyBodySchema = Type.Union([PolicyInputSchema, QuotaPolicyInputSchema], { title: 'PolicyBody' });
+
+/** A JSON merge patch (RFC 7396) over the stored policy, in either shape; the result must validate. */
+export const PolicyPatchSchema = Type.Object({}, { title: 'PolicyPatch', additionalProperties: true, description: 'RFC 7396 merge patch of a Policy (or of its quota shape); null removes a field.' });
+
+/** The stored policy: every default applied, server-set fields present. */
+export const PolicySchema = Type.Object(
+  {
+    ...inputFields,
+    algorithm: AlgorithmConfigSchema,
+    metadata: metadata(MetadataValue),
+    version: PositiveInt('1 on create, +1 on every change.'),
+    created_at: Type.String({ format: 'date-time' }),
+    updated_at: Type.String({ format: 'date-time' }),
+  },
+  { title: 'Policy' },
+);
+
+export type PolicyBody = Static<typeof PolicyBodySchema>;
+export type StoredPolicy = Static<typeof PolicySchema>;
