@@ -1,5 +1,6 @@
 import { Environment } from '@marcbachmann/cel-js';
 import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
+import { compileRegex, RegexBudget, regexMatches } from './match-regex.js';
 
 /**
  * `metadata.match_expr`: a CEL expression over the RequestContext (CONTRACT.md, "Scope and matching").
@@ -7,11 +8,28 @@ import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-con
  * Variables: every string field of RequestContext as `string`, `tags` as `map<string,string>`,
  * `quantity` as `int`. Expressions are parsed and type-checked once, when a policy is saved (and again
  * when the matcher is rebuilt); they must type-check to `bool`. At decision time an evaluation error
- * (an absent field, a missing tag key, ...) counts as false, as does any non-`true` result.
+ * (an absent field, a missing tag key, a spent regex budget, ...) counts as false, as does any
+ * non-`true` result.
+ *
+ * `matches()` runs on RE2 (re2js), never on the backtracking JavaScript engine: the library's own
+ * `string.matches` cannot be replaced (its registry refuses overlapping overloads), so every
+ * `.matches(...)` call in a checked expression is renamed to an RE2 function registered here. Its
+ * pattern must be a string literal, compiled when the policy is saved (see match-regex.ts for the
+ * syntax, the cache and the per-decision budget).
  */
 
 /** Longest accepted expression, in characters. Expressions run on the hot path; keep them small. */
 export const MAX_MATCH_EXPR_LENGTH = 4096;
+
+/** The RE2 `matches`; a name no CEL identifier written by a user can reach unnoticed (refused below). */
+const RE2_MATCHES = '__rl_re2_matches';
+
+/**
+ * The budget of the evaluation running now (evaluation is synchronous, so one slot is enough). Outside
+ * an evaluation it is a spent budget, so the RE2 function cannot be used for free.
+ */
+const SPENT = RegexBudget.spent();
+let activeBudget: RegexBudget = SPENT;
 
 /** One shared, fully declared environment (declarations are immutable once built). */
 const env = (() => {
@@ -22,10 +40,15 @@ const env = (() => {
   for (const field of CONTEXT_STRING_FIELDS) e.registerVariable(field, 'string');
   e.registerVariable('tags', 'map<string,string>');
   e.registerVariable('quantity', 'int');
+  e.registerFunction(`string.${RE2_MATCHES}(string): bool`, (subject: string, pattern: string) => regexMatches(subject, pattern, activeBudget));
   return e;
 })();
 
-export type MatchExprEvaluator = (ctx: RequestContext) => boolean;
+/**
+ * Evaluates the expression against one request. `budget` is the regex budget of the whole decision
+ * (the matcher passes one per decision); without it, this evaluation gets a budget of its own.
+ */
+export type MatchExprEvaluator = (ctx: RequestContext, budget?: RegexBudget) => boolean;
 
 export type CompileResult = { ok: true; evaluate: MatchExprEvaluator } | { ok: false; message: string };
 
@@ -51,8 +74,14 @@ export function compileMatchExpr(expr: string): CompileResult {
   if (checked.type !== 'bool') {
     return { ok: false, message: `must evaluate to bool, but the expression has type ${checked.type ?? 'unknown'}` };
   }
+  // Checked as written (so messages name `matches`); now parse again and move every `matches` to RE2.
+  program = env.parse(expr);
+  const rewritten = useRe2(program.ast);
+  if (rewritten !== undefined) return { ok: false, message: rewritten };
+  const recheck = program.check();
+  if (!recheck.valid) return { ok: false, message: `invalid CEL expression: ${celMessage(recheck.error)}` };
 
-  const evaluate: MatchExprEvaluator = (ctx) => {
+  const evaluate: MatchExprEvaluator = (ctx, budget) => {
     try {
       // The context object is read per declared variable name only. A child of the request context
       // overrides `quantity` with the bigint CEL expects for `int`; absent string fields stay absent
@@ -63,12 +92,53 @@ export function compileMatchExpr(expr: string): CompileResult {
       // the whole map unreadable (and let a caller switch expressions off); hand it over as a Map instead.
       const tags = ctx.tags;
       if (tags && Object.prototype.hasOwnProperty.call(tags, 'constructor')) scope.tags = new Map(Object.entries(tags));
+      activeBudget = budget ?? new RegexBudget();
       return program(scope) === true;
     } catch {
       return false;
+    } finally {
+      activeBudget = SPENT;
     }
   };
   return { ok: true, evaluate };
+}
+
+interface AstNode {
+  op: string;
+  args: unknown;
+}
+
+function isNode(x: unknown): x is AstNode {
+  return typeof x === 'object' && x !== null && typeof (x as AstNode).op === 'string' && 'args' in x;
+}
+
+/**
+ * Renames every `<string>.matches(<pattern>)` call to the RE2 function, after checking that its pattern
+ * is a string literal RE2 compiles. Returns why the expression is refused, or undefined.
+ */
+function useRe2(root: unknown): string | undefined {
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (Array.isArray(node)) {
+      for (const child of node) stack.push(child);
+      continue;
+    }
+    if (!isNode(node) || !Array.isArray(node.args)) continue;
+    const args = node.args as unknown[];
+    if ((node.op === 'rcall' || node.op === 'call') && args[0] === RE2_MATCHES) return `invalid CEL expression: unknown function ${RE2_MATCHES}`;
+    if (node.op === 'rcall' && args[0] === 'matches' && Array.isArray(args[2]) && args[2].length === 1) {
+      const pattern = args[2][0];
+      if (!isNode(pattern) || pattern.op !== 'value' || typeof pattern.args !== 'string') {
+        return 'matches() takes a string literal pattern (patterns are compiled when the policy is saved)';
+      }
+      const compiled = compileRegex(pattern.args);
+      if (!compiled.ok) return compiled.message;
+      args[0] = RE2_MATCHES;
+    }
+    for (const child of args) stack.push(child);
+  }
+  return undefined;
 }
 
 function celMessage(err: unknown): string {

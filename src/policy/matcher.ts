@@ -2,6 +2,7 @@ import { counterSpecOf, type CounterSpec } from '../counters/counter-spec.js';
 import { lengthPrefixed } from '../counters/keys.js';
 import { SCOPE_FIELDS, type RequestContext, type ScopeField } from '../model/request-context.js';
 import { compileMatchExpr, type CompileResult, type MatchExprEvaluator } from './match-expr.js';
+import { RegexBudget } from './match-regex.js';
 import type { Policy } from './types.js';
 import { stableHash32 } from '../util/hash.js';
 
@@ -187,6 +188,7 @@ export class Matcher {
     const state = scratch;
     state.enforce = state.shadow = state.enforceIdentity = state.shadowIdentity = undefined;
     state.enforceRank = state.shadowRank = Infinity;
+    state.regexBudget.reset(); // one regex budget for all match_expr evaluations of this decision
 
     const fields = index.fields;
     const fieldMaps = index.fieldMaps;
@@ -238,6 +240,7 @@ interface ScanState {
   shadowRank: number;
   enforceIdentity: string[] | undefined;
   shadowIdentity: string[] | undefined;
+  regexBudget: RegexBudget;
 }
 
 const scratch: ScanState = {
@@ -247,6 +250,7 @@ const scratch: ScanState = {
   shadowRank: Infinity,
   enforceIdentity: undefined,
   shadowIdentity: undefined,
+  regexBudget: new RegexBudget(),
 };
 
 function scan(bucket: readonly CompiledPolicy[], ctx: RequestContext, nowMs: number, state: ScanState): void {
@@ -255,7 +259,7 @@ function scan(bucket: readonly CompiledPolicy[], ctx: RequestContext, nowMs: num
     // Sorted by rank: once this one cannot beat either best, nothing after it can.
     if (c.rank >= state.enforceRank && c.rank >= state.shadowRank) return;
     if (c.enforce ? c.rank >= state.enforceRank : c.rank >= state.shadowRank) continue;
-    if (!scopeMatches(c, ctx, nowMs)) continue;
+    if (!scopeMatches(c, ctx, nowMs, state.regexBudget)) continue;
     let identity: string[] | undefined;
     const percent = c.rolloutPercent;
     if (percent < 100) {
@@ -276,7 +280,7 @@ function scan(bucket: readonly CompiledPolicy[], ctx: RequestContext, nowMs: num
 }
 
 /** Validity window, scope and match_expr (everything but rollout). */
-function scopeMatches(c: CompiledPolicy, ctx: RequestContext, nowMs: number): boolean {
+function scopeMatches(c: CompiledPolicy, ctx: RequestContext, nowMs: number, regexBudget: RegexBudget): boolean {
   if (c.validFromMs !== 0 && nowMs < c.validFromMs) return false;
   if (c.validToMs !== 0 && nowMs >= c.validToMs) return false;
   const fields = c.checkFields;
@@ -299,7 +303,7 @@ function scopeMatches(c: CompiledPolicy, ctx: RequestContext, nowMs: number): bo
       if (value === undefined || value === '') return false;
     }
   }
-  if (c.matchExpr !== undefined && !c.matchExpr(ctx)) return false;
+  if (c.matchExpr !== undefined && !c.matchExpr(ctx, regexBudget)) return false;
   return true;
 }
 

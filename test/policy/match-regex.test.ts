@@ -1,0 +1,142 @@
+import { expect } from 'chai';
+import { compileMatchExpr, type MatchExprEvaluator } from '../../src/policy/match-expr.js';
+import { cachedRegexCount, compileRegex, REGEX_CACHE_SIZE, REGEX_STEPS_PER_DECISION, RegexBudget } from '../../src/policy/match-regex.js';
+import { Matcher } from '../../src/policy/matcher.js';
+import { validatePolicy } from '../../src/policy/validate.js';
+import { makePolicy } from '../support/policies.js';
+
+function compile(expr: string): MatchExprEvaluator {
+  const r = compileMatchExpr(expr);
+  if (!r.ok) throw new Error(`expected ${expr} to compile: ${r.message}`);
+  return r.evaluate;
+}
+
+function refusal(expr: string): string {
+  const r = compileMatchExpr(expr);
+  if (r.ok) throw new Error(`expected ${expr} to be refused`);
+  return r.message;
+}
+
+describe('matches() in match_expr runs on RE2 (linear time)', () => {
+  it('keeps CEL matches() semantics: a partial match unless anchored, RE2 syntax', () => {
+    expect(compile('user_id.matches("b+")')({ user_id: 'abbbc', quantity: 1 })).to.equal(true);
+    expect(compile('user_id.matches("^b+$")')({ user_id: 'abbbc', quantity: 1 })).to.equal(false);
+    expect(compile('user_id.matches("(?i)^ADMIN-\\\\d+$")')({ user_id: 'admin-42', quantity: 1 })).to.equal(true);
+    expect(compile('user_id.matches("^\\\\p{Greek}+$")')({ user_id: 'αβγ', quantity: 1 })).to.equal(true);
+    expect(compile('tags.exists(k, tags[k].matches("^[0-9]+$"))')({ quantity: 1, tags: { a: 'x', b: '123' } })).to.equal(true);
+    expect(compile('!user_id.matches("^a")')({ user_id: 'bcd', quantity: 1 })).to.equal(true);
+  });
+
+  it('catastrophic patterns answer correctly on 10 kB inputs, each evaluation well under the bound', function () {
+    this.timeout(30_000);
+    const tenK = 10 * 1024;
+    const cases: [pattern: string, input: string, expected: boolean][] = [
+      ['^(a+)+$', 'a'.repeat(tenK) + '!', false],
+      ['^(a+)+$', 'a'.repeat(tenK), true],
+      ['(a|aa)+$', 'a'.repeat(tenK) + '!', false],
+      ['^(a|aa)+$', 'a'.repeat(tenK), true],
+      ['(.*a){20}', 'a'.repeat(tenK), true],
+      ['^(.*a){20}$', 'a'.repeat(tenK) + 'b', false],
+      ['^(a|a?)+$', 'a'.repeat(tenK) + '!', false],
+      ['^(\\\\w+\\\\s?)+$', 'ab '.repeat(tenK / 3) + '!', false],
+      ['^(([a-z])+.)+[A-Z]([a-z])+$', 'a'.repeat(tenK), false],
+      ['(x+x+)+y', 'x'.repeat(tenK), false],
+    ];
+    const figures: string[] = [];
+    let worst = 0;
+    for (const [pattern, input, expected] of cases) {
+      const evaluate = compile(`user_id.matches("${pattern}")`);
+      let max = 0;
+      for (let run = 0; run < 7; run++) {
+        const started = performance.now();
+        const answer = evaluate({ user_id: input, quantity: 1 });
+        const ms = performance.now() - started;
+        expect(answer, `${pattern} on ${input.length} chars`).to.equal(expected);
+        if (run > 0) max = Math.max(max, ms); // run 0 builds the DFA states
+      }
+      worst = Math.max(worst, max);
+      figures.push(`${pattern.padEnd(30)} ${String(input.length).padStart(6)} chars  max ${max.toFixed(3)} ms`);
+    }
+    console.log(`      per-evaluation maxima over 6 runs:\n      ${figures.join('\n      ')}`);
+    // The issue asks for under a millisecond; 5 ms tolerates a loaded, shared machine. The same
+    // `^(a+)+$` on the backtracking engine took 36 s with 30 characters.
+    expect(worst).to.be.below(5);
+  });
+
+  it('refuses at save time a pattern RE2 cannot run, saying why, naming metadata.match_expr', () => {
+    for (const [pattern, what] of [
+      ['(a)\\\\1', 'invalid escape'],
+      ['(?=a)b', 'unsupported Perl syntax'],
+      ['(?<!a)b', 'invalid named capture'],
+      ['a{2000}', 'invalid repeat count'],
+      ['(unclosed', 'missing closing )'],
+    ]) {
+      const message = refusal(`user_id.matches("${pattern}")`);
+      expect(message, pattern).to.include(what);
+      expect(message).to.include('no backreferences and no lookahead or lookbehind');
+      const result = validatePolicy({
+        policy_id: 'regex',
+        algorithm: { type: 'fixed_window', limit: 1, window: '1s' },
+        metadata: { match_expr: `user_id.matches("${pattern}")` },
+      });
+      expect(result.ok, pattern).to.equal(false);
+      if (!result.ok) {
+        const error = result.errors.find((e) => e.field === 'metadata.match_expr');
+        expect(error?.message, pattern).to.include('not valid RE2 syntax');
+      }
+    }
+  });
+
+  it('refuses a pattern that is not a string literal, and the internal RE2 function name', () => {
+    expect(refusal('user_id.matches(tags["re"])')).to.include('string literal');
+    expect(refusal('user_id.matches("a" + tenant_id)')).to.include('string literal');
+    expect(refusal('user_id.__rl_re2_matches("a")')).to.include('unknown function');
+    // Type errors still speak of matches(), as written.
+    expect(refusal('user_id.matches(1)')).to.match(/matches/);
+  });
+
+  it('one decision spends at most REGEX_STEPS_PER_DECISION steps; past it matches() counts as false', () => {
+    const evaluate = compile('user_id.matches("^(a+)+$")');
+    const input = 'a'.repeat(4000);
+    const size = compileRegex('^(a+)+$');
+    if (!size.ok) throw new Error('compiles');
+    const perCall = size.regex.size * (input.length + 1);
+    const budget = new RegexBudget();
+    let matched = 0;
+    for (let i = 0; i < 1000 && evaluate({ user_id: input, quantity: 1 }, budget); i++) matched++;
+    expect(matched).to.equal(Math.floor(REGEX_STEPS_PER_DECISION / perCall));
+    expect(evaluate({ user_id: input, quantity: 1 }, budget)).to.equal(false);
+    // A fresh budget (the next decision) matches again; without one, each evaluation has its own.
+    expect(evaluate({ user_id: input, quantity: 1 }, new RegexBudget())).to.equal(true);
+    expect(evaluate({ user_id: input, quantity: 1 })).to.equal(true);
+  });
+
+  it('the matcher gives every decision one fresh budget, shared by all its match_expr evaluations', () => {
+    // 60 best-ranked policies run a regex over a 4,000-character user_id that does not match; after
+    // them the budget of the decision is spent, so the next one's matching regex counts as false and
+    // a policy without a regex decides. Each decision starts over with a full budget.
+    const rule = (id: string, priority: number, expr: string) =>
+      makePolicy({ policy_id: id, priority, algorithm: { type: 'fixed_window', limit: 5, window: '1m' }, metadata: { match_expr: expr } });
+    const policies = [
+      ...Array.from({ length: 60 }, (_, i) => rule(`miss-${String(i).padStart(2, '0')}`, 1000 - i, 'user_id.matches("^(a+)+b$")')),
+      rule('late-regex', 10, 'user_id.matches("^(a+)+$")'),
+      rule('plain', 0, 'user_id.startsWith("a")'),
+    ];
+    const perCall = (compileRegex('^(a+)+b$') as { ok: true; regex: { size: number } }).regex.size * 4001;
+    expect(60 * perCall, 'the misses alone spend the budget').to.be.greaterThan(REGEX_STEPS_PER_DECISION);
+    const matcher = Matcher.build(policies);
+    const ctx = { user_id: 'a'.repeat(4000), quantity: 1 };
+    for (let decision = 0; decision < 3; decision++) {
+      expect(matcher.match(ctx, 'rate', Date.now()).enforce?.compiled.policy.policy_id, `decision ${decision}`).to.equal('plain');
+    }
+    // Without the misses in front, the same regex policy matches: the budget was what stopped it.
+    const alone = Matcher.build(policies.slice(60));
+    expect(alone.match(ctx, 'rate', Date.now()).enforce?.compiled.policy.policy_id).to.equal('late-regex');
+  });
+
+  it('keeps at most REGEX_CACHE_SIZE compiled patterns', () => {
+    for (let i = 0; i < REGEX_CACHE_SIZE + 50; i++) expect(compileRegex(`^cache-${i}$`).ok).to.equal(true);
+    expect(cachedRegexCount()).to.equal(REGEX_CACHE_SIZE);
+    expect(compileRegex('^cache-0$').ok).to.equal(true); // evicted earlier, compiled again
+  });
+});
