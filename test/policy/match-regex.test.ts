@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import type { RequestContext } from '../../src/model/request-context.js';
 import { compileMatchExpr, type MatchExprEvaluator } from '../../src/policy/match-expr.js';
 import { cachedRegexCount, compileRegex, REGEX_CACHE_SIZE, REGEX_STEPS_PER_DECISION, RegexBudget } from '../../src/policy/match-regex.js';
 import { Matcher } from '../../src/policy/matcher.js';
@@ -11,6 +12,10 @@ function compile(expr: string): MatchExprEvaluator {
   return r.evaluate;
 }
 
+function user(user_id: string): RequestContext {
+  return { user_id, quantity: 1, tags: {} };
+}
+
 function refusal(expr: string): string {
   const r = compileMatchExpr(expr);
   if (r.ok) throw new Error(`expected ${expr} to be refused`);
@@ -19,12 +24,12 @@ function refusal(expr: string): string {
 
 describe('matches() in match_expr runs on RE2 (linear time)', () => {
   it('keeps CEL matches() semantics: a partial match unless anchored, RE2 syntax', () => {
-    expect(compile('user_id.matches("b+")')({ user_id: 'abbbc', quantity: 1 })).to.equal(true);
-    expect(compile('user_id.matches("^b+$")')({ user_id: 'abbbc', quantity: 1 })).to.equal(false);
-    expect(compile('user_id.matches("(?i)^ADMIN-\\\\d+$")')({ user_id: 'admin-42', quantity: 1 })).to.equal(true);
-    expect(compile('user_id.matches("^\\\\p{Greek}+$")')({ user_id: 'αβγ', quantity: 1 })).to.equal(true);
+    expect(compile('user_id.matches("b+")')(user('abbbc'))).to.equal(true);
+    expect(compile('user_id.matches("^b+$")')(user('abbbc'))).to.equal(false);
+    expect(compile('user_id.matches("(?i)^ADMIN-\\\\d+$")')(user('admin-42'))).to.equal(true);
+    expect(compile('user_id.matches("^\\\\p{Greek}+$")')(user('αβγ'))).to.equal(true);
     expect(compile('tags.exists(k, tags[k].matches("^[0-9]+$"))')({ quantity: 1, tags: { a: 'x', b: '123' } })).to.equal(true);
-    expect(compile('!user_id.matches("^a")')({ user_id: 'bcd', quantity: 1 })).to.equal(true);
+    expect(compile('!user_id.matches("^a")')(user('bcd'))).to.equal(true);
   });
 
   it('catastrophic patterns answer correctly on 10 kB inputs, each evaluation well under the bound', function () {
@@ -49,7 +54,7 @@ describe('matches() in match_expr runs on RE2 (linear time)', () => {
       let max = 0;
       for (let run = 0; run < 7; run++) {
         const started = performance.now();
-        const answer = evaluate({ user_id: input, quantity: 1 });
+        const answer = evaluate(user(input));
         const ms = performance.now() - started;
         expect(answer, `${pattern} on ${input.length} chars`).to.equal(expected);
         if (run > 0) max = Math.max(max, ms); // run 0 builds the DFA states
@@ -103,12 +108,12 @@ describe('matches() in match_expr runs on RE2 (linear time)', () => {
     const perCall = size.regex.size * (input.length + 1);
     const budget = new RegexBudget();
     let matched = 0;
-    for (let i = 0; i < 1000 && evaluate({ user_id: input, quantity: 1 }, budget); i++) matched++;
+    for (let i = 0; i < 1000 && evaluate(user(input), budget); i++) matched++;
     expect(matched).to.equal(Math.floor(REGEX_STEPS_PER_DECISION / perCall));
-    expect(evaluate({ user_id: input, quantity: 1 }, budget)).to.equal(false);
+    expect(evaluate(user(input), budget)).to.equal(false);
     // A fresh budget (the next decision) matches again; without one, each evaluation has its own.
-    expect(evaluate({ user_id: input, quantity: 1 }, new RegexBudget())).to.equal(true);
-    expect(evaluate({ user_id: input, quantity: 1 })).to.equal(true);
+    expect(evaluate(user(input), new RegexBudget())).to.equal(true);
+    expect(evaluate(user(input))).to.equal(true);
   });
 
   it('the matcher gives every decision one fresh budget, shared by all its match_expr evaluations', () => {
@@ -125,7 +130,7 @@ describe('matches() in match_expr runs on RE2 (linear time)', () => {
     const perCall = (compileRegex('^(a+)+b$') as { ok: true; regex: { size: number } }).regex.size * 4001;
     expect(60 * perCall, 'the misses alone spend the budget').to.be.greaterThan(REGEX_STEPS_PER_DECISION);
     const matcher = Matcher.build(policies);
-    const ctx = { user_id: 'a'.repeat(4000), quantity: 1 };
+    const ctx = user('a'.repeat(4000));
     for (let decision = 0; decision < 3; decision++) {
       expect(matcher.match(ctx, 'rate', Date.now()).enforce?.compiled.policy.policy_id, `decision ${decision}`).to.equal('plain');
     }
