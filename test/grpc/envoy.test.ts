@@ -409,13 +409,32 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
     it('RL_ENVOY_HEADERS: legacy X-RateLimit-* headers, or none', async () => {
       await start({ envoyHeaders: 'legacy' });
       const legacy = await call(request('edge', [{ entries: [['user_id', 'legacy']] }]));
-      expect(headers(legacy, 3).map(([k]) => k)).to.deep.equal(['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset']);
+      expect(headers(legacy, 3)).to.deep.equal([
+        ['X-RateLimit-Limit', '3'],
+        ['X-RateLimit-Remaining', '2'],
+        ['X-RateLimit-Reset', '60'],
+      ]);
+      for (let i = 0; i < 3; i++) await call(request('edge', [{ entries: [['user_id', 'legacy']] }]));
+      fixture.clock.now += 700; // 59.3 s left
+      const refused = await call(request('edge', [{ entries: [['user_id', 'legacy']] }]));
+      expect(headers(refused, 3)).to.deep.equal([
+        ['X-RateLimit-Limit', '3'],
+        ['X-RateLimit-Remaining', '0'],
+        ['X-RateLimit-Reset', '60'],
+        ['Retry-After', '60'],
+        ['content-type', 'application/problem+json'],
+      ]);
       await fixture.close();
       raw?.close();
       raw = undefined;
       await start({ envoyHeaders: 'off' });
       const off = await call(request('edge', [{ entries: [['user_id', 'off']] }]));
       expect(headers(off, 3)).to.deep.equal([]);
+      for (let i = 0; i < 3; i++) await call(request('edge', [{ entries: [['user_id', 'off']] }]));
+      const refusedOff = await call(request('edge', [{ entries: [['user_id', 'off']] }]));
+      expect(varintField(refusedOff, 1)).to.equal(2);
+      expect(headers(refusedOff, 3), 'off: only the body\'s content type').to.deep.equal([['content-type', 'application/problem+json']]);
+      expect(refusedOff.has(5), 'the 429 body is sent whatever the header mode').to.equal(true);
       expect(struct(off, 6).policy_id, 'metadata is not a header').to.equal('edge-per-user');
     });
   });
