@@ -1,0 +1,132 @@
+/**
+ * Express middleware: `rateLimit`, `concurrency`, `tokenBudget`. Typed structurally (no import of
+ * express). Hooks receive the request; `req.res` is its response.
+ *
+ *   app.use(rateLimit({ client }));                       // the decision: req.rateLimit
+ */
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  checkWithDelay,
+  defaultContext,
+  headersFor,
+  once,
+  quantityOf,
+  refusalOf,
+  stateOf,
+  type CommonOptions,
+  type ConcurrencyOptions,
+  type RateLimitOptions,
+  type RateLimitState,
+  type TokenBudgetOptions,
+} from './middleware.js';
+import type { Decision } from './types.js';
+
+export type { ConcurrencyOptions, RateLimitOptions, RateLimitState, TokenBudgetOptions } from './middleware.js';
+
+/** The parts of an Express request the middleware uses; the decisions land on it. */
+export interface ExpressRequestLike extends IncomingMessage {
+  path: string;
+  baseUrl: string;
+  ip?: string;
+  /** A request header. */
+  get(name: string): string | undefined;
+  route?: { path: unknown };
+  res?: ServerResponse;
+  rateLimit?: RateLimitState;
+  concurrency?: RateLimitState;
+}
+
+// Express's own Request type learns the two fields (the usual augmentation of the global namespace
+// that @types/express declares; harmless where it is not installed).
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Request {
+      /** The decision of `rateLimit` or `tokenBudget`. */
+      rateLimit?: RateLimitState;
+      /** The decision of `concurrency`. */
+      concurrency?: RateLimitState;
+    }
+  }
+}
+
+export type ExpressMiddleware<R> = (req: R, res: ServerResponse, next: (error?: unknown) => void) => void;
+
+function facts(req: ExpressRequestLike) {
+  const route = req.route?.path;
+  const endpoint = typeof route === 'string' ? req.baseUrl + route : req.baseUrl + req.path;
+  return { method: req.method ?? 'GET', endpoint, sourceIp: req.ip };
+}
+
+async function setHeadersOrRefuse<R extends ExpressRequestLike>(options: CommonOptions<R>, req: R, res: ServerResponse, decision: Decision): Promise<boolean> {
+  for (const [name, value] of headersFor(decision, options.headers)) res.setHeader(name, value);
+  if (decision.allowed) return true;
+  if (options.onLimited) {
+    await options.onLimited(req, decision);
+    return false;
+  }
+  const refusal = refusalOf(decision);
+  res.statusCode = refusal.status;
+  res.setHeader('Content-Type', refusal.contentType);
+  res.end(JSON.stringify(refusal.body));
+  return false;
+}
+
+/** An async body as an Express middleware: a thrown error goes to `next(error)`. */
+function express<R>(body: (req: R, res: ServerResponse, next: (error?: unknown) => void) => Promise<void>): ExpressMiddleware<R> {
+  return (req, res, next) => {
+    body(req, res, next).catch(next);
+  };
+}
+
+/** Checks each request against the service; refused ones get 429 (see the package README for actions). */
+export function rateLimit<R extends ExpressRequestLike = ExpressRequestLike>(options: RateLimitOptions<R>): ExpressMiddleware<R> {
+  return express(async (req, res, next) => {
+    if (await options.skip?.(req)) return next();
+    const request = { ...defaultContext(options, req, facts(req)), quantity: quantityOf(options, req) };
+    const decision = await checkWithDelay(options.client, request, options.maxDelayMs);
+    req.rateLimit = stateOf(decision);
+    if (await setHeadersOrRefuse(options, req, res, decision)) next();
+  });
+}
+
+/**
+ * Holds a concurrency lease until the response is finished or the connection is gone (handler errors
+ * end in a response too). The decision: `req.concurrency`.
+ */
+export function concurrency<R extends ExpressRequestLike = ExpressRequestLike>(options: ConcurrencyOptions<R>): ExpressMiddleware<R> {
+  return express(async (req, res, next) => {
+    if (await options.skip?.(req)) return next();
+    const base = defaultContext(options, req, facts(req));
+    const lease = { ...base, request_id: base.request_id ?? randomUUID() };
+    const decision = await options.client.acquire(lease);
+    req.concurrency = stateOf(decision);
+    if (!(await setHeadersOrRefuse(options, req, res, decision))) return;
+    const release = once(() => options.client.release(lease));
+    // 'close' comes after 'finish' and after an abort alike.
+    res.once('close', () => void release());
+    next();
+  });
+}
+
+/**
+ * Reserves `estimate(req)` units before the handler and refunds what `used(req)` says was not used
+ * once the response is done: the LLM token pattern. The decision: `req.rateLimit`.
+ */
+export function tokenBudget<R extends ExpressRequestLike = ExpressRequestLike>(options: TokenBudgetOptions<R>): ExpressMiddleware<R> {
+  return express(async (req, res, next) => {
+    if (await options.skip?.(req)) return next();
+    const reserved = options.estimate(req);
+    const request = { ...defaultContext(options, req, facts(req)), quantity: reserved };
+    const decision = await options.client.check(request);
+    req.rateLimit = stateOf(decision);
+    if (!(await setHeadersOrRefuse(options, req, res, decision))) return;
+    res.once('close', () => {
+      const used = options.used(req);
+      const unused = used === undefined ? 0 : reserved - Math.max(0, used);
+      if (unused > 0 && decision.reason !== 'service_unavailable') void once(() => options.client.refund({ ...request, quantity: unused }))();
+    });
+    next();
+  });
+}
