@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { CounterStoreAddressError, parseCounterStoreAddress } from './counters/redis-connection.js';
 
 /**
@@ -61,6 +62,8 @@ export interface ServerConfig {
   grpcMaxMessageBytes: number;
   /** The rate-limit headers of Envoy RLS answers: the IETF draft's, the X-RateLimit-* ones, or none. */
   envoyHeaders: 'ietf' | 'legacy' | 'off';
+  /** Server processes sharing the ports (RL_WORKERS, `auto` = cores); more than 1 needs RL_COUNTERSTORE_ADDR. */
+  workers: number;
 }
 
 /** Node's defaults hold a header-trickling socket 60 s and a slow body 300 s; ours are seconds. */
@@ -74,6 +77,7 @@ export function loadServerConfig(env: Env): ServerConfig {
   const read = new Reader(env);
   const auth = readAuth(read);
   const tls = readTls(read);
+  const counterStoreAddr = read.counterStoreAddr();
   return {
     policyFile: read.string('RL_POLICY_FILE', 'examples/policies.json'),
     httpAddr: read.listen('RL_HTTP_ADDR', ':8080'),
@@ -82,7 +86,7 @@ export function loadServerConfig(env: Env): ServerConfig {
     invalidationToken: read.optional('RL_INVALIDATION_TOKEN'),
     tls,
     auth,
-    counterStoreAddr: read.counterStoreAddr(),
+    counterStoreAddr,
     counterStoreTimeoutMs: read.int('RL_COUNTERSTORE_TIMEOUT_MS', 100, 1, 60_000),
     keyPrefix: read.string('RL_KEY_PREFIX', 'rl:'),
     maxBodyBytes: read.int('RL_MAX_BODY_BYTES', 1024 * 1024, 1, 1024 * 1024 * 1024),
@@ -93,7 +97,30 @@ export function loadServerConfig(env: Env): ServerConfig {
     metricsLabelCap: read.int('RL_METRICS_LABEL_CAP', 1000, 1, 1_000_000),
     grpcMaxMessageBytes: read.int('RL_GRPC_MAX_MESSAGE_BYTES', 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     envoyHeaders: read.oneOf('RL_ENVOY_HEADERS', ['ietf', 'legacy', 'off'] as const, 'ietf'),
+    workers: readWorkers(read, counterStoreAddr),
   };
+}
+
+/**
+ * RL_WORKERS: `1` (default), a count, or `auto` (one per core the process may use). Workers share
+ * counters and policies only through Redis: in memory mode each would keep its own, so refused.
+ */
+function readWorkers(read: Reader, counterStoreAddr: string | undefined): number {
+  const name = 'RL_WORKERS';
+  const text = read.optional(name);
+  if (text !== undefined && text !== 'auto' && !/^\d+$/.test(text)) {
+    throw new ConfigError(name, `must be a whole number of processes or "auto", got "${text}"`);
+  }
+  const workers = text === 'auto' ? availableParallelism() : read.int(name, 1, 1, 1024);
+  if (workers > 1 && counterStoreAddr === undefined) {
+    throw new ConfigError(
+      name,
+      `${text === 'auto' ? `auto means ${workers} workers here, and ` : ''}${workers} workers need RL_COUNTERSTORE_ADDR (Redis): ` +
+        `in memory mode each worker would keep its own counters and policies, so every limit would split between ` +
+        `them and ${workers} workers would admit up to ${workers} times the limit. Set RL_WORKERS=1, or RL_COUNTERSTORE_ADDR.`,
+    );
+  }
+  return workers;
 }
 
 function readHttpTimeouts(read: Reader): HttpTimeouts {

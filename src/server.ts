@@ -14,7 +14,7 @@ import { createHttpListener } from './http/app.js';
 import { HttpAuth } from './http/auth-guard.js';
 import { Readiness } from './http/readiness.js';
 import { analyticsRoutes } from './http/routes/analytics.js';
-import { metricsRoutes } from './http/routes/metrics.js';
+import { metricsRoutes, type MetricsSource } from './http/routes/metrics.js';
 import { policyRoutes } from './http/routes/policies.js';
 import { InvalidationNotifier } from './invalidation/notifier.js';
 import { Analytics } from './observability/analytics.js';
@@ -41,8 +41,14 @@ export interface RunningServer {
   drain(): Promise<void>;
 }
 
+/** What a composition root may put in place of the single-process default. */
+export interface ServerHooks {
+  /** What /metrics answers, given this process's own metrics: a cluster worker answers for every worker (src/workers). */
+  metricsSource?: (local: Metrics) => MetricsSource;
+}
+
 /** Builds every component from the typed config, listens on HTTP and gRPC, and reports ready. */
-export async function startServer(config: ServerConfig): Promise<RunningServer> {
+export async function startServer(config: ServerConfig, hooks: ServerHooks = {}): Promise<RunningServer> {
   // Everything that can refuse the config is checked before any store is opened or port taken.
   const tls = config.tls.enabled ? loadTlsMaterial(config.tls) : undefined;
   const authenticator = new Authenticator(config.auth);
@@ -86,7 +92,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       readiness,
       maxBodyBytes: config.maxBodyBytes,
       auth: new HttpAuth(authenticator, config.auth),
-      routers: [policyRoutes(policies), analyticsRoutes(analytics), metricsRoutes(metrics)],
+      routers: [policyRoutes(policies), analyticsRoutes(analytics), metricsRoutes(hooks.metricsSource?.(metrics) ?? metrics)],
     });
     const httpOptions = httpServerOptions(config.http);
     const httpServer = tls

@@ -1,8 +1,13 @@
 import Router from '@koa/router';
-import type { Metrics } from '../../observability/metrics.js';
+
+/** A Prometheus text exposition: this process's Metrics, or every cluster worker's summed (src/workers). */
+export interface MetricsSource {
+  exposition(): Promise<string>;
+  readonly contentType: string;
+}
 
 /** GET /metrics (unprefixed): the Prometheus text exposition of the service's own registry. */
-export function metricsRoutes(metrics: Metrics): Router {
+export function metricsRoutes(metrics: MetricsSource): Router {
   const router = new Router();
   router.get('/metrics', async (ctx) => {
     ctx.body = await metrics.exposition();
