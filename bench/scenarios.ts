@@ -17,6 +17,7 @@ import {
 } from './lib/proc.js';
 import { round } from './lib/stats.js';
 import { generateWorkload } from './lib/workload.js';
+import { workersCapacity } from './workers-capacity.js';
 
 /** How long and how hard each scenario runs: `full` for the record, `quick` under a minute, `smoke` for the test. */
 export interface Settings {
@@ -118,6 +119,7 @@ export const SCENARIOS: Record<number, { key: string; run: Scenario }> = {
   5: { key: 'policy_scaling', run: policyScaling },
   6: { key: 'memory_per_key', run: memoryPerKey },
   7: { key: 'redis_down', run: redisDown },
+  8: { key: 'workers_capacity', run: (ctx) => workersCapacity(ctx, 8) },
 };
 
 // ---------------------------------------------------------------------------------------------------
