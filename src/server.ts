@@ -14,6 +14,7 @@ import { createHttpListener } from './http/app.js';
 import { HttpAuth } from './http/auth-guard.js';
 import { Readiness } from './http/readiness.js';
 import { analyticsRoutes } from './http/routes/analytics.js';
+import { DashboardHub, dashboardAssetRoutes, dashboardStreamRoutes } from './http/routes/dashboard.js';
 import { metricsRoutes, type MetricsSource } from './http/routes/metrics.js';
 import { policyRoutes } from './http/routes/policies.js';
 import { InvalidationNotifier } from './invalidation/notifier.js';
@@ -92,7 +93,13 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       readiness,
       maxBodyBytes: config.maxBodyBytes,
       auth: new HttpAuth(authenticator, config.auth),
-      routers: [policyRoutes(policies), analyticsRoutes(analytics), metricsRoutes(hooks.metricsSource?.(metrics) ?? metrics)],
+      publicRouters: [dashboardAssetRoutes()],
+      routers: [
+        policyRoutes(policies),
+        analyticsRoutes(analytics),
+        metricsRoutes(hooks.metricsSource?.(metrics) ?? metrics),
+        dashboardStreamRoutes(new DashboardHub({ analytics, metrics, policies, counters, readiness })),
+      ],
     });
     const httpOptions = httpServerOptions(config.http);
     const httpServer = tls

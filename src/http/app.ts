@@ -20,6 +20,8 @@ export interface AppDeps {
   routers?: Router[];
   /** Runs before any route, after headers and error handling (authentication). */
   guards?: Koa.Middleware[];
+  /** Routers that need no credentials (the dashboard's static page), mounted before the guards. */
+  publicRouters?: Router[];
 }
 
 /**
@@ -33,6 +35,7 @@ export function createApp(deps: AppDeps): Koa {
   app.silent = true;
   app.use(responseHeaders());
   app.use(errorHandler());
+  for (const router of deps.publicRouters ?? []) app.use(router.routes());
   for (const guard of deps.guards ?? []) app.use(guard);
   // After authentication (a 304 reveals nothing to a caller who may not read) and around every route.
   app.use(conditionalGet());

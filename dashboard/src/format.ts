@@ -1,0 +1,33 @@
+import type { Policy } from './types.js';
+
+/** "100 / 1m", "burst 20, 5/s", "10 concurrent", …: what a policy allows, in one short phrase. */
+export function limitSummary(policy: Policy): string {
+  const a = policy.algorithm;
+  switch (a.type) {
+    case 'token_bucket':
+    case 'leaky_bucket':
+      // burst and the refill or leak rate default from limit and window (CONTRACT.md), so they may be absent.
+      return [`${a.limit} / ${a.window}`, a.burst !== undefined ? `burst ${a.burst}` : '', a.refill_rate !== undefined ? `refill ${a.refill_rate}/s` : '', a.leak_rate !== undefined ? `leak ${a.leak_rate}/s` : '']
+        .filter(Boolean)
+        .join(', ');
+    case 'concurrency':
+      return `${a.max_concurrency} concurrent`;
+    case 'quota':
+      return `${a.limit} / ${a.quota_period}`;
+    default:
+      return `${a.limit} / ${a.window}`;
+  }
+}
+
+export function rate(value: number): string {
+  return value >= 100 ? value.toFixed(0) : value >= 10 ? value.toFixed(1) : value.toFixed(2);
+}
+
+export function time(iso: string): string {
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
+}
+
+export function ms(value: number): string {
+  return value >= 1000 ? `${(value / 1000).toFixed(value % 1000 === 0 ? 0 : 1)} s` : `${value} ms`;
+}

@@ -1,0 +1,85 @@
+import { api } from '../api.js';
+import type { View } from '../app-context.js';
+import { h, replace } from '../dom.js';
+import type { AnalyticsSummary } from '../types.js';
+
+const REFRESH_TICKS = 5;
+
+/**
+ * Who is limited: the policies denying most (filterable to one policy) and the heaviest tags seen, from
+ * GET /rl/v1/analytics/summary, refreshed every few stream ticks while the view is open.
+ */
+export const limitedView: View = (root, app) => {
+  const filter = h('select', { 'data-testid': 'limited-filter' }, h('option', { value: '' }, 'all policies'));
+  const policies = h('tbody');
+  const tags = h('tbody');
+  const note = h('p', { class: 'muted' });
+  replace(
+    root,
+    h('h2', {}, 'Who is limited'),
+    h('div', { class: 'row' }, h('label', {}, 'Policy'), filter),
+    note,
+    h(
+      'div',
+      { class: 'split' },
+      h(
+        'div',
+        { class: 'panel' },
+        h('h3', {}, 'Denied decisions by policy'),
+        h('table', { 'data-testid': 'limited-policies' }, h('thead', {}, h('tr', {}, ['policy', 'denied', 'shadow', 'total', 'denied %'].map((t) => h('th', {}, t)))), policies),
+      ),
+      h(
+        'div',
+        { class: 'panel' },
+        h('h3', {}, 'Top identities and tags'),
+        h('p', { class: 'muted' }, 'Heavy hitters among the tags of all decisions (analytics counts tags across policies).'),
+        h('table', { 'data-testid': 'limited-tags' }, h('thead', {}, h('tr', {}, ['tag', 'value', 'decisions'].map((t) => h('th', {}, t)))), tags),
+      ),
+    ),
+  );
+
+  let summary: AnalyticsSummary | undefined;
+  const render = () => {
+    if (!summary) return;
+    const chosen = filter.value;
+    const known = new Set([...filter.options].map((o) => o.value));
+    for (const p of summary.by_policy) if (!known.has(p.policy_id)) filter.append(h('option', { value: p.policy_id }, p.policy_id));
+    const rows = summary.by_policy.filter((p) => chosen === '' || p.policy_id === chosen).sort((a, b) => b.denied - a.denied || b.total - a.total);
+    note.textContent = `Since ${new Date(summary.since).toLocaleString()}: ${summary.denied} of ${summary.total} decisions denied.`;
+    replace(
+      policies,
+      rows.length === 0 ? h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'No decisions yet.')) : null,
+      rows.map((p) =>
+        h(
+          'tr',
+          { class: 'clickable', 'data-testid': `limited-${p.policy_id}`, onclick: () => app.navigate(`#/policies/${encodeURIComponent(p.policy_id)}`) },
+          h('td', {}, p.policy_id),
+          h('td', { class: 'num' }, p.denied),
+          h('td', { class: 'num' }, p.shadow),
+          h('td', { class: 'num' }, p.total),
+          h('td', { class: 'num' }, p.total === 0 ? '0%' : `${((100 * p.denied) / p.total).toFixed(1)}%`),
+        ),
+      ),
+    );
+    replace(
+      tags,
+      summary.top_tags.length === 0 ? h('tr', {}, h('td', { colspan: 3, class: 'muted' }, 'No tagged decisions yet.')) : null,
+      summary.top_tags.map((t) => h('tr', {}, h('td', {}, t.key), h('td', {}, t.value), h('td', { class: 'num' }, t.count))),
+    );
+  };
+  filter.addEventListener('change', render);
+
+  const load = async () => {
+    try {
+      summary = await api<AnalyticsSummary>('GET', '/rl/v1/analytics/summary?top=25');
+      render();
+    } catch (error) {
+      note.textContent = String((error as Error).message);
+    }
+  };
+  void load();
+  let ticks = 0;
+  return app.stream.subscribe(() => {
+    if (++ticks % REFRESH_TICKS === 0) void load();
+  });
+};

@@ -1,0 +1,58 @@
+import { api } from '../api.js';
+import { onPolicyChange, type View } from '../app-context.js';
+import { badge, h, replace } from '../dom.js';
+import { limitSummary } from '../format.js';
+import type { Policy } from '../types.js';
+
+/** Every policy with what it does; reloaded whenever the policy set changes. */
+export const policiesView: View = (root, app) => {
+  const body = h('tbody');
+  const status = h('div');
+  replace(
+    root,
+    h('h2', {}, 'Policies'),
+    status,
+    h(
+      'div',
+      { class: 'panel' },
+      h(
+        'table',
+        { 'data-testid': 'policy-list' },
+        h(
+          'thead',
+          {},
+          h('tr', {}, ['policy', 'algorithm', 'limit / window', 'action', 'mode', 'rollout', 'enabled', 'version'].map((t) => h('th', {}, t))),
+        ),
+        body,
+      ),
+    ),
+  );
+
+  const load = async () => {
+    try {
+      const policies = await api<Policy[]>('GET', '/rl/v1/policies');
+      replace(status);
+      replace(
+        body,
+        policies.length === 0 ? h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No policies.')) : null,
+        policies.map((p) =>
+          h(
+            'tr',
+            { class: 'clickable', 'data-testid': `policy-row-${p.policy_id}`, onclick: () => app.navigate(`#/policies/${encodeURIComponent(p.policy_id)}`) },
+            h('td', {}, h('strong', {}, p.policy_id), h('div', { class: 'muted' }, p.name)),
+            h('td', {}, p.algorithm.type),
+            h('td', {}, limitSummary(p)),
+            h('td', {}, p.action),
+            h('td', {}, badge(p.enforcement_mode, p.enforcement_mode === 'shadow' ? 'shadow' : 'ok')),
+            h('td', { class: 'num' }, `${p.rollout_percent}%`),
+            h('td', {}, p.enabled ? badge('yes', 'ok') : badge('no', 'bad')),
+            h('td', { class: 'num' }, `v${p.version}`),
+          ),
+        ),
+      );
+    } catch (error) {
+      replace(status, h('div', { class: 'error' }, String((error as Error).message)));
+    }
+  };
+  return onPolicyChange(app, () => void load());
+};

@@ -1,0 +1,307 @@
+/**
+ * The live dashboard (docs/dashboard.md): its static assets at /dashboard, served without credentials
+ * (they hold no data; the page asks for a key and sends it on every API call), and its one stream
+ * endpoint, GET /rl/v1/stream, behind the same authentication as every read route.
+ *
+ * The stream costs the same whatever the number of viewers: ONE shared timer builds a snapshot per tick
+ * (an analytics summary cut to the top policies, the counter store state, a policy-set revision), it is
+ * serialised once and written to every subscriber; the timer runs only while someone is subscribed, and
+ * subscribers are capped (a further one is a 503).
+ */
+import { readFile } from 'node:fs/promises';
+import { PassThrough } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import Router from '@koa/router';
+import type Koa from 'koa';
+import type { CounterStore } from '../../counters/counter-store.js';
+import type { CounterStoreErrorEvent } from '../../counters/redis-store.js';
+import { RlError } from '../../errors.js';
+import type { Analytics, AnalyticsSummary } from '../../observability/analytics.js';
+import type { Metrics } from '../../observability/metrics.js';
+import type { PolicyService } from '../../policy/policy-service.js';
+import type { Readiness } from '../readiness.js';
+import { sendError } from '../errors.js';
+
+// ---------------------------------------------------------------------------------------------------
+// Static assets
+
+/**
+ * Only self-hosted scripts, styles and fetches to this origin: no inline script or style markup (uPlot
+ * sets element styles through the CSSOM, which CSP does not govern), no frames, no forms posted anywhere.
+ */
+export const DASHBOARD_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+  "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/** The files `npm run build:dashboard` writes, and their content types: nothing else is served. */
+export const DASHBOARD_FILES: Readonly<Record<string, string>> = {
+  'index.html': 'text/html; charset=utf-8',
+  'app.js': 'text/javascript; charset=utf-8',
+  'dashboard.css': 'text/css; charset=utf-8',
+  'uPlot.min.css': 'text/css; charset=utf-8',
+};
+
+/**
+ * Where the built assets are: `dist/dashboard` beside the compiled server (`dist/http/routes/` → `dist/`),
+ * or, when the server runs from source, `dist/dashboard` of the repository.
+ */
+export function defaultAssetDirs(): string[] {
+  return [fileURLToPath(new URL('../../dashboard/', import.meta.url)), fileURLToPath(new URL('../../../dist/dashboard/', import.meta.url))];
+}
+
+/**
+ * Reads the assets on first use and keeps them (a few hundred KB). Missing assets (the dashboard was not
+ * built) are a 503 saying how to build them, retried on the next request.
+ */
+class AssetCache {
+  private files: Map<string, Buffer> | undefined;
+
+  constructor(private readonly dirs: string[]) {}
+
+  async get(name: string): Promise<Buffer> {
+    this.files ??= await this.load();
+    const file = this.files?.get(name);
+    if (!file) throw new RlError('unavailable', 'dashboard assets are not built: run `npm run build:dashboard`');
+    return file;
+  }
+
+  private async load(): Promise<Map<string, Buffer> | undefined> {
+    for (const dir of this.dirs) {
+      const files = new Map<string, Buffer>();
+      try {
+        for (const name of Object.keys(DASHBOARD_FILES)) files.set(name, await readFile(dir + name));
+        return files;
+      } catch {
+        // Not (completely) built here; try the next place.
+      }
+    }
+    return undefined;
+  }
+}
+
+/** GET /dashboard (redirect), /dashboard/ (the page) and /dashboard/<asset>. Mount before authentication. */
+export function dashboardAssetRoutes(options: { assetDirs?: string[] } = {}): Router {
+  const cache = new AssetCache(options.assetDirs ?? defaultAssetDirs());
+  const router = new Router();
+  const send = async (ctx: Koa.Context, name: string) => {
+    const type = Object.prototype.hasOwnProperty.call(DASHBOARD_FILES, name) ? DASHBOARD_FILES[name] : undefined;
+    if (!type) return sendError(ctx, 404, `no dashboard asset ${JSON.stringify(name.slice(0, 80))}`);
+    const body = await cache.get(name);
+    ctx.set('Content-Security-Policy', DASHBOARD_CSP);
+    ctx.type = type;
+    ctx.body = body;
+  };
+  // The router takes a trailing slash as optional: one route for both, so relative asset URLs resolve under /dashboard/.
+  router.get('/dashboard', (ctx) => (ctx.path.endsWith('/') ? send(ctx, 'index.html') : ctx.redirect('/dashboard/')));
+  router.get('/dashboard/:file', (ctx) => send(ctx, ctx.params.file));
+  return router;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Stream
+
+export type StoreState = 'up' | 'down' | 'circuit_open';
+
+export interface OutcomeRates {
+  allowed: number;
+  denied: number;
+  shadow: number;
+}
+
+/** One tick of the stream (`event: snapshot`). Rates are per second over the tick. */
+export interface DashboardSnapshot {
+  at: number;
+  totals: OutcomeRates & { total: number; since: string };
+  rates: OutcomeRates;
+  /** The top policies by decisions so far, each with its rates over the tick. */
+  policies: (OutcomeRates & { policy_id: string })[];
+  store: { kind: 'memory' | 'redis'; state: StoreState };
+  /** Decisions per second made by `fail_open` because the counter store could not answer. */
+  fail_open_rate: number;
+  /** Enabled policies with failure_mode fail_open while the counter store is not up: they admit unchecked now. */
+  failing_open: string[];
+  /** Changes whenever the policy set does: the page reloads its policy list then. */
+  policies_revision: number;
+  readiness: string;
+}
+
+export interface DashboardStreamDeps {
+  analytics: Analytics;
+  metrics: Metrics;
+  policies: PolicyService;
+  counters: CounterStore;
+  readiness: Readiness;
+  /** Tick length; default 1000 ms. */
+  intervalMs?: number;
+  /** Concurrent streams; default 16. */
+  maxSubscribers?: number;
+  /** Policies per snapshot (the busiest); default 50. */
+  topPolicies?: number;
+  /** Snapshots kept for a new subscriber's charts; default 60. */
+  historyLength?: number;
+  /** Clock in epoch ms (tests pin it to get exact rates); default Date.now. */
+  now?: () => number;
+}
+
+/** Anything a Redis store reports about its failures (only RedisCounterStore has this). */
+type ErrorSource = { onError(listener: (event: CounterStoreErrorEvent) => void): () => void };
+
+/**
+ * The shared producer of snapshots. Subscribers are writable streams; the timer starts with the first
+ * and stops with the last. Draining ends every stream so clients reconnect to a node that stays.
+ */
+export class DashboardHub {
+  private readonly subscribers = new Set<PassThrough>();
+  private readonly history: DashboardSnapshot[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private previous: { at: number; summary: AnalyticsSummary; failOpen: number } | undefined;
+  private lastStoreError: CounterStoreErrorEvent['kind'] | undefined;
+  readonly intervalMs: number;
+  private readonly maxSubscribers: number;
+  private readonly topPolicies: number;
+  private readonly historyLength: number;
+
+  constructor(private readonly deps: DashboardStreamDeps) {
+    this.intervalMs = deps.intervalMs ?? 1000;
+    this.maxSubscribers = deps.maxSubscribers ?? 16;
+    this.topPolicies = deps.topPolicies ?? 50;
+    this.historyLength = deps.historyLength ?? 60;
+    const source = deps.counters as Partial<ErrorSource>;
+    if (typeof source.onError === 'function') source.onError((event) => (this.lastStoreError = event.kind));
+    deps.readiness.onChange((state) => {
+      if (state === 'draining') this.endAll();
+    });
+  }
+
+  get size(): number {
+    return this.subscribers.size;
+  }
+
+  /** A new stream that starts with `hello` (who the caller is, the recent history); 503 past the cap. */
+  subscribe(hello: Record<string, unknown>): PassThrough {
+    if (this.subscribers.size >= this.maxSubscribers) {
+      throw new RlError('unavailable', `too many dashboard streams (at most ${this.maxSubscribers}); close another dashboard tab`);
+    }
+    const stream = new PassThrough();
+    stream.write(sseEvent('hello', { ...hello, interval_ms: this.intervalMs, history: this.history }));
+    this.subscribers.add(stream);
+    stream.once('close', () => this.unsubscribe(stream));
+    if (!this.timer) {
+      this.previous = this.reading();
+      this.timer = setInterval(() => this.tick(), this.intervalMs);
+      this.timer.unref();
+    }
+    return stream;
+  }
+
+  /** Builds the next snapshot now (the timer calls this); exposed for tests. */
+  tick(): DashboardSnapshot {
+    const current = this.reading();
+    const previous = this.previous ?? current;
+    this.previous = current;
+    const snapshot = this.snapshot(previous, current);
+    this.history.push(snapshot);
+    if (this.history.length > this.historyLength) this.history.shift();
+    const frame = sseEvent('snapshot', snapshot);
+    for (const stream of this.subscribers) stream.write(frame);
+    return snapshot;
+  }
+
+  endAll(): void {
+    for (const stream of [...this.subscribers]) {
+      this.unsubscribe(stream);
+      stream.end();
+    }
+  }
+
+  private unsubscribe(stream: PassThrough): void {
+    if (!this.subscribers.delete(stream)) return;
+    if (this.subscribers.size === 0 && this.timer) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+      this.previous = undefined;
+      this.history.length = 0;
+    }
+  }
+
+  private reading(): { at: number; summary: AnalyticsSummary; failOpen: number } {
+    return { at: (this.deps.now ?? Date.now)(), summary: this.deps.analytics.summary(this.topPolicies), failOpen: failOpenCount(this.deps.metrics) };
+  }
+
+  private snapshot(previous: { at: number; summary: AnalyticsSummary; failOpen: number }, current: typeof previous): DashboardSnapshot {
+    const seconds = Math.max((current.at - previous.at) / 1000, 0.001);
+    const rate = (now: number, before: number) => round(Math.max(now - before, 0) / seconds);
+    const before = new Map(previous.summary.by_policy.map((p) => [p.policy_id, p]));
+    // A policy missing from an uncut earlier list had made no decisions then; from a cut one, its count is unknown.
+    const earlierWasComplete = previous.summary.by_policy.length < this.topPolicies;
+    const { summary } = current;
+    const store = this.storeState();
+    return {
+      at: current.at,
+      totals: { total: summary.total, allowed: summary.allowed, denied: summary.denied, shadow: summary.shadow, since: summary.since },
+      rates: {
+        allowed: rate(summary.allowed, previous.summary.allowed),
+        denied: rate(summary.denied, previous.summary.denied),
+        shadow: rate(summary.shadow, previous.summary.shadow),
+      },
+      policies: summary.by_policy.map((p) => {
+        // Unknown earlier count (new to a cut top list): its first rates are 0, not its lifetime count.
+        const b = before.get(p.policy_id) ?? (earlierWasComplete ? NO_DECISIONS : p);
+        return { policy_id: p.policy_id, allowed: rate(p.allowed, b.allowed), denied: rate(p.denied, b.denied), shadow: rate(p.shadow, b.shadow) };
+      }),
+      store,
+      fail_open_rate: rate(current.failOpen, previous.failOpen),
+      failing_open:
+        store.state === 'up'
+          ? []
+          : this.deps.policies
+              .list()
+              .filter((p) => p.enabled && p.failure_mode === 'fail_open')
+              .map((p) => p.policy_id),
+      policies_revision: this.deps.policies.revision(),
+      readiness: this.deps.readiness.state,
+    };
+  }
+
+  private storeState(): DashboardSnapshot['store'] {
+    const counters = this.deps.counters;
+    const kind = typeof (counters as Partial<ErrorSource>).onError === 'function' ? 'redis' : 'memory';
+    if (counters.isHealthy()) return { kind, state: 'up' };
+    return { kind, state: this.lastStoreError === 'breaker_open' ? 'circuit_open' : 'down' };
+  }
+}
+
+/** GET /rl/v1/stream: server-sent events, `hello` then a `snapshot` per tick. Any reader may subscribe. */
+export function dashboardStreamRoutes(hub: DashboardHub): Router {
+  const router = new Router({ prefix: '/rl/v1' });
+  router.get('/stream', (ctx) => {
+    const principal = (ctx.state as { principal?: { subject: string; role: string | null } }).principal;
+    const role = principal?.role ?? null;
+    const stream = hub.subscribe({ subject: principal?.subject ?? 'anonymous', role, can_edit: role === 'admin' });
+    // The response closes when the viewer goes away (or the stream ended): the subscription goes with it.
+    ctx.res.once('close', () => stream.destroy());
+    ctx.status = 200;
+    ctx.type = 'text/event-stream';
+    ctx.set('X-Accel-Buffering', 'no');
+    ctx.body = stream;
+  });
+  return router;
+}
+
+const NO_DECISIONS: OutcomeRates = { allowed: 0, denied: 0, shadow: 0 };
+
+function sseEvent(name: string, data: unknown): string {
+  return `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
+/** rl_failure_mode_decisions_total{mode="fail_open"}, read from the registry without rendering the exposition. */
+function failOpenCount(metrics: Metrics): number {
+  const metric = metrics.registry.getSingleMetric('rl_failure_mode_decisions_total') as unknown as
+    | { get(): { values: { labels: Record<string, string>; value: number }[] } }
+    | undefined;
+  return metric?.get().values.find((v) => v.labels.mode === 'fail_open')?.value ?? 0;
+}
+
+function round(value: number): number {
+  return Math.round(value * 100) / 100;
+}

@@ -1,0 +1,61 @@
+/**
+ * Headless Chromium for the dashboard tests: Debian's /usr/bin/chromium driven by playwright-core
+ * (never a downloaded browser), in a fresh profile directory that is removed afterwards.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { REPO_ROOT } from '../support/server-process.js';
+
+export const CHROMIUM = process.env.RL_TEST_CHROMIUM ?? '/usr/bin/chromium';
+/** Git-ignored; a reviewer looks at the pages here after a run. */
+export const SCREENSHOT_DIR = join(REPO_ROOT, 'test-output', 'screenshots');
+
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+export interface Browser {
+  context: BrowserContext;
+  close(): Promise<void>;
+}
+
+export async function launchBrowser(): Promise<Browser> {
+  const profile = mkdtempSync(join(tmpdir(), 'rl-dashboard-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ARGS,
+    viewport: { width: 1280, height: 900 },
+  });
+  return {
+    context,
+    close: async () => {
+      await context.close();
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Opens the dashboard in a new tab (its own sessionStorage) and signs in with `key`. */
+export async function signIn(context: BrowserContext, baseUrl: string, key: string): Promise<Page> {
+  const page = await context.newPage();
+  await page.goto(`${baseUrl}/dashboard/`);
+  await page.getByTestId('login-key').fill(key);
+  await page.getByTestId('login-submit').click();
+  await page.getByTestId('whoami').waitFor();
+  return page;
+}
+
+export async function screenshot(page: Page, name: string): Promise<void> {
+  mkdirSync(SCREENSHOT_DIR, { recursive: true });
+  await page.screenshot({ path: join(SCREENSHOT_DIR, `${name}.png`), fullPage: true });
+}

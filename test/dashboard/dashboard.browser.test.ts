@@ -1,0 +1,244 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import { buildDashboard } from '../../dashboard/build.js';
+import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { launchBrowser, screenshot, signIn, type Browser } from './browser.js';
+
+const ADMIN = 'admin-key';
+const READ_ONLY = 'ro-key';
+const POLICIES = {
+  policies: [
+    {
+      policy_id: 'api-per-user',
+      name: 'API per user',
+      priority: 10,
+      scope: { org_id: 'acme', user_id: '*' },
+      algorithm: { type: 'fixed_window', limit: 5, window: '1m' },
+      action: 'deny',
+      failure_mode: 'fail_open',
+    },
+    {
+      policy_id: 'search-shadow',
+      name: 'Search, observed only',
+      priority: 5,
+      scope: { org_id: 'acme', endpoint: '/search' },
+      algorithm: { type: 'token_bucket', limit: 20, window: '4s' },
+      enforcement_mode: 'shadow',
+    },
+  ],
+};
+
+/**
+ * The dashboard in real headless Chromium against a real server process with API-key auth: every page,
+ * the live stream, and each change a policy can go through, as an admin and as a read-only caller.
+ */
+describe('dashboard (headless Chromium, real server)', function () {
+  this.timeout(60_000);
+  let dir: string;
+  let server: ServerProcessHandle;
+  let browser: Browser;
+
+  const api = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const response = await fetch(server.url + path, {
+      method,
+      headers: { 'X-Api-Key': ADMIN, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }), ...headers },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: response.status, body: (await response.json()) as any };
+  };
+
+  before(async () => {
+    // The server serves dist/dashboard; build it here so the suite does not depend on `npm run build`.
+    await buildDashboard();
+    dir = mkdtempSync(join(tmpdir(), 'rl-dashboard-'));
+    writeFileSync(join(dir, 'policies.json'), JSON.stringify(POLICIES));
+    server = await startServerProcess({
+      RL_AUTH_ENABLED: 'true',
+      RL_AUTH_MODE: 'apikey',
+      RL_AUTH_API_KEYS: `${ADMIN},${READ_ONLY}:read-only`,
+      RL_DATA_DIR: join(dir, 'data'),
+      RL_POLICY_FILE: join(dir, 'policies.json'),
+    });
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const openPolicy = async (page: Page, id: string) => {
+    await page.getByTestId('nav-policies').click();
+    await page.getByTestId(`policy-row-${id}`).click();
+    await page.getByTestId('versions').waitFor();
+  };
+
+  it('refuses a wrong key and keeps the login form', async () => {
+    const page = await browser.context.newPage();
+    await page.goto(`${server.url}/dashboard/`);
+    await page.getByTestId('login-key').fill('not-a-key');
+    await page.getByTestId('login-submit').click();
+    expect(await page.getByTestId('login-error').textContent()).to.contain('not accepted');
+    expect(await page.evaluate(() => sessionStorage.length)).to.equal(0);
+    await screenshot(page, '01-login');
+    await page.close();
+  });
+
+  it('logs in with a key and shows the live rates after traffic is generated', async () => {
+    const page = await signIn(browser.context, server.url, ADMIN);
+    expect(await page.getByTestId('whoami').textContent()).to.contain('admin');
+    await page.getByTestId('store-state').filter({ hasText: 'memory · up' }).waitFor();
+    // 4 users × 8 checks against a limit of 5 per user: 20 allowed, 12 denied, and 6 searches in shadow.
+    const calls: Promise<unknown>[] = [];
+    for (let user = 0; user < 4; user++) {
+      for (let i = 0; i < 8; i++) calls.push(api('POST', '/rl/v1/check', { org_id: 'acme', user_id: `u${user}`, tags: { user: `u${user}` } }));
+    }
+    for (let i = 0; i < 6; i++) calls.push(api('POST', '/rl/v1/check', { org_id: 'acme', endpoint: '/search' }));
+    await Promise.all(calls);
+    // The stream's next ticks carry the change, without a reload.
+    const row = page.getByTestId('policy-rate-api-per-user');
+    await page.waitForFunction(() => {
+      const cells = document.querySelectorAll('[data-testid="policy-rate-api-per-user"] td.num');
+      return cells.length === 3 && Number(cells[1].textContent) > 0;
+    });
+    expect(Number(await row.locator('td.num').nth(0).textContent())).to.be.greaterThan(0);
+    await screenshot(page, '02-overview');
+    await page.close();
+  });
+
+  it('lists the policies with what each does', async () => {
+    const page = await signIn(browser.context, server.url, ADMIN);
+    await page.getByTestId('nav-policies').click();
+    const row = page.getByTestId('policy-row-api-per-user');
+    await row.waitFor();
+    const text = await row.textContent();
+    expect(text).to.contain('fixed_window').and.contain('5 / 1m').and.contain('deny').and.contain('100%');
+    expect(await page.getByTestId('policy-row-search-shadow').textContent()).to.contain('shadow').and.contain('20 / 4s');
+    await screenshot(page, '03-policies');
+    await page.close();
+  });
+
+  it('edits a policy, shows the new version, diffs two versions and rolls back', async () => {
+    const page = await signIn(browser.context, server.url, ADMIN);
+    await openPolicy(page, 'api-per-user');
+    await page.locator('[data-field="algorithm.limit"]').fill('7');
+    await page.getByTestId('save').click();
+    await page.getByTestId('notice').filter({ hasText: 'now version 2' }).waitFor();
+    await page.getByTestId('version-2').filter({ hasText: 'current' }).waitFor();
+    expect(await page.getByTestId('policy-summary').textContent()).to.contain('7 / 1m');
+    expect((await api('GET', '/rl/v1/policies/api-per-user')).body.algorithm.limit).to.equal(7);
+
+    // The diff defaults to the last two versions; choose them explicitly anyway.
+    await page.getByTestId('diff-left').selectOption('1');
+    await page.getByTestId('diff-right').selectOption('2');
+    const limitRow = page.locator('[data-testid="diff-table"] tr[data-path="algorithm.limit"]');
+    expect(await limitRow.getAttribute('class')).to.equal('changed');
+    expect(await limitRow.locator('td').allTextContents()).to.deep.equal(['algorithm.limit', '5', '7']);
+    expect(await page.locator('[data-testid="diff-table"] tr[data-path="action"]').getAttribute('class')).to.equal('');
+    await screenshot(page, '04-policy-edited-diff');
+
+    await page.getByTestId('rollback-1').click();
+    await page.getByTestId('notice').filter({ hasText: 'now version 3' }).waitFor();
+    expect(await page.getByTestId('policy-summary').textContent()).to.contain('5 / 1m');
+    expect(await page.getByTestId('audit').textContent()).to.contain('rollback');
+    const stored = (await api('GET', '/rl/v1/policies/api-per-user')).body;
+    expect([stored.version, stored.algorithm.limit]).to.deep.equal([3, 5]);
+    await screenshot(page, '05-policy-rolled-back');
+    await page.close();
+  });
+
+  it('moves the rollout slider and toggles shadow and enforce', async () => {
+    const page = await signIn(browser.context, server.url, ADMIN);
+    await openPolicy(page, 'search-shadow');
+    await page.getByTestId('rollout-slider').fill('40');
+    expect(await page.getByTestId('rollout-value').textContent()).to.equal('40%');
+    await page.getByTestId('rollout-apply').click();
+    await page.getByTestId('notice').filter({ hasText: 'Rollout changed' }).waitFor();
+    await page.getByTestId('mode-toggle').filter({ hasText: 'enforce' }).click();
+    await page.getByTestId('notice').filter({ hasText: 'Switched to enforce' }).waitFor();
+    const stored = (await api('GET', '/rl/v1/policies/search-shadow')).body;
+    expect([stored.rollout_percent, stored.enforcement_mode]).to.deep.equal([40, 'enforce']);
+    await page.close();
+  });
+
+  it("shows the server's field error for a bad edit and saves nothing", async () => {
+    const page = await signIn(browser.context, server.url, ADMIN);
+    await openPolicy(page, 'api-per-user');
+    const before = (await api('GET', '/rl/v1/policies/api-per-user')).body.version;
+    await page.locator('[data-field="algorithm.window"]').fill('banana');
+    await page.getByTestId('save').click();
+    const fieldError = page.getByTestId('field-error');
+    await fieldError.first().waitFor();
+    expect(await fieldError.first().textContent()).to.match(/^algorithm\.window: /);
+    expect(await page.getByTestId('error').textContent()).to.contain('422');
+    expect(await page.locator('[data-field="algorithm.window"]').getAttribute('class')).to.contain('invalid');
+    expect((await api('GET', '/rl/v1/policies/api-per-user')).body.version).to.equal(before);
+    await screenshot(page, '06-bad-edit');
+    await page.close();
+  });
+
+  it('shows a 409 when the policy changed after the form was filled', async () => {
+    const page = await signIn(browser.context, server.url, ADMIN);
+    await openPolicy(page, 'api-per-user');
+    await page.locator('[data-field="description"]').fill('edited in the browser');
+    const changed = await api('PATCH', '/rl/v1/policies/api-per-user', { priority: 11 });
+    expect(changed.status).to.equal(200);
+    // The page learns of the change from the stream and keeps the unsaved edit.
+    await page.getByTestId('notice').filter({ hasText: 'changed meanwhile' }).waitFor();
+    await page.getByTestId('save').click();
+    await page.getByTestId('conflict').waitFor();
+    expect(await page.getByTestId('conflict').textContent()).to.contain('409');
+    await screenshot(page, '07-conflict');
+    await page.close();
+  });
+
+  it('shows a read-only caller no edit controls', async () => {
+    const page = await signIn(browser.context, server.url, READ_ONLY);
+    expect(await page.getByTestId('whoami').textContent()).to.contain('read-only');
+    await openPolicy(page, 'api-per-user');
+    await page.getByTestId('diff-table').waitFor();
+    expect(await page.getByTestId('policy-actions').count()).to.equal(0);
+    expect(await page.locator('[data-testid^="rollback-"]').count()).to.equal(0);
+    expect(await page.locator('[data-testid="save"], [data-testid="mode-toggle"], [data-testid="rollout-slider"]').count()).to.equal(0);
+    await screenshot(page, '08-read-only-policy');
+    await page.close();
+  });
+
+  it('shows who is limited, filterable by policy', async () => {
+    const page = await signIn(browser.context, server.url, READ_ONLY);
+    await page.getByTestId('nav-limited').click();
+    const row = page.getByTestId('limited-api-per-user');
+    await row.waitFor();
+    expect(Number(await row.locator('td.num').first().textContent())).to.equal(12);
+    expect(await page.getByTestId('limited-tags').textContent()).to.contain('u0');
+    await page.getByTestId('limited-filter').selectOption('search-shadow');
+    await page.getByTestId('limited-search-shadow').waitFor();
+    expect(await page.getByTestId('limited-api-per-user').count()).to.equal(0);
+    await screenshot(page, '09-who-is-limited');
+    await page.close();
+  });
+
+  it('tries a decision as a peek and explains the match', async () => {
+    const page = await signIn(browser.context, server.url, READ_ONLY);
+    await page.getByTestId('nav-try').click();
+    await page.locator('input[name="org_id"]').fill('acme');
+    await page.locator('input[name="user_id"]').fill('fresh-user');
+    const remainingAfter = async () => {
+      await page.getByTestId('try-submit').click();
+      await page.getByTestId('try-policy').filter({ hasText: 'api-per-user' }).waitFor();
+      return page.getByTestId('try-result').textContent();
+    };
+    const first = await remainingAfter();
+    expect(await page.getByTestId('try-reason').textContent()).to.equal('within_limit');
+    expect(first).to.contain('user_id').and.contain('fresh-user');
+    // A peek consumes nothing: asking again answers the same remaining count.
+    await page.getByTestId('try-result').evaluate((el) => el.replaceChildren());
+    expect(await remainingAfter()).to.contain('5 / 5');
+    await screenshot(page, '10-try-a-decision');
+    await page.close();
+  });
+});
