@@ -106,8 +106,9 @@ class ServiceClient implements Client {
     const key = denyCacheKey(ctx);
     const cached = cache.get(key);
     if (cached) return cached;
+    const askedAt = performance.now();
     const decision = await this.call('check', ctx);
-    cache.offer(key, decision);
+    cache.offer(key, decision, askedAt);
     return decision;
   }
 

@@ -73,15 +73,19 @@ export class DenyCache {
     };
   }
 
-  /** Remembers `decision` for `key` when it is a deterministic refusal with a retry_after. */
-  offer(key: string, decision: Decision): void {
+  /**
+   * Remembers `decision` for `key` when it is a deterministic refusal with a retry_after. `askedAt`:
+   * when the call was sent. The service decided at or after it, so counting retry_after from there
+   * never refuses locally past the moment the service would admit again.
+   */
+  offer(key: string, decision: Decision, askedAt = this.now()): void {
     if (decision.allowed || decision.shadow_mode || decision.retry_after <= 0 || !CACHEABLE_ACTIONS.has(decision.action)) return;
     const bytes = 2 * key.length + ENTRY_OVERHEAD_BYTES + 2 * JSON.stringify(decision.metadata).length;
     if (bytes > this.maxBytes) return;
     const old = this.entries.get(key);
     if (old) this.delete(key, old);
     while (this.entries.size >= this.maxEntries || this.bytes + bytes > this.maxBytes) this.evictOldest();
-    this.entries.set(key, { decision, until: this.now() + decision.retry_after, bytes });
+    this.entries.set(key, { decision, until: askedAt + decision.retry_after, bytes });
     this.bytes += bytes;
   }
 
