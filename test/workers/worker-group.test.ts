@@ -215,6 +215,34 @@ describe('RL_WORKERS=2: SIGTERM drains the whole group (real processes)', functi
   });
 });
 
+describe('RL_WORKERS=2: a primary killed outright leaves no worker behind (real processes)', function () {
+  this.timeout(120_000);
+
+  it('every worker exits once the primary is gone (SIGKILL: no drain, no message)', async () => {
+    const redis = await getSuiteRedis();
+    const dir = mkdtempSync(join(tmpdir(), 'rl-workers-orphans-'));
+    const group = await startGroup({ RL_WORKERS: '2', RL_COUNTERSTORE_ADDR: redis.url, RL_KEY_PREFIX: randomPrefix(), RL_DATA_DIR: dir });
+    try {
+      const pids = group.logs().filter((l) => l.message === 'worker ready').map((l) => Number(l.pid));
+      expect(pids).to.have.length(2);
+      await group.kill();
+      const alive = (pid: number) => {
+        try {
+          process.kill(pid, 0);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      // node:cluster ends a worker whose IPC channel to the primary closes; wait for it, bounded by count.
+      for (let attempt = 0; attempt < 1500 && pids.some(alive); attempt++) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(pids.filter(alive), 'workers still running').to.deep.equal([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('RL_WORKERS refused or failing at start-up (real processes)', function () {
   this.timeout(60_000);
 
