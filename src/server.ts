@@ -15,6 +15,7 @@ import { HttpAuth } from './http/auth-guard.js';
 import { Readiness } from './http/readiness.js';
 import { analyticsRoutes } from './http/routes/analytics.js';
 import { DashboardHub, dashboardAssetRoutes, dashboardStreamRoutes } from './http/routes/dashboard.js';
+import { infoRoutes, packageVersion } from './http/routes/info.js';
 import { metricsRoutes, type MetricsSource } from './http/routes/metrics.js';
 import { policyRoutes } from './http/routes/policies.js';
 import { InvalidationNotifier } from './invalidation/notifier.js';
@@ -99,6 +100,13 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         analyticsRoutes(analytics),
         metricsRoutes(hooks.metricsSource?.(metrics) ?? metrics),
         dashboardStreamRoutes(new DashboardHub({ analytics, metrics, policies, counters, readiness })),
+        infoRoutes({
+          version: packageVersion(),
+          counters: config.counterStoreAddr ? 'redis' : 'memory',
+          policy_store: config.counterStoreAddr ? 'redis' : 'file',
+          auth: (config.auth.enabled && config.auth.mode) || 'off',
+          tls: Boolean(tls),
+        }),
       ],
     });
     const httpOptions = httpServerOptions(config.http);

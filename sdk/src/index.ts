@@ -1,5 +1,19 @@
 export { createClient, failModeDecision, type Client, type ClientOptions, type FailMode } from './client.js';
 export { RateLimitAuthError, RateLimitError, RateLimitInputError, RateLimitUnavailableError } from './errors.js';
+export {
+  AdminApiError,
+  AdminConnectionError,
+  createAdminClient,
+  type AdminClient,
+  type AdminClientOptions,
+  type AnalyticsSummaryBody,
+  type FieldProblem,
+  type PolicyAuditEntry,
+  type PolicyVersionEntry,
+  type ProbeResult,
+  type StoredPolicy,
+  type WriteOptions,
+} from './admin-client.js';
 export type { DenyCacheOptions } from './deny-cache.js';
 export type { CircuitBreakerOptions } from './circuit-breaker.js';
 export {

@@ -1,0 +1,103 @@
+import type { Command } from 'commander';
+import { CONTEXT_STRING_FIELDS, createClient, type Decision, type Operation, type RequestContext } from '@rl/client';
+import { resolveConnection, type GlobalOptions } from '../connection.js';
+import { invalidInput } from '../exit-codes.js';
+import { printJson, printLines } from '../output.js';
+
+/**
+ * `rl check|acquire|release|refund` with the RequestContext as `--field value` pairs
+ * (`--org_id acme --user_id carol --quantity 2 --tag env=prod`), through the SDK's client with
+ * `failMode: 'throw'` (a tool must say the service is down, not pretend it allowed) and no deny cache
+ * (every call asks the server).
+ */
+
+type ContextOptions = Record<string, unknown> & { quantity?: string; tag?: string[]; peek?: boolean; data?: string };
+
+const OPERATIONS: { name: Operation; description: string }[] = [
+  { name: 'check', description: 'count a request against the best matching rate or quota policy' },
+  { name: 'acquire', description: 'take a concurrency lease (lease id: --request_id, else a digest of the fields)' },
+  { name: 'release', description: 'give back a lease taken by acquire with the same fields' },
+  { name: 'refund', description: 'give back --quantity units the same context consumed and did not use' },
+];
+
+const collect = (value: string, previous: string[]): string[] => [...previous, value];
+
+export function registerDecisionCommands(program: Command): void {
+  for (const op of OPERATIONS) {
+    const cmd = program.command(op.name).description(op.description);
+    for (const field of CONTEXT_STRING_FIELDS) cmd.option(`--${field} <value>`);
+    cmd
+      .option('--quantity <n>', op.name === 'refund' ? 'units to give back (required)' : 'units this request costs (default 1)')
+      .option('--tag <key=value>', 'a tag of the request (repeatable)', collect, [])
+      .option('-d, --data <json>', 'the whole RequestContext as JSON (flags given too are added to it)');
+    if (op.name === 'check') cmd.option('--peek', 'evaluate without consuming anything (quantity 0)');
+    cmd.action(async (o: ContextOptions, c: Command) => {
+      const g = c.optsWithGlobals<GlobalOptions>();
+      const context = contextFrom(o, op.name);
+      const connection = resolveConnection(g);
+      const client = createClient({ ...connection, failMode: 'throw', denyCache: false });
+      let decision: Decision;
+      try {
+        decision = await client[op.name](context);
+      } finally {
+        await client.close();
+      }
+      if (g.json) return printJson(decision);
+      printLines(renderDecision(decision));
+    });
+  }
+}
+
+/** The RequestContext from `-d` and the flags (flags win); quantity and tags checked here, the rest by the server. */
+export function contextFrom(o: ContextOptions, operation: Operation): RequestContext {
+  const context: Record<string, unknown> = {};
+  if (o.data !== undefined) {
+    let data: unknown;
+    try {
+      data = JSON.parse(o.data);
+    } catch (error) {
+      throw invalidInput(`--data: not JSON: ${(error as Error).message}`);
+    }
+    if (typeof data !== 'object' || data === null || Array.isArray(data)) throw invalidInput('--data: must be a JSON object (a RequestContext)');
+    Object.assign(context, data);
+  }
+  for (const field of CONTEXT_STRING_FIELDS) if (typeof o[field] === 'string') context[field] = o[field];
+  if (o.quantity !== undefined) {
+    if (!/^[0-9]{1,16}$/.test(o.quantity) || !Number.isSafeInteger(Number(o.quantity))) throw invalidInput(`--quantity: must be a whole number, got ${JSON.stringify(o.quantity)}`);
+    context.quantity = Number(o.quantity);
+  }
+  if (o.peek) {
+    if (o.quantity !== undefined && Number(o.quantity) !== 0) throw invalidInput('--peek: a peek consumes nothing; drop --quantity');
+    context.quantity = 0;
+  }
+  if (operation === 'refund' && context.quantity === undefined) throw invalidInput('--quantity: required for refund (the units to give back)');
+  if ((o.tag ?? []).length > 0) {
+    const tags: Record<string, string> = { ...((context.tags as Record<string, string>) ?? {}) };
+    for (const pair of o.tag!) {
+      const eq = pair.indexOf('=');
+      if (eq <= 0) throw invalidInput(`--tag: must be key=value, got ${JSON.stringify(pair)}`);
+      tags[pair.slice(0, eq)] = pair.slice(eq + 1);
+    }
+    context.tags = tags;
+  }
+  return context as RequestContext;
+}
+
+/** `ALLOWED  allow  within_limit` then the numbers that matter, in people's units. */
+export function renderDecision(d: Decision): string[] {
+  const lines = [`${d.allowed ? 'ALLOWED' : 'REFUSED'}  action=${d.action}  reason=${d.reason}${d.shadow_mode ? '  (shadow mode)' : ''}`];
+  lines.push(`policy       ${d.matched_policy_id === '' ? '(none)' : d.matched_policy_id}`);
+  if (d.matched_policy_id !== '') {
+    lines.push(`remaining    ${d.remaining} of ${d.limit}${d.window > 0 ? ` per ${ms(d.window)}` : ''}`);
+    lines.push(`reset_after  ${ms(d.reset_after)}`);
+  }
+  if (d.retry_after > 0) lines.push(`retry_after  ${ms(d.retry_after)}`);
+  for (const [k, v] of Object.entries(d.metadata ?? {})) lines.push(`metadata     ${k}=${v}`);
+  return lines;
+}
+
+function ms(value: number): string {
+  if (value < 1000) return `${value}ms`;
+  const s = value / 1000;
+  return s < 120 ? `${Number(s.toFixed(3))}s` : `${Number((s / 60).toFixed(1))}m`;
+}

@@ -1,0 +1,53 @@
+import type { Command } from 'commander';
+import { AdminApiError, type ProbeResult } from '@rl/client';
+import { adminClient, type GlobalOptions } from '../connection.js';
+import { EXIT_ERROR } from '../exit-codes.js';
+import { printJson, printLines } from '../output.js';
+
+/**
+ * `rl status`: liveness (/healthz), readiness (/readyz), and the server's version and modes
+ * (/rl/v1/info: counters memory|redis, policy store, auth, TLS). Exit 0 only when live and ready.
+ * Info needs a credential when auth is on; without one the probes still answer and info says why not.
+ */
+export function registerStatusCommand(program: Command): void {
+  program
+    .command('status')
+    .description('health, readiness, version and counters mode of the server')
+    .action(async (_o: unknown, cmd: Command) => {
+      const g = cmd.optsWithGlobals<GlobalOptions>();
+      const client = adminClient(g);
+      const [health, readiness] = await Promise.all([client.health(), client.readiness()]);
+      let info: Record<string, unknown> | undefined;
+      let infoError: string | undefined;
+      try {
+        info = await client.info();
+      } catch (error) {
+        if (!(error instanceof AdminApiError)) throw error;
+        infoError = `${error.status} ${error.serverMessage}`;
+      }
+      const ok = health.ok && readiness.ok;
+      if (g.json) {
+        printJson({ url: client.url, ok, health: probe(health), readiness: probe(readiness), ...(info ? { info } : { info_error: infoError }) });
+      } else {
+        const lines = [`url        ${client.url}`, `health     ${probeText(health)}`, `readiness  ${probeText(readiness)}`];
+        if (info) {
+          lines.push(`version    ${String(info.version)}${info.node ? ` (node ${String(info.node)})` : ''}`);
+          lines.push(`counters   ${String(info.counters)}`);
+          lines.push(`policies   ${String(info.policy_store)} store`);
+          lines.push(`auth       ${String(info.auth)}${info.tls ? ', TLS' : ''}`);
+        } else {
+          lines.push(`info       unavailable (${infoError})`);
+        }
+        printLines(lines);
+      }
+      if (!ok) process.exitCode = EXIT_ERROR;
+    });
+}
+
+function probe(p: ProbeResult): { ok: boolean; status: number; message: string } {
+  return { ok: p.ok, status: p.status, message: p.body };
+}
+
+function probeText(p: ProbeResult): string {
+  return `${p.ok ? 'ok' : 'FAILING'} (${p.status}${p.ok ? '' : `: ${p.body}`})`;
+}

@@ -1,0 +1,57 @@
+import { createAdminClient, type AdminClient } from '@rl/client';
+import { CliError } from './exit-codes.js';
+
+/** The global options every command takes (flags win over the environment). */
+export interface GlobalOptions {
+  url?: string;
+  apiKey?: string;
+  token?: string;
+  timeout?: string;
+  json?: boolean;
+}
+
+export interface Connection {
+  url: string;
+  apiKey?: string;
+  token?: string;
+  timeoutMs: number;
+}
+
+export const DEFAULT_URL = 'http://127.0.0.1:8080';
+const DEFAULT_TIMEOUT_MS = 10_000;
+
+/** `--url` / RL_URL, `--api-key` / RL_API_KEY, `--token` / RL_TOKEN, `--timeout` (ms). */
+export function resolveConnection(options: GlobalOptions, env: NodeJS.ProcessEnv = process.env): Connection {
+  const url = (options.url ?? env.RL_URL ?? DEFAULT_URL).trim();
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new CliError(`--url: not a URL: ${JSON.stringify(url)} (expected e.g. ${DEFAULT_URL})`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new CliError(`--url: must be an http:// or https:// URL, got ${JSON.stringify(url)}`);
+  }
+  const connection: Connection = { url, timeoutMs: parseTimeout(options.timeout) };
+  const apiKey = options.apiKey ?? nonEmpty(env.RL_API_KEY);
+  const token = options.token ?? nonEmpty(env.RL_TOKEN);
+  // The server reads X-Api-Key first in apikey mode and the bearer token in jwt mode: sending both hides mistakes.
+  if (apiKey && token) throw new CliError('give one credential: --api-key / RL_API_KEY or --token / RL_TOKEN, not both');
+  if (apiKey) connection.apiKey = apiKey;
+  if (token) connection.token = token;
+  return connection;
+}
+
+export function adminClient(options: GlobalOptions): AdminClient {
+  return createAdminClient(resolveConnection(options));
+}
+
+function parseTimeout(text: string | undefined): number {
+  if (text === undefined) return DEFAULT_TIMEOUT_MS;
+  if (!/^[1-9][0-9]{0,6}$/.test(text)) throw new CliError(`--timeout: must be a positive number of milliseconds, got ${JSON.stringify(text)}`);
+  return Number(text);
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}

@@ -1,0 +1,59 @@
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError, Option } from 'commander';
+import { registerApplyCommands } from './commands/apply.js';
+import { registerDecisionCommands } from './commands/decisions.js';
+import { registerPolicyCommands } from './commands/policies.js';
+import { registerStatusCommand } from './commands/status.js';
+import { registerTopCommand } from './commands/top.js';
+import { reportError } from './report-error.js';
+
+/** The `rl` program: global connection options, every command, and one place that turns failures into exit statuses. */
+export function buildProgram(): Command {
+  const program = new Command('rl')
+    .description('command line of the rate-limit decision service')
+    .version(packageVersion(), '-V, --version')
+    .addOption(new Option('--url <url>', 'service base URL (default http://127.0.0.1:8080)').env('RL_URL'))
+    .addOption(new Option('--api-key <key>', 'API key, sent as X-Api-Key').env('RL_API_KEY'))
+    .addOption(new Option('--token <token>', 'bearer token (JWT), sent as Authorization: Bearer').env('RL_TOKEN'))
+    .option('--timeout <ms>', 'per-request timeout in milliseconds (default 10000)')
+    .option('--json', 'machine-readable JSON output (errors as JSON on stderr)')
+    .showHelpAfterError()
+    .exitOverride();
+  registerPolicyCommands(program);
+  registerApplyCommands(program);
+  registerDecisionCommands(program);
+  registerStatusCommand(program);
+  registerTopCommand(program);
+  // Subcommands inherit exitOverride only when it is set on each; usage errors must not exit mid-run.
+  const override = (cmd: Command): void => {
+    cmd.exitOverride();
+    cmd.commands.forEach(override);
+  };
+  program.commands.forEach(override);
+  return program;
+}
+
+/** Runs `rl` with `argv` (node, script, ...args) and resolves to the exit status. */
+export async function runCli(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (error) {
+    // Usage errors and --help/--version: commander has printed what is needed.
+    if (error instanceof CommanderError) return error.exitCode;
+    const report = reportError(error);
+    if (program.opts<{ json?: boolean }>().json) process.stderr.write(`${JSON.stringify(report.json)}\n`);
+    else process.stderr.write(`rl: ${[report.headline, ...report.details.map((d) => `  ${d}`)].join('\n')}\n`);
+    return report.exitCode;
+  }
+}
+
+/** package.json sits two levels above both src/cli/ and the bundle's dist/cli/. */
+function packageVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * Runs the REAL `rl` binary: `dist/cli/main.js`, built once per test process the way `npm run build`
+ * builds it (the SDK workspace, then the server and CLI with tsconfig.build.json, then the postbuild
+ * chmod), and spawned directly as an executable, so the shebang and the exec bit are exercised too.
+ *
+ * `RL_CLI_FROM_SOURCE=1` runs `node --import tsx src/cli/main.ts` instead (a quicker loop while
+ * editing the CLI; the suite itself always runs the built binary).
+ */
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { REPO_ROOT } from '../support/server-process.js';
+
+const run = promisify(execFile);
+
+export const RL_BINARY = join(REPO_ROOT, 'dist/cli/main.js');
+const fromSource = process.env.RL_CLI_FROM_SOURCE === '1';
+
+let built: Promise<void> | undefined;
+
+/** Builds the CLI once (about 20-40 s on a busy machine); later calls share the same build. */
+export function buildCli(): Promise<void> {
+  if (fromSource) return Promise.resolve();
+  built ??= (async () => {
+    const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+    await run(npm, ['run', 'build', '-w', 'sdk'], { cwd: REPO_ROOT });
+    await run(process.execPath, [join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: REPO_ROOT });
+    await run(npm, ['run', 'postbuild'], { cwd: REPO_ROOT });
+  })();
+  return built;
+}
+
+export interface RlResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * `rl ...args` with a clean environment: only PATH and HOME are inherited (no RL_* of the developer's
+ * shell), plus `env`. Resolves when the process exits, whatever its status.
+ */
+export function rl(args: string[], env: Record<string, string> = {}): Promise<RlResult> {
+  const [command, argv] = fromSource ? [process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'src/cli/main.ts'), ...args]] : [RL_BINARY, args];
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, argv, {
+      cwd: REPO_ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** `rl ... --json` and the parsed stdout; fails the test with stderr when stdout is not JSON. */
+export async function rlJson<T = unknown>(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; body: T; stderr: string }> {
+  const result = await rl([...args, '--json'], env);
+  try {
+    return { code: result.code, body: JSON.parse(result.stdout) as T, stderr: result.stderr };
+  } catch {
+    throw new Error(`rl ${args.join(' ')} --json printed no JSON (exit ${result.code})\nstdout: ${result.stdout}\nstderr: ${result.stderr}`);
+  }
+}
+
+/** A fresh temp directory with `files` (name → content) written into it. */
+export function policyDir(files: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'rl-cli-'));
+  for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
+  return dir;
+}
