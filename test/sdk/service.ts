@@ -46,6 +46,9 @@ export type StoreMode = 'memory' | 'redis';
 
 export interface Service {
   url: string;
+  /** Redis mode: the Redis and key prefix the server keeps its policies and counters under. */
+  redisAddr?: string;
+  keyPrefix?: string;
   grpcTarget: string;
   process: ServerProcessHandle;
   /** `rl_decisions_total` summed over every operation and outcome (peeks are not counted). */
@@ -67,7 +70,8 @@ export async function startService(mode: StoreMode, options: ServiceOptions = {}
   const ownRedis = mode === 'redis' && options.redis === undefined ? await startPrivateRedis() : undefined;
   const redis = options.redis ?? ownRedis;
   const env: Record<string, string> = { RL_POLICY_FILE: policyFile, RL_DATA_DIR: join(dir, 'data'), ...options.env };
-  if (redis) Object.assign(env, { RL_COUNTERSTORE_ADDR: redis.url, RL_KEY_PREFIX: randomPrefix() });
+  const keyPrefix = redis ? randomPrefix() : undefined;
+  if (redis) Object.assign(env, { RL_COUNTERSTORE_ADDR: redis.url, RL_KEY_PREFIX: keyPrefix });
   let process: ServerProcessHandle;
   try {
     process = await startServerProcess(env);
@@ -78,6 +82,8 @@ export async function startService(mode: StoreMode, options: ServiceOptions = {}
   const listening = process.logs().find((l) => l.message === 'listening')!;
   return {
     url: process.url,
+    redisAddr: redis?.url,
+    keyPrefix,
     grpcTarget: `127.0.0.1:${listening.grpc as number}`,
     process,
     decisionCalls: () => decisionCalls(process.url),

@@ -1,0 +1,1 @@
+export { createEmbeddedClient, type EmbeddedClient, type EmbeddedClientOptions } from './embedded-client.js';
