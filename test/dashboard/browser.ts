@@ -45,9 +45,25 @@ export async function launchBrowser(): Promise<Browser> {
   };
 }
 
+/**
+ * What went wrong inside pages opened by `openPage`: uncaught exceptions and Content-Security-Policy
+ * violations (an inline script or style, or a load from elsewhere). 4xx answers the page shows on purpose
+ * (a refused edit) are not problems.
+ */
+export const pageProblems: string[] = [];
+
+export async function openPage(context: BrowserContext): Promise<Page> {
+  const page = await context.newPage();
+  page.on('pageerror', (error) => pageProblems.push(`uncaught: ${error.message}`));
+  page.on('console', (message) => {
+    if (message.type() === 'error' && /Content Security Policy/i.test(message.text())) pageProblems.push(`CSP: ${message.text()}`);
+  });
+  return page;
+}
+
 /** Opens the dashboard in a new tab (its own sessionStorage) and signs in with `key`. */
 export async function signIn(context: BrowserContext, baseUrl: string, key: string): Promise<Page> {
-  const page = await context.newPage();
+  const page = await openPage(context);
   await page.goto(`${baseUrl}/dashboard/`);
   await page.getByTestId('login-key').fill(key);
   await page.getByTestId('login-submit').click();

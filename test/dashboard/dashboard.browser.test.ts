@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { buildDashboard } from '../../dashboard/build.js';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
-import { launchBrowser, screenshot, signIn, type Browser } from './browser.js';
+import { launchBrowser, openPage, pageProblems, screenshot, signIn, type Browser } from './browser.js';
 
 const ADMIN = 'admin-key';
 const READ_ONLY = 'ro-key';
@@ -71,6 +71,11 @@ describe('dashboard (headless Chromium, real server)', function () {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
+  // Every test's pages ran without an uncaught exception or a CSP violation.
+  afterEach(() => {
+    expect(pageProblems.splice(0)).to.deep.equal([]);
+  });
+
   const openPolicy = async (page: Page, id: string) => {
     await page.getByTestId('nav-policies').click();
     await page.getByTestId(`policy-row-${id}`).click();
@@ -78,13 +83,24 @@ describe('dashboard (headless Chromium, real server)', function () {
   };
 
   it('refuses a wrong key and keeps the login form', async () => {
-    const page = await browser.context.newPage();
+    const page = await openPage(browser.context);
     await page.goto(`${server.url}/dashboard/`);
     await page.getByTestId('login-key').fill('not-a-key');
     await page.getByTestId('login-submit').click();
     expect(await page.getByTestId('login-error').textContent()).to.contain('not accepted');
     expect(await page.evaluate(() => sessionStorage.length)).to.equal(0);
     await screenshot(page, '01-login');
+    // The page's CSP is in force: an inline script is refused (and reported), so it never runs.
+    const reported = page.waitForEvent('console', (message) => /Content Security Policy/i.test(message.text()));
+    const ran = await page.evaluate(() => {
+      const script = document.createElement('script');
+      script.textContent = 'window.inlineRan = true';
+      document.body.append(script);
+      return (window as unknown as { inlineRan?: boolean }).inlineRan === true;
+    });
+    expect(ran).to.equal(false);
+    expect((await reported).text()).to.match(/script-src 'self'/);
+    pageProblems.splice(0); // the violation this test caused on purpose
     await page.close();
   });
 

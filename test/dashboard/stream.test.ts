@@ -12,7 +12,7 @@ import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { connectRedisCounterStore } from '../../src/counters/redis-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { RlError } from '../../src/errors.js';
-import { createHttpListener } from '../../src/http/app.js';
+import { createApp, createHttpListener } from '../../src/http/app.js';
 import { HttpAuth } from '../../src/http/auth-guard.js';
 import { Readiness } from '../../src/http/readiness.js';
 import {
@@ -76,9 +76,11 @@ describe('dashboard routes', function () {
     let server: TestServer;
     let hub: DashboardHub;
     let readiness: Readiness;
+    let closeStore: () => Promise<void>;
 
     beforeEach(async () => {
       const w = await world(join(dir, 'policies'), new MemoryCounterStore({ sweepIntervalMs: 0 }));
+      closeStore = () => w.store.close();
       readiness = w.readiness;
       hub = new DashboardHub({ ...w, intervalMs: 3_600_000, maxSubscribers: 2 });
       const auth = loadServerConfig({ RL_AUTH_ENABLED: 'true', RL_AUTH_MODE: 'apikey', RL_AUTH_API_KEYS: 'admin-key,ro-key:read-only' }).auth;
@@ -93,7 +95,10 @@ describe('dashboard routes', function () {
         }),
       );
     });
-    afterEach(() => server.close());
+    afterEach(async () => {
+      await server.close();
+      await closeStore();
+    });
 
     it('serves the built page and its assets without credentials, under a CSP that allows only this origin', async () => {
       const page = await fetch(`${server.url}/dashboard/`);
@@ -115,6 +120,21 @@ describe('dashboard routes', function () {
       }
       const redirect = await fetch(`${server.url}/dashboard`, { redirect: 'manual' });
       expect([redirect.status, redirect.headers.get('location')]).to.deep.equal([302, '/dashboard/']);
+    });
+
+    it('answers 503 naming the build command while the assets are not built', async () => {
+      const w = await world(join(dir, 'unbuilt'), new MemoryCounterStore({ sweepIntervalMs: 0 }));
+      const unbuilt = await serve(
+        createApp({ decisions: w.decisions, readiness: w.readiness, maxBodyBytes: 65536, publicRouters: [dashboardAssetRoutes({ assetDirs: [join(dir, 'missing') + '/'] })] }),
+      );
+      try {
+        const response = await fetch(`${unbuilt.url}/dashboard/`);
+        expect(response.status).to.equal(503);
+        expect((await response.json()).error).to.contain('npm run build:dashboard');
+      } finally {
+        await unbuilt.close();
+        await w.store.close();
+      }
     });
 
     it('serves nothing but the built files', async () => {
@@ -201,7 +221,7 @@ describe('dashboard routes', function () {
       for (const s of [a, b, c]) s.destroy();
       await once(c, 'close');
       expect(hub.size).to.equal(0);
-      w.store.close();
+      await w.store.close();
     });
 
     it('refuses a subscriber past the cap', () => {
@@ -240,17 +260,20 @@ describe('dashboard routes', function () {
         redis = undefined;
         // Each failed decision counts towards the breaker; once open, operations are refused without Redis.
         let snapshot = hub.tick();
+        let failOpenRates = 0;
         for (let i = 0; i < 50 && snapshot.store.state !== 'circuit_open'; i++) {
           const decision = await w.decisions.check({ user_id: 'u1', quantity: 1, tags: {} });
           expect(decision).to.include({ allowed: true, reason: 'counter_store_unavailable' });
           snapshot = hub.tick();
+          failOpenRates += snapshot.fail_open_rate;
         }
+        expect(failOpenRates).to.be.greaterThan(0);
         expect(snapshot.store).to.deep.equal({ kind: 'redis', state: 'circuit_open' });
         // Only the enabled policy with failure_mode fail_open; `login` fails closed.
         expect(snapshot.failing_open).to.deep.equal(['per-user']);
         stream.destroy();
         await counters.close();
-        w.store.close();
+        await w.store.close();
       });
     });
   });
