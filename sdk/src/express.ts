@@ -32,9 +32,18 @@ export interface ExpressRequestLike extends IncomingMessage {
   /** A request header. */
   get(name: string): string | undefined;
   route?: { path: unknown };
-  res?: ServerResponse;
+  res?: ExpressResponseLike;
   rateLimit?: RateLimitState;
   concurrency?: RateLimitState;
+  /** Everything else Express and its plugins put on the request (req.query, req.params, req.user...). */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  [key: string]: any;
+}
+
+/** An Express response: `locals` is where handlers leave what hooks read afterwards (e.g. tokens used). */
+export interface ExpressResponseLike extends ServerResponse {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  locals: Record<string, any>;
 }
 
 // Express's own Request type learns the two fields (the usual augmentation of the global namespace

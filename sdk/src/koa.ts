@@ -39,6 +39,9 @@ export interface KoaContextLike {
   get(field: string): string;
   /** Set by @koa/router: the matched route's path pattern. */
   _matchedRoute?: string | RegExp;
+  /** Everything else Koa and its plugins put on the context (ctx.query, ctx.params...). */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  [key: string]: any;
 }
 
 export type KoaMiddleware<C> = (ctx: C, next: () => Promise<unknown>) => Promise<void>;
