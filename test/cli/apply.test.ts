@@ -1,9 +1,9 @@
 import { expect } from 'chai';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createAdminClient, type AdminClient } from '@rl/client';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
-import { buildCli, policyDir, rl, rlJson } from './rl.js';
+import { buildCli, policyDir, removeTempDirs, rl, rlJson } from './rl.js';
 
 /**
  * `rl validate`, `rl diff`, `rl apply` (files, --dry-run, --prune, --plan) against a real server
@@ -39,18 +39,19 @@ describe('rl apply / diff / validate (built binary, real server)', function () {
   let server: ServerProcessHandle;
   let api: AdminClient;
   let env: Record<string, string>;
-  const dataDir = policyDir({});
-  const seedFile = join(policyDir({ 'seed.json': SEED }), 'seed.json');
 
   before(async () => {
     await buildCli();
+    // Made here, not when the file loads: another file's after() removes the temp dirs made before it.
+    const dataDir = policyDir({});
+    const seedFile = join(policyDir({ 'seed.json': SEED }), 'seed.json');
     server = await startServerProcess({ RL_DATA_DIR: dataDir, RL_POLICY_FILE: seedFile });
     api = createAdminClient({ url: server.url });
     env = { RL_URL: server.url };
   });
   after(async () => {
     await server?.stop();
-    rmSync(dataDir, { recursive: true, force: true });
+    removeTempDirs();
   });
 
   const ids = async (): Promise<string[]> => (await api.listPolicies()).map((p) => p.policy_id);

@@ -7,7 +7,7 @@
  * editing the CLI; the suite itself always runs the built binary).
  */
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -69,9 +69,16 @@ export async function rlJson<T = unknown>(args: string[], env: Record<string, st
   }
 }
 
-/** A fresh temp directory with `files` (name → content) written into it. */
+const tempDirs: string[] = [];
+
+/** A fresh temp directory with `files` (name → content) written into it; removed by removeTempDirs(). */
 export function policyDir(files: Record<string, string>): string {
   const dir = mkdtempSync(join(tmpdir(), 'rl-cli-'));
+  tempDirs.push(dir);
   for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
   return dir;
+}
+
+export function removeTempDirs(): void {
+  for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 }
