@@ -20,6 +20,7 @@ import { metricsRoutes, type MetricsSource } from './http/routes/metrics.js';
 import { policyRoutes } from './http/routes/policies.js';
 import { InvalidationNotifier } from './invalidation/notifier.js';
 import { Analytics } from './observability/analytics.js';
+import { DeniedIdentities, bothRecorders } from './observability/denied-identities.js';
 import { Metrics } from './observability/metrics.js';
 import { ObservabilityRecorder } from './observability/recorder.js';
 import { FilePolicyStore } from './policy/file-policy-store.js';
@@ -68,6 +69,8 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
 
     const metrics = new Metrics({ labelCap: config.metricsLabelCap });
     const analytics = new Analytics();
+    // Who is being limited, for the dashboard: touched by denied decisions only.
+    const deniedIdentities = new DeniedIdentities(policies);
     const counters: CounterStore = config.counterStoreAddr
       ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
       : new MemoryCounterStore();
@@ -76,7 +79,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       policies: matcher,
       counters,
       keyPrefix: config.keyPrefix,
-      recorder: new ObservabilityRecorder(metrics, analytics),
+      recorder: bothRecorders(new ObservabilityRecorder(metrics, analytics), deniedIdentities),
       onCounterStoreError: () => metrics.countCounterStoreError(),
     });
 
@@ -99,7 +102,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         policyRoutes(policies),
         analyticsRoutes(analytics),
         metricsRoutes(hooks.metricsSource?.(metrics) ?? metrics),
-        dashboardStreamRoutes(new DashboardHub({ analytics, metrics, policies, counters, readiness })),
+        dashboardStreamRoutes(new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities })),
         infoRoutes({
           version: packageVersion(),
           counters: config.counterStoreAddr ? 'redis' : 'memory',

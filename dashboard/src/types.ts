@@ -59,6 +59,7 @@ export interface Snapshot {
   store: { kind: 'memory' | 'redis'; state: 'up' | 'down' | 'circuit_open' };
   fail_open_rate: number;
   failing_open: string[];
+  denied_identities: { policy_id: string; identity: string; count: number; error: number }[];
   policies_revision: number;
   readiness: string;
 }

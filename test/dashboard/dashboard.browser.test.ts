@@ -231,10 +231,15 @@ describe('dashboard (headless Chromium, real server)', function () {
     await row.waitFor();
     expect(Number(await row.locator('td.num').first().textContent())).to.equal(12);
     expect(await page.getByTestId('limited-tags').textContent()).to.contain('u0');
+    // Each of the 4 users was denied 3 times (8 calls, limit 5).
+    await page.getByTestId('denied-identity').first().waitFor();
+    const identities = await page.getByTestId('denied-identity').allTextContents();
+    expect(identities.sort()).to.deep.equal(['u0', 'u1', 'u2', 'u3'].map((u) => `api-per-useruser_id=${u}3`));
+    await screenshot(page, '09-who-is-limited');
     await page.getByTestId('limited-filter').selectOption('search-shadow');
     await page.getByTestId('limited-search-shadow').waitFor();
     expect(await page.getByTestId('limited-api-per-user').count()).to.equal(0);
-    await screenshot(page, '09-who-is-limited');
+    expect(await page.getByTestId('denied-identity').count()).to.equal(0);
     await page.close();
   });
 

@@ -23,6 +23,7 @@ import {
   type DashboardSnapshot,
 } from '../../src/http/routes/dashboard.js';
 import { Analytics } from '../../src/observability/analytics.js';
+import { DeniedIdentities, bothRecorders } from '../../src/observability/denied-identities.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { FilePolicyStore } from '../../src/policy/file-policy-store.js';
@@ -41,10 +42,12 @@ async function world(dir: string, counters: CounterStore) {
   await policies.create({ policy_id: 'login', scope: { endpoint: '/login' }, algorithm: { type: 'fixed_window', limit: 9, window: '1h' }, failure_mode: 'fail_closed' }, 't');
   const metrics = new Metrics({ defaultMetrics: false });
   const analytics = new Analytics();
-  const decisions = new DecisionService({ policies: matcher, counters, keyPrefix: 'dash', recorder: new ObservabilityRecorder(metrics, analytics) });
+  const deniedIdentities = new DeniedIdentities(policies);
+  const recorder = bothRecorders(new ObservabilityRecorder(metrics, analytics), deniedIdentities);
+  const decisions = new DecisionService({ policies: matcher, counters, keyPrefix: 'dash', recorder });
   const readiness = new Readiness();
   readiness.markReady();
-  return { store, policies, metrics, analytics, decisions, readiness, counters };
+  return { store, policies, metrics, analytics, decisions, readiness, counters, deniedIdentities };
 }
 
 /** The frames written to a subscriber so far, parsed. */
@@ -208,6 +211,7 @@ describe('dashboard routes', function () {
         { policy_id: 'login', allowed: 0.5, denied: 0, shadow: 0 },
       ]);
       expect(snapshot).to.deep.include({ store: { kind: 'memory', state: 'up' }, failing_open: [], fail_open_rate: 0, readiness: 'ready' });
+      expect(snapshot.denied_identities).to.deep.equal([{ policy_id: 'per-user', identity: 'user_id=u1', count: 1, error: 0 }]);
       // Nothing happened in the next tick: every rate is back to 0, the totals stay.
       clock += 1000;
       const quiet = hub.tick();

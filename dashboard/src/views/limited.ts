@@ -6,11 +6,12 @@ import type { AnalyticsSummary } from '../types.js';
 const REFRESH_TICKS = 5;
 
 /**
- * Who is limited: the policies denying most (filterable to one policy) and the heaviest tags seen, from
- * GET /rl/v1/analytics/summary, refreshed every few stream ticks while the view is open.
+ * Who is limited: the most denied identities (live, from the stream), the policies denying most, and the
+ * heaviest tags (GET /rl/v1/analytics/summary, refreshed every few ticks); the first two filter by policy.
  */
 export const limitedView: View = (root, app) => {
   const filter = h('select', { 'data-testid': 'limited-filter' }, h('option', { value: '' }, 'all policies'));
+  const identities = h('tbody');
   const policies = h('tbody');
   const tags = h('tbody');
   const note = h('p', { class: 'muted' });
@@ -19,6 +20,13 @@ export const limitedView: View = (root, app) => {
     h('h2', {}, 'Who is limited'),
     h('div', { class: 'row' }, h('label', {}, 'Policy'), filter),
     note,
+    h(
+      'div',
+      { class: 'panel' },
+      h('h3', {}, 'Most denied identities'),
+      h('p', { class: 'muted' }, "An identity is what a policy counts separately: the request's values of its * scope fields."),
+      h('table', { 'data-testid': 'limited-identities' }, h('thead', {}, h('tr', {}, ['policy', 'identity', 'denied'].map((t) => h('th', {}, t)))), identities),
+    ),
     h(
       'div',
       { class: 'split' },
@@ -31,7 +39,7 @@ export const limitedView: View = (root, app) => {
       h(
         'div',
         { class: 'panel' },
-        h('h3', {}, 'Top identities and tags'),
+        h('h3', {}, 'Top tags'),
         h('p', { class: 'muted' }, 'Heavy hitters among the tags of all decisions (analytics counts tags across policies).'),
         h('table', { 'data-testid': 'limited-tags' }, h('thead', {}, h('tr', {}, ['tag', 'value', 'decisions'].map((t) => h('th', {}, t)))), tags),
       ),
@@ -67,7 +75,26 @@ export const limitedView: View = (root, app) => {
       summary.top_tags.map((t) => h('tr', {}, h('td', {}, t.key), h('td', {}, t.value), h('td', { class: 'num' }, t.count))),
     );
   };
-  filter.addEventListener('change', render);
+  const renderIdentities = () => {
+    const rows = (app.stream.latest?.denied_identities ?? []).filter((d) => filter.value === '' || d.policy_id === filter.value).slice(0, 25);
+    replace(
+      identities,
+      rows.length === 0 ? h('tr', {}, h('td', { colspan: 3, class: 'muted' }, 'Nobody has been denied.')) : null,
+      rows.map((d) =>
+        h(
+          'tr',
+          { 'data-testid': 'denied-identity' },
+          h('td', {}, d.policy_id),
+          h('td', {}, d.identity),
+          h('td', { class: 'num', title: d.error > 0 ? `may overstate by up to ${d.error}` : '' }, d.error > 0 ? `≤ ${d.count}` : d.count),
+        ),
+      ),
+    );
+  };
+  filter.addEventListener('change', () => {
+    render();
+    renderIdentities();
+  });
 
   const load = async () => {
     try {
@@ -78,8 +105,10 @@ export const limitedView: View = (root, app) => {
     }
   };
   void load();
+  renderIdentities();
   let ticks = 0;
   return app.stream.subscribe(() => {
+    renderIdentities();
     if (++ticks % REFRESH_TICKS === 0) void load();
   });
 };

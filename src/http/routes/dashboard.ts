@@ -17,6 +17,7 @@ import type { CounterStore } from '../../counters/counter-store.js';
 import type { CounterStoreErrorEvent } from '../../counters/redis-store.js';
 import { RlError } from '../../errors.js';
 import type { Analytics, AnalyticsSummary } from '../../observability/analytics.js';
+import type { DeniedIdentities, DeniedIdentity } from '../../observability/denied-identities.js';
 import type { Metrics } from '../../observability/metrics.js';
 import type { PolicyService } from '../../policy/policy-service.js';
 import type { Readiness } from '../readiness.js';
@@ -120,6 +121,8 @@ export interface DashboardSnapshot {
   fail_open_rate: number;
   /** Enabled policies with failure_mode fail_open while the counter store is not up: they admit unchecked now. */
   failing_open: string[];
+  /** The most denied identities per policy so far (empty without a DeniedIdentities recorder). */
+  denied_identities: DeniedIdentity[];
   /** Changes whenever the policy set does: the page reloads its policy list then. */
   policies_revision: number;
   readiness: string;
@@ -131,6 +134,8 @@ export interface DashboardStreamDeps {
   policies: PolicyService;
   counters: CounterStore;
   readiness: Readiness;
+  /** Fed by the decision path; its top entries go into every snapshot. */
+  deniedIdentities?: DeniedIdentities;
   /** Tick length; default 1000 ms. */
   intervalMs?: number;
   /** Concurrent streams; default 16. */
@@ -159,6 +164,7 @@ export class DashboardHub {
   readonly intervalMs: number;
   private readonly maxSubscribers: number;
   private readonly topPolicies: number;
+  private readonly topIdentities = 100;
   private readonly historyLength: number;
 
   constructor(private readonly deps: DashboardStreamDeps) {
@@ -258,6 +264,7 @@ export class DashboardHub {
               .list()
               .filter((p) => p.enabled && p.failure_mode === 'fail_open')
               .map((p) => p.policy_id),
+      denied_identities: this.deps.deniedIdentities?.top(this.topIdentities) ?? [],
       policies_revision: this.deps.policies.revision(),
       readiness: this.deps.readiness.state,
     };

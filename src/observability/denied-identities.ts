@@ -1,0 +1,102 @@
+import type { DecisionEvent, DecisionRecorder } from '../decision/decision-service.js';
+import type { Policy } from '../policy/types.js';
+import { SpaceSaving } from './analytics.js';
+
+/**
+ * Who is being limited: heavy hitters among the identities that policies DENIED, in bounded memory (a
+ * Space-Saving counter, as analytics' top tags). A policy's identity is what it counts separately: the
+ * request's values of its `*` scope fields and `*` tags, in sorted name order (as the matcher keys its
+ * counters), e.g. `user_id=carol`; a policy without any `*` counts everyone together (`(everyone)`).
+ *
+ * Only denied decisions reach the counter (shadow answers and allowed ones return at the first test), so
+ * the ordinary decision pays one comparison. The `*` fields of each policy are derived once per policy-set
+ * revision. Never throws into the decision path.
+ */
+export interface DeniedIdentity {
+  policy_id: string;
+  identity: string;
+  /** Denials counted; may overstate the true count by at most `error`. */
+  count: number;
+  error: number;
+}
+
+export interface PolicySource {
+  list(): Policy[];
+  revision(): number;
+}
+
+export const EVERYONE = '(everyone)';
+const MAX_VALUE_LENGTH = 128;
+
+export class DeniedIdentities implements DecisionRecorder {
+  private readonly counts: SpaceSaving;
+  private wildcards = new Map<string, readonly string[]>();
+  private revision = Number.NaN;
+
+  constructor(
+    private readonly policies: PolicySource,
+    capacity = 1000,
+  ) {
+    this.counts = new SpaceSaving(capacity);
+  }
+
+  record(event: DecisionEvent): void {
+    const { decision } = event;
+    // A release that found no lease is not a denial.
+    if (decision.allowed || decision.matched_policy_id === '' || decision.shadow_mode || event.operation === 'release') return;
+    try {
+      this.counts.offer(decision.matched_policy_id, this.identityOf(decision.matched_policy_id, event.ctx));
+    } catch {
+      // Bookkeeping for a dashboard must never fail a decision.
+    }
+  }
+
+  /** The `limit` most denied identities, most denied first. */
+  top(limit: number): DeniedIdentity[] {
+    return this.counts.top(limit).map((h) => ({ policy_id: h.key, identity: h.value, count: h.count, error: h.error }));
+  }
+
+  private identityOf(policyId: string, ctx: DecisionEvent['ctx']): string {
+    const names = this.wildcardsOf(policyId);
+    if (names.length === 0) return EVERYONE;
+    const parts: string[] = [];
+    for (const name of names) {
+      const value = name.startsWith('tags.') ? ctx.tags[name.slice(5)] : (ctx as Record<string, unknown>)[name];
+      const text = typeof value === 'string' ? value : '';
+      parts.push(`${name}=${text.length > MAX_VALUE_LENGTH ? `${text.slice(0, MAX_VALUE_LENGTH)}…` : text}`);
+    }
+    return parts.join(', ');
+  }
+
+  private wildcardsOf(policyId: string): readonly string[] {
+    const revision = this.policies.revision();
+    if (revision !== this.revision) {
+      this.revision = revision;
+      this.wildcards = new Map(this.policies.list().map((p) => [p.policy_id, wildcardNames(p)]));
+    }
+    return this.wildcards.get(policyId) ?? [];
+  }
+}
+
+/** The names of a policy's `*` scope fields and `tags.<key>` for `*` tags, sorted. */
+export function wildcardNames(policy: Policy): string[] {
+  const names: string[] = [];
+  for (const [field, value] of Object.entries(policy.scope)) {
+    if (field === 'tags' && value && typeof value === 'object') {
+      for (const [key, tag] of Object.entries(value as Record<string, string>)) if (tag === '*') names.push(`tags.${key}`);
+    } else if (value === '*') {
+      names.push(field);
+    }
+  }
+  return names.sort();
+}
+
+/** One recorder feeding two (the observability recorder and this one), in order. */
+export function bothRecorders(first: DecisionRecorder, second: DecisionRecorder): DecisionRecorder {
+  return {
+    record(event) {
+      first.record(event);
+      second.record(event);
+    },
+  };
+}
