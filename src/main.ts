@@ -1,6 +1,8 @@
 import cluster from 'node:cluster';
 import { ConfigError, loadServerConfig } from './config.js';
 import { JournalCorruptError } from './policy/file-policy-store.js';
+import { DataDirLockedError } from './policy/journal-lock.js';
+import { SnapshotCorruptError } from './policy/journal-snapshot.js';
 import { PolicyFileError } from './policy/policy-file.js';
 import { startServer } from './server.js';
 import { runMain } from './util/run-main.js';
@@ -21,5 +23,6 @@ runMain(
     return { drainSecs: config.drainSecs, shutdownDelaySecs: config.shutdownDelaySecs, drain: () => server.drain() };
   },
   (error) =>
-    error instanceof ConfigError || error instanceof PolicyFileError || error instanceof JournalCorruptError || error instanceof WorkerStartError,
+    error instanceof ConfigError || error instanceof PolicyFileError || error instanceof JournalCorruptError || error instanceof WorkerStartError ||
+    error instanceof DataDirLockedError || error instanceof SnapshotCorruptError,
 );

@@ -3,6 +3,8 @@ import { constants as fsConstants, promises as fsp } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { RlError } from '../errors.js';
 import { log } from '../util/log.js';
+import { DataDirLock, type LockOptions } from './journal-lock.js';
+import { emptyState, readSnapshot, SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, writeSnapshot, type StoreState } from './journal-snapshot.js';
 import {
   byPolicyId,
   ChangeListeners,
@@ -19,9 +21,10 @@ import {
 import type { Policy } from './types.js';
 
 /**
- * Single-node policy storage: an append-only journal in the data directory (RL_DATA_DIR).
+ * Single-node policy storage: a snapshot and an append-only journal in the data directory
+ * (RL_DATA_DIR), which one server at a time may use (`policies.lock`, see journal-lock.ts).
  *
- * Format: `<dataDir>/policies.journal`, one record per line:
+ * Journal format: `<dataDir>/policies.journal`, one record per line:
  *
  *     <16 hex digits: first 8 bytes of SHA-256 of the JSON text> <space> <JSON text> \n
  *
@@ -41,6 +44,20 @@ import type { Policy } from './types.js';
  *   new is appended. A bad record FOLLOWED by good ones cannot come from a torn append: that is
  *   corruption, and the store refuses to start rather than silently drop acknowledged changes.
  * - Everything (current, versions, audit) is replayed from the same records, so they cannot disagree.
+ *
+ * Compaction keeps start-up and disk bounded by the state instead of by the number of changes ever
+ * made. When the journal has grown to max(compactMinBytes, size of the last snapshot) (the rule of
+ * Redis's AOF rewrite: each byte of journal pays for at most one byte of snapshot, and start-up reads
+ * at most about twice the snapshot), the whole state is written as a snapshot (journal-snapshot.ts),
+ * each step crash-safe:
+ *   1. write `policies.snapshot.tmp`, fdatasync it;     a crash leaves a temp file, deleted at start-up
+ *   2. rename it to `policies.snapshot`;                 old or new snapshot, the journal still whole
+ *   3. fsync the directory;                              the new snapshot is durable
+ *   4. truncate the journal to 0 and fdatasync it.
+ * Start-up reads the snapshot (revision S), then the journal, skipping records up to S: after a crash
+ * between 3 and 4 the journal still holds records the snapshot already has. A journal that starts
+ * after S + 1 has lost acknowledged changes: corruption, refused. Compaction runs in the writer queue,
+ * so no change is appended while it runs; decisions never wait for it (they read memory).
  */
 
 export const JOURNAL_FILE = 'policies.journal';
@@ -64,19 +81,51 @@ export class JournalCorruptError extends Error {
   }
 }
 
+/** The points of a compaction a crash test can stop the process at (see the file comment). */
+export type CompactionStep = 'snapshot-started' | 'snapshot-written' | 'snapshot-renamed' | 'snapshot-durable' | 'journal-truncated';
+
+/** Journal bytes below which the journal is never compacted. */
+export const COMPACT_MIN_BYTES = 4 * 1024 * 1024;
+
 export interface FilePolicyStoreOptions {
   /** Called instead of the default warning log when a torn tail is dropped at start-up (tests). */
   onTornTail?: (info: { path: string; droppedBytes: number }) => void;
+  /** Journal bytes below which no compaction happens (default COMPACT_MIN_BYTES; tests set it low). */
+  compactMinBytes?: number;
+  /** Called after each compaction step (crash tests kill the process there). */
+  onCompactionStep?: (step: CompactionStep) => void;
+  /** Data directory lock timings (tests). */
+  lock?: Omit<LockOptions, 'onLost'>;
+}
+
+/** What the data directory holds now (tests, logs). */
+export interface StorageStats {
+  snapshotBytes: number;
+  journalBytes: number;
+  /** Records in the journal, i.e. changes since the last snapshot (replayed at start-up). */
+  journalRecords: number;
+  /** Compactions this instance has completed. */
+  compactions: number;
+  /** Journal bytes this instance has appended (what the journal would hold without compaction). */
+  appendedBytes: number;
 }
 
 export class FilePolicyStore implements PolicyStore {
-  private readonly current = new Map<string, Policy>();
-  private readonly heads = new Map<string, number>();
-  private readonly history = new Map<string, PolicyVersion[]>();
-  private readonly audits = new Map<string, AuditEntry[]>();
+  private readonly current: Map<string, Policy>;
+  private readonly heads: Map<string, number>;
+  private readonly history: Map<string, PolicyVersion[]>;
+  private readonly audits: Map<string, AuditEntry[]>;
   private sorted: Policy[] | undefined;
-  private rev = 0;
+  private rev: number;
   private size: number;
+  private records: number;
+  private snapshotBytes: number;
+  private compactions = 0;
+  private appendedBytes = 0;
+  private compactionQueued = false;
+  /** After a failed compaction, the journal size to wait for before trying again. */
+  private retryCompactionAt = 0;
+  private readonly compactMinBytes: number;
   private queue: Promise<unknown> = Promise.resolve();
   private failed: Error | undefined;
   private closed = false;
@@ -85,17 +134,48 @@ export class FilePolicyStore implements PolicyStore {
   private constructor(
     readonly path: string,
     private readonly file: fsp.FileHandle,
+    private readonly lock: DataDirLock,
+    state: StoreState,
     records: JournalRecord[],
     size: number,
+    snapshotBytes: number,
+    private readonly options: FilePolicyStoreOptions,
   ) {
+    this.current = state.current;
+    this.heads = state.heads;
+    this.history = state.history;
+    this.audits = state.audits;
+    this.rev = state.rev;
     this.size = size;
+    this.records = records.length;
+    this.snapshotBytes = snapshotBytes;
+    this.compactMinBytes = options.compactMinBytes ?? COMPACT_MIN_BYTES;
     for (const record of records) this.apply(record);
   }
 
-  /** Opens (creating if needed) the journal in `dataDir`, dropping a torn last record. */
+  /**
+   * Locks `dataDir` (creating it if needed), then loads the snapshot and the journal after it, dropping
+   * a torn last record.
+   */
   static async open(dataDir: string, options: FilePolicyStoreOptions = {}): Promise<FilePolicyStore> {
     const dir = resolve(dataDir);
     await mkdirDurable(dir);
+    let store: FilePolicyStore | undefined;
+    const lock = await DataDirLock.acquire(dir, { ...options.lock, onLost: (reason) => store?.stopWrites(reason) });
+    try {
+      store = await FilePolicyStore.load(dir, lock, options);
+      return store;
+    } catch (error) {
+      await lock.release();
+      throw error;
+    }
+  }
+
+  private static async load(dir: string, lock: DataDirLock, options: FilePolicyStoreOptions): Promise<FilePolicyStore> {
+    // A temporary snapshot is what a compaction interrupted before its rename left: never complete.
+    await fsp.rm(join(dir, SNAPSHOT_TEMP_FILE), { force: true });
+    const snapshot = await readSnapshot(join(dir, SNAPSHOT_FILE));
+    const state = snapshot?.state ?? emptyState();
     const path = join(dir, JOURNAL_FILE);
     let created = false;
     let text: Buffer;
@@ -106,10 +186,16 @@ export class FilePolicyStore implements PolicyStore {
       text = Buffer.alloc(0);
       created = true;
     }
-    const { records, goodBytes } = parseJournal(path, text);
+    const { records, goodBytes, skipped } = parseJournal(path, text, state.rev);
     const file = await fsp.open(path, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT, 0o644);
+    let size = goodBytes;
     try {
-      if (goodBytes < text.length) {
+      if (records.length === 0 && skipped > 0) {
+        // A compaction stopped between its durable snapshot and the truncation: finish it.
+        await file.truncate(0);
+        await file.datasync();
+        size = 0;
+      } else if (goodBytes < text.length) {
         const dropped = text.length - goodBytes;
         if (options.onTornTail) options.onTornTail({ path, droppedBytes: dropped });
         else log.warn('policy journal: dropping a torn last record (a change that was never acknowledged)', { path, dropped_bytes: dropped });
@@ -121,7 +207,7 @@ export class FilePolicyStore implements PolicyStore {
       await file.close();
       throw error;
     }
-    return new FilePolicyStore(path, file, records, goodBytes);
+    return new FilePolicyStore(path, file, lock, state, records, size, snapshot?.bytes ?? 0, options);
   }
 
   list(): Policy[] {
@@ -149,6 +235,21 @@ export class FilePolicyStore implements PolicyStore {
     return this.rev;
   }
 
+  storageStats(): StorageStats {
+    return {
+      snapshotBytes: this.snapshotBytes,
+      journalBytes: this.size,
+      journalRecords: this.records,
+      compactions: this.compactions,
+      appendedBytes: this.appendedBytes,
+    };
+  }
+
+  /** Resolves once every change and compaction queued so far has finished. */
+  async settled(): Promise<void> {
+    await this.queue.catch(() => undefined);
+  }
+
   onChange(listener: ChangeListener): () => void {
     return this.listeners.add(listener);
   }
@@ -168,6 +269,7 @@ export class FilePolicyStore implements PolicyStore {
       await this.append(record);
       this.apply(record);
       this.emit(change.policy_id, change.policy, exists);
+      this.compactIfDue();
       return { ok: true, revision: this.rev } as const;
     });
   }
@@ -189,6 +291,7 @@ export class FilePolicyStore implements PolicyStore {
       await this.append(record);
       this.apply(record);
       this.listeners.emit({ policy_id: '', change: 'reloaded', version: 0, revision: this.rev, local: true }, logListenerError);
+      this.compactIfDue();
       return true;
     });
   }
@@ -198,9 +301,66 @@ export class FilePolicyStore implements PolicyStore {
     this.closed = true;
     await this.queue.catch(() => undefined);
     await this.file.close();
+    await this.lock.release();
   }
 
   // -------------------------------------------------------------------------------------------------
+
+  /** Refuses every later change (the data directory lock was lost: another server may write). */
+  private stopWrites(reason: string): void {
+    this.failed ??= new Error(reason);
+  }
+
+  private compactIfDue(): void {
+    if (this.compactionQueued) return;
+    if (this.size < Math.max(this.compactMinBytes, this.snapshotBytes, this.retryCompactionAt)) return;
+    this.compactionQueued = true;
+    // Queued behind the change that triggered it (whose caller is answered first), ahead of later ones.
+    this.serial(() => this.compact()).catch((error: unknown) => {
+      if (this.closed) return; // closing right after the change that asked for it: next start, then
+      log.error('policy store: compaction failed; the journal is intact and keeps every change', { path: this.path, error: String(error) });
+    });
+  }
+
+  /** Snapshot, then an empty journal; the steps and why each is safe are in the file comment. */
+  private async compact(): Promise<void> {
+    this.compactionQueued = false;
+    const dir = dirname(this.path);
+    const step = this.options.onCompactionStep ?? (() => undefined);
+    const temp = join(dir, SNAPSHOT_TEMP_FILE);
+    let bytes: number;
+    try {
+      bytes = await writeSnapshot(temp, this.stateView(), () => step('snapshot-started'));
+      step('snapshot-written');
+      await fsp.rename(temp, join(dir, SNAPSHOT_FILE));
+    } catch (error) {
+      this.retryCompactionAt = this.size * 2;
+      await fsp.rm(temp, { force: true }).catch(() => undefined);
+      throw error;
+    }
+    step('snapshot-renamed');
+    await fsyncDir(dir);
+    step('snapshot-durable');
+    try {
+      await this.file.truncate(0);
+      await this.file.datasync();
+    } catch (error) {
+      // The snapshot holds everything; the old records left in the journal are skipped at start-up.
+      this.retryCompactionAt = this.size * 2;
+      throw error;
+    }
+    this.size = 0;
+    this.records = 0;
+    this.snapshotBytes = bytes;
+    this.retryCompactionAt = 0;
+    this.compactions++;
+    step('journal-truncated');
+    log.info('policy store: journal compacted', { path: this.path, snapshot_bytes: bytes, revision: this.rev });
+  }
+
+  private stateView(): StoreState {
+    return { rev: this.rev, heads: this.heads, current: this.current, history: this.history, audits: this.audits };
+  }
 
   private serial<T>(task: () => Promise<T>): Promise<T> {
     const run = this.queue.then(() => {
@@ -223,6 +383,8 @@ export class FilePolicyStore implements PolicyStore {
       }
       await this.file.datasync();
       this.size += line.length;
+      this.appendedBytes += line.length;
+      this.records++;
     } catch (error) {
       // The record may be partly on disk. Cut it off so the next append does not follow garbage; if
       // even that fails, stop accepting changes (the torn tail is then dropped at the next start).
@@ -288,27 +450,40 @@ export function encodeRecord(record: JournalRecord): Buffer {
 
 /**
  * Parses the journal: every complete, checksummed record up to the first one that is not. Returns the
- * records and the byte length they occupy. A bad region is accepted as a torn tail only when no good
- * record follows it.
+ * records after revision `afterRev` (what the snapshot holds), how many up to it were skipped, and the
+ * byte length of all good records. Revisions must follow each other, the first at most `afterRev + 1`.
+ * A bad region is accepted as a torn tail only when no good record follows it.
  */
-export function parseJournal(path: string, data: Buffer): { records: JournalRecord[]; goodBytes: number } {
+export function parseJournal(
+  path: string,
+  data: Buffer,
+  afterRev = 0,
+): { records: JournalRecord[]; goodBytes: number; skipped: number } {
   const records: JournalRecord[] = [];
+  let skipped = 0;
   let pos = 0;
   let lineNo = 0;
+  let expectedRev: number | undefined;
   while (pos < data.length) {
     lineNo++;
     const nl = data.indexOf(0x0a, pos);
     if (nl < 0) break; // no newline: the last append was cut short
-    const problem = checkRecord(data.toString('utf8', pos, nl), records.length + 1);
+    const problem = checkRecord(data.toString('utf8', pos, nl), expectedRev ?? afterRev + 1, expectedRev === undefined);
     if (typeof problem === 'string') {
-      if (hasGoodRecordAfter(data, nl + 1)) throw new JournalCorruptError(path, lineNo, problem);
+      // Only a line whose checksum fails can be a torn write; a checksummed one is what was written.
+      if (!TORN.has(problem) || hasGoodRecordAfter(data, nl + 1)) throw new JournalCorruptError(path, lineNo, problem);
       break;
     }
-    records.push(problem);
+    if (problem.rev <= afterRev) skipped++;
+    else records.push(problem);
+    expectedRev = problem.rev + 1;
     pos = nl + 1;
   }
-  return { records, goodBytes: pos };
+  return { records, goodBytes: pos, skipped };
 }
+
+/** What checkRecord says of a line an interrupted append can leave. */
+const TORN = new Set(['no checksum', 'checksum mismatch']);
 
 function hasGoodRecordAfter(data: Buffer, from: number): boolean {
   let pos = from;
@@ -323,8 +498,11 @@ function hasGoodRecordAfter(data: Buffer, from: number): boolean {
   return false;
 }
 
-/** The decoded record, or a description of what is wrong with the line. */
-function checkRecord(line: string, expectedRev: number): JournalRecord | string {
+/**
+ * The decoded record, or a description of what is wrong with the line. Its rev must be `expectedRev`,
+ * or, for the first record (`first`), anything from 1 to `expectedRev` (the snapshot may hold it).
+ */
+function checkRecord(line: string, expectedRev: number, first: boolean): JournalRecord | string {
   if (line.length < 18 || line[16] !== ' ') return 'no checksum';
   const json = line.slice(17);
   if (checksum(json) !== line.slice(0, 16)) return 'checksum mismatch';
@@ -335,8 +513,11 @@ function checkRecord(line: string, expectedRev: number): JournalRecord | string 
     return 'invalid JSON';
   }
   const r = record as JournalRecord;
-  if (typeof r !== 'object' || r === null || r.rev !== expectedRev || !Array.isArray(r.changes)) {
-    return `not a journal record with rev ${expectedRev}`;
+  const revOk = first ? Number.isSafeInteger(r?.rev) && r.rev >= 1 && r.rev <= expectedRev : r?.rev === expectedRev;
+  if (typeof r !== 'object' || r === null || !revOk || !Array.isArray(r.changes)) {
+    return first && expectedRev > 1
+      ? `not a journal record with a rev from 1 to ${expectedRev} (the snapshot ends at ${expectedRev - 1})`
+      : `not a journal record with rev ${expectedRev}`;
   }
   for (const c of r.changes) {
     if (typeof c?.policy_id !== 'string' || typeof c.head !== 'number' || typeof c.audit !== 'object' || c.audit === null) {

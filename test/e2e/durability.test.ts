@@ -120,3 +120,50 @@ describe('durability of acknowledged policy changes (single node, kill -9)', fun
     expect((await second.stop('SIGTERM')).code).to.equal(0);
   });
 });
+
+/** One server per data directory: a second one stops at start; a killed one does not keep the directory. */
+describe('the single-node data directory is locked (two real server processes)', function () {
+  this.timeout(60_000);
+  let dataDir: string;
+  const servers: ServerProcessHandle[] = [];
+
+  before(() => {
+    dataDir = mkdtempSync(join(tmpdir(), 'rl-lock-e2e-'));
+  });
+  after(async () => {
+    for (const s of servers) await s.kill();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const env = () => ({ RL_DATA_DIR: dataDir, RL_POLICY_FILE: join(REPO_ROOT, 'examples/policies.json') });
+
+  async function startFails(): Promise<string> {
+    try {
+      servers.push(await startServerProcess(env()));
+    } catch (error) {
+      return (error as Error).message;
+    }
+    throw new Error('the second server started on a data directory in use');
+  }
+
+  it('a second server on the same RL_DATA_DIR stops with a message naming it and the holding pid; after kill -9 a new one starts', async () => {
+    const first = await startServerProcess(env());
+    servers.push(first);
+    const message = await startFails();
+    expect(message).to.include('exited before listening (code 1');
+    expect(message).to.include(`RL_DATA_DIR ${dataDir} is in use by another server (pid ${first.pid}`);
+    // The first one was not disturbed.
+    expect((await fetch(`${first.url}/rl/v1/policies`)).status).to.equal(200);
+
+    await first.kill();
+    const next = await startServerProcess(env());
+    servers.push(next);
+    expect(next.logs().find((l) => l.message === 'listening')).to.include({ seeded_from_file: false });
+    expect((await fetch(`${next.url}/rl/v1/policies`)).status).to.equal(200);
+    // A clean stop removes the lock, and the next server starts without taking anything over.
+    expect((await next.stop('SIGTERM')).code).to.equal(0);
+    const last = await startServerProcess(env());
+    servers.push(last);
+    expect(last.logs().some((l) => String(l.message).includes('stale data directory lock'))).to.equal(false);
+  });
+});

@@ -47,25 +47,39 @@ describe('matches() in match_expr runs on RE2 (linear time)', () => {
       ['^(([a-z])+.)+[A-Z]([a-z])+$', 'a'.repeat(tenK), false],
       ['(x+x+)+y', 'x'.repeat(tenK), false],
     ];
+    // CPU time of each evaluation (what it costs the event loop; preemptions on a loaded machine are not
+    // part of it), after one warm-up pass over every case so the JIT has compiled the engine.
+    const evaluators = cases.map(([pattern]) => compile(`user_id.matches("${pattern}")`));
+    cases.forEach(([, input, expected], i) => expect(evaluators[i](user(input))).to.equal(expected));
     const figures: string[] = [];
-    let worst = 0;
-    for (const [pattern, input, expected] of cases) {
-      const evaluate = compile(`user_id.matches("${pattern}")`);
-      let max = 0;
+    let worstMedian = 0;
+    let worstMax = 0;
+    cases.forEach(([pattern, input, expected], i) => {
+      const cpuMs: number[] = [];
+      let maxWall = 0;
       for (let run = 0; run < 7; run++) {
-        const started = performance.now();
-        const answer = evaluate(user(input));
-        const ms = performance.now() - started;
+        const wall = performance.now();
+        const cpu = process.cpuUsage();
+        const answer = evaluators[i](user(input));
+        const used = process.cpuUsage(cpu);
+        maxWall = Math.max(maxWall, performance.now() - wall);
+        cpuMs.push((used.user + used.system) / 1000);
         expect(answer, `${pattern} on ${input.length} chars`).to.equal(expected);
-        if (run > 0) max = Math.max(max, ms); // run 0 builds the DFA states
       }
-      worst = Math.max(worst, max);
-      figures.push(`${pattern.padEnd(30)} ${String(input.length).padStart(6)} chars  max ${max.toFixed(3)} ms`);
-    }
-    console.log(`      per-evaluation maxima over 6 runs:\n      ${figures.join('\n      ')}`);
-    // The issue asks for under a millisecond; 5 ms tolerates a loaded, shared machine. The same
-    // `^(a+)+$` on the backtracking engine took 36 s with 30 characters.
-    expect(worst).to.be.below(5);
+      const median = [...cpuMs].sort((a, b) => a - b)[3];
+      const max = Math.max(...cpuMs);
+      worstMedian = Math.max(worstMedian, median);
+      worstMax = Math.max(worstMax, max);
+      figures.push(`${pattern.padEnd(30)} ${String(input.length).padStart(6)} chars  cpu median ${median.toFixed(3)} ms, max ${max.toFixed(3)} ms; wall max ${maxWall.toFixed(3)} ms`);
+    });
+    console.log(`      per evaluation, 7 runs each:\n      ${figures.join('\n      ')}`);
+    // The issue asks for under a millisecond; measured here it is ~0.01-0.5 ms (median) on an idle
+    // machine. The bounds tolerate a loaded, shared one: 5 ms for the median, and for the maximum,
+    // which also holds process-wide noise (a collection of garbage made elsewhere, JIT threads), 50 ms,
+    // still nearly three orders of magnitude below the 36 s the backtracking engine took on `^(a+)+$`
+    // with 30 characters (10,000 would take longer than the universe has existed).
+    expect(worstMedian).to.be.below(5);
+    expect(worstMax).to.be.below(50);
   });
 
   it('refuses at save time a pattern RE2 cannot run, saying why, naming metadata.match_expr', () => {

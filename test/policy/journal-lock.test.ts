@@ -1,0 +1,140 @@
+import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { FilePolicyStore } from '../../src/policy/file-policy-store.js';
+import { DataDirLock, DataDirLockedError, LOCK_FILE, type LockOwner } from '../../src/policy/journal-lock.js';
+import { RlError } from '../../src/errors.js';
+import { createChange, versionedPolicy } from '../support/policies.js';
+import { REPO_ROOT } from '../support/server-process.js';
+
+/** Polls `condition` (every 10 ms, up to 10 s): for what a timer does in the background. */
+async function until(condition: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 1000; i++) {
+    if (await condition()) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`timed out waiting until ${what}`);
+}
+
+describe('data directory lock', function () {
+  this.timeout(30_000);
+  let dir: string;
+  const locks: DataDirLock[] = [];
+  const acquire = async (options = {}) => {
+    const lock = await DataDirLock.acquire(dir, options);
+    locks.push(lock);
+    return lock;
+  };
+  const refused = async (): Promise<DataDirLockedError> => {
+    try {
+      await acquire();
+    } catch (error) {
+      expect(error).to.be.instanceOf(DataDirLockedError);
+      return error as DataDirLockedError;
+    }
+    throw new Error('expected the lock to be refused');
+  };
+  const lockPath = () => join(dir, LOCK_FILE);
+  const owner = () => JSON.parse(readFileSync(lockPath(), 'utf8')) as LockOwner;
+  const writeOwner = (o: Partial<LockOwner>, ageMs = 0) => {
+    writeFileSync(lockPath(), JSON.stringify(o));
+    const t = new Date(Date.now() - ageMs);
+    utimesSync(lockPath(), t, t);
+  };
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'rl-lock-'));
+  });
+  afterEach(async () => {
+    for (const l of locks.splice(0)) await l.release();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('is held by one owner at a time, also within one process, and released on close', async () => {
+    const lock = await acquire();
+    expect(owner().pid).to.equal(process.pid);
+    const error = await refused();
+    expect(error.message).to.include(`RL_DATA_DIR ${dir}`).and.include(`pid ${process.pid}`);
+    await lock.release();
+    expect(existsSync(lockPath())).to.equal(false);
+    await acquire();
+  });
+
+  it('a live process of this namespace holds it; once that process is killed -9 it is free at once', async () => {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', '-e', `import { DataDirLock } from './src/policy/journal-lock.ts'; await DataDirLock.acquire(${JSON.stringify(dir)}); console.log('locked'); setInterval(() => {}, 1000);`],
+      { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        child.stdout!.on('data', (d: Buffer) => d.toString().includes('locked') && resolve());
+        child.once('exit', () => reject(new Error('child exited before locking')));
+      });
+      expect((await refused()).message).to.include(`pid ${child.pid}`);
+    } finally {
+      child.kill('SIGKILL');
+      await exited;
+    }
+    expect(existsSync(lockPath()), 'kill -9 leaves the file').to.equal(true);
+    await acquire();
+    expect(owner().pid).to.equal(process.pid);
+  });
+
+  it('a lock of this namespace whose pid now belongs to another process (start time differs) is stale', async () => {
+    const mine = await acquire();
+    const me = owner();
+    await mine.release();
+    // Our parent is alive, but it is not the process that wrote this lock.
+    writeOwner({ ...me, pid: process.ppid, start_ticks: '1' });
+    await acquire();
+  });
+
+  it('a lock of another host or pid namespace is held while it is refreshed, stale once it is not', async () => {
+    const foreign: Partial<LockOwner> = { pid: 1, host: 'other-pod', pid_ns: 'pid:[1]', boot_id: 'x', start_ticks: '5', started_at: 'then' };
+    writeOwner(foreign, 1000);
+    expect((await refused()).message).to.include('pid 1 on other-pod');
+    writeOwner(foreign, 60_000); // default staleMs is 30 s
+    await acquire();
+  });
+
+  it('an unreadable lock (its writer died while writing it) is refused while young, stale when old', async () => {
+    writeOwner({}, 0);
+    writeFileSync(lockPath(), '{"pid":');
+    expect((await refused()).message).to.include('still writing the lock');
+    const old = new Date(Date.now() - 60_000);
+    utimesSync(lockPath(), old, old);
+    await acquire();
+  });
+
+  it('the owner refreshes its lock; when the file is taken from it the store refuses changes', async () => {
+    const store = await FilePolicyStore.open(dir, { lock: { refreshMs: 20 } });
+    try {
+      const before = Date.now() - 60_000;
+      utimesSync(lockPath(), new Date(before), new Date(before));
+      await until(() => statSync(lockPath()).mtimeMs > before + 30_000, 'the owner refreshed its lock');
+      expect((await store.commit(createChange(versionedPolicy('p', 1)))).ok).to.equal(true);
+
+      unlinkSync(lockPath());
+      writeOwner({ pid: 1, host: 'other-pod', pid_ns: 'pid:[1]', boot_id: 'x', start_ticks: '5', started_at: 'then' });
+      let error: unknown;
+      await until(async () => {
+        try {
+          await store.commit(createChange(versionedPolicy(`q${Math.random()}`, 1)));
+          return false;
+        } catch (e) {
+          error = e;
+          return true;
+        }
+      }, 'the store noticed the lost lock');
+      expect(error).to.be.instanceOf(RlError);
+      expect((error as Error).message).to.include('lock');
+    } finally {
+      await store.close();
+    }
+    expect(existsSync(lockPath()), 'close leaves the other owner\'s file alone').to.equal(true);
+  });
+});
