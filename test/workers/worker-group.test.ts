@@ -21,6 +21,13 @@ function ownConnectionClient(target: string): grpc.Client {
   return new Client(target, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 });
 }
 
+/** How many answers gave each reason (within_limit, limit_exceeded, counter_store_unavailable...). */
+function reasonCounts(answers: { body: { reason: string } }[]): string {
+  const counts = new Map<string, number>();
+  for (const a of answers) counts.set(a.body.reason, (counts.get(a.body.reason) ?? 0) + 1);
+  return JSON.stringify(Object.fromEntries(counts));
+}
+
 /** Delta of each worker's decision count between two scrapes. */
 function decisionsBetween(before: Map<string, number>, after: Map<string, number>): number[] {
   const a = decisionsByWorker(before);
@@ -45,6 +52,9 @@ describe('RL_WORKERS=2 in Redis mode (real processes)', function () {
       RL_KEY_PREFIX: randomPrefix(),
       RL_POLICY_FILE: policyFile,
       RL_DATA_DIR: join(dir, 'unused-data'),
+      // Exactness is the point here, not timeouts: on a loaded machine 200 concurrent decisions can wait
+      // longer than the 100 ms default, and a timed-out decision is answered by failure mode (open).
+      RL_COUNTERSTORE_TIMEOUT_MS: '10000',
     });
     grpcPort = Number(group.logs().find((l) => l.message === 'workers ready')!.grpc);
   });
@@ -68,8 +78,10 @@ describe('RL_WORKERS=2 in Redis mode (real processes)', function () {
     const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => check(group.port, { org_id: `${org}-exact`, user_id: `u${i}` })));
     expect(answers.map((a) => a.status)).to.satisfy((statuses: number[]) => statuses.every((s) => s === 200));
     expect(answers.every((a) => a.body.matched_policy_id === 'exact')).to.equal(true);
-    expect(answers.filter((a) => a.body.allowed).length).to.equal(50);
-    const perWorker = decisionsBetween(before, await scrape(group.port));
+    expect(answers.filter((a) => a.body.allowed).length, `reasons: ${reasonCounts(answers)}`).to.equal(50);
+    const after = await scrape(group.port);
+    expect(total(after, 'rl_counter_store_errors_total') - total(before, 'rl_counter_store_errors_total')).to.equal(0);
+    const perWorker = decisionsBetween(before, after);
     expect(perWorker).to.have.length(2);
     expect(perWorker.reduce((a, b) => a + b, 0)).to.equal(200);
     expect(Math.min(...perWorker), `both workers decided: ${perWorker}`).to.be.above(0);
@@ -129,7 +141,7 @@ describe('RL_WORKERS=2 in Redis mode (real processes)', function () {
     const answers = [];
     for (let i = 0; i < 40; i++) answers.push(await check(group.port, { org_id: policyOrg, user_id: 'same' }));
     // A worker still on limit 1000 would admit more than 5 of these (the counter is shared).
-    expect(answers.filter((a) => a.body.allowed).length).to.equal(5);
+    expect(answers.filter((a) => a.body.allowed).length, `reasons: ${reasonCounts(answers)}`).to.equal(5);
     expect(answers.every((a) => a.body.limit === 5)).to.equal(true);
     const perWorker = decisionsBetween(before, await scrape(group.port));
     expect(Math.min(...perWorker), `both workers decided: ${perWorker}`).to.be.above(0);
