@@ -17,6 +17,7 @@ import { analyticsRoutes } from './http/routes/analytics.js';
 import { DashboardHub, dashboardAssetRoutes, dashboardStreamRoutes } from './http/routes/dashboard.js';
 import { infoRoutes, packageVersion } from './http/routes/info.js';
 import { metricsRoutes, type MetricsSource } from './http/routes/metrics.js';
+import { openApiRoutes } from './http/routes/openapi.js';
 import { policyRoutes } from './http/routes/policies.js';
 import { InvalidationNotifier } from './invalidation/notifier.js';
 import { Analytics } from './observability/analytics.js';
@@ -97,7 +98,8 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       readiness,
       maxBodyBytes: config.maxBodyBytes,
       auth: new HttpAuth(authenticator, config.auth),
-      publicRouters: [dashboardAssetRoutes()],
+      // The dashboard's static files and the API reference describe no data: no credentials needed.
+      publicRouters: [dashboardAssetRoutes(), openApiRoutes(packageVersion())],
       routers: [
         policyRoutes(policies),
         analyticsRoutes(analytics),
