@@ -44,9 +44,19 @@ import type { Policy } from './types.js';
  * check (default every 5 s) is the safety net for messages that never arrive. A policy's entry is
  * only ever replaced by a state with a newer last-change revision, so local commits, messages and
  * reloads can interleave in any order without going back in time.
+ *
+ * Durability. Redis replicates asynchronously, so a change the primary has applied can vanish in a
+ * failover. When the primary has a replica (Cluster: CLUSTER NODES on the primary of the policy slot
+ * lists one not failed; otherwise: INFO replication counts one connected), a change is acknowledged
+ * only once a replica has it: the script and `WAIT 1 <replicaAckTimeoutMs>` go out together on the same
+ * connection. When no replica confirms in time, commit() fails with `unavailable` (503) although the
+ * primary has the change, which then reaches the other nodes as usual unless the primary fails first.
  */
 
 const LUA_DIR = new URL('../../lua/policy/', import.meta.url);
+const COMMIT_LUA = readFileSync(new URL('commit.lua', LUA_DIR), 'utf8');
+/** Per-command timeout: policy management is not the hot path. */
+const DEFAULT_COMMAND_TIMEOUT_MS = 2000;
 const KEY_NAMES = ['current', 'heads', 'changed', 'versions', 'audit', 'auditn', 'meta'] as const;
 type KeyName = (typeof KEY_NAMES)[number];
 
@@ -73,6 +83,11 @@ export interface RedisPolicyStoreOptions {
   gapGraceMs?: number;
   /** Subscribe to change messages (default true; tests turn it off to exercise the revision check). */
   subscribe?: boolean;
+  /**
+   * How long a change waits for a replica to confirm it, ms (default 1500; capped below the command
+   * timeout). Only when the primary has replicas (see the class comment).
+   */
+  replicaAckTimeoutMs?: number;
 }
 
 interface Entry {
@@ -106,6 +121,7 @@ export class RedisPolicyStore implements PolicyStore {
   private lastErrorLog = 0;
   private readonly checkIntervalMs: number;
   private readonly gapGraceMs: number;
+  private readonly replicaAckTimeoutMs: number;
 
   private constructor(
     private readonly client: ScriptClient,
@@ -117,11 +133,14 @@ export class RedisPolicyStore implements PolicyStore {
     this.channel = `${base}:changes`;
     this.checkIntervalMs = options.checkIntervalMs ?? 5000;
     this.gapGraceMs = options.gapGraceMs ?? 1000;
+    // WAIT must return before the command timeout gives up on it.
+    const commandTimeout = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+    this.replicaAckTimeoutMs = Math.max(1, Math.min(options.replicaAckTimeoutMs ?? 1500, Math.floor(commandTimeout * 0.75)));
   }
 
   /** Connects (command and subscriber connections), loads every policy, starts following changes. */
   static async open(options: RedisPolicyStoreOptions): Promise<RedisPolicyStore> {
-    const timeout = options.commandTimeoutMs ?? 2000;
+    const timeout = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
     const connectTimeout = options.connectTimeoutMs ?? 10_000;
     const make = (name: string) =>
       createRedisClient(options.addr, {
@@ -149,8 +168,10 @@ export class RedisPolicyStore implements PolicyStore {
         // After a reconnect messages may have been missed while it was down: check the revision.
         subscriber.on('ready', () => store.enqueue(() => store.checkRevision(false)));
       }
-      store.enqueue(() => store.reload());
-      await store.sync;
+      // The first load must succeed: a node that started with no policies would admit everything.
+      const loaded = store.sync.then(() => store.reload());
+      store.sync = loaded.catch(() => undefined);
+      await loaded;
     } catch (error) {
       client.disconnect();
       subscriber?.disconnect();
@@ -210,19 +231,20 @@ export class RedisPolicyStore implements PolicyStore {
     const existed = change.mustExist;
     const kind: ChangeKind = change.policy ? (existed ? 'updated' : 'created') : 'deleted';
     const newHead = change.policy ? change.policy.version : change.expectedHead;
+    const args = [
+      change.policy_id,
+      String(change.expectedHead),
+      change.mustExist ? '1' : '0',
+      String(newHead),
+      change.policy ? JSON.stringify(change.policy) : '',
+      change.policy ? JSON.stringify(versionRecordOf(change.policy)) : '',
+      JSON.stringify(change.audit),
+      this.channel,
+      kind,
+    ];
+    const replicated = await this.call(() => this.hasReplica());
     const reply = (await this.call(() =>
-      this.client[SCRIPTS.commit](
-        ...this.keys,
-        change.policy_id,
-        String(change.expectedHead),
-        change.mustExist ? '1' : '0',
-        String(newHead),
-        change.policy ? JSON.stringify(change.policy) : '',
-        change.policy ? JSON.stringify(versionRecordOf(change.policy)) : '',
-        JSON.stringify(change.audit),
-        this.channel,
-        kind,
-      ),
+      replicated ? this.commitReplicated(args) : this.client[SCRIPTS.commit](...this.keys, ...args),
     )) as number[];
     if (Number(reply[0]) !== 1) {
       return { ok: false, reason: 'conflict', head: Number(reply[1]), exists: Number(reply[2]) === 1 };
@@ -231,6 +253,41 @@ export class RedisPolicyStore implements PolicyStore {
     this.applyEntry(change.policy_id, { policy: change.policy ?? undefined, head: newHead, changed: revision }, true);
     if (revision === this.applied + 1) this.applied = revision;
     return { ok: true, revision };
+  }
+
+  /** Whether the primary holding the policy keys has a replica a change should wait for. */
+  private async hasReplica(): Promise<boolean> {
+    // A keyed read leads the pipeline to the primary of the policy slot; the second command asks it.
+    const asked = this.client.pipeline().hget(this.key('meta'), 'revision');
+    const [, [error, reply]] = pipelineResults(await (this.client.isCluster ? asked.call('CLUSTER', 'NODES') : asked.info('replication')).exec());
+    if (error) throw error;
+    if (this.client.isCluster) return clusterReplicaCount(String(reply)) > 0;
+    return Number(/^connected_slaves:(\d+)/m.exec(String(reply))?.[1] ?? 0) > 0;
+  }
+
+  /**
+   * The commit script, then WAIT for one replica, in one pipeline: the same connection, so WAIT covers
+   * this write. Plain EVAL (Redis caches it by digest): an EVALSHA answered NOSCRIPT would be resent
+   * outside the pipeline, after the WAIT.
+   */
+  private async commitReplicated(args: string[]): Promise<unknown> {
+    const [[commitError, reply], [waitError, acknowledged]] = pipelineResults(
+      await this.client
+        .pipeline()
+        .eval(COMMIT_LUA, KEY_NAMES.length, ...this.keys, ...args)
+        .call('WAIT', '1', String(this.replicaAckTimeoutMs))
+        .exec(),
+    );
+    if (commitError) throw commitError;
+    if (waitError) throw waitError;
+    if (Number(acknowledged) < 1 && Number((reply as number[])[0]) === 1) {
+      throw new RlError(
+        'unavailable',
+        `policy store: the change was saved on the Redis primary but no replica confirmed it within ${this.replicaAckTimeoutMs} ms, ` +
+          'so a failover could still lose it; read the policy back before retrying',
+      );
+    }
+    return reply;
   }
 
   async seedIfEmpty(load: () => Policy[] | Promise<Policy[]>): Promise<boolean> {
@@ -413,6 +470,24 @@ export class RedisPolicyStore implements PolicyStore {
     this.lastErrorLog = now;
     log.error(message, error === undefined ? undefined : { error: String((error as Error)?.message ?? error) });
   }
+}
+
+/**
+ * Replicas of the node answering CLUSTER NODES that are not marked failed: connected or not, each could
+ * be promoted in a failover (the cluster's own view; CLUSTER SLOTS omits replicas until they have
+ * replicated something, and a client's slot map is only as fresh as its last refresh).
+ */
+export function clusterReplicaCount(nodes: string): number {
+  const lines = nodes.split('\n').map((line) => line.split(' '));
+  const myself = lines.find((fields) => fields[2]?.split(',').includes('myself'));
+  if (!myself) return 0;
+  return lines.filter((fields) => fields[3] === myself[0] && !fields[2].split(',').includes('fail')).length;
+}
+
+/** A pipeline's [error, reply] pairs (exec() answers null only for a discarded MULTI, never used here). */
+function pipelineResults(results: [Error | null, unknown][] | null): [Error | null, unknown][] {
+  if (!results) throw new Error('Redis discarded the pipeline');
+  return results;
 }
 
 function pairs(flat: string[]): Map<string, string> {

@@ -5,7 +5,9 @@
  *   private `redis-server` process on a free port (what CI has: the binary, no Docker engine).
  * - `startPrivateRedis()`: always its own process, so fault tests can stop and restart it (same port).
  * - `startRedisCluster()`: three masters (`--cluster-enabled yes`) joined by `redis-cli --cluster create`.
+ * - `startRedisFailoverCluster()`: three masters and three replicas, short node timeout, nodes crashable.
  * - `startRedisSentinel()`: one master and one sentinel monitoring it.
+ * - `startPrivateRedisWithReplica()`: a primary and one replica (`--replicaof`), the replica freezable.
  *
  * Every process runs with `--save "" --appendonly no` in its own temp dir, is killed by `stop()` and,
  * whatever happens, when the test process exits (no orphans). Tests isolate themselves with
@@ -28,10 +30,30 @@ export interface RedisHandle {
 }
 
 export interface RedisClusterHandle {
-  /** `redis+cluster://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3` */
+  /** `redis+cluster://127.0.0.1:p1,127.0.0.1:p2,…` (every node, so any survivor can seed the client) */
   addr: string;
   nodes: { host: string; port: number }[];
   stop(): Promise<void>;
+}
+
+export interface RedisClusterOptions {
+  /** Replicas per master (default 0: three masters only). */
+  replicasPerMaster?: 0 | 1;
+  /** `cluster-node-timeout`, ms (default 5000): how long a silent node takes to be declared failed. */
+  nodeTimeoutMs?: number;
+}
+
+/** A cluster with replicas, whose nodes a failover test can crash. */
+export interface RedisFailoverClusterHandle extends RedisClusterHandle {
+  /** The node currently serving `slot` as master, asked of any live node. */
+  masterOf(slot: number): Promise<{ host: string; port: number }>;
+  /** SIGKILL: the node dies at once, as in a crash (no shutdown, no last words to its replica). */
+  crash(port: number): Promise<void>;
+  /** The port of the replica of the master on `port`. */
+  replicaOf(port: number): Promise<number>;
+  /** SIGSTOP / SIGCONT: the node stops reading and answering (a lagging replica), then carries on. */
+  freeze(port: number): void;
+  thaw(port: number): void;
 }
 
 export interface RedisSentinelHandle {
@@ -207,9 +229,23 @@ class ServerProcess {
     // Keep the event loop alive until the exit is observed (the child is unref'd while it runs).
     child.ref();
     child.kill('SIGTERM');
+    child.kill('SIGCONT'); // a frozen (SIGSTOP) server acts on SIGTERM only once continued
     const timer = setTimeout(() => child.kill('SIGKILL'), 2_000);
     await this.exited;
     clearTimeout(timer);
+  }
+
+  /** SIGKILL at once, as in a crash; resolves once gone. */
+  async crash(): Promise<void> {
+    const child = this.child;
+    if (!child) return;
+    child.ref();
+    child.kill('SIGKILL');
+    await this.exited;
+  }
+
+  signal(signal: 'SIGSTOP' | 'SIGCONT'): void {
+    this.child?.kill(signal);
   }
 
   async restart(): Promise<void> {
@@ -274,6 +310,48 @@ export async function stopPrivateRedisWithAdmin(handles: Partial<RedisWithAdmin>
   await handles.redis?.stop();
 }
 
+/** A private primary with one replica (`--replicaof`), whose replica a test can freeze (SIGSTOP) and thaw. */
+export interface RedisWithReplicaHandle {
+  primary: RedisHandle;
+  replicaPort: number;
+  freezeReplica(): void;
+  thawReplica(): void;
+  stop(): Promise<void>;
+}
+
+export async function startPrivateRedisWithReplica(): Promise<RedisWithReplicaHandle> {
+  const primary = await startServer('primary', []);
+  let replica: ServerProcess | undefined;
+  const stop = async () => {
+    await Promise.all([replica?.destroy(), primary.destroy()]);
+  };
+  try {
+    replica = await startServer('replica', ['--replicaof', HOST, String(primary.port)]);
+    const replicaPort = replica.port;
+    await waitUntil(READY_TIMEOUT_MS, 'the replica to sync with its primary', async () => {
+      const info = String(await command(HOST, replicaPort, ['INFO', 'replication']).catch(() => ''));
+      return info.includes('master_link_status:up');
+    });
+    const frozen = replica;
+    return {
+      primary: {
+        url: `redis://${HOST}:${primary.port}`,
+        host: HOST,
+        port: primary.port,
+        stop,
+        restart: () => primary.restart(),
+      },
+      replicaPort,
+      freezeReplica: () => frozen.signal('SIGSTOP'),
+      thawReplica: () => frozen.signal('SIGCONT'),
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
 /** Starts a server on a fresh free port, retrying with another port if the one we got was taken. */
 async function startServer(name: string, args: string[], configFor?: (port: number, dir: string) => string): Promise<ServerProcess> {
   let lastError: unknown;
@@ -294,16 +372,31 @@ async function startServer(name: string, args: string[], configFor?: (port: numb
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Cluster: three masters, no replicas
+// Cluster: three masters, optionally each with one replica
 // ---------------------------------------------------------------------------------------------------
 
-export async function startRedisCluster(): Promise<RedisClusterHandle> {
+/** Three masters (what the cluster suites use). */
+export function startRedisCluster(): Promise<RedisClusterHandle> {
+  return startCluster({});
+}
+
+/**
+ * Three masters and three replicas (one each) with a short node timeout, for failover tests: crash a
+ * master and its replica is promoted once the others have declared it failed (about the node timeout).
+ */
+export function startRedisFailoverCluster(nodeTimeoutMs = 2000): Promise<RedisFailoverClusterHandle> {
+  return startCluster({ replicasPerMaster: 1, nodeTimeoutMs });
+}
+
+async function startCluster(options: RedisClusterOptions): Promise<RedisFailoverClusterHandle> {
+  const replicas = options.replicasPerMaster ?? 0;
+  const nodeCount = 3 * (1 + replicas);
   const servers: ServerProcess[] = [];
   const stop = async () => {
     await Promise.all(servers.map((s) => s.destroy()));
   };
   try {
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < nodeCount; i++) {
       // The cluster bus port is chosen explicitly (Redis 7 `cluster-port`) rather than port + 10000,
       // which might be taken or beyond 65535.
       const busPort = await freePort();
@@ -312,26 +405,59 @@ export async function startRedisCluster(): Promise<RedisClusterHandle> {
           '--cluster-enabled', 'yes',
           '--cluster-port', String(busPort),
           '--cluster-config-file', 'nodes.conf',
-          '--cluster-node-timeout', '5000',
+          '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 5000),
           '--cluster-require-full-coverage', 'yes',
         ]),
       );
     }
     const addrs = servers.map((s) => `${HOST}:${s.port}`);
-    await run(REDIS_CLI, ['--cluster', 'create', ...addrs, '--cluster-replicas', '0', '--cluster-yes'], CLUSTER_TIMEOUT_MS);
-    await waitUntil(CLUSTER_TIMEOUT_MS, 'cluster_state:ok on all three nodes', async () => {
+    // All nodes share one host, which redis-cli only warns about; --cluster-yes accepts its layout.
+    await run(REDIS_CLI, ['--cluster', 'create', ...addrs, '--cluster-replicas', String(replicas), '--cluster-yes'], CLUSTER_TIMEOUT_MS);
+    await waitUntil(CLUSTER_TIMEOUT_MS, `cluster_state:ok on all ${nodeCount} nodes, every replica in sync`, async () => {
       for (const s of servers) {
         const info = await command(HOST, s.port, ['CLUSTER', 'INFO']).catch(() => '');
-        if (typeof info !== 'string' || !info.includes('cluster_state:ok') || !info.includes('cluster_known_nodes:3')) {
+        if (typeof info !== 'string' || !info.includes('cluster_state:ok') || !info.includes(`cluster_known_nodes:${nodeCount}`)) {
           return false;
+        }
+        if (replicas > 0) {
+          // A replica must be in sync, or its master's crash would leave the slots without a copy.
+          const repl = String(await command(HOST, s.port, ['INFO', 'replication']).catch(() => ''));
+          if (repl.includes('role:slave') ? !repl.includes('master_link_status:up') : !repl.includes(`connected_slaves:${replicas}`)) {
+            return false;
+          }
         }
       }
       return true;
     });
+    const nodeOn = (port: number) => {
+      const server = servers.find((s) => s.port === port);
+      if (!server) throw new Error(`port ${port} is not a node of this cluster`);
+      return server;
+    };
     return {
       addr: `redis+cluster://${addrs.join(',')}`,
       nodes: servers.map((s) => ({ host: HOST, port: s.port })),
       stop,
+      masterOf: async (slot) => {
+        for (const s of servers) {
+          const reply = await command(HOST, s.port, ['CLUSTER', 'SLOTS']).catch(() => undefined);
+          if (!Array.isArray(reply)) continue;
+          for (const range of reply as unknown as [number, number, [string, number]][]) {
+            if (slot >= range[0] && slot <= range[1]) return { host: range[2][0], port: Number(range[2][1]) };
+          }
+        }
+        throw new Error(`no live cluster node knows who serves slot ${slot}`);
+      },
+      crash: (port) => nodeOn(port).crash(),
+      replicaOf: async (port) => {
+        for (const s of servers) {
+          const info = String(await command(HOST, s.port, ['INFO', 'replication']).catch(() => ''));
+          if (info.includes('role:slave') && info.includes(`master_port:${port}\r\n`)) return s.port;
+        }
+        throw new Error(`no replica of ${port} found`);
+      },
+      freeze: (port) => nodeOn(port).signal('SIGSTOP'),
+      thaw: (port) => nodeOn(port).signal('SIGCONT'),
     };
   } catch (err) {
     await stop();

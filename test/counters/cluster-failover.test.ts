@@ -1,0 +1,260 @@
+/**
+ * Redis Cluster failover (issue 14): three masters with one replica each and a 2 s node timeout. A master
+ * is crashed (SIGKILL) while decisions and policy changes are in flight:
+ *
+ * - decisions keep answering by their policy's failure mode (never a throw), and come back to normal
+ *   counting by themselves once the replica has been promoted: no restart, no reconnect call;
+ * - counts the replica had received survive the failover;
+ * - no policy change acknowledged before the crash is lost, even when the replica lagged behind.
+ */
+import { expect } from 'chai';
+import calculateSlot from 'cluster-key-slot';
+import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { DecisionService } from '../../src/decision/decision-service.js';
+import { RlError } from '../../src/errors.js';
+import type { Decision } from '../../src/model/decision.js';
+import { parseRequestContext } from '../../src/model/request-context.js';
+import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { RedisPolicyStore } from '../../src/policy/redis-policy-store.js';
+import type { Policy } from '../../src/policy/types.js';
+import { setLogLevel } from '../../src/util/log.js';
+import { createChange, makePolicy, updateChange, versionedPolicy } from '../support/policies.js';
+import { command, randomPrefix, startRedisFailoverCluster, type RedisFailoverClusterHandle } from '../support/redis.js';
+
+const NODE_TIMEOUT_MS = 2000;
+/** Generous bound on waiting for a failover to complete; the test reports the time it actually took. */
+const RECOVERY_BOUND_MS = 30_000;
+const LIMIT = 1_000_000;
+/** Every policy's hashes live under this one tag, so one master holds the whole policy store. */
+const POLICY_SLOT = calculateSlot('{policies}');
+
+describe('Redis Cluster failover (3 masters + 3 replicas, 2 s node timeout)', function () {
+  this.timeout(90_000);
+  let cluster: RedisFailoverClusterHandle;
+
+  before(async () => {
+    setLogLevel('silent');
+    cluster = await startRedisFailoverCluster(NODE_TIMEOUT_MS);
+  });
+
+  after(async () => {
+    await cluster?.stop();
+    setLogLevel('info');
+  });
+
+  describe('decisions', () => {
+    const prefix = randomPrefix();
+    const users = Array.from({ length: 24 }, (_, i) => `u${i}`);
+    const policies = [
+      makePolicy({ policy_id: 'open', scope: { service: 'open', user_id: '*' }, failure_mode: 'fail_open', algorithm: { type: 'fixed_window', limit: LIMIT, window: '1h' } }),
+      makePolicy({ policy_id: 'closed', scope: { service: 'closed', user_id: '*' }, failure_mode: 'fail_closed', algorithm: { type: 'fixed_window', limit: LIMIT, window: '1h' } }),
+    ];
+    let store: RedisCounterStore;
+    let service: DecisionService;
+
+    before(async () => {
+      // A production-like timeout: long enough for a loaded CI machine, short enough to matter.
+      store = connectRedisCounterStore(cluster.addr, { commandTimeoutMs: 500 });
+      await store.waitUntilReady(10_000);
+      service = new DecisionService({ policies: new LiveMatcher(policies), counters: store, keyPrefix: prefix });
+    });
+
+    after(async () => {
+      await store?.close();
+    });
+
+    /** One decision per user and policy, all at once: the load. */
+    async function round(): Promise<{ user: string; policy: string; decision: Decision }[]> {
+      const calls = users.flatMap((user) => ['open', 'closed'].map((policy) => ({ user, policy })));
+      const settled = await Promise.allSettled(calls.map(({ user, policy }) => service.check(parseRequestContext({ service: policy, user_id: user }))));
+      return settled.map((s, i) => {
+        if (s.status === 'rejected') throw new Error(`decision for ${calls[i].policy}/${calls[i].user} threw: ${String(s.reason)}`);
+        return { ...calls[i], decision: s.value };
+      });
+    }
+
+    it('answer by failure mode while a master is down and recover unaided after its replica is promoted', async () => {
+      // Counted decisions per counter ("policy/user"), and those the replicas are known to hold.
+      const counted = new Map<string, number>();
+      const tally = (results: Awaited<ReturnType<typeof round>>) => {
+        for (const { user, policy, decision } of results) {
+          if (decision.reason !== 'counter_store_unavailable') counted.set(`${policy}/${user}`, (counted.get(`${policy}/${user}`) ?? 0) + 1);
+        }
+      };
+      for (let i = 0; i < 3; i++) {
+        const results = await round();
+        expect(results.every((r) => r.decision.reason === 'within_limit'), 'healthy cluster').to.equal(true);
+        tally(results);
+      }
+      const replicated = new Map(counted);
+
+      // The victim: a master holding counters, not the one holding the policy store (the next test's).
+      const policyMaster = await cluster.masterOf(POLICY_SLOT);
+      const byMaster = await countersByMaster(cluster, prefix);
+      const [victimPort, victimCounters] = [...byMaster].filter(([port]) => port !== policyMaster.port).sort((a, b) => b[1].size - a[1].size)[0];
+      expect(victimCounters.size, 'counters on the victim').to.be.greaterThan(0);
+      await waitForReplicaInSync(victimPort);
+
+      // Crash it while a round is in flight.
+      const inFlight = round();
+      const crashedAt = performance.now();
+      await cluster.crash(victimPort);
+      const during = [await inFlight];
+      let firstNormalMs: number | undefined;
+      let recoveredMs: number | undefined;
+      let unavailable = 0;
+      let unavailableElsewhere = 0;
+      // Poll until every counter on the victim has answered normally 5 rounds in a row (bounded).
+      let normalRounds = 0;
+      while (normalRounds < 5) {
+        expect(performance.now() - crashedAt, `recovered within ${RECOVERY_BOUND_MS} ms`).to.be.below(RECOVERY_BOUND_MS);
+        await sleep(20);
+        const results = await round();
+        during.push(results);
+        const victimResults = results.filter((r) => victimCounters.has(`${r.policy}/${r.user}`));
+        if (firstNormalMs === undefined && victimResults.some((r) => r.decision.reason === 'within_limit')) {
+          firstNormalMs = performance.now() - crashedAt;
+        }
+        if (victimResults.every((r) => r.decision.reason === 'within_limit')) {
+          recoveredMs ??= performance.now() - crashedAt;
+          normalRounds++;
+        } else {
+          recoveredMs = undefined;
+          normalRounds = 0;
+        }
+      }
+
+      // Every decision answered, by failure mode when the store could not.
+      for (const results of during) {
+        tally(results);
+        for (const { policy, user, decision } of results) {
+          const label = `${policy}/${user}: ${JSON.stringify(decision)}`;
+          if (decision.reason === 'counter_store_unavailable') {
+            unavailable++;
+            if (!victimCounters.has(`${policy}/${user}`)) unavailableElsewhere++;
+            expect(decision.allowed, label).to.equal(policy === 'open');
+          } else {
+            expect(decision, label).to.deep.include({ allowed: true, reason: 'within_limit' });
+          }
+        }
+      }
+      expect(unavailable, 'decisions answered by failure mode during the outage').to.be.greaterThan(0);
+      console.log(
+        `      failover: first normal decision on the crashed master's slots ${(firstNormalMs! / 1000).toFixed(1)} s after the crash, ` +
+          `all of them ${(recoveredMs! / 1000).toFixed(1)} s; ${unavailable} decisions answered by failure mode meanwhile ` +
+          `(${unavailableElsewhere} of them for counters on healthy masters, refused by the shared circuit breaker)`,
+      );
+
+      // Counting carried on from what the replica held: nothing replicated was lost, nothing counted twice.
+      const final = await round();
+      for (const { policy, user, decision } of final) {
+        const key = `${policy}/${user}`;
+        const used = LIMIT - decision.remaining!;
+        expect(used, `${key} kept its replicated count`).to.be.at.least((replicated.get(key) ?? 0) + 1);
+        expect(used, `${key} counted no more than it was asked`).to.be.at.most((counted.get(key) ?? 0) + 1 + countUnavailable(during, key));
+      }
+    });
+  });
+
+  describe('policy store', () => {
+    it('loses no change acknowledged before the crash, even while the replica lags', async () => {
+      const prefix = randomPrefix();
+      const store = await RedisPolicyStore.open({ addr: cluster.addr, keyPrefix: prefix });
+      // A second writer waits only briefly for a replica, so the replica is frozen well below the node timeout.
+      const hasty = await RedisPolicyStore.open({ addr: cluster.addr, keyPrefix: prefix, replicaAckTimeoutMs: 300 });
+      let reader: RedisPolicyStore | undefined;
+      try {
+        const p1 = versionedPolicy('p1', 1);
+        expect(await store.commit(createChange(p1))).to.deep.include({ ok: true });
+        expect(await store.commit(createChange(versionedPolicy('p2', 1)))).to.deep.include({ ok: true });
+        const p1v2 = versionedPolicy('p1', 2, 20);
+        expect(await store.commit(updateChange(p1v2, p1))).to.deep.include({ ok: true });
+        const acknowledged: Policy[] = [p1v2, versionedPolicy('p2', 1)];
+
+        // The replica stops reading, and 32 MB of other writes fill the link, so what the master writes
+        // next stays in the master's memory: exactly what a crash loses.
+        const master = await cluster.masterOf(POLICY_SLOT);
+        const replica = await cluster.replicaOf(master.port);
+        cluster.freeze(replica);
+        try {
+          await command(master.host, master.port, ['SET', `${prefix}{policies}:ballast`, 'x'.repeat(32 * 1024 * 1024)], 10_000);
+          // No replica can confirm: the change is not acknowledged.
+          const p3 = await hasty.commit(createChange(versionedPolicy('p3', 1))).catch((error: unknown) => error);
+          if ((p3 as { ok?: boolean }).ok === true) acknowledged.push(versionedPolicy('p3', 1));
+          expect(p3, 'a change no replica confirmed').to.be.instanceOf(RlError).with.property('kind', 'unavailable');
+          expect((p3 as RlError).message).to.match(/no replica confirmed it within 300 ms/);
+        } finally {
+          // The replica catches up while the next change waits for it.
+          setTimeout(() => cluster.thaw(replica), 100);
+        }
+        const p4 = versionedPolicy('p4', 1, 40);
+        expect(await store.commit(createChange(p4)), 'a change the replica confirmed').to.deep.include({ ok: true });
+        acknowledged.push(p4);
+        await cluster.crash(master.port);
+        const crashedAt = performance.now();
+
+        // During the outage a change fails with 503 (or succeeds once the replica is promoted); never hangs.
+        const during = await store.commit(createChange(versionedPolicy('p5', 1))).catch((error: unknown) => error);
+        if ((during as { ok?: boolean }).ok === true) acknowledged.push(versionedPolicy('p5', 1));
+        else expect(during).to.be.instanceOf(RlError).with.property('kind', 'unavailable');
+
+        // A node starting after the failover reads every acknowledged change (open() fails until then).
+        while (!reader) {
+          expect(performance.now() - crashedAt, `policy store readable within ${RECOVERY_BOUND_MS} ms`).to.be.below(RECOVERY_BOUND_MS);
+          reader = await RedisPolicyStore.open({ addr: cluster.addr, keyPrefix: prefix, connectTimeoutMs: 2000 }).catch(() => undefined);
+          if (!reader) await sleep(200);
+        }
+        for (const policy of acknowledged) {
+          expect(reader.get(policy.policy_id)?.version, `${policy.policy_id} on a new node`).to.equal(policy.version);
+          expect((await store.fetch(policy.policy_id)).policy?.version, `${policy.policy_id} on the writer`).to.equal(policy.version);
+        }
+        // The node that lived through the failover writes again, unaided.
+        expect(await store.commit(createChange(versionedPolicy('p6', 1)))).to.deep.include({ ok: true });
+        expect((await reader.fetch('p6')).policy?.version).to.equal(1);
+      } finally {
+        await reader?.close();
+        await Promise.all([store.close(), hasty.close()]);
+      }
+    });
+  });
+});
+
+/** "policy/user" counters found on each master, by the keys actually stored under `prefix`. */
+async function countersByMaster(cluster: RedisFailoverClusterHandle, prefix: string): Promise<Map<number, Set<string>>> {
+  const out = new Map<number, Set<string>>();
+  for (const node of cluster.nodes) {
+    const role = String(await command(node.host, node.port, ['ROLE']).then((r) => (r as unknown[])[0]));
+    if (role !== 'master') continue;
+    const keys = (await command(node.host, node.port, ['KEYS', `${prefix}*`])) as string[];
+    const counters = new Set<string>();
+    for (const key of keys) {
+      // The tag is the length-prefixed policy id and identity: {4:open7:user_id2:u5}.
+      const m = /\{\d+:(\w+)\d+:user_id\d+:(\w+)\}/.exec(key);
+      if (m) counters.add(`${m[1]}/${m[2]}`);
+    }
+    out.set(node.port, counters);
+  }
+  return out;
+}
+
+/** Waits until the replica of the master on `port` has received everything the master has written. */
+async function waitForReplicaInSync(port: number): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const info = String(await command('127.0.0.1', port, ['INFO', 'replication']));
+    const masterOffset = /master_repl_offset:(\d+)/.exec(info)?.[1];
+    const replicaOffset = /slave0:.*offset=(\d+)/.exec(info)?.[1];
+    if (masterOffset !== undefined && masterOffset === replicaOffset) return;
+    await sleep(20);
+  }
+  throw new Error(`the replica of ${port} did not catch up`);
+}
+
+function countUnavailable(rounds: { policy: string; user: string; decision: Decision }[][], key: string): number {
+  let n = 0;
+  for (const results of rounds) for (const r of results) if (`${r.policy}/${r.user}` === key && r.decision.reason === 'counter_store_unavailable') n++;
+  return n;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
