@@ -149,13 +149,10 @@ export function createAdminClient(options: AdminClientOptions): AdminClient {
   async function send(method: string, path: string, body: unknown, headers: Record<string, string>): Promise<Response> {
     const init: RequestInit = {
       method,
-      headers: { Accept: 'application/json', ...authHeaders, ...headers },
+      headers: { Accept: 'application/json', ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}), ...authHeaders, ...headers },
       signal: AbortSignal.timeout(timeoutMs),
     };
-    if (body !== undefined) {
-      init.body = JSON.stringify(body);
-      (init.headers as Record<string, string>)['Content-Type'] = 'application/json';
-    }
+    if (body !== undefined) init.body = JSON.stringify(body);
     try {
       return await doFetch(base + path, init);
     } catch (error) {
@@ -189,7 +186,7 @@ export function createAdminClient(options: AdminClientOptions): AdminClient {
     getPolicy: (policyId) => request('GET', id(policyId)),
     createPolicy: (policy) => request('POST', `${API}/policies`, policy),
     replacePolicy: (policyId, policy, o) => request('PUT', id(policyId), policy, ifMatch(o)),
-    patchPolicy: (policyId, patch, o) => request('PATCH', id(policyId), patch, { ...ifMatch(o) }),
+    patchPolicy: (policyId, patch, o) => request('PATCH', id(policyId), patch, { 'Content-Type': 'application/merge-patch+json', ...ifMatch(o) }),
     deletePolicy: (policyId, o) => request('DELETE', id(policyId), undefined, ifMatch(o)),
     validatePolicy: (policy) => request('POST', `${API}/policies/validate`, policy),
     versions: (policyId) => request('GET', `${id(policyId)}/versions`),

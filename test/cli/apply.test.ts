@@ -211,6 +211,29 @@ describe('rl apply / diff / validate (built binary, real server)', function () {
     expect((await api.audit('seeded')).map((a) => a.action_type)).to.deep.equal(['create', 'delete']);
   });
 
+  it('a policy created or deleted by someone else after the plan is a conflict too (exit 2)', async () => {
+    await api.createPolicy({ policy_id: 'temp', algorithm: { type: 'fixed_window', limit: 1, window: '1s' } });
+    const dir = policyDir({ 'list.yml': LIST_YML, 'late.yaml': 'policy_id: late\nalgorithm: {type: fixed_window, limit: 2, window: 1s}\n' });
+    const planFile = join(policyDir({}), 'plan.json');
+    const diff = await rl(['diff', '-f', dir, '--prune', '--out', planFile], env);
+    expect(diff.stdout).to.match(/\+ create\s+late[\s\S]*- delete\s+temp/);
+
+    await api.createPolicy({ policy_id: 'late', algorithm: { type: 'fixed_window', limit: 9, window: '1s' } });
+    const created = await rl(['apply', '--plan', planFile], env);
+    expect(created.code).to.equal(2);
+    expect(created.stdout).to.match(/failed to create late: conflict \(409/);
+    expect(created.stderr).to.contain('Not tried after the failure: delete temp.');
+    expect((await api.getPolicy('late')).algorithm).to.deep.include({ limit: 9 });
+
+    await api.deletePolicy('late');
+    await api.deletePolicy('temp');
+    const deleted = await rl(['apply', '--plan', planFile], env);
+    expect(deleted.code).to.equal(2);
+    expect(deleted.stdout).to.contain('created late (version 2)');
+    expect(deleted.stdout).to.match(/failed to delete temp: not found \(404\)/);
+    expect(deleted.stderr).to.contain('Someone changed a policy since the plan was read');
+  });
+
   it('apply without -f or --plan is a usage error (exit 1)', async () => {
     const result = await rl(['apply'], env);
     expect(result.code).to.equal(1);

@@ -81,7 +81,7 @@ export function registerApplyCommands(program: Command): void {
         const applied = outcome.results.filter((r) => r.ok).length;
         const lines = [`Applied ${applied} of ${pendingChanges(plan)} changes.`];
         if (outcome.skipped.length > 0) lines.push(`Not tried after the failure: ${outcome.skipped.join(', ')}.`);
-        if (outcome.failed?.error?.status === 409) lines.push('Someone changed a policy since the plan was read: run rl diff again to see the current state.');
+        if (outcome.failed !== undefined && changedSincePlan(outcome.failed)) lines.push('Someone changed a policy since the plan was read: run rl diff again to see the current state.');
         (ok ? process.stdout : process.stderr).write(`${lines.join('\n')}\n`);
       }
       if (!ok) process.exitCode = exitCodeOf(outcome.failed!);
@@ -145,7 +145,13 @@ function resultLine(r: ChangeResult): string {
 /** A refusal for a conflict or invalid input is 2 (a person must look); anything else is 1. */
 function exitCodeOf(r: ChangeResult): number {
   const status = r.error?.status;
-  return status === 409 || status === 422 || status === 400 ? EXIT_CONFLICT_OR_INVALID : EXIT_ERROR;
+  return changedSincePlan(r) || status === 422 || status === 400 ? EXIT_CONFLICT_OR_INVALID : EXIT_ERROR;
+}
+
+/** A stale version (409), or a policy the plan read that is gone now (404 on update or delete). */
+function changedSincePlan(r: ChangeResult): boolean {
+  const status = r.error?.status;
+  return status === 409 || (status === 404 && r.action !== 'create');
 }
 
 function printProblems(loaded: LoadResult): void {
