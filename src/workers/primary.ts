@@ -131,6 +131,7 @@ class WorkerGroup {
   private onExit(slot: Slot, worker: Worker, code: number | null, signal: string | null): void {
     if (slot.worker !== worker) return;
     const pid = worker.process.pid;
+    const wasReady = slot.ready;
     slot.worker = undefined;
     slot.ready = false;
     for (const collection of this.collections.values()) {
@@ -144,7 +145,9 @@ class WorkerGroup {
     }
     if (this.phase === 'stopping') {
       log.info('worker stopped', { worker: slot.index, pid, code, signal });
-      if (code !== 0) this.failedExits.push(`worker ${slot.index} exited with code ${code}, signal ${signal}`);
+      // A worker still starting has no SIGTERM handler yet: the signal ends it, and that is a clean stop too.
+      const clean = code === 0 || (!wasReady && signal === 'SIGTERM');
+      if (!clean) this.failedExits.push(`worker ${slot.index} exited with code ${code}, signal ${signal}`);
       this.settleStop();
       return;
     }
