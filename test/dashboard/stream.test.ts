@@ -228,6 +228,26 @@ describe('dashboard routes', function () {
       await w.store.close();
     });
 
+    it('drops a subscriber that stops reading once it holds too many unread bytes', async () => {
+      const w = await world(dir, new MemoryCounterStore({ sweepIntervalMs: 0 }));
+      const hub = new DashboardHub({ ...w, intervalMs: 3_600_000, maxBufferedBytes: 4096 });
+      const stalled = hub.subscribe({});
+      const reading = hub.subscribe({});
+      reading.resume();
+      let ticks = 0;
+      while (hub.size === 2 && ticks < 100) {
+        hub.tick();
+        ticks++;
+        await new Promise((resolve) => setImmediate(resolve)); // the reading one drains meanwhile
+      }
+      expect(hub.size).to.equal(1);
+      expect(stalled.destroyed).to.equal(true);
+      // About 4 KiB of ~400-byte snapshots: a handful of ticks, not the 100 allowed.
+      expect(ticks).to.be.within(2, 20);
+      reading.destroy();
+      await w.store.close();
+    });
+
     it('refuses a subscriber past the cap', () => {
       const hub = new DashboardHub({
         analytics: new Analytics(),

@@ -144,6 +144,8 @@ export interface DashboardStreamDeps {
   topPolicies?: number;
   /** Snapshots kept for a new subscriber's charts; default 60. */
   historyLength?: number;
+  /** Bytes a subscriber may leave unread before it is dropped (a stalled viewer must not pin memory); default 1 MiB. */
+  maxBufferedBytes?: number;
   /** Clock in epoch ms (tests pin it to get exact rates); default Date.now. */
   now?: () => number;
 }
@@ -209,7 +211,16 @@ export class DashboardHub {
     this.history.push(snapshot);
     if (this.history.length > this.historyLength) this.history.shift();
     const frame = sseEvent('snapshot', snapshot);
-    for (const stream of this.subscribers) stream.write(frame);
+    const maxBuffered = this.deps.maxBufferedBytes ?? 1024 * 1024;
+    for (const stream of [...this.subscribers]) {
+      // A viewer that stopped reading is dropped (its page reconnects) rather than buffered for without end.
+      if (stream.writableLength + stream.readableLength > maxBuffered) {
+        this.unsubscribe(stream);
+        stream.destroy();
+      } else {
+        stream.write(frame);
+      }
+    }
     return snapshot;
   }
 
