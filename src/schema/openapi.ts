@@ -110,6 +110,14 @@ export const OPERATIONS: readonly Operation[] = [
     responses: { 200: ['Server facts.', JSON_TYPE, ref('ServerInfo')] },
   },
   {
+    method: 'get', path: '/rl/v1/stream', operationId: 'stream', tag: 'operations', access: 'read',
+    summary: 'Server-sent events for the dashboard: `hello` (the caller, recent history), then a `snapshot` per second.',
+    responses: {
+      200: ['An endless text/event-stream; it ends when the server drains.', 'text/event-stream', TEXT],
+      503: error('Too many streams open.'),
+    },
+  },
+  {
     method: 'get', path: '/rl/v1/openapi.json', operationId: 'openapi', tag: 'operations', access: 'public',
     summary: 'This document.',
     responses: { 200: ['The OpenAPI 3.1 document.', JSON_TYPE, Type.Object({ openapi: Type.String() })] },

@@ -14,6 +14,7 @@ import { createHttpListener } from '../../src/http/app.js';
 import { HttpAuth } from '../../src/http/auth-guard.js';
 import { Readiness } from '../../src/http/readiness.js';
 import { analyticsRoutes } from '../../src/http/routes/analytics.js';
+import { DashboardHub, dashboardStreamRoutes } from '../../src/http/routes/dashboard.js';
 import { decisionRoutes } from '../../src/http/routes/decisions.js';
 import { healthRoutes } from '../../src/http/routes/health.js';
 import { infoRoutes } from '../../src/http/routes/info.js';
@@ -57,9 +58,17 @@ interface Call {
 
 /**
  * The routers of the server (src/server.ts) that make up the API: those createApp mounts itself
- * (health, decisions), those the server adds behind authentication, and the public reference.
+ * (health, decisions), those the server adds behind authentication, and the public reference. The
+ * dashboard's static files (/dashboard) are a page, not API, like the docs page's own files.
  */
-function apiRouters(deps: { decisions: DecisionService; readiness: Readiness; policies: PolicyService; analytics: Analytics; metrics: Metrics }) {
+function apiRouters(deps: {
+  decisions: DecisionService;
+  readiness: Readiness;
+  policies: PolicyService;
+  analytics: Analytics;
+  metrics: Metrics;
+  counters: MemoryCounterStore;
+}) {
   return {
     builtIn: [healthRoutes(deps.readiness), decisionRoutes(deps.decisions)],
     guarded: [
@@ -67,9 +76,25 @@ function apiRouters(deps: { decisions: DecisionService; readiness: Readiness; po
       analyticsRoutes(deps.analytics),
       metricsRoutes(deps.metrics),
       infoRoutes({ version: VERSION, counters: 'memory', policy_store: 'file', auth: 'apikey', tls: false }),
+      dashboardStreamRoutes(new DashboardHub(deps)),
     ],
     open: [openApiRoutes(VERSION)],
   };
+}
+
+/** The body as text; an event stream never ends, so of one only the first event is read. */
+async function bodyText(response: Response, abort: AbortController): Promise<string> {
+  if (!response.headers.get('content-type')?.startsWith('text/event-stream')) return response.text();
+  const reader = response.body!.getReader();
+  let text = '';
+  while (!text.includes('\n\n')) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += Buffer.from(value).toString('utf8');
+  }
+  abort.abort();
+  expect(text).to.match(/^event: hello\ndata: \{/);
+  return text;
 }
 
 /** The path of an operation with its `{id}` replaced. */
@@ -96,7 +121,7 @@ describe('OpenAPI document (GET /rl/v1/openapi.json) against the server', functi
     const readiness = new Readiness();
     readiness.markReady();
     const decisions = new DecisionService({ policies: matcher, counters, keyPrefix: 't:', recorder: new ObservabilityRecorder(metrics, analytics) });
-    const { builtIn, guarded, open } = apiRouters({ decisions, readiness, policies, analytics, metrics });
+    const { builtIn, guarded, open } = apiRouters({ decisions, readiness, policies, analytics, metrics, counters });
     routers = [...builtIn, ...guarded, ...open];
     const auth = loadServerConfig({ RL_AUTH_ENABLED: 'true', RL_AUTH_MODE: 'apikey', RL_AUTH_API_KEYS: `${ADMIN},${READER}:read-only` }).auth;
     const listener = createHttpListener({
@@ -136,9 +161,10 @@ describe('OpenAPI document (GET /rl/v1/openapi.json) against the server', functi
     const served = new Set<string>();
     for (const router of routers) {
       for (const layer of router.stack) {
+        const path = String(layer.path);
         // The docs page's own files are part of the page, not of the API.
-        if (layer.path.startsWith(`${DOCS_PATH}/`)) continue;
-        for (const method of layer.methods) if (method !== 'HEAD') served.add(`${method} ${layer.path.replace(/:(\w+)/g, '{$1}')}`);
+        if (path.startsWith(`${DOCS_PATH}/`)) continue;
+        for (const method of layer.methods) if (method !== 'HEAD') served.add(`${method} ${path.replace(/:(\w+)/g, '{$1}')}`);
       }
     }
     const documented = new Set(OPERATIONS.map((op) => `${op.method.toUpperCase()} ${op.path}`));
@@ -155,6 +181,7 @@ describe('OpenAPI document (GET /rl/v1/openapi.json) against the server', functi
       { operationId: 'metrics', status: 401, path: '/metrics' },
       { operationId: 'info', status: 200, path: '/rl/v1/info', key: READER },
       { operationId: 'openapi', status: 200, path: '/rl/v1/openapi.json' },
+      { operationId: 'stream', status: 200, path: '/rl/v1/stream', key: READER },
       { operationId: 'docs', status: 200, path: '/rl/v1/docs' },
       { operationId: 'createPolicy', status: 201, method: 'POST', path: '/rl/v1/policies', key: ADMIN, body: policy },
       { operationId: 'createPolicy', status: 201, method: 'POST', path: '/rl/v1/policies', key: ADMIN, body: lease },
@@ -211,13 +238,15 @@ describe('OpenAPI document (GET /rl/v1/openapi.json) against the server', functi
       const headers: Record<string, string> = { ...(call.key ? { 'x-api-key': call.key } : {}) };
       if (call.body !== undefined) headers['content-type'] = 'application/json';
       Object.assign(headers, call.headers);
+      const abort = new AbortController();
       const response = await fetch(`${server.url}${call.path}`, {
         method,
         headers,
         body: call.body === undefined ? undefined : typeof call.body === 'string' ? call.body : JSON.stringify(call.body),
+        signal: abort.signal,
       });
       const where = `${method} ${call.path} (${call.operationId})`;
-      const text = await response.text();
+      const text = await bodyText(response, abort);
       expect(response.status, `${where}: ${text.slice(0, 300)}`).to.equal(call.status);
 
       const documented = documentInMemory.paths[op.path][op.method].responses[String(response.status)];
