@@ -1,5 +1,6 @@
 import { Environment } from '@marcbachmann/cel-js';
 import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
+import { MAX_FIELD_LENGTH, MAX_TAGS } from '../schema/limits.js';
 import { compileRegex, RegexBudget, regexMatches } from './match-regex.js';
 
 /**
@@ -16,10 +17,21 @@ import { compileRegex, RegexBudget, regexMatches } from './match-regex.js';
  * `.matches(...)` call in a checked expression is renamed to an RE2 function registered here. Its
  * pattern must be a string literal, compiled when the policy is saved (see match-regex.ts for the
  * syntax, the cache and the per-decision budget).
+ *
+ * Cost: besides regexes, only the comprehension macros (`all`, `exists`, `exists_one`, `map`,
+ * `filter`) make an evaluation cost more than its size, by multiplying their body by the length of
+ * what they iterate: nested over 64 tags four deep that is 16.7 million steps (seconds a request). So
+ * an expression's evaluation steps are estimated when it is saved (every AST node once, a
+ * comprehension's body once per element: `tags` has at most MAX_TAGS, a list literal its length,
+ * anything else up to MAX_FIELD_LENGTH, the longest list a request can produce), and an expression
+ * over MAX_MATCH_EXPR_COST is refused.
  */
 
 /** Longest accepted expression, in characters. Expressions run on the hot path; keep them small. */
 export const MAX_MATCH_EXPR_LENGTH = 4096;
+
+/** Most estimated evaluation steps (see above) of one expression: a few milliseconds at most. */
+export const MAX_MATCH_EXPR_COST = 10_000;
 
 /** The RE2 `matches`; a name no CEL identifier written by a user can reach unnoticed (refused below). */
 const RE2_MATCHES = '__rl_re2_matches';
@@ -78,6 +90,16 @@ export function compileMatchExpr(expr: string): CompileResult {
   program = env.parse(expr);
   const rewritten = useRe2(program.ast);
   if (rewritten !== undefined) return { ok: false, message: rewritten };
+  const cost = estimatedCost(program.ast);
+  if (cost > MAX_MATCH_EXPR_COST) {
+    return {
+      ok: false,
+      message:
+        `is too costly: about ${cost} evaluation steps per request, at most ${MAX_MATCH_EXPR_COST} ` +
+        `(a comprehension (all, exists, exists_one, map, filter) runs its body once per element: up to ${MAX_TAGS} for tags, ` +
+        `${MAX_FIELD_LENGTH} for a list made from a request field; avoid nesting them)`,
+    };
+  }
   const recheck = program.check();
   if (!recheck.valid) return { ok: false, message: `invalid CEL expression: ${celMessage(recheck.error)}` };
 
@@ -139,6 +161,48 @@ function useRe2(root: unknown): string | undefined {
     for (const child of args) stack.push(child);
   }
   return undefined;
+}
+
+/** The macros that run their body once per element of their receiver. */
+const COMPREHENSIONS = new Set(['all', 'exists', 'exists_one', 'map', 'filter']);
+
+/**
+ * Evaluation steps of the expression in the worst case: every node once, times the length of the
+ * lists every enclosing comprehension iterates (see the file comment). Saturates instead of overflowing.
+ */
+function estimatedCost(root: unknown): number {
+  let cost = 0;
+  const stack: [unknown, number][] = [[root, 1]];
+  while (stack.length > 0) {
+    const [node, times] = stack.pop()!;
+    if (Array.isArray(node)) {
+      for (const child of node) stack.push([child, times]);
+      continue;
+    }
+    if (!isNode(node)) continue;
+    cost = Math.min(Number.MAX_SAFE_INTEGER, cost + times);
+    if (!Array.isArray(node.args)) continue;
+    const args = node.args as unknown[];
+    if (node.op === 'rcall' && typeof args[0] === 'string' && COMPREHENSIONS.has(args[0]) && Array.isArray(args[2])) {
+      stack.push([args[1], times]);
+      const each = Math.min(Number.MAX_SAFE_INTEGER, times * iterationBound(args[1]));
+      for (const body of args[2]) stack.push([body, each]);
+      continue;
+    }
+    for (const child of args) stack.push([child, times]);
+  }
+  return cost;
+}
+
+/** How many elements a comprehension over `receiver` may visit. */
+function iterationBound(receiver: unknown): number {
+  if (!isNode(receiver)) return MAX_FIELD_LENGTH;
+  if (receiver.op === 'id' && receiver.args === 'tags') return MAX_TAGS;
+  if ((receiver.op === 'list' || receiver.op === 'map') && Array.isArray(receiver.args)) return receiver.args.length;
+  // `tags.filter(...).map(...)` yields no more elements than what it iterates.
+  const args = receiver.args as unknown[];
+  if (receiver.op === 'rcall' && (args[0] === 'map' || args[0] === 'filter')) return iterationBound(args[1]);
+  return MAX_FIELD_LENGTH;
 }
 
 function celMessage(err: unknown): string {

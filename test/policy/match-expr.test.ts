@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { CONTEXT_STRING_FIELDS, parseRequestContext, type RequestContext } from '../../src/model/request-context.js';
-import { compileMatchExpr, MAX_MATCH_EXPR_LENGTH } from '../../src/policy/match-expr.js';
+import { compileMatchExpr, MAX_MATCH_EXPR_COST, MAX_MATCH_EXPR_LENGTH } from '../../src/policy/match-expr.js';
 
 function compile(expr: string) {
   const r = compileMatchExpr(expr);
@@ -85,6 +85,29 @@ describe('compileMatchExpr', () => {
       }
     }
     expect(compileMatchExpr(5 as unknown as string).ok).to.equal(false);
+  });
+
+  it('refuses an expression whose comprehensions multiply past MAX_MATCH_EXPR_COST steps, before any request', () => {
+    // Four nested over 64 tags would be 16.7 million body evaluations per request (seconds each).
+    for (const expr of [
+      'tags.all(a, tags.all(b, tags.all(c, tags.all(d, true))))',
+      'tags.all(a, tags.all(b, a != b || true))',
+      'user_id.split(",").exists(x, x == "a")',
+      `[${Array.from({ length: 300 }, (_, i) => i).join(',')}].all(x, tags.exists(k, size(k) > x))`,
+    ]) {
+      const r = compileMatchExpr(expr);
+      expect(r.ok, expr).to.equal(false);
+      if (!r.ok) expect(r.message, expr).to.match(/^is too costly: about \d+ evaluation steps per request, at most 10000 /);
+    }
+    // One comprehension over tags, chained ones and literal lists are fine.
+    for (const expr of [
+      'tags.exists(k, k.startsWith("team-") && tags[k].matches("^[a-z]+$"))',
+      'tags.filter(k, k.startsWith("a")).map(k, tags[k]).exists(v, v == "x")',
+      `user_id in [${Array.from({ length: 300 }, (_, i) => `"u${i}"`).join(',')}]`,
+    ]) {
+      expect(compileMatchExpr(expr).ok, expr).to.equal(true);
+    }
+    expect(MAX_MATCH_EXPR_COST).to.equal(10_000);
   });
 
   it('messages locate the problem', () => {
