@@ -15,6 +15,8 @@ export interface HttpTransportOptions {
   ca?: string | Buffer;
 }
 
+const MAX_ANSWER_BYTES = 1024 * 1024;
+
 /** Statuses that mean "your request is wrong", each answered with the typed error the caller must fix. */
 const INPUT_STATUSES = new Set([400, 413, 415, 422]);
 
@@ -52,7 +54,13 @@ export class HttpTransport implements Transport {
         },
         (res) => {
           const chunks: Buffer[] = [];
-          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          let size = 0;
+          res.on('data', (chunk: Buffer) => {
+            size += chunk.length;
+            // A Decision is a few hundred bytes: anything this large is not the service talking.
+            if (size > MAX_ANSWER_BYTES) fail(new ServiceUnavailable(`answer larger than ${MAX_ANSWER_BYTES} bytes`));
+            else chunks.push(chunk);
+          });
           res.on('error', (error) => fail(new ServiceUnavailable(`response aborted: ${error.message}`)));
           res.on('end', () => {
             clearTimeout(timer);
