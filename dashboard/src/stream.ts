@@ -1,4 +1,4 @@
-import { ApiError, authHeaders } from './api.js';
+import { ApiError, authHeaders, unauthenticated } from './api.js';
 import type { Hello, Snapshot } from './types.js';
 
 /**
@@ -35,7 +35,11 @@ export class LiveStream {
             first = false;
             return reject(error);
           }
-          if (error instanceof ApiError && (error.status === 401 || error.status === 403)) return;
+          if (error instanceof ApiError && (error.status === 401 || error.status === 403)) {
+            // The credential stopped being accepted (revoked key, expired token): back to the login form.
+            unauthenticated.dispatchEvent(new Event('logout'));
+            return;
+          }
         }
         this.setConnected(false);
         if (!this.stopped) setTimeout(connect, 2000);
