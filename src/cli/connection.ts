@@ -20,7 +20,7 @@ export interface Connection {
 export const DEFAULT_URL = 'http://127.0.0.1:8080';
 const DEFAULT_TIMEOUT_MS = 10_000;
 
-/** `--url` / RL_URL, `--api-key` / RL_API_KEY, `--token` / RL_TOKEN, `--timeout` (ms). */
+/** `--url` / RL_URL, `--api-key` / RL_API_KEY, `--token` / RL_TOKEN, `--timeout` (ms); flags win. */
 export function resolveConnection(options: GlobalOptions, env: NodeJS.ProcessEnv = process.env): Connection {
   const url = (options.url ?? env.RL_URL ?? DEFAULT_URL).trim();
   let parsed: URL;
@@ -33,8 +33,10 @@ export function resolveConnection(options: GlobalOptions, env: NodeJS.ProcessEnv
     throw new CliError(`--url: must be an http:// or https:// URL, got ${JSON.stringify(url)}`);
   }
   const connection: Connection = { url, timeoutMs: parseTimeout(options.timeout) };
-  const apiKey = options.apiKey ?? nonEmpty(env.RL_API_KEY);
-  const token = options.token ?? nonEmpty(env.RL_TOKEN);
+  // A credential flag replaces both variables: `--token T` with RL_API_KEY set means the token.
+  const byFlag = options.apiKey !== undefined || options.token !== undefined;
+  const apiKey = byFlag ? options.apiKey : nonEmpty(env.RL_API_KEY);
+  const token = byFlag ? options.token : nonEmpty(env.RL_TOKEN);
   // The server reads X-Api-Key first in apikey mode and the bearer token in jwt mode: sending both hides mistakes.
   if (apiKey && token) throw new CliError('give one credential: --api-key / RL_API_KEY or --token / RL_TOKEN, not both');
   if (apiKey) connection.apiKey = apiKey;

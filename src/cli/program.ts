@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { Command, CommanderError, Option } from 'commander';
+import { Command, CommanderError } from 'commander';
 import { registerApplyCommands } from './commands/apply.js';
 import { registerDecisionCommands } from './commands/decisions.js';
 import { registerPolicyCommands } from './commands/policies.js';
@@ -12,9 +12,10 @@ export function buildProgram(): Command {
   const program = new Command('rl')
     .description('command line of the rate-limit decision service')
     .version(packageVersion(), '-V, --version')
-    .addOption(new Option('--url <url>', 'service base URL (default http://127.0.0.1:8080)').env('RL_URL'))
-    .addOption(new Option('--api-key <key>', 'API key, sent as X-Api-Key').env('RL_API_KEY'))
-    .addOption(new Option('--token <token>', 'bearer token (JWT), sent as Authorization: Bearer').env('RL_TOKEN'))
+    // The environment is read in connection.ts, where a credential flag can override both variables.
+    .option('--url <url>', 'service base URL (env RL_URL; default http://127.0.0.1:8080)')
+    .option('--api-key <key>', 'API key, sent as X-Api-Key (env RL_API_KEY)')
+    .option('--token <token>', 'bearer token (JWT), sent as Authorization: Bearer (env RL_TOKEN)')
     .option('--timeout <ms>', 'per-request timeout in milliseconds (default 10000)')
     .option('--json', 'machine-readable JSON output (errors as JSON on stderr)')
     .showHelpAfterError()

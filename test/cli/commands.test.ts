@@ -5,8 +5,10 @@ import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { AdminApiError, createAdminClient, type Decision } from '@rl/client';
 import { reportError } from '../../src/cli/report-error.js';
+import { getSuiteRedis } from '../support/counter-stores.js';
+import { randomPrefix } from '../support/redis.js';
 import { REPO_ROOT, startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
-import { buildCli, policyDir, removeTempDirs, rl, rlJson } from './rl.js';
+import { buildCli, policyDir, removeTempDirs, rl, rlJson, spawnRl } from './rl.js';
 
 /**
  * Every other `rl` command against a real server process with API-key authentication on: connection
@@ -100,6 +102,9 @@ describe('rl commands (built binary, real server with API keys)', function () {
       expect(byFlag.code, byFlag.stderr).to.equal(0);
       const byToken = await rl(['policies', 'get', 'history'], { RL_URL: server.url, RL_TOKEN: ADMIN });
       expect(byToken.code, byToken.stderr).to.equal(0);
+      // A credential flag replaces both variables.
+      const tokenFlag = await rl(['policies', 'list', '--token', ADMIN], { RL_URL: server.url, RL_API_KEY: 'wrong' });
+      expect(tokenFlag.code, tokenFlag.stderr).to.equal(0);
       const both = await rl(['policies', 'list'], { RL_URL: server.url, RL_API_KEY: ADMIN, RL_TOKEN: ADMIN });
       expect(both.code).to.equal(1);
       expect(both.stderr).to.contain('give one credential');
@@ -302,5 +307,39 @@ describe('rl commands (built binary, real server with API keys)', function () {
       expect(human.stdout).to.match(/\ntopstat\s+4\s+-\s+4\s+0\s+0\s+0\.0%/);
       expect(human.stdout).to.not.contain('\x1b[2J');
     });
+
+    it('top without a bound runs until Ctrl-C (SIGINT), then exits 0', async () => {
+      const top = spawnRl(['top', '--interval', '1', '--json'], admin);
+      // Two frames seen: it is refreshing, not done after one.
+      await top.waitForStdout((out) => out.split('\n').filter((l) => l.startsWith('{')).length >= 2);
+      top.child.kill('SIGINT');
+      const { code } = await top.closed;
+      expect(code).to.equal(0);
+    });
+  });
+});
+
+describe('rl status against a server with Redis counters (built binary, real Redis)', function () {
+  this.timeout(240_000);
+  let server: ServerProcessHandle;
+
+  before(async () => {
+    await buildCli();
+    const redis = await getSuiteRedis();
+    const seedFile = join(policyDir({ 'seed.json': SEED }), 'seed.json');
+    server = await startServerProcess({ RL_COUNTERSTORE_ADDR: redis.url, RL_KEY_PREFIX: randomPrefix(), RL_POLICY_FILE: seedFile });
+  });
+  after(async () => {
+    await server?.stop();
+    removeTempDirs();
+  });
+
+  it('reports counters redis and policy store redis; decisions count in Redis', async () => {
+    const status = await rlJson<{ ok: boolean; info: Record<string, unknown> }>(['status'], { RL_URL: server.url });
+    expect(status.code).to.equal(0);
+    expect(status.body.info).to.deep.include({ counters: 'redis', policy_store: 'redis', auth: 'off' });
+    const first = await rlJson<Decision>(['check', '--org_id', 'acme', '--user_id', 'redis-user'], { RL_URL: server.url });
+    const second = await rlJson<Decision>(['check', '--org_id', 'acme', '--user_id', 'redis-user'], { RL_URL: server.url });
+    expect([first.body.remaining, second.body.remaining]).to.deep.equal([2, 1]);
   });
 });

@@ -43,20 +43,38 @@ export interface RlResult {
  * shell), plus `env`. Resolves when the process exits, whatever its status.
  */
 export function rl(args: string[], env: Record<string, string> = {}): Promise<RlResult> {
+  return spawnRl(args, env).closed;
+}
+
+/** A running `rl` (also for commands that run until stopped, such as `top`), with the same clean environment. */
+export function spawnRl(args: string[], env: Record<string, string> = {}) {
   const [command, argv] = fromSource ? [process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'src/cli/main.ts'), ...args]] : [RL_BINARY, args];
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, argv, {
-      cwd: REPO_ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-    child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const child = spawn(command, argv, { cwd: REPO_ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  const waiters: (() => void)[] = [];
+  child.stdout!.setEncoding('utf8').on('data', (c: string) => {
+    stdout += c;
+    for (const w of [...waiters]) w();
+  });
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const closed = new Promise<RlResult>((resolve, reject) => {
     child.once('error', reject);
     child.once('close', (code) => resolve({ code, stdout, stderr }));
   });
+  /** Resolves once stdout satisfies `ready`; rejects if the process ends first. */
+  const waitForStdout = (ready: (stdout: string) => boolean): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const check = (): void => {
+        if (!ready(stdout)) return;
+        waiters.splice(waiters.indexOf(check), 1);
+        resolve();
+      };
+      waiters.push(check);
+      check();
+      void closed.then((r) => reject(new Error(`rl ${args.join(' ')} exited (${r.code}) first\nstdout: ${r.stdout}\nstderr: ${r.stderr}`)));
+    });
+  return { child, closed, waitForStdout };
 }
 
 /** `rl ... --json` and the parsed stdout; fails the test with stderr when stdout is not JSON. */
