@@ -6,7 +6,7 @@
  *   curl -i -H 'x-user-id: alice' localhost:3000/hello
  *
  * Environment: RL_URL (default http://127.0.0.1:8080), RL_API_KEY (when the service has auth on),
- * PORT (default 3000; 0 picks a free port). Routes use policies of examples/policies.json:
+ * RL_TIMEOUT_MS (default 50: slower answers fail open), PORT (default 3000; 0 picks a free port). Routes use policies of examples/policies.json:
  *   GET  /hello     acme-api-per-user: 100 requests per user per minute, then 429
  *   POST /reports   report-export-concurrency: 3 exports per tenant at once (x-tenant-id)
  *   POST /complete  llm-token-budget: reserves ?max_tokens, refunds what the "model" did not use
@@ -58,7 +58,11 @@ export function createApp(client: RateLimitClient): Koa {
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const client = createClient({ url: process.env.RL_URL ?? 'http://127.0.0.1:8080', apiKey: process.env.RL_API_KEY });
+  const client = createClient({
+    url: process.env.RL_URL ?? 'http://127.0.0.1:8080',
+    apiKey: process.env.RL_API_KEY,
+    timeoutMs: Number(process.env.RL_TIMEOUT_MS ?? 50),
+  });
   const server = createApp(client).listen(Number(process.env.PORT ?? 3000), () => {
     const address = server.address();
     console.log(JSON.stringify({ message: 'listening', app: 'koa', port: typeof address === 'object' && address ? address.port : undefined }));

@@ -25,7 +25,8 @@ process.on('exit', () => {
 function startExample(file: string, rlUrl: string): Promise<Example> {
   const child = spawn(process.execPath, ['--import', 'tsx', `examples/${file}`], {
     cwd: REPO_ROOT,
-    env: { ...process.env, RL_URL: rlUrl, PORT: '0' },
+    // A generous timeout: on a busy test machine a 50 ms answer can be late, and this test counts exactly.
+    env: { ...process.env, RL_URL: rlUrl, PORT: '0', RL_TIMEOUT_MS: '2000' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   live.add(child);
