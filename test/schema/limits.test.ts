@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { RlError } from '../../src/errors.js';
 import { parseOperationContext, parseRequestContext } from '../../src/model/request-context.js';
-import { validatePolicy } from '../../src/policy/validate.js';
+import { oversizedCollections, validatePolicy } from '../../src/policy/validate.js';
 import {
   MAX_FIELD_LENGTH,
   MAX_METADATA_ENTRIES,
@@ -125,6 +125,19 @@ describe('bounds on input sizes (schema/limits.ts)', () => {
       const expected = [{ field: 'scope', message: `must hold at most ${SCOPE_KEYS.length} fields (the scope fields and tags), got more` }];
       expect(policyErrors(policy({ scope: huge }))).to.deep.equal(expected);
       expect(policyErrors({ id: 'q', resource: 'r', config: { quota: 1, window_seconds: 60 }, scope: huge })).to.deep.equal(expected);
+    });
+
+    it('oversizedCollections reports the same size problems as validatePolicy, reading no item', () => {
+      const counted = countedTags(100_000);
+      expect(oversizedCollections({ scope: { tags: counted.tags }, metadata: tagsOf(MAX_METADATA_ENTRIES + 1) })).to.deep.equal([
+        { field: 'scope.tags', message: `must hold at most ${MAX_TAGS} tags, got more` },
+        { field: 'metadata', message: `must hold at most ${MAX_METADATA_ENTRIES} entries, got more` },
+      ]);
+      expect(counted.reads()).to.equal(0);
+      const huge = Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`f${i}`, 'x']));
+      expect(oversizedCollections({ scope: huge })).to.deep.equal(policyErrors(policy({ scope: huge })));
+      expect(oversizedCollections(policy({ scope: { tags: tagsOf(MAX_TAGS) }, metadata: tagsOf(MAX_METADATA_ENTRIES) }))).to.deep.equal([]);
+      expect(oversizedCollections('x')).to.deep.equal([]);
     });
 
     it('metadata: entries, key length and value length are bounded (match_expr keeps its own bound)', () => {
