@@ -16,7 +16,9 @@ import { log } from '../util/log.js';
  *   start time differs), or this very process (a restarted container reuses pid 1). This is exact, so
  *   a server restarted after kill -9 takes its directory back at once;
  * - otherwise (another host or namespace: its pid means nothing here) when its mtime is older than
- *   `staleMs`: the owner stopped refreshing it.
+ *   `staleMs`: the owner stopped refreshing it. A restarted container is such a case (a new pid
+ *   namespace), so for a lock judged this way start-up waits, up to `staleMs` and two refreshes, for it
+ *   to go stale before giving up: a crashed container's restart starts late, not never.
  * Taking over deletes the stale file and creates a new one exclusively, so of two servers taking over
  * at once only one succeeds. The owner checks on every refresh that the file is still its own; when
  * it is not (deleted by hand, or taken over after this process was frozen past `staleMs`), `onLost`
@@ -84,8 +86,11 @@ export class DataDirLock {
   static async acquire(dir: string, options: LockOptions = {}): Promise<DataDirLock> {
     const path = join(dir, LOCK_FILE);
     const staleMs = options.staleMs ?? 30_000;
+    const refreshMs = options.refreshMs ?? 5000;
     if (heldHere.has(dir)) throw new DataDirLockedError(dir, await currentOwner());
     const me = await currentOwner();
+    const waitUntil = Date.now() + staleMs + 2 * refreshMs;
+    let waiting = false;
     for (let attempt = 0; attempt < 3; attempt++) {
       let handle: fsp.FileHandle;
       try {
@@ -94,7 +99,22 @@ export class DataDirLock {
         if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
         const found = await readOwner(path);
         if (found === undefined) continue; // gone meanwhile: try again
-        if (!(await isStale(found, me, staleMs))) throw new DataDirLockedError(dir, found.owner);
+        const verdict = await judge(found, me, staleMs);
+        if (verdict === 'held') throw new DataDirLockedError(dir, found.owner);
+        if (verdict === 'refreshed') {
+          if (Date.now() >= waitUntil) throw new DataDirLockedError(dir, found.owner);
+          if (!waiting) {
+            waiting = true;
+            log.warn('policy store: the data directory lock is held from another host or pid namespace; waiting for it to be released or go stale', {
+              path,
+              owner: found.owner ?? 'unreadable',
+              stale_after_ms: staleMs,
+            });
+          }
+          await new Promise((resolve) => setTimeout(resolve, Math.min(1000, refreshMs)));
+          attempt--; // waiting is not an attempt
+          continue;
+        }
         log.warn('policy store: taking over a stale data directory lock', { path, owner: found.owner ?? 'unreadable' });
         await fsp.unlink(path).catch((e: NodeJS.ErrnoException) => {
           if (e.code !== 'ENOENT') throw e;
@@ -175,14 +195,19 @@ async function readOwner(path: string): Promise<FoundLock | undefined> {
   }
 }
 
-async function isStale(found: FoundLock, me: LockOwner, staleMs: number): Promise<boolean> {
+/**
+ * `stale`: take it over; `held`: its owner lives in this namespace; `refreshed`: its owner cannot be
+ * checked from here and refreshed it within `staleMs`.
+ */
+async function judge(found: FoundLock, me: LockOwner, staleMs: number): Promise<'stale' | 'held' | 'refreshed'> {
   const owner = found.owner;
   const sameNamespace = owner !== undefined && owner.host === me.host && owner.pid_ns === me.pid_ns && owner.boot_id === me.boot_id;
   if (sameNamespace) {
-    if (owner.pid === me.pid) return true; // not held in this process (checked first): a previous life
-    return !(me.start_ticks === '' ? signalable(owner.pid) : await processAlive(owner.pid, owner.start_ticks));
+    if (owner.pid === me.pid) return 'stale'; // not held in this process (checked first): a previous life
+    const alive = me.start_ticks === '' ? signalable(owner.pid) : await processAlive(owner.pid, owner.start_ticks);
+    return alive ? 'held' : 'stale';
   }
-  return Date.now() - found.mtimeMs > staleMs;
+  return Date.now() - found.mtimeMs > staleMs ? 'stale' : 'refreshed';
 }
 
 /** Without /proc: whether a process with this pid exists (EPERM: it does, under another user). */

@@ -27,9 +27,9 @@ describe('data directory lock', function () {
     locks.push(lock);
     return lock;
   };
-  const refused = async (): Promise<DataDirLockedError> => {
+  const refused = async (options = {}): Promise<DataDirLockedError> => {
     try {
-      await acquire();
+      await acquire(options);
     } catch (error) {
       expect(error).to.be.instanceOf(DataDirLockedError);
       return error as DataDirLockedError;
@@ -93,21 +93,34 @@ describe('data directory lock', function () {
     await acquire();
   });
 
-  it('a lock of another host or pid namespace is held while it is refreshed, stale once it is not', async () => {
+  it('a lock of another host or pid namespace: start-up waits while it is refreshed, takes it once it is not', async () => {
+    const quick = { staleMs: 400, refreshMs: 100 };
     const foreign: Partial<LockOwner> = { pid: 1, host: 'other-pod', pid_ns: 'pid:[1]', boot_id: 'x', start_ticks: '5', started_at: 'then' };
-    writeOwner(foreign, 1000);
-    expect((await refused()).message).to.include('pid 1 on other-pod');
-    writeOwner(foreign, 60_000); // default staleMs is 30 s
-    await acquire();
+    // Kept fresh by its (remote) owner the whole time: refused after waiting staleMs and two refreshes.
+    writeOwner(foreign);
+    const keeper = setInterval(() => utimesSync(lockPath(), new Date(), new Date()), 50);
+    try {
+      expect((await refused(quick)).message).to.include('pid 1 on other-pod');
+    } finally {
+      clearInterval(keeper);
+    }
+    // Its owner died (a crashed container, say): no more refreshes, so it goes stale and is taken over.
+    writeOwner(foreign);
+    await acquire(quick);
+    expect(owner().pid).to.equal(process.pid);
   });
 
-  it('an unreadable lock (its writer died while writing it) is refused while young, stale when old', async () => {
-    writeOwner({}, 0);
+  it('an unreadable lock (its writer died while writing it) is waited for while refreshed, taken once stale', async () => {
+    const quick = { staleMs: 400, refreshMs: 100 };
     writeFileSync(lockPath(), '{"pid":');
-    expect((await refused()).message).to.include('still writing the lock');
-    const old = new Date(Date.now() - 60_000);
-    utimesSync(lockPath(), old, old);
-    await acquire();
+    const keeper = setInterval(() => utimesSync(lockPath(), new Date(), new Date()), 50);
+    try {
+      expect((await refused(quick)).message).to.include('still writing the lock');
+    } finally {
+      clearInterval(keeper);
+    }
+    await acquire(quick);
+    expect(owner().pid).to.equal(process.pid);
   });
 
   it('the owner refreshes its lock; when the file is taken from it the store refuses changes', async () => {
