@@ -306,6 +306,13 @@ export class FilePolicyStore implements PolicyStore {
 
   // -------------------------------------------------------------------------------------------------
 
+  /** Throws (and refuses every later change) when another process has taken the data directory. */
+  private async checkLock(): Promise<void> {
+    if (await this.lock.stillMine()) return;
+    this.stopWrites('the data directory lock was removed or taken over by another server');
+    throw new RlError('unavailable', `policy store is unavailable: ${this.failed!.message}`);
+  }
+
   /** Refuses every later change (the data directory lock was lost: another server may write). */
   private stopWrites(reason: string): void {
     this.failed ??= new Error(reason);
@@ -341,6 +348,7 @@ export class FilePolicyStore implements PolicyStore {
     step('snapshot-renamed');
     await fsyncDir(dir);
     step('snapshot-durable');
+    await this.checkLock();
     try {
       await this.file.truncate(0);
       await this.file.datasync();
@@ -374,6 +382,7 @@ export class FilePolicyStore implements PolicyStore {
 
   /** Writes one record completely and fdatasyncs it; on failure restores the previous length. */
   private async append(record: JournalRecord): Promise<void> {
+    await this.checkLock();
     const line = encodeRecord(record);
     try {
       let offset = 0;

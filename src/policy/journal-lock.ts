@@ -19,8 +19,10 @@ import { log } from '../util/log.js';
  *   `staleMs`: the owner stopped refreshing it. A restarted container is such a case (a new pid
  *   namespace), so for a lock judged this way start-up waits, up to `staleMs` and two refreshes, for it
  *   to go stale before giving up: a crashed container's restart starts late, not never.
- * Taking over deletes the stale file and creates a new one exclusively, so of two servers taking over
- * at once only one succeeds. The owner checks on every refresh that the file is still its own; when
+ * Taking over deletes the stale file and creates a new one exclusively. Two servers taking over the same
+ * stale lock at the same moment could both succeed (one deleting the other's new file); the store
+ * checks the lock is still its own before every append and before truncating the journal, so the one
+ * that lost it refuses to write. The owner checks on every refresh that the file is still its own; when
  * it is not (deleted by hand, or taken over after this process was frozen past `staleMs`), `onLost`
  * is called and the store stops accepting changes.
  */
@@ -164,7 +166,8 @@ export class DataDirLock {
     }
   }
 
-  private async stillMine(): Promise<boolean> {
+  /** Whether the lock file is still this process's (one stat): checked before every write too. */
+  async stillMine(): Promise<boolean> {
     try {
       return (await fsp.stat(this.path)).ino === this.ino;
     } catch {
