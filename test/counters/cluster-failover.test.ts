@@ -204,6 +204,17 @@ describe('Redis Cluster failover (3 masters + 3 replicas, 2 s node timeout)', fu
           reader = await RedisPolicyStore.open({ addr: cluster.addr, keyPrefix: prefix, connectTimeoutMs: 2000 }).catch(() => undefined);
           if (!reader) await sleep(200);
         }
+        // The writer's client still has the old slot map: a call may fail (503) until a reply redirects it.
+        let stale = 0;
+        for (;;) {
+          expect(performance.now() - crashedAt, `writer reads within ${RECOVERY_BOUND_MS} ms`).to.be.below(RECOVERY_BOUND_MS);
+          const read = await store.fetch('p1').catch((error: unknown) => error);
+          if (!(read instanceof Error)) break;
+          expect(read).to.be.instanceOf(RlError).with.property('kind', 'unavailable');
+          stale++;
+          await sleep(50);
+        }
+        expect(stale, 'calls the writer lost to its stale slot map').to.be.at.most(3);
         for (const policy of acknowledged) {
           expect(reader.get(policy.policy_id)?.version, `${policy.policy_id} on a new node`).to.equal(policy.version);
           expect((await store.fetch(policy.policy_id)).policy?.version, `${policy.policy_id} on the writer`).to.equal(policy.version);
