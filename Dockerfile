@@ -13,8 +13,12 @@ ARG NODE_IMAGE=node:20-bookworm-slim
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+# The SDK is an npm workspace: its package.json must be there for npm ci to link it.
+COPY sdk/package.json ./sdk/
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
+COPY sdk ./sdk
+COPY dashboard ./dashboard
 COPY src ./src
 RUN npm run build
 
@@ -23,8 +27,12 @@ FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY sdk/package.json ./sdk/
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+# dist/ holds the server, the CLI (dist/cli/main.js) and the dashboard's built assets (dist/dashboard).
 COPY --from=build /app/dist ./dist
+COPY --from=build /app/sdk/dist ./sdk/dist
+COPY sdk/proto ./sdk/proto
 # Read at run time relative to dist/ (Lua scripts, gRPC protos) and to the working directory
 # (RL_POLICY_FILE defaults to examples/policies.json).
 COPY lua ./lua
