@@ -74,7 +74,8 @@ describe('a catastrophic regex in match_expr cannot stall the server', function 
     expect(answers.filter((id) => id === 'redos').length, 'the friendly half matches').to.equal(answers.length / 2);
     const slowest = Math.max(...probes);
     console.log(`      ${answers.length} checks; slowest of ${probes.length} /healthz probes: ${slowest.toFixed(1)} ms`);
-    // Generous for a shared machine; before RE2 a single check of 30 `a`s held /healthz for 36 s.
-    expect(slowest).to.be.below(1000);
+    // Generous for a loaded, shared machine (~60 ms idle, ~300 ms seen under a full parallel test load);
+    // before RE2 a single check of 30 `a`s held /healthz for 36 s, and 4,000 would hold it for ever.
+    expect(slowest).to.be.below(2000);
   });
 });
