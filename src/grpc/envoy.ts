@@ -4,6 +4,7 @@ import { RlError, invalidField } from '../errors.js';
 import type { Decision } from '../model/decision.js';
 import { PROBLEM_CONTENT_TYPE, problemDetails, renderRateLimitHeaders } from '@rl/client/headers';
 import { CONTEXT_STRING_FIELDS, parseRequestContext, type RequestContext } from '../model/request-context.js';
+import { MAX_ENVOY_DESCRIPTORS, MAX_TAGS } from '../schema/limits.js';
 
 /**
  * Envoy's external rate limit service (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit)
@@ -76,6 +77,7 @@ export interface EnvoyRateLimitResponse {
 export type EnvoyHeadersMode = 'ietf' | 'legacy' | 'off';
 
 const STRING_FIELDS = new Set<string>(CONTEXT_STRING_FIELDS);
+const MAX_DESCRIPTOR_ENTRIES = MAX_TAGS + CONTEXT_STRING_FIELDS.length;
 const UINT32_MAX = 0xffff_ffff;
 
 /** The RequestContext of descriptor `index`; bad input throws INVALID_ARGUMENT naming `descriptors[i]…`. */
@@ -84,6 +86,10 @@ export function descriptorContext(request: EnvoyRateLimitRequest, index: number)
   const where = `descriptors[${index}]`;
   const entries = descriptor.entries ?? [];
   if (entries.length === 0) throw invalidField(`${where}.entries`, 'must hold at least one entry');
+  // Every entry is a context field or a tag, so more than that many cannot make a valid context.
+  if (entries.length > MAX_DESCRIPTOR_ENTRIES) {
+    throw invalidField(`${where}.entries`, `must hold at most ${MAX_DESCRIPTOR_ENTRIES} entries (${MAX_TAGS} tags and the context fields), got ${entries.length}`);
+  }
 
   const raw: Record<string, unknown> = {};
   const tags: Record<string, string> = Object.create(null);
@@ -207,6 +213,7 @@ export async function shouldRateLimit(
 ): Promise<EnvoyRateLimitResponse> {
   const count = request.descriptors?.length ?? 0;
   if (count === 0) throw invalidField('descriptors', 'must hold at least one descriptor');
+  if (count > MAX_ENVOY_DESCRIPTORS) throw invalidField('descriptors', `must hold at most ${MAX_ENVOY_DESCRIPTORS} descriptors, got ${count}`);
   const contexts = Array.from({ length: count }, (_, i) => descriptorContext(request, i));
   options.beforeDecide?.();
   const results = await Promise.all(contexts.map((ctx) => decisions.check(ctx)));

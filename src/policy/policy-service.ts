@@ -11,7 +11,7 @@ import {
   type PolicyVersion,
 } from './policy-store.js';
 import type { FieldError, Policy } from './types.js';
-import { validatePolicy, type PolicyInput } from './validate.js';
+import { oversizedCollections, validatePolicy, type PolicyInput } from './validate.js';
 
 /**
  * Policy management, free of any transport (CONTRACT.md "HTTP statuses and bodies"): the HTTP routes
@@ -146,6 +146,10 @@ export class PolicyService {
 
   /** PATCH: an RFC 7396 JSON merge patch over the stored policy's public shape, then validated. */
   async patch(policyId: string, body: unknown, changedBy: string, options: WriteOptions = {}): Promise<Policy> {
+    // Refused before the depth check or the merge walks an oversized collection (validation would refuse
+    // it anyway, after the walk).
+    const oversized = oversizedCollections(body);
+    if (oversized.length > 0) throw validationFailed(oversized);
     requireObject(body);
     const expectations = expectationsOf(bodyVersion(body), options);
     const patch = quotaPatchToPolicyPatch(body as Obj);

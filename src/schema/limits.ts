@@ -20,6 +20,9 @@ export const MAX_METADATA_KEY_LENGTH = 256;
 /** Characters of one metadata value (`match_expr` has its own bound, MAX_MATCH_EXPR_LENGTH). */
 export const MAX_METADATA_VALUE_LENGTH = 4096;
 
+/** Descriptors of one Envoy ShouldRateLimit request: each is a whole decision. */
+export const MAX_ENVOY_DESCRIPTORS = 64;
+
 /**
  * How many own enumerable keys `o` has, counting no further than `max + 1`: enough to tell "too many"
  * without walking a huge object key by key in JavaScript.

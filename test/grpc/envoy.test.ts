@@ -186,6 +186,14 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
     expect(error.details).to.match(/^descriptors: /);
     error = await callError(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [{ entries: [{ key: '', value: 'v' }] }] });
     expect(error.details).to.match(/^descriptors\[0\]\.entries\[0\]\.key: /);
+    // Bounded work: too many descriptors, or entries in one, are refused before any is read.
+    error = await callError(client, 'ShouldRateLimit', { domain: 'edge', descriptors: Array.from({ length: 65 }, () => user('x')) });
+    expect(error.code).to.equal(grpc.status.INVALID_ARGUMENT);
+    expect(error.details).to.match(/^descriptors: must hold at most 64 descriptors, got 65/);
+    const entries = Array.from({ length: 5000 }, (_, i) => ({ key: `k${i}`, value: 'v' }));
+    error = await callError(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [{ entries }] });
+    expect(error.code).to.equal(grpc.status.INVALID_ARGUMENT);
+    expect(error.details).to.match(/^descriptors\[0\]\.entries: must hold at most \d+ entries/);
   });
 
   it('applies authentication (decide access) and readiness like the other RPCs', async () => {

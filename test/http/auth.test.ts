@@ -133,6 +133,8 @@ describe('HTTP auth guard', () => {
       expect(accessOf('POST', '/rl/v1/check')).to.equal('decide');
       expect(accessOf('POST', '/rl/v1/acquire')).to.equal('decide');
       expect(accessOf('POST', '/rl/v1/release/')).to.equal('decide');
+      // CONTRACT: a refund takes the same credentials as check.
+      expect(accessOf('POST', '/rl/v1/refund')).to.equal('decide');
       expect(accessOf('GET', '/rl/v1/policies')).to.equal('read');
       expect(accessOf('HEAD', '/rl/v1/policies/a')).to.equal('read');
       expect(accessOf('OPTIONS', '/rl/v1/check')).to.equal('read');
@@ -201,15 +203,16 @@ describe('HTTP auth guard', () => {
       }
     });
 
-    it('read-only may GET, validate and call check/acquire/release', async () => {
+    it('read-only may GET, validate and call check/acquire/release/refund', async () => {
       const headers = remember({ 'X-Api-Key': READER_KEY });
       const list = await call(server, 'GET', '/rl/v1/policies', headers);
       expect(list.status).to.equal(200);
       expect(list.json.role).to.equal('read-only');
       expect((await call(server, 'GET', '/rl/v1/policies/p/audit', headers)).status).to.equal(200);
       expect((await call(server, 'POST', '/rl/v1/policies/validate', headers, {})).status).to.equal(200);
-      for (const op of ['check', 'acquire', 'release']) {
-        const r = await call(server, 'POST', `/rl/v1/${op}`, headers, CHECK_BODY);
+      for (const op of ['check', 'acquire', 'release', 'refund']) {
+        const body = op === 'refund' ? { ...CHECK_BODY, quantity: 1 } : CHECK_BODY;
+        const r = await call(server, 'POST', `/rl/v1/${op}`, headers, body);
         expect(r.status, op).to.equal(200);
         expect(r.json.allowed).to.equal(true);
       }

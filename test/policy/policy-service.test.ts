@@ -255,6 +255,22 @@ for (const backend of BACKENDS) {
       expect(service.get('p1').version).to.equal(3);
     });
 
+    it('PATCH: an oversized collection is refused naming it, before the merge reads any of it', async () => {
+      await service.create(BASE, 'a');
+      let valuesRead = 0;
+      const tags = new Proxy(Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`k${i}`, 'v'])), {
+        get(target, key, receiver) {
+          if (typeof key === 'string') valuesRead++;
+          return Reflect.get(target, key, receiver);
+        },
+      });
+      const refused = await rejectsWith(service.patch('p1', { scope: { tags } }, 'a'));
+      expect(refused.kind).to.equal('failed_validation');
+      expect(refused.error.message).to.include('scope.tags');
+      expect(valuesRead).to.equal(0);
+      expect(service.get('p1').version).to.equal(1);
+    });
+
     it('accepts the quota-shaped body on create, PUT and PATCH (a quota changed live)', async () => {
       const quota = { id: 'q1', resource: 'tokens', algorithm: 'quota', config: { quota: 1000, window_seconds: 3600 }, action_deny: true, metadata: { team: 'ml' } };
       const created = await service.create(quota, 'a');
