@@ -82,6 +82,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       keyPrefix: config.keyPrefix,
       recorder: bothRecorders(new ObservabilityRecorder(metrics, analytics), deniedIdentities),
       onCounterStoreError: () => metrics.countCounterStoreError(),
+      onDenyCacheHit: () => metrics.countDenyCacheHit(),
     });
 
     const notifier = invalidationNotifier(config, metrics);

@@ -9,6 +9,7 @@ import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-con
 import type { Matcher, MatchResult, PolicyFamily, PolicyMatch } from '../policy/matcher.js';
 import type { FailureMode, LimitAction } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
+import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
 
 export type Operation = 'check' | 'acquire' | 'release' | 'refund';
 
@@ -44,6 +45,20 @@ export interface DecisionServiceDeps {
   random?: () => number;
   /** Identities per generation in the counter key cache (see CounterKeyCache); default 32,768: room for a hot working set of tens of thousands of users; full, both generations take ~13 MB (12-character ids) to ~21 MB (150-character ids). */
   counterKeyCacheSize?: number;
+  /**
+   * The exact deny cache (deny-cache.ts) for a store that has to wait (Redis): a refused counter and
+   * cost is answered in-process until its retry_after. `false` turns it off. A synchronous store
+   * (the in-memory emulator) never uses it: its answer already costs no more than the cache's.
+   */
+  denyCache?: DenyCacheOptions | false;
+  /** Called once per decision (or peek) answered from the deny cache instead of the counter store. */
+  onDenyCacheHit?: () => void;
+  /**
+   * Tests only: hand this service's clock reading to an asynchronous store as the operation's time
+   * (the Redis scripts then count at that instant instead of Redis TIME), so a test with an injected
+   * clock drives Redis deterministically.
+   */
+  clockToStore?: boolean;
 }
 
 /** The result of running one matched policy's counter operation. */
@@ -103,11 +118,14 @@ export class DecisionService {
   private readonly keys: CounterKeyCache;
   /** The policy snapshot the cached keys belong to; a new snapshot brings new CompiledPolicy objects. */
   private keysMatcher: Matcher | undefined;
+  /** Only with a store that has to wait (see DecisionServiceDeps.denyCache). */
+  readonly denyCache: DenyCache | undefined;
 
   constructor(private readonly deps: DecisionServiceDeps) {
     this.now = deps.now ?? Date.now;
     this.random = deps.random ?? Math.random;
     this.keys = new CounterKeyCache(deps.keyPrefix, deps.counterKeyCacheSize);
+    this.denyCache = deps.counters.sync === undefined && deps.denyCache !== false ? new DenyCache(deps.denyCache) : undefined;
   }
 
   check(ctx: RequestContext): Promise<Decision> {
@@ -149,7 +167,7 @@ export class DecisionService {
     const { enforce, shadow } = this.match(ctx, family, nowMs);
     if (operation === 'refund' && enforce === undefined && shadow === undefined) this.refuseLeaseRefund(ctx, nowMs);
     const sync = this.deps.counters.sync;
-    if (sync === undefined) return this.decideAsync(operation, ctx, call, leaseId, started, enforce, shadow);
+    if (sync === undefined) return this.decideAsync(operation, ctx, call, leaseId, started, nowMs, enforce, shadow);
     // A store on the same clock (both Date.now by default) counts at the instant matching used: one
     // clock read per decision instead of two.
     const counterNowMs = sync.clock === this.now ? nowMs : undefined;
@@ -158,26 +176,56 @@ export class DecisionService {
     return this.conclude(operation, ctx, started, enforced, shadowed);
   }
 
-  private async decideAsync(
+  /**
+   * A store that has to wait. A check whose every matched counter has a standing refusal in the deny
+   * cache is answered at once, as the store would answer it; otherwise the store is asked (for the
+   * counters the cache could not answer).
+   */
+  private decideAsync(
     operation: Operation,
     ctx: RequestContext,
     call: CounterCall,
     leaseId: string,
     started: number,
+    nowMs: number,
     enforce: PolicyMatch | undefined,
     shadow: PolicyMatch | undefined,
-  ): Promise<Decision> {
-    let enforced: Evaluation | undefined;
-    let shadowed: Evaluation | undefined;
-    if (enforce && shadow) {
-      // The shadow policy counts beside the enforcing one, concurrently: it costs no extra latency.
-      [enforced, shadowed] = await Promise.all([this.evaluate(call, enforce, ctx, leaseId), this.evaluate(call, shadow, ctx, leaseId)]);
-    } else if (enforce) {
-      enforced = await this.evaluate(call, enforce, ctx, leaseId);
-    } else if (shadow) {
-      shadowed = await this.evaluate(call, shadow, ctx, leaseId);
+  ): Decision | Promise<Decision> {
+    const cache = operation === 'check' ? this.denyCache : undefined;
+    const enforced = enforce && cache && this.cachedRefusal(cache, enforce, ctx, nowMs);
+    const shadowed = shadow && cache && this.cachedRefusal(cache, shadow, ctx, nowMs);
+    if ((enforced || shadowed) && (enforce === undefined || enforced) && (shadow === undefined || shadowed)) {
+      return this.conclude(operation, ctx, started, enforced, shadowed);
     }
+    return this.awaitCounters(operation, ctx, call, leaseId, started, nowMs, enforced ?? enforce, shadowed ?? shadow);
+  }
+
+  /** Each side is an Evaluation already (from the deny cache), a match for the store to evaluate, or absent. */
+  private async awaitCounters(
+    operation: Operation,
+    ctx: RequestContext,
+    call: CounterCall,
+    leaseId: string,
+    started: number,
+    nowMs: number,
+    enforce: Evaluation | PolicyMatch | undefined,
+    shadow: Evaluation | PolicyMatch | undefined,
+  ): Promise<Decision> {
+    const enforcing = enforce && !isEvaluation(enforce) ? this.evaluate(operation, call, enforce, ctx, leaseId, nowMs) : enforce;
+    const shadowing = shadow && !isEvaluation(shadow) ? this.evaluate(operation, call, shadow, ctx, leaseId, nowMs) : shadow;
+    // The shadow policy counts beside the enforcing one, concurrently: it costs no extra latency.
+    const [enforced, shadowed] = await Promise.all([enforcing, shadowing]);
     return this.conclude(operation, ctx, started, enforced, shadowed);
+  }
+
+  /** The deny cache's answer for this match's counter, as an Evaluation, when it has one. */
+  private cachedRefusal(cache: DenyCache, match: PolicyMatch, ctx: RequestContext, nowMs: number): Evaluation | undefined {
+    // A peek is answered as a consume of 1 would be refused (docs/algorithms.md, "Peek").
+    const cost = ctx.quantity === 0 ? 1 : costOf(match, ctx.quantity);
+    const result = cache.lookup(this.keysOf(match)[0], match.compiled, cost, nowMs);
+    if (result === undefined) return undefined;
+    this.deps.onDenyCacheHit?.();
+    return { match, result };
   }
 
   /** A refund that only a concurrency policy would count: leases go back with release, not refund. */
@@ -283,12 +331,37 @@ export class DecisionService {
     }
   }
 
-  private async evaluate(call: CounterCall, match: PolicyMatch, ctx: RequestContext, leaseId: string): Promise<Evaluation> {
+  private async evaluate(
+    operation: Operation,
+    call: CounterCall,
+    match: PolicyMatch,
+    ctx: RequestContext,
+    leaseId: string,
+    sentAt: number,
+  ): Promise<Evaluation> {
+    const keys = this.keysOf(match);
     try {
-      // The store reads its own clock (Redis: TIME).
-      return { match, result: await call(this.deps.counters, this.keysOf(match), match, ctx, leaseId, undefined) };
+      // The store reads its own clock (Redis: TIME), unless a test hands it this service's.
+      const result = await call(this.deps.counters, keys, match, ctx, leaseId, this.deps.clockToStore ? sentAt : undefined);
+      // Answers arrive in the order the store ran them (one connection per slot), so the cache
+      // learns each counter's changes in order.
+      if (this.denyCache && operation !== 'acquire' && operation !== 'release') this.tellDenyCache(this.denyCache, operation, match, ctx, keys[0], result, sentAt);
+      return { match, result };
     } catch (error) {
+      // The operation may or may not have run: whatever was cached for the counter is in doubt.
+      this.denyCache?.changed(keys[0]);
       return this.failedEvaluation(match, error);
+    }
+  }
+
+  /** What a rate counter's answer means for its cached refusal. */
+  private tellDenyCache(cache: DenyCache, operation: Operation, match: PolicyMatch, ctx: RequestContext, key: string, result: CounterResult, sentAt: number): void {
+    const peek = operation === 'check' && ctx.quantity === 0;
+    if (result.allowed) {
+      // An admitted consume or a refund changed the counter; an admitting peek changed nothing.
+      if (!peek) cache.changed(key);
+    } else if (operation === 'check') {
+      cache.refused(key, match.compiled, match.compiled.spec as RateSpec, peek ? 1 : costOf(match, ctx.quantity), result, sentAt);
     }
   }
 
@@ -303,6 +376,10 @@ export class DecisionService {
     const { compiled } = match;
     return this.keys.keysOf(compiled, compiled.policy.policy_id, compiled.spec, match.identity);
   }
+}
+
+function isEvaluation(value: Evaluation | PolicyMatch): value is Evaluation {
+  return 'result' in value || 'failed' in value;
 }
 
 /** A decision or a promise of one as a promise that never throws synchronously, as from an async function. */

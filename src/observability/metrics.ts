@@ -158,6 +158,7 @@ export class Metrics {
   private readonly cacheHits: Series;
   private readonly cacheMisses: Series;
   private readonly storeErrors: Series;
+  private readonly denyCacheHits: Series;
   private readonly invalidationFailures: Series;
   private readonly failureMode: PlainCounter;
   private readonly tenantDecisions: PlainCounter;
@@ -192,6 +193,10 @@ export class Metrics {
     this.storeErrors = counter(
       'rl_counter_store_errors_total',
       'Counter store operations that failed (error, timeout, circuit open).',
+    ).at();
+    this.denyCacheHits = counter(
+      'rl_deny_cache_hits_total',
+      'Checks (and peeks) answered from the deny cache: a standing refusal of the same counter and cost, no counter store call (Redis mode).',
     ).at();
     this.invalidationFailures = counter(
       'rl_invalidation_failures_total',
@@ -252,6 +257,11 @@ export class Metrics {
   /** One failed counter store operation (error, timeout or open circuit). */
   countCounterStoreError(): void {
     this.storeErrors.value++;
+  }
+
+  /** One check answered from the deny cache instead of the counter store. */
+  countDenyCacheHit(): void {
+    this.denyCacheHits.value++;
   }
 
   /** One invalidation notification to a sidecar that was given up. */

@@ -21,6 +21,7 @@ const NAMES = [
   'rl_policy_cache_hits_total',
   'rl_policy_cache_misses_total',
   'rl_counter_store_errors_total',
+  'rl_deny_cache_hits_total',
   'rl_failure_mode_decisions_total',
   'rl_tenant_decisions_total',
   'rl_policy_decisions_total',
@@ -157,6 +158,8 @@ describe('observability/metrics', () => {
     const m = new Metrics({ defaultMetrics: false, labelCap: 3, maxLabelLength: 32 });
     for (const e of fixedEventSequence()) m.recordDecision(e);
     m.countCounterStoreError();
+    m.countDenyCacheHit();
+    m.countDenyCacheHit();
     m.countInvalidationFailure();
     expect(await m.exposition()).to.equal(PINNED_EXPOSITION);
   });
@@ -209,6 +212,10 @@ rl_policy_cache_misses_total 4
 # HELP rl_counter_store_errors_total Counter store operations that failed (error, timeout, circuit open).
 # TYPE rl_counter_store_errors_total counter
 rl_counter_store_errors_total 1
+
+# HELP rl_deny_cache_hits_total Checks (and peeks) answered from the deny cache: a standing refusal of the same counter and cost, no counter store call (Redis mode).
+# TYPE rl_deny_cache_hits_total counter
+rl_deny_cache_hits_total 2
 
 # HELP rl_invalidation_failures_total Sidecar invalidation notifications given up (attempts exhausted, or dropped from a full queue).
 # TYPE rl_invalidation_failures_total counter
