@@ -57,7 +57,7 @@ function parseArgs(argv: string[]): Args {
     } else throw new Error(`unknown argument ${a}`);
   }
   if (only) {
-    for (const id of only) if (!SCENARIOS[id]) throw new Error(`no scenario ${id} (1-7)`);
+    for (const id of only) if (!SCENARIOS[id]) throw new Error(`no scenario ${id} (1-${Object.keys(SCENARIOS).length})`);
   } else if (mode === 'smoke') only = [1];
   return { mode, only, out, pin, tsx };
 }

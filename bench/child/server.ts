@@ -22,7 +22,7 @@ import { Analytics } from '../../src/observability/analytics.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { LiveMatcher } from '../../src/policy/live-matcher.js';
-import { FIXED_DECISION, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
+import { FIXED_DECISION, HOT_KEY_POLICY, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
 import { argOf, childMain, reportStats, send } from './common.js';
 
 /**
@@ -35,6 +35,9 @@ import { argOf, childMain, reportStats, send } from './common.js';
  *   bare-http-headers  the same, answering with the contract's response headers (X-Request-Id and the
  *              security headers) written the cheapest way node:http allows: how much of the gap the
  *              headers are
+ *   ceiling-http  the minimal node:http server (issue 15, target 1: Node's ceiling): reads the same body,
+ *              JSON.parse, answers synchronously with the same six response headers and a fixed
+ *              decision JSON serialised once; no promise, no per-request object
  *   rlf-http   the bare-http server deciding with rate-limiter-flexible's RateLimiterRedis (fixed window)
  *   rl-grpc    the service's gRPC front-end (src/grpc/server.ts), memory counters
  *   bare-grpc  grpc-js with the same service definition whose CheckLimit returns a fixed message
@@ -48,19 +51,24 @@ childMain(async () => {
   const kind = argOf('kind');
   const redisAddr = argOf('redis', '');
   const policyCount = Number(argOf('policies', '10'));
+  // Scenario 9: a low-limit policy for the attacking identity (HOT_KEY_BODY), and the deny cache on or off.
+  const options = { hotKey: argOf('hot-key', '') === 'yes', denyCache: argOf('deny-cache', 'yes') === 'yes' };
   let port: number;
   switch (kind) {
     case 'rl-http':
-      port = await rlHttp(policyCount, redisAddr, 'listener');
+      port = await rlHttp(policyCount, redisAddr, 'listener', options);
       break;
     case 'rl-koa-http':
-      port = await rlHttp(policyCount, redisAddr, 'koa');
+      port = await rlHttp(policyCount, redisAddr, 'koa', options);
       break;
     case 'bare-http':
       port = await listen(http.createServer(bareHandler(() => Promise.resolve(FIXED_DECISION))));
       break;
     case 'bare-http-headers':
       port = await listen(http.createServer(bareHandler(() => Promise.resolve(FIXED_DECISION), true)));
+      break;
+    case 'ceiling-http':
+      port = await listen(http.createServer(ceilingHandler()));
       break;
     case 'rlf-http':
       port = await rlfHttp(redisAddr);
@@ -81,9 +89,9 @@ childMain(async () => {
  * What startServer (src/server.ts) builds for decisions, recorder included: matcher, counters, metrics,
  * analytics, DecisionService. The policy store and policy routes are left out: decisions never read them.
  */
-async function decisionService(policyCount: number, redisAddr: string) {
+async function decisionService(policyCount: number, redisAddr: string, options: ServiceOptions = { hotKey: false, denyCache: true }) {
   const { policies } = generateWorkload(policyCount);
-  const matcher = new LiveMatcher(policies);
+  const matcher = new LiveMatcher(options.hotKey ? [...policies, HOT_KEY_POLICY] : policies);
   let counters: CounterStore;
   if (redisAddr) {
     const store = connectRedisCounterStore(redisAddr, { commandTimeoutMs: CONFIG.counterStoreTimeoutMs });
@@ -100,12 +108,14 @@ async function decisionService(policyCount: number, redisAddr: string) {
     keyPrefix: 'rl:',
     recorder: new ObservabilityRecorder(metrics, analytics),
     onCounterStoreError: () => metrics.countCounterStoreError(),
+    onDenyCacheHit: () => metrics.countDenyCacheHit(),
+    denyCache: options.denyCache ? undefined : false,
   });
   // Read from the service's own metrics only when the parent asks: nothing is added to the hot path.
   reportStats(async () => {
     const stats: Record<string, number> = {};
     for (const metric of await metrics.registry.getMetricsAsJSON()) {
-      if (!['rl_decisions_total', 'rl_counter_store_errors_total', 'rl_failure_mode_decisions_total'].includes(metric.name)) continue;
+      if (!['rl_decisions_total', 'rl_counter_store_errors_total', 'rl_failure_mode_decisions_total', 'rl_deny_cache_hits_total'].includes(metric.name)) continue;
       stats[metric.name] = metric.values.reduce((sum, v) => sum + v.value, 0);
     }
     return stats;
@@ -113,8 +123,13 @@ async function decisionService(policyCount: number, redisAddr: string) {
   return { decisions, metrics, analytics, matcher };
 }
 
-async function rlHttp(policyCount: number, redisAddr: string, front: 'listener' | 'koa'): Promise<number> {
-  const { decisions, metrics, analytics } = await decisionService(policyCount, redisAddr);
+interface ServiceOptions {
+  hotKey: boolean;
+  denyCache: boolean;
+}
+
+async function rlHttp(policyCount: number, redisAddr: string, front: 'listener' | 'koa', options: ServiceOptions): Promise<number> {
+  const { decisions, metrics, analytics } = await decisionService(policyCount, redisAddr, options);
   const readiness = new Readiness();
   const auth = new HttpAuth(new Authenticator(CONFIG.auth), CONFIG.auth);
   const deps = { decisions, readiness, maxBodyBytes: CONFIG.maxBodyBytes, routers: [analyticsRoutes(analytics), metricsRoutes(metrics)] };
@@ -218,6 +233,32 @@ function bareHandler(decide: (body: Record<string, string>) => Promise<object>, 
         }
         res.end(payload);
       });
+    });
+  };
+}
+
+/**
+ * Node's ceiling for this route: the least a node:http server can do and still answer a decision call
+ * as the service does — the whole body read, JSON.parse, the same six headers (the four security
+ * headers, Content-Type, a fresh X-Request-Id) plus Content-Length, and a decision JSON. Synchronous,
+ * the decision serialised once.
+ */
+function ceilingHandler(): http.RequestListener {
+  const payload = JSON.stringify(FIXED_DECISION);
+  const length = String(Buffer.byteLength(payload));
+  return (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      try {
+        JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      } catch {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end('{"error":"malformed JSON","status":400}');
+        return;
+      }
+      res.writeHead(200, CONTRACT_HEADERS.concat('X-Request-Id', newRequestId(), 'Content-Length', length));
+      res.end(payload);
     });
   };
 }

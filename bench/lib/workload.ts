@@ -191,3 +191,32 @@ export const FIXED_DECISION = {
   shadow_mode: false,
   metadata: {},
 };
+
+/**
+ * Scenario 9 (hot key under attack): a per-user limit for one tenant, and one of its users far over it.
+ * A fixed window of 100 per minute, so the attacker is refused for the rest of each minute once it has
+ * spent its 100.
+ */
+export const HOT_KEY_POLICY: Policy = (() => {
+  const result = validatePolicy({
+    policy_id: 'attack-per-user',
+    name: 'tenant-attack per user',
+    scope: { tenant_id: 'tenant-attack', signal_type: 'http', user_id: '*' },
+    algorithm: { type: 'fixed_window', limit: 100, window: '1m' },
+    action: 'deny',
+  });
+  if (!result.ok) throw new Error(`hot key policy invalid: ${JSON.stringify(result.errors)}`);
+  const now = new Date().toISOString();
+  return { ...result.policy, version: 1, created_at: now, updated_at: now };
+})();
+
+/** The attacking identity's request: matches HOT_KEY_POLICY only. */
+export const HOT_KEY_BODY: Record<string, string> = {
+  request_id: 'req-attack',
+  tenant_id: 'tenant-attack',
+  signal_type: 'http',
+  endpoint: '/api/login',
+  method: 'POST',
+  user_id: 'attacker',
+  region: 'eu-west-1',
+};

@@ -46,7 +46,7 @@ describe('deny cache (Redis, counted)', function () {
 
   before(async () => {
     redis = await getSuiteRedis();
-    store = connectRedisStore(redis.url);
+    store = connectRedisStore(redis.url, { commandTimeoutMs: 15_000 });
   });
   after(async () => {
     await store.close();
