@@ -9,9 +9,13 @@ import { stableHash32 } from '../util/hash.js';
 /**
  * The policy matcher (CONTRACT.md, "Scope and matching", "Rollout", "Enforcement and shadow").
  *
- * Built from a policy snapshot whenever policies change, never on the hot path: counter specs and CEL
- * expressions are compiled once here. Matching does not scan all policies: each policy is indexed under
- * ONE of its exact-valued scope fields (the one whose value the fewest policies share), so a request
+ * Built from a policy snapshot at start-up (or a full reload), then changed one policy at a time by
+ * `apply`, never on the hot path: counter specs and CEL expressions are compiled once per policy
+ * version. A CompiledPolicy object stands for one version of one policy: a change makes a new one, so
+ * its identity is what per-policy caches (counter keys, deny cache) key their entries by.
+ *
+ * Matching does not scan all policies: each policy is indexed under ONE of its exact-valued scope
+ * fields (the one whose value the fewest policies share), so a request
  * only visits the buckets of its own field values plus a fallback list of policies with no exact field.
  * Every bucket is pre-sorted by the winner order, so the scan of a bucket stops as soon as nothing in
  * it can beat what has been found.
@@ -33,7 +37,11 @@ export interface CompiledPolicy {
   /** Exact field 2 points, `*` 1 point, each tag as a field, match_expr 1 point. */
   specificity: number;
   family: PolicyFamily;
-  /** Position in the global winner order (0 = best): specificity desc, priority desc, policy_id asc. */
+  /**
+   * Orders the winner order (smaller = better): specificity desc, priority desc, policy_id asc. Not a
+   * position: ranks are spaced out so a later policy gets one between its neighbours, and may all be
+   * renumbered by a later change (the one field that is not fixed once indexed; only matching reads it).
+   */
   rank: number;
   enforce: boolean;
   rolloutPercent: number;
@@ -87,6 +95,9 @@ export interface SkippedPolicy {
   reason: string;
 }
 
+/** Ranks are this far apart after a build, so a policy added later fits between two neighbours. */
+const RANK_GAP = 2 ** 20;
+
 /** One family's index. */
 class FamilyIndex {
   /** field → value → bucket sorted by rank. */
@@ -98,33 +109,66 @@ class FamilyIndex {
   readonly byTag = new Map<string, Map<string, CompiledPolicy[]>>();
   /** Policies with no exact-valued scope field or tag, sorted by rank. */
   readonly fallback: CompiledPolicy[] = [];
+
+  refreshFields(): void {
+    this.fields = SCOPE_FIELDS.filter((f) => this.byField.has(f));
+    this.fieldMaps = this.fields.map((f) => this.byField.get(f)!);
+  }
 }
 
+/** What building and changing a matcher has cost, counted (tests bound work by these, not by time). */
+export interface MatcherStats {
+  /** Policies compiled since this matcher was built, the build included. */
+  compiled: number;
+  /** Times every rank was renumbered because a new policy found no room between its neighbours. */
+  renumbered: number;
+}
+
+/**
+ * Mutable: `apply` changes one policy in place, touching only that policy's bucket and the global order
+ * (no rebuild). That is safe without copying because matching is synchronous — it never runs while
+ * `apply` does — and because a CompiledPolicy never changes once indexed except for its `rank` (only
+ * read by matching): a changed policy gets a new CompiledPolicy, so whatever a decision in flight holds
+ * (the compiled policy, its spec, counter keys and deny-cache entries owned by it) stays as it matched.
+ */
 export class Matcher {
   private readonly families: Record<PolicyFamily, FamilyIndex>;
   private readonly byId: Map<string, CompiledPolicy>;
-  /** Policies left out because they could not be compiled. */
-  readonly skipped: readonly SkippedPolicy[];
+  /** Every indexed policy, both families, in winner order: ranks strictly increase along it. */
+  private readonly order: CompiledPolicy[];
+  private readonly skippedById: Map<string, SkippedPolicy>;
+  /** Specs and wildcard lists many policies share, kept so that later changes share them too. */
+  private readonly common: Sharing;
+  readonly stats: MatcherStats;
 
-  private constructor(families: Record<PolicyFamily, FamilyIndex>, byId: Map<string, CompiledPolicy>, skipped: SkippedPolicy[]) {
+  private constructor(
+    families: Record<PolicyFamily, FamilyIndex>,
+    byId: Map<string, CompiledPolicy>,
+    order: CompiledPolicy[],
+    skipped: Map<string, SkippedPolicy>,
+    common: Sharing,
+  ) {
     this.families = families;
     this.byId = byId;
-    this.skipped = skipped;
+    this.order = order;
+    this.skippedById = skipped;
+    this.common = common;
+    this.stats = { compiled: order.length + skipped.size, renumbered: 0 };
   }
 
   /** Policies are already validated; specs and CEL are compiled once, here. Disabled policies are left out. */
   static build(policies: readonly Policy[]): Matcher {
-    const skipped: SkippedPolicy[] = [];
+    const skipped = new Map<string, SkippedPolicy>();
     const drafts: Draft[] = [];
-    const shared = sharing();
+    const common = sharing();
     for (const policy of policies) {
       if (!policy.enabled) continue;
-      const d = compile(policy, shared);
-      if ('reason' in d) skipped.push({ policy_id: policy.policy_id, reason: d.reason });
+      const d = compile(policy, common);
+      if ('reason' in d) skipped.set(policy.policy_id, { policy_id: policy.policy_id, reason: d.reason });
       else drafts.push(d);
     }
     drafts.sort((a, b) => compareRank(a.compiled, b.compiled));
-    drafts.forEach((d, i) => (d.compiled.rank = i));
+    drafts.forEach((d, i) => (d.compiled.rank = i * RANK_GAP));
 
     // How many policies share each exact (field, value): each policy is indexed under its rarest one.
     const keysOf = drafts.map(indexKeys);
@@ -133,10 +177,11 @@ export class Matcher {
 
     const families: Record<PolicyFamily, FamilyIndex> = { rate: new FamilyIndex(), concurrency: new FamilyIndex() };
     const byId = new Map<string, CompiledPolicy>();
-    drafts.forEach(({ compiled: c, exactFields, exactTags }, i) => {
+    // Check lists are mostly distinct (they hold the policy's own values): shared within the build only.
+    const local = sharing();
+    drafts.forEach((d, i) => {
       // In rank order, so every bucket ends up sorted by rank.
-      byId.set(c.policy.policy_id, c);
-      const index = families[c.family];
+      byId.set(d.compiled.policy.policy_id, d.compiled);
       const keys = keysOf[i];
       let slot = -1;
       let fewest = Infinity;
@@ -147,28 +192,16 @@ export class Matcher {
           slot = k;
         }
       }
-      const nFields = exactFields.length;
-      c.checkFields = shared.strings(exactFields.filter((_, k) => k !== slot).flat());
-      c.checkTags = shared.strings(exactTags.filter((_, k) => k + nFields !== slot).flat());
-      if (slot < 0) {
-        index.fallback.push(c);
-      } else if (slot < nFields) {
-        const [field, value] = exactFields[slot];
-        bucketOf(index.byField, field, value).push(c);
-      } else {
-        const [tag, value] = exactTags[slot - nFields];
-        bucketOf(index.byTag, tag, value).push(c);
-      }
+      place(families[d.compiled.family], d, slot, local).push(d.compiled);
     });
     for (const index of Object.values(families)) {
-      index.fields = SCOPE_FIELDS.filter((f) => index.byField.has(f));
-      index.fieldMaps = index.fields.map((f) => index.byField.get(f)!);
+      index.refreshFields();
       // Most buckets hold one policy; push() left each with room for 16 more.
       for (const byValue of [...index.byField.values(), ...index.byTag.values()]) {
         for (const [value, bucket] of byValue) byValue.set(value, bucket.slice());
       }
     }
-    return new Matcher(families, byId, skipped);
+    return new Matcher(families, byId, drafts.map((d) => d.compiled), skipped, common);
   }
 
   /** Number of policies that can match (enabled and compiled), both families. */
@@ -176,9 +209,123 @@ export class Matcher {
     return this.byId.size;
   }
 
+  /** Policies left out because they could not be compiled. */
+  get skipped(): readonly SkippedPolicy[] {
+    return [...this.skippedById.values()];
+  }
+
   /** The compiled policy with this id, when it is enabled and compiled. */
   get(policyId: string): CompiledPolicy | undefined {
     return this.byId.get(policyId);
+  }
+
+  /**
+   * Brings one policy up to date in place: `policy` is its current state, undefined once deleted. Costs
+   * one compile, a binary search and an array splice in the global order and in one bucket — never a
+   * rebuild. Returns why the policy cannot be compiled, when it cannot (it then never matches).
+   */
+  apply(policyId: string, policy: Policy | undefined): SkippedPolicy | undefined {
+    const before = this.byId.get(policyId);
+    if (before !== undefined && before.policy === policy) return undefined;
+    if (before !== undefined) this.remove(before);
+    this.skippedById.delete(policyId);
+    if (policy === undefined || !policy.enabled) return undefined;
+    this.stats.compiled++;
+    const d = compile(policy, this.common);
+    if ('reason' in d) {
+      const skipped = { policy_id: policyId, reason: d.reason };
+      this.skippedById.set(policyId, skipped);
+      return skipped;
+    }
+    this.insert(d);
+    return undefined;
+  }
+
+  private insert(d: Draft): void {
+    const c = d.compiled;
+    this.rankAmong(c);
+    this.byId.set(c.policy.policy_id, c);
+    const index = this.families[c.family];
+    // Indexed under the exact pair whose bucket is smallest now (a build picks the rarest pair; both
+    // only affect how long a scan is, never what matches).
+    let slot = -1;
+    let fewest = Infinity;
+    let k = 0;
+    for (const [field, value] of d.exactFields) {
+      const size = index.byField.get(field)?.get(value)?.length ?? 0;
+      if (size < fewest) [fewest, slot] = [size, k];
+      k++;
+    }
+    for (const [tag, value] of d.exactTags) {
+      const size = index.byTag.get(tag)?.get(value)?.length ?? 0;
+      if (size < fewest) [fewest, slot] = [size, k];
+      k++;
+    }
+    const fieldsBefore = index.byField.size;
+    insertByRank(place(index, d, slot, sharing()), c);
+    if (index.byField.size !== fieldsBefore) index.refreshFields();
+  }
+
+  /** Gives `c` a rank between its neighbours in the winner order, renumbering all when there is no room. */
+  private rankAmong(c: CompiledPolicy): void {
+    const order = this.order;
+    let lo = 0;
+    let hi = order.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (compareRank(order[mid], c) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    const at = lo;
+    order.splice(at, 0, c);
+    const before = at > 0 ? order[at - 1].rank : undefined;
+    const after = at + 1 < order.length ? order[at + 1].rank : undefined;
+    if (before === undefined) c.rank = after === undefined ? 0 : after - RANK_GAP;
+    else if (after === undefined) c.rank = before + RANK_GAP;
+    else {
+      const rank = before + (after - before) / 2;
+      if (before < rank && rank < after) c.rank = rank;
+      else {
+        // Halving ran out of precision: rare (dozens of inserts into the same gap), and O(n) plain stores.
+        for (let i = 0; i < order.length; i++) order[i].rank = i * RANK_GAP;
+        this.stats.renumbered++;
+      }
+    }
+  }
+
+  private remove(c: CompiledPolicy): void {
+    this.byId.delete(c.policy.policy_id);
+    removeByRank(this.order, c);
+    const index = this.families[c.family];
+    // It sits in the bucket of one of its exact pairs, or in the fallback list.
+    const scope = c.policy.scope ?? {};
+    for (const field of SCOPE_FIELDS) {
+      const value = scope[field];
+      if (!isExact(value)) continue;
+      const byValue = index.byField.get(field);
+      const bucket = byValue?.get(value);
+      if (bucket === undefined || !removeByRank(bucket, c)) continue;
+      if (bucket.length === 0) byValue!.delete(value);
+      if (byValue!.size === 0) {
+        index.byField.delete(field);
+        index.refreshFields();
+      }
+      return;
+    }
+    const tags = scope.tags;
+    if (tags) {
+      for (const tag of Object.keys(tags)) {
+        const value = tags[tag];
+        if (!isExact(value)) continue;
+        const byValue = index.byTag.get(tag);
+        const bucket = byValue?.get(value);
+        if (bucket === undefined || !removeByRank(bucket, c)) continue;
+        if (bucket.length === 0) byValue!.delete(value);
+        if (byValue!.size === 0) index.byTag.delete(tag);
+        return;
+      }
+    }
+    removeByRank(index.fallback, c);
   }
 
   /** The best enforce-mode and the best shadow-mode candidate for this request. */
@@ -426,6 +573,8 @@ interface Sharing {
   spec(spec: CounterSpec): CounterSpec;
 }
 
+const SHARING_MAX = 10_000;
+
 function sharing(): Sharing {
   const lists = new Map<string, unknown[]>();
   const specs = new Map<string, CounterSpec>();
@@ -439,6 +588,8 @@ function sharing(): Sharing {
     const known = lists.get(key) as T[] | undefined;
     if (known) return known;
     const kept = items.slice();
+    // A matcher keeps its sharing for later changes: bounded, since sharing only saves memory.
+    if (lists.size >= SHARING_MAX) lists.clear();
     lists.set(key, kept);
     return kept;
   };
@@ -451,6 +602,7 @@ function sharing(): Sharing {
       const key = JSON.stringify(spec);
       const known = specs.get(key);
       if (known) return known;
+      if (specs.size >= SHARING_MAX) specs.clear();
       specs.set(key, spec);
       return spec;
     },
@@ -469,6 +621,50 @@ function compileCached(expr: string): CompileResult {
     exprCache.set(expr, compiled);
   }
   return compiled;
+}
+
+/**
+ * Sets the check lists of a policy indexed under its exact pair number `slot` (fields first, then
+ * tags; -1 = none) and returns the bucket it belongs in.
+ */
+function place(index: FamilyIndex, d: Draft, slot: number, checks: Sharing): CompiledPolicy[] {
+  const { compiled: c, exactFields, exactTags } = d;
+  const nFields = exactFields.length;
+  c.checkFields = checks.strings(exactFields.filter((_, k) => k !== slot).flat());
+  c.checkTags = checks.strings(exactTags.filter((_, k) => k + nFields !== slot).flat());
+  if (slot < 0) return index.fallback;
+  if (slot < nFields) return bucketOf(index.byField, exactFields[slot][0], exactFields[slot][1]);
+  const [tag, value] = exactTags[slot - nFields];
+  return bucketOf(index.byTag, tag, value);
+}
+
+/** Position of the first policy in `list` (sorted by rank) whose rank is not below `rank`. */
+function lowerBound(list: readonly CompiledPolicy[], rank: number): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (list[mid].rank < rank) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function insertByRank(list: CompiledPolicy[], c: CompiledPolicy): void {
+  list.splice(lowerBound(list, c.rank), 0, c);
+}
+
+/** Removes `c` from `list` (sorted by rank); false when it is not there. */
+function removeByRank(list: CompiledPolicy[], c: CompiledPolicy): boolean {
+  const at = lowerBound(list, c.rank);
+  if (list[at] !== c) return false;
+  list.splice(at, 1);
+  return true;
+}
+
+/** An exact-valued scope entry (not absent, empty or `*`). */
+function isExact(value: unknown): value is string {
+  return typeof value === 'string' && value !== '' && value !== '*';
 }
 
 function bucketOf<K>(index: Map<K, Map<string, CompiledPolicy[]>>, key: K, value: string): CompiledPolicy[] {

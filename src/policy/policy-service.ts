@@ -32,7 +32,7 @@ import { oversizedCollections, validatePolicy, type PolicyInput } from './valida
 
 export interface PolicyServiceDeps {
   store: PolicyStore;
-  /** Rebuilt from the store's policies after every local or remote change. */
+  /** Built from the store's policies, then kept up to date with every local or remote change. */
   matcher?: LiveMatcher;
   now?: () => number;
   newAuditId?: () => string;
@@ -73,7 +73,11 @@ export class PolicyService {
     const matcher = deps.matcher;
     if (matcher) {
       matcher.replace(this.store.list());
-      this.unsubscribe = this.store.onChange(() => matcher.replace(this.store.list()));
+      // One changed policy is applied alone (no rebuild, no sorted list); a reload may have changed anything.
+      this.unsubscribe = this.store.onChange((event) => {
+        if (event.change === 'reloaded') matcher.replace(this.store.list());
+        else matcher.apply(event.policy_id, this.store.get(event.policy_id));
+      });
     } else {
       this.unsubscribe = () => undefined;
     }
