@@ -213,8 +213,16 @@ export class DecisionService {
   ): Promise<Decision> {
     const enforcing = enforce && !isEvaluation(enforce) ? this.evaluate(operation, call, enforce, ctx, leaseId, nowMs) : enforce;
     const shadowing = shadow && !isEvaluation(shadow) ? this.evaluate(operation, call, shadow, ctx, leaseId, nowMs) : shadow;
-    // The shadow policy counts beside the enforcing one, concurrently: it costs no extra latency.
-    const [enforced, shadowed] = await Promise.all([enforcing, shadowing]);
+    let enforced: Evaluation | undefined;
+    let shadowed: Evaluation | undefined;
+    if (enforcing instanceof Promise && shadowing instanceof Promise) {
+      // The shadow policy counts beside the enforcing one, concurrently: it costs no extra latency.
+      [enforced, shadowed] = await Promise.all([enforcing, shadowing]);
+    } else {
+      // At most one of them waits (the common case: one policy matched): no Promise.all per decision.
+      enforced = enforcing instanceof Promise ? await enforcing : enforcing;
+      shadowed = shadowing instanceof Promise ? await shadowing : shadowing;
+    }
     return this.conclude(operation, ctx, started, enforced, shadowed);
   }
 

@@ -21,7 +21,7 @@ import { T0, connectRedisStore, getSuiteRedis } from '../support/counter-stores.
 import { makePolicy } from '../support/policies.js';
 import { randomPrefix } from '../support/redis.js';
 
-const DEFAULT_RUNS = 150;
+const DEFAULT_RUNS = 1000;
 
 // ---------------------------------------------------------------------------------------------------
 // Policies: every algorithm but concurrency, every action, costs > 1, a shadow policy, a rollout
@@ -297,8 +297,8 @@ describe('deny cache: identical decisions with and without it (property)', funct
       }),
       runOptions(),
     );
-    // Not vacuous: refusals were answered from the cache, many times.
-    expect(hits).to.be.greaterThan(100);
+    // Not vacuous: refusals were answered from the cache, many times (about one per sequence on average).
+    expect(hits).to.be.greaterThan(runOptions().numRuns! / 4);
   });
 
   it('Redis: every decision identical, field for field', async function () {
@@ -325,6 +325,6 @@ describe('deny cache: identical decisions with and without it (property)', funct
     } finally {
       await store.close();
     }
-    expect(hits).to.be.greaterThan(20);
+    expect(hits).to.be.greaterThan(runOptions(3).numRuns! / 4);
   });
 });
