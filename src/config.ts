@@ -51,6 +51,8 @@ export interface ServerConfig {
   /** undefined = in-memory counters and a file-backed policy store (single-node mode). */
   counterStoreAddr: string | undefined;
   counterStoreTimeoutMs: number;
+  /** Redis mode's deny cache (docs/algorithms.md): counters held (0 = off), and how long one answers at most. */
+  denyCache: { size: number; maxAgeMs: number };
   keyPrefix: string;
   maxBodyBytes: number;
   dataDir: string;
@@ -88,6 +90,10 @@ export function loadServerConfig(env: Env): ServerConfig {
     auth,
     counterStoreAddr,
     counterStoreTimeoutMs: read.int('RL_COUNTERSTORE_TIMEOUT_MS', 100, 1, 60_000),
+    denyCache: {
+      size: read.int('RL_DENY_CACHE_SIZE', 10_000, 0, 10_000_000),
+      maxAgeMs: read.int('RL_DENY_CACHE_MAX_AGE_MS', 1_000, 1, 3_600_000),
+    },
     keyPrefix: read.string('RL_KEY_PREFIX', 'rl:'),
     maxBodyBytes: read.int('RL_MAX_BODY_BYTES', 1024 * 1024, 1, 1024 * 1024 * 1024),
     dataDir: read.string('RL_DATA_DIR', './data'),

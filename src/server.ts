@@ -83,6 +83,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       recorder: bothRecorders(new ObservabilityRecorder(metrics, analytics), deniedIdentities),
       onCounterStoreError: () => metrics.countCounterStoreError(),
       onDenyCacheHit: () => metrics.countDenyCacheHit(),
+      denyCache: config.denyCache.size > 0 && { capacity: config.denyCache.size, maxAgeMs: config.denyCache.maxAgeMs },
     });
 
     const notifier = invalidationNotifier(config, metrics);

@@ -9,6 +9,7 @@ import { expect } from 'chai';
 import type { CounterResult } from '../../src/counters/counter-store.js';
 import type { RateSpec } from '../../src/counters/counter-spec.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
+import { ConfigError, loadServerConfig } from '../../src/config.js';
 import type { RedisCounterStore } from '../../src/counters/redis-store.js';
 import { DecisionService, type DecisionServiceDeps } from '../../src/decision/decision-service.js';
 import { DenyCache } from '../../src/decision/deny-cache.js';
@@ -172,6 +173,16 @@ describe('deny cache (Redis, counted)', function () {
     expect(new DecisionService({ policies: matcher, counters: store, keyPrefix: 'x', denyCache: false }).denyCache).to.equal(undefined);
     expect(new DecisionService({ policies: matcher, counters: store, keyPrefix: 'x' }).denyCache).to.be.instanceOf(DenyCache);
     return memory.close();
+  });
+});
+
+describe('deny cache configuration', () => {
+  it('RL_DENY_CACHE_SIZE (0 = off) and RL_DENY_CACHE_MAX_AGE_MS, with their defaults', () => {
+    expect(loadServerConfig({}).denyCache).to.deep.equal({ size: 10_000, maxAgeMs: 1_000 });
+    expect(loadServerConfig({ RL_DENY_CACHE_SIZE: '0', RL_DENY_CACHE_MAX_AGE_MS: '250' }).denyCache).to.deep.equal({ size: 0, maxAgeMs: 250 });
+    for (const [name, value] of [['RL_DENY_CACHE_SIZE', '-1'], ['RL_DENY_CACHE_SIZE', 'lots'], ['RL_DENY_CACHE_MAX_AGE_MS', '0'], ['RL_DENY_CACHE_MAX_AGE_MS', '1s']]) {
+      expect(() => loadServerConfig({ [name]: value }), `${name}=${value}`).to.throw(ConfigError, new RegExp(`^${name}: `));
+    }
   });
 });
 
