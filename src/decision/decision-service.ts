@@ -147,7 +147,7 @@ export class DecisionService {
 
   /**
    * check, acquire or release, answered synchronously (a Decision) when the counter store can answer
-   * synchronously, else a promise. For callers that answer from a callback (the HTTP fast path): a
+   * synchronously or the deny cache answers a check (Redis mode), else a promise. For callers that answer from a callback (the HTTP fast path): a
    * settled promise still costs a microtask and two closures per request. May throw, where the three
    * methods above reject.
    */
