@@ -108,8 +108,8 @@ type Op =
   | { op: 'repeat'; times: number }
   /** Clock step; `toRetry`: to the last refusal's retry_after plus `ms` (−1, 0, 1), the cache's edge. */
   | { op: 'step'; ms: number; toRetry: boolean }
-  /** A live limit change (a new policy version, so new compiled policies). */
-  | { op: 'change'; policy: string; limit: number };
+  /** A live limit change: the one policy updated in place (`incremental`, as PolicyService does), or a rebuild. */
+  | { op: 'change'; policy: string; limit: number; incremental: boolean };
 
 const serviceArb = fc.constantFrom('a', 'a', 'b', 'c');
 const userArb = fc.constantFrom('u1', 'u1', 'u2', 'u3');
@@ -138,7 +138,10 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       fc.record({ op: fc.constant('step' as const), ms: fc.integer({ min: -1, max: 1 }), toRetry: fc.constant(true) }),
     ),
   },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('change' as const), policy: fc.constantFrom('per-user', 'shared', 'catch-all'), limit: fc.integer({ min: 1, max: 6 }) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ op: fc.constant('change' as const), policy: fc.constantFrom('per-user', 'shared', 'catch-all'), limit: fc.integer({ min: 1, max: 6 }), incremental: fc.boolean() }),
+  },
 );
 
 interface Scenario {
@@ -207,7 +210,9 @@ async function replay(scenario: Scenario, makePair: PairFactory): Promise<number
       if (op.op === 'repeat') continue;
       if (op.op === 'change') {
         limits[op.policy] = op.limit;
-        matcher.replace(policiesOf(scenario.policies, limits));
+        const policies = policiesOf(scenario.policies, limits);
+        if (op.incremental) matcher.apply(op.policy, policies.find((p) => p.policy_id === op.policy));
+        else matcher.replace(policies);
         continue;
       }
       const ctx: RequestContext = { service: op.service, user_id: op.user, quantity: op.quantity, tags: {} };

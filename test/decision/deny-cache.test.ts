@@ -131,9 +131,14 @@ describe('deny cache (Redis, counted)', function () {
     expect(await service.check(ctx('hot', 1))).to.deep.include({ allowed: true, remaining: 0 });
     expect(await service.check(ctx('hot', 2)), 'the store answers: remaining 0').to.deep.include({ allowed: false, remaining: 0 });
 
-    // A live limit change keeps the counter and drops the refusal: the new limit admits at once.
-    matcher.replace([fixedWindow(5)]);
+    // A live limit change keeps the counter and drops the refusal: the new limit admits at once,
+    // whether the policy is updated in place (as PolicyService does) or the matcher rebuilt.
+    matcher.apply('per-user', fixedWindow(5));
     expect(await service.check(ctx('hot'))).to.deep.include({ allowed: true, limit: 5 });
+    expect(await service.check(ctx('hot'))).to.deep.include({ allowed: true, limit: 5 });
+    expect(await service.check(ctx('hot'))).to.deep.include({ allowed: false, limit: 5 });
+    matcher.replace([fixedWindow(6)]);
+    expect(await service.check(ctx('hot'))).to.deep.include({ allowed: true, limit: 6 });
   });
 
   it('never holds a lease refusal: every acquire on a full concurrency policy asks Redis', async () => {
