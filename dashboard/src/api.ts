@@ -1,4 +1,4 @@
-import type { FieldError } from './types.js';
+import type { FieldProblem } from '@rl/client/admin-client';
 
 /**
  * The public API as the page calls it. The credential lives in sessionStorage only (gone with the tab);
@@ -28,12 +28,12 @@ export function authHeaders(): Record<string, string> {
 export class ApiError extends Error {
   constructor(
     readonly status: number,
-    readonly body: { error?: string; errors?: FieldError[]; [more: string]: unknown },
+    readonly body: { error?: string; errors?: FieldProblem[]; [more: string]: unknown },
   ) {
     super(body.error ?? `HTTP ${status}`);
   }
 
-  get fieldErrors(): FieldError[] {
+  get fieldErrors(): FieldProblem[] {
     return Array.isArray(this.body.errors) ? this.body.errors : [];
   }
 }

@@ -1,7 +1,7 @@
-import type { Policy } from './types.js';
+import type { StoredPolicy } from '@rl/client/admin-client';
 
 /** "100 / 1m", "burst 20, 5/s", "10 concurrent", …: what a policy allows, in one short phrase. */
-export function limitSummary(policy: Policy): string {
+export function limitSummary(policy: StoredPolicy): string {
   const a = policy.algorithm;
   switch (a.type) {
     case 'token_bucket':

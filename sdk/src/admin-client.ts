@@ -11,6 +11,8 @@
  * sent as `If-Match: "N"`), so a change made by someone else in between is a 409, not an overwrite.
  */
 
+import type { ContextStringField } from './types.js';
+
 export interface AdminClientOptions {
   /** Base URL of the service, e.g. `http://127.0.0.1:8080` (a trailing `/` is ignored). */
   url: string;
@@ -24,9 +26,51 @@ export interface AdminClientOptions {
   fetch?: typeof fetch;
 }
 
-/** A policy as the server stores and returns it: the Policy shape of the contract. */
+/** A policy's algorithm (CONTRACT.md "AlgorithmConfig"): which fields are set depends on `type`. */
+export interface PolicyAlgorithm {
+  /** fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, concurrency or quota. */
+  type: string;
+  limit?: number;
+  /** A duration string such as `1m`. */
+  window?: string;
+  sub_window_count?: number;
+  burst?: number;
+  refill_rate?: number;
+  leak_rate?: number;
+  max_concurrency?: number;
+  /** A duration string, or whole seconds. */
+  lease_ttl?: string | number;
+  quota_period?: string;
+  cost_per_request?: number;
+  sample_rate?: number;
+  [field: string]: unknown;
+}
+
+/** What a policy matches: an exact value or `*` per request field (all but request_id), and tags. */
+export type PolicyScope = { [K in Exclude<ContextStringField, 'request_id'>]?: string } & { tags?: Record<string, string> };
+
+/**
+ * A policy as the server stores and returns it: the Policy shape of the contract, every default applied.
+ * Open-ended (`[field]`) so a newer server's fields pass through a read-modify-write untouched.
+ */
 export interface StoredPolicy {
   policy_id: string;
+  name: string;
+  description: string;
+  enabled: boolean;
+  priority: number;
+  scope: PolicyScope;
+  algorithm: PolicyAlgorithm;
+  /** What happens past the limit: deny, delay, drop, sample, downgrade or drop_low_priority. */
+  action: string;
+  failure_mode: 'fail_open' | 'fail_closed';
+  enforcement_mode: 'enforce' | 'shadow';
+  rollout_percent: number;
+  metadata: Record<string, string>;
+  /** Unix seconds; 0 = unbounded. */
+  valid_from_unix: number;
+  valid_to_unix: number;
+  /** 1 on create, +1 on every change. */
   version: number;
   created_at: string;
   updated_at: string;

@@ -8,7 +8,9 @@ export {
   type AdminClientOptions,
   type AnalyticsSummaryBody,
   type FieldProblem,
+  type PolicyAlgorithm,
   type PolicyAuditEntry,
+  type PolicyScope,
   type PolicyVersionEntry,
   type ProbeResult,
   type StoredPolicy,
@@ -18,6 +20,7 @@ export type { DenyCacheOptions } from './deny-cache.js';
 export type { CircuitBreakerOptions } from './circuit-breaker.js';
 export {
   CONTEXT_STRING_FIELDS,
+  DECISION_REASONS,
   SIGNAL_TYPES,
   type ContextStringField,
   type Decision,

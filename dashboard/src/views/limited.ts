@@ -1,7 +1,7 @@
 import { api } from '../api.js';
 import type { View } from '../app-context.js';
 import { h, replace } from '../dom.js';
-import type { AnalyticsSummary } from '../types.js';
+import type { AnalyticsSummaryBody } from '@rl/client/admin-client';
 
 const REFRESH_TICKS = 5;
 
@@ -46,7 +46,7 @@ export const limitedView: View = (root, app) => {
     ),
   );
 
-  let summary: AnalyticsSummary | undefined;
+  let summary: AnalyticsSummaryBody | undefined;
   const render = () => {
     if (!summary) return;
     const chosen = filter.value;
@@ -98,7 +98,7 @@ export const limitedView: View = (root, app) => {
 
   const load = async () => {
     try {
-      summary = await api<AnalyticsSummary>('GET', '/rl/v1/analytics/summary?top=25');
+      summary = await api<AnalyticsSummaryBody>('GET', '/rl/v1/analytics/summary?top=25');
       render();
     } catch (error) {
       note.textContent = String((error as Error).message);

@@ -2,7 +2,7 @@ import { api } from '../api.js';
 import { onPolicyChange, type View } from '../app-context.js';
 import { badge, h, replace } from '../dom.js';
 import { limitSummary } from '../format.js';
-import type { Policy } from '../types.js';
+import type { StoredPolicy } from '@rl/client/admin-client';
 
 /** Every policy with what it does; reloaded whenever the policy set changes. */
 export const policiesView: View = (root, app) => {
@@ -30,7 +30,7 @@ export const policiesView: View = (root, app) => {
 
   const load = async () => {
     try {
-      const policies = await api<Policy[]>('GET', '/rl/v1/policies');
+      const policies = await api<StoredPolicy[]>('GET', '/rl/v1/policies');
       replace(status);
       replace(
         body,

@@ -3,7 +3,7 @@ import { onPolicyChange, type AppContext, type View } from '../app-context.js';
 import { diffRows } from '../diff.js';
 import { badge, h, replace } from '../dom.js';
 import { limitSummary, time } from '../format.js';
-import type { AuditEntry, Policy, PolicyVersion } from '../types.js';
+import type { PolicyAuditEntry, PolicyVersionEntry, StoredPolicy } from '@rl/client/admin-client';
 import { showError, showNotice } from './edit-result.js';
 
 const ACTIONS = ['deny', 'delay', 'drop', 'sample', 'downgrade', 'drop_low_priority'];
@@ -12,9 +12,9 @@ const FAILURE_MODES = ['fail_open', 'fail_closed'];
 const SERVER_SET = ['version', 'created_at', 'updated_at'];
 
 interface Loaded {
-  policy: Policy;
-  versions: PolicyVersion[];
-  audit: AuditEntry[];
+  policy: StoredPolicy;
+  versions: PolicyVersionEntry[];
+  audit: PolicyAuditEntry[];
 }
 
 /** One policy: what it is, its actions (admins only), version history, a diff of any two versions, the audit trail. */
@@ -39,9 +39,9 @@ export const policyDetailView: View = (root, app, [rawId]) => {
   const load = async () => {
     try {
       const [policy, versionList, auditList] = await Promise.all([
-        api<Policy>('GET', policyPath(id)),
-        api<PolicyVersion[]>('GET', policyPath(id, '/versions')),
-        api<AuditEntry[]>('GET', policyPath(id, '/audit')),
+        api<StoredPolicy>('GET', policyPath(id)),
+        api<PolicyVersionEntry[]>('GET', policyPath(id, '/versions')),
+        api<PolicyAuditEntry[]>('GET', policyPath(id, '/audit')),
       ]);
       const changed = current?.policy.version !== policy.version;
       current = { policy, versions: versionList, audit: auditList };
@@ -66,7 +66,7 @@ export const policyDetailView: View = (root, app, [rawId]) => {
   return onPolicyChange(app, () => void load());
 };
 
-function renderHeader(box: HTMLElement, p: Policy): void {
+function renderHeader(box: HTMLElement, p: StoredPolicy): void {
   replace(
     box,
     h('h2', {}, p.policy_id, ' ', badge(`v${p.version}`, ''), ' ', badge(p.enforcement_mode, p.enforcement_mode === 'shadow' ? 'shadow' : 'ok'), ' ', p.enabled ? null : badge('disabled', 'bad')),
@@ -92,10 +92,10 @@ function kv(label: string, value: string): HTMLElement[] {
 }
 
 /** Rollout slider, shadow/enforce toggle, the edit form and the JSON editor; every change sends If-Match. */
-function editPanel(p: Policy, result: HTMLElement, markDirty: () => void, reload: () => Promise<void>): HTMLElement {
+function editPanel(p: StoredPolicy, result: HTMLElement, markDirty: () => void, reload: () => Promise<void>): HTMLElement {
   const send = async (method: string, path: string, body: unknown, form: HTMLElement | undefined, done: string, contentType?: string) => {
     try {
-      const saved = await api<Policy>(method, path, { body, ifMatch: p.version, contentType });
+      const saved = await api<StoredPolicy>(method, path, { body, ifMatch: p.version, contentType });
       showNotice(result, `${done}: now version ${saved.version}.`);
       await reload();
     } catch (error) {
@@ -198,7 +198,7 @@ function editPanel(p: Policy, result: HTMLElement, markDirty: () => void, reload
 }
 
 /** A JSON merge patch of the fields the form changed; numbers typed as numbers, text left to the server to judge. */
-function formPatch(form: HTMLFormElement, p: Policy): Record<string, unknown> {
+function formPatch(form: HTMLFormElement, p: StoredPolicy): Record<string, unknown> {
   const patch: Record<string, unknown> = {};
   const algorithm: Record<string, unknown> = {};
   for (const el of form.querySelectorAll<HTMLInputElement | HTMLSelectElement>('[data-field]')) {
@@ -218,7 +218,7 @@ function renderVersions(box: HTMLElement, loaded: Loaded, app: AppContext, resul
   const current = loaded.policy.version;
   const rollback = async (version: number) => {
     try {
-      const saved = await api<Policy>('POST', policyPath(loaded.policy.policy_id, '/rollback'), { body: { version }, ifMatch: current });
+      const saved = await api<StoredPolicy>('POST', policyPath(loaded.policy.policy_id, '/rollback'), { body: { version }, ifMatch: current });
       showNotice(result, `Rolled back to the content of version ${version}: now version ${saved.version}.`);
       await reload();
     } catch (error) {
@@ -287,7 +287,7 @@ function renderDiff(box: HTMLElement, loaded: Loaded, pick: [number, number] | u
   );
 }
 
-function renderAudit(box: HTMLElement, entries: AuditEntry[]): void {
+function renderAudit(box: HTMLElement, entries: PolicyAuditEntry[]): void {
   replace(
     box,
     h('h3', {}, 'Audit trail'),

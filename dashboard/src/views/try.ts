@@ -2,7 +2,8 @@ import { ApiError, api, policyPath } from '../api.js';
 import type { View } from '../app-context.js';
 import { badge, h, replace } from '../dom.js';
 import { ms } from '../format.js';
-import type { Decision, Policy } from '../types.js';
+import type { StoredPolicy } from '@rl/client/admin-client';
+import type { Decision } from '@rl/client/types';
 import { showError } from './edit-result.js';
 
 const FIELDS = ['org_id', 'tenant_id', 'application', 'service', 'environment', 'signal_type', 'operation', 'endpoint', 'method', 'user_id', 'client_id', 'source_ip', 'region', 'resource'];
@@ -50,10 +51,10 @@ async function decide(body: Record<string, unknown>, box: HTMLElement, form: HTM
   } catch (error) {
     return showError(box, form, error, () => undefined);
   }
-  let policy: Policy | undefined;
+  let policy: StoredPolicy | undefined;
   if (decision.matched_policy_id !== '') {
     try {
-      policy = await api<Policy>('GET', policyPath(decision.matched_policy_id));
+      policy = await api<StoredPolicy>('GET', policyPath(decision.matched_policy_id));
     } catch (error) {
       // A caller without read access may peek but not read policies: explain with the decision alone.
       if (!(error instanceof ApiError)) throw error;
