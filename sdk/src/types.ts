@@ -6,7 +6,11 @@
 export const SIGNAL_TYPES = ['http', 'grpc', 'log', 'trace', 'event', 'auth', 'job', 'custom'] as const;
 export type SignalType = (typeof SIGNAL_TYPES)[number];
 
-/** Every string field of a RequestContext, in the spec's order (the proto's field order too). */
+/**
+ * Every string field of a RequestContext, in the spec's order (the proto's field order too); policy
+ * scope fields are these minus request_id. The server's schema (src/schema/request-context.ts) uses
+ * this list and SIGNAL_TYPES, so client and server cannot disagree on them.
+ */
 export const CONTEXT_STRING_FIELDS = [
   'request_id', 'org_id', 'tenant_id', 'application', 'service', 'environment', 'signal_type',
   'operation', 'endpoint', 'method', 'user_id', 'api_key', 'client_id', 'source_ip', 'region',
@@ -21,15 +25,20 @@ export type RequestContext = { [K in Exclude<ContextStringField, 'signal_type'>]
   tags?: Record<string, string>;
 };
 
+/** The reasons the service gives (CONTRACT.md); clients switch on them. The server's schema uses this list. */
+export const DECISION_REASONS = [
+  'within_limit',
+  'limit_exceeded',
+  'no_matching_policy',
+  'lease_acquired',
+  'lease_released',
+  'lease_not_found',
+  'refunded',
+  'counter_store_unavailable',
+] as const;
+
 export type DecisionReason =
-  | 'within_limit'
-  | 'limit_exceeded'
-  | 'no_matching_policy'
-  | 'lease_acquired'
-  | 'lease_released'
-  | 'lease_not_found'
-  | 'refunded'
-  | 'counter_store_unavailable'
+  | (typeof DECISION_REASONS)[number]
   /** Set by this client, never by the server: the service could not be asked and `failMode` answered. */
   | 'service_unavailable';
 

@@ -1,16 +1,8 @@
+import { DECISION_REASONS } from '@rl/client/types';
 import { Type, type Static } from '@sinclair/typebox';
 
-/** Reasons of CONTRACT.md; clients switch on them. */
-export const DECISION_REASONS = [
-  'within_limit',
-  'limit_exceeded',
-  'no_matching_policy',
-  'lease_acquired',
-  'lease_released',
-  'lease_not_found',
-  'refunded',
-  'counter_store_unavailable',
-] as const;
+/** Reasons of CONTRACT.md, the SDK's list (clients switch on them; the SDK adds only its own service_unavailable). */
+export { DECISION_REASONS };
 
 const ms = (description: string) => Type.Integer({ minimum: 0, description: `${description} (milliseconds).` });
 

@@ -1,4 +1,4 @@
-import { FormatRegistry, Type, type Static, type TSchema } from '@sinclair/typebox';
+import { FormatRegistry, Type, type Static, type TLiteral, type TOptional, type TSchema, type TString, type TUnion } from '@sinclair/typebox';
 import { ALGORITHM_TYPES, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../policy/types.js';
 import {
   MAX_FIELD_LENGTH,
@@ -6,7 +6,7 @@ import {
   MAX_METADATA_KEY_LENGTH,
   MAX_METADATA_VALUE_LENGTH,
 } from './limits.js';
-import { CONTEXT_STRING_FIELDS, SIGNAL_TYPES, tagMap, type ContextStringField } from './request-context.js';
+import { CONTEXT_STRING_FIELDS, SIGNAL_TYPES, tagMap, type ContextStringField, type SignalType } from './request-context.js';
 
 /**
  * The Policy in its shapes (CONTRACT.md "Policy"): the body a client sends (the Policy shape or the
@@ -86,15 +86,20 @@ const scopeValue = (field: ContextStringField) =>
     ? literals(['*', ...SIGNAL_TYPES])
     : Type.String({ minLength: 1, maxLength: MAX_FIELD_LENGTH, description: 'An exact value, or "*" (present, one counter per value).' });
 
-const scopeFields: Record<string, TSchema> = {};
-for (const field of CONTEXT_STRING_FIELDS) if (field !== 'request_id') scopeFields[field] = Type.Optional(scopeValue(field));
+/** Each scope field's schema type, spelled out so Static<> gives `string` (and the signal literals), not `unknown`. */
+type ScopeFieldSchemas = {
+  [K in Exclude<ContextStringField, 'request_id'>]: TOptional<K extends 'signal_type' ? TUnion<TLiteral<'*' | SignalType>[]> : TString>;
+};
+const scopeFields = Object.fromEntries(
+  CONTEXT_STRING_FIELDS.filter((field) => field !== 'request_id').map((field) => [field, Type.Optional(scopeValue(field))]),
+) as ScopeFieldSchemas;
 
 export const ScopeSchema = Type.Object(
   { ...scopeFields, tags: Type.Optional(tagMap({ minLength: 1 })) },
   { title: 'Scope', additionalProperties: false, description: 'Absent fields match anything.' },
 );
 
-const metadata = (value: TSchema) =>
+const metadata = <V extends TSchema>(value: V) =>
   Type.Record(Type.String(), value, {
     maxProperties: MAX_METADATA_ENTRIES,
     propertyNames: { maxLength: MAX_METADATA_KEY_LENGTH },

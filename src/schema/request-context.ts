@@ -1,4 +1,5 @@
-import { Type, type Static, type TOptional, type TSchema } from '@sinclair/typebox';
+import { CONTEXT_STRING_FIELDS, SIGNAL_TYPES, type ContextStringField, type SignalType } from '@rl/client/types';
+import { Type, type Static, type TLiteral, type TOptional, type TString, type TUnion } from '@sinclair/typebox';
 import { MAX_FIELD_LENGTH, MAX_TAGS, MAX_TAG_KEY_LENGTH, MAX_TAG_VALUE_LENGTH } from './limits.js';
 
 /**
@@ -7,24 +8,22 @@ import { MAX_FIELD_LENGTH, MAX_TAGS, MAX_TAG_KEY_LENGTH, MAX_TAG_VALUE_LENGTH } 
  * (whose hand-tuned parser validates it on the decision path) come from.
  */
 
-export const SIGNAL_TYPES = ['http', 'grpc', 'log', 'trace', 'event', 'auth', 'job', 'custom'] as const;
-export type SignalType = (typeof SIGNAL_TYPES)[number];
-
-/** Every string field of a RequestContext, in the spec's order. Scope fields are these minus request_id. */
-export const CONTEXT_STRING_FIELDS = [
-  'request_id', 'org_id', 'tenant_id', 'application', 'service', 'environment', 'signal_type',
-  'operation', 'endpoint', 'method', 'user_id', 'api_key', 'client_id', 'source_ip', 'region',
-  'resource', 'severity', 'span_name', 'topic', 'consumer_group', 'job_type',
-] as const;
-export type ContextStringField = (typeof CONTEXT_STRING_FIELDS)[number];
+// The field and signal-type lists are the SDK's (the SDK cannot import the server; the server may
+// import the SDK), so a client's RequestContext and this schema share one definition of them.
+export { CONTEXT_STRING_FIELDS, SIGNAL_TYPES, type ContextStringField, type SignalType } from '@rl/client/types';
 
 const contextString = (field: ContextStringField) =>
   field === 'signal_type'
     ? Type.Union(SIGNAL_TYPES.map((t) => Type.Literal(t)), { description: 'One of the eight signal types.' })
     : Type.String({ maxLength: MAX_FIELD_LENGTH });
 
-const stringFields = {} as Record<ContextStringField, TOptional<TSchema>>;
-for (const field of CONTEXT_STRING_FIELDS) stringFields[field] = Type.Optional(contextString(field));
+/** Each field's schema type, spelled out so Static<> gives `string` (and SignalType), not `unknown`. */
+type ContextStringSchemas = {
+  [K in ContextStringField]: TOptional<K extends 'signal_type' ? TUnion<TLiteral<SignalType>[]> : TString>;
+};
+const stringFields = Object.fromEntries(
+  CONTEXT_STRING_FIELDS.map((field) => [field, Type.Optional(contextString(field))]),
+) as ContextStringSchemas;
 
 /** Tag maps (request tags, policy scope.tags): string values under bounded names, a bounded count. */
 export function tagMap(valueOptions: { minLength?: number } = {}) {
