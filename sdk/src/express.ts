@@ -4,15 +4,15 @@
  *
  *   app.use(rateLimit({ client }));                       // the decision: req.rateLimit
  */
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
+  admitOrRefuse,
   checkWithDelay,
   defaultContext,
-  headersFor,
+  leaseContext,
   once,
   quantityOf,
-  refusalOf,
+  refundUnused,
   stateOf,
   type CommonOptions,
   type ConcurrencyOptions,
@@ -68,18 +68,15 @@ function facts(req: ExpressRequestLike) {
   return { method: req.method ?? 'GET', endpoint, sourceIp: req.ip };
 }
 
-async function setHeadersOrRefuse<R extends ExpressRequestLike>(options: CommonOptions<R>, req: R, res: ServerResponse, decision: Decision): Promise<boolean> {
-  for (const [name, value] of headersFor(decision, options.headers)) res.setHeader(name, value);
-  if (decision.allowed) return true;
-  if (options.onLimited) {
-    await options.onLimited(req, decision);
-    return false;
-  }
-  const refusal = refusalOf(decision);
-  res.statusCode = refusal.status;
-  res.setHeader('Content-Type', refusal.contentType);
-  res.end(JSON.stringify(refusal.body));
-  return false;
+function setHeadersOrRefuse<R extends ExpressRequestLike>(options: CommonOptions<R>, req: R, res: ServerResponse, decision: Decision): Promise<boolean> {
+  return admitOrRefuse(options, req, decision, {
+    setHeader: (name, value) => res.setHeader(name, value),
+    refuse: (refusal) => {
+      res.statusCode = refusal.status;
+      res.setHeader('Content-Type', refusal.contentType);
+      res.end(JSON.stringify(refusal.body));
+    },
+  });
 }
 
 /** An async body as an Express middleware: a thrown error goes to `next(error)`. */
@@ -107,8 +104,7 @@ export function rateLimit<R extends ExpressRequestLike = ExpressRequestLike>(opt
 export function concurrency<R extends ExpressRequestLike = ExpressRequestLike>(options: ConcurrencyOptions<R>): ExpressMiddleware<R> {
   return express(async (req, res, next) => {
     if (await options.skip?.(req)) return next();
-    const base = defaultContext(options, req, facts(req));
-    const lease = { ...base, request_id: base.request_id ?? randomUUID() };
+    const lease = leaseContext(defaultContext(options, req, facts(req)));
     const decision = await options.client.acquire(lease);
     req.concurrency = stateOf(decision);
     if (!(await setHeadersOrRefuse(options, req, res, decision))) return;
@@ -126,16 +122,11 @@ export function concurrency<R extends ExpressRequestLike = ExpressRequestLike>(o
 export function tokenBudget<R extends ExpressRequestLike = ExpressRequestLike>(options: TokenBudgetOptions<R>): ExpressMiddleware<R> {
   return express(async (req, res, next) => {
     if (await options.skip?.(req)) return next();
-    const reserved = options.estimate(req);
-    const request = { ...defaultContext(options, req, facts(req)), quantity: reserved };
+    const request = { ...defaultContext(options, req, facts(req)), quantity: options.estimate(req) };
     const decision = await options.client.check(request);
     req.rateLimit = stateOf(decision);
     if (!(await setHeadersOrRefuse(options, req, res, decision))) return;
-    res.once('close', () => {
-      const used = options.used(req);
-      const unused = used === undefined ? 0 : reserved - Math.max(0, used);
-      if (unused > 0 && decision.reason !== 'service_unavailable') void once(() => options.client.refund({ ...request, quantity: unused }))();
-    });
+    res.once('close', () => void refundUnused(options.client, request, decision, options.used(req)));
     next();
   });
 }

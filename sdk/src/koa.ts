@@ -4,15 +4,15 @@
  *
  *   app.use(rateLimit({ client }));                       // the decision: ctx.state.rateLimit
  */
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
+  admitOrRefuse,
   checkWithDelay,
   defaultContext,
-  headersFor,
+  leaseContext,
   once,
   quantityOf,
-  refusalOf,
+  refundUnused,
   stateOf,
   type CommonOptions,
   type ConcurrencyOptions,
@@ -51,18 +51,15 @@ function facts(ctx: KoaContextLike) {
   return { method: ctx.method, endpoint: typeof route === 'string' ? route : ctx.path, sourceIp: ctx.ip };
 }
 
-async function setHeadersOrRefuse<C extends KoaContextLike>(options: CommonOptions<C>, ctx: C, decision: Decision): Promise<boolean> {
-  for (const [name, value] of headersFor(decision, options.headers)) ctx.set(name, value);
-  if (decision.allowed) return true;
-  if (options.onLimited) {
-    await options.onLimited(ctx, decision);
-    return false;
-  }
-  const refusal = refusalOf(decision);
-  ctx.status = refusal.status;
-  ctx.body = refusal.body;
-  ctx.type = refusal.contentType;
-  return false;
+function setHeadersOrRefuse<C extends KoaContextLike>(options: CommonOptions<C>, ctx: C, decision: Decision): Promise<boolean> {
+  return admitOrRefuse(options, ctx, decision, {
+    setHeader: (name, value) => ctx.set(name, value),
+    refuse: (refusal) => {
+      ctx.status = refusal.status;
+      ctx.body = refusal.body;
+      ctx.type = refusal.contentType;
+    },
+  });
 }
 
 /** Checks each request against the service; refused ones get 429 (see the package README for actions). */
@@ -84,9 +81,7 @@ export function rateLimit<C extends KoaContextLike = KoaContextLike>(options: Ra
 export function concurrency<C extends KoaContextLike = KoaContextLike>(options: ConcurrencyOptions<C>): KoaMiddleware<C> {
   return async (ctx, next) => {
     if (await options.skip?.(ctx)) return void (await next());
-    const base = defaultContext(options, ctx, facts(ctx));
-    // Each request is its own lease unless the caller chose an id.
-    const lease = { ...base, request_id: base.request_id ?? randomUUID() };
+    const lease = leaseContext(defaultContext(options, ctx, facts(ctx)));
     const decision = await options.client.acquire(lease);
     ctx.state.concurrency = stateOf(decision);
     if (!(await setHeadersOrRefuse(options, ctx, decision))) return;
@@ -109,17 +104,14 @@ export function concurrency<C extends KoaContextLike = KoaContextLike>(options: 
 export function tokenBudget<C extends KoaContextLike = KoaContextLike>(options: TokenBudgetOptions<C>): KoaMiddleware<C> {
   return async (ctx, next) => {
     if (await options.skip?.(ctx)) return void (await next());
-    const reserved = options.estimate(ctx);
-    const request = { ...defaultContext(options, ctx, facts(ctx)), quantity: reserved };
+    const request = { ...defaultContext(options, ctx, facts(ctx)), quantity: options.estimate(ctx) };
     const decision = await options.client.check(request);
     ctx.state.rateLimit = stateOf(decision);
     if (!(await setHeadersOrRefuse(options, ctx, decision))) return;
     try {
       await next();
     } finally {
-      const used = options.used(ctx);
-      const unused = used === undefined ? 0 : reserved - Math.max(0, used);
-      if (unused > 0 && decision.reason !== 'service_unavailable') await once(() => options.client.refund({ ...request, quantity: unused }))();
+      await refundUnused(options.client, request, decision, options.used(ctx));
     }
   };
 }

@@ -1,8 +1,10 @@
 /**
  * What the Koa and Express middleware share: options, the default request context, the `delay`
- * re-check, and what a refused request is answered with. Framework-free; koa.ts and express.ts only
- * adapt it to their request objects.
+ * re-check, how a decision is answered (headers, onLimited, the refusal), the lease id and the refund
+ * of unused units. Framework-free; koa.ts and express.ts only adapt it to their request and response
+ * objects and to when their handler is done.
  */
+import { randomUUID } from 'node:crypto';
 import { PROBLEM_CONTENT_TYPE, problemDetails, renderRateLimitHeaders, type RateLimitHeaderStyle } from './headers.js';
 import type { Decision, RateLimitClient, RequestContext } from './types.js';
 
@@ -115,6 +117,38 @@ export function refusalOf(decision: Decision): Refusal {
     };
   }
   return { status: 429, contentType: PROBLEM_CONTENT_TYPE, body: problemDetails(decision) };
+}
+
+/** How an adapter writes to its framework's response. */
+export interface ResponseWriter {
+  setHeader(name: string, value: string): void;
+  refuse(refusal: Refusal): void;
+}
+
+/**
+ * Sets the rate-limit headers; a refused request is then answered by `onLimited` if given, else with
+ * the refusal. True when the request goes on to the handler.
+ */
+export async function admitOrRefuse<C>(options: CommonOptions<C>, c: C, decision: Decision, response: ResponseWriter): Promise<boolean> {
+  for (const [name, value] of headersFor(decision, options.headers)) response.setHeader(name, value);
+  if (decision.allowed) return true;
+  if (options.onLimited) await options.onLimited(c, decision);
+  else response.refuse(refusalOf(decision));
+  return false;
+}
+
+/** The context a concurrency lease is taken and returned with: each request its own lease unless the caller chose an id. */
+export function leaseContext(base: RequestContext): RequestContext {
+  return { ...base, request_id: base.request_id ?? randomUUID() };
+}
+
+/**
+ * Gives back what a tokenBudget request reserved (`request.quantity`) and did not use. Nothing when
+ * `used` is unknown, or when failMode answered (the service never counted the reservation).
+ */
+export async function refundUnused(client: RateLimitClient, request: RequestContext & { quantity: number }, decision: Decision, used: number | undefined): Promise<void> {
+  const unused = used === undefined ? 0 : request.quantity - Math.max(0, used);
+  if (unused > 0 && decision.reason !== 'service_unavailable') await once(() => client.refund({ ...request, quantity: unused }))();
 }
 
 /** Calls `fn` at most once, however many of `finally`, `close` and errors ask for it. */
