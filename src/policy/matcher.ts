@@ -95,8 +95,18 @@ export interface SkippedPolicy {
   reason: string;
 }
 
-/** Ranks are this far apart after a build, so a policy added later fits between two neighbours. */
-const RANK_GAP = 2 ** 20;
+/**
+ * Ranks are whole numbers in [0, RANK_LIMIT): small integers stay unboxed in V8 (a fractional or larger
+ * rank would turn every policy's rank field into a boxed double and slow the scan down). A build
+ * spreads them out evenly, so a policy added later fits between two neighbours; when no whole number is
+ * left between them, all are spread out again (see Matcher.rankAmong).
+ */
+const RANK_LIMIT = 2 ** 30;
+
+function rankGap(count: number): number {
+  // Room for count ranks plus a gap before the first and after the last.
+  return Math.max(1, Math.floor(RANK_LIMIT / (count + 2)));
+}
 
 /** One family's index. */
 class FamilyIndex {
@@ -160,7 +170,7 @@ export class Matcher {
   static build(policies: readonly Policy[]): Matcher {
     const skipped = new Map<string, SkippedPolicy>();
     const drafts: Draft[] = [];
-    const common = sharing();
+    const common = sharing(SHARING_MAX);
     for (const policy of policies) {
       if (!policy.enabled) continue;
       const d = compile(policy, common);
@@ -168,7 +178,8 @@ export class Matcher {
       else drafts.push(d);
     }
     drafts.sort((a, b) => compareRank(a.compiled, b.compiled));
-    drafts.forEach((d, i) => (d.compiled.rank = i * RANK_GAP));
+    const gap = rankGap(drafts.length);
+    drafts.forEach((d, i) => (d.compiled.rank = (i + 1) * gap));
 
     // How many policies share each exact (field, value): each policy is indexed under its rarest one.
     const keysOf = drafts.map(indexKeys);
@@ -266,7 +277,7 @@ export class Matcher {
     if (index.byField.size !== fieldsBefore) index.refreshFields();
   }
 
-  /** Gives `c` a rank between its neighbours in the winner order, renumbering all when there is no room. */
+  /** Gives `c` a rank between its neighbours in the winner order, spreading all out when there is no room. */
   private rankAmong(c: CompiledPolicy): void {
     const order = this.order;
     let lo = 0;
@@ -278,19 +289,20 @@ export class Matcher {
     }
     const at = lo;
     order.splice(at, 0, c);
-    const before = at > 0 ? order[at - 1].rank : undefined;
-    const after = at + 1 < order.length ? order[at + 1].rank : undefined;
-    if (before === undefined) c.rank = after === undefined ? 0 : after - RANK_GAP;
-    else if (after === undefined) c.rank = before + RANK_GAP;
-    else {
-      const rank = before + (after - before) / 2;
-      if (before < rank && rank < after) c.rank = rank;
-      else {
-        // Halving ran out of precision: rare (dozens of inserts into the same gap), and O(n) plain stores.
-        for (let i = 0; i < order.length; i++) order[i].rank = i * RANK_GAP;
-        this.stats.renumbered++;
-      }
+    const before = at > 0 ? order[at - 1].rank : -1;
+    const after = at + 1 < order.length ? order[at + 1].rank : RANK_LIMIT;
+    if (after - before >= 2) {
+      // At an end, one gap away from the neighbour (more appends fit after it); inside, halfway.
+      const gap = rankGap(order.length);
+      if (at === order.length - 1) c.rank = Math.min(before + gap, before + Math.floor((after - before) / 2));
+      else if (at === 0) c.rank = Math.max(after - gap, before + Math.ceil((after - before) / 2));
+      else c.rank = before + Math.floor((after - before) / 2);
+      return;
     }
+    // No whole number left between them: after ~log2(gap) inserts into the same gap; O(n) plain stores.
+    const gap = rankGap(order.length);
+    for (let i = 0; i < order.length; i++) order[i].rank = (i + 1) * gap;
+    this.stats.renumbered++;
   }
 
   private remove(c: CompiledPolicy): void {
@@ -575,7 +587,8 @@ interface Sharing {
 
 const SHARING_MAX = 10_000;
 
-function sharing(): Sharing {
+/** `max`: most entries of each kind held before they are forgotten (only memory is at stake). */
+function sharing(max = Infinity): Sharing {
   const lists = new Map<string, unknown[]>();
   const specs = new Map<string, CounterSpec>();
   const list = <T>(kind: string, items: T[], keyOf: (item: T) => string): T[] => {
@@ -588,8 +601,8 @@ function sharing(): Sharing {
     const known = lists.get(key) as T[] | undefined;
     if (known) return known;
     const kept = items.slice();
-    // A matcher keeps its sharing for later changes: bounded, since sharing only saves memory.
-    if (lists.size >= SHARING_MAX) lists.clear();
+    // A matcher keeps its common sharing for later changes: bounded.
+    if (lists.size >= max) lists.clear();
     lists.set(key, kept);
     return kept;
   };
@@ -602,7 +615,7 @@ function sharing(): Sharing {
       const key = JSON.stringify(spec);
       const known = specs.get(key);
       if (known) return known;
-      if (specs.size >= SHARING_MAX) specs.clear();
+      if (specs.size >= max) specs.clear();
       specs.set(key, spec);
       return spec;
     },
