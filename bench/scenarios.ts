@@ -18,6 +18,7 @@ import {
 import { round } from './lib/stats.js';
 import { HOT_KEY_BODY, generateWorkload } from './lib/workload.js';
 import { workersCapacity } from './workers-capacity.js';
+import { policyChanges } from './policy-changes.js';
 
 /** How long and how hard each scenario runs: `full` for the record, `quick` under a minute, `smoke` for the test. */
 export interface Settings {
@@ -121,6 +122,7 @@ export const SCENARIOS: Record<number, { key: string; run: Scenario }> = {
   7: { key: 'redis_down', run: redisDown },
   8: { key: 'workers_capacity', run: (ctx) => workersCapacity(ctx, 8) },
   9: { key: 'hot_key_attack', run: hotKeyAttack },
+  10: { key: 'policy_changes', run: (ctx) => policyChanges(ctx, 10) },
 };
 
 // ---------------------------------------------------------------------------------------------------
