@@ -26,10 +26,12 @@ export interface AdminClientOptions {
   fetch?: typeof fetch;
 }
 
-/** A policy's algorithm (CONTRACT.md "AlgorithmConfig"): which fields are set depends on `type`. */
-export interface PolicyAlgorithm {
-  /** fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, concurrency or quota. */
-  type: string;
+/**
+ * The settings of a policy's algorithm (CONTRACT.md "AlgorithmConfig"), as policy files write them
+ * (durations are strings); which apply depends on the algorithm's type. The server's AlgorithmConfig
+ * (src/policy/types.ts) is these with its own list of types.
+ */
+export interface AlgorithmFields {
   limit?: number;
   /** A duration string such as `1m`. */
   window?: string;
@@ -38,11 +40,17 @@ export interface PolicyAlgorithm {
   refill_rate?: number;
   leak_rate?: number;
   max_concurrency?: number;
-  /** A duration string, or whole seconds. */
+  /** Lease time-to-live: a duration string, or a whole number of seconds. Default 120 seconds. */
   lease_ttl?: string | number;
   quota_period?: string;
   cost_per_request?: number;
   sample_rate?: number;
+}
+
+/** A policy's algorithm as the server returns it. */
+export interface PolicyAlgorithm extends AlgorithmFields {
+  /** fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, concurrency or quota. */
+  type: string;
   [field: string]: unknown;
 }
 

@@ -6,6 +6,7 @@ export {
   createAdminClient,
   type AdminClient,
   type AdminClientOptions,
+  type AlgorithmFields,
   type AnalyticsSummaryBody,
   type FieldProblem,
   type PolicyAlgorithm,

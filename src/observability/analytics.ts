@@ -1,4 +1,5 @@
 import type { DecisionEvent } from '../decision/decision-service.js';
+import type { AnalyticsSummaryBody } from '../schema/analytics.js';
 import { DENIED, SHADOW, decisionOutcomeIndex, deciderOutcome, shadowBeside, type OutcomeIndex } from './metrics.js';
 
 /**
@@ -34,30 +35,10 @@ export interface AnalyticsOptions {
   maxTagLength?: number;
 }
 
-export interface PolicySummary {
-  policy_id: string;
-  total: number;
-  allowed: number;
-  denied: number;
-  shadow: number;
-}
-
-export interface TagCount {
-  key: string;
-  value: string;
-  count: number;
-}
-
-export interface AnalyticsSummary {
-  since: string;
-  total: number;
-  allowed: number;
-  denied: number;
-  shadow: number;
-  by_action: Record<string, number>;
-  by_policy: PolicySummary[];
-  top_tags: TagCount[];
-}
+/** The answer's shape is the schema's (src/schema/analytics.ts, also the OpenAPI document's). */
+export type AnalyticsSummary = AnalyticsSummaryBody;
+export type PolicySummary = AnalyticsSummary['by_policy'][number];
+export type TagCount = AnalyticsSummary['top_tags'][number];
 
 export const OTHER_POLICY = '(other)';
 const OTHER_ACTION = 'other';

@@ -1,3 +1,4 @@
+import type { AlgorithmFields } from '@rl/client/admin-client';
 import type { ScopeField } from '../model/request-context.js';
 
 export const ALGORITHM_TYPES = [
@@ -23,22 +24,11 @@ export type EnforcementMode = (typeof ENFORCEMENT_MODES)[number];
 
 /**
  * Algorithm configuration as written in policy files (the public format: durations are strings).
- * Which fields apply depends on `type`; see CONTRACT.md "AlgorithmConfig".
+ * Which fields apply depends on `type`; see CONTRACT.md "AlgorithmConfig". The fields are the SDK's,
+ * so a client's policies and the server's cannot name them differently.
  */
-export interface AlgorithmConfig {
+export interface AlgorithmConfig extends AlgorithmFields {
   type: AlgorithmType;
-  limit?: number;
-  window?: string;
-  sub_window_count?: number;
-  burst?: number;
-  refill_rate?: number;
-  leak_rate?: number;
-  max_concurrency?: number;
-  /** Lease time-to-live: a duration string, or a whole number of seconds. Default 120 seconds. */
-  lease_ttl?: string | number;
-  quota_period?: string;
-  cost_per_request?: number;
-  sample_rate?: number;
 }
 
 /** A scope value is an exact match or `*` (field must be present; one counter per distinct value). */
