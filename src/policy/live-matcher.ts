@@ -4,9 +4,10 @@ import type { Policy } from './types.js';
 import { log } from '../util/log.js';
 
 /**
- * Holds the compiled Matcher every decision reads. `replace` builds a new one from a whole policy set
- * (start-up, a full reload); `apply` changes one policy in the current one, in place and without a
- * rebuild (see Matcher: safe because matching is synchronous and compiled policies never change).
+ * Holds the compiled Matcher every decision reads. `apply` changes one policy in the current one, in
+ * place and without a rebuild (see Matcher: safe because matching is synchronous and compiled policies
+ * never change); `replace` takes a whole policy set (start-up, a store's full reload) and builds a new
+ * matcher only when much of it changed.
  */
 export class LiveMatcher implements MatcherSource {
   private matcher: Matcher;
@@ -19,8 +20,13 @@ export class LiveMatcher implements MatcherSource {
     return this.matcher;
   }
 
+  /**
+   * The whole policy set: applied policy by policy when few differ from what the current matcher holds
+   * (by object: a store's reload keeps the object of every policy it did not change), else a new build.
+   */
   replace(policies: readonly Policy[]): void {
-    this.matcher = build(policies);
+    const maxChanges = Math.max(16, this.matcher.size / 32); // about where a build becomes cheaper
+    if (!this.matcher.applyAll(policies, maxChanges, logSkipped)) this.matcher = build(policies);
   }
 
   /** One policy changed: `policy` is its current state, undefined once deleted. */

@@ -252,6 +252,34 @@ export class Matcher {
     return undefined;
   }
 
+  /**
+   * Brings the matcher to exactly `policies` (a whole set, such as a store's reload) by applying only the
+   * policies whose object differs from the one it holds, plus the deletions; stores keep the object of a
+   * policy that did not change, so a reload that changed little stays incremental. Returns false, having
+   * changed nothing, when more than `maxChanges` policies differ: a build is then cheaper.
+   */
+  applyAll(policies: readonly Policy[], maxChanges: number, onSkipped?: (skipped: SkippedPolicy) => void): boolean {
+    const changes: Policy[] = [];
+    const present = new Set<string>();
+    for (const policy of policies) {
+      present.add(policy.policy_id);
+      const held = this.byId.get(policy.policy_id);
+      if (held !== undefined ? held.policy === policy : !policy.enabled && !this.skippedById.has(policy.policy_id)) continue;
+      if (changes.length >= maxChanges) return false;
+      changes.push(policy);
+    }
+    const gone: string[] = [];
+    for (const id of this.byId.keys()) if (!present.has(id)) gone.push(id);
+    for (const id of this.skippedById.keys()) if (!present.has(id)) gone.push(id);
+    if (changes.length + gone.length > maxChanges) return false;
+    for (const id of gone) this.apply(id, undefined);
+    for (const policy of changes) {
+      const skipped = this.apply(policy.policy_id, policy);
+      if (skipped) onSkipped?.(skipped);
+    }
+    return true;
+  }
+
   private insert(d: Draft): void {
     const c = d.compiled;
     this.rankAmong(c);

@@ -66,6 +66,27 @@ describe('LiveMatcher: one change among 100,000 policies', function () {
     expect(matcher.stats.renumbered).to.equal(0);
   });
 
+  it('a whole set in which few policies changed (a reload) is applied policy by policy; a new set is built', () => {
+    const matcher = live.current();
+    const compiled = matcher.stats.compiled;
+    const policies = ['org-20', 'org-21', 'org-22', 'everyone'].map((id) => matcher.get(id)!.policy);
+    const all: Policy[] = [];
+    for (let i = 0; i < COUNT; i++) if (i !== 9) all.push(matcher.get(`org-${i}`)?.policy ?? policies[0]);
+    // Every policy the matcher holds, as the same objects, except two: one changed, one gone.
+    const set = all.filter((p) => p.policy_id !== 'org-21').map((p) => (p.policy_id === 'org-20' ? { ...p, priority: 9, version: 2 } : p));
+    set.push(policies[3], matcher.get('new-org')!.policy);
+    live.replace(set);
+    expect(live.current()).to.equal(matcher);
+    expect(matcher.stats.compiled).to.equal(compiled + 1);
+    expect(matcher.get('org-21')).to.equal(undefined);
+    expect(matcher.get('org-20')!.policy.priority).to.equal(9);
+    expect(matcher.size).to.equal(set.length);
+
+    live.replace(set.map((p) => ({ ...p })));
+    expect(live.current()).to.not.equal(matcher);
+    expect(live.current().size).to.equal(set.length);
+  });
+
   it('keeps the compiled object of every policy that did not change', () => {
     const before = live.current().get('org-11');
     live.apply('org-12', { ...live.current().get('org-12')!.policy, priority: 3, version: 2 });

@@ -1,7 +1,8 @@
 /**
  * The incremental matcher is the full rebuild (issue 15, target 5): random sequences of creates,
  * updates (scope, priority, enabled, mode, rollout, match_expr, validity window, family) and deletes
- * are applied one at a time to one Matcher with `apply`, and after every step that matcher must answer
+ * are applied to one Matcher, one at a time with `apply` or a few at once with `applyAll` (a reload),
+ * and after every step that matcher must answer
  * every random request exactly as `Matcher.build` of the same policy set does: the same enforce and
  * shadow policies, the same identities, the same size and skipped policies.
  *
@@ -76,9 +77,14 @@ function policyOf(id: string, d: PolicyDraw): Policy {
   return policy;
 }
 
-const stepArb = fc.oneof(
+const changeArb = fc.oneof(
   { weight: 4, arbitrary: fc.record({ id: fc.constantFrom(...IDS), policy: policyArb }) },
   { weight: 1, arbitrary: fc.record({ id: fc.constantFrom(...IDS), policy: fc.constant(undefined) }) },
+);
+/** One change applied alone, or a few at once seen as a whole set (a store's reload: `applyAll`). */
+const stepArb = fc.oneof(
+  { weight: 3, arbitrary: changeArb.map((change) => [change]) },
+  { weight: 1, arbitrary: fc.array(changeArb, { minLength: 0, maxLength: 4 }).map((changes) => ({ reload: changes })) },
 );
 
 const requestArb: fc.Arbitrary<RequestContext> = fc
@@ -133,10 +139,15 @@ describe('Matcher: incremental changes equal a full rebuild', () => {
           const incremental = Matcher.build([...current.values()]);
           expectSame(incremental, Matcher.build([...current.values()]), requests, current);
           for (const step of steps) {
-            const policy = step.policy === undefined ? undefined : policyOf(step.id, step.policy);
-            if (policy === undefined) current.delete(step.id);
-            else current.set(step.id, policy);
-            incremental.apply(step.id, policy);
+            const changes = Array.isArray(step) ? step : step.reload;
+            for (const change of changes) {
+              const policy = change.policy === undefined ? undefined : policyOf(change.id, change.policy);
+              if (policy === undefined) current.delete(change.id);
+              else current.set(change.id, policy);
+              if (Array.isArray(step)) incremental.apply(change.id, policy);
+            }
+            // Unchanged policies keep their objects, as a store's reload keeps them.
+            if (!Array.isArray(step)) expect(incremental.applyAll([...current.values()], 16)).to.equal(true);
             expectSame(incremental, Matcher.build([...current.values()]), requests, current);
           }
         },
