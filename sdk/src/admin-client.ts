@@ -58,17 +58,17 @@ export interface PolicyAlgorithm extends AlgorithmFields {
 export type PolicyScope = { [K in Exclude<ContextStringField, 'request_id'>]?: string } & { tags?: Record<string, string> };
 
 /**
- * A policy as the server stores and returns it: the Policy shape of the contract, every default applied.
- * Open-ended (`[field]`) so a newer server's fields pass through a read-modify-write untouched.
+ * The Policy shape of the contract, every default applied. The server's own Policy type
+ * (src/policy/types.ts) is these fields with its exact lists of actions, modes and algorithm types.
  */
-export interface StoredPolicy {
+export interface PolicyFields {
   policy_id: string;
   name: string;
   description: string;
   enabled: boolean;
   priority: number;
   scope: PolicyScope;
-  algorithm: PolicyAlgorithm;
+  algorithm: AlgorithmFields & { type: string };
   /** What happens past the limit: deny, delay, drop, sample, downgrade or drop_low_priority. */
   action: string;
   failure_mode: 'fail_open' | 'fail_closed';
@@ -78,10 +78,18 @@ export interface StoredPolicy {
   /** Unix seconds; 0 = unbounded. */
   valid_from_unix: number;
   valid_to_unix: number;
-  /** 1 on create, +1 on every change. */
+  /** Server-set: 1 on create, +1 on every change. */
   version: number;
   created_at: string;
   updated_at: string;
+}
+
+/**
+ * A policy as the server stores and returns it. Open-ended (`[field]`) so a newer server's fields
+ * pass through a read-modify-write untouched.
+ */
+export interface StoredPolicy extends PolicyFields {
+  algorithm: PolicyAlgorithm;
   [field: string]: unknown;
 }
 

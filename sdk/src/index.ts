@@ -11,6 +11,7 @@ export {
   type FieldProblem,
   type PolicyAlgorithm,
   type PolicyAuditEntry,
+  type PolicyFields,
   type PolicyScope,
   type PolicyVersionEntry,
   type ProbeResult,

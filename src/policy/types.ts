@@ -1,5 +1,4 @@
-import type { AlgorithmFields } from '@rl/client/admin-client';
-import type { ScopeField } from '../model/request-context.js';
+import type { AlgorithmFields, PolicyFields } from '@rl/client/admin-client';
 
 export const ALGORITHM_TYPES = [
   'fixed_window',
@@ -32,29 +31,17 @@ export interface AlgorithmConfig extends AlgorithmFields {
 }
 
 /** A scope value is an exact match or `*` (field must be present; one counter per distinct value). */
-export type PolicyScope = { [K in ScopeField]?: string } & { tags?: Record<string, string> };
+export type { PolicyScope } from '@rl/client/admin-client';
 
-/** A stored, normalised policy: every defaulted field is present. */
-export interface Policy {
-  policy_id: string;
-  name: string;
-  description: string;
-  enabled: boolean;
-  priority: number;
-  scope: PolicyScope;
+/**
+ * A stored, normalised policy: every defaulted field is present. The fields are the SDK's Policy shape,
+ * narrowed to the values the server knows exactly.
+ */
+export interface Policy extends PolicyFields {
   algorithm: AlgorithmConfig;
   action: LimitAction;
   failure_mode: FailureMode;
   enforcement_mode: EnforcementMode;
-  rollout_percent: number;
-  metadata: Record<string, string>;
-  /** Unix seconds; 0 = unbounded. */
-  valid_from_unix: number;
-  valid_to_unix: number;
-  /** Server-set: 1 on create, +1 on every change. */
-  version: number;
-  created_at: string;
-  updated_at: string;
 }
 
 /** One field-level validation problem; `field` is a dotted path such as `algorithm.window`. */
