@@ -70,6 +70,9 @@ export class CounterKeyCache {
   private young = new Map<object, Map<string, string[]>>();
   private old = new Map<object, Map<string, string[]>>();
   private youngSize = 0;
+  /** The owner of the last lookup and its young map (undefined: none yet), valid until the next rotation or clear. */
+  private lastOwner: object | undefined;
+  private lastYoung: Map<string, string[]> | undefined;
 
   constructor(
     private readonly prefix: string,
@@ -84,7 +87,8 @@ export class CounterKeyCache {
     // Identities past the readable length are digested anyway; holding them would let a few huge
     // requests pin megabytes.
     if (id.length > MAX_READABLE_TAG) return counterKeys(this.prefix, policyId, spec, identity);
-    const young = this.young.get(owner);
+    // Consecutive decisions mostly match the same policy: its young map is remembered, one Map lookup less.
+    const young = owner === this.lastOwner ? this.lastYoung : this.youngOf(owner);
     const hit = young?.get(id);
     if (hit !== undefined) return hit;
     const keys = this.old.get(owner)?.get(id) ?? counterKeys(this.prefix, policyId, spec, identity);
@@ -103,6 +107,15 @@ export class CounterKeyCache {
     this.young = new Map();
     this.old = new Map();
     this.youngSize = 0;
+    this.lastOwner = undefined;
+    this.lastYoung = undefined;
+  }
+
+  private youngOf(owner: object): Map<string, string[]> | undefined {
+    const young = this.young.get(owner);
+    this.lastOwner = owner;
+    this.lastYoung = young;
+    return young;
   }
 
   private remember(owner: object, young: Map<string, string[]> | undefined, id: string, keys: string[]): void {
@@ -113,6 +126,8 @@ export class CounterKeyCache {
       young = undefined;
     }
     if (young === undefined) this.young.set(owner, (young = new Map()));
+    this.lastOwner = owner;
+    this.lastYoung = young;
     young.set(id, keys);
     this.youngSize++;
   }

@@ -129,7 +129,13 @@ export class DecisionService {
   }
 
   check(ctx: RequestContext): Promise<Decision> {
-    return settled(() => this.decideNow('check', ctx));
+    // settled() inlined: the embedded hot path (no closure per call).
+    try {
+      const decided = this.decideNow('check', ctx);
+      return decided instanceof Promise ? decided : Promise.resolve(decided);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   acquire(ctx: RequestContext): Promise<Decision> {

@@ -52,21 +52,27 @@ export function readJsonBody(
   maxBytes: number,
   done: (error: BodyError | undefined, value: unknown) => void,
 ): void {
+  // A declared length over the limit is refused before a byte is read.
+  if (Number(req.headers['content-length']) > maxBytes) return done(oversized(req, maxBytes), undefined);
+
+  const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+  const decoder = encoding === 'identity' || encoding === '' ? undefined : DECODERS.get(encoding);
+  if (decoder === undefined && encoding !== 'identity' && encoding !== '') {
+    req.resume();
+    return done(bodyErrors.unsupportedEncoding(encoding), undefined);
+  }
+
+  if (decoder === undefined) {
+    readPlainBody(req, maxBytes, done);
+    return;
+  }
+
   let finished = false;
   const finish = (error: BodyError | undefined, value?: unknown) => {
     if (finished) return;
     finished = true;
     done(error, value);
   };
-  // A declared length over the limit is refused before a byte is read.
-  if (Number(req.headers['content-length']) > maxBytes) return finish(oversized(req, maxBytes));
-
-  const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
-  const decoder = encoding === 'identity' || encoding === '' ? undefined : DECODERS.get(encoding);
-  if (decoder === undefined && encoding !== 'identity' && encoding !== '') {
-    req.resume();
-    return finish(bodyErrors.unsupportedEncoding(encoding));
-  }
 
   const chunks: Buffer[] = [];
   let size = 0;
@@ -87,13 +93,7 @@ export function readJsonBody(
     finish(undefined, value);
   };
   // The caller went away in the middle of its body: a 400 (request aborted), not an error of ours.
-  req.on('error', () => finish(Object.assign(bodyErrors.aborted(), { closeConnection: true })));
-
-  if (decoder === undefined) {
-    req.on('data', onDecoded);
-    req.on('end', onEnd);
-    return;
-  }
+  req.on('error', () => finish(aborted()));
   const decoding = decoder();
   decoding.on('data', onDecoded);
   decoding.on('end', onEnd);
@@ -103,6 +103,72 @@ export function readJsonBody(
     finish(bodyErrors.badEncoding(encoding, error.message));
   });
   req.pipe(decoding);
+}
+
+function aborted(): BodyError {
+  return Object.assign(bodyErrors.aborted(), { closeConnection: true });
+}
+
+/**
+ * An uncompressed body (every decision call): the same rules as the decoding path above, read with
+ * module-level listeners (an event emitter calls them with the request as `this`) and the state in one
+ * object on the request, instead of four closures and an array per request. The common body is one
+ * chunk, decoded without Buffer.concat.
+ */
+class PlainBodyRead {
+  finished = false;
+  size = 0;
+  first: Buffer | undefined = undefined;
+  rest: Buffer[] | undefined = undefined;
+
+  constructor(
+    readonly maxBytes: number,
+    readonly done: (error: BodyError | undefined, value: unknown) => void,
+  ) {}
+
+  finish(error: BodyError | undefined, value: unknown): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.first = this.rest = undefined;
+    this.done(error, value);
+  }
+}
+
+const PLAIN_BODY_READ = Symbol('plainBodyRead');
+type ReadingRequest = http.IncomingMessage & { [PLAIN_BODY_READ]?: PlainBodyRead };
+
+function readPlainBody(req: ReadingRequest, maxBytes: number, done: (error: BodyError | undefined, value: unknown) => void): void {
+  req[PLAIN_BODY_READ] = new PlainBodyRead(maxBytes, done);
+  // The caller went away in the middle of its body: a 400 (request aborted), not an error of ours.
+  req.on('error', onPlainError);
+  req.on('data', onPlainData);
+  req.on('end', onPlainEnd);
+}
+
+function onPlainData(this: ReadingRequest, chunk: Buffer): void {
+  const read = this[PLAIN_BODY_READ]!;
+  if (read.finished) return;
+  read.size += chunk.length;
+  if (read.size > read.maxBytes) return read.finish(oversized(this, read.maxBytes), undefined);
+  if (read.first === undefined) read.first = chunk;
+  else (read.rest ??= [read.first]).push(chunk);
+}
+
+function onPlainEnd(this: ReadingRequest): void {
+  const read = this[PLAIN_BODY_READ]!;
+  if (read.finished) return;
+  const text = read.rest !== undefined ? Buffer.concat(read.rest).toString('utf8') : read.first !== undefined ? read.first.toString('utf8') : '';
+  let value: unknown;
+  try {
+    value = parseJsonText(text);
+  } catch (error) {
+    return read.finish(error as RlError, undefined);
+  }
+  read.finish(undefined, value);
+}
+
+function onPlainError(this: ReadingRequest): void {
+  this[PLAIN_BODY_READ]!.finish(aborted(), undefined);
 }
 
 export type BodyError = RlError & { closeConnection?: boolean };
