@@ -45,6 +45,21 @@ class FixedWindowSlot implements Slot {
   }
 }
 
+/**
+ * A counter's key array (`keys` of the store's operations), which may carry the fixed_window slot of its
+ * key in this store. The array is the caller's; DecisionService hands the same one for the same counter
+ * (CounterKeyCache), so the hottest decision skips the Map lookup. Sound because a slot only ever leaves
+ * the Map through `drop` or `close`, which mark it expired (markDropped), and a carried slot is used only
+ * while it has not expired: then it is exactly the one the Map holds for the key.
+ */
+declare const SLOT_TAG_TYPE: unique symbol;
+type SlotCarrier = string[] & { [SLOT_TAG_TYPE]?: FixedWindowSlot };
+
+/** A deleted slot reads as expired from then on: a fixed_window slot's expiry is derived from its window number. */
+function markDropped(slot: Slot): void {
+  if (slot instanceof FixedWindowSlot) slot.windowNumber = -1;
+}
+
 interface QuotaState { periodStart: number; used: number }
 interface SlidingCounterState { buckets: Map<number, number> }
 interface SlidingLogState { entries: { ts: number; cost: number }[]; sum: number }
@@ -71,14 +86,16 @@ export class MemoryCounterStore implements CounterStore {
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   /** The emulator never waits: DecisionService uses these directly; the async methods wrap them. */
   readonly sync: SyncCounterOperations;
+  /** This store's property on the key arrays it is handed (SlotCarrier): two stores never read each other's. */
+  private readonly slotTag: typeof SLOT_TAG_TYPE = Symbol('fixedWindowSlot') as typeof SLOT_TAG_TYPE;
 
   constructor(options: MemoryCounterStoreOptions = {}) {
     this.now = options.now ?? Date.now;
     this.sync = {
       clock: this.now,
-      consume: (keys, spec, cost, nowMs) => this.consumeNow(keys[0], spec, cost, nowMs ?? this.now()),
-      peek: (keys, spec, nowMs) => this.consumeNow(keys[0], spec, 0, nowMs ?? this.now()),
-      refund: (keys, spec, amount, nowMs) => this.consumeNow(keys[0], spec, -amount, nowMs ?? this.now()),
+      consume: (keys, spec, cost, nowMs) => this.consumeNow(keys, spec, cost, nowMs ?? this.now()),
+      peek: (keys, spec, nowMs) => this.consumeNow(keys, spec, 0, nowMs ?? this.now()),
+      refund: (keys, spec, amount, nowMs) => this.consumeNow(keys, spec, -amount, nowMs ?? this.now()),
       acquire: (keys, spec, leaseId, nowMs) => this.acquireNow(keys[0], spec, leaseId, nowMs ?? this.now()),
       release: (keys, spec, leaseId, nowMs) => this.releaseNow(keys[0], spec, leaseId, nowMs ?? this.now()),
     };
@@ -115,7 +132,7 @@ export class MemoryCounterStore implements CounterStore {
       }
       const [key, slot] = next.value;
       if (slot.expireAt <= nowMs) {
-        this.slots.delete(key);
+        this.drop(key, slot);
         deleted++;
       }
     }
@@ -148,14 +165,16 @@ export class MemoryCounterStore implements CounterStore {
 
   async close(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
+    for (const slot of this.slots.values()) markDropped(slot);
     this.slots.clear();
   }
 
   /** `cost` is signed as in the scripts (lua/includes/mode.lua): > 0 consume, 0 peek, < 0 refund. */
-  private consumeNow(key: string, spec: RateSpec, cost: number, now: number): CounterResult {
+  private consumeNow(keys: string[], spec: RateSpec, cost: number, now: number): CounterResult {
+    const key = keys[0];
     switch (spec.type) {
       case 'fixed_window':
-        return this.fixedWindow(key, spec.limit, spec.windowMs, cost, now);
+        return this.fixedWindow(keys as SlotCarrier, spec.limit, spec.windowMs, cost, now);
       case 'quota':
         return this.quota(key, spec.limit, spec.periodMs, cost, now);
       case 'sliding_window_counter':
@@ -187,7 +206,7 @@ export class MemoryCounterStore implements CounterStore {
     const removed = leases.delete(leaseId);
     let reset = 0;
     if (leases.size === 0) {
-      this.slots.delete(key);
+      this.slots.delete(key); // a lease key: never a fixed_window slot (keys carry their algorithm)
     } else {
       const latest = maxValue(leases);
       this.put<LeaseState>(key, { leases }, latest);
@@ -198,11 +217,18 @@ export class MemoryCounterStore implements CounterStore {
 
   // --- algorithms: each mirrors lua/<name>.lua ---
 
-  private fixedWindow(key: string, limit: number, windowMs: number, signedCost: number, now: number): CounterResult {
+  private fixedWindow(keys: SlotCarrier, limit: number, windowMs: number, signedCost: number, now: number): CounterResult {
+    const key = keys[0];
     const windowStart = now - (now % windowMs);
     const windowEnd = windowStart + windowMs;
-    // The hottest algorithm: one Map lookup and no allocation for a key already in use.
-    const slot = this.live<FixedWindowSlot>(key, now);
+    // The hottest algorithm: no allocation for a key already in use, and no Map lookup either when
+    // the caller hands the same key array again (DecisionService's key cache does) and the slot it
+    // carries is still live (not expired; a deleted slot is marked expired).
+    let slot = keys[this.slotTag];
+    if (slot === undefined || slot.expireAt <= now) {
+      slot = this.live<FixedWindowSlot>(key, now);
+      if (slot !== undefined) keys[this.slotTag] = slot;
+    }
     let used = slot && slot.windowStart === windowStart ? slot.used : 0;
     if (signedCost <= 0) {
       const reset = used > 0 ? windowEnd - now : 0;
@@ -227,7 +253,9 @@ export class MemoryCounterStore implements CounterStore {
       slot.windowMs = windowMs;
       slot.used = used + cost;
     } else {
-      this.slots.set(key, new FixedWindowSlot(windowStart / windowMs, windowMs, used + cost));
+      const created = new FixedWindowSlot(windowStart / windowMs, windowMs, used + cost);
+      this.slots.set(key, created);
+      keys[this.slotTag] = created;
     }
     return result(true, Math.max(0, limit - (used + cost)), 0, windowEnd - now);
   }
@@ -359,7 +387,7 @@ export class MemoryCounterStore implements CounterStore {
         }
       }
       if (log.entries.length === 0) {
-        this.slots.delete(key);
+        this.slots.delete(key); // a sliding-log key: never a fixed_window slot
         return result(true, Math.max(0, limit), 0, 0);
       }
       const expireAt = log.entries[log.entries.length - 1].ts + windowMs;
@@ -443,10 +471,16 @@ export class MemoryCounterStore implements CounterStore {
     const slot = this.slots.get(key) as S | undefined;
     if (!slot) return undefined;
     if (slot.expireAt <= now) {
-      this.slots.delete(key);
+      this.drop(key, slot);
       return undefined;
     }
     return slot;
+  }
+
+  /** Deletes a key, marking its slot so a key array that still carries it (see SlotCarrier) lets it go. */
+  private drop(key: string, slot: Slot): void {
+    markDropped(slot);
+    this.slots.delete(key);
   }
 
   private put<T>(key: string, state: T, expireAt: number): void {

@@ -3,6 +3,7 @@
  * expired keys in bounded batches, and expiry is never observable (expired state behaves as absent).
  */
 import { expect } from 'chai';
+import fc from 'fast-check';
 import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
@@ -195,5 +196,41 @@ describe('MemoryCounterStore (emulator only)', function () {
     expect(await store.consume(key, ten, 1, T0 + 12_000)).to.deep.equal({ allowed: true, remaining: 9, retryAfterMs: 0, resetAfterMs: 8_000 });
     expect(store.sweep(T0 + 20_000)).to.equal(1);
     await store.close();
+  });
+
+  it('answers a reused key array (which carries its fixed_window slot) exactly as fresh arrays, through expiry, sweeps, refunds and close', () => {
+    // DecisionService hands the store the same array for a counter; the store keeps the slot on it.
+    // A second store handed the same arrays must neither read nor disturb the first one's slots.
+    const spec: RateSpec = { type: 'fixed_window', limit: 5, windowMs: 100 };
+    const step = fc.oneof(
+      fc.record({ op: fc.constantFrom('consume', 'peek', 'refund'), key: fc.nat(2), cost: fc.integer({ min: 1, max: 4 }), store: fc.nat(1) }),
+      fc.record({ op: fc.constant('advance'), ms: fc.integer({ min: 1, max: 120 }) }),
+      fc.record({ op: fc.constant('sweep'), ahead: fc.integer({ min: 0, max: 300 }), store: fc.nat(1) }),
+      fc.record({ op: fc.constant('close'), store: fc.nat(1) }),
+    );
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 80 }), (steps) => {
+        let now = T0;
+        const make = () => new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
+        const reused = [make(), make()];
+        const fresh = [make(), make()];
+        const arrays = [0, 1, 2].map((k) => counterKeys('m:', 'p', spec, [`user-${k}`]));
+        for (const s of steps) {
+          if (s.op === 'advance') now += s.ms;
+          else if (s.op === 'sweep') expect(reused[s.store].sweep(now + s.ahead)).to.equal(fresh[s.store].sweep(now + s.ahead));
+          else if (s.op === 'close') {
+            void reused[s.store].close();
+            void fresh[s.store].close();
+          } else {
+            const run = (store: MemoryCounterStore, keys: string[]) =>
+              s.op === 'consume' ? store.sync.consume(keys, spec, s.cost) : s.op === 'peek' ? store.sync.peek(keys, spec) : store.sync.refund(keys, spec, s.cost);
+            expect(run(reused[s.store], arrays[s.key])).to.deep.equal(run(fresh[s.store], [...arrays[s.key]]));
+          }
+          expect(reused.map((st) => st.size)).to.deep.equal(fresh.map((st) => st.size));
+        }
+        for (const store of [...reused, ...fresh]) void store.close();
+      }),
+      { numRuns: 500 },
+    );
   });
 });
