@@ -3,17 +3,21 @@
  * costs the event loop with POLICIES policies (default 100,000), what start-up costs, what
  * Matcher.match costs per call, and the decision latency while CHANGES_PER_S changes land.
  *
- *   npx tsx bench/matcher-changes.ts            # POLICIES, CHANGES, MATCH_CALLS, CHURN_S, DECISIONS_PER_S
+ *   npx tsx --expose-gc bench/matcher-changes.ts   # POLICIES, CHANGES, MATCH_CALLS, CHURN_S, DECISIONS_PER_S
+ *   BEFORE_TREE=/tmp/old npx tsx bench/matcher-changes.ts   # also Matcher.match side by side with an
+ *                                                          # older checkout's (git worktree add /tmp/old <rev>)
  *
  * Runs unchanged against an older tree (before incremental updates): when LiveMatcher has no `apply`,
  * a change is applied as that version did, by `replace(store.list())` — a sorted copy of every policy
  * and a full rebuild.
  */
+import { join } from 'node:path';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { MemoryCounterStore } from '../src/counters/memory-store.js';
 import { DecisionService } from '../src/decision/decision-service.js';
 import { SCOPE_FIELDS, type RequestContext } from '../src/model/request-context.js';
 import { LiveMatcher } from '../src/policy/live-matcher.js';
+import { Matcher } from '../src/policy/matcher.js';
 import { byPolicyId } from '../src/policy/policy-store.js';
 import type { Policy } from '../src/policy/types.js';
 import { generateWorkload, prng } from './lib/workload.js';
@@ -128,6 +132,34 @@ async function main(): Promise<void> {
   }
   rounds.sort((a, b) => a - b);
   console.log(`Matcher.match: median ${rounds[2].toFixed(0)} ns/op CPU (rounds ${rounds.map((x) => x.toFixed(0)).join(', ')}; ${sink > 0 ? 'matched' : 'nothing matched'})`);
+
+  // Side by side with another tree's Matcher (BEFORE_TREE=/path/to/checkout), in alternating rounds in
+  // this one process: whatever else runs on the machine slows both alike.
+  const beforeTree = process.env.BEFORE_TREE;
+  if (beforeTree) {
+    type Built = { match(ctx: RequestContext, family: 'rate', now: number): { enforce?: unknown } };
+    const other = (await import(join(beforeTree, 'src/policy/matcher.ts'))) as { Matcher: { build(p: Policy[]): Built } };
+    const set = [...policies.current.values()].sort(byPolicyId);
+    // Both built here, the same way, from the same set; and the live one that took the changes above.
+    const sides: [string, Built][] = [
+      [`${beforeTree}, built`, other.Matcher.build(set)],
+      ['this tree, built', Matcher.build(set)],
+      [`this tree, after ${changes} incremental changes`, live.current()],
+    ];
+    const perOp = sides.map((): number[] => []);
+    for (let r = 0; r < 12; r++) {
+      for (const [k, [, m]] of sides.entries()) {
+        const cpu = process.cpuUsage();
+        for (let i = 0; i < MATCH_CALLS; i++) if (m.match(contexts[i & 1023], 'rate', NOW).enforce) sink++;
+        const used = process.cpuUsage(cpu);
+        if (r >= 2) perOp[k].push(((used.user + used.system) * 1e3) / MATCH_CALLS);
+      }
+    }
+    for (const [k, [name]] of sides.entries()) {
+      const xs = perOp[k].sort((a, b) => a - b);
+      console.log(`Matcher.match side by side, ${name}: min ${xs[0].toFixed(0)}, median ${xs[Math.floor(xs.length / 2)].toFixed(0)} ns/op CPU`);
+    }
+  }
 
   // Decisions (in-memory counters) paced at DECISIONS_PER_S while CHANGES_PER_S changes land: a decision's
   // latency counts from when it was due, so a change that blocks the loop shows in it.
