@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { httpLoad } from './lib/http-load.js';
 import { pacedHttpLoad, type PacedLoadResult } from './lib/paced-load.js';
-import { nextMessage, request, spawnChild, stopChild } from './lib/proc.js';
+import { LOAD_CORE, nextMessage, request, spawnChild, stopChild } from './lib/proc.js';
 import { round } from './lib/stats.js';
 import { generateWorkload } from './lib/workload.js';
 import type { Check, Context, ScenarioResult, Side } from './scenarios.js';
@@ -13,7 +13,8 @@ import type { Check, Context, ScenarioResult, Side } from './scenarios.js';
  * Policy changes at scale (issue 15, target 5): the real server (file policy store, memory counters)
  * holding POLICIES policies answers paced decisions over HTTP, first alone (baseline), then while the
  * policy API takes CHANGES_PER_S changes a second (subject: a create, an update and a delete in turn,
- * through POST/PUT/DELETE /rl/v1/policies, each journaled and applied to the matcher). Target: decision
+ * through POST/PUT/DELETE /rl/v1/policies, each journaled and applied to the matcher, sent by a child
+ * process of their own: bench/child/policy-churn.ts). Target: decision
  * p99 <= 2 ms while the changes land. Start-up is reported twice: seeding an empty data directory from
  * the policy file, and reopening the journal it wrote (the usual restart).
  *
@@ -27,6 +28,16 @@ interface Started {
   port: number;
   startup_ms: number;
   since_process_start_ms: number;
+}
+
+/** What bench/child/policy-churn.ts answers: the changes' round trips and how many the API refused. */
+interface Churned {
+  sent: number;
+  failed: number;
+  statuses: Record<string, number>;
+  p50_ms: number;
+  p99_ms: number;
+  max_ms: number;
 }
 
 interface Usage {
@@ -45,58 +56,6 @@ async function startPolicyServer(dir: string, policyFile: string): Promise<Start
 async function drainPolicyServer(child: ChildProcess): Promise<void> {
   await request(child, { type: 'drain' }, 'drained', 30_000);
   await stopChild(child);
-}
-
-/** A body the policy API accepts, made from one of the workload's policies (server-set fields left out). */
-function bodyOf(policy: Record<string, unknown>, changes: Record<string, unknown>): string {
-  const { version: _v, created_at: _c, updated_at: _u, ...rest } = policy;
-  return JSON.stringify({ ...rest, ...changes });
-}
-
-/**
- * `perSecond` changes a second for `durationSec`, on a timer (open loop): the i-th creates a new
- * policy, updates an existing one or deletes the one created two steps before. Resolves with every
- * change's round trip and how many the API refused.
- */
-async function churn(port: number, policies: Record<string, unknown>[], perSecond: number, durationSec: number) {
-  const base = `http://127.0.0.1:${port}/rl/v1/policies`;
-  const latencies: number[] = [];
-  const statuses: Record<string, number> = {};
-  let failed = 0;
-  const pending: Promise<void>[] = [];
-  const send = async (i: number) => {
-    const source = policies[(i * 7919) % policies.length];
-    // A delete waits for the create it undoes (open loop: that create may still be in flight).
-    if (i % 3 === 2) await pending[i - 2];
-    const started = performance.now();
-    let response: Response;
-    if (i % 3 === 0) {
-      response = await fetch(base, { method: 'POST', headers: { 'content-type': 'application/json' }, body: bodyOf(source, { policy_id: `churn-${i}`, priority: 50 }) });
-    } else if (i % 3 === 1) {
-      response = await fetch(`${base}/${source.policy_id as string}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: bodyOf(source, { priority: (i % 20) + 1 }) });
-    } else {
-      response = await fetch(`${base}/churn-${i - 2}`, { method: 'DELETE' });
-    }
-    await response.arrayBuffer();
-    latencies.push(performance.now() - started);
-    statuses[response.status] = (statuses[response.status] ?? 0) + 1;
-    if (!response.ok) failed++;
-  };
-  const total = Math.round(perSecond * durationSec);
-  await new Promise<void>((resolve) => {
-    let i = 0;
-    const timer = setInterval(() => {
-      pending.push(send(i++).catch(() => void failed++));
-      if (i >= total) {
-        clearInterval(timer);
-        resolve();
-      }
-    }, 1000 / perSecond);
-  });
-  await Promise.all(pending);
-  latencies.sort((a, b) => a - b);
-  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
-  return { sent: total, failed, statuses, p50_ms: round(at(0.5)), p99_ms: round(at(0.99)), max_ms: round(latencies[latencies.length - 1] ?? NaN) };
 }
 
 async function paced(child: ChildProcess, run: () => Promise<PacedLoadResult>) {
@@ -143,6 +102,7 @@ export async function policyChanges(ctx: Context, id: number): Promise<ScenarioR
   const policies = workload.policies.filter((_, i) => i % 100 === 0) as unknown as Record<string, unknown>[];
   workload = undefined;
   let server: Started | undefined;
+  let churner: ChildProcess | undefined;
   try {
     ctx.log(`  start-up with ${count} policies: seeding an empty data directory, then reopening it`);
     const seeded = await startPolicyServer(join(dir, 'data'), policyFile);
@@ -152,14 +112,16 @@ export async function policyChanges(ctx: Context, id: number): Promise<ScenarioR
     const load = () => pacedHttpLoad({ port, path: '/rl/v1/check', bodies, rate, connections: 64, durationSec });
     if (settings.http.warmupSec > 0) await httpLoad({ port, path: '/rl/v1/check', bodies, connections: settings.http.connections, durationSec: settings.http.warmupSec, warmupSec: 0 });
     ctx.log(`  ${rate} decisions/s paced for ${durationSec} s, alone, then with ${CHANGES_PER_S} policy changes/s`);
-    // fetch loads its HTTP client on first use (~100 ms of this process's loop): not while measuring.
-    await (await fetch(`http://127.0.0.1:${port}/rl/v1/policies/${policies[0].policy_id as string}`)).arrayBuffer();
+    const sampleFile = join(dir, 'sample.json');
+    writeFileSync(sampleFile, JSON.stringify(policies));
+    churner = spawnChild('policy-churn.ts', ['--port', String(port), '--policies', sampleFile], { core: LOAD_CORE });
+    await nextMessage(churner, 'ready', 60_000);
     // A paced run thrown away: the server just built 100,000 policies, its heap and JIT settle first.
     await pacedHttpLoad({ port, path: '/rl/v1/check', bodies, rate, connections: 64, durationSec: 2 });
     const alone = await paced(child, load);
-    let changes: Awaited<ReturnType<typeof churn>> | undefined;
+    let changes: Churned | undefined;
     const during = await paced(child, async () => {
-      const [result, churned] = await Promise.all([load(), churn(port, policies, CHANGES_PER_S, durationSec)]);
+      const [result, churned] = await Promise.all([load(), request<Churned>(churner!, { type: 'churn', perSecond: CHANGES_PER_S, durationSec }, 'churned', 120_000)]);
       changes = churned;
       return result;
     });
@@ -195,6 +157,7 @@ export async function policyChanges(ctx: Context, id: number): Promise<ScenarioR
       },
     };
   } finally {
+    if (churner) await stopChild(churner);
     if (server) await drainPolicyServer(server.child).catch(() => stopChild(server!.child));
     rmSync(dir, { recursive: true, force: true });
   }
