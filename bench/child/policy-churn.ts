@@ -9,13 +9,16 @@ import { argOf, childMain, send } from './common.js';
  * answers `{type: 'ready'}`, then on `{type: 'churn', perSecond, durationSec}` sends the changes and
  * answers `{type: 'churned', ...}`.
  */
+/** Each churn's new policy ids are its own: a create left over from an earlier churn never collides. */
+let churns = 0;
+
 childMain(async () => {
   const port = Number(argOf('port'));
   const policies = JSON.parse(readFileSync(argOf('policies'), 'utf8')) as Record<string, unknown>[];
   // fetch loads its HTTP client on first use.
   await (await fetch(`http://127.0.0.1:${port}/rl/v1/policies/${policies[0].policy_id as string}`)).arrayBuffer();
   process.on('message', (message: { type?: string; perSecond?: number; durationSec?: number }) => {
-    if (message?.type === 'churn') void churn(port, policies, message.perSecond!, message.durationSec!).then((result) => send({ type: 'churned', ...result }));
+    if (message?.type === 'churn') void churn(port, policies, message.perSecond!, message.durationSec!, `r${churns++}-`).then((result) => send({ type: 'churned', ...result }));
   });
   send({ type: 'ready' });
 });
@@ -31,7 +34,7 @@ function bodyOf(policy: Record<string, unknown>, changes: Record<string, unknown
  * policy, updates an existing one or deletes the one created two steps before. Resolves with every
  * change's round trip and how many the API refused.
  */
-async function churn(port: number, policies: Record<string, unknown>[], perSecond: number, durationSec: number) {
+async function churn(port: number, policies: Record<string, unknown>[], perSecond: number, durationSec: number, prefix: string) {
   const base = `http://127.0.0.1:${port}/rl/v1/policies`;
   const latencies: number[] = [];
   const statuses: Record<string, number> = {};
@@ -44,11 +47,11 @@ async function churn(port: number, policies: Record<string, unknown>[], perSecon
     const started = performance.now();
     let response: Response;
     if (i % 3 === 0) {
-      response = await fetch(base, { method: 'POST', headers: { 'content-type': 'application/json' }, body: bodyOf(source, { policy_id: `churn-${i}`, priority: 50 }) });
+      response = await fetch(base, { method: 'POST', headers: { 'content-type': 'application/json' }, body: bodyOf(source, { policy_id: `churn-${prefix}${i}`, priority: 50 }) });
     } else if (i % 3 === 1) {
       response = await fetch(`${base}/${source.policy_id as string}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: bodyOf(source, { priority: (i % 20) + 1 }) });
     } else {
-      response = await fetch(`${base}/churn-${i - 2}`, { method: 'DELETE' });
+      response = await fetch(`${base}/churn-${prefix}${i - 2}`, { method: 'DELETE' });
     }
     await response.arrayBuffer();
     latencies.push(performance.now() - started);
