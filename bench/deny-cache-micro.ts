@@ -5,6 +5,7 @@ import type { Decision } from '../src/model/decision.js';
 import { parseRequestContext } from '../src/model/request-context.js';
 import { LiveMatcher } from '../src/policy/live-matcher.js';
 import { HOT_KEY_BODY, HOT_KEY_POLICY } from './lib/workload.js';
+import { awaitingOnly } from '../test/support/async-store.js';
 
 /**
  * Is the deny cache worth having in memory mode? Not part of `npm run bench` or `npm test`; by hand:
@@ -21,18 +22,6 @@ import { HOT_KEY_BODY, HOT_KEY_POLICY } from './lib/workload.js';
 function argNumber(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-}
-
-function asynchronous(store: CounterStore): CounterStore {
-  return {
-    consume: (...args) => store.consume(...args),
-    peek: (...args) => store.peek(...args),
-    refund: (...args) => store.refund(...args),
-    acquire: (...args) => store.acquire(...args),
-    release: (...args) => store.release(...args),
-    isHealthy: () => store.isHealthy(),
-    close: () => store.close(),
-  };
 }
 
 async function refusedService(counters: CounterStore): Promise<DecisionService> {
@@ -66,7 +55,7 @@ const rounds = argNumber('rounds', 5);
 const roundMs = argNumber('round-ms', 300);
 const sides: [string, DecisionService][] = [
   ['memory store', await refusedService(new MemoryCounterStore({ sweepIntervalMs: 0 }))],
-  ['deny cache hit', await refusedService(asynchronous(new MemoryCounterStore({ sweepIntervalMs: 0 })))],
+  ['deny cache hit', await refusedService(awaitingOnly(new MemoryCounterStore({ sweepIntervalMs: 0 })))],
 ];
 const best = new Map<string, number>();
 for (let r = 0; r < rounds; r++) {

@@ -6,6 +6,7 @@ import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { parseRequestContext } from '../../src/model/request-context.js';
 import { LiveMatcher } from '../../src/policy/live-matcher.js';
 import { makePolicy } from '../support/policies.js';
+import { awaitingOnly } from '../support/async-store.js';
 
 const T0 = Date.UTC(2030, 0, 1);
 
@@ -48,19 +49,6 @@ const deadStore: CounterStore = {
   isHealthy: () => false,
   close: async () => {},
 };
-
-/** The same emulator without its synchronous operations: DecisionService must take the awaiting path. */
-function asyncOnly(store: MemoryCounterStore): CounterStore {
-  return {
-    consume: (...args) => store.consume(...args),
-    peek: (...args) => store.peek(...args),
-    refund: (...args) => store.refund(...args),
-    acquire: (...args) => store.acquire(...args),
-    release: (...args) => store.release(...args),
-    isHealthy: () => store.isHealthy(),
-    close: () => store.close(),
-  };
-}
 
 /** A store that answers synchronously by throwing `error` (and rejects with it on the async path). */
 function failingSyncStore(error: () => Error): CounterStore {
@@ -314,7 +302,7 @@ describe('DecisionService', () => {
       };
       const memory = (clock: () => number) => new MemoryCounterStore({ now: clock, sweepIntervalMs: 0 });
       const viaSync = await run(memory);
-      const viaAwait = await run((clock) => asyncOnly(memory(clock)));
+      const viaAwait = await run((clock) => awaitingOnly(memory(clock)));
       expect(viaSync.answers.map((d) => (d as { reason: string }).reason)).to.include.members(['within_limit', 'limit_exceeded', 'lease_acquired', 'no_matching_policy']);
       expect(viaSync).to.deep.equal(viaAwait);
     });
@@ -332,7 +320,7 @@ describe('DecisionService', () => {
     it('decideNow answers with a Decision on the synchronous path and a promise on the awaiting one, lease ids included', async () => {
       const lease = makePolicy({ policy_id: 'workers', scope: { job_type: 'export' }, algorithm: { type: 'concurrency', max_concurrency: 1, lease_ttl: '30s' } });
       const sync = setup([fixedWindow('p', 1), lease]).service;
-      const awaiting = setup([fixedWindow('p', 1), lease], { counters: asyncOnly(new MemoryCounterStore({ sweepIntervalMs: 0 })) }).service;
+      const awaiting = setup([fixedWindow('p', 1), lease], { counters: awaitingOnly(new MemoryCounterStore({ sweepIntervalMs: 0 })) }).service;
       const job = parseRequestContext({ job_type: 'export', request_id: 'job-1' });
       for (const service of [sync, awaiting]) {
         const answers = [
@@ -365,7 +353,7 @@ describe('DecisionService', () => {
     });
 
     it('rejects (never throws) when the store fails in a way no failure mode covers', async () => {
-      for (const counters of [failingSyncStore(() => new TypeError('bug')), asyncOnly(new MemoryCounterStore({ sweepIntervalMs: 0 }))]) {
+      for (const counters of [failingSyncStore(() => new TypeError('bug')), awaitingOnly(new MemoryCounterStore({ sweepIntervalMs: 0 }))]) {
         const { service, storeErrors } = setup([fixedWindow('p', 1)], { counters });
         if (!counters.sync) (counters as { consume: CounterStore['consume'] }).consume = () => Promise.reject(new TypeError('bug'));
         let pending: Promise<unknown> | undefined;

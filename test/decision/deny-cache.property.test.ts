@@ -10,7 +10,6 @@
  */
 import { expect } from 'chai';
 import fc from 'fast-check';
-import type { CounterStore } from '../../src/counters/counter-store.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import type { Decision } from '../../src/model/decision.js';
@@ -18,6 +17,7 @@ import type { RequestContext } from '../../src/model/request-context.js';
 import { LiveMatcher } from '../../src/policy/live-matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 import { T0, connectRedisStore, getSuiteRedis } from '../support/counter-stores.js';
+import { awaitingOnly } from '../support/async-store.js';
 import { makePolicy } from '../support/policies.js';
 import { randomPrefix } from '../support/redis.js';
 
@@ -155,18 +155,6 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc.record({ policies: policySetArb, 
 // Replay
 // ---------------------------------------------------------------------------------------------------
 
-/** The store's asynchronous operations only: a DecisionService then awaits it, as it awaits Redis. */
-function asynchronous(store: CounterStore): CounterStore {
-  return {
-    consume: (...args) => store.consume(...args),
-    peek: (...args) => store.peek(...args),
-    refund: (...args) => store.refund(...args),
-    acquire: (...args) => store.acquire(...args),
-    release: (...args) => store.release(...args),
-    isHealthy: () => store.isHealthy(),
-    close: () => store.close(),
-  };
-}
 
 /** The same pseudo-random draws for both services (`sample` without a request_id). */
 function seededRandom(seed: number): () => number {
@@ -291,7 +279,7 @@ describe('deny cache: identical decisions with and without it (property)', funct
           const cachedStore = new MemoryCounterStore({ now, sweepIntervalMs: 0 });
           const referenceStore = new MemoryCounterStore({ now, sweepIntervalMs: 0 });
           return {
-            cached: cachedService({ policies: matcher, counters: asynchronous(cachedStore), keyPrefix: 'rl:', now, random: seededRandom(seed) }),
+            cached: cachedService({ policies: matcher, counters: awaitingOnly(cachedStore), keyPrefix: 'rl:', now, random: seededRandom(seed) }),
             reference: new DecisionService({ policies: matcher, counters: referenceStore, keyPrefix: 'rl:', now, random: seededRandom(seed) }),
             close: async () => {
               await cachedStore.close();
