@@ -227,7 +227,12 @@ export class PolicySync {
     if (!policies || !policies.every((p) => isObject(p) && typeof p.policy_id === 'string')) {
       return { ok: false, changed: false, error: 'policy list is not an array of policies' };
     }
-    this.policies = policies as Policy[];
+    // A policy whose version and update time are unchanged keeps its previous object, so `replace` sees
+    // only the changed ones by identity and applies them alone instead of rebuilding the matcher.
+    this.policies = (policies as Policy[]).map((p) => {
+      const held = this.byId.get(p.policy_id);
+      return held !== undefined && held.version === p.version && held.updated_at === p.updated_at ? held : p;
+    });
     this.byId = new Map(this.policies.map((p) => [p.policy_id, p]));
     this.matcher.replace(this.policies);
     const skipped = this.matcher.current().skipped;

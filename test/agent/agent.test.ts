@@ -330,6 +330,27 @@ describe('PolicySync', () => {
     }
   });
 
+  it('applies only the changed policies of a new set to its matcher (no rebuild, one compile)', async () => {
+    const upstream = await new FakeUpstream().start();
+    try {
+      const many = Array.from({ length: 40 }, (_, i) => limited(`p${i}`));
+      upstream.set(many);
+      const sync = new PolicySync({ upstream: upstream.server.url, headers: { 'x-api-key': API_KEY }, intervalSecs: 60 });
+      expect((await sync.sync()).ok).to.equal(true);
+      const matcher = sync.matcher.current();
+      const compiled = matcher.stats.compiled;
+      const changed = { ...limited('p7', { algorithm: { type: 'fixed_window', limit: 5, window: '1m' } }), version: 2 };
+      upstream.set(many.map((p) => (p.policy_id === 'p7' ? changed : p)));
+      expect(await sync.sync()).to.include({ ok: true, changed: true });
+      expect(sync.matcher.current()).to.equal(matcher);
+      expect(matcher.stats.compiled).to.equal(compiled + 1);
+      expect(matcher.get('p7')?.policy.version).to.equal(2);
+      sync.stop();
+    } finally {
+      await upstream.close();
+    }
+  });
+
   it('keeps the previous set when the upstream answers with an error', async () => {
     const upstream = await new FakeUpstream().start();
     try {
