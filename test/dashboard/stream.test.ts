@@ -22,6 +22,7 @@ import {
   dashboardStreamRoutes,
   type DashboardSnapshot,
 } from '../../src/http/routes/dashboard.js';
+import type { Snapshot as PageSnapshot } from '../../dashboard/src/types.js';
 import { Analytics } from '../../src/observability/analytics.js';
 import { DeniedIdentities, bothRecorders } from '../../src/observability/denied-identities.js';
 import { Metrics } from '../../src/observability/metrics.js';
@@ -32,6 +33,12 @@ import { PolicyService } from '../../src/policy/policy-service.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { serve, type TestServer } from '../support/http.js';
 import { startPrivateRedis, type RedisHandle } from '../support/redis.js';
+
+// The page writes the snapshot shape by hand (its bundle must not import the server): a drift between the
+// two fails `npm run typecheck` here. `true` only when each is assignable to the other.
+type Mutual<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const pageSnapshotMatchesServer: Mutual<PageSnapshot, DashboardSnapshot> = true;
+void pageSnapshotMatchesServer;
 
 /** A service with two policies (one fails open, one fails closed), decisions recorded into fresh analytics. */
 async function world(dir: string, counters: CounterStore) {

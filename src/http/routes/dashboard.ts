@@ -35,7 +35,7 @@ export const DASHBOARD_CSP =
   "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /** The files `npm run build:dashboard` writes, and their content types: nothing else is served. */
-export const DASHBOARD_FILES: Readonly<Record<string, string>> = {
+const DASHBOARD_FILES: Readonly<Record<string, string>> = {
   'index.html': 'text/html; charset=utf-8',
   'app.js': 'text/javascript; charset=utf-8',
   'dashboard.css': 'text/css; charset=utf-8',
@@ -46,7 +46,7 @@ export const DASHBOARD_FILES: Readonly<Record<string, string>> = {
  * Where the built assets are: `dist/dashboard` beside the compiled server (`dist/http/routes/` → `dist/`),
  * or, when the server runs from source, `dist/dashboard` of the repository.
  */
-export function defaultAssetDirs(): string[] {
+function defaultAssetDirs(): string[] {
   return [fileURLToPath(new URL('../../dashboard/', import.meta.url)), fileURLToPath(new URL('../../../dist/dashboard/', import.meta.url))];
 }
 
