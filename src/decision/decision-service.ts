@@ -201,6 +201,8 @@ export class DecisionService {
     const enforced = enforce && cache && this.cachedRefusal(cache, enforce, ctx, nowMs);
     const shadowed = shadow && cache && this.cachedRefusal(cache, shadow, ctx, nowMs);
     if ((enforced || shadowed) && (enforce === undefined || enforced) && (shadow === undefined || shadowed)) {
+      // Counted here, once per decision, and only when no store call is made (a partial hit still waits).
+      this.deps.onDenyCacheHit?.();
       return this.conclude(operation, ctx, started, enforced, shadowed);
     }
     return this.awaitCounters(operation, ctx, call, leaseId, started, nowMs, enforced ?? enforce, shadowed ?? shadow);
@@ -237,9 +239,7 @@ export class DecisionService {
     // A peek is answered as a consume of 1 would be refused (docs/algorithms.md, "Peek").
     const cost = ctx.quantity === 0 ? 1 : costOf(match, ctx.quantity);
     const result = cache.lookup(this.keysOf(match)[0], match.compiled, cost, nowMs);
-    if (result === undefined) return undefined;
-    this.deps.onDenyCacheHit?.();
-    return { match, result };
+    return result === undefined ? undefined : { match, result };
   }
 
   /** A refund that only a concurrency policy would count: leases go back with release, not refund. */

@@ -99,6 +99,24 @@ describe('deny cache (Redis, counted)', function () {
     expect(hits).to.equal(1899);
   });
 
+  it('counts one hit per decision answered without a store call; a shadow policy still asked makes it no hit', async () => {
+    const shadow = makePolicy({
+      policy_id: 'per-user-shadow', scope: { service: 'api', user_id: '*' }, enforcement_mode: 'shadow', algorithm: { type: 'fixed_window', limit: 5, window: '1s' },
+    });
+    matcher = new LiveMatcher([fixedWindow(3), shadow]);
+    const service = node(randomPrefix());
+    for (let i = 0; i < 3; i++) expect((await service.check(ctx('hot'))).allowed).to.equal(true);
+    // Checks 4-6: the enforcing refusal is cached after check 4, but the shadow counter (limit 5) must
+    // still be asked: it admits 4 and 5 and refuses 6. None of them is a hit.
+    for (let i = 4; i <= 6; i++) expect((await service.check(ctx('hot'))).allowed).to.equal(false);
+    expect(hits, 'partial hits').to.equal(0);
+    // Both refusals stand now: the next checks make no script call, one hit each.
+    const before = await scriptCalls(redis);
+    for (let i = 0; i < 5; i++) expect((await service.check(ctx('hot'))).allowed).to.equal(false);
+    expect(await scriptCalls(redis)).to.equal(before);
+    expect(hits).to.equal(5);
+  });
+
   it('serves a peek from a refusal of cost 1, and keeps a refused peek for checks', async () => {
     const service = node(randomPrefix());
     await exhaust(service);
