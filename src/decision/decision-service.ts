@@ -93,6 +93,11 @@ function costOf(match: PolicyMatch, quantity: number): number {
   return Math.min(quantity * (match.compiled.policy.algorithm.cost_per_request ?? 1), 2 ** 53);
 }
 
+/** The cost a check's refusal is cached under: a peek is answered as a consume of 1 would be (docs/algorithms.md, "Peek"). */
+function deniedCostOf(match: PolicyMatch, ctx: RequestContext): number {
+  return ctx.quantity === 0 ? 1 : costOf(match, ctx.quantity);
+}
+
 const consumeCall: CounterCall = (ops, keys, match, ctx, _leaseId, nowMs) =>
   ops.consume(keys, match.compiled.spec as RateSpec, costOf(match, ctx.quantity), nowMs);
 const peekCall: CounterCall = (ops, keys, match, _ctx, _leaseId, nowMs) => ops.peek(keys, match.compiled.spec as RateSpec, nowMs);
@@ -236,9 +241,7 @@ export class DecisionService {
 
   /** The deny cache's answer for this match's counter, as an Evaluation, when it has one. */
   private cachedRefusal(cache: DenyCache, match: PolicyMatch, ctx: RequestContext, nowMs: number): Evaluation | undefined {
-    // A peek is answered as a consume of 1 would be refused (docs/algorithms.md, "Peek").
-    const cost = ctx.quantity === 0 ? 1 : costOf(match, ctx.quantity);
-    const result = cache.lookup(this.keysOf(match)[0], match.compiled, cost, nowMs);
+    const result = cache.lookup(this.keysOf(match)[0], match.compiled, deniedCostOf(match, ctx), nowMs);
     return result === undefined ? undefined : { match, result };
   }
 
@@ -375,7 +378,7 @@ export class DecisionService {
       // An admitted consume or a refund changed the counter; an admitting peek changed nothing.
       if (!peek) cache.changed(key);
     } else if (operation === 'check') {
-      cache.refused(key, match.compiled, match.compiled.spec as RateSpec, peek ? 1 : costOf(match, ctx.quantity), result, sentAt);
+      cache.refused(key, match.compiled, match.compiled.spec as RateSpec, deniedCostOf(match, ctx), result, sentAt);
     }
   }
 
