@@ -85,7 +85,7 @@ export class JournalCorruptError extends Error {
 export type CompactionStep = 'snapshot-started' | 'snapshot-written' | 'snapshot-renamed' | 'snapshot-durable' | 'journal-truncated';
 
 /** Journal bytes below which the journal is never compacted. */
-export const COMPACT_MIN_BYTES = 4 * 1024 * 1024;
+const COMPACT_MIN_BYTES = 4 * 1024 * 1024;
 
 export interface FilePolicyStoreOptions {
   /** Called instead of the default warning log when a torn tail is dropped at start-up (tests). */
@@ -463,7 +463,7 @@ export function encodeRecord(record: JournalRecord): Buffer {
  * byte length of all good records. Revisions must follow each other, the first at most `afterRev + 1`.
  * A bad region is accepted as a torn tail only when no good record follows it.
  */
-export function parseJournal(
+function parseJournal(
   path: string,
   data: Buffer,
   afterRev = 0,

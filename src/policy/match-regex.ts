@@ -45,7 +45,7 @@ export class RegexBudget {
   }
 }
 
-export class RegexBudgetExceeded extends Error {
+class RegexBudgetExceeded extends Error {
   constructor() {
     super(`matches(): this decision's regex budget (${REGEX_STEPS_PER_DECISION} steps) is spent`);
     this.name = 'RegexBudgetExceeded';
