@@ -159,6 +159,8 @@ describe('the single-node data directory is locked (two real server processes)',
     const next = await startServerProcess(env());
     servers.push(next);
     expect(next.logs().find((l) => l.message === 'listening')).to.include({ seeded_from_file: false });
+    // The killed server's lock was found stale and taken over (the control for the last check below).
+    expect(next.logs().some((l) => String(l.message).includes('stale data directory lock'))).to.equal(true);
     expect((await fetch(`${next.url}/rl/v1/policies`)).status).to.equal(200);
     // A clean stop removes the lock, and the next server starts without taking anything over.
     expect((await next.stop('SIGTERM')).code).to.equal(0);
