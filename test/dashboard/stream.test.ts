@@ -255,6 +255,27 @@ describe('dashboard routes', function () {
       await w.store.close();
     });
 
+    it('starts a policy new to a cut top list at rate 0, not at its lifetime count', async () => {
+      const w = await world(dir, new MemoryCounterStore({ sweepIntervalMs: 0 }));
+      let clock = 1_000_000;
+      const hub = new DashboardHub({ ...w, intervalMs: 3_600_000, topPolicies: 1, now: () => clock });
+      // Before anyone subscribes: login is the busiest (3), per-user has 2; the top-1 list is cut.
+      for (let i = 0; i < 3; i++) await w.decisions.check({ endpoint: '/login', quantity: 1, tags: {} });
+      for (let i = 0; i < 2; i++) await w.decisions.check({ user_id: 'u1', quantity: 1, tags: {} });
+      const s = hub.subscribe({});
+      // per-user overtakes login within the tick with 2 more decisions (both over its limit of 2).
+      for (let i = 0; i < 2; i++) await w.decisions.check({ user_id: 'u1', quantity: 1, tags: {} });
+      clock += 1000;
+      const first = hub.tick();
+      // Its count before the tick is unknown (it was cut), so it is not charged its 4 lifetime decisions.
+      expect(first.policies).to.deep.equal([{ policy_id: 'per-user', allowed: 0, denied: 0, shadow: 0 }]);
+      await w.decisions.check({ user_id: 'u1', quantity: 1, tags: {} });
+      clock += 1000;
+      expect(hub.tick().policies).to.deep.equal([{ policy_id: 'per-user', allowed: 0, denied: 1, shadow: 0 }]);
+      s.destroy();
+      await w.store.close();
+    });
+
     it('refuses a subscriber past the cap', () => {
       const hub = new DashboardHub({
         analytics: new Analytics(),
