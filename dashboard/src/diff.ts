@@ -8,7 +8,7 @@ export interface DiffRow {
 
 const ABSENT = '—';
 
-export function flatten(value: unknown, prefix = '', out = new Map<string, string>()): Map<string, string> {
+function flatten(value: unknown, prefix = '', out = new Map<string, string>()): Map<string, string> {
   if (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length > 0) {
     for (const [key, inner] of Object.entries(value as Record<string, unknown>)) flatten(inner, prefix ? `${prefix}.${key}` : key, out);
   } else {
