@@ -94,7 +94,7 @@ export function stateOf(decision: Decision): RateLimitState {
 }
 
 /** The headers to set for `decision` under the `headers` option. */
-export function headersFor(decision: Decision, style: RateLimitHeaderStyle | false | undefined): [string, string][] {
+function headersFor(decision: Decision, style: RateLimitHeaderStyle | false | undefined): [string, string][] {
   return style === false ? [] : renderRateLimitHeaders(decision, style ?? 'ietf');
 }
 
@@ -108,7 +108,7 @@ export interface Refusal {
  * The answer to a refused request: 429 with the CONTRACT problem body; 503 when the service could
  * not be asked and the client fails closed (not a quota the caller exceeded, so not a 429).
  */
-export function refusalOf(decision: Decision): Refusal {
+function refusalOf(decision: Decision): Refusal {
   if (decision.reason === 'service_unavailable') {
     return {
       status: 503,

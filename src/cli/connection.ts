@@ -17,7 +17,7 @@ export interface Connection {
   timeoutMs: number;
 }
 
-export const DEFAULT_URL = 'http://127.0.0.1:8080';
+const DEFAULT_URL = 'http://127.0.0.1:8080';
 const DEFAULT_TIMEOUT_MS = 10_000;
 
 /** `--url` / RL_URL, `--api-key` / RL_API_KEY, `--token` / RL_TOKEN, `--timeout` (ms); flags win. */

@@ -8,7 +8,7 @@ import { registerTopCommand } from './commands/top.js';
 import { reportError } from './report-error.js';
 
 /** The `rl` program: global connection options, every command, and one place that turns failures into exit statuses. */
-export function buildProgram(): Command {
+function buildProgram(): Command {
   const program = new Command('rl')
     .description('command line of the rate-limit decision service')
     .version(packageVersion(), '-V, --version')

@@ -49,7 +49,7 @@ export function registerDecisionCommands(program: Command): void {
 }
 
 /** The RequestContext from `-d` and the flags (flags win); quantity and tags checked here, the rest by the server. */
-export function contextFrom(o: ContextOptions, operation: Operation): RequestContext {
+function contextFrom(o: ContextOptions, operation: Operation): RequestContext {
   const context: Record<string, unknown> = {};
   if (o.data !== undefined) {
     let data: unknown;
@@ -84,7 +84,7 @@ export function contextFrom(o: ContextOptions, operation: Operation): RequestCon
 }
 
 /** `ALLOWED  allow  within_limit` then the numbers that matter, in people's units. */
-export function renderDecision(d: Decision): string[] {
+function renderDecision(d: Decision): string[] {
   const lines = [`${d.allowed ? 'ALLOWED' : 'REFUSED'}  action=${d.action}  reason=${d.reason}${d.shadow_mode ? '  (shadow mode)' : ''}`];
   lines.push(`policy       ${d.matched_policy_id === '' ? '(none)' : d.matched_policy_id}`);
   if (d.matched_policy_id !== '') {

@@ -76,7 +76,7 @@ export function registerTopCommand(program: Command): void {
     });
 }
 
-export function frameOf(summary: AnalyticsSummaryBody, atMs: number, previous?: { summary: AnalyticsSummaryBody; atMs: number }): TopFrame {
+function frameOf(summary: AnalyticsSummaryBody, atMs: number, previous?: { summary: AnalyticsSummaryBody; atMs: number }): TopFrame {
   const frame: TopFrame = { at: new Date(atMs).toISOString(), summary };
   if (previous === undefined || atMs <= previous.atMs) return frame;
   const seconds = (atMs - previous.atMs) / 1000;
@@ -90,7 +90,7 @@ export function frameOf(summary: AnalyticsSummaryBody, atMs: number, previous?: 
   return frame;
 }
 
-export function renderTopFrame(frame: TopFrame, url: string, intervalSeconds: number): string[] {
+function renderTopFrame(frame: TopFrame, url: string, intervalSeconds: number): string[] {
   const s = frame.summary;
   const rate = (n: number | undefined): string => (n === undefined ? '' : `  (${n}/s)`);
   const lines = [
