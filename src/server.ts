@@ -71,7 +71,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     const metrics = new Metrics({ labelCap: config.metricsLabelCap });
     const analytics = new Analytics();
     // Who is being limited, for the dashboard: touched by denied decisions only.
-    const deniedIdentities = new DeniedIdentities(policies);
+    const deniedIdentities = new DeniedIdentities(matcher);
     const counters: CounterStore = config.counterStoreAddr
       ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
       : new MemoryCounterStore();

@@ -1,5 +1,5 @@
-import type { DecisionEvent, DecisionRecorder } from '../decision/decision-service.js';
-import type { Policy } from '../policy/types.js';
+import type { DecisionEvent, DecisionRecorder, MatcherSource } from '../decision/decision-service.js';
+import type { CompiledPolicy } from '../policy/matcher.js';
 import { SpaceSaving } from './analytics.js';
 
 /**
@@ -9,8 +9,8 @@ import { SpaceSaving } from './analytics.js';
  * counters), e.g. `user_id=carol`; a policy without any `*` counts everyone together (`(everyone)`).
  *
  * Only denied decisions reach the counter (shadow answers and allowed ones return at the first test), so
- * the ordinary decision pays one comparison. The `*` fields of each policy are derived once per policy-set
- * revision. Never throws into the decision path.
+ * the ordinary decision pays one comparison. The `*` fields are the matcher's compiled ones (read from the
+ * live snapshot, so a policy change costs nothing here). Never throws into the decision path.
  */
 export interface DeniedIdentity {
   policy_id: string;
@@ -20,21 +20,14 @@ export interface DeniedIdentity {
   error: number;
 }
 
-export interface PolicySource {
-  list(): Policy[];
-  revision(): number;
-}
-
 export const EVERYONE = '(everyone)';
 const MAX_VALUE_LENGTH = 128;
 
 export class DeniedIdentities implements DecisionRecorder {
   private readonly counts: SpaceSaving;
-  private wildcards = new Map<string, readonly string[]>();
-  private revision = Number.NaN;
 
   constructor(
-    private readonly policies: PolicySource,
+    private readonly policies: MatcherSource,
     capacity = 1000,
   ) {
     this.counts = new SpaceSaving(capacity);
@@ -57,38 +50,21 @@ export class DeniedIdentities implements DecisionRecorder {
   }
 
   private identityOf(policyId: string, ctx: DecisionEvent['ctx']): string {
-    const names = this.wildcardsOf(policyId);
-    if (names.length === 0) return EVERYONE;
+    const compiled = this.policies.current().get(policyId);
+    if (!compiled || compiled.wildcards.length === 0) return EVERYONE;
     const parts: string[] = [];
-    for (const name of names) {
-      const value = name.startsWith('tags.') ? ctx.tags[name.slice(5)] : (ctx as Record<string, unknown>)[name];
+    for (const wildcard of compiled.wildcards) {
+      const value = wildcard.tag !== undefined ? ctx.tags[wildcard.tag] : (ctx as Record<string, unknown>)[wildcard.field!];
       const text = typeof value === 'string' ? value : '';
-      parts.push(`${name}=${text.length > MAX_VALUE_LENGTH ? `${text.slice(0, MAX_VALUE_LENGTH)}…` : text}`);
+      parts.push(`${wildcard.name}=${text.length > MAX_VALUE_LENGTH ? `${text.slice(0, MAX_VALUE_LENGTH)}…` : text}`);
     }
     return parts.join(', ');
   }
-
-  private wildcardsOf(policyId: string): readonly string[] {
-    const revision = this.policies.revision();
-    if (revision !== this.revision) {
-      this.revision = revision;
-      this.wildcards = new Map(this.policies.list().map((p) => [p.policy_id, wildcardNames(p)]));
-    }
-    return this.wildcards.get(policyId) ?? [];
-  }
 }
 
-/** The names of a policy's `*` scope fields and `tags.<key>` for `*` tags, sorted. */
-export function wildcardNames(policy: Policy): string[] {
-  const names: string[] = [];
-  for (const [field, value] of Object.entries(policy.scope)) {
-    if (field === 'tags' && value && typeof value === 'object') {
-      for (const [key, tag] of Object.entries(value as Record<string, string>)) if (tag === '*') names.push(`tags.${key}`);
-    } else if (value === '*') {
-      names.push(field);
-    }
-  }
-  return names.sort();
+/** The names of a compiled policy's `*` scope fields and `tags.<key>` for `*` tags, sorted (the identity order). */
+export function wildcardNames(policy: CompiledPolicy): string[] {
+  return policy.wildcards.map((w) => w.name);
 }
 
 /** One recorder feeding two (the observability recorder and this one), in order. */

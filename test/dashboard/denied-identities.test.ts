@@ -1,23 +1,14 @@
 import { expect } from 'chai';
 import { DeniedIdentities, EVERYONE, bothRecorders, wildcardNames } from '../../src/observability/denied-identities.js';
 import type { DecisionEvent } from '../../src/decision/decision-service.js';
+import { LiveMatcher } from '../../src/policy/live-matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 import { allowedBy, deniedBy, event, shadowOnly } from '../support/decision-events.js';
 import { makePolicy } from '../support/policies.js';
 
-/** A policy source whose set can be swapped, as PolicyService's list and revision. */
-function source(policies: Policy[]) {
-  let current = policies;
-  let revision = 1;
-  return {
-    list: () => current,
-    revision: () => revision,
-    replace(next: Policy[]) {
-      current = next;
-      revision++;
-    },
-  };
-}
+/** The live compiled policies the recorder reads, as the server's; `replace` swaps the set. */
+const source = (policies: Policy[]) => new LiveMatcher(policies);
+const compiled = (policy: Policy) => new LiveMatcher([policy]).current().get(policy.policy_id)!;
 
 const perUser = makePolicy({ policy_id: 'per-user', scope: { org_id: 'acme', user_id: '*' }, algorithm: { type: 'fixed_window', limit: 1, window: '1m' } });
 const perIpAndPlan = makePolicy({
@@ -29,9 +20,9 @@ const global = makePolicy({ policy_id: 'global', algorithm: { type: 'fixed_windo
 
 describe('DeniedIdentities', () => {
   it("names an identity by the policy's * scope fields and * tags, in sorted order", () => {
-    expect(wildcardNames(perUser)).to.deep.equal(['user_id']);
-    expect(wildcardNames(perIpAndPlan)).to.deep.equal(['source_ip', 'tags.plan']);
-    expect(wildcardNames(global)).to.deep.equal([]);
+    expect(wildcardNames(compiled(perUser))).to.deep.equal(['user_id']);
+    expect(wildcardNames(compiled(perIpAndPlan))).to.deep.equal(['source_ip', 'tags.plan']);
+    expect(wildcardNames(compiled(global))).to.deep.equal([]);
     const denied = new DeniedIdentities(source([perUser, perIpAndPlan, global]));
     denied.record(deniedBy('per-user', { org_id: 'acme', user_id: 'carol' }));
     denied.record(deniedBy('per-ip-plan', { source_ip: '10.0.0.1', tags: { plan: 'free', region: 'eu' } }));
@@ -59,7 +50,7 @@ describe('DeniedIdentities', () => {
     ]);
   });
 
-  it('follows a changed scope from the next policy-set revision on', () => {
+  it('follows a changed scope from the next policy change on', () => {
     const policies = source([perUser]);
     const denied = new DeniedIdentities(policies);
     denied.record(deniedBy('per-user', { org_id: 'acme', user_id: 'carol', client_id: 'web' }));

@@ -49,7 +49,7 @@ async function world(dir: string, counters: CounterStore) {
   await policies.create({ policy_id: 'login', scope: { endpoint: '/login' }, algorithm: { type: 'fixed_window', limit: 9, window: '1h' }, failure_mode: 'fail_closed' }, 't');
   const metrics = new Metrics({ defaultMetrics: false });
   const analytics = new Analytics();
-  const deniedIdentities = new DeniedIdentities(policies);
+  const deniedIdentities = new DeniedIdentities(matcher);
   const recorder = bothRecorders(new ObservabilityRecorder(metrics, analytics), deniedIdentities);
   const decisions = new DecisionService({ policies: matcher, counters, keyPrefix: 'dash', recorder });
   const readiness = new Readiness();
