@@ -168,12 +168,14 @@ export class DashboardHub {
   private readonly topPolicies: number;
   private readonly topIdentities = 100;
   private readonly historyLength: number;
+  private readonly maxBufferedBytes: number;
 
   constructor(private readonly deps: DashboardStreamDeps) {
     this.intervalMs = deps.intervalMs ?? 1000;
     this.maxSubscribers = deps.maxSubscribers ?? 16;
     this.topPolicies = deps.topPolicies ?? 50;
     this.historyLength = deps.historyLength ?? 60;
+    this.maxBufferedBytes = deps.maxBufferedBytes ?? 1024 * 1024;
     const source = deps.counters as Partial<ErrorSource>;
     if (typeof source.onError === 'function') source.onError((event) => (this.lastStoreError = event.kind));
     deps.readiness.onChange((state) => {
@@ -211,10 +213,9 @@ export class DashboardHub {
     this.history.push(snapshot);
     if (this.history.length > this.historyLength) this.history.shift();
     const frame = sseEvent('snapshot', snapshot);
-    const maxBuffered = this.deps.maxBufferedBytes ?? 1024 * 1024;
     for (const stream of [...this.subscribers]) {
       // A viewer that stopped reading is dropped (its page reconnects) rather than buffered for without end.
-      if (stream.writableLength + stream.readableLength > maxBuffered) {
+      if (stream.writableLength + stream.readableLength > this.maxBufferedBytes) {
         this.unsubscribe(stream);
         stream.destroy();
       } else {
