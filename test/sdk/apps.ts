@@ -103,6 +103,7 @@ function koaApp(client: RateLimitClient, gate: Gate): Koa {
   }
   router.get('/legacy', rateLimit({ client, user, headers: 'legacy', context: (ctx) => ({ endpoint: '/deny', user_id: ctx.get('x-user') }) }), answer);
   router.get('/quiet', rateLimit({ client, user, headers: false, context: (ctx) => ({ endpoint: '/deny', user_id: ctx.get('x-user') }) }), answer);
+  router.get('/skip', rateLimit({ client, skip: (ctx) => ctx.get('x-skip') === '1', context: (ctx) => ({ endpoint: '/deny', user_id: ctx.get('x-user') }) }), answer);
   router.get(
     '/custom',
     rateLimit({
@@ -153,6 +154,7 @@ function expressApp(client: RateLimitClient, gate: Gate): express.Express {
   }
   app.get('/legacy', rateLimit({ client, headers: 'legacy', context: (req) => ({ endpoint: '/deny', user_id: req.get('x-user') }) }), answer);
   app.get('/quiet', rateLimit({ client, headers: false, context: (req) => ({ endpoint: '/deny', user_id: req.get('x-user') }) }), answer);
+  app.get('/skip', rateLimit({ client, skip: (req) => req.get('x-skip') === '1', context: (req) => ({ endpoint: '/deny', user_id: req.get('x-user') }) }), answer);
   app.get(
     '/custom',
     rateLimit({

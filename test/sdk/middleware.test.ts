@@ -65,6 +65,23 @@ for (const mode of ['memory', 'redis'] as StoreMode[]) {
           expect(problem.detail).to.be.a('string').and.include('sdk-deny');
         });
 
+        it('skip: a skipped request gets no decision and consumes nothing', async () => {
+          const user = freshUser();
+          for (let i = 0; i < 5; i++) {
+            const skipped = await get('/skip', user, { 'x-skip': '1' });
+            expect(skipped.status).to.equal(200);
+            expect(skipped.headers.get('ratelimit')).to.equal(null);
+            expect((await skipped.json()).rateLimit).to.equal(null);
+          }
+          // The same user's quota (3) is still whole: the skipped requests were never counted.
+          for (let i = 1; i <= 3; i++) {
+            const res = await get('/skip', user);
+            expect(res.status).to.equal(200);
+            expect((await res.json()).rateLimit).to.include({ allowed: true, remaining: 3 - i });
+          }
+          expect((await get('/skip', user)).status).to.equal(429);
+        });
+
         it('renders legacy headers, or none, as asked', async () => {
           const user = freshUser();
           const legacy = await get('/legacy', user);
