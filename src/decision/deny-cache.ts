@@ -63,6 +63,9 @@ export class DenyCache {
    * The store's answer to a consume of `cost` on the counter `key` at `nowMs`, while a refusal of that
    * cost stands; undefined when the store must be asked.
    */
+  /** Counter lookups this cache answered (a decision may also ask the store for another policy). */
+  answered = 0;
+
   lookup(key: string, owner: object, cost: number, nowMs: number): CounterResult | undefined {
     const entry = this.entries.get(key);
     if (entry === undefined || entry.cost !== cost) return undefined;
@@ -71,6 +74,7 @@ export class DenyCache {
       this.entries.delete(key);
       return undefined;
     }
+    this.answered++;
     return {
       allowed: false,
       remaining: entry.remaining,
@@ -90,7 +94,10 @@ export class DenyCache {
       sentAt,
       retryAt,
       resetAt: sentAt + result.resetAfterMs,
-      expiresAt: Math.min(retryAt - edgeMs(spec), sentAt + this.maxAgeMs),
+      // Once the counter is whole again (reset_after) a cost within capacity fits, whatever retry_after
+      // said: a bucket whose state was written under other parameters (a changed policy) can answer a
+      // retry_after beyond its own reset_after, and the store itself admits from then on.
+      expiresAt: Math.min(Math.min(retryAt, sentAt + result.resetAfterMs) - edgeMs(spec), sentAt + this.maxAgeMs),
     };
     // Re-inserted, so the entries stay in write order and the first one is the oldest.
     this.entries.delete(key);
