@@ -11,12 +11,19 @@ import { REPO_DIR } from './proc.js';
  * CPU profiles lose their line numbers). src/ and bench/ are compiled together, without type checking
  * (`npm run typecheck` does that), into a private directory under .tmp/ (git-ignored), one per run so two
  * runs never share one; proto/ and lua/ are linked beside it because src/ finds them relative to itself.
+ * src/ imports the SDK (`@rl/client`, sdk/) as a package, so the SDK is built first, as `npm run build`
+ * does: a fresh clone has no sdk/dist.
  */
 export function buildForBench(): { dir: string; remove(): void } {
   const dir = join(REPO_DIR, '.tmp', `bench-build-${process.pid}`);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   const tsc = createRequire(join(REPO_DIR, 'package.json')).resolve('typescript/bin/tsc');
+  const sdk = spawnSync(process.execPath, [tsc, '-p', join(REPO_DIR, 'sdk', 'tsconfig.json')], { cwd: REPO_DIR, encoding: 'utf8' });
+  if (sdk.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`building the SDK (sdk/) with tsc failed:\n${sdk.stdout}${sdk.stderr}`);
+  }
   const out = spawnSync(process.execPath, [tsc, '-p', join(REPO_DIR, 'bench', 'tsconfig.bench.json'), '--outDir', dir], {
     cwd: REPO_DIR,
     encoding: 'utf8',
