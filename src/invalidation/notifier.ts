@@ -71,6 +71,8 @@ export interface InvalidationNotifierOptions {
   onDelivered?: (target: string, change: InvalidationChange) => void;
   /** Random source in [0, 1) for the jitter (tests). */
   random?: () => number;
+  /** Called when a failed attempt is to be retried after `delayMs` (tests: the back-off schedule). */
+  onRetry?: (target: string, attempts: number, delayMs: number) => void;
 }
 
 export interface InvalidationStats {
@@ -246,6 +248,7 @@ export class InvalidationNotifier {
       if (!this.pending.has(job.target)) return;
     }
     const delay = this.backoffMs(job.attempts);
+    safely(() => this.options.onRetry?.(job.target, job.attempts, delay));
     job.timer = setTimeout(() => {
       job.timer = undefined;
       if (this.closed || this.pending.get(job.target) !== job) return;
