@@ -38,6 +38,8 @@ interface Churned {
   p50_ms: number;
   p99_ms: number;
   max_ms: number;
+  /** The sender's own CPU time a change: it runs on the load generator's core. */
+  client_cpu_ms_per_change: number;
 }
 
 interface Usage {
@@ -58,10 +60,18 @@ async function drainPolicyServer(child: ChildProcess): Promise<void> {
   await stopChild(child);
 }
 
-async function paced(child: ChildProcess, run: () => Promise<PacedLoadResult>) {
+/**
+ * With RL_BENCH_PROFILE_DIR set, the server's CPU profile of each measured window goes to
+ * <dir>/policy-changes-<name>.cpuprofile (summarise with bench/cpuprofile-summary.ts).
+ */
+const PROFILE_DIR = process.env.RL_BENCH_PROFILE_DIR;
+
+async function paced(child: ChildProcess, run: () => Promise<PacedLoadResult>, profileName: string) {
+  if (PROFILE_DIR) await request(child, { type: 'profile-start' }, 'profile-started');
   const before = await request<Usage>(child, { type: 'usage' }, 'usage');
   const result = await run();
   const after = await request<Usage>(child, { type: 'usage' }, 'usage');
+  if (PROFILE_DIR) await request(child, { type: 'profile-stop', path: join(PROFILE_DIR, `policy-changes-${profileName}.cpuprofile`) }, 'profile-stopped');
   const cpuUs = after.cpu.user + after.cpu.system - before.cpu.user - before.cpu.system;
   return { result, cpuPct: round((cpuUs / 1000 / (after.hrtime_ms - before.hrtime_ms)) * 100), usage: after };
 }
@@ -121,13 +131,13 @@ export async function policyChanges(ctx: Context, id: number): Promise<ScenarioR
     await request(churner, { type: 'churn', perSecond: CHANGES_PER_S, durationSec: 1 }, 'churned', 120_000);
     // A paced run thrown away: the server just built 100,000 policies, its heap and JIT settle first.
     await pacedHttpLoad({ port, path: '/rl/v1/check', bodies, rate, connections: 64, durationSec: 2 });
-    const alone = await paced(child, load);
+    const alone = await paced(child, load, 'alone');
     let changes: Churned | undefined;
     const during = await paced(child, async () => {
       const [result, churned] = await Promise.all([load(), request<Churned>(churner!, { type: 'churn', perSecond: CHANGES_PER_S, durationSec }, 'churned', 120_000)]);
       changes = churned;
       return result;
-    });
+    }, 'changes');
     const subject = side(`decisions while ${CHANGES_PER_S} policy changes/s land (${count} policies)`, during);
     const baseline = side(`decisions, no policy changes (${count} policies)`, alone);
     const checks: Check[] = [];
@@ -158,6 +168,8 @@ export async function policyChanges(ctx: Context, id: number): Promise<ScenarioR
         startup_reopen_ms: round(server.startup_ms),
         startup_reopen_since_process_start_ms: round(server.since_process_start_ms),
         changes: changes!,
+        // Extra server CPU while changes land, over the changes a second: what one change costs the server.
+        server_cpu_ms_per_change: round(((during.cpuPct - alone.cpuPct) / 100) * (1000 / CHANGES_PER_S)),
       },
     };
   } finally {
