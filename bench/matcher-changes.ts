@@ -3,7 +3,7 @@
  * costs the event loop with POLICIES policies (default 100,000), what start-up costs, what
  * Matcher.match costs per call, and the decision latency while CHANGES_PER_S changes land.
  *
- *   npx tsx --expose-gc bench/matcher-changes.ts   # POLICIES, CHANGES, MATCH_CALLS, CHURN_S, DECISIONS_PER_S
+ *   npx tsx --expose-gc bench/matcher-changes.ts   # POLICIES, CHANGES, MATCH_CALLS, CHURN_S, DECISIONS_PER_S, STORE_CHANGES
  *   BEFORE_TREE=/tmp/old npx tsx bench/matcher-changes.ts   # also Matcher.match side by side with an
  *                                                          # older checkout's (git worktree add /tmp/old <rev>)
  *
@@ -11,12 +11,16 @@
  * a change is applied as that version did, by `replace(store.list())` — a sorted copy of every policy
  * and a full rebuild.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { MemoryCounterStore } from '../src/counters/memory-store.js';
 import { DecisionService } from '../src/decision/decision-service.js';
 import { SCOPE_FIELDS, type RequestContext } from '../src/model/request-context.js';
+import { FilePolicyStore } from '../src/policy/file-policy-store.js';
 import { LiveMatcher } from '../src/policy/live-matcher.js';
+import { PolicyService } from '../src/policy/policy-service.js';
 import { Matcher } from '../src/policy/matcher.js';
 import { byPolicyId } from '../src/policy/policy-store.js';
 import type { Policy } from '../src/policy/types.js';
@@ -28,6 +32,8 @@ const MATCH_CALLS = Number(process.env.MATCH_CALLS ?? 1_000_000);
 const CHURN_S = Number(process.env.CHURN_S ?? 5);
 const CHANGES_PER_S = Number(process.env.CHANGES_PER_S ?? 100);
 const DECISIONS_PER_S = Number(process.env.DECISIONS_PER_S ?? 5_000);
+/** Changes sent through PolicyService and the file store (0: that part is skipped; seeding takes a while). */
+const STORE_CHANGES = Number(process.env.STORE_CHANGES ?? 600);
 const NOW = Date.now();
 
 const incremental = typeof (LiveMatcher.prototype as { apply?: unknown }).apply === 'function';
@@ -220,4 +226,52 @@ async function main(): Promise<void> {
   );
 }
 
+/**
+ * The whole change path but HTTP: PolicyService (validation, version, audit) over a FilePolicyStore (the
+ * journal append: lock check, write, fdatasync) and the LiveMatcher, one change at a time. Event-loop
+ * time is what the main thread spent busy (everything else waits for it); process CPU adds the libuv
+ * threads (the fdatasync's kernel work) and V8's helpers, which share the server's core in the bench.
+ */
+async function storeChanges(policies: Policy[]): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'rl-matcher-changes-'));
+  const store = await FilePolicyStore.open(dir);
+  try {
+    await store.seedIfEmpty(() => policies);
+    const service = new PolicyService({ store, matcher: new LiveMatcher() });
+    const sample = policies.filter((_, i) => i % 100 === 0);
+    const bodyOf = (p: Policy, changes: Record<string, unknown>) => {
+      const { version: _v, created_at: _c, updated_at: _u, ...rest } = p;
+      return { ...structuredClone(rest), ...changes };
+    };
+    const run = async (prefix: string, n: number) => {
+      for (let i = 0; i < n; i++) {
+        const source = sample[(i * 7919) % sample.length];
+        if (i % 3 === 0) await service.create(bodyOf(source, { policy_id: `${prefix}-${i}`, priority: 50 }), 'bench');
+        else if (i % 3 === 1) await service.replace(source.policy_id, bodyOf(source, { priority: (i % 20) + 1 }), 'bench');
+        else await service.delete(`${prefix}-${i - 2}`, 'bench');
+      }
+    };
+    // Warm-up; the first change after seeding compacts the seeded journal (once).
+    await run('warm', 150);
+    await store.settled();
+    const rounds: string[] = [];
+    for (let r = 0; r < 3; r++) {
+      const loop = performance.eventLoopUtilization();
+      const cpu = process.cpuUsage();
+      const t0 = performance.now();
+      await run(`r${r}`, STORE_CHANGES);
+      const wall = performance.now() - t0;
+      const used = process.cpuUsage(cpu);
+      const active = performance.eventLoopUtilization(loop).active;
+      rounds.push(`event loop ${fmt(active / STORE_CHANGES)}, process CPU ${fmt((used.user + used.system) / 1000 / STORE_CHANGES)}, wall ${fmt(wall / STORE_CHANGES)}`);
+    }
+    console.log(`one change through PolicyService + FilePolicyStore (${STORE_CHANGES} a round, no HTTP):\n  ${rounds.join('\n  ')}`);
+    service.close();
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 await main();
+if (STORE_CHANGES > 0) await storeChanges(generateWorkload(POLICIES).policies);
