@@ -7,12 +7,21 @@ import { JSON_TYPES, hasBody, readJsonBody } from './json-body.js';
 import { errorResponse } from './errors.js';
 import { headersForMethod, requestIdFor } from './headers.js';
 
-const OPERATIONS = new Map<string, Operation>([
-  ['/rl/v1/check', 'check'],
-  ['/rl/v1/acquire', 'acquire'],
-  ['/rl/v1/release', 'release'],
-  ['/rl/v1/refund', 'refund'],
-]);
+/** The operation of a decision path as the fast path serves it, spelled exactly (string compares: no hash of the URL). */
+function operationOf(url: string | undefined): Operation | undefined {
+  switch (url) {
+    case '/rl/v1/check':
+      return 'check';
+    case '/rl/v1/acquire':
+      return 'acquire';
+    case '/rl/v1/release':
+      return 'release';
+    case '/rl/v1/refund':
+      return 'refund';
+    default:
+      return undefined;
+  }
+}
 
 export interface DecisionFastPathDeps {
   decisions: DecisionService;
@@ -32,29 +41,54 @@ export interface DecisionFastPathDeps {
  * whose decision routes answer identically (test/http/decisions.test.ts runs both).
  *
  * Written for the per-request cost (it is most of a decision's CPU over HTTP): plain callbacks rather
- * than promise wrappers and async functions, no per-request closures beyond the auth call's
- * `setHeader`, the body's stream listeners and the decision's `then`, and the fixed headers prebuilt.
+ * than promise wrappers and async functions, no per-request closures beyond the body's `done` and the
+ * decision's `then`, and the fixed headers prebuilt.
  */
 export function withDecisionFastPath(deps: DecisionFastPathDeps, fallback: http.RequestListener): http.RequestListener {
+  const authCall = new AuthCall();
   return (req, res) => {
-    const operation = req.method === 'POST' ? OPERATIONS.get(req.url ?? '') : undefined;
-    if (operation === undefined || !isPlainJson(req.headers)) return fallback(req, res);
-    const requestId = requestIdFor(header(req, 'x-request-id'));
+    const operation = req.method === 'POST' ? operationOf(req.url) : undefined;
+    if (operation === undefined) return fallback(req, res);
+    const headers = req.headers;
+    if (!isPlainJson(headers)) return fallback(req, res);
+    const requestId = requestIdFor(first(headers['x-request-id']));
     try {
-      deps.auth.check({
-        method: 'POST',
-        path: req.url!,
-        apiKey: header(req, 'x-api-key') ?? '',
-        authorization: header(req, 'authorization') ?? '',
-        requestId,
-        setHeader: (name, value) => res.setHeader(name, value),
-      });
+      deps.auth.check(authCall.of(req.url!, first(headers['x-api-key']), first(headers['authorization']), requestId, res));
     } catch (error) {
       req.resume();
       return sendError(req, res, requestId, error);
+    } finally {
+      authCall.res = undefined;
     }
     readBody(deps, operation, req, res, requestId);
   };
+}
+
+/**
+ * The argument of HttpAuth.check, one object per listener refilled for each request instead of an
+ * object and a `setHeader` closure per request: check reads it synchronously and keeps nothing, and
+ * the listener lets go of the response once check returns.
+ */
+class AuthCall {
+  readonly method = 'POST';
+  path = '';
+  apiKey = '';
+  authorization = '';
+  requestId = '';
+  res: http.ServerResponse | undefined = undefined;
+
+  of(path: string, apiKey: string | undefined, authorization: string | undefined, requestId: string, res: http.ServerResponse): this {
+    this.path = path;
+    this.apiKey = apiKey ?? '';
+    this.authorization = authorization ?? '';
+    this.requestId = requestId;
+    this.res = res;
+    return this;
+  }
+
+  setHeader(name: string, value: string): void {
+    this.res!.setHeader(name, value);
+  }
 }
 
 /** Reads the body with the reader the Koa path uses, then decides and answers. */
@@ -203,7 +237,7 @@ function send(res: http.ServerResponse, requestId: string, status: number, paylo
   res.end(payload);
 }
 
-function header(req: http.IncomingMessage, name: string): string | undefined {
-  const value = req.headers[name];
+/** A request header's value; the first, should node:http have kept several (it keeps a list for set-cookie only). */
+function first(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }

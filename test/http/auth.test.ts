@@ -7,7 +7,7 @@ import { Authenticator } from '../../src/auth/authenticator.js';
 import { loadServerConfig, type Env } from '../../src/config.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
-import { createApp } from '../../src/http/app.js';
+import { createApp, createHttpListener } from '../../src/http/app.js';
 import { accessOf, HttpAuth, httpAuthGuard } from '../../src/http/auth-guard.js';
 import { Readiness } from '../../src/http/readiness.js';
 import { LiveMatcher } from '../../src/policy/live-matcher.js';
@@ -43,20 +43,17 @@ interface TestServer {
   close(): Promise<void>;
 }
 
-async function startApp(env: Env): Promise<TestServer> {
+/** `listener`: the server's listener (the decision fast path in front of the app) instead of the Koa app alone. */
+async function startApp(env: Env, front: 'app' | 'listener' = 'app'): Promise<TestServer> {
   const config = loadServerConfig(env);
   const readiness = new Readiness();
   readiness.markReady();
   const counters = new MemoryCounterStore({ sweepIntervalMs: 0 });
   const decisions = new DecisionService({ policies: new LiveMatcher([]), counters, keyPrefix: 't:' });
-  const app = createApp({
-    decisions,
-    readiness,
-    maxBodyBytes: 1024 * 1024,
-    guards: [httpAuthGuard(new HttpAuth(new Authenticator(config.auth), config.auth))],
-    routers: [managementRoutes()],
-  });
-  const server = http.createServer(app.callback());
+  const auth = new HttpAuth(new Authenticator(config.auth), config.auth);
+  const deps = { decisions, readiness, maxBodyBytes: 1024 * 1024, routers: [managementRoutes()] };
+  const listener = front === 'listener' ? createHttpListener({ ...deps, auth }) : createApp({ ...deps, guards: [httpAuthGuard(auth)] }).callback();
+  const server = http.createServer(listener);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
@@ -311,6 +308,32 @@ describe('HTTP auth guard', () => {
         const r = await call(server, 'POST', '/rl/v1/policies', {}, {});
         expect(r.status).to.equal(201);
         expect(r.json).to.deep.equal({ changed_by: 'anonymous', role: 'admin' });
+      } finally {
+        await server.close();
+      }
+    });
+  });
+
+  describe('decision fast path (the server listener)', () => {
+    it('answers one caller 401 with WWW-Authenticate and the next, authenticated, 200 without it', async () => {
+      const server = await startApp(
+        { RL_AUTH_ENABLED: 'true', RL_AUTH_MODE: 'apikey', RL_AUTH_API_KEYS: `${ADMIN_KEY},${READER_KEY}:read-only` },
+        'listener',
+      );
+      try {
+        for (let round = 0; round < 2; round++) {
+          const refused = await call(server, 'POST', '/rl/v1/check', {}, CHECK_BODY);
+          expect(refused.status).to.equal(401);
+          expect(refused.headers.get('www-authenticate')).to.equal('ApiKey realm="rl"');
+          expect(refused.json.error).to.match(/missing credentials/);
+          const wrong = await call(server, 'POST', '/rl/v1/check', remember({ 'X-Api-Key': 'ro-wrong-key' }), CHECK_BODY);
+          expect(wrong.status).to.equal(401);
+          expect(wrong.headers.get('www-authenticate')).to.equal('ApiKey realm="rl"');
+          const served = await call(server, 'POST', '/rl/v1/check', remember({ 'X-Api-Key': READER_KEY }), CHECK_BODY);
+          expect(served.status).to.equal(200);
+          expect(served.headers.get('www-authenticate')).to.equal(null);
+          expect(served.json).to.include({ allowed: true, reason: 'no_matching_policy' });
+        }
       } finally {
         await server.close();
       }
