@@ -28,12 +28,9 @@ export function parseRequestContext(body: unknown): RequestContext {
     throw invalidField('body', 'must be a JSON object (a RequestContext)');
   }
   const input = body as Record<string, unknown>;
-  const present = knownFieldsOf(input);
   const ctx: RequestContext = { quantity: 1, tags: {} };
-  // In CONTEXT_STRING_FIELDS order, whatever the body's order: the first bad field is the one named.
-  for (let i = 0, rest = present & STRING_FIELD_BITS; rest !== 0; i++, rest >>>= 1) {
-    if ((rest & 1) === 0) continue;
-    const field = CONTEXT_STRING_FIELDS[i];
+  for (const field of CONTEXT_STRING_FIELDS) {
+    if (!Object.prototype.hasOwnProperty.call(input, field)) continue;
     const value = input[field];
     if (value === undefined || value === null) continue;
     if (typeof value !== 'string') throw invalidField(field, `must be a string, got ${describe(value)}`);
@@ -43,32 +40,13 @@ export function parseRequestContext(body: unknown): RequestContext {
   if (ctx.signal_type !== undefined && !(SIGNAL_TYPES as readonly string[]).includes(ctx.signal_type)) {
     throw invalidField('signal_type', `must be one of ${SIGNAL_TYPES.join(', ')}; got "${ctx.signal_type}"`);
   }
-  if ((present & QUANTITY_BIT) !== 0 && input.quantity !== null && input.quantity !== undefined) {
+  if (Object.prototype.hasOwnProperty.call(input, 'quantity') && input.quantity !== null && input.quantity !== undefined) {
     ctx.quantity = parseQuantity(input.quantity);
   }
-  if ((present & TAGS_BIT) !== 0 && input.tags !== null && input.tags !== undefined) {
+  if (Object.prototype.hasOwnProperty.call(input, 'tags') && input.tags !== null && input.tags !== undefined) {
     ctx.tags = parseTags(input.tags);
   }
   return ctx;
-}
-
-/**
- * The own properties of a body that parseRequestContext reads, as bits: bit i for
- * CONTEXT_STRING_FIELDS[i], then quantity and tags. One pass over the keys the body has (usually a
- * handful; a body with many keys has already had them all walked by the JSON reader) instead of an
- * own-property test for each of the 23 names it may have. Own property names, enumerable or not, as
- * `hasOwnProperty` finds them.
- */
-const FIELD_BIT = new Map<string, number>([...CONTEXT_STRING_FIELDS, 'quantity', 'tags'].map((name, i) => [name, 1 << i]));
-const STRING_FIELD_BITS = (1 << CONTEXT_STRING_FIELDS.length) - 1;
-const QUANTITY_BIT = FIELD_BIT.get('quantity')!;
-const TAGS_BIT = FIELD_BIT.get('tags')!;
-if (CONTEXT_STRING_FIELDS.length + 2 > 31) throw new Error('FIELD_BIT: more fields than bits');
-
-function knownFieldsOf(input: object): number {
-  let present = 0;
-  for (const name of Object.getOwnPropertyNames(input)) present |= FIELD_BIT.get(name) ?? 0;
-  return present;
 }
 
 function parseQuantity(value: unknown): number {
