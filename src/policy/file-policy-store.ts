@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import { constants as fsConstants, promises as fsp } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { RlError } from '../errors.js';
@@ -33,8 +33,10 @@ import type { Policy } from './types.js';
  * version's snapshot, and its audit entry. Seeding writes every file policy in ONE record.
  *
  * Crash safety:
- * - A change is acknowledged only after its record was written completely and `fdatasync`ed; the
- *   journal file's directory entry is fsynced when the file is created. So an acknowledged change is
+ * - A change is acknowledged only after its record was written completely and durably: the journal is
+ *   opened with O_DSYNC (each write returns once its data is on disk, as write + `fdatasync` would),
+ *   or, on a platform without O_DSYNC, each append is `fdatasync`ed; the journal file's directory
+ *   entry is fsynced when the file is created. So an acknowledged change is
  *   on disk whatever happens to the process afterwards.
  * - Records are appended by one writer at a time (a queue), so at most the LAST record can be
  *   incomplete after `kill -9` or a power cut: cut short, missing its newline, or (on some file
@@ -83,6 +85,13 @@ export class JournalCorruptError extends Error {
 
 /** The points of a compaction a crash test can stop the process at (see the file comment). */
 export type CompactionStep = 'snapshot-started' | 'snapshot-written' | 'snapshot-renamed' | 'snapshot-durable' | 'journal-truncated';
+
+/**
+ * O_DSYNC where the platform has it: each write to the journal returns once its data is on disk, as a
+ * write followed by fdatasync would, in one call to the libuv pool instead of two. Elsewhere 0, and
+ * every append is fdatasynced.
+ */
+const WRITE_THROUGH = fsConstants.O_DSYNC ?? 0;
 
 /** Journal bytes below which the journal is never compacted. */
 const COMPACT_MIN_BYTES = 4 * 1024 * 1024;
@@ -187,7 +196,7 @@ export class FilePolicyStore implements PolicyStore {
       created = true;
     }
     const { records, goodBytes, skipped } = parseJournal(path, text, state.rev);
-    const file = await fsp.open(path, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT, 0o644);
+    const file = await fsp.open(path, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | WRITE_THROUGH, 0o644);
     let size = goodBytes;
     try {
       if (records.length === 0 && skipped > 0) {
@@ -308,7 +317,7 @@ export class FilePolicyStore implements PolicyStore {
 
   /** Throws (and refuses every later change) when another process has taken the data directory. */
   private async checkLock(): Promise<void> {
-    if (await this.lock.stillMine()) return;
+    if (this.lock.stillMineNow()) return;
     this.stopWrites('the data directory lock was removed or taken over by another server');
     throw new RlError('unavailable', `policy store is unavailable: ${this.failed!.message}`);
   }
@@ -380,7 +389,7 @@ export class FilePolicyStore implements PolicyStore {
     return run;
   }
 
-  /** Writes one record completely and fdatasyncs it; on failure restores the previous length. */
+  /** Writes one record completely and durably (WRITE_THROUGH, else fdatasync); on failure restores the previous length. */
   private async append(record: JournalRecord): Promise<void> {
     await this.checkLock();
     const line = encodeRecord(record);
@@ -390,7 +399,7 @@ export class FilePolicyStore implements PolicyStore {
         const { bytesWritten } = await this.file.write(line, offset, line.length - offset);
         offset += bytesWritten;
       }
-      await this.file.datasync();
+      if (!WRITE_THROUGH) await this.file.datasync();
       this.size += line.length;
       this.appendedBytes += line.length;
       this.records++;
@@ -449,7 +458,8 @@ function logListenerError(error: unknown): void {
 // Encoding
 
 function checksum(json: string): string {
-  return createHash('sha256').update(json).digest('hex').slice(0, 16);
+  // One-shot: no Hash object a record (this runs on every change and every record at start-up).
+  return hash('sha256', json, 'hex').slice(0, 16);
 }
 
 export function encodeRecord(record: JournalRecord): Buffer {

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { constants as fsConstants, promises as fsp } from 'node:fs';
+import { constants as fsConstants, promises as fsp, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { log } from '../util/log.js';
 
@@ -170,6 +170,19 @@ export class DataDirLock {
   async stillMine(): Promise<boolean> {
     try {
       return (await fsp.stat(this.path)).ino === this.ino;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * stillMine, answered synchronously: the check before every journal append. A stat of a file in the
+   * data directory is answered from the kernel's inode cache; sent to the libuv pool instead, it costs
+   * the event loop a thread hop, and the server's core the pool thread that preempts it.
+   */
+  stillMineNow(): boolean {
+    try {
+      return statSync(this.path, { throwIfNoEntry: false })?.ino === this.ino;
     } catch {
       return false;
     }

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { appendFileSync, constants, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FilePolicyStore, JOURNAL_FILE, JournalCorruptError } from '../../src/policy/file-policy-store.js';
@@ -53,6 +53,26 @@ describe('FilePolicyStore', () => {
     store = await open();
     await check(store);
   });
+
+  // Where the journal is written through (O_DSYNC), an append is durable once its write returns.
+  if (process.platform === 'linux') {
+    it('opens the journal write-through (O_DSYNC): an acknowledged append is on disk without a separate fdatasync', async () => {
+      const store = await open();
+      await store.commit(create(policy('p', 1)));
+      const journal = join(dir, JOURNAL_FILE);
+      const fd = readdirSync('/proc/self/fd').find((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`) === journal;
+        } catch {
+          return false; // closed since it was listed
+        }
+      });
+      expect(fd, 'an open descriptor of the journal').to.not.equal(undefined);
+      const flags = parseInt(/^flags:\s+(\d+)/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))![1], 8);
+      expect(flags & constants.O_DSYNC).to.equal(constants.O_DSYNC);
+      expect(flags & constants.O_APPEND).to.equal(constants.O_APPEND);
+    });
+  }
 
   it('refuses a change whose expected head or existence no longer holds', async () => {
     const store = await open();
