@@ -1,5 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { expect } from 'chai';
 import { InvalidationNotifier, type InvalidationFailure } from '../../src/invalidation/notifier.js';
 import { setLogLevel } from '../../src/util/log.js';
@@ -185,6 +187,20 @@ describe('InvalidationNotifier', () => {
     // Each attempt on the hung target ended by its own 150 ms timeout, not by an answer.
     expect(byTarget[hung.url]).to.deep.include({ reason: 'exhausted', error: 'timeout', attempts: 2 });
     expect(hung.received).to.have.length(2);
+  });
+
+  it('a request to a hung target still times out after a garbage collection (its timeout signal is held)', async () => {
+    // AbortSignal.any() holds its sources weakly (nodejs/node#57736): collected, the timeout would never fire.
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const hung = await make(hang());
+    const failures: InvalidationFailure[] = [];
+    const n = notifier({ targets: [hung.url], maxAttempts: 1, timeoutMs: 200, onFailure: (f) => failures.push(f) });
+    n.notify(change());
+    await eventually(() => hung.received.length === 1);
+    gc();
+    await eventually(() => failures.length === 1);
+    expect(failures[0]).to.deep.include({ reason: 'exhausted', error: 'timeout', attempts: 1 });
   });
 
   it('coalesces a burst: one request in flight, one merged follow-up carrying the latest change', async () => {
