@@ -3,6 +3,7 @@ import { lengthPrefixed } from '../counters/keys.js';
 import { SCOPE_FIELDS, type RequestContext, type ScopeField } from '../model/request-context.js';
 import { compileMatchExpr, type CompileResult, type MatchExprEvaluator } from './match-expr.js';
 import { RegexBudget } from './match-regex.js';
+import { RankOrder } from './rank-order.js';
 import type { Policy } from './types.js';
 import { stableHash32 } from '../util/hash.js';
 
@@ -145,7 +146,7 @@ export class Matcher {
   private readonly families: Record<PolicyFamily, FamilyIndex>;
   private readonly byId: Map<string, CompiledPolicy>;
   /** Every indexed policy, both families, in winner order: ranks strictly increase along it. */
-  private readonly order: CompiledPolicy[];
+  private readonly order: RankOrder<CompiledPolicy>;
   private readonly skippedById: Map<string, SkippedPolicy>;
   /** Specs and wildcard lists many policies share, kept so that later changes share them too. */
   private readonly common: Sharing;
@@ -160,7 +161,7 @@ export class Matcher {
   ) {
     this.families = families;
     this.byId = byId;
-    this.order = order;
+    this.order = new RankOrder(order);
     this.skippedById = skipped;
     this.common = common;
     this.stats = { compiled: order.length + skipped.size, renumbered: 0 };
@@ -307,35 +308,26 @@ export class Matcher {
 
   /** Gives `c` a rank between its neighbours in the winner order, spreading all out when there is no room. */
   private rankAmong(c: CompiledPolicy): void {
-    const order = this.order;
-    let lo = 0;
-    let hi = order.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (compareRank(order[mid], c) < 0) lo = mid + 1;
-      else hi = mid;
-    }
-    const at = lo;
-    order.splice(at, 0, c);
-    const before = at > 0 ? order[at - 1].rank : -1;
-    const after = at + 1 < order.length ? order[at + 1].rank : RANK_LIMIT;
+    const { previous, next } = this.order.insert(c, precedes);
+    const before = previous ? previous.rank : -1;
+    const after = next ? next.rank : RANK_LIMIT;
     if (after - before >= 2) {
       // At an end, one gap away from the neighbour (more appends fit after it); inside, halfway.
-      const gap = rankGap(order.length);
-      if (at === order.length - 1) c.rank = Math.min(before + gap, before + Math.floor((after - before) / 2));
-      else if (at === 0) c.rank = Math.max(after - gap, before + Math.ceil((after - before) / 2));
+      const gap = rankGap(this.order.size);
+      if (next === undefined) c.rank = Math.min(before + gap, before + Math.floor((after - before) / 2));
+      else if (previous === undefined) c.rank = Math.max(after - gap, before + Math.ceil((after - before) / 2));
       else c.rank = before + Math.floor((after - before) / 2);
       return;
     }
     // No whole number left between them: after ~log2(gap) inserts into the same gap; O(n) plain stores.
-    const gap = rankGap(order.length);
-    for (let i = 0; i < order.length; i++) order[i].rank = (i + 1) * gap;
+    const gap = rankGap(this.order.size);
+    this.order.forEach((p, i) => (p.rank = (i + 1) * gap));
     this.stats.renumbered++;
   }
 
   private remove(c: CompiledPolicy): void {
     this.byId.delete(c.policy.policy_id);
-    removeByRank(this.order, c);
+    this.order.remove(c, rankOf);
     const index = this.families[c.family];
     // It sits in the bucket of one of its exact pairs, or in the fallback list.
     const scope = c.policy.scope ?? {};
@@ -680,6 +672,15 @@ function place(index: FamilyIndex, d: Draft, slot: number, checks: Sharing): Com
 }
 
 /** Position of the first policy in `list` (sorted by rank) whose rank is not below `rank`. */
+/** Does `c` come before `other` in winner order (or tie with it: never, ids are unique)? */
+function precedes(c: CompiledPolicy, other: CompiledPolicy): boolean {
+  return compareRank(other, c) >= 0;
+}
+
+function rankOf(c: CompiledPolicy): number {
+  return c.rank;
+}
+
 function lowerBound(list: readonly CompiledPolicy[], rank: number): number {
   let lo = 0;
   let hi = list.length;
