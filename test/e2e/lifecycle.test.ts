@@ -3,10 +3,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startServerProcess } from '../support/server-process.js';
+import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 import { healthClient, rateLimitClient, unary } from '../grpc/helpers.js';
 
 const body = JSON.stringify({ org_id: 'acme', signal_type: 'http', user_id: 'drain' });
+
+/** Resolves once the process has logged `message` (a hang is caught by the test's timeout). */
+async function logged(server: ServerProcessHandle, message: string): Promise<void> {
+  while (!server.logs().some((l) => l.message === message)) await new Promise((r) => setTimeout(r, 10));
+}
 
 /**
  * SIGTERM: readiness goes 503 at once (see test/http/cross-cutting.test.ts for /readyz itself), the
@@ -45,7 +50,8 @@ describe('lifecycle: drain on SIGTERM (real process)', function () {
     const { socket, response } = await startSlowRequest(server.port);
     await new Promise((r) => setTimeout(r, 100));
     process.kill(server.pid, 'SIGTERM');
-    await new Promise((r) => setTimeout(r, 300));
+    // The drain has begun (readiness failed at the same moment): the rest of the body comes during it.
+    await logged(server, 'draining');
     socket.end(body.slice(10));
     const text = await response;
     expect(text).to.match(/^HTTP\/1\.1 200 OK/);
@@ -88,7 +94,7 @@ describe('lifecycle: shutdown delay (real process)', function () {
       expect((await fetch(`${server.url}/readyz`)).status).to.equal(200);
       const signalled = Date.now();
       process.kill(server.pid, 'SIGTERM');
-      await new Promise((r) => setTimeout(r, 300));
+      await logged(server, 'draining');
       // Fresh connections (no keep-alive agent): the listener is still accepting.
       const readyz = await fetch(`${server.url}/readyz`, { headers: { connection: 'close' } });
       expect(readyz.status).to.equal(503);
