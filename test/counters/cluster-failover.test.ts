@@ -6,6 +6,9 @@
  *   counting by themselves once the replica has been promoted: no restart, no reconnect call;
  * - counts the replica had received survive the failover;
  * - no policy change acknowledged before the crash is lost, even when the replica lagged behind.
+ *
+ * No assertion times the failover (the machine is shared and noisy): the decisions test only prints
+ * how long it took.
  */
 import { expect } from 'chai';
 import calculateSlot from 'cluster-key-slot';
@@ -22,8 +25,11 @@ import { createChange, makePolicy, updateChange, versionedPolicy } from '../supp
 import { command, randomPrefix, startRedisFailoverCluster, type RedisFailoverClusterHandle } from '../support/redis.js';
 
 const NODE_TIMEOUT_MS = 2000;
-/** Generous bound on waiting for a failover to complete; the test reports the time it actually took. */
-const RECOVERY_BOUND_MS = 30_000;
+/**
+ * A hang guard on the polls that wait for a failover, no claim about speed: recovery is proven by what
+ * happened (the replica promoted, decisions counted again, nothing lost), never by how long it took.
+ */
+const HANG_GUARD_MS = 30_000;
 const LIMIT = 1_000_000;
 /** Every policy's hashes live under this one tag, so one master holds the whole policy store. */
 const POLICY_SLOT = calculateSlot('{policies}');
@@ -94,6 +100,7 @@ describe('Redis Cluster failover (3 masters + 3 replicas, 2 s node timeout)', fu
       const [victimPort, victimCounters] = [...byMaster].filter(([port]) => port !== policyMaster.port).sort((a, b) => b[1].size - a[1].size)[0];
       expect(victimCounters.size, 'counters on the victim').to.be.greaterThan(0);
       await waitForReplicaInSync(victimPort);
+      const victimReplica = await cluster.replicaOf(victimPort);
 
       // Crash it while a round is in flight.
       const inFlight = round();
@@ -107,7 +114,7 @@ describe('Redis Cluster failover (3 masters + 3 replicas, 2 s node timeout)', fu
       // Poll until every counter on the victim has answered normally 5 rounds in a row (bounded).
       let normalRounds = 0;
       while (normalRounds < 5) {
-        expect(performance.now() - crashedAt, `recovered within ${RECOVERY_BOUND_MS} ms`).to.be.below(RECOVERY_BOUND_MS);
+        hangGuard(crashedAt, "normal decisions on the crashed master's slots");
         await sleep(20);
         const results = await round();
         during.push(results);
@@ -139,6 +146,8 @@ describe('Redis Cluster failover (3 masters + 3 replicas, 2 s node timeout)', fu
         }
       }
       expect(unavailable, 'decisions answered by failure mode during the outage').to.be.greaterThan(0);
+      // The decisions came back through the failover: the crashed master's replica serves its slots now.
+      expect(await roleOf(victimReplica), "the crashed master's replica").to.equal('master');
       console.log(
         `      failover: first normal decision on the crashed master's slots ${(firstNormalMs! / 1000).toFixed(1)} s after the crash, ` +
           `all of them ${(recoveredMs! / 1000).toFixed(1)} s; ${unavailable} decisions answered by failure mode meanwhile ` +
@@ -200,14 +209,14 @@ describe('Redis Cluster failover (3 masters + 3 replicas, 2 s node timeout)', fu
 
         // A node starting after the failover reads every acknowledged change (open() fails until then).
         while (!reader) {
-          expect(performance.now() - crashedAt, `policy store readable within ${RECOVERY_BOUND_MS} ms`).to.be.below(RECOVERY_BOUND_MS);
+          hangGuard(crashedAt, 'a readable policy store');
           reader = await RedisPolicyStore.open({ addr: cluster.addr, keyPrefix: prefix, connectTimeoutMs: 2000 }).catch(() => undefined);
           if (!reader) await sleep(200);
         }
         // The writer's client still has the old slot map: a call may fail (503) until a reply redirects it.
         let stale = 0;
         for (;;) {
-          expect(performance.now() - crashedAt, `writer reads within ${RECOVERY_BOUND_MS} ms`).to.be.below(RECOVERY_BOUND_MS);
+          hangGuard(crashedAt, 'a read by the writer');
           const read = await store.fetch('p1').catch((error: unknown) => error);
           if (!(read instanceof Error)) break;
           expect(read).to.be.instanceOf(RlError).with.property('kind', 'unavailable');
@@ -215,6 +224,8 @@ describe('Redis Cluster failover (3 masters + 3 replicas, 2 s node timeout)', fu
           await sleep(50);
         }
         expect(stale, 'calls the writer lost to its stale slot map').to.be.at.most(3);
+        // Read through the failover: the policy store's replica was promoted.
+        expect(await roleOf(replica), "the crashed policy master's replica").to.equal('master');
         for (const policy of acknowledged) {
           expect(reader.get(policy.policy_id)?.version, `${policy.policy_id} on a new node`).to.equal(policy.version);
           expect((await store.fetch(policy.policy_id)).policy?.version, `${policy.policy_id} on the writer`).to.equal(policy.version);
@@ -234,8 +245,7 @@ describe('Redis Cluster failover (3 masters + 3 replicas, 2 s node timeout)', fu
 async function countersByMaster(cluster: RedisFailoverClusterHandle, prefix: string): Promise<Map<number, Set<string>>> {
   const out = new Map<number, Set<string>>();
   for (const node of cluster.nodes) {
-    const role = String(await command(node.host, node.port, ['ROLE']).then((r) => (r as unknown[])[0]));
-    if (role !== 'master') continue;
+    if ((await roleOf(node.port, node.host)) !== 'master') continue;
     const keys = (await command(node.host, node.port, ['KEYS', `${prefix}*`])) as string[];
     const counters = new Set<string>();
     for (const key of keys) {
@@ -264,6 +274,18 @@ function countUnavailable(rounds: { policy: string; user: string; decision: Deci
   let n = 0;
   for (const results of rounds) for (const r of results) if (`${r.policy}/${r.user}` === key && r.decision.reason === 'counter_store_unavailable') n++;
   return n;
+}
+
+/** Fails the test once HANG_GUARD_MS have passed since `since` (a hang, not a slow failover). */
+function hangGuard(since: number, awaited: string): void {
+  if (performance.now() - since > HANG_GUARD_MS) {
+    throw new Error(`hang guard: still no ${awaited} ${HANG_GUARD_MS / 1000} s after the crash`);
+  }
+}
+
+/** ROLE of the node on `port` ('master' or 'slave'). */
+async function roleOf(port: number, host = '127.0.0.1'): Promise<string> {
+  return String(((await command(host, port, ['ROLE'])) as unknown[])[0]);
 }
 
 function sleep(ms: number): Promise<void> {
