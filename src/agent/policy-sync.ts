@@ -82,6 +82,12 @@ export class PolicySync {
   private stopped = false;
   private readonly stopping = new AbortController();
   private readonly timeoutMs: number;
+  /**
+   * The running fetch's timeout signal, held until the fetch settles. AbortSignal.any() holds its
+   * sources weakly (nodejs/node#57736): an otherwise unreferenced timeout can be garbage-collected
+   * before it fires, and a hung upstream would then hold the sync (one at a time) forever.
+   */
+  private fetchTimeout: AbortSignal | undefined;
 
   constructor(private readonly options: PolicySyncOptions) {
     this.matcher = options.matcher ?? new LiveMatcher();
@@ -197,6 +203,15 @@ export class PolicySync {
   }
 
   private async fetchOnce(): Promise<SyncResult> {
+    const timeout = (this.fetchTimeout = AbortSignal.timeout(this.timeoutMs));
+    try {
+      return await this.fetchWithin(AbortSignal.any([timeout, this.stopping.signal]));
+    } finally {
+      if (this.fetchTimeout === timeout) this.fetchTimeout = undefined;
+    }
+  }
+
+  private async fetchWithin(signal: AbortSignal): Promise<SyncResult> {
     const headers: Record<string, string> = { accept: 'application/json', ...this.options.headers };
     if (this.etag) headers['if-none-match'] = this.etag;
     let response: Response;
@@ -204,7 +219,7 @@ export class PolicySync {
       response = await fetch(`${this.options.upstream}/rl/v1/policies`, {
         headers,
         redirect: 'manual',
-        signal: AbortSignal.any([AbortSignal.timeout(this.timeoutMs), this.stopping.signal]),
+        signal,
       });
     } catch (error) {
       return { ok: false, changed: false, error: describeFetchError(error) };

@@ -1,3 +1,7 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { expect } from 'chai';
 import Router from '@koa/router';
 import type Koa from 'koa';
@@ -292,6 +296,28 @@ describe('sidecar agent (in process)', function () {
 describe('PolicySync', () => {
   before(() => setLogLevel('silent'));
   after(() => setLogLevel('info'));
+
+  it('a fetch from a hung upstream still times out after a garbage collection (its timeout signal is held)', async () => {
+    // AbortSignal.any() holds its sources weakly (nodejs/node#57736): collected, the timeout would never fire.
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    let asked = 0;
+    const hung = http.createServer(() => void asked++);
+    await new Promise<void>((resolve) => hung.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = hung.address() as AddressInfo;
+      const sync = new PolicySync({ upstream: `http://127.0.0.1:${port}`, headers: {}, intervalSecs: 3600, timeoutMs: 200 });
+      const result = sync.sync();
+      while (asked === 0) await sleep(10);
+      gc();
+      expect(await result).to.deep.include({ ok: false, changed: false });
+      expect((await result).error).to.match(/timeout|aborted/i);
+      sync.stop();
+    } finally {
+      hung.closeAllConnections();
+      await new Promise((resolve) => hung.close(resolve));
+    }
+  });
 
   it('coalesces concurrent sync requests into at most one follow-up fetch', async () => {
     const upstream = await new FakeUpstream().start();
