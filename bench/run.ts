@@ -1,7 +1,7 @@
 /**
  * `npm run bench` — every scenario of issue 6 against its baseline, measured in the same run:
  *
- *   npm run bench                      full run (~4 minutes), writes bench/results.json
+ *   npm run bench                      full run (~7.5 minutes), writes bench/results.json
  *   npm run bench -- --quick           shorter runs, fewer keys (under a minute)
  *   npm run bench -- --smoke           scenario 1 for a fraction of a second (the smoke test)
  *   npm run bench -- --only 1,4        some scenarios only
