@@ -1,20 +1,12 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type Koa from 'koa';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import { DecisionService } from '../../src/decision/decision-service.js';
-import { createApp } from '../../src/http/app.js';
-import { Readiness } from '../../src/http/readiness.js';
-import { policyRoutes } from '../../src/http/routes/policies.js';
-import { FilePolicyStore } from '../../src/policy/file-policy-store.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
-import { PolicyService } from '../../src/policy/policy-service.js';
+import type { FilePolicyStore } from '../../src/policy/file-policy-store.js';
+import type { PolicyService } from '../../src/policy/policy-service.js';
 import { ALGORITHM_TYPES } from '../../src/policy/types.js';
 import { setLogLevel } from '../../src/util/log.js';
-import { parseBody, serve, type TestServer } from '../support/http.js';
+import { parseBody, type TestServer } from '../support/http.js';
+import { servePolicyApi, type PolicyApi } from '../support/policy-api.js';
 
 const POLICY = {
   policy_id: 'p1',
@@ -25,33 +17,22 @@ const SECURITY_HEADERS = ['strict-transport-security', 'x-content-type-options',
 
 describe('HTTP policy routes', function () {
   this.timeout(30_000);
-  let dir: string;
+  let api: PolicyApi;
   let store: FilePolicyStore;
   let service: PolicyService;
   let server: TestServer;
   let principal: { subject: string } | undefined;
 
   beforeEach(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'rl-policy-routes-'));
-    store = await FilePolicyStore.open(dir);
-    const matcher = new LiveMatcher();
-    service = new PolicyService({ store, matcher });
-    const readiness = new Readiness();
-    readiness.markReady();
-    const decisions = new DecisionService({ policies: matcher, counters: new MemoryCounterStore({ sweepIntervalMs: 0 }), keyPrefix: 't:' });
     principal = undefined;
     const guard: Koa.Middleware = async (ctx, next) => {
       if (principal) ctx.state.principal = principal;
       await next();
     };
-    server = await serve(createApp({ decisions, readiness, maxBodyBytes: 64 * 1024, routers: [policyRoutes(service)], guards: [guard] }));
+    api = await servePolicyApi({ maxBodyBytes: 64 * 1024, guards: [guard] });
+    ({ store, service, server } = api);
   });
-  afterEach(async () => {
-    await server.close();
-    service.close();
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterEach(() => api.close());
 
   async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
     const init: RequestInit = { method, headers: { ...headers } };

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { prng } from '../../bench/lib/workload.js';
 import { RankOrder } from '../../src/policy/rank-order.js';
 
 /** Items ordered by `key`; unique keys, as the Matcher's ranks are. */
@@ -8,18 +9,6 @@ interface Item {
 
 const precedes = (item: Item, other: Item) => item.key <= other.key;
 const keyOf = (item: Item) => item.key;
-
-/** mulberry32: deterministic, so a failure repeats. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('RankOrder', () => {
   it('keeps the order and answers the neighbours of each insert like a sorted array, across block splits and emptied blocks', () => {

@@ -1,19 +1,9 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import { DecisionService } from '../../src/decision/decision-service.js';
-import { createApp } from '../../src/http/app.js';
-import { Readiness } from '../../src/http/readiness.js';
-import { policyRoutes } from '../../src/http/routes/policies.js';
-import { FilePolicyStore } from '../../src/policy/file-policy-store.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
-import { PolicyService } from '../../src/policy/policy-service.js';
 import { MAX_TAGS } from '../../src/schema/limits.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { HTTP_PATHS, serveDecisions } from '../support/http-listeners.js';
-import { parseBody, serve, type TestServer } from '../support/http.js';
+import { parseBody, type TestServer } from '../support/http.js';
+import { servePolicyApi, type PolicyApi } from '../support/policy-api.js';
 
 /**
  * Issue 14, "Bounded work per request": a check with 100,000 tags and a policy with 100,000 scope.tags
@@ -113,26 +103,13 @@ describe('bounded work per request: 100,000 tags cost no more work than the same
   }
 
   describe('policy routes', () => {
-    let dir: string;
-    let store: FilePolicyStore;
-    let service: PolicyService;
+    let api: PolicyApi | undefined;
     let server: TestServer;
     before(async () => {
-      dir = mkdtempSync(join(tmpdir(), 'rl-bounded-'));
-      store = await FilePolicyStore.open(dir);
-      const matcher = new LiveMatcher();
-      service = new PolicyService({ store, matcher });
-      const readiness = new Readiness();
-      readiness.markReady();
-      const decisions = new DecisionService({ policies: matcher, counters: new MemoryCounterStore({ sweepIntervalMs: 0 }), keyPrefix: 't:' });
-      server = await serve(createApp({ decisions, readiness, maxBodyBytes: MAX_BODY_BYTES, routers: [policyRoutes(service)] }));
+      api = await servePolicyApi({ maxBodyBytes: MAX_BODY_BYTES });
+      server = api.server;
     });
-    after(async () => {
-      await server?.close();
-      service?.close();
-      await store?.close();
-      rmSync(dir, { recursive: true, force: true });
-    });
+    after(() => api?.close());
 
     for (const [method, path, status] of [
       ['POST', '/rl/v1/policies', 422],
