@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { httpLoad } from './lib/http-load.js';
+import { loadFields } from './lib/load-fields.js';
 import { pacedHttpLoad, type PacedLoadResult } from './lib/paced-load.js';
 import { LOAD_CORE, nextMessage, request, spawnChild, stopChild } from './lib/proc.js';
 import { round } from './lib/stats.js';
@@ -77,19 +78,9 @@ async function paced(child: ChildProcess, run: () => Promise<PacedLoadResult>, p
 }
 
 function side(name: string, m: Awaited<ReturnType<typeof paced>>): Side {
-  const r = m.result;
   return {
     name,
-    throughput_per_s: round(r.throughput_rps),
-    p50_ms: round(r.p50_ms),
-    p99_ms: round(r.p99_ms),
-    max_ms: round(r.max_ms),
-    requests: r.requests,
-    errors: r.errors,
-    non2xx: r.non2xx,
-    unfinished: r.unfinished,
-    paced_send_lag_p99_ms: round(r.send_lag_p99_ms),
-    loadgen_loop_delay_max_ms: round(r.loadgen_loop_delay_max_ms),
+    ...loadFields(m.result),
     server_cpu_pct: m.cpuPct,
     server_loop_delay_p99_ms: round(m.usage.stats?.loop_delay_p99_ms ?? NaN),
     server_loop_delay_max_ms: round(m.usage.stats?.loop_delay_max_ms ?? NaN),

@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { grpcLoad, type GrpcLoadResult } from './lib/grpc-load.js';
 import { httpLoad, type HttpLoadResult } from './lib/http-load.js';
+import { loadFields } from './lib/load-fields.js';
 import { pacedHttpLoad, type PacedLoadResult } from './lib/paced-load.js';
 import {
   REPO_DIR,
@@ -260,33 +261,15 @@ function httpSide(
     service?: Record<string, number>;
   },
 ): Side {
-  const r = m.result;
   return {
     name,
-    throughput_per_s: round(r.throughput_rps),
-    p50_ms: round(r.p50_ms),
-    p99_ms: round(r.p99_ms),
-    p90_ms: round(r.p90_ms),
-    p999_ms: round(r.p999_ms),
-    max_ms: round(r.max_ms),
-    requests: r.requests,
-    errors: r.errors,
-    ...('non2xx' in r ? { non2xx: r.non2xx } : {}),
-    ...('send_lag_p99_ms' in r
-      ? {
-          paced_send_lag_p99_ms: round(r.send_lag_p99_ms),
-          loadgen_loop_delay_p99_ms: round(r.loadgen_loop_delay_p99_ms),
-          loadgen_loop_delay_max_ms: round(r.loadgen_loop_delay_max_ms),
-          unfinished: r.unfinished,
-        }
-      : {}),
+    ...loadFields(m.result),
     server_cpu_pct: m.server_cpu_pct,
     server_cpu_us_per_request: m.server_cpu_us_per_request,
     server_rss_mib: m.server_rss_mib,
     server_gc_pct: m.server_gc.pct,
     server_gc_max_pause_ms: m.server_gc.max_pause_ms,
     server_gc_major_count: m.server_gc.major_count,
-    loadgen_cpu_pct: round(r.loadgen_cpu_pct),
     ...(m.service
       ? {
           service_decisions: m.service.rl_decisions_total,

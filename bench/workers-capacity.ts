@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { httpLoad, type HttpLoadResult } from './lib/http-load.js';
+import { loadFields } from './lib/load-fields.js';
 import { LOAD_CORE, REPO_DIR, SERVER_CORE, hasTaskset } from './lib/proc.js';
 import { round } from './lib/stats.js';
 import { generateWorkload } from './lib/workload.js';
@@ -155,18 +156,11 @@ async function measure(group: Group, run: () => Promise<HttpLoadResult>): Promis
 /** The median round by throughput, with every round's throughput beside it. */
 function side(name: string, runs: Run[]): Side {
   const median = [...runs].sort((a, b) => a.result.throughput_rps - b.result.throughput_rps)[Math.floor((runs.length - 1) / 2)];
-  const r = median.result;
   return {
     name,
-    throughput_per_s: round(r.throughput_rps),
-    p50_ms: round(r.p50_ms),
-    p99_ms: round(r.p99_ms),
-    requests: r.requests,
-    errors: r.errors,
-    non2xx: r.non2xx,
+    ...loadFields(median.result),
     server_cpu_pct: median.server_cpu_pct,
     server_cpu_us_per_request: median.server_cpu_us_per_request,
-    loadgen_cpu_pct: round(r.loadgen_cpu_pct),
     rounds_throughput_per_s: runs.map((run) => round(run.result.throughput_rps)),
   };
 }
