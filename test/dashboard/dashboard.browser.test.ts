@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { buildDashboard } from '../../dashboard/build.js';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
-import { launchBrowser, openPage, pageProblems, screenshot, signIn, type Browser } from './browser.js';
+import { launchBrowser, openPage, pageProblems, screenshot, signIn, type Browser } from '../support/browser.js';
 
 const ADMIN = 'admin-key';
 const READ_ONLY = 'ro-key';

@@ -3,10 +3,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { chromium } from 'playwright-core';
 import { SECURITY_HEADERS } from '../../src/http/headers.js';
 import { DOCS_CSP } from '../../src/http/routes/openapi.js';
 import { OPERATIONS } from '../../src/schema/openapi.js';
+import { launchBrowser } from '../support/browser.js';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 
 /**
@@ -19,7 +19,6 @@ import { startServerProcess, type ServerProcessHandle } from '../support/server-
 
 const STRICT_CSP = SECURITY_HEADERS.find(([name]) => name === 'Content-Security-Policy')![1];
 const SWAGGER_DIR = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
-const CHROMIUM = process.env.RL_TEST_CHROMIUM ?? '/usr/bin/chromium';
 
 describe('API reference page (GET /rl/v1/docs)', function () {
   this.timeout(60_000);
@@ -80,14 +79,9 @@ describe('API reference page (GET /rl/v1/docs)', function () {
   });
 
   it('renders every documented operation in a browser, with nothing blocked by the CSP', async () => {
-    const profile = mkdtempSync(join(tmpdir(), 'rl-docs-chromium-'));
-    const context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update'],
-    });
+    const browser = await launchBrowser();
     try {
-      const page = await context.newPage();
+      const page = await browser.context.newPage();
       const problems: string[] = [];
       const failed: string[] = [];
       // The browser's own /favicon.ico request is an API path like any other (401 without a key).
@@ -110,8 +104,7 @@ describe('API reference page (GET /rl/v1/docs)', function () {
       // CSP violations are reported as console errors ("Refused to load / apply / execute ...").
       expect(problems).to.deep.equal([]);
     } finally {
-      await context.close();
-      rmSync(profile, { recursive: true, force: true });
+      await browser.close();
     }
   });
 });

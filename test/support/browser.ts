@@ -1,12 +1,12 @@
 /**
- * Headless Chromium for the dashboard tests: Debian's /usr/bin/chromium driven by playwright-core
+ * Headless Chromium for the browser tests (dashboard, API reference page): Debian's /usr/bin/chromium driven by playwright-core
  * (never a downloaded browser), in a fresh profile directory that is removed afterwards.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { REPO_ROOT } from '../support/server-process.js';
+import { REPO_ROOT } from './server-process.js';
 
 export const CHROMIUM = process.env.RL_TEST_CHROMIUM ?? '/usr/bin/chromium';
 /** Git-ignored; a reviewer looks at the pages here after a run. */
