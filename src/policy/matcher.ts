@@ -671,7 +671,6 @@ function place(index: FamilyIndex, d: Draft, slot: number, checks: Sharing): Com
   return bucketOf(index.byTag, tag, value);
 }
 
-/** Position of the first policy in `list` (sorted by rank) whose rank is not below `rank`. */
 /** Does `c` come before `other` in winner order (or tie with it: never, ids are unique)? */
 function precedes(c: CompiledPolicy, other: CompiledPolicy): boolean {
   return compareRank(other, c) >= 0;
@@ -681,6 +680,7 @@ function rankOf(c: CompiledPolicy): number {
   return c.rank;
 }
 
+/** Position of the first policy in `list` (sorted by rank) whose rank is not below `rank`. */
 function lowerBound(list: readonly CompiledPolicy[], rank: number): number {
   let lo = 0;
   let hi = list.length;
