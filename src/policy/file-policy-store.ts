@@ -317,7 +317,7 @@ export class FilePolicyStore implements PolicyStore {
 
   /** Throws (and refuses every later change) when another process has taken the data directory. */
   private async checkLock(): Promise<void> {
-    if (this.lock.stillMineNow()) return;
+    if (this.lock.stillMine()) return;
     this.stopWrites('the data directory lock was removed or taken over by another server');
     throw new RlError('unavailable', `policy store is unavailable: ${this.failed!.message}`);
   }

@@ -144,7 +144,7 @@ export class DataDirLock {
     clearInterval(this.timer);
     heldHere.delete(this.dir);
     try {
-      if (await this.stillMine()) await fsp.unlink(this.path);
+      if (this.stillMine()) await fsp.unlink(this.path);
     } finally {
       await this.handle.close();
     }
@@ -153,7 +153,7 @@ export class DataDirLock {
   private async refresh(onLost: LockOptions['onLost']): Promise<void> {
     if (this.released) return;
     try {
-      if (!(await this.stillMine())) {
+      if (!this.stillMine()) {
         clearInterval(this.timer);
         log.error('policy store: the data directory lock is no longer this process\'s; refusing further changes', { path: this.path });
         onLost?.('the data directory lock was removed or taken over by another server');
@@ -166,21 +166,12 @@ export class DataDirLock {
     }
   }
 
-  /** Whether the lock file is still this process's (one stat): checked before every write too. */
-  async stillMine(): Promise<boolean> {
-    try {
-      return (await fsp.stat(this.path)).ino === this.ino;
-    } catch {
-      return false;
-    }
-  }
-
   /**
-   * stillMine, answered synchronously: the check before every journal append. A stat of a file in the
-   * data directory is answered from the kernel's inode cache; sent to the libuv pool instead, it costs
-   * the event loop a thread hop, and the server's core the pool thread that preempts it.
+   * Whether the lock file is still this process's: one stat, synchronous, as it is checked before every
+   * journal append. The stat of a file in the data directory is answered from the kernel's inode cache;
+   * sent to the libuv pool instead, it would cost each append a thread hop.
    */
-  stillMineNow(): boolean {
+  stillMine(): boolean {
     try {
       return statSync(this.path, { throwIfNoEntry: false })?.ino === this.ino;
     } catch {
