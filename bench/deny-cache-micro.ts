@@ -3,7 +3,7 @@ import { MemoryCounterStore } from '../src/counters/memory-store.js';
 import { DecisionService } from '../src/decision/decision-service.js';
 import type { Decision } from '../src/model/decision.js';
 import { parseRequestContext } from '../src/model/request-context.js';
-import { LiveMatcher } from '../src/policy/live-matcher.js';
+import { LiveMatcher } from '../src/matching/live-matcher.js';
 import { HOT_KEY_BODY, HOT_KEY_POLICY } from './lib/workload.js';
 import { awaitingOnly } from '../test/support/async-store.js';
 

@@ -11,18 +11,18 @@
  * a change is applied as that version did, by `replace(store.list())` — a sorted copy of every policy
  * and a full rebuild.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { MemoryCounterStore } from '../src/counters/memory-store.js';
 import { DecisionService } from '../src/decision/decision-service.js';
 import { SCOPE_FIELDS, type RequestContext } from '../src/model/request-context.js';
-import { FilePolicyStore } from '../src/policy/file-policy-store.js';
-import { LiveMatcher } from '../src/policy/live-matcher.js';
+import { FilePolicyStore } from '../src/policy-store/file-policy-store.js';
+import { LiveMatcher } from '../src/matching/live-matcher.js';
 import { PolicyService } from '../src/policy/policy-service.js';
-import { Matcher } from '../src/policy/matcher.js';
-import { byPolicyId } from '../src/policy/policy-store.js';
+import { Matcher } from '../src/matching/matcher.js';
+import { byPolicyId } from '../src/policy-store/policy-store.js';
 import type { Policy } from '../src/policy/types.js';
 import { generateWorkload, prng } from './lib/workload.js';
 
@@ -144,7 +144,7 @@ async function main(): Promise<void> {
   const beforeTree = process.env.BEFORE_TREE;
   if (beforeTree) {
     type Built = { match(ctx: RequestContext, family: 'rate', now: number): { enforce?: unknown } };
-    const other = (await import(join(beforeTree, 'src/policy/matcher.ts'))) as { Matcher: { build(p: Policy[]): Built } };
+    const other = (await import(join(beforeTree, existsSync(join(beforeTree, 'src/matching/matcher.ts')) ? 'src/matching/matcher.ts' : 'src/policy/matcher.ts'))) as { Matcher: { build(p: Policy[]): Built } };
     const set = [...policies.current.values()].sort(byPolicyId);
     // Both built here, the same way, from the same set; and the live one that took the changes above.
     const sides: [string, Built][] = [

@@ -7,7 +7,7 @@ import { parseRequestContext, type RequestContext } from '../src/model/request-c
 import { Analytics } from '../src/observability/analytics.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../src/observability/recorder.js';
-import { LiveMatcher } from '../src/policy/live-matcher.js';
+import { LiveMatcher } from '../src/matching/live-matcher.js';
 import { generateWorkload, prng, zipfSequence } from './lib/workload.js';
 
 /**

@@ -1,5 +1,5 @@
 import { availableParallelism } from 'node:os';
-import { CounterStoreAddressError, parseCounterStoreAddress } from './counters/redis-connection.js';
+import { CounterStoreAddressError, parseCounterStoreAddress } from './redis/redis-connection.js';
 
 /**
  * The one place `RL_*` variables are read. Composition roots call `loadServerConfig(process.env)`;

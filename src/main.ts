@@ -1,8 +1,8 @@
 import cluster from 'node:cluster';
 import { ConfigError, loadServerConfig } from './config.js';
-import { JournalCorruptError } from './policy/file-policy-store.js';
-import { DataDirLockedError } from './policy/journal-lock.js';
-import { SnapshotCorruptError } from './policy/journal-snapshot.js';
+import { JournalCorruptError } from './policy-store/file-policy-store.js';
+import { DataDirLockedError } from './policy-store/journal-lock.js';
+import { SnapshotCorruptError } from './policy-store/journal-snapshot.js';
 import { PolicyFileError } from './policy/policy-file.js';
 import { startServer } from './server.js';
 import { runMain } from './util/run-main.js';

@@ -24,12 +24,12 @@ import { Analytics } from './observability/analytics.js';
 import { DeniedIdentities, bothRecorders } from './observability/denied-identities.js';
 import { Metrics } from './observability/metrics.js';
 import { ObservabilityRecorder } from './observability/recorder.js';
-import { FilePolicyStore } from './policy/file-policy-store.js';
-import { LiveMatcher } from './policy/live-matcher.js';
+import { FilePolicyStore } from './policy-store/file-policy-store.js';
+import { LiveMatcher } from './matching/live-matcher.js';
 import { loadPolicyFile } from './policy/policy-file.js';
 import { PolicyService } from './policy/policy-service.js';
-import type { PolicyStore } from './policy/policy-store.js';
-import { RedisPolicyStore } from './policy/redis-policy-store.js';
+import type { PolicyStore } from './policy-store/policy-store.js';
+import { RedisPolicyStore } from './policy-store/redis-policy-store.js';
 import { grpcServerCredentials, httpsServerOptions, loadTlsMaterial } from './tls.js';
 import { log } from './util/log.js';
 

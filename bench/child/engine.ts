@@ -6,7 +6,7 @@ import { parseRequestContext, type RequestContext } from '../../src/model/reques
 import { Analytics } from '../../src/observability/analytics.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { Samples, median, type LatencySummary } from '../lib/stats.js';
 import { TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload, zipfSequence } from '../lib/workload.js';
 import { argOf, childMain, send, startProfile, stopProfile } from './common.js';

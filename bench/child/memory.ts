@@ -8,7 +8,7 @@ import type { RequestContext } from '../../src/model/request-context.js';
 import { Analytics } from '../../src/observability/analytics.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 import { validatePolicy } from '../../src/policy/validate.js';
 import { sleep } from '../lib/proc.js';

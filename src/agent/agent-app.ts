@@ -8,7 +8,7 @@ import { errorHandler, sendError } from '../http/errors.js';
 import { responseHeaders } from '../http/headers.js';
 import type { Decision } from '../model/decision.js';
 import { parseOperationContext, type RequestContext } from '../model/request-context.js';
-import type { PolicyFamily } from '../policy/matcher.js';
+import type { PolicyFamily } from '../matching/matcher.js';
 import { log } from '../util/log.js';
 import { matchesSecret, secretDigest } from '../util/secrets.js';
 import type { PolicySync } from './policy-sync.js';

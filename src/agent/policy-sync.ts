@@ -1,4 +1,4 @@
-import { LiveMatcher } from '../policy/live-matcher.js';
+import { LiveMatcher } from '../matching/live-matcher.js';
 import type { Policy } from '../policy/types.js';
 import { describeFetchError, redactUrl } from '../util/fetch.js';
 import { log } from '../util/log.js';

@@ -1,4 +1,4 @@
-import { CircuitBreaker, type BreakerState } from '../counters/circuit-breaker.js';
+import { CircuitBreaker, type BreakerState } from '../redis/circuit-breaker.js';
 import type { Decision } from '../model/decision.js';
 import type { RequestContext } from '../model/request-context.js';
 import { describeFetchError, redactUrl } from '../util/fetch.js';

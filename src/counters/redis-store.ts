@@ -2,17 +2,17 @@ import calculateSlot from 'cluster-key-slot';
 import { Command, type Cluster, type Redis } from 'ioredis';
 import { CounterStoreUnavailableError } from '../errors.js';
 import { log } from '../util/log.js';
-import { CircuitBreaker, type CircuitBreakerOptions } from './circuit-breaker.js';
+import { CircuitBreaker, type CircuitBreakerOptions } from '../redis/circuit-breaker.js';
 import type { CounterResult, CounterStore } from './counter-store.js';
 import { scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
-import { loadBatchScript, SCRIPT_KEY_COUNTS, type BatchScript, type ScriptName } from './lua-scripts.js';
+import { loadBatchScript, SCRIPT_KEY_COUNTS, type BatchScript, type ScriptName } from '../redis/lua-scripts.js';
 import {
   createRedisClient,
   DEFAULT_COMMAND_TIMEOUT_MS,
   describeAddress,
   parseCounterStoreAddress,
   type RedisClientOptions,
-} from './redis-connection.js';
+} from '../redis/redis-connection.js';
 
 /**
  * The Redis backend of CounterStore: every operation is one atomic Lua script (lua/*.lua). The scripts

@@ -6,7 +6,7 @@ import { capacityOf, windowMsOf, type LeaseSpec, type RateSpec } from '../counte
 import { CounterKeyCache, lengthPrefixed } from '../counters/keys.js';
 import type { Decision, DecisionReason } from '../model/decision.js';
 import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
-import type { Matcher, MatchResult, PolicyFamily, PolicyMatch } from '../policy/matcher.js';
+import type { Matcher, MatchResult, PolicyFamily, PolicyMatch } from '../matching/matcher.js';
 import type { FailureMode, LimitAction } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';

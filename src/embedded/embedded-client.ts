@@ -17,11 +17,11 @@ import { connectRedisCounterStore } from '../counters/redis-store.js';
 import { DecisionService, type Operation } from '../decision/decision-service.js';
 import { RlError } from '../errors.js';
 import { parseOperationContext } from '../model/request-context.js';
-import { LiveMatcher } from '../policy/live-matcher.js';
+import { LiveMatcher } from '../matching/live-matcher.js';
 import { loadPolicyFile, parsePolicyDocument } from '../policy/policy-file.js';
 import { PolicyService } from '../policy/policy-service.js';
 import type { Policy } from '../policy/types.js';
-import { RedisPolicyStore } from '../policy/redis-policy-store.js';
+import { RedisPolicyStore } from '../policy-store/redis-policy-store.js';
 
 export interface EmbeddedClientOptions {
   /**

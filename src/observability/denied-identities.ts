@@ -1,5 +1,5 @@
 import type { DecisionEvent, DecisionRecorder, MatcherSource } from '../decision/decision-service.js';
-import type { CompiledPolicy } from '../policy/matcher.js';
+import type { CompiledPolicy } from '../matching/matcher.js';
 import { SpaceSaving } from './analytics.js';
 
 /**

@@ -2,14 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { RlError, invalidField, notFound } from '../errors.js';
 import { describe } from '../model/request-context.js';
 import { MAX_JSON_DEPTH, jsonShapeProblem } from '../util/json-shape.js';
-import type { LiveMatcher } from './live-matcher.js';
+import type { LiveMatcher } from '../matching/live-matcher.js';
 import {
   unixSecondsOf,
   type AuditAction,
   type AuditEntry,
   type PolicyStore,
   type PolicyVersion,
-} from './policy-store.js';
+} from '../policy-store/policy-store.js';
 import type { FieldError, Policy } from './types.js';
 import { oversizedCollections, validatePolicy, type PolicyInput } from './validate.js';
 

@@ -18,7 +18,7 @@ import {
   SEVERITY_LEVELS,
 } from '../schema/policy.js';
 import { parseDuration } from '../util/duration.js';
-import { compileMatchExpr } from './match-expr.js';
+import { compileMatchExpr } from '../matching/match-expr.js';
 import {
   ALGORITHM_TYPES,
   ENFORCEMENT_MODES,

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { AUDIT_ACTIONS } from '../policy/policy-store.js';
+import { AUDIT_ACTIONS } from '../policy-store/policy-store.js';
 import { PolicySchema } from './policy.js';
 
 const Instant = Type.String({ format: 'date-time' });

@@ -15,7 +15,7 @@ import { DecisionService } from '../../src/decision/decision-service.js';
 import { createApp } from '../../src/http/app.js';
 import { conditionalGet } from '../../src/http/conditional-get.js';
 import { Readiness } from '../../src/http/readiness.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { makePolicy } from '../support/policies.js';

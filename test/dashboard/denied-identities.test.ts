@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { DeniedIdentities, EVERYONE, bothRecorders, wildcardNames } from '../../src/observability/denied-identities.js';
 import type { DecisionEvent } from '../../src/decision/decision-service.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 import { allowedBy, deniedBy, event, shadowOnly } from '../support/decision-events.js';
 import { makePolicy } from '../support/policies.js';

@@ -4,7 +4,7 @@ import type { CounterStore } from '../../src/counters/counter-store.js';
 import { DecisionService, leaseIdOf, type DecisionEvent } from '../../src/decision/decision-service.js';
 import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { parseRequestContext } from '../../src/model/request-context.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { makePolicy } from '../support/policies.js';
 import { awaitingOnly } from '../support/async-store.js';
 

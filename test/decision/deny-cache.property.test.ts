@@ -14,7 +14,7 @@ import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import type { Decision } from '../../src/model/decision.js';
 import type { RequestContext } from '../../src/model/request-context.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 import { T0, connectRedisStore, getSuiteRedis } from '../support/counter-stores.js';
 import { awaitingOnly } from '../support/async-store.js';

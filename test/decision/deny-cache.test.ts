@@ -14,7 +14,7 @@ import type { RedisCounterStore } from '../../src/counters/redis-store.js';
 import { DecisionService, type DecisionServiceDeps } from '../../src/decision/decision-service.js';
 import { DenyCache } from '../../src/decision/deny-cache.js';
 import type { RequestContext } from '../../src/model/request-context.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 import { T0, connectRedisStore, getSuiteRedis } from '../support/counter-stores.js';
 import { makePolicy } from '../support/policies.js';

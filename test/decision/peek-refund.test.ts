@@ -8,7 +8,7 @@ import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { Analytics } from '../../src/observability/analytics.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { forEachStore } from '../support/counter-stores.js';
 import { HTTP_PATHS, serveDecisions } from '../support/http-listeners.js';
 import { postJson, type TestServer } from '../support/http.js';

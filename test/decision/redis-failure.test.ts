@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { connectRedisCounterStore, type CounterStoreErrorKind, type RedisCounterStore } from '../../src/counters/redis-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { parseRequestContext } from '../../src/model/request-context.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { makePolicy } from '../support/policies.js';
 import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';

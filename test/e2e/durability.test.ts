@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { JOURNAL_FILE } from '../../src/policy/file-policy-store.js';
+import { JOURNAL_FILE } from '../../src/policy-store/file-policy-store.js';
 import { REPO_ROOT, startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 
 /**

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { shouldRateLimit, unitLookup, type EnvoyRateLimitRequest, type EnvoyRateLimitResponse } from '../../src/grpc/envoy.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 
 /**

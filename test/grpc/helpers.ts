@@ -10,7 +10,7 @@ import { DecisionService } from '../../src/decision/decision-service.js';
 import { createGrpcServer, bindGrpcServer, shutdownGrpcServer, type GrpcAuthenticate } from '../../src/grpc/server.js';
 import { PROTO_DIR, PROTO_FILES } from '../../src/grpc/protos.js';
 import { Readiness } from '../../src/http/readiness.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 
 /** A whole-day instant in the future: every window that divides a day starts here. */

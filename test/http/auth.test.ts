@@ -10,7 +10,7 @@ import { DecisionService } from '../../src/decision/decision-service.js';
 import { createApp, createHttpListener } from '../../src/http/app.js';
 import { accessOf, HttpAuth, httpAuthGuard } from '../../src/http/auth-guard.js';
 import { Readiness } from '../../src/http/readiness.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { setLogLevel } from '../../src/util/log.js';
 
 const ADMIN_KEY = 'adm-5f1d8c0e7b2a4e69a1c3';

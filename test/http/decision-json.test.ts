@@ -5,7 +5,7 @@ import { DecisionService } from '../../src/decision/decision-service.js';
 import { DECISION_JSON_FIELDS, decisionJson } from '../../src/http/decision-fast-path.js';
 import type { Decision, DecisionReason } from '../../src/model/decision.js';
 import { parseRequestContext } from '../../src/model/request-context.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { makePolicy } from '../support/policies.js';
 
 /** A Decision with its fields in the interface's order, as DecisionService builds them. */

@@ -10,7 +10,7 @@ import { metricsRoutes } from '../../src/http/routes/metrics.js';
 import { Analytics } from '../../src/observability/analytics.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 
 /** An enforcing per-tenant limit of 2 per minute, and a shadow per-tenant limit of 1 beside it. */

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Matcher } from '../../src/policy/matcher.js';
+import { Matcher } from '../../src/matching/matcher.js';
 import { loadPolicyFile, PolicyFileError } from '../../src/policy/policy-file.js';
 import { ALGORITHM_TYPES, LIMIT_ACTIONS } from '../../src/policy/types.js';
 

@@ -5,7 +5,7 @@
  * compaction number `nth` reaches `step`. Usage: node --import tsx compaction-crash-child.ts DIR STEP NTH FROM
  */
 import { writeSync } from 'node:fs';
-import { FilePolicyStore, type CompactionStep } from '../../src/policy/file-policy-store.js';
+import { FilePolicyStore, type CompactionStep } from '../../src/policy-store/file-policy-store.js';
 import { churn } from './policy-churn.js';
 
 const [dir, step, nth, from] = process.argv.slice(2);

@@ -7,7 +7,7 @@ import { HttpAuth } from '../../src/http/auth-guard.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { Readiness } from '../../src/http/readiness.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 import { serve, type TestServer } from './http.js';
 

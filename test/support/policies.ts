@@ -1,5 +1,5 @@
 import { validatePolicy } from '../../src/policy/validate.js';
-import type { AuditEntry, PolicyChange } from '../../src/policy/policy-store.js';
+import type { AuditEntry, PolicyChange } from '../../src/policy-store/policy-store.js';
 import type { Policy } from '../../src/policy/types.js';
 
 /**

@@ -7,8 +7,8 @@ import { DecisionService } from '../../src/decision/decision-service.js';
 import { createApp } from '../../src/http/app.js';
 import { Readiness } from '../../src/http/readiness.js';
 import { policyRoutes } from '../../src/http/routes/policies.js';
-import { FilePolicyStore } from '../../src/policy/file-policy-store.js';
-import { LiveMatcher } from '../../src/policy/live-matcher.js';
+import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { PolicyService } from '../../src/policy/policy-service.js';
 import { serve, type TestServer } from './http.js';
 

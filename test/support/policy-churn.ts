@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { PolicyChange, PolicyStore } from '../../src/policy/policy-store.js';
+import type { PolicyChange, PolicyStore } from '../../src/policy-store/policy-store.js';
 import { createChange, removeChange, updateChange, versionedPolicy } from './policies.js';
 
 /** One acknowledged change of `churn`: what a later store must still hold. */

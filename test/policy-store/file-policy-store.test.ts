@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { appendFileSync, constants, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FilePolicyStore, JOURNAL_FILE, JournalCorruptError } from '../../src/policy/file-policy-store.js';
+import { FilePolicyStore, JOURNAL_FILE, JournalCorruptError } from '../../src/policy-store/file-policy-store.js';
 import { createChange as create, removeChange as remove, updateChange as update, versionedPolicy as policy } from '../support/policies.js';
 
 describe('FilePolicyStore', () => {

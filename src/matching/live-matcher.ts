@@ -1,6 +1,6 @@
 import type { MatcherSource } from '../decision/decision-service.js';
 import { Matcher, type SkippedPolicy } from './matcher.js';
-import type { Policy } from './types.js';
+import type { Policy } from '../policy/types.js';
 import { log } from '../util/log.js';
 
 /**

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
-import { createRedisClient, redactAddress } from '../counters/redis-connection.js';
+import { createRedisClient, redactAddress } from '../redis/redis-connection.js';
 import { RlError } from '../errors.js';
 import { log } from '../util/log.js';
 import {
@@ -19,7 +19,7 @@ import {
   type PolicyStore,
   type PolicyVersion,
 } from './policy-store.js';
-import type { Policy } from './types.js';
+import type { Policy } from '../policy/types.js';
 
 /**
  * Multi-node policy storage in Redis (RL_COUNTERSTORE_ADDR set).

@@ -9,7 +9,7 @@ import {
   reconnectDelayMs,
   redactAddress,
   type CounterStoreAddress,
-} from '../../src/counters/redis-connection.js';
+} from '../../src/redis/redis-connection.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
 import { randomPrefix, startRedis, startRedisCluster, startRedisSentinel } from '../support/redis.js';
 

@@ -11,7 +11,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { RequestContext } from '../../src/model/request-context.js';
-import { Matcher, type MatchResult, type PolicyFamily } from '../../src/policy/matcher.js';
+import { Matcher, type MatchResult, type PolicyFamily } from '../../src/matching/matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 import { validatePolicy } from '../../src/policy/validate.js';
 

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { CircuitBreaker, type BreakerState } from '../../src/counters/circuit-breaker.js';
+import { CircuitBreaker, type BreakerState } from '../../src/redis/circuit-breaker.js';
 
 describe('CircuitBreaker', function () {
   let clock: number;

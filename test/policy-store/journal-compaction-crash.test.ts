@@ -3,9 +3,9 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FilePolicyStore, type CompactionStep } from '../../src/policy/file-policy-store.js';
-import { LOCK_FILE } from '../../src/policy/journal-lock.js';
-import { SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE } from '../../src/policy/journal-snapshot.js';
+import { FilePolicyStore, type CompactionStep } from '../../src/policy-store/file-policy-store.js';
+import { LOCK_FILE } from '../../src/policy-store/journal-lock.js';
+import { SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE } from '../../src/policy-store/journal-snapshot.js';
 import { churn, expectAcknowledged, type ChurnAck } from '../support/policy-churn.js';
 import { REPO_ROOT } from '../support/server-process.js';
 

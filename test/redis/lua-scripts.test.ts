@@ -13,7 +13,7 @@ import {
   SCRIPT_NAMES,
   stripLuaComments,
   type ScriptName,
-} from '../../src/counters/lua-scripts.js';
+} from '../../src/redis/lua-scripts.js';
 import { startRedis, type RedisHandle } from '../support/redis.js';
 
 /** The leading comment block of a file: every line up to the first that is not a `--` comment. */

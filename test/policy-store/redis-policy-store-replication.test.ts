@@ -4,7 +4,7 @@
  */
 import { expect } from 'chai';
 import { RlError } from '../../src/errors.js';
-import { clusterReplicaCount, RedisPolicyStore } from '../../src/policy/redis-policy-store.js';
+import { clusterReplicaCount, RedisPolicyStore } from '../../src/policy-store/redis-policy-store.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { createChange, versionedPolicy } from '../support/policies.js';
 import { command, randomPrefix, startPrivateRedisWithReplica, type RedisWithReplicaHandle } from '../support/redis.js';

@@ -1,4 +1,4 @@
-import type { Policy } from './types.js';
+import type { Policy } from '../policy/types.js';
 
 /**
  * Policy storage: the current policies, every version and the audit trail, changed together.

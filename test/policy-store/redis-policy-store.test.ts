@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import type { PolicyChangeEvent } from '../../src/policy/policy-store.js';
+import type { PolicyChangeEvent } from '../../src/policy-store/policy-store.js';
 import { RlError } from '../../src/errors.js';
 import { setLogLevel } from '../../src/util/log.js';
-import { RedisPolicyStore, type RedisPolicyStoreOptions } from '../../src/policy/redis-policy-store.js';
+import { RedisPolicyStore, type RedisPolicyStoreOptions } from '../../src/policy-store/redis-policy-store.js';
 import { getSuiteRedis } from '../support/counter-stores.js';
 import { createChange as create, removeChange as remove, updateChange as update, versionedPolicy as policy } from '../support/policies.js';
 import { randomPrefix, startRedisCluster, type RedisHandle } from '../support/redis.js';

@@ -3,8 +3,8 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FilePolicyStore } from '../../src/policy/file-policy-store.js';
-import { DataDirLock, DataDirLockedError, LOCK_FILE, type LockOwner } from '../../src/policy/journal-lock.js';
+import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
+import { DataDirLock, DataDirLockedError, LOCK_FILE, type LockOwner } from '../../src/policy-store/journal-lock.js';
 import { RlError } from '../../src/errors.js';
 import { createChange, versionedPolicy } from '../support/policies.js';
 import { REPO_ROOT } from '../support/server-process.js';
@@ -74,7 +74,7 @@ describe('data directory lock', function () {
   it('a live process of this namespace holds it; once that process is killed -9 it is free at once', async () => {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', '-e', `import { DataDirLock } from './src/policy/journal-lock.ts'; await DataDirLock.acquire(${JSON.stringify(dir)}); console.log('locked'); setInterval(() => {}, 1000);`],
+      ['--import', 'tsx', '-e', `import { DataDirLock } from './src/policy-store/journal-lock.ts'; await DataDirLock.acquire(${JSON.stringify(dir)}); console.log('locked'); setInterval(() => {}, 1000);`],
       { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
     );
     const exited = new Promise((resolve) => child.once('exit', resolve));

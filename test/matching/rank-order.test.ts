@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { prng } from '../../bench/lib/workload.js';
-import { RankOrder } from '../../src/policy/rank-order.js';
+import { RankOrder } from '../../src/matching/rank-order.js';
 
 /** Items ordered by `key`; unique keys, as the Matcher's ranks are. */
 interface Item {

@@ -2,9 +2,9 @@ import { expect } from 'chai';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { encodeRecord, FilePolicyStore, JOURNAL_FILE, JournalCorruptError, type FilePolicyStoreOptions } from '../../src/policy/file-policy-store.js';
-import { LOCK_FILE } from '../../src/policy/journal-lock.js';
-import { SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, SnapshotCorruptError } from '../../src/policy/journal-snapshot.js';
+import { encodeRecord, FilePolicyStore, JOURNAL_FILE, JournalCorruptError, type FilePolicyStoreOptions } from '../../src/policy-store/file-policy-store.js';
+import { LOCK_FILE } from '../../src/policy-store/journal-lock.js';
+import { SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, SnapshotCorruptError } from '../../src/policy-store/journal-snapshot.js';
 import { churn, expectAcknowledged, type ChurnAck } from '../support/policy-churn.js';
 
 describe('FilePolicyStore compaction (snapshot + journal)', function () {

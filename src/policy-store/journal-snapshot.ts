@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import { versionRecordOf, type AuditEntry, type PolicyVersion } from './policy-store.js';
-import type { Policy } from './types.js';
+import type { Policy } from '../policy/types.js';
 
 /**
  * The snapshot of a FilePolicyStore: the whole state (every policy id's head, current policy, versions

@@ -4,7 +4,7 @@ import { SCOPE_FIELDS, type RequestContext, type ScopeField } from '../model/req
 import { compileMatchExpr, type CompileResult, type MatchExprEvaluator } from './match-expr.js';
 import { RegexBudget } from './match-regex.js';
 import { RankOrder } from './rank-order.js';
-import type { Policy } from './types.js';
+import type { Policy } from '../policy/types.js';
 import { stableHash32 } from '../util/hash.js';
 
 /**

@@ -18,7 +18,7 @@ import {
   type PolicyStore,
   type PolicyVersion,
 } from './policy-store.js';
-import type { Policy } from './types.js';
+import type { Policy } from '../policy/types.js';
 
 /**
  * Single-node policy storage: a snapshot and an append-only journal in the data directory
