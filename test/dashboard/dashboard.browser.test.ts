@@ -82,6 +82,16 @@ describe('dashboard (headless Chromium, real server)', function () {
     await page.getByTestId('versions').waitFor();
   };
 
+  it('asks for a credential when the server needs one: the sign-in form, no error, no open-server note', async () => {
+    const page = await openPage(browser.context);
+    await page.goto(`${server.url}/dashboard/`);
+    await page.getByTestId('login').waitFor();
+    expect(await page.getByTestId('login-error').count()).to.equal(0);
+    expect(await page.getByTestId('open-server').count()).to.equal(0);
+    expect(await page.getByTestId('whoami').count()).to.equal(0);
+    await page.close();
+  });
+
   it('refuses a wrong key and keeps the login form', async () => {
     const page = await openPage(browser.context);
     await page.goto(`${server.url}/dashboard/`);
@@ -261,6 +271,50 @@ describe('dashboard (headless Chromium, real server)', function () {
     await page.getByTestId('try-result').evaluate((el) => el.replaceChildren());
     expect(await remainingAfter()).to.contain('5 / 5');
     await screenshot(page, '10-try-a-decision');
+    await page.close();
+  });
+});
+
+/** The same page against a server with authentication off (the default): no sign-in at all. */
+describe('dashboard on a server that needs no credential (headless Chromium, real server)', function () {
+  this.timeout(60_000);
+  let dir: string;
+  let server: ServerProcessHandle;
+  let browser: Browser;
+
+  before(async () => {
+    await buildDashboard();
+    dir = mkdtempSync(join(tmpdir(), 'rl-dashboard-open-'));
+    writeFileSync(join(dir, 'policies.json'), JSON.stringify(POLICIES));
+    server = await startServerProcess({ RL_AUTH_ENABLED: 'false', RL_DATA_DIR: join(dir, 'data'), RL_POLICY_FILE: join(dir, 'policies.json') });
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  afterEach(() => {
+    expect(pageProblems.splice(0)).to.deep.equal([]);
+  });
+
+  it('opens straight onto the overview, says the server is open, and every page works', async () => {
+    const page = await openPage(browser.context);
+    await page.goto(`${server.url}/dashboard/`);
+    await page.getByTestId('store-state').filter({ hasText: 'memory · up' }).waitFor();
+    expect(await page.getByTestId('login').count(), 'no sign-in form').to.equal(0);
+    expect(await page.getByTestId('logout').count(), 'nothing to sign out of').to.equal(0);
+    expect(await page.getByTestId('whoami').textContent()).to.equal('anonymous · admin');
+    expect(await page.getByTestId('open-server').textContent()).to.contain('no credential needed');
+    expect(await page.evaluate(() => sessionStorage.length), 'no credential stored').to.equal(0);
+    await screenshot(page, '11-open-server');
+    // An admin's pages, without a credential: the policy list and an edit control.
+    await page.getByTestId('nav-policies').click();
+    await page.getByTestId('policy-row-api-per-user').click();
+    await page.getByTestId('versions').waitFor();
+    expect(await page.getByTestId('rollout-slider').count()).to.equal(1);
     await page.close();
   });
 });
