@@ -238,7 +238,9 @@ function gatewayAnswer(
   const answer: ReturnType<typeof gatewayAnswer> = { response_headers_to_add: [], request_headers_to_add: [] };
   if (limiting !== undefined && mode !== 'off') {
     // The renderer skips answers no enforced policy made; the legacy style renders the first alone.
-    const shown = listed === 'all' ? [limiting, ...results.filter((d) => d !== limiting)] : [limiting];
+    // By position: two descriptors may share one Decision object (a deny-cache answer).
+    const at = results.indexOf(limiting);
+    const shown = listed === 'all' ? [limiting, ...results.filter((_, i) => i !== at)] : [limiting];
     answer.response_headers_to_add = renderRateLimitHeaderList(shown, mode).map(([key, value]) => ({ key, value }));
   }
   if (overall === 'OVER_LIMIT' && limiting !== undefined) {

@@ -473,6 +473,12 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
         ['content-type', 'application/problem+json'],
       ]);
       expect(JSON.parse((refused.get(5)![0] as Buffer).toString('utf8'))['violated-policies']).to.deep.equal(['edge-per-ip']);
+      // Two descriptors of one policy and one user: two items, the one with fewer units left first.
+      const twice = await call(request('edge', [{ entries: [['user_id', 'twice']] }, { entries: [['user_id', 'twice']] }]));
+      expect(headers(twice, 3)).to.deep.equal([
+        ['RateLimit-Policy', '"edge-per-user";q=3;w=60, "edge-per-user";q=3;w=60'],
+        ['RateLimit', '"edge-per-user";r=1;t=1, "edge-per-user";r=2;t=1'],
+      ]);
       await fixture.close();
       raw?.close();
       raw = undefined;
