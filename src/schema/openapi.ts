@@ -194,7 +194,8 @@ export const OPERATIONS: readonly Operation[] = [
     method: 'delete', path: '/rl/v1/policies/{id}', operationId: 'deletePolicy', tag: 'policies', access: 'write',
     summary: 'Delete a policy; its versions and audit stay readable.',
     parameters: [POLICY_ID_PARAM, IF_MATCH],
-    responses: { 200: ['Deleted.', JSON_TYPE, ref('DeleteResult')], 404: error('No such policy.'), 409: error('If-Match is not current.') },
+    // It takes no body, but one sent is read like any other (a DELETE may carry one).
+    responses: { 200: ['Deleted.', JSON_TYPE, ref('DeleteResult')], ...BAD_BODY, 404: error('No such policy.'), 409: error('If-Match is not current.') },
   },
   {
     method: 'post', path: '/rl/v1/policies/{id}/rollout', operationId: 'rolloutPolicy', tag: 'policies', access: 'write',

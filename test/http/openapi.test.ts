@@ -229,6 +229,7 @@ describe('OpenAPI document (GET /rl/v1/openapi.json) against the server', functi
       { operationId: 'analyticsSummary', status: 200, path: '/rl/v1/analytics/summary?top=5', key: READER },
       { operationId: 'analyticsSummary', status: 400, path: '/rl/v1/analytics/summary?top=0', key: READER },
       { operationId: 'deletePolicy', status: 409, method: 'DELETE', path: at('/rl/v1/policies/{id}'), key: ADMIN, headers: { 'if-match': '"1"' } },
+      { operationId: 'deletePolicy', status: 400, method: 'DELETE', path: at('/rl/v1/policies/{id}'), key: ADMIN, body: '{' },
       { operationId: 'deletePolicy', status: 200, method: 'DELETE', path: at('/rl/v1/policies/{id}'), key: ADMIN },
       { operationId: 'deletePolicy', status: 404, method: 'DELETE', path: at('/rl/v1/policies/{id}'), key: ADMIN },
       { operationId: 'policyAudit', status: 200, path: at('/rl/v1/policies/{id}/audit'), key: READER },
