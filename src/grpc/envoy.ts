@@ -24,8 +24,9 @@ import { MAX_ENVOY_DESCRIPTORS, MAX_TAGS } from '../schema/limits.js';
  *   code is OVER_LIMIT when any descriptor is, else OK.
  * - The answer also carries what Envoy's filter applies: the rate-limit headers of the limiting
  *   descriptor (RL_ENVOY_HEADERS; with RL_ENVOY_HEADER_DESCRIPTORS=all the IETF headers list every
- *   descriptor an enforced policy answered, the limiting one first), the problem+json 429 body on OVER_LIMIT, `x-ratelimit-action` to
- *   the upstream when a downgrade or sample let the request through, and dynamic metadata for logs.
+ *   descriptor an enforced policy answered, the limiting one first), the problem+json 429 body on
+ *   OVER_LIMIT, `x-ratelimit-action` to the upstream when a downgrade or sample let the request
+ *   through, and dynamic metadata for logs.
  */
 
 export interface EnvoyEntry {
