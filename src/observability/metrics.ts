@@ -1,5 +1,5 @@
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import { INTERNAL_ERROR_TRANSPORTS, internalErrorCount, type InternalErrorTransport } from './internal-errors.js';
+import { INTERNAL_ERROR_TRANSPORTS, internalErrorCount } from './internal-errors.js';
 import { PlainCounter, PlainHistogram, ReadCounter, SeriesRow, type Series } from './plain-metrics.js';
 import type { DecisionEvent, Operation } from '../decision/decision-service.js';
 import type { Decision } from '../model/decision.js';
@@ -223,7 +223,7 @@ export class Metrics {
       'Requests answered HTTP 500 or gRPC INTERNAL, by transport: each is a bug, logged with its stack (process-wide).',
       'transport',
       INTERNAL_ERROR_TRANSPORTS,
-      (transport) => internalErrorCount(transport as InternalErrorTransport),
+      internalErrorCount,
       registry,
     );
     // Zero series for the fixed label values, so dashboards see them before the first decision.

@@ -70,13 +70,13 @@ export class PlainCounter {
 }
 
 /** A one-label counter whose values are counted elsewhere and read when /metrics is scraped. */
-export class ReadCounter extends PlainCounter {
+export class ReadCounter<L extends string> extends PlainCounter {
   constructor(
     name: string,
     help: string,
     labelName: string,
-    private readonly labelValues: readonly string[],
-    private readonly read: (labelValue: string) => number,
+    private readonly labelValues: readonly L[],
+    private readonly read: (labelValue: L) => number,
     registry: Registry,
   ) {
     super(name, help, [labelName], registry);
