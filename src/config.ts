@@ -64,6 +64,8 @@ export interface ServerConfig {
   grpcMaxMessageBytes: number;
   /** The rate-limit headers of Envoy RLS answers: the IETF draft's, the X-RateLimit-* ones, or none. */
   envoyHeaders: 'ietf' | 'legacy' | 'off';
+  /** Which descriptors those headers speak for: the limiting one, or every one an enforced policy answered. */
+  envoyHeaderDescriptors: 'limiting' | 'all';
   /** Server processes sharing the ports (RL_WORKERS, `auto` = cores); more than 1 needs RL_COUNTERSTORE_ADDR. */
   workers: number;
 }
@@ -103,6 +105,7 @@ export function loadServerConfig(env: Env): ServerConfig {
     metricsLabelCap: read.int('RL_METRICS_LABEL_CAP', 1000, 1, 1_000_000),
     grpcMaxMessageBytes: read.int('RL_GRPC_MAX_MESSAGE_BYTES', 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     envoyHeaders: read.oneOf('RL_ENVOY_HEADERS', ['ietf', 'legacy', 'off'] as const, 'ietf'),
+    envoyHeaderDescriptors: read.oneOf('RL_ENVOY_HEADER_DESCRIPTORS', ['limiting', 'all'] as const, 'limiting'),
     workers: readWorkers(read, counterStoreAddr),
   };
 }

@@ -127,6 +127,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       authenticate: grpcAuthenticate(authenticator),
       policies: matcher,
       envoyHeaders: config.envoyHeaders,
+      envoyHeaderDescriptors: config.envoyHeaderDescriptors,
     });
     closers.push(() => shutdownGrpcServer(grpcServer, 0), () => closeGracefully(httpServer, 0));
     const [httpPort, grpcPort] = await Promise.all([

@@ -19,6 +19,7 @@ describe('server config', () => {
       metricsLabelCap: 1000,
       http: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000 },
       envoyHeaders: 'ietf',
+      envoyHeaderDescriptors: 'limiting',
     });
     expect(c.tls).to.deep.equal({ enabled: false, certFile: undefined, keyFile: undefined });
     expect(c.auth).to.deep.include({ enabled: false, roleClaim: 'role', exemptPaths: ['/healthz', '/readyz'] });
@@ -41,6 +42,7 @@ describe('server config', () => {
     ['RL_DRAIN_SECS', '-1'],
     ['RL_SHUTDOWN_DELAY_SECS', 'soon'],
     ['RL_ENVOY_HEADERS', 'draft-03'],
+    ['RL_ENVOY_HEADER_DESCRIPTORS', 'every'],
     ['RL_HTTP_HEADERS_TIMEOUT_SECS', '0'],
     ['RL_HTTP_HEADERS_TIMEOUT_SECS', '60'],
     ['RL_HTTP_REQUEST_TIMEOUT_SECS', '1.5'],

@@ -48,7 +48,14 @@ function showLogin(message?: string): void {
   field.focus();
 }
 
+/**
+ * Opens the pages as the stored credential's caller or, with none stored, asks the stream with no
+ * credential: a server that needs none (RL_AUTH_ENABLED=false) answers it, and the page opens as
+ * `anonymous` with a note that the server is open; one that needs a credential answers 401, and the
+ * sign-in form appears.
+ */
 async function start(): Promise<void> {
+  const open = credential() === null;
   const liveDot = h('span', { class: 'live-dot' });
   const live = new LiveStream(120, (connected) => liveDot.classList.toggle('on', connected));
   stream = live;
@@ -59,6 +66,7 @@ async function start(): Promise<void> {
     live.stop();
     clearCredential();
     const status = error instanceof ApiError ? error.status : 0;
+    if (open && status === 401) return showLogin();
     return showLogin(status === 401 ? 'That key or token was not accepted.' : status === 403 ? 'This credential may not read the dashboard.' : `Cannot connect: ${(error as Error).message}`);
   }
 
@@ -84,7 +92,13 @@ async function start(): Promise<void> {
         { class: 'who' },
         liveDot,
         h('span', { 'data-testid': 'whoami' }, `${hello.subject} · ${hello.role ?? 'no role'}`),
-        h('button', { type: 'button', 'data-testid': 'logout', onclick: () => (clearCredential(), showLogin()) }, 'Sign out'),
+        open
+          ? h(
+              'span',
+              { class: 'open-note', 'data-testid': 'open-server', title: 'Authentication is off (RL_AUTH_ENABLED): anyone who reaches this server can read and change its policies.' },
+              'open server: no credential needed',
+            )
+          : h('button', { type: 'button', 'data-testid': 'logout', onclick: () => (clearCredential(), showLogin()) }, 'Sign out'),
       ),
     ),
     main,
@@ -105,9 +119,9 @@ async function start(): Promise<void> {
 }
 
 unauthenticated.addEventListener('logout', () => {
+  const hadCredential = credential() !== null;
   clearCredential();
-  showLogin('Your session was not accepted any more; sign in again.');
+  showLogin(hadCredential ? 'Your session was not accepted any more; sign in again.' : 'The server asks for a credential now; sign in.');
 });
 
-if (credential() !== null) void start();
-else showLogin();
+void start();

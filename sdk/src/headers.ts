@@ -29,19 +29,31 @@ export interface QuotaExceededProblem {
  * policy made: no match, a shadow-only answer, or a failure-mode answer (the counters were not read).
  */
 export function renderRateLimitHeaders(decision: Decision, style: RateLimitHeaderStyle = 'ietf'): [string, string][] {
-  if (!speaksForALimit(decision)) return [];
+  return renderRateLimitHeaderList([decision], style);
+}
+
+/**
+ * The headers for several decisions about one request (a gateway's descriptors), the one the client
+ * should heed first: in the IETF style `RateLimit-Policy` and `RateLimit` list one item per decision
+ * an enforced policy made, in the order given (the draft's lists: `"a";q=100;w=60, "b";q=5;w=1`).
+ * The legacy headers and Retry-After have room for one limit: the first's.
+ */
+export function renderRateLimitHeaderList(decisions: readonly Decision[], style: RateLimitHeaderStyle = 'ietf'): [string, string][] {
+  const speaking = decisions.filter(speaksForALimit);
+  const first = speaking[0];
+  if (first === undefined) return [];
   const headers: [string, string][] =
     style === 'ietf'
       ? [
-          ['RateLimit-Policy', policyItem(decision)],
-          ['RateLimit', `${sfString(decision.matched_policy_id)};r=${wholeUnits(decision.remaining)};t=${seconds(decision.reset_after)}`],
+          ['RateLimit-Policy', speaking.map(policyItem).join(', ')],
+          ['RateLimit', speaking.map(remainingItem).join(', ')],
         ]
       : [
-          ['X-RateLimit-Limit', String(wholeUnits(decision.limit))],
-          ['X-RateLimit-Remaining', String(wholeUnits(decision.remaining))],
-          ['X-RateLimit-Reset', String(seconds(decision.reset_after))],
+          ['X-RateLimit-Limit', String(wholeUnits(first.limit))],
+          ['X-RateLimit-Remaining', String(wholeUnits(first.remaining))],
+          ['X-RateLimit-Reset', String(seconds(first.reset_after))],
         ];
-  if (!decision.allowed && decision.retry_after > 0) headers.push(['Retry-After', String(seconds(decision.retry_after))]);
+  if (!first.allowed && first.retry_after > 0) headers.push(['Retry-After', String(seconds(first.retry_after))]);
   return headers;
 }
 
@@ -72,6 +84,11 @@ function speaksForALimit(decision: Decision): boolean {
 function policyItem(decision: Decision): string {
   const base = `${sfString(decision.matched_policy_id)};q=${wholeUnits(decision.limit)}`;
   return decision.window > 0 ? `${base};w=${seconds(decision.window)}` : `${base};qu="concurrent-requests"`;
+}
+
+/** `"<id>";r=<remaining>;t=<s>`: what is left of the policy's quota and when it is whole again. */
+function remainingItem(decision: Decision): string {
+  return `${sfString(decision.matched_policy_id)};r=${wholeUnits(decision.remaining)};t=${seconds(decision.reset_after)}`;
 }
 
 /** Milliseconds as whole seconds, rounded up: a client told 0 would retry too early. */

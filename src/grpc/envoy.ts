@@ -2,7 +2,7 @@ import type { CounterSpec } from '../counters/counter-spec.js';
 import type { DecisionService, MatcherSource } from '../decision/decision-service.js';
 import { RlError, invalidField } from '../errors.js';
 import type { Decision } from '../model/decision.js';
-import { PROBLEM_CONTENT_TYPE, problemDetails, renderRateLimitHeaders } from '@rl/client/headers';
+import { PROBLEM_CONTENT_TYPE, problemDetails, renderRateLimitHeaderList } from '@rl/client/headers';
 import { CONTEXT_STRING_FIELDS, parseRequestContext, type RequestContext } from '../model/request-context.js';
 import { MAX_ENVOY_DESCRIPTORS, MAX_TAGS } from '../schema/limits.js';
 
@@ -23,8 +23,10 @@ import { MAX_ENVOY_DESCRIPTORS, MAX_TAGS } from '../schema/limits.js';
  *   Actions that let the request through (downgrade, a kept sample, shadow_only) are OK. The overall
  *   code is OVER_LIMIT when any descriptor is, else OK.
  * - The answer also carries what Envoy's filter applies: the rate-limit headers of the limiting
- *   descriptor (RL_ENVOY_HEADERS), the problem+json 429 body on OVER_LIMIT, `x-ratelimit-action` to
- *   the upstream when a downgrade or sample let the request through, and dynamic metadata for logs.
+ *   descriptor (RL_ENVOY_HEADERS; with RL_ENVOY_HEADER_DESCRIPTORS=all the IETF headers list every
+ *   descriptor an enforced policy answered, the limiting one first), the problem+json 429 body on
+ *   OVER_LIMIT, `x-ratelimit-action` to the upstream when a downgrade or sample let the request
+ *   through, and dynamic metadata for logs.
  */
 
 export interface EnvoyEntry {
@@ -75,6 +77,8 @@ export interface EnvoyRateLimitResponse {
 
 /** Which rate-limit headers Envoy is asked to add (RL_ENVOY_HEADERS). */
 export type EnvoyHeadersMode = 'ietf' | 'legacy' | 'off';
+/** Which descriptors the IETF headers list (RL_ENVOY_HEADER_DESCRIPTORS): the limiting one, or all. */
+export type EnvoyHeaderDescriptors = 'limiting' | 'all';
 
 const STRING_FIELDS = new Set<string>(CONTEXT_STRING_FIELDS);
 const MAX_DESCRIPTOR_ENTRIES = MAX_TAGS + CONTEXT_STRING_FIELDS.length;
@@ -201,6 +205,8 @@ export function unitLookup(policies: MatcherSource | undefined): (policyId: stri
 export interface ShouldRateLimitOptions {
   unitOf: (policyId: string) => EnvoyUnit;
   headers: EnvoyHeadersMode;
+  /** Default `limiting`. */
+  headerDescriptors?: EnvoyHeaderDescriptors;
   /** Runs after validation, before any counter is touched (the caller's liveness check). */
   beforeDecide?: () => void;
 }
@@ -219,7 +225,7 @@ export async function shouldRateLimit(
   const results = await Promise.all(contexts.map((ctx) => decisions.check(ctx)));
   const statuses = results.map((decision) => descriptorStatus(decision, options.unitOf));
   const overall = overallCode(statuses);
-  return { overall_code: overall, statuses, ...gatewayAnswer(results, overall, options.headers) };
+  return { overall_code: overall, statuses, ...gatewayAnswer(results, overall, options.headers, options.headerDescriptors ?? 'limiting') };
 }
 
 /** What Envoy's filter applies besides the codes: headers both ways, the 429 body, dynamic metadata. */
@@ -227,11 +233,16 @@ function gatewayAnswer(
   results: readonly Decision[],
   overall: EnvoyCode,
   mode: EnvoyHeadersMode,
+  listed: EnvoyHeaderDescriptors,
 ): Pick<EnvoyRateLimitResponse, 'response_headers_to_add' | 'request_headers_to_add' | 'raw_body' | 'dynamic_metadata'> {
   const limiting = limitingDecision(results);
   const answer: ReturnType<typeof gatewayAnswer> = { response_headers_to_add: [], request_headers_to_add: [] };
   if (limiting !== undefined && mode !== 'off') {
-    answer.response_headers_to_add = renderRateLimitHeaders(limiting, mode).map(([key, value]) => ({ key, value }));
+    // The renderer skips answers no enforced policy made; the legacy style renders the first alone.
+    // By position: two descriptors may share one Decision object (a deny-cache answer).
+    const at = results.indexOf(limiting);
+    const shown = listed === 'all' ? [limiting, ...results.filter((_, i) => i !== at)] : [limiting];
+    answer.response_headers_to_add = renderRateLimitHeaderList(shown, mode).map(([key, value]) => ({ key, value }));
   }
   if (overall === 'OVER_LIMIT' && limiting !== undefined) {
     answer.raw_body = Buffer.from(JSON.stringify(problemDetails(limiting)));

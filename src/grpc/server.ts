@@ -6,7 +6,7 @@ import { CONTEXT_STRING_FIELDS, parseOperationContext } from '../model/request-c
 import { log } from '../util/log.js';
 import type { GrpcAuthenticate } from './auth.js';
 import { ensureLive, guardedUnary, type CallGuards } from './call.js';
-import { shouldRateLimit, unitLookup, type EnvoyHeadersMode, type EnvoyRateLimitRequest, type EnvoyRateLimitResponse } from './envoy.js';
+import { shouldRateLimit, unitLookup, type EnvoyHeaderDescriptors, type EnvoyHeadersMode, type EnvoyRateLimitRequest, type EnvoyRateLimitResponse } from './envoy.js';
 import { createHealthService, type HealthService } from './health.js';
 import { SERVICE_NAMES, serviceDefinition } from './protos.js';
 
@@ -23,6 +23,8 @@ export interface GrpcServerDeps {
   policies?: MatcherSource;
   /** The rate-limit headers ShouldRateLimit asks Envoy to add (RL_ENVOY_HEADERS); default ietf. */
   envoyHeaders?: EnvoyHeadersMode;
+  /** Which descriptors those headers list (RL_ENVOY_HEADER_DESCRIPTORS); default limiting. */
+  envoyHeaderDescriptors?: EnvoyHeaderDescriptors;
 }
 
 /** A decision RPC request as decoded: the RequestContext fields flat (int64 quantity as a decimal string). */
@@ -65,7 +67,12 @@ export function createGrpcServer(deps: GrpcServerDeps): grpc.Server {
   const unitOf = unitLookup(deps.policies);
   server.addService(serviceDefinition(SERVICE_NAMES.envoy), {
     ShouldRateLimit: guardedUnary<EnvoyRateLimitRequest, EnvoyRateLimitResponse>(guards, (request, call) =>
-      shouldRateLimit(decisions, request, { unitOf, headers: deps.envoyHeaders ?? 'ietf', beforeDecide: () => ensureLive(call) }),
+      shouldRateLimit(decisions, request, {
+        unitOf,
+        headers: deps.envoyHeaders ?? 'ietf',
+        headerDescriptors: deps.envoyHeaderDescriptors,
+        beforeDecide: () => ensureLive(call),
+      }),
     ),
   });
 

@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { CounterStoreUnavailableError, RlError, type ErrorKind } from '../errors.js';
+import { countInternalError } from '../observability/internal-errors.js';
 import { log } from '../util/log.js';
 
 /**
@@ -47,6 +48,7 @@ export function toGrpcStatus(error: unknown, method: string): grpc.ServerErrorRe
     return statusError(grpc.status.UNAVAILABLE, 'counter store unavailable');
   }
   log.error('unhandled gRPC error', { method, error: String((error as Error)?.stack ?? error) });
+  countInternalError('grpc');
   return statusError(grpc.status.INTERNAL, 'internal error');
 }
 

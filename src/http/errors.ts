@@ -1,5 +1,6 @@
 import type Koa from 'koa';
 import { CounterStoreUnavailableError, RlError, type ErrorKind } from '../errors.js';
+import { countInternalError } from '../observability/internal-errors.js';
 import { log } from '../util/log.js';
 
 /** The one mapping from error kinds to HTTP statuses. */
@@ -63,6 +64,7 @@ export function errorResponse(error: unknown, where: { method: string; path: str
     return { status, body: { error: (error as Error).message || 'bad request', status } };
   }
   log.error('unhandled error', { ...where, error: String((error as Error)?.stack ?? error) });
+  countInternalError('http');
   return { status: 500, body: { error: 'internal error', status: 500 } };
 }
 

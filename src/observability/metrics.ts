@@ -1,5 +1,6 @@
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import { PlainCounter, PlainHistogram, SeriesRow, type Series } from './plain-metrics.js';
+import { INTERNAL_ERROR_TRANSPORTS, internalErrorCount } from './internal-errors.js';
+import { PlainCounter, PlainHistogram, ReadCounter, SeriesRow, type Series } from './plain-metrics.js';
 import type { DecisionEvent, Operation } from '../decision/decision-service.js';
 import type { Decision } from '../model/decision.js';
 
@@ -216,6 +217,14 @@ export class Metrics {
       'rl_policy_decisions_total',
       `Decisions per policy and outcome (shadow policies evaluated beside an enforcing one count as outcome "shadow"); capped at ${cap} distinct policy ids, later ones are "other".`,
       ['policy_id', 'outcome'],
+    );
+    new ReadCounter(
+      'rl_internal_errors_total',
+      'Requests answered HTTP 500 or gRPC INTERNAL, by transport: each is a bug, logged with its stack (process-wide).',
+      'transport',
+      INTERNAL_ERROR_TRANSPORTS,
+      internalErrorCount,
+      registry,
     );
     // Zero series for the fixed label values, so dashboards see them before the first decision.
     for (const operation of OPERATIONS) {

@@ -69,6 +69,25 @@ export class PlainCounter {
   }
 }
 
+/** A one-label counter whose values are counted elsewhere and read when /metrics is scraped. */
+export class ReadCounter<L extends string> extends PlainCounter {
+  constructor(
+    name: string,
+    help: string,
+    labelName: string,
+    private readonly labelValues: readonly L[],
+    private readonly read: (labelValue: L) => number,
+    registry: Registry,
+  ) {
+    super(name, help, [labelName], registry);
+  }
+
+  override get(): MetricSnapshot {
+    for (const value of this.labelValues) this.at(value).value = this.read(value);
+    return super.get();
+  }
+}
+
 /**
  * The series of one value of a two-label counter's first label, one slot per value of the second label
  * (e.g. tenant `acme` × outcome allowed/denied/shadow): counting is an array index, no key to build or

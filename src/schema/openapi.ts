@@ -67,6 +67,8 @@ const BAD_BODY = {
   413: error('Body over RL_MAX_BODY_BYTES.'),
   415: error('Body not JSON.'),
 };
+/** The probes are public only while RL_AUTH_EXEMPT_PATHS lists them (its default does). */
+const NOT_EXEMPT = error('Authentication is on and RL_AUTH_EXEMPT_PATHS does not list this path: no or invalid credential.');
 const POLICY_ID_PARAM = { name: 'id', in: 'path', required: true, schema: Type.String(), description: 'The policy_id.' };
 const IF_MATCH = {
   name: 'If-Match',
@@ -92,12 +94,12 @@ export const OPERATIONS: readonly Operation[] = [
   {
     method: 'get', path: '/healthz', operationId: 'healthz', tag: 'operations', access: 'public',
     summary: 'Liveness: the process answers.',
-    responses: { 200: ['ok', 'text/plain', TEXT] },
+    responses: { 200: ['ok', 'text/plain', TEXT], 401: NOT_EXEMPT },
   },
   {
     method: 'get', path: '/readyz', operationId: 'readyz', tag: 'operations', access: 'public',
     summary: 'Readiness: send traffic here.',
-    responses: { 200: ['ok', 'text/plain', TEXT], 503: error('Starting or draining.') },
+    responses: { 200: ['ok', 'text/plain', TEXT], 401: NOT_EXEMPT, 503: error('Starting or draining.') },
   },
   {
     method: 'get', path: '/metrics', operationId: 'metrics', tag: 'operations', access: 'read',
@@ -120,12 +122,15 @@ export const OPERATIONS: readonly Operation[] = [
   {
     method: 'get', path: '/rl/v1/openapi.json', operationId: 'openapi', tag: 'operations', access: 'public',
     summary: 'This document.',
-    responses: { 200: ['The OpenAPI 3.1 document.', JSON_TYPE, Type.Object({ openapi: Type.String() })] },
+    responses: {
+      200: ['The OpenAPI 3.1 document.', JSON_TYPE, Type.Object({ openapi: Type.String() })],
+      406: error('The Accept header admits no application/json.'),
+    },
   },
   {
     method: 'get', path: '/rl/v1/docs', operationId: 'docs', tag: 'operations', access: 'public',
     summary: 'A readable reference page rendered from this document.',
-    responses: { 200: ['HTML.', 'text/html', TEXT] },
+    responses: { 200: ['HTML.', 'text/html', TEXT], 406: error('The Accept header admits no text/html.') },
   },
   decision('check', 'Decide one request and consume from the matching limit.', 'Every algorithm but concurrency. `quantity` 0 peeks: nothing is consumed.'),
   decision('acquire', 'Take a concurrency lease.', 'Concurrency policies only; `metadata.lease_id` names the lease (request_id when given).'),
@@ -189,7 +194,8 @@ export const OPERATIONS: readonly Operation[] = [
     method: 'delete', path: '/rl/v1/policies/{id}', operationId: 'deletePolicy', tag: 'policies', access: 'write',
     summary: 'Delete a policy; its versions and audit stay readable.',
     parameters: [POLICY_ID_PARAM, IF_MATCH],
-    responses: { 200: ['Deleted.', JSON_TYPE, ref('DeleteResult')], 404: error('No such policy.'), 409: error('If-Match is not current.') },
+    // It takes no body, but one sent is read like any other (a DELETE may carry one).
+    responses: { 200: ['Deleted.', JSON_TYPE, ref('DeleteResult')], ...BAD_BODY, 404: error('No such policy.'), 409: error('If-Match is not current.') },
   },
   {
     method: 'post', path: '/rl/v1/policies/{id}/rollout', operationId: 'rolloutPolicy', tag: 'policies', access: 'write',
@@ -274,13 +280,18 @@ const DESCRIPTION = `Rate-limit decisions, policy management and analytics.
 
 **Bounds** (400 for a request, 422 for a policy, naming the field): at most ${MAX_TAGS} tags per request and per policy scope, tag names up to ${MAX_TAG_KEY_LENGTH} characters and values up to ${MAX_TAG_VALUE_LENGTH}, string fields and scope values up to ${MAX_FIELD_LENGTH}, at most ${MAX_METADATA_ENTRIES} metadata entries.`;
 
+/** The package is private (package.json) and grants no licence. */
+const LICENSE = { name: 'Proprietary: no licence granted', identifier: 'LicenseRef-Proprietary' };
+
 /** The document with its schemas as TypeBox objects (see openApiJson for the served text). */
 export function openApiDocument(version = '0.1.0'): Record<string, any> {
   const paths: Record<string, Record<string, object>> = {};
   for (const op of OPERATIONS) (paths[op.path] ??= {})[op.method] = operationObject(op);
   return {
     openapi: '3.1.0',
-    info: { title: 'Rate-limit decision service', version, description: DESCRIPTION },
+    info: { title: 'Rate-limit decision service', version, description: DESCRIPTION, license: LICENSE },
+    // Relative: the document describes the server that serves it, whatever its address.
+    servers: [{ url: '/', description: 'The server that serves this document.' }],
     tags: [
       { name: 'decisions', description: 'check, acquire, release, refund: a RequestContext in, a Decision out.' },
       { name: 'policies', description: 'Policies and their lifecycle: versions, audit, rollout, rollback.' },

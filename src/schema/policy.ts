@@ -6,6 +6,7 @@ import {
   MAX_METADATA_KEY_LENGTH,
   MAX_METADATA_VALUE_LENGTH,
 } from './limits.js';
+import { mergePatchOf } from './merge-patch.js';
 import { CONTEXT_STRING_FIELDS, SIGNAL_TYPES, tagMap, type ContextStringField, type SignalType } from './request-context.js';
 
 /**
@@ -175,7 +176,13 @@ export const QuotaPolicyInputSchema = Type.Object(
 export const PolicyBodySchema = Type.Union([PolicyInputSchema, QuotaPolicyInputSchema], { title: 'PolicyBody' });
 
 /** A JSON merge patch (RFC 7396) over the stored policy, in either shape; the result must validate. */
-export const PolicyPatchSchema = Type.Object({}, { title: 'PolicyPatch', additionalProperties: true, description: 'RFC 7396 merge patch of a Policy (or of its quota shape); null removes a field.' });
+export const PolicyPatchSchema = Type.Union(
+  [
+    { ...mergePatchOf(PolicyInputSchema), description: 'A patch of the Policy shape.' },
+    { ...mergePatchOf(QuotaPolicyInputSchema), description: 'A patch of the quota shape (`{"config": {"quota": 500}}`).' },
+  ],
+  { title: 'PolicyPatch', description: 'RFC 7396 merge patch of a Policy (or of its quota shape): fields left out stay, null removes a field, objects merge; the patched policy must validate.' },
+);
 
 /** The stored policy: every default applied, server-set fields present. */
 export const PolicySchema = Type.Object(

@@ -32,17 +32,42 @@ const POLICIES = {
 };
 
 /**
+ * A real server process (with `env`, POLICIES and a fresh data directory) serving the dashboard, and
+ * headless Chromium, for one describe block; after each test its pages must have run without an uncaught
+ * exception or a CSP violation.
+ */
+function dashboardSuite(env: Record<string, string>): { server: ServerProcessHandle; browser: Browser } {
+  const live = {} as { server: ServerProcessHandle; browser: Browser };
+  let dir: string | undefined;
+  before(async () => {
+    // The server serves dist/dashboard; build it here so the suite does not depend on `npm run build`.
+    await buildDashboard();
+    dir = mkdtempSync(join(tmpdir(), 'rl-dashboard-'));
+    writeFileSync(join(dir, 'policies.json'), JSON.stringify(POLICIES));
+    live.server = await startServerProcess({ ...env, RL_DATA_DIR: join(dir, 'data'), RL_POLICY_FILE: join(dir, 'policies.json') });
+    live.browser = await launchBrowser();
+  });
+  after(async () => {
+    await live.browser?.close();
+    await live.server?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+  afterEach(() => {
+    expect(pageProblems.splice(0)).to.deep.equal([]);
+  });
+  return live;
+}
+
+/**
  * The dashboard in real headless Chromium against a real server process with API-key auth: every page,
  * the live stream, and each change a policy can go through, as an admin and as a read-only caller.
  */
 describe('dashboard (headless Chromium, real server)', function () {
   this.timeout(60_000);
-  let dir: string;
-  let server: ServerProcessHandle;
-  let browser: Browser;
+  const live = dashboardSuite({ RL_AUTH_ENABLED: 'true', RL_AUTH_MODE: 'apikey', RL_AUTH_API_KEYS: `${ADMIN},${READ_ONLY}:read-only` });
 
   const api = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
-    const response = await fetch(server.url + path, {
+    const response = await fetch(live.server.url + path, {
       method,
       headers: { 'X-Api-Key': ADMIN, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }), ...headers },
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -50,41 +75,25 @@ describe('dashboard (headless Chromium, real server)', function () {
     return { status: response.status, body: (await response.json()) as any };
   };
 
-  before(async () => {
-    // The server serves dist/dashboard; build it here so the suite does not depend on `npm run build`.
-    await buildDashboard();
-    dir = mkdtempSync(join(tmpdir(), 'rl-dashboard-'));
-    writeFileSync(join(dir, 'policies.json'), JSON.stringify(POLICIES));
-    server = await startServerProcess({
-      RL_AUTH_ENABLED: 'true',
-      RL_AUTH_MODE: 'apikey',
-      RL_AUTH_API_KEYS: `${ADMIN},${READ_ONLY}:read-only`,
-      RL_DATA_DIR: join(dir, 'data'),
-      RL_POLICY_FILE: join(dir, 'policies.json'),
-    });
-    browser = await launchBrowser();
-  });
-
-  after(async () => {
-    await browser?.close();
-    await server?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
-
-  // Every test's pages ran without an uncaught exception or a CSP violation.
-  afterEach(() => {
-    expect(pageProblems.splice(0)).to.deep.equal([]);
-  });
-
   const openPolicy = async (page: Page, id: string) => {
     await page.getByTestId('nav-policies').click();
     await page.getByTestId(`policy-row-${id}`).click();
     await page.getByTestId('versions').waitFor();
   };
 
+  it('asks for a credential when the server needs one: the sign-in form, no error, no open-server note', async () => {
+    const page = await openPage(live.browser.context);
+    await page.goto(`${live.server.url}/dashboard/`);
+    await page.getByTestId('login').waitFor();
+    expect(await page.getByTestId('login-error').count()).to.equal(0);
+    expect(await page.getByTestId('open-server').count()).to.equal(0);
+    expect(await page.getByTestId('whoami').count()).to.equal(0);
+    await page.close();
+  });
+
   it('refuses a wrong key and keeps the login form', async () => {
-    const page = await openPage(browser.context);
-    await page.goto(`${server.url}/dashboard/`);
+    const page = await openPage(live.browser.context);
+    await page.goto(`${live.server.url}/dashboard/`);
     await page.getByTestId('login-key').fill('not-a-key');
     await page.getByTestId('login-submit').click();
     expect(await page.getByTestId('login-error').textContent()).to.contain('not accepted');
@@ -105,7 +114,7 @@ describe('dashboard (headless Chromium, real server)', function () {
   });
 
   it('logs in with a key and shows the live rates after traffic is generated', async () => {
-    const page = await signIn(browser.context, server.url, ADMIN);
+    const page = await signIn(live.browser.context, live.server.url, ADMIN);
     expect(await page.getByTestId('whoami').textContent()).to.contain('admin');
     await page.getByTestId('store-state').filter({ hasText: 'memory · up' }).waitFor();
     // 4 users × 8 checks against a limit of 5 per user: 20 allowed, 12 denied, and 6 searches in shadow.
@@ -127,7 +136,7 @@ describe('dashboard (headless Chromium, real server)', function () {
   });
 
   it('lists the policies with what each does', async () => {
-    const page = await signIn(browser.context, server.url, ADMIN);
+    const page = await signIn(live.browser.context, live.server.url, ADMIN);
     await page.getByTestId('nav-policies').click();
     const row = page.getByTestId('policy-row-api-per-user');
     await row.waitFor();
@@ -139,7 +148,7 @@ describe('dashboard (headless Chromium, real server)', function () {
   });
 
   it('edits a policy, shows the new version, diffs two versions and rolls back', async () => {
-    const page = await signIn(browser.context, server.url, ADMIN);
+    const page = await signIn(live.browser.context, live.server.url, ADMIN);
     await openPolicy(page, 'api-per-user');
     await page.locator('[data-field="algorithm.limit"]').fill('7');
     await page.getByTestId('save').click();
@@ -169,7 +178,7 @@ describe('dashboard (headless Chromium, real server)', function () {
   });
 
   it('moves the rollout slider and toggles shadow and enforce', async () => {
-    const page = await signIn(browser.context, server.url, ADMIN);
+    const page = await signIn(live.browser.context, live.server.url, ADMIN);
     await openPolicy(page, 'search-shadow');
     await page.getByTestId('rollout-slider').fill('40');
     expect(await page.getByTestId('rollout-value').textContent()).to.equal('40%');
@@ -183,7 +192,7 @@ describe('dashboard (headless Chromium, real server)', function () {
   });
 
   it("shows the server's field error for a bad edit and saves nothing", async () => {
-    const page = await signIn(browser.context, server.url, ADMIN);
+    const page = await signIn(live.browser.context, live.server.url, ADMIN);
     await openPolicy(page, 'api-per-user');
     const before = (await api('GET', '/rl/v1/policies/api-per-user')).body.version;
     await page.locator('[data-field="algorithm.window"]').fill('banana');
@@ -199,7 +208,7 @@ describe('dashboard (headless Chromium, real server)', function () {
   });
 
   it('shows a 409 when the policy changed after the form was filled', async () => {
-    const page = await signIn(browser.context, server.url, ADMIN);
+    const page = await signIn(live.browser.context, live.server.url, ADMIN);
     await openPolicy(page, 'api-per-user');
     await page.locator('[data-field="description"]').fill('edited in the browser');
     const changed = await api('PATCH', '/rl/v1/policies/api-per-user', { priority: 11 });
@@ -214,7 +223,7 @@ describe('dashboard (headless Chromium, real server)', function () {
   });
 
   it('shows a read-only caller no edit controls', async () => {
-    const page = await signIn(browser.context, server.url, READ_ONLY);
+    const page = await signIn(live.browser.context, live.server.url, READ_ONLY);
     expect(await page.getByTestId('whoami').textContent()).to.contain('read-only');
     await openPolicy(page, 'api-per-user');
     await page.getByTestId('diff-table').waitFor();
@@ -226,7 +235,7 @@ describe('dashboard (headless Chromium, real server)', function () {
   });
 
   it('shows who is limited, filterable by policy', async () => {
-    const page = await signIn(browser.context, server.url, READ_ONLY);
+    const page = await signIn(live.browser.context, live.server.url, READ_ONLY);
     await page.getByTestId('nav-limited').click();
     const row = page.getByTestId('limited-api-per-user');
     await row.waitFor();
@@ -245,7 +254,7 @@ describe('dashboard (headless Chromium, real server)', function () {
   });
 
   it('tries a decision as a peek and explains the match', async () => {
-    const page = await signIn(browser.context, server.url, READ_ONLY);
+    const page = await signIn(live.browser.context, live.server.url, READ_ONLY);
     await page.getByTestId('nav-try').click();
     await page.locator('input[name="org_id"]').fill('acme');
     await page.locator('input[name="user_id"]').fill('fresh-user');
@@ -261,6 +270,30 @@ describe('dashboard (headless Chromium, real server)', function () {
     await page.getByTestId('try-result').evaluate((el) => el.replaceChildren());
     expect(await remainingAfter()).to.contain('5 / 5');
     await screenshot(page, '10-try-a-decision');
+    await page.close();
+  });
+});
+
+/** The same page against a server with authentication off (the default): no sign-in at all. */
+describe('dashboard on a server that needs no credential (headless Chromium, real server)', function () {
+  this.timeout(60_000);
+  const live = dashboardSuite({ RL_AUTH_ENABLED: 'false' });
+
+  it('opens straight onto the overview, says the server is open, and every page works', async () => {
+    const page = await openPage(live.browser.context);
+    await page.goto(`${live.server.url}/dashboard/`);
+    await page.getByTestId('store-state').filter({ hasText: 'memory · up' }).waitFor();
+    expect(await page.getByTestId('login').count(), 'no sign-in form').to.equal(0);
+    expect(await page.getByTestId('logout').count(), 'nothing to sign out of').to.equal(0);
+    expect(await page.getByTestId('whoami').textContent()).to.equal('anonymous · admin');
+    expect(await page.getByTestId('open-server').textContent()).to.contain('no credential needed');
+    expect(await page.evaluate(() => sessionStorage.length), 'no credential stored').to.equal(0);
+    await screenshot(page, '11-open-server');
+    // An admin's pages, without a credential: the policy list and an edit control.
+    await page.getByTestId('nav-policies').click();
+    await page.getByTestId('policy-row-api-per-user').click();
+    await page.getByTestId('versions').waitFor();
+    expect(await page.getByTestId('rollout-slider').count()).to.equal(1);
     await page.close();
   });
 });

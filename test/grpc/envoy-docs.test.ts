@@ -15,12 +15,12 @@ describe('docs/envoy.md: the example answers are the service\'s own', () => {
   const examples = [...doc.matchAll(/```http\n([\s\S]*?)```/g)].map((m) => m[1]);
   const policies = parsePolicyDocument('examples', JSON.parse(readFileSync(new URL('../../examples/policies.json', import.meta.url), 'utf8')));
 
-  function setup(startMs: number) {
+  function setup(startMs: number, headerDescriptors: 'limiting' | 'all' = 'limiting') {
     const clock = { now: startMs };
     const matcher = new LiveMatcher(policies);
     const counters = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
     const decisions = new DecisionService({ policies: matcher, counters, keyPrefix: 'doc:', now: () => clock.now });
-    const ask = (request: EnvoyRateLimitRequest) => shouldRateLimit(decisions, request, { unitOf: unitLookup(matcher), headers: 'ietf' });
+    const ask = (request: EnvoyRateLimitRequest) => shouldRateLimit(decisions, request, { unitOf: unitLookup(matcher), headers: 'ietf', headerDescriptors });
     return { clock, ask, close: () => counters.close() };
   }
 
@@ -53,19 +53,21 @@ describe('docs/envoy.md: the example answers are the service\'s own', () => {
     }
   });
 
+  const root = {
+    domain: 'edge',
+    descriptors: [
+      { entries: entries({ org_id: 'acme', signal_type: 'http', user_id: 'u-1' }) },
+      { entries: entries({ signal_type: 'http', remote_address: '203.0.113.7' }) },
+    ],
+  };
+  const twoHundreds = () => examples.filter((e) => e.startsWith('HTTP/1.1 200'));
+
   it('the 200 of a request with two descriptors carries the headers of the one closest to its limit', async () => {
     const { ask, close } = setup(Date.UTC(2026, 0, 1, 12, 5, 18, 300));
     try {
-      const root = {
-        domain: 'edge',
-        descriptors: [
-          { entries: entries({ org_id: 'acme', signal_type: 'http', user_id: 'u-1' }) },
-          { entries: entries({ signal_type: 'http', remote_address: '203.0.113.7' }) },
-        ],
-      };
       const ok = await ask(root);
       expect(ok.overall_code).to.equal('OK');
-      const shown = examples.find((e) => e.startsWith('HTTP/1.1 200'));
+      const shown = twoHundreds()[0];
       expect(shown, 'a 200 example').to.be.a('string');
       expect(shown!.trimEnd()).to.equal(asHttp('HTTP/1.1 200 OK', ok));
       const metadata = Object.fromEntries(Object.entries(ok.dynamic_metadata!.fields).map(([k, v]) => [k, v.stringValue]));
@@ -77,6 +79,17 @@ describe('docs/envoy.md: the example answers are the service\'s own', () => {
         shadow_action: 'allow',
       });
       for (const [key, value] of Object.entries(metadata)) expect(doc, `docs name ${key}`).to.include(`\`${key}: ${value}\``);
+    } finally {
+      await close();
+    }
+  });
+
+  it('with RL_ENVOY_HEADER_DESCRIPTORS=all the same 200 lists both descriptors, the limiting one first', async () => {
+    const { ask, close } = setup(Date.UTC(2026, 0, 1, 12, 5, 18, 300), 'all');
+    try {
+      const shown = twoHundreds()[1];
+      expect(shown, 'a second 200 example').to.be.a('string');
+      expect(shown.trimEnd()).to.equal(asHttp('HTTP/1.1 200 OK', await ask(root)));
     } finally {
       await close();
     }

@@ -445,5 +445,51 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
       expect(refusedOff.has(5), 'the 429 body is sent whatever the header mode').to.equal(true);
       expect(struct(off, 6).policy_id, 'metadata is not a header').to.equal('edge-per-user');
     });
+
+    it('RL_ENVOY_HEADER_DESCRIPTORS=all: one IETF list item per enforced descriptor, the limiting one first; legacy stays single', async () => {
+      await start({ envoyHeaderDescriptors: 'all' });
+      fixture.clock.now += 59_100; // 900 ms left in the minute window, 900 ms in the 10 s one
+      const descriptors = [
+        { entries: [['user_id', 'all']] as [string, string][] },
+        { entries: [['service', 'beta']] as [string, string][] }, // shadow only: no item
+        { entries: [['service', 'unmatched-service'], ['tier', 'x']] as [string, string][] }, // no policy: no item
+        { entries: [['remote_address', '10.0.0.7']] as [string, string][] },
+      ];
+      const answer = await call(request('edge', descriptors));
+      expect(varintField(answer, 1)).to.equal(1);
+      // edge-per-ip (1 left) limits; edge-per-user (2 left) follows in the request's order.
+      expect(headers(answer, 3)).to.deep.equal([
+        ['RateLimit-Policy', '"edge-per-ip";q=2;w=10, "edge-per-user";q=3;w=60'],
+        ['RateLimit', '"edge-per-ip";r=1;t=1, "edge-per-user";r=2;t=1'],
+      ]);
+      // Refused by edge-per-ip: it leads, Retry-After is its own, the body names it alone.
+      await call(request('edge', [descriptors[3]]));
+      const refused = await call(request('edge', descriptors));
+      expect(varintField(refused, 1)).to.equal(2);
+      expect(headers(refused, 3)).to.deep.equal([
+        ['RateLimit-Policy', '"edge-per-ip";q=2;w=10, "edge-per-user";q=3;w=60'],
+        ['RateLimit', '"edge-per-ip";r=0;t=1, "edge-per-user";r=1;t=1'],
+        ['Retry-After', '1'],
+        ['content-type', 'application/problem+json'],
+      ]);
+      expect(JSON.parse((refused.get(5)![0] as Buffer).toString('utf8'))['violated-policies']).to.deep.equal(['edge-per-ip']);
+      // Two descriptors of one policy and one user: two items, the one with fewer units left first.
+      const twice = await call(request('edge', [{ entries: [['user_id', 'twice']] }, { entries: [['user_id', 'twice']] }]));
+      expect(headers(twice, 3)).to.deep.equal([
+        ['RateLimit-Policy', '"edge-per-user";q=3;w=60, "edge-per-user";q=3;w=60'],
+        ['RateLimit', '"edge-per-user";r=1;t=1, "edge-per-user";r=2;t=1'],
+      ]);
+      await fixture.close();
+      raw?.close();
+      raw = undefined;
+
+      await start({ envoyHeaders: 'legacy', envoyHeaderDescriptors: 'all' });
+      const legacy = await call(request('edge', [descriptors[0], descriptors[3]]));
+      expect(headers(legacy, 3), 'legacy: the limiting descriptor alone').to.deep.equal([
+        ['X-RateLimit-Limit', '2'],
+        ['X-RateLimit-Remaining', '1'],
+        ['X-RateLimit-Reset', '10'],
+      ]);
+    });
   });
 });

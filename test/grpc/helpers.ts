@@ -39,6 +39,7 @@ export interface FixtureOptions {
   notReady?: boolean;
   random?: () => number;
   envoyHeaders?: 'ietf' | 'legacy' | 'off';
+  envoyHeaderDescriptors?: 'limiting' | 'all';
 }
 
 /** A DecisionService over fresh in-memory counters and a controllable clock. */
@@ -62,6 +63,7 @@ export async function startGrpc(policies: Policy[], options: FixtureOptions = {}
     authenticate: options.authenticate,
     policies: built.matcher,
     envoyHeaders: options.envoyHeaders,
+    envoyHeaderDescriptors: options.envoyHeaderDescriptors,
   });
   const port = await bindGrpcServer(server, { host: '127.0.0.1', port: 0 }, grpc.ServerCredentials.createInsecure());
   return {

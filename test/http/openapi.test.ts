@@ -27,6 +27,7 @@ import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { PolicyService } from '../../src/policy/policy-service.js';
+import { PolicyInputSchema, QuotaPolicyInputSchema } from '../../src/schema/policy.js';
 import { COMPONENT_SCHEMAS, OPERATIONS, openApiDocument, openApiJson } from '../../src/schema/openapi.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { serve, type TestServer } from '../support/http.js';
@@ -123,7 +124,7 @@ describe('OpenAPI document (GET /rl/v1/openapi.json) against the server', functi
     const decisions = new DecisionService({ policies: matcher, counters, keyPrefix: 't:', recorder: new ObservabilityRecorder(metrics, analytics) });
     const { builtIn, guarded, open } = apiRouters({ decisions, readiness, policies, analytics, metrics, counters });
     routers = [...builtIn, ...guarded, ...open];
-    const auth = loadServerConfig({ RL_AUTH_ENABLED: 'true', RL_AUTH_MODE: 'apikey', RL_AUTH_API_KEYS: `${ADMIN},${READER}:read-only` }).auth;
+    const auth = loadServerConfig({ RL_AUTH_ENABLED: 'true', RL_AUTH_MODE: 'apikey', RL_AUTH_API_KEYS: `${ADMIN},${READER}:read-only`, RL_AUTH_EXEMPT_PATHS: '/healthz' }).auth;
     const listener = createHttpListener({
       decisions,
       readiness,
@@ -176,13 +177,16 @@ describe('OpenAPI document (GET /rl/v1/openapi.json) against the server', functi
     const lease = { policy_id: 'lease', algorithm: { type: 'concurrency', max_concurrency: 2 }, scope: { resource: 'db' } };
     const calls: Call[] = [
       { operationId: 'healthz', status: 200, path: '/healthz' },
-      { operationId: 'readyz', status: 200, path: '/readyz' },
+      { operationId: 'readyz', status: 401, path: '/readyz' },
+      { operationId: 'readyz', status: 200, path: '/readyz', key: READER },
       { operationId: 'metrics', status: 200, path: '/metrics', key: READER },
       { operationId: 'metrics', status: 401, path: '/metrics' },
       { operationId: 'info', status: 200, path: '/rl/v1/info', key: READER },
       { operationId: 'openapi', status: 200, path: '/rl/v1/openapi.json' },
+      { operationId: 'openapi', status: 406, path: '/rl/v1/openapi.json', headers: { accept: 'text/html' } },
       { operationId: 'stream', status: 200, path: '/rl/v1/stream', key: READER },
       { operationId: 'docs', status: 200, path: '/rl/v1/docs' },
+      { operationId: 'docs', status: 406, path: '/rl/v1/docs', headers: { accept: 'application/json' } },
       { operationId: 'createPolicy', status: 201, method: 'POST', path: '/rl/v1/policies', key: ADMIN, body: policy },
       { operationId: 'createPolicy', status: 201, method: 'POST', path: '/rl/v1/policies', key: ADMIN, body: lease },
       { operationId: 'createPolicy', status: 201, method: 'POST', path: '/rl/v1/policies', key: ADMIN, body: { id: 'quota', resource: 'llm', algorithm: 'quota', config: { quota: 100, window_seconds: 3600 }, action_deny: true } },
@@ -225,6 +229,7 @@ describe('OpenAPI document (GET /rl/v1/openapi.json) against the server', functi
       { operationId: 'analyticsSummary', status: 200, path: '/rl/v1/analytics/summary?top=5', key: READER },
       { operationId: 'analyticsSummary', status: 400, path: '/rl/v1/analytics/summary?top=0', key: READER },
       { operationId: 'deletePolicy', status: 409, method: 'DELETE', path: at('/rl/v1/policies/{id}'), key: ADMIN, headers: { 'if-match': '"1"' } },
+      { operationId: 'deletePolicy', status: 400, method: 'DELETE', path: at('/rl/v1/policies/{id}'), key: ADMIN, body: '{' },
       { operationId: 'deletePolicy', status: 200, method: 'DELETE', path: at('/rl/v1/policies/{id}'), key: ADMIN },
       { operationId: 'deletePolicy', status: 404, method: 'DELETE', path: at('/rl/v1/policies/{id}'), key: ADMIN },
       { operationId: 'policyAudit', status: 200, path: at('/rl/v1/policies/{id}/audit'), key: READER },
@@ -261,5 +266,18 @@ describe('OpenAPI document (GET /rl/v1/openapi.json) against the server', functi
       exercised.add(call.operationId);
     }
     expect([...exercised].sort()).to.deep.equal(OPERATIONS.map((o) => o.operationId).sort());
+  });
+
+  it('types the PATCH body: every field of either policy shape, optional and nullable, nested objects partial', () => {
+    const patch = documentInMemory.components.schemas.PolicyPatch as TSchema;
+    const [policyShape, quotaShape] = patch.anyOf as TSchema[];
+    expect(Object.keys(policyShape.properties)).to.have.members(Object.keys(PolicyInputSchema.properties));
+    expect(Object.keys(quotaShape.properties)).to.have.members(Object.keys(QuotaPolicyInputSchema.properties));
+    expect(policyShape.required).to.equal(undefined);
+    expect(quotaShape.required).to.equal(undefined);
+    const valid = [{ priority: 4 }, { description: null }, { algorithm: { limit: 3 } }, { scope: { user_id: null } }, { metadata: { owner: null } }, { config: { quota: 500 } }];
+    for (const body of valid) expect(Value.Check(patch, references, body), JSON.stringify(body)).to.equal(true);
+    const invalid = [{ priority: 'high' }, { rollout_percent: 500 }, { algorithm: { limit: 0 } }, { enabled: 'yes' }, { name: 7 }];
+    for (const body of invalid) expect(Value.Check(patch, references, body), JSON.stringify(body)).to.equal(false);
   });
 });

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Decision } from '../../src/model/decision.js';
-import { problemDetails, QUOTA_EXCEEDED_TYPE, renderRateLimitHeaders } from '@rl/client/headers';
+import { problemDetails, QUOTA_EXCEEDED_TYPE, renderRateLimitHeaderList, renderRateLimitHeaders } from '@rl/client/headers';
 
 /** Golden strings of CONTRACT "Rate-limit response headers", per algorithm and per kind of answer. */
 
@@ -123,6 +123,22 @@ describe('rate-limit headers and problem body (the one renderer)', () => {
       ['X-RateLimit-Reset', '42'],
       ['Retry-After', '1'],
     ]);
+  });
+
+  it('a list: one item per decision an enforced policy made, in the order given; legacy and Retry-After from the first', () => {
+    const refused = decision({ matched_policy_id: 'burst', allowed: false, action: 'deny', limit: 5, remaining: 0, window: 1_000, reset_after: 400, retry_after: 400 });
+    const daily = decision({ matched_policy_id: 'daily', limit: 1000, remaining: 900, window: 86_400_000, reset_after: 3_600_000 });
+    const unmatched = decision({ matched_policy_id: '', reason: 'no_matching_policy', window: 0 });
+    const shadow = decision({ matched_policy_id: 'trial', shadow_mode: true, action: 'shadow_only', reason: 'limit_exceeded' });
+    const list = [refused, unmatched, shadow, daily];
+    expect(renderRateLimitHeaderList(list)).to.deep.equal([
+      ['RateLimit-Policy', '"burst";q=5;w=1, "daily";q=1000;w=86400'],
+      ['RateLimit', '"burst";r=0;t=1, "daily";r=900;t=3600'],
+      ['Retry-After', '1'],
+    ]);
+    expect(renderRateLimitHeaderList(list, 'legacy')).to.deep.equal(renderRateLimitHeaders(refused, 'legacy'));
+    expect(renderRateLimitHeaderList([daily])).to.deep.equal(renderRateLimitHeaders(daily));
+    expect(renderRateLimitHeaderList([unmatched, shadow])).to.deep.equal([]);
   });
 
   it('the problem body of a refused request', () => {

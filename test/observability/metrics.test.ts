@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { register as globalRegistry } from 'prom-client';
 import { LabelAllowList, Metrics, decisionOutcome } from '../../src/observability/metrics.js';
+import { internalErrorCount } from '../../src/observability/internal-errors.js';
 import { event, allowedBy, deniedBy, shadowOnly, fixedEventSequence } from '../support/decision-events.js';
 
 /** The value of one sample line `name{labels} value` of the exposition (labels in declaration order). */
@@ -161,7 +162,14 @@ describe('observability/metrics', () => {
     m.countDenyCacheHit();
     m.countDenyCacheHit();
     m.countInvalidationFailure();
-    expect(await m.exposition()).to.equal(PINNED_EXPOSITION);
+    // rl_internal_errors_total is process-wide (other tests of this process may have counted): its values are read here.
+    const internal = `
+# HELP rl_internal_errors_total Requests answered HTTP 500 or gRPC INTERNAL, by transport: each is a bug, logged with its stack (process-wide).
+# TYPE rl_internal_errors_total counter
+rl_internal_errors_total{transport="http"} ${internalErrorCount('http')}
+rl_internal_errors_total{transport="grpc"} ${internalErrorCount('grpc')}
+`;
+    expect(await m.exposition()).to.equal(PINNED_EXPOSITION + internal);
   });
 });
 

@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import Router from '@koa/router';
 import type Koa from 'koa';
 import { openApiJson } from '../../schema/openapi.js';
+import { sendError } from '../errors.js';
 
 /**
  * The API reference: GET /rl/v1/openapi.json (schema/openapi.ts) and GET /rl/v1/docs, a page rendered
@@ -72,10 +73,12 @@ export function openApiRoutes(version?: string): Router {
   };
 
   router.get(OPENAPI_PATH, (ctx) => {
+    if (!ctx.accepts('application/json')) return sendError(ctx, 406, 'the Accept header admits no application/json');
     ctx.type = 'application/json';
     ctx.body = documentText;
   });
   router.get(DOCS_PATH, (ctx) => {
+    if (!ctx.accepts('text/html')) return sendError(ctx, 406, 'the Accept header admits no text/html');
     docsHeaders(ctx);
     ctx.type = 'text/html; charset=utf-8';
     ctx.body = PAGE;
