@@ -9,7 +9,9 @@ import { CircuitBreaker, type BreakerState, type CircuitBreakerOptions } from '.
  * In a Cluster a call belongs to the master that owns its slot in the client's slot map as it is now.
  * ioredis keeps that map current (MOVED replies, lost connections, a periodic refresh), so after a
  * failover or a resharding the slot's calls count for its new master at once: the dead master's open
- * breaker stays with the dead master. Standalone and Sentinel have one master (whichever server
+ * breaker stays with the dead master. An open breaker also asks for a fresh slot map (each time it
+ * opens, so at most once per cool-down): the breaker keeps calls away from the dead master, so no
+ * MOVED reply would tell the client that its replica took over. Standalone and Sentinel have one master (whichever server
  * Sentinel names), so one breaker, as before.
  */
 
@@ -92,8 +94,12 @@ export class MasterHealth {
       ...this.breakerOptions,
       onStateChange: (to, from) => {
         this.breakerOptions.onStateChange?.(to, from);
-        if (to === 'open') log.warn('counter store breaker open', { master });
-        else if (to === 'closed') log.info('counter store breaker closed', { master });
+        if (to === 'open') {
+          log.warn('counter store breaker open', { master });
+          this.cluster?.refreshSlotsCache();
+        } else if (to === 'closed') {
+          log.info('counter store breaker closed', { master });
+        }
       },
     });
     const guard: MasterGuard = { master, breaker, pendingCalls: 0 };

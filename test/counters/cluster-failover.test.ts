@@ -4,6 +4,8 @@
  *
  * - decisions keep answering by their policy's failure mode (never a throw), and come back to normal
  *   counting by themselves once the replica has been promoted: no restart, no reconnect call;
+ * - only the dead master's keys answer by failure mode: each master has its own breaker (issue 22), so
+ *   decisions whose slots live on the other masters are answered normally throughout;
  * - counts the replica had received survive the failover;
  * - no policy change acknowledged before the crash is lost, even when the replica lagged behind.
  *
@@ -12,7 +14,7 @@
  */
 import { expect } from 'chai';
 import calculateSlot from 'cluster-key-slot';
-import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisCounterStore, type CounterStoreErrorEvent, type RedisCounterStore } from '../../src/counters/redis-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { RlError } from '../../src/errors.js';
 import type { Decision } from '../../src/model/decision.js';
@@ -103,6 +105,11 @@ describe('Redis Cluster failover (3 masters + 3 replicas, 2 s node timeout)', fu
       const victimReplica = await cluster.replicaOf(victimPort);
 
       // Crash it while a round is in flight.
+      const refusals: CounterStoreErrorEvent[] = [];
+      const failuresElsewhere: string[] = [];
+      const unsubscribe = store.onError((event) => {
+        if (event.kind === 'breaker_open') refusals.push(event);
+      });
       const inFlight = round();
       const crashedAt = performance.now();
       await cluster.crash(victimPort);
@@ -111,6 +118,7 @@ describe('Redis Cluster failover (3 masters + 3 replicas, 2 s node timeout)', fu
       let recoveredMs: number | undefined;
       let unavailable = 0;
       let unavailableElsewhere = 0;
+      let elsewhere = 0;
       // Poll until every counter on the victim has answered normally 5 rounds in a row (bounded).
       let normalRounds = 0;
       while (normalRounds < 5) {
@@ -131,14 +139,18 @@ describe('Redis Cluster failover (3 masters + 3 replicas, 2 s node timeout)', fu
         }
       }
 
+      unsubscribe();
       // Every decision answered, by failure mode when the store could not.
       for (const results of during) {
         tally(results);
         for (const { policy, user, decision } of results) {
           const label = `${policy}/${user}: ${JSON.stringify(decision)}`;
+          const onVictim = victimCounters.has(`${policy}/${user}`);
+          if (!onVictim) elsewhere++;
           if (decision.reason === 'counter_store_unavailable') {
             unavailable++;
-            if (!victimCounters.has(`${policy}/${user}`)) unavailableElsewhere++;
+            if (!onVictim) unavailableElsewhere++;
+            if (!onVictim && failuresElsewhere.length < 3) failuresElsewhere.push(label);
             expect(decision.allowed, label).to.equal(policy === 'open');
           } else {
             expect(decision, label).to.deep.include({ allowed: true, reason: 'within_limit' });
@@ -146,12 +158,21 @@ describe('Redis Cluster failover (3 masters + 3 replicas, 2 s node timeout)', fu
         }
       }
       expect(unavailable, 'decisions answered by failure mode during the outage').to.be.greaterThan(0);
+      // Counted by slot owner: the healthy masters' keys were answered normally (a stray timeout on a
+      // loaded machine is tolerated, a shared breaker would fail about half of them), and every breaker
+      // refusal was the dead master's.
+      expect(elsewhere, "decisions for counters on the healthy masters").to.be.greaterThan(0);
+      expect(1 - unavailableElsewhere / elsewhere, `share of normal answers on the healthy masters (${failuresElsewhere.join('; ')})`).to.be.at.least(0.99);
+      expect(refusals.length, 'breaker refusals').to.be.greaterThan(0);
+      for (const refusal of refusals) expect(refusal.error.message, 'a breaker refusal').to.include(`circuit breaker of 127.0.0.1:${victimPort} open`);
+      expect(store.health.states().map((s) => s.master), 'masters with a breaker').to.include(`127.0.0.1:${victimPort}`);
       // The decisions came back through the failover: the crashed master's replica serves its slots now.
       expect(await roleOf(victimReplica), "the crashed master's replica").to.equal('master');
       console.log(
         `      failover: first normal decision on the crashed master's slots ${(firstNormalMs! / 1000).toFixed(1)} s after the crash, ` +
           `all of them ${(recoveredMs! / 1000).toFixed(1)} s; ${unavailable} decisions answered by failure mode meanwhile ` +
-          `(${unavailableElsewhere} of them for counters on healthy masters, refused by the shared circuit breaker)`,
+          `(${unavailableElsewhere} of them for counters on the healthy masters, out of ${elsewhere} decisions there; ` +
+          `${refusals.length} refused by the dead master's breaker)`,
       );
 
       // Counting carried on from what the replica held: nothing replicated was lost, nothing counted twice.

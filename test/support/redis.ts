@@ -1,8 +1,11 @@
 /**
- * Real Redis for tests (DESIGN.md, "Real Redis in tests"): never a mock.
+ * Real Redis for tests (README, "Set-up": how the suite finds Redis): never a mock.
  *
- * - `startRedis()`: `REDIS_URL` when set; else Testcontainers when a Docker engine answers; else a
- *   private `redis-server` process on a free port (what CI has: the binary, no Docker engine).
+ * - `startRedis()`: `REDIS_URL` when set; else Testcontainers when a Docker engine may be there (the
+ *   image of docker-compose.yml, or `REDIS_IMAGE`); else, and after ANY Testcontainers failure (no
+ *   engine answering, pull refused, no registry, Ryuk unavailable, the container not starting), a
+ *   private `redis-server` process on a free port, with one line on stderr saying why.
+ *   What CI has: the binary, no Docker engine.
  * - `startPrivateRedis()`: always its own process, so fault tests can stop and restart it (same port).
  * - `startRedisCluster()`: three masters (`--cluster-enabled yes`) joined by `redis-cli --cluster create`.
  * - `startRedisFailoverCluster()`: three masters and three replicas, short node timeout, nodes crashable.
@@ -20,6 +23,7 @@ import { createConnection, createServer, type AddressInfo } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { parse as parseYaml } from 'yaml';
 
 export interface RedisHandle {
   url: string;
@@ -41,6 +45,11 @@ export interface RedisClusterOptions {
   replicasPerMaster?: 0 | 1;
   /** `cluster-node-timeout`, ms (default 5000): how long a silent node takes to be declared failed. */
   nodeTimeoutMs?: number;
+  /**
+   * `cluster-require-full-coverage` (default true). false: while a master is down the others keep
+   * serving their own slots (with true every node answers CLUSTERDOWN until the failover is done).
+   */
+  requireFullCoverage?: boolean;
 }
 
 /** A cluster with replicas, whose nodes a failover test can crash. */
@@ -77,12 +86,43 @@ export function randomPrefix(): string {
 // startRedis: REDIS_URL, else Testcontainers, else a private process
 // ---------------------------------------------------------------------------------------------------
 
-export async function startRedis(): Promise<RedisHandle> {
+export interface StartRedisOptions {
+  /** Where the one line about a Testcontainers failure goes (default: stderr). */
+  log?: (line: string) => void;
+  /** Bound on the whole Testcontainers attempt, engine probe to ready (default 120 s: a first pull). */
+  containerTimeoutMs?: number;
+}
+
+export async function startRedis(options: StartRedisOptions = {}): Promise<RedisHandle> {
   const fromEnv = process.env.REDIS_URL;
   if (fromEnv) return externalRedis(fromEnv);
-  const container = await tryContainerRedis();
-  if (container) return container;
+  if (dockerMayBePresent()) {
+    const image = containerRedisImage();
+    try {
+      return await startContainerRedis(image, options.containerTimeoutMs ?? 120_000);
+    } catch (err) {
+      const why = String((err as Error)?.message ?? err).split('\n')[0];
+      (options.log ?? ((line) => process.stderr.write(`${line}\n`)))(
+        `test/support/redis: Testcontainers could not run ${image} (${why}); using a private redis-server instead`,
+      );
+    }
+  }
   return startPrivateRedis();
+}
+
+/** The Redis image of docker-compose.yml: the one tag compose and the tests run. */
+export function composeRedisImage(): string {
+  const compose = parseYaml(readFileSync(new URL('../../docker-compose.yml', import.meta.url), 'utf8')) as {
+    services?: { redis?: { image?: unknown } };
+  };
+  const image = compose.services?.redis?.image;
+  if (typeof image !== 'string') throw new Error('docker-compose.yml: services.redis.image is missing');
+  return image;
+}
+
+/** The image Testcontainers runs: `REDIS_IMAGE`, else compose's. */
+export function containerRedisImage(): string {
+  return process.env.REDIS_IMAGE || composeRedisImage();
 }
 
 function externalRedis(url: string): RedisHandle {
@@ -115,21 +155,23 @@ function dockerMayBePresent(): boolean {
   return candidates.some((p) => p !== '' && existsSync(p));
 }
 
-async function tryContainerRedis(): Promise<RedisHandle | undefined> {
-  if (!dockerMayBePresent()) return undefined;
-  let tc: typeof import('testcontainers');
-  try {
-    tc = await import('testcontainers');
-    await withTimeout(tc.getContainerRuntimeClient(), 5_000, 'Docker engine probe');
-  } catch {
-    return undefined; // no engine answering: fall back to a private process
-  }
-  const image = process.env.REDIS_IMAGE ?? 'redis:7.0-alpine';
-  const container = await new tc.GenericContainer(image)
+/** A Redis container; rejects (never hangs past `timeoutMs`) on any failure, leaving nothing running. */
+async function startContainerRedis(image: string, timeoutMs: number): Promise<RedisHandle> {
+  const tc = await import('testcontainers');
+  await withTimeout(tc.getContainerRuntimeClient(), 5_000, 'Docker engine probe');
+  const starting = new tc.GenericContainer(image)
     .withCommand(['redis-server', '--save', '', '--appendonly', 'no'])
     .withExposedPorts(6379)
     .withWaitStrategy(tc.Wait.forLogMessage('Ready to accept connections'))
     .start();
+  let container: Awaited<typeof starting>;
+  try {
+    container = await withTimeout(starting, timeoutMs, `starting ${image}`);
+  } catch (err) {
+    // A start that completes after we gave up must not leave a container behind.
+    starting.then((late) => late.stop(), () => {});
+    throw err;
+  }
   const handle: RedisHandle = {
     url: '',
     host: '',
@@ -150,7 +192,12 @@ async function tryContainerRedis(): Promise<RedisHandle | undefined> {
     handle.url = `redis://${handle.host}:${handle.port}`;
   };
   refresh();
-  await waitForPing(handle.host, handle.port, READY_TIMEOUT_MS, () => `container ${image}`);
+  try {
+    await waitForPing(handle.host, handle.port, READY_TIMEOUT_MS, () => `container ${image}`);
+  } catch (err) {
+    await container.stop().catch(() => {});
+    throw err;
+  }
   return handle;
 }
 
@@ -383,9 +430,10 @@ export function startRedisCluster(): Promise<RedisClusterHandle> {
 /**
  * Three masters and three replicas (one each) with a short node timeout, for failover tests: crash a
  * master and its replica is promoted once the others have declared it failed (about the node timeout).
+ * Full coverage is not required (as docs/deployment.md advises), so the other masters serve meanwhile.
  */
 export function startRedisFailoverCluster(nodeTimeoutMs = 2000): Promise<RedisFailoverClusterHandle> {
-  return startCluster({ replicasPerMaster: 1, nodeTimeoutMs });
+  return startCluster({ replicasPerMaster: 1, nodeTimeoutMs, requireFullCoverage: false });
 }
 
 async function startCluster(options: RedisClusterOptions): Promise<RedisFailoverClusterHandle> {
@@ -406,7 +454,7 @@ async function startCluster(options: RedisClusterOptions): Promise<RedisFailover
           '--cluster-port', String(busPort),
           '--cluster-config-file', 'nodes.conf',
           '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 5000),
-          '--cluster-require-full-coverage', 'yes',
+          '--cluster-require-full-coverage', options.requireFullCoverage === false ? 'no' : 'yes',
         ]),
       );
     }
