@@ -10,6 +10,8 @@
  * - `startRedisCluster()`: three masters (`--cluster-enabled yes`) joined by `redis-cli --cluster create`.
  * - `startRedisFailoverCluster()`: three masters and three replicas, short node timeout, nodes crashable.
  * - `startRedisSentinel()`: one master and one sentinel monitoring it.
+ * - `startRedisSentinelFailover()`: a master, its replica and three sentinels (quorum 2); the master
+ *   crashable, so the sentinels promote the replica.
  * - `startPrivateRedisWithReplica()`: a primary and one replica (`--replicaof`), the replica freezable.
  *
  * Every process runs with `--save "" --appendonly no` in its own temp dir, is killed by `stop()` and,
@@ -66,9 +68,19 @@ export interface RedisFailoverClusterHandle extends RedisClusterHandle {
 }
 
 export interface RedisSentinelHandle {
-  /** `redis+sentinel://127.0.0.1:<sentinelPort>/<master name>` */
+  /** `redis+sentinel://127.0.0.1:<p1>[,127.0.0.1:<p2>…]/<master name>` */
   addr: string;
   stop(): Promise<void>;
+}
+
+/** A master with one replica under three sentinels, for failover tests. */
+export interface RedisSentinelFailoverHandle extends RedisSentinelHandle {
+  masterPort: number;
+  replicaPort: number;
+  /** The master as the sentinels name it now (asked of any live sentinel). */
+  currentMasterPort(): Promise<number>;
+  /** SIGKILL the master: it dies at once, as in a crash. */
+  crashMaster(): Promise<void>;
 }
 
 const HOST = '127.0.0.1';
@@ -514,43 +526,97 @@ async function startCluster(options: RedisClusterOptions): Promise<RedisFailover
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Sentinel: one master, one sentinel
+// Sentinel: a master, optionally a replica, and one or three sentinels
 // ---------------------------------------------------------------------------------------------------
 
+/** One master and one sentinel (what the address and connection suites use). */
 export async function startRedisSentinel(): Promise<RedisSentinelHandle> {
+  const { addr, stop } = await startSentinelGroup({ replica: false, sentinels: 1, downAfterMs: 5000 });
+  return { addr, stop };
+}
+
+/**
+ * A master, its replica and three sentinels (quorum 2) that declare a silent master down after 1 s:
+ * crash the master and the sentinels promote the replica.
+ */
+export function startRedisSentinelFailover(): Promise<RedisSentinelFailoverHandle> {
+  return startSentinelGroup({ replica: true, sentinels: 3, downAfterMs: 1000 });
+}
+
+async function startSentinelGroup(options: { replica: boolean; sentinels: 1 | 3; downAfterMs: number }): Promise<RedisSentinelFailoverHandle> {
   const name = `rl${randomBytes(4).toString('hex')}`;
   const servers: ServerProcess[] = [];
+  const sentinels: ServerProcess[] = [];
   const stop = async () => {
-    // Sentinel first, so it does not react to the master going away.
-    for (const s of [...servers].reverse()) await s.destroy();
+    // Sentinels first, so they do not react to the master going away.
+    for (const s of [...sentinels, ...servers]) await s.destroy();
   };
   try {
     const master = await startServer('sentinel-master', []);
     servers.push(master);
-    // Sentinel rewrites its config file, so it lives in the sentinel's own temp dir.
-    const sentinel = await startServer('sentinel', ['--sentinel'], (port, dir) => {
-      const file = join(dir, 'sentinel.conf');
-      writeFileSync(
-        file,
-        [
-          `port ${port}`,
-          `bind ${HOST}`,
-          `dir ${dir}`,
-          `sentinel monitor ${name} ${HOST} ${master.port} 1`,
-          `sentinel down-after-milliseconds ${name} 5000`,
-          `sentinel failover-timeout ${name} 10000`,
-          `sentinel parallel-syncs ${name} 1`,
-          '',
-        ].join('\n'),
-      );
-      return file;
+    let replicaPort = 0;
+    if (options.replica) {
+      const replica = await startServer('sentinel-replica', ['--replicaof', HOST, String(master.port)]);
+      servers.push(replica);
+      replicaPort = replica.port;
+      await waitUntil(READY_TIMEOUT_MS, 'the replica to sync with its master', async () => {
+        const info = String(await command(HOST, replicaPort, ['INFO', 'replication']).catch(() => ''));
+        return info.includes('master_link_status:up');
+      });
+    }
+    const quorum = Math.floor(options.sentinels / 2) + 1;
+    for (let i = 0; i < options.sentinels; i++) {
+      // Sentinel rewrites its config file, so it lives in the sentinel's own temp dir.
+      const sentinel = await startServer(`sentinel-${i}`, ['--sentinel'], (port, dir) => {
+        const file = join(dir, 'sentinel.conf');
+        writeFileSync(
+          file,
+          [
+            `port ${port}`,
+            `bind ${HOST}`,
+            `dir ${dir}`,
+            `sentinel monitor ${name} ${HOST} ${master.port} ${quorum}`,
+            `sentinel down-after-milliseconds ${name} ${options.downAfterMs}`,
+            `sentinel failover-timeout ${name} 10000`,
+            `sentinel parallel-syncs ${name} 1`,
+            '',
+          ].join('\n'),
+        );
+        return file;
+      });
+      sentinels.push(sentinel);
+    }
+    const askSentinels = async (): Promise<number | undefined> => {
+      for (const s of sentinels) {
+        const reply = await command(HOST, s.port, ['SENTINEL', 'get-master-addr-by-name', name]).catch(() => null);
+        if (Array.isArray(reply)) return Number(reply[1]);
+      }
+      return undefined;
+    };
+    await waitUntil(READY_TIMEOUT_MS, `every sentinel to know master ${name}, its replica and the other sentinels`, async () => {
+      for (const s of sentinels) {
+        const reply = await command(HOST, s.port, ['SENTINEL', 'master', name]).catch(() => null);
+        if (!Array.isArray(reply)) return false;
+        const fields = new Map<string, string>();
+        for (let i = 0; i + 1 < reply.length; i += 2) fields.set(String(reply[i]), String(reply[i + 1]));
+        if (fields.get('port') !== String(master.port)) return false;
+        if (Number(fields.get('num-slaves')) < (options.replica ? 1 : 0)) return false;
+        if (Number(fields.get('num-other-sentinels')) < options.sentinels - 1) return false;
+      }
+      return true;
     });
-    servers.push(sentinel);
-    await waitUntil(READY_TIMEOUT_MS, `sentinel to report master ${name}`, async () => {
-      const reply = await command(HOST, sentinel.port, ['SENTINEL', 'get-master-addr-by-name', name]).catch(() => null);
-      return Array.isArray(reply) && reply[1] === String(master.port);
-    });
-    return { addr: `redis+sentinel://${HOST}:${sentinel.port}/${name}`, stop };
+    return {
+      addr: `redis+sentinel://${sentinels.map((s) => `${HOST}:${s.port}`).join(',')}/${name}`,
+      stop,
+      masterPort: master.port,
+      replicaPort,
+      currentMasterPort: async () => {
+        const port = await askSentinels();
+        if (port === undefined) throw new Error(`no sentinel answered for ${name}`);
+        return port;
+      },
+      crashMaster: () => master.crash(),
+    };
   } catch (err) {
     await stop();
     throw err;
