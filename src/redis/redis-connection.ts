@@ -173,7 +173,7 @@ function parseUnixAddress(rest: string): CounterStoreAddress {
   let db = 0;
   if (question >= 0) {
     const query = rest.slice(question + 1);
-    const m = /^db=(.*)$/.exec(query);
+    const m = /^db=([^&]*)$/.exec(query);
     if (!m) throw new CounterStoreAddressError(`unexpected query "?${query}" (redis+unix:// takes only ?db=N)`);
     db = parseDb(m[1]);
   }

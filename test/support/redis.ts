@@ -6,7 +6,8 @@
  *   engine answering, pull refused, no registry, Ryuk unavailable, the container not starting), a
  *   private `redis-server` process on a free port, with one line on stderr saying why.
  *   What CI has: the binary, no Docker engine.
- * - `startPrivateRedis()`: always its own process, so fault tests can stop and restart it (same port).
+ * - `startPrivateRedis()`: always its own process, so fault tests can stop and restart it (same port);
+ *   `{ unixSocket: true }` makes it listen on a Unix socket in its temp dir as well.
  * - `startRedisCluster()`: three masters (`--cluster-enabled yes`) joined by `redis-cli --cluster create`.
  * - `startRedisFailoverCluster()`: three masters and three replicas, short node timeout, nodes crashable.
  * - `startRedisSentinel()`: one master and one sentinel monitoring it.
@@ -31,6 +32,8 @@ export interface RedisHandle {
   url: string;
   host: string;
   port: number;
+  /** The Unix socket it also listens on (startPrivateRedis with `unixSocket`). */
+  socketPath?: string;
   stop(): Promise<void>;
   restart(): Promise<void>;
 }
@@ -340,12 +343,15 @@ class ServerProcess {
 }
 
 /** Always its own redis-server process; `restart()` keeps the port (and loses the data). */
-export async function startPrivateRedis(): Promise<RedisHandle> {
-  const server = await startServer('redis', []);
+export async function startPrivateRedis(options: { unixSocket?: boolean } = {}): Promise<RedisHandle> {
+  // The socket lives in the server's own temp dir (a short path: sun_path holds 107 bytes).
+  const socketIn = (dir: string) => join(dir, 'redis.sock');
+  const server = await startServer('redis', (dir) => (options.unixSocket ? ['--unixsocket', socketIn(dir), '--unixsocketperm', '700'] : []));
   return {
     url: `redis://${HOST}:${server.port}`,
     host: HOST,
     port: server.port,
+    ...(options.unixSocket ? { socketPath: socketIn(server.dir) } : {}),
     stop: () => server.destroy(),
     restart: () => server.restart(),
   };
@@ -412,13 +418,17 @@ export async function startPrivateRedisWithReplica(): Promise<RedisWithReplicaHa
 }
 
 /** Starts a server on a fresh free port, retrying with another port if the one we got was taken. */
-async function startServer(name: string, args: string[], configFor?: (port: number, dir: string) => string): Promise<ServerProcess> {
+async function startServer(
+  name: string,
+  args: string[] | ((dir: string) => string[]),
+  configFor?: (port: number, dir: string) => string,
+): Promise<ServerProcess> {
   let lastError: unknown;
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
     const dir = makeTempDir(name);
     const configFile = configFor?.(port, dir);
-    const server = new ServerProcess(name, port, dir, args, configFile);
+    const server = new ServerProcess(name, port, dir, typeof args === 'function' ? args(dir) : args, configFile);
     try {
       await server.start();
       return server;
