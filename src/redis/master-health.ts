@@ -56,6 +56,8 @@ export class MasterHealth {
       this.breakerOptions = {};
     } else {
       this.breakerOptions = breaker;
+      // The one master is known from the start; a Cluster's appear with its slot map.
+      if (!this.cluster) this.newGuard(SINGLE_MASTER);
     }
   }
 

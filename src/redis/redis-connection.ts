@@ -321,6 +321,8 @@ export interface RedisClientOptions {
 }
 
 export const DEFAULT_COMMAND_TIMEOUT_MS = 100;
+/** How often a Cluster client asks for the slot map anyway. */
+const SLOTS_REFRESH_INTERVAL_MS = 5000;
 
 /** Reconnect delay after the n-th failed attempt: 50, 100, … ms, at most 500 ms; never gives up. */
 export function reconnectDelayMs(attempt: number): number {
@@ -389,6 +391,9 @@ export function createRedisClient(address: CounterStoreAddress | string, options
         // A command whose connection closed may have run: never send it again (it would count twice).
         retryDelayOnFailover: 0,
         slotsRefreshTimeout: Math.max(commandTimeout, 1000),
+        // ioredis refreshes its slot map only on MOVED and lost connections unless asked: a resharding
+        // or failover behind an open breaker (which sends nothing) would otherwise go unseen.
+        slotsRefreshInterval: SLOTS_REFRESH_INTERVAL_MS,
         redisOptions: { ...redisOptions, ...(parsed.tls ? { tls: {} } : {}) },
       };
       return new Cluster(

@@ -444,8 +444,8 @@ async function startServer(
 // Cluster: three masters, optionally each with one replica
 // ---------------------------------------------------------------------------------------------------
 
-/** Three masters (what the cluster suites use). */
-export function startRedisCluster(): Promise<RedisClusterHandle> {
+/** Three masters (what the cluster suites use), each freezable. */
+export function startRedisCluster(): Promise<RedisFailoverClusterHandle> {
   return startCluster({});
 }
 
