@@ -1,12 +1,14 @@
 /**
  * CPU per decision with the counter store reached over a Unix socket vs TCP loopback, same run, same
- * redis-server (it listens on both): `npx tsx bench/unix-socket.ts [--rounds 6] [--decisions 20000]`.
+ * redis-server (it listens on both):
+ *   npx tsx bench/unix-socket.ts [--rounds 6] [--decisions 20000] [--in-flight 64]
  *
  * The decision engine runs in this process (DecisionService over RedisCounterStore, no HTTP: the
  * transport to Redis is all that differs), pinned to the server core; redis-server to the load core.
  * Rounds alternate the transports (ABBA...), each a fixed count of decisions over a Zipf-skewed set of
- * 10,000 users, 64 in flight. Reported per transport: this process's CPU (user + system) and
- * redis-server's CPU (INFO cpu) per decision, medians over the rounds, and their ratios.
+ * 10,000 users, `--in-flight` at a time (64: the store batches them into few script calls; 1: one
+ * round trip per decision). Reported per transport: this process's CPU (user + system) and
+ * redis-server's CPU (INFO cpu) per decision, medians over the rounds (and their spread), and the ratios.
  */
 import { connectRedisCounterStore, type RedisCounterStore } from '../src/counters/redis-store.js';
 import { DecisionService } from '../src/decision/decision-service.js';
@@ -19,7 +21,6 @@ import { median } from './lib/stats.js';
 import { TARGET_LIMIT, zipfSequence } from './lib/workload.js';
 
 const USERS = 10_000;
-const IN_FLIGHT = 64;
 
 function arg(name: string, fallback: number): number {
   const at = process.argv.indexOf(`--${name}`);
@@ -36,6 +37,7 @@ runMain(async () => {
   setLogLevel('warn');
   const rounds = arg('rounds', 6);
   const decisions = arg('decisions', 20_000);
+  const inFlight = arg('in-flight', 64);
   const pinned = pinSelf(SERVER_CORE);
   const redis = await startPrivateRedis(LOAD_CORE, { unixSocket: true });
   const validated = validatePolicy({
@@ -48,9 +50,11 @@ runMain(async () => {
   const contexts: RequestContext[] = Array.from({ length: USERS }, (_, i) => parseRequestContext({ user_id: `u${i}` }));
   const sequence = zipfSequence(USERS, 1 << 16);
 
+  // A generous deadline: this measures CPU, and a shared machine's stalls must not turn into failure modes.
+  const options = { commandTimeoutMs: 5_000 };
   const transports = {
-    tcp: connectRedisCounterStore(`redis://127.0.0.1:${redis.port}`),
-    unix: connectRedisCounterStore(`redis+unix://${redis.socketPath}`),
+    tcp: connectRedisCounterStore(`redis://127.0.0.1:${redis.port}`, options),
+    unix: connectRedisCounterStore(`redis+unix://${redis.socketPath}`, options),
   };
   const results: Record<keyof typeof transports, Round[]> = { tcp: [], unix: [] };
   try {
@@ -60,32 +64,30 @@ runMain(async () => {
     ) as Record<keyof typeof transports, DecisionService>;
 
     // Warm-up: JIT and connections, both transports.
-    for (const name of ['tcp', 'unix'] as const) await run(services[name], contexts, sequence, decisions / 4);
+    for (const name of ['tcp', 'unix'] as const) await run(services[name], contexts, sequence, decisions / 4, inFlight);
     for (let r = 0; r < rounds; r++) {
       const order = r % 2 === 0 ? (['tcp', 'unix'] as const) : (['unix', 'tcp'] as const);
-      for (const name of order) results[name].push(await measure(redis, services[name], contexts, sequence, decisions));
+      for (const name of order) results[name].push(await measure(redis, services[name], contexts, sequence, decisions, inFlight));
     }
   } finally {
     await Promise.all(Object.values(transports).map((store: RedisCounterStore) => store.close()));
     await redis.kill();
   }
 
-  const summary = Object.fromEntries(
-    (['tcp', 'unix'] as const).map((name) => [
-      name,
-      {
-        node_cpu_us_per_decision: round2(median(results[name].map((r) => r.nodeCpuUsPerDecision))),
-        redis_cpu_us_per_decision: round2(median(results[name].map((r) => r.redisCpuUsPerDecision))),
-        decisions_per_sec: Math.round(median(results[name].map((r) => r.decisionsPerSec))),
-      },
-    ]),
-  ) as Record<'tcp' | 'unix', { node_cpu_us_per_decision: number; redis_cpu_us_per_decision: number; decisions_per_sec: number }>;
+  const summarize = (measured: Round[]) => ({
+    node_cpu_us_per_decision: round2(median(measured.map((r) => r.nodeCpuUsPerDecision))),
+    redis_cpu_us_per_decision: round2(median(measured.map((r) => r.redisCpuUsPerDecision))),
+    decisions_per_sec: Math.round(median(measured.map((r) => r.decisionsPerSec))),
+    node_cpu_spread: spread(measured.map((r) => r.nodeCpuUsPerDecision)),
+    redis_cpu_spread: spread(measured.map((r) => r.redisCpuUsPerDecision)),
+  });
+  const summary = { tcp: summarize(results.tcp), unix: summarize(results.unix) };
   const report = {
     redis: redis.version,
     pinned,
     rounds,
     decisions_per_round: decisions,
-    in_flight: IN_FLIGHT,
+    in_flight: inFlight,
     ...summary,
     ratio_unix_to_tcp: {
       node_cpu: round2(summary.unix.node_cpu_us_per_decision / summary.tcp.node_cpu_us_per_decision),
@@ -96,11 +98,18 @@ runMain(async () => {
   console.log(JSON.stringify(report, null, 2));
 });
 
-async function measure(redis: PrivateRedis, service: DecisionService, contexts: RequestContext[], sequence: Int32Array, count: number): Promise<Round> {
+async function measure(
+  redis: PrivateRedis,
+  service: DecisionService,
+  contexts: RequestContext[],
+  sequence: Int32Array,
+  count: number,
+  inFlight: number,
+): Promise<Round> {
   const redisBefore = redisCpuSeconds(redis);
   const cpuBefore = process.cpuUsage();
   const start = performance.now();
-  await run(service, contexts, sequence, count);
+  await run(service, contexts, sequence, count, inFlight);
   const elapsedMs = performance.now() - start;
   const cpu = process.cpuUsage(cpuBefore);
   const redisSeconds = redisCpuSeconds(redis) - redisBefore;
@@ -111,8 +120,8 @@ async function measure(redis: PrivateRedis, service: DecisionService, contexts: 
   };
 }
 
-/** `count` decisions, IN_FLIGHT at a time; a decision that did not count is an error (not a figure). */
-async function run(service: DecisionService, contexts: RequestContext[], sequence: Int32Array, count: number): Promise<void> {
+/** `count` decisions, `inFlight` at a time; a decision that did not count is an error (not a figure). */
+async function run(service: DecisionService, contexts: RequestContext[], sequence: Int32Array, count: number, inFlight: number): Promise<void> {
   let next = 0;
   const worker = async () => {
     while (next < count) {
@@ -121,13 +130,18 @@ async function run(service: DecisionService, contexts: RequestContext[], sequenc
       if (decision.reason !== 'within_limit') throw new Error(`decision ${i}: ${JSON.stringify(decision)}`);
     }
   };
-  await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
+  await Promise.all(Array.from({ length: inFlight }, worker));
 }
 
 function redisCpuSeconds(redis: PrivateRedis): number {
   const info = redis.cli('INFO', 'cpu');
   const field = (name: string) => Number(new RegExp(`^${name}:([0-9.]+)`, 'm').exec(info)?.[1] ?? NaN);
   return field('used_cpu_sys') + field('used_cpu_user');
+}
+
+/** `min–max` over the rounds. */
+function spread(values: number[]): string {
+  return `${round2(Math.min(...values))}–${round2(Math.max(...values))}`;
 }
 
 function round2(n: number): number {
