@@ -15,20 +15,7 @@ import { DecisionService } from '../../src/decision/decision-service.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { RedisPolicyStore } from '../../src/policy-store/redis-policy-store.js';
 import { setLogLevel } from '../../src/util/log.js';
-import {
-  counterOf,
-  decisionRound,
-  expectAnswered,
-  expectCountsCarriedOn,
-  failoverPolicies,
-  hangGuard,
-  isFailureMode,
-  roleOf,
-  sleep,
-  tally,
-  waitForReplicaInSync,
-  type RoundResult,
-} from '../support/failover.js';
+import * as failover from '../support/failover.js';
 import { createChange, updateChange, versionedPolicy } from '../support/policies.js';
 import { randomPrefix, startRedisSentinelFailover, type RedisSentinelFailoverHandle } from '../support/redis.js';
 
@@ -57,37 +44,37 @@ describe('Redis Sentinel failover (master + replica + 3 sentinels)', function ()
     const users = Array.from({ length: 12 }, (_, i) => `u${i}`);
     counters = connectRedisCounterStore(group.addr, { commandTimeoutMs: 500 });
     await counters.waitUntilReady(10_000);
-    const service = new DecisionService({ policies: new LiveMatcher(failoverPolicies()), counters, keyPrefix: prefix });
+    const service = new DecisionService({ policies: new LiveMatcher(failover.failoverPolicies()), counters, keyPrefix: prefix });
     policies = await RedisPolicyStore.open({ addr: group.addr, keyPrefix: prefix });
 
     // Before the crash: normal counting, and two policy changes, each acknowledged only once the replica has it.
     const counted = new Map<string, number>();
     for (let i = 0; i < 3; i++) {
-      const results = await decisionRound(service, users);
-      expect(results.every((r) => !isFailureMode(r)), 'healthy master').to.equal(true);
-      tally(counted, results);
+      const results = await failover.decisionRound(service, users);
+      expect(results.every((r) => !failover.isFailureMode(r)), 'healthy master').to.equal(true);
+      failover.tally(counted, results);
     }
     const p1 = versionedPolicy('p1', 1);
     expect(await policies.commit(createChange(p1))).to.deep.include({ ok: true });
     const p1v2 = versionedPolicy('p1', 2, 20);
     expect(await policies.commit(updateChange(p1v2, p1))).to.deep.include({ ok: true });
-    await waitForReplicaInSync(group.masterPort);
+    await failover.waitForReplicaInSync(group.masterPort);
     const replicated = new Map(counted);
 
-    const inFlight = decisionRound(service, users);
+    const inFlight = failover.decisionRound(service, users);
     const crashedAt = performance.now();
     await group.crashMaster();
-    const during: RoundResult[][] = [await inFlight];
+    const during: failover.RoundResult[][] = [await inFlight];
     // Rounds until every counter has answered normally 5 rounds in a row (bounded by the hang guard).
     let normalRounds = 0;
     let lastFailureModeRound = -1;
     let lastFailureModeMs = 0;
     while (normalRounds < 5) {
-      hangGuard(crashedAt, 'normal decisions after the master crashed');
-      await sleep(20);
-      const results = await decisionRound(service, users);
+      failover.hangGuard(crashedAt, 'normal decisions after the master crashed');
+      await failover.sleep(20);
+      const results = await failover.decisionRound(service, users);
       during.push(results);
-      if (results.some(isFailureMode)) {
+      if (results.some(failover.isFailureMode)) {
         normalRounds = 0;
         lastFailureModeRound = during.length - 1;
         lastFailureModeMs = performance.now() - crashedAt;
@@ -99,32 +86,32 @@ describe('Redis Sentinel failover (master + replica + 3 sentinels)', function ()
     let failureMode = 0;
     for (const results of during) {
       for (const r of results) {
-        expectAnswered(r);
-        if (isFailureMode(r)) failureMode++;
+        failover.expectAnswered(r);
+        if (failover.isFailureMode(r)) failureMode++;
       }
-      tally(counted, results);
+      failover.tally(counted, results);
     }
     expect(failureMode, 'decisions answered by failure mode during the failover').to.be.greaterThan(0);
     // The sentinels promoted the replica, and the store followed them to it.
     expect(await group.currentMasterPort(), 'the master the sentinels name').to.equal(group.replicaPort);
-    expect(await roleOf(group.replicaPort), 'the old replica').to.equal('master');
+    expect(await failover.roleOf(group.replicaPort), 'the old replica').to.equal('master');
     const decisionsInWindow = during.slice(0, lastFailureModeRound + 1).reduce((n, results) => n + results.length, 0);
     console.log(
       `      sentinel failover: ${failureMode} of ${decisionsInWindow} decisions answered by failure mode over ` +
         `${lastFailureModeRound + 1} rounds; the last one ${(lastFailureModeMs / 1000).toFixed(1)} s after the crash`,
     );
 
-    const final = await decisionRound(service, users);
-    expect(final.every((r) => !isFailureMode(r)), `after the failover: ${final.filter(isFailureMode).map(counterOf).join(', ')}`).to.equal(true);
-    tally(counted, final);
-    expectCountsCarriedOn(final, replicated, counted, during);
+    const final = await failover.decisionRound(service, users);
+    expect(final.every((r) => !failover.isFailureMode(r)), `after the failover: ${final.filter(failover.isFailureMode).map(failover.counterOf).join(', ')}`).to.equal(true);
+    failover.tally(counted, final);
+    failover.expectCountsCarriedOn(final, replicated, counted, during);
 
     // The acknowledged change is on the promoted replica: the writer and a node starting now read it.
     let fetched: number | undefined;
     while (fetched === undefined) {
-      hangGuard(crashedAt, 'a policy read after the failover');
+      failover.hangGuard(crashedAt, 'a policy read after the failover');
       fetched = await policies.fetch('p1').then((r) => r.policy?.version, () => undefined);
-      if (fetched === undefined) await sleep(50);
+      if (fetched === undefined) await failover.sleep(50);
     }
     expect(fetched, 'p1 on the writer').to.equal(2);
     reader = await RedisPolicyStore.open({ addr: group.addr, keyPrefix: prefix });
