@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # The rate-limit decision service and its sidecar agent, one image:
 #   server (default):  docker run rl-decision-service
 #   sidecar agent:     docker run rl-decision-service node dist/agent/main.js

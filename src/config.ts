@@ -257,9 +257,9 @@ export class Reader {
     const value = this.optional(name);
     if (value === undefined) return undefined;
     try {
-      parseCounterStoreAddress(value);
+      parseCounterStoreAddress(value, name);
     } catch (error) {
-      if (error instanceof CounterStoreAddressError) throw new ConfigError(name, error.message.replace(`${name}: `, ''));
+      if (error instanceof CounterStoreAddressError) throw new ConfigError(name, error.problem);
       throw error;
     }
     return value;

@@ -72,10 +72,13 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     const analytics = new Analytics();
     // Who is being limited, for the dashboard: touched by denied decisions only.
     const deniedIdentities = new DeniedIdentities(matcher);
-    const counters: CounterStore = config.counterStoreAddr
+    const redisCounters = config.counterStoreAddr
       ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
-      : new MemoryCounterStore();
+      : undefined;
+    const counters: CounterStore = redisCounters ?? new MemoryCounterStore();
     closers.push(() => counters.close());
+    const counterStoreMasters = redisCounters && (() => redisCounters.health.states());
+    if (counterStoreMasters) metrics.watchCounterStoreMasters(counterStoreMasters);
     const decisions = new DecisionService({
       policies: matcher,
       counters,
@@ -113,7 +116,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
           policy_store: config.counterStoreAddr ? 'redis' : 'file',
           auth: (config.auth.enabled && config.auth.mode) || 'off',
           tls: Boolean(tls),
-        }),
+        }, counterStoreMasters),
       ],
     });
     const httpOptions = httpServerOptions(config.http);

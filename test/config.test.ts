@@ -53,6 +53,7 @@ describe('server config', () => {
     ['RL_INVALIDATION_TARGETS', 'not a url'],
     ['RL_COUNTERSTORE_ADDR', 'ftp://redis:6379'],
     ['RL_COUNTERSTORE_ADDR', 'redis://h:0'],
+    ['RL_COUNTERSTORE_ADDR', 'redis+unix://relative/redis.sock'],
   ];
   for (const [variable, value] of bad) {
     it(`stops on ${variable}=${value} with a message naming the variable`, () => {
@@ -66,6 +67,12 @@ describe('server config', () => {
   it('requires the certificate and key when TLS is enabled', () => {
     expect(() => loadServerConfig({ RL_TLS_ENABLED: 'true', RL_TLS_KEY_FILE: 'k' })).to.throw(/RL_TLS_CERT_FILE/);
     expect(() => loadServerConfig({ RL_TLS_ENABLED: 'true', RL_TLS_CERT_FILE: 'c' })).to.throw(/RL_TLS_KEY_FILE/);
+  });
+
+  it('takes a Unix socket address for the counter store', () => {
+    expect(loadServerConfig({ RL_COUNTERSTORE_ADDR: 'redis+unix:///run/redis/redis.sock?db=1' }).counterStoreAddr).to.equal(
+      'redis+unix:///run/redis/redis.sock?db=1',
+    );
   });
 
   it('normalises invalidation targets', () => {

@@ -198,17 +198,24 @@ export interface PrivateRedis {
   addr: string;
   pid: number;
   version: string;
+  /** The Unix socket it also listens on (`unixSocket` option). */
+  socketPath?: string;
   /** SIGKILL: the port then refuses connections (Redis unreachable). */
   kill(): Promise<void>;
   /** Sends one command with redis-cli and returns its raw output. */
   cli(...args: string[]): string;
 }
 
-/** A private redis-server on a free 127.0.0.1 port, no persistence, pinned with the load generator. */
-export async function startPrivateRedis(core = LOAD_CORE): Promise<PrivateRedis> {
+/**
+ * A private redis-server on a free 127.0.0.1 port, no persistence, pinned with the load generator;
+ * `unixSocket`: listening on a Unix socket in its temp dir as well.
+ */
+export async function startPrivateRedis(core = LOAD_CORE, options: { unixSocket?: boolean } = {}): Promise<PrivateRedis> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'rl-bench-redis-'));
+  const socketPath = options.unixSocket ? join(dir, 'redis.sock') : undefined;
   const redisArgs = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--loglevel', 'warning'];
+  if (socketPath) redisArgs.push('--unixsocket', socketPath, '--unixsocketperm', '700');
   const pinned = hasTaskset();
   const child = spawn(pinned ? 'taskset' : 'redis-server', pinned ? ['-c', String(core), 'redis-server', ...redisArgs] : redisArgs, {
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -232,6 +239,7 @@ export async function startPrivateRedis(core = LOAD_CORE): Promise<PrivateRedis>
     addr: `redis://127.0.0.1:${port}`,
     pid: child.pid!,
     version,
+    socketPath,
     cli,
     kill: async () => {
       if (child.exitCode === null && child.signalCode === null) {

@@ -2,7 +2,8 @@ import calculateSlot from 'cluster-key-slot';
 import { Command, type Cluster, type Redis } from 'ioredis';
 import { CounterStoreUnavailableError } from '../errors.js';
 import { log } from '../util/log.js';
-import { CircuitBreaker, type CircuitBreakerOptions } from '../redis/circuit-breaker.js';
+import type { CircuitBreaker, CircuitBreakerOptions } from '../redis/circuit-breaker.js';
+import { ANY_SLOT, MasterHealth, type MasterGuard } from '../redis/master-health.js';
 import type { CounterResult, CounterStore } from './counter-store.js';
 import { scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
 import { loadBatchScript, SCRIPT_KEY_COUNTS, type BatchScript, type ScriptName } from '../redis/lua-scripts.js';
@@ -27,7 +28,8 @@ import {
  * server, SCRIPT FLUSH, a restart, a failover: nothing ran) it is sent once more as EVAL.
  *
  * Redis Cluster: a script's keys must live in one slot, so operations are batched per hash slot
- * (every key of one counter shares its `{tag}`, keys.ts); each slot's batch goes to its master.
+ * (every key of one counter shares its `{tag}`, keys.ts); each slot's batch goes to its master, and a
+ * batch never mixes masters.
  *
  * Failure is explicit and fast. Any error (not connected, timeout, Redis error) is thrown as
  * CounterStoreUnavailableError, so the decision applies the policy's failure_mode; nothing is queued
@@ -35,13 +37,14 @@ import {
  * cannot be sent fails each of its operations exactly as a lone call would (one error and one error
  * event per operation). Each batch has one deadline: `operationTimeoutMs` from its first operation.
  *
- * The circuit breaker counts round trips, not operations: a failed batch is ONE failure and an answered
- * batch one success, whatever their size, so the threshold ("5 consecutive failures") counts failed
- * script calls, not the decisions in them (counting each operation would let a single timed-out batch
- * of five open the breaker for everyone). On a Cluster one flush sends a call per slot, so the calls of
- * one flush can count several times, and answers from healthy masters reset the count: the breaker
- * guards the deployment as a whole, as before batching. While it is open, operations fail in
- * microseconds without touching Redis; the half-open trial is a single operation.
+ * Health is per master (redis/master-health.ts): on a Cluster each master has its own circuit breaker
+ * and count of calls in flight, found through the slot's current owner, so a dead master refuses only
+ * its own slots' operations; standalone and Sentinel have one. A breaker counts round trips, not
+ * operations: a failed batch is ONE failure and an answered batch one success, whatever their size, so
+ * the threshold ("5 consecutive failures") counts failed script calls, not the decisions in them
+ * (counting each operation would let a single timed-out batch of five open the breaker). While a
+ * master's breaker is open its operations fail in microseconds without touching Redis; the half-open
+ * trial is a single operation.
  */
 
 export type CounterStoreErrorKind =
@@ -62,7 +65,10 @@ export interface CounterStoreErrorEvent {
 }
 
 export interface RedisCounterStoreOptions {
-  /** A breaker to use, or options for the store's own (default: 5 failures, 1 s cool-down). */
+  /**
+   * Options for each master's breaker (default: 5 failures, 1 s cool-down), or, outside a Cluster,
+   * the one breaker to use.
+   */
   breaker?: CircuitBreaker | CircuitBreakerOptions;
   /**
    * Deadline for one operation, ms (default 100), counted from the arrival of its batch's first
@@ -95,6 +101,8 @@ interface Batch {
   readonly keys: string[];
   readonly argv: string[];
   readonly operations: PendingOperation[];
+  /** The master the batch goes to: its breaker let the operations in and hears how the call went. */
+  readonly guard: MasterGuard;
   /** performance.now() by which the call must have answered: its first operation's deadline. */
   readonly deadline: number;
   timer?: NodeJS.Timeout;
@@ -110,12 +118,10 @@ interface SpecArgs {
   params: string[];
 }
 
-/** Every slot maps to this in a standalone (or Sentinel) deployment: one batch per flush. */
-const ANY_SLOT = -1;
-
 export class RedisCounterStore implements CounterStore {
   readonly client: Redis | Cluster;
-  readonly breaker: CircuitBreaker;
+  /** Breaker and calls in flight per master. */
+  readonly health: MasterHealth;
   private readonly timeoutMs: number;
   private readonly ownsClient: boolean;
   private readonly maxBatchSize: number;
@@ -140,7 +146,7 @@ export class RedisCounterStore implements CounterStore {
 
   constructor(client: Redis | Cluster, options: RedisCounterStoreOptions = {}) {
     this.client = client;
-    this.breaker = options.breaker instanceof CircuitBreaker ? options.breaker : new CircuitBreaker(options.breaker);
+    this.health = new MasterHealth(client, options.breaker);
     this.timeoutMs = options.operationTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
     if (!(this.timeoutMs > 0) || !Number.isFinite(this.timeoutMs)) {
       throw new Error(`operationTimeoutMs must be a positive number, got ${this.timeoutMs}`);
@@ -198,9 +204,20 @@ export class RedisCounterStore implements CounterStore {
     return this.run('concurrency_release', keys, nowMs, leaseId, spec);
   }
 
-  /** Connected and the breaker not open. */
+  /** Connected and no serving master's breaker open. */
   isHealthy(): boolean {
-    return !this.closed && this.client.status === 'ready' && this.breaker.state !== 'open';
+    return !this.closed && this.client.status === 'ready' && !this.health.anyOpen();
+  }
+
+  /** The one breaker of a standalone or Sentinel store (a Cluster has one per master: breakerFor). */
+  get breaker(): CircuitBreaker {
+    if (this.isCluster) throw new Error('a Redis Cluster store has one breaker per master: use breakerFor(key)');
+    return this.health.guardFor(ANY_SLOT).breaker;
+  }
+
+  /** The breaker of the master that serves `key` now. */
+  breakerFor(key: string): CircuitBreaker {
+    return this.health.guardFor(this.isCluster ? calculateSlot(key) : ANY_SLOT).breaker;
   }
 
   /**
@@ -271,20 +288,29 @@ export class RedisCounterStore implements CounterStore {
     if (this.closed) {
       return Promise.reject(this.failed('not_connected', name, new CounterStoreUnavailableError('counter store is closed')));
     }
-    if (!this.breaker.tryAcquire()) {
+    const slot = this.isCluster ? calculateSlot(keys[0]) : ANY_SLOT;
+    const guard = this.health.guardFor(slot);
+    if (!guard.breaker.tryAcquire()) {
       return Promise.reject(
         this.failed(
           'breaker_open',
           name,
-          new CounterStoreUnavailableError('counter store unavailable: circuit breaker open after repeated failures'),
+          new CounterStoreUnavailableError(
+            `counter store unavailable: circuit breaker of ${guard.master} open after repeated failures`,
+          ),
         ),
       );
     }
     const args = this.argsOf(spec);
-    const slot = this.isCluster ? calculateSlot(keys[0]) : ANY_SLOT;
     let batch = this.pending.get(slot);
+    if (batch && batch.guard !== guard) {
+      // The slot changed hands since the batch began: it goes to the master that admitted it.
+      this.pending.delete(slot);
+      this.send(batch);
+      batch = undefined;
+    }
     if (!batch) {
-      batch = { keys: [], argv: [], operations: [], deadline: performance.now() + this.timeoutMs, settled: false, resent: false };
+      batch = { keys: [], argv: [], operations: [], guard, deadline: performance.now() + this.timeoutMs, settled: false, resent: false };
       this.pending.set(slot, batch);
       this.scheduleFlush();
     }
@@ -335,7 +361,10 @@ export class RedisCounterStore implements CounterStore {
    */
   private send(batch: Batch): void {
     if (batch.settled) return;
-    this.unsettled.add(batch);
+    if (!this.unsettled.has(batch)) {
+      this.unsettled.add(batch);
+      batch.guard.pendingCalls++;
+    }
     if (!batch.resent && performance.now() >= batch.deadline) {
       // The event loop stalled past the deadline before the flush (a long GC, say): its callers have
       // waited long enough. Failing it unsent keeps Redis from running what they were told failed,
@@ -391,7 +420,7 @@ export class RedisCounterStore implements CounterStore {
     if (!this.settle(batch)) return;
     const kind = classify(err);
     // Only a Redis that cannot serve trips the breaker. An error reply means Redis answered.
-    if (reachedForRedis) this.recordRoundTrip(kind !== 'redis_error' || isUnavailableReply(err));
+    if (reachedForRedis) this.recordRoundTrip(batch, kind !== 'redis_error' || isUnavailableReply(err));
     const message = (err as Error)?.message ?? String(err);
     for (const operation of batch.operations) {
       operation.reject(this.failed(kind, operation.name, new CounterStoreUnavailableError(`counter store unavailable (${kind}): ${message}`, err)));
@@ -403,7 +432,7 @@ export class RedisCounterStore implements CounterStore {
     if (!this.settle(batch)) return;
     if (!Array.isArray(reply) || reply.length !== batch.operations.length) {
       // Redis answered, with something the script never returns: a bug, not an outage.
-      this.breaker.recordSuccess();
+      batch.guard.breaker.recordSuccess();
       const message = `unexpected batch reply for ${batch.operations.length} operation(s): ${JSON.stringify(reply)}`;
       for (const operation of batch.operations) {
         operation.reject(this.failed('redis_error', operation.name, new CounterStoreUnavailableError(message)));
@@ -429,7 +458,7 @@ export class RedisCounterStore implements CounterStore {
       }
       operation.resolve(result);
     }
-    this.recordRoundTrip(unavailable);
+    this.recordRoundTrip(batch, unavailable);
   }
 
   /** Marks the batch settled and stops its timer; false when it already was. */
@@ -437,7 +466,7 @@ export class RedisCounterStore implements CounterStore {
     if (batch.settled) return false;
     batch.settled = true;
     if (batch.timer) clearTimeout(batch.timer);
-    this.unsettled.delete(batch);
+    if (this.unsettled.delete(batch)) batch.guard.pendingCalls--;
     if (this.unsettled.size === 0) for (const drained of this.drainWaiters.splice(0)) drained();
     return true;
   }
@@ -448,10 +477,10 @@ export class RedisCounterStore implements CounterStore {
     return new Promise((resolve) => this.drainWaiters.push(resolve));
   }
 
-  /** One observation per script call for the breaker (see the class comment). */
-  private recordRoundTrip(failed: boolean): void {
-    if (failed) this.breaker.recordFailure();
-    else this.breaker.recordSuccess();
+  /** One observation per script call for its master's breaker (see the class comment). */
+  private recordRoundTrip(batch: Batch, failed: boolean): void {
+    if (failed) batch.guard.breaker.recordFailure();
+    else batch.guard.breaker.recordSuccess();
   }
 
   /** Waits (until the deadline) for the connection that is being set up when the store starts. */

@@ -1,4 +1,6 @@
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import type { BreakerState } from '../redis/circuit-breaker.js';
+import type { MasterState } from '../redis/master-health.js';
 import { INTERNAL_ERROR_TRANSPORTS, internalErrorCount } from './internal-errors.js';
 import { PlainCounter, PlainHistogram, ReadCounter, SeriesRow, type Series } from './plain-metrics.js';
 import type { DecisionEvent, Operation } from '../decision/decision-service.js';
@@ -152,6 +154,8 @@ class OutcomeRows {
   }
 }
 
+const BREAKER_STATE_VALUES: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
+
 export class Metrics {
   readonly registry: Registry;
   private readonly decisions: PlainCounter;
@@ -276,6 +280,32 @@ export class Metrics {
   /** One invalidation notification to a sidecar that was given up. */
   countInvalidationFailure(): void {
     this.invalidationFailures.value++;
+  }
+
+  /**
+   * Redis mode: each counter store master's breaker (`rl_counter_store_breaker_state{master}`, 0 closed,
+   * 1 half open, 2 open) and calls in flight (`rl_counter_store_pending_calls{master}`), read at scrape time.
+   */
+  watchCounterStoreMasters(states: () => MasterState[]): void {
+    const gauge = (name: string, help: string, aggregator: 'max' | 'sum', value: (state: MasterState) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['master'],
+        registers: [this.registry],
+        aggregator,
+        collect() {
+          this.reset();
+          for (const state of states()) this.set({ master: state.master }, value(state));
+        },
+      });
+    gauge(
+      'rl_counter_store_breaker_state',
+      "Circuit breaker of each counter store master (Redis Cluster: host:port; one Redis or Sentinel: master): 0 closed, 1 half open, 2 open.",
+      'max',
+      (state) => BREAKER_STATE_VALUES[state.breaker],
+    );
+    gauge('rl_counter_store_pending_calls', 'Counter store script calls sent to each master and not yet answered.', 'sum', (state) => state.pending_calls);
   }
 
   /** The Prometheus text exposition of every metric on this registry. */

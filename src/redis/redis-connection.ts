@@ -10,11 +10,14 @@ import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
  *   redis+sentinel://[user:pass@]h1:p1,h2:p2/master-name[/db]
  *                                                 Sentinel; the credentials are the master's
  *                                                 (rediss+sentinel:// for TLS to the data nodes)
+ *   redis+unix://[user:pass@]/path/to/redis.sock[?db=N]
+ *                                                 one server on this machine, over its Unix socket
  *
  * Hosts may be names, IPv4 addresses or bracketed IPv6 addresses (`[::1]:6379`). User and password
- * are percent-decoded. Anything else (another scheme, a query string, a bad port or db, an empty host
- * list) is rejected with an Error naming RL_COUNTERSTORE_ADDR. Passwords never appear in messages:
- * use `redactAddress` for logs.
+ * are percent-decoded. Anything else (another scheme, a query string other than a Unix socket's `db`, a
+ * bad port or db, an empty host list) is rejected with an Error naming the variable the address came
+ * from (RL_COUNTERSTORE_ADDR unless told otherwise). Passwords never appear in messages: use
+ * `redactAddress` for logs.
  */
 
 const ADDR_VARIABLE = 'RL_COUNTERSTORE_ADDR';
@@ -33,11 +36,16 @@ interface Credentials {
 export type CounterStoreAddress =
   | ({ kind: 'standalone'; tls: boolean; db: number } & HostPort & Credentials)
   | ({ kind: 'cluster'; tls: boolean; nodes: HostPort[] } & Credentials)
-  | ({ kind: 'sentinel'; tls: boolean; sentinels: HostPort[]; masterName: string; db: number } & Credentials);
+  | ({ kind: 'sentinel'; tls: boolean; sentinels: HostPort[]; masterName: string; db: number } & Credentials)
+  | ({ kind: 'unix'; tls: false; path: string; db: number } & Credentials);
 
 export class CounterStoreAddressError extends Error {
-  constructor(problem: string) {
-    super(`${ADDR_VARIABLE}: ${problem}`);
+  constructor(
+    /** What is wrong, without the variable's name. */
+    readonly problem: string,
+    readonly variable = ADDR_VARIABLE,
+  ) {
+    super(`${variable}: ${problem}`);
     this.name = 'CounterStoreAddressError';
   }
 }
@@ -49,14 +57,30 @@ const SCHEMES: Record<string, { kind: CounterStoreAddress['kind']; tls: boolean 
   'rediss+cluster': { kind: 'cluster', tls: true },
   'redis+sentinel': { kind: 'sentinel', tls: false },
   'rediss+sentinel': { kind: 'sentinel', tls: true },
+  'redis+unix': { kind: 'unix', tls: false },
 };
+
+/** sun_path holds 108 bytes, the terminating NUL included. */
+const MAX_SOCKET_PATH_BYTES = 107;
 
 const HOSTNAME = /^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$/;
 const IPV6 = /^[0-9A-Fa-f:.]+(%[A-Za-z0-9_.-]+)?$/;
 const MASTER_NAME = /^[A-Za-z0-9_.:-]+$/;
 
-/** Parses an RL_COUNTERSTORE_ADDR value; throws CounterStoreAddressError naming what is wrong. */
-export function parseCounterStoreAddress(value: string): CounterStoreAddress {
+/**
+ * Parses a counter store address; throws CounterStoreAddressError naming `variable` (the RL_* variable
+ * the value came from) and what is wrong.
+ */
+export function parseCounterStoreAddress(value: string, variable = ADDR_VARIABLE): CounterStoreAddress {
+  try {
+    return parseAddress(value);
+  } catch (error) {
+    if (error instanceof CounterStoreAddressError && variable !== error.variable) throw new CounterStoreAddressError(error.problem, variable);
+    throw error;
+  }
+}
+
+function parseAddress(value: string): CounterStoreAddress {
   const addr = value.trim();
   if (addr === '') throw new CounterStoreAddressError('is empty');
   if (/\s/.test(addr)) throw new CounterStoreAddressError('must not contain whitespace');
@@ -66,7 +90,7 @@ export function parseCounterStoreAddress(value: string): CounterStoreAddress {
     // Bare host:port. A scheme without "//" (redis:host) is a typo, not a host name.
     if (/^[A-Za-z][A-Za-z0-9+.-]*:[^0-9[]/.test(addr) || addr.includes('/') || addr.includes('@')) {
       throw new CounterStoreAddressError(
-        `"${redactAddress(addr)}" is neither host:port nor a redis://, rediss://, redis+cluster:// or redis+sentinel:// URL`,
+        `"${redactAddress(addr)}" is neither host:port nor a redis://, rediss://, redis+cluster://, redis+sentinel:// or redis+unix:// URL`,
       );
     }
     const hp = parseHostPort(addr, 'host:port');
@@ -77,10 +101,11 @@ export function parseCounterStoreAddress(value: string): CounterStoreAddress {
   const scheme = SCHEMES[schemeText];
   if (!scheme) {
     throw new CounterStoreAddressError(
-      `unknown scheme "${schemeText}://" (use redis://, rediss://, redis+cluster://, redis+sentinel:// or host:port)`,
+      `unknown scheme "${schemeText}://" (use redis://, rediss://, redis+cluster://, redis+sentinel://, redis+unix:// or host:port)`,
     );
   }
   let rest = addr.slice(schemeEnd + 3);
+  if (scheme.kind === 'unix') return parseUnixAddress(rest);
   if (rest.includes('?') || rest.includes('#')) {
     throw new CounterStoreAddressError('query strings and fragments are not supported');
   }
@@ -129,6 +154,32 @@ export function parseCounterStoreAddress(value: string): CounterStoreAddress {
   }
 }
 
+/** `[user:pass@]/absolute/path[?db=N]`, after `redis+unix://`. */
+function parseUnixAddress(rest: string): CounterStoreAddress {
+  if (rest.includes('#')) throw new CounterStoreAddressError('fragments are not supported');
+  const slash = rest.indexOf('/');
+  const userinfo = slash < 0 ? rest : rest.slice(0, slash);
+  if (slash < 0 || (userinfo !== '' && !userinfo.endsWith('@'))) {
+    throw new CounterStoreAddressError('redis+unix:// takes an absolute socket path: redis+unix:///path/to/redis.sock');
+  }
+  const credentials = userinfo === '' ? {} : parseUserInfo(userinfo.slice(0, -1));
+  const question = rest.indexOf('?', slash);
+  const path = decode(question < 0 ? rest.slice(slash) : rest.slice(slash, question), 'socket path');
+  if (path === '/' || path.endsWith('/')) throw new CounterStoreAddressError(`socket path "${path}" names a directory, not a socket`);
+  if (path.includes('\0')) throw new CounterStoreAddressError('the socket path contains a NUL byte');
+  if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) {
+    throw new CounterStoreAddressError(`socket path "${path}" is longer than ${MAX_SOCKET_PATH_BYTES} bytes (the limit of a Unix socket address)`);
+  }
+  let db = 0;
+  if (question >= 0) {
+    const query = rest.slice(question + 1);
+    const m = /^db=([^&]*)$/.exec(query);
+    if (!m) throw new CounterStoreAddressError(`unexpected query "?${query}" (redis+unix:// takes only ?db=N)`);
+    db = parseDb(m[1]);
+  }
+  return { kind: 'unix', tls: false, path, db, ...credentials };
+}
+
 /** The address with any password replaced by `***`, for logs and error messages. */
 export function redactAddress(addr: string): string {
   const schemeEnd = addr.indexOf('://');
@@ -155,6 +206,8 @@ export function describeAddress(address: CounterStoreAddress): string {
       return `redis cluster ${list(address.nodes)}${tls}${auth}`;
     case 'sentinel':
       return `redis sentinel ${list(address.sentinels)} master ${address.masterName} db ${address.db}${tls}${auth}`;
+    case 'unix':
+      return `redis unix socket ${address.path} db ${address.db}${auth}`;
   }
 }
 
@@ -268,6 +321,8 @@ export interface RedisClientOptions {
 }
 
 export const DEFAULT_COMMAND_TIMEOUT_MS = 100;
+/** How often a Cluster client asks for the slot map anyway. */
+const SLOTS_REFRESH_INTERVAL_MS = 5000;
 
 /** Reconnect delay after the n-th failed attempt: 50, 100, … ms, at most 500 ms; never gives up. */
 export function reconnectDelayMs(attempt: number): number {
@@ -309,6 +364,8 @@ export function createRedisClient(address: CounterStoreAddress | string, options
         db: parsed.db,
         ...(parsed.tls ? { tls: { servername: parsed.host } } : {}),
       });
+    case 'unix':
+      return new Redis({ ...base, path: parsed.path, db: parsed.db });
     case 'sentinel':
       return new Redis({
         ...base,
@@ -334,6 +391,9 @@ export function createRedisClient(address: CounterStoreAddress | string, options
         // A command whose connection closed may have run: never send it again (it would count twice).
         retryDelayOnFailover: 0,
         slotsRefreshTimeout: Math.max(commandTimeout, 1000),
+        // ioredis refreshes its slot map only on MOVED and lost connections unless asked: a resharding
+        // or failover behind an open breaker (which sends nothing) would otherwise go unseen.
+        slotsRefreshInterval: SLOTS_REFRESH_INTERVAL_MS,
         redisOptions: { ...redisOptions, ...(parsed.tls ? { tls: {} } : {}) },
       };
       return new Cluster(

@@ -34,6 +34,17 @@ export const COMPONENT_SCHEMAS: Record<string, TSchema> = {
       auth: Type.Union([Type.Literal('off'), Type.Literal('apikey'), Type.Literal('jwt')]),
       tls: Type.Boolean(),
       node: Type.String(),
+      counter_store_masters: Type.Optional(
+        Type.Array(
+          Type.Object({
+            master: Type.String({ description: '`host:port` of a Redis Cluster master; `master` for one Redis or Sentinel.' }),
+            breaker: Type.Union([Type.Literal('closed'), Type.Literal('half_open'), Type.Literal('open')]),
+            consecutive_failures: Type.Integer(),
+            pending_calls: Type.Integer({ description: 'Script calls sent to this master and not yet answered.' }),
+          }),
+          { description: 'Redis mode: the health of each master the counter store has used, as of this request.' },
+        ),
+      ),
     },
     { title: 'ServerInfo' },
   ),

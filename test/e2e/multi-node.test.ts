@@ -61,6 +61,14 @@ describe('two server nodes on one Redis', function () {
 
   const matched = async (node: ServerProcessHandle) => (await call(node, 'POST', '/check', { org_id: org, user_id: 'u1' })).body.matched_policy_id;
 
+  it("/rl/v1/info and /metrics show the counter store master's breaker (one Redis: one master)", async () => {
+    const info = await call(a, 'GET', '/info');
+    expect(info.body.counter_store_masters).to.deep.equal([{ master: 'master', breaker: 'closed', consecutive_failures: 0, pending_calls: 0 }]);
+    const metrics = await (await fetch(`${a.url}/metrics`)).text();
+    expect(metrics).to.match(/^rl_counter_store_breaker_state\{master="master"\} 0$/m);
+    expect(metrics).to.match(/^rl_counter_store_pending_calls\{master="master"\} 0$/m);
+  });
+
   it('seeds the empty store once from the policy file', async () => {
     const seededFlags = [a, b].map((n) => n.logs().find((l) => l.message === 'listening')?.seeded_from_file);
     expect(seededFlags.filter((f) => f === true)).to.have.length(1);

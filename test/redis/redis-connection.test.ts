@@ -3,6 +3,7 @@ import { Cluster, Redis } from 'ioredis';
 import type { RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import {
+  CounterStoreAddressError,
   createRedisClient,
   describeAddress,
   parseCounterStoreAddress,
@@ -11,7 +12,9 @@ import {
   type CounterStoreAddress,
 } from '../../src/redis/redis-connection.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
-import { randomPrefix, startRedis, startRedisCluster, startRedisSentinel } from '../support/redis.js';
+import { RedisPolicyStore } from '../../src/policy-store/redis-policy-store.js';
+import { createChange, versionedPolicy } from '../support/policies.js';
+import { command, randomPrefix, startPrivateRedis, startRedis, startRedisCluster, startRedisSentinel } from '../support/redis.js';
 
 describe('counter store address (RL_COUNTERSTORE_ADDR)', function () {
   const ok: [string, CounterStoreAddress][] = [
@@ -47,6 +50,10 @@ describe('counter store address (RL_COUNTERSTORE_ADDR)', function () {
       kind: 'sentinel', tls: false, masterName: 'my-master.1', db: 4, username: 'u', password: 'p',
       sentinels: [{ host: 's1', port: 26379 }],
     }],
+    ['redis+unix:///var/run/redis/redis.sock', { kind: 'unix', tls: false, path: '/var/run/redis/redis.sock', db: 0 }],
+    ['redis+unix:///tmp/r.sock?db=3', { kind: 'unix', tls: false, path: '/tmp/r.sock', db: 3 }],
+    ['REDIS+UNIX:///tmp/my%20redis.sock', { kind: 'unix', tls: false, path: '/tmp/my redis.sock', db: 0 }],
+    ['redis+unix://:pw@/tmp/r.sock', { kind: 'unix', tls: false, path: '/tmp/r.sock', db: 0, password: 'pw' }],
   ];
   for (const [addr, expected] of ok) {
     it(`parses ${addr.trim()}`, function () {
@@ -88,6 +95,16 @@ describe('counter store address (RL_COUNTERSTORE_ADDR)', function () {
     ['redis://u:%zz@h:1', /bad percent-encoding in the password/],
     ['redis://u:@h:1', /password after ":" is empty/],
     ['host/0', /neither host:port nor/],
+    ['redis+unix://', /absolute socket path/],
+    ['redis+unix://tmp/r.sock', /absolute socket path/],
+    ['redis+unix://h:6379/tmp/r.sock', /absolute socket path/],
+    ['redis+unix:///', /names a directory/],
+    ['redis+unix:///tmp/', /names a directory/],
+    ['redis+unix:///tmp/r.sock?db=x', /bad database/],
+    ['redis+unix:///tmp/r.sock?db=1&timeout=5', /takes only \?db=N/],
+    ['redis+unix:///tmp/r.sock?x=1', /takes only \?db=N/],
+    ['redis+unix:///tmp/r.sock#f', /fragments/],
+    [`redis+unix:///${'d'.repeat(120)}.sock`, /longer than 107 bytes/],
   ];
   for (const [addr, problem] of bad) {
     it(`rejects ${JSON.stringify(addr)}`, function () {
@@ -176,6 +193,13 @@ describe('counter store address (RL_COUNTERSTORE_ADDR)', function () {
   it('connectRedisCounterStore rejects a bad address naming the variable', function () {
     expect(() => connectRedisCounterStore('redis://h:0')).to.throw(/^RL_COUNTERSTORE_ADDR: bad port/);
   });
+
+  it('names the variable it is given (one parser for every store address)', function () {
+    expect(() => parseCounterStoreAddress('redis+unix://', 'RL_GLOBAL_COUNTERSTORE_ADDR'))
+      .to.throw(CounterStoreAddressError, /^RL_GLOBAL_COUNTERSTORE_ADDR: redis\+unix:\/\/ takes an absolute socket path/)
+      .with.property('problem').that.matches(/^redis\+unix/);
+    expect(describeAddress(parseCounterStoreAddress('redis+unix://u:pw@/tmp/r.sock?db=2'))).to.equal('redis unix socket /tmp/r.sock db 2 (with credentials)');
+  });
 });
 
 describe('counter store connections to real Redis', function () {
@@ -201,6 +225,31 @@ describe('counter store connections to real Redis', function () {
         } finally {
           await store.close();
         }
+      }
+    } finally {
+      await redis.stop();
+    }
+  });
+
+  it('connects over a Unix socket (redis+unix://, ?db=N), the counter store and the policy store', async function () {
+    const redis = await startPrivateRedis({ unixSocket: true });
+    try {
+      const store = connectRedisCounterStore(`redis+unix://${redis.socketPath}?db=2`);
+      try {
+        expect(await consumeThree(store)).to.deep.equal([2, 1, 0, 0]);
+        // Over the socket, into db 2: the server saw a Unix-socket client, and the keys are in db 2.
+        const clients = String(await command(redis.host, redis.port, ['CLIENT', 'LIST']));
+        expect(clients).to.match(new RegExp(`addr=${redis.socketPath}:0 .*name=rl-counter-store .*flags=U db=2 `));
+        expect(String(await command(redis.host, redis.port, ['INFO', 'keyspace']))).to.match(/^db2:keys=\d+/m);
+      } finally {
+        await store.close();
+      }
+      const policies = await RedisPolicyStore.open({ addr: `redis+unix://${redis.socketPath}`, keyPrefix: randomPrefix() });
+      try {
+        expect(await policies.commit(createChange(versionedPolicy('p1', 1)))).to.deep.include({ ok: true });
+        expect((await policies.fetch('p1')).policy?.version).to.equal(1);
+      } finally {
+        await policies.close();
       }
     } finally {
       await redis.stop();

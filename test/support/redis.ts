@@ -1,12 +1,18 @@
 /**
- * Real Redis for tests (DESIGN.md, "Real Redis in tests"): never a mock.
+ * Real Redis for tests (README, "Set-up": how the suite finds Redis): never a mock.
  *
- * - `startRedis()`: `REDIS_URL` when set; else Testcontainers when a Docker engine answers; else a
- *   private `redis-server` process on a free port (what CI has: the binary, no Docker engine).
- * - `startPrivateRedis()`: always its own process, so fault tests can stop and restart it (same port).
+ * - `startRedis()`: `REDIS_URL` when set; else Testcontainers when a Docker engine may be there (the
+ *   image of docker-compose.yml, or `REDIS_IMAGE`); else, and after ANY Testcontainers failure (no
+ *   engine answering, pull refused, no registry, Ryuk unavailable, the container not starting), a
+ *   private `redis-server` process on a free port, with one line on stderr saying why.
+ *   What CI has: the binary, no Docker engine.
+ * - `startPrivateRedis()`: always its own process, so fault tests can stop and restart it (same port);
+ *   `{ unixSocket: true }` makes it listen on a Unix socket in its temp dir as well.
  * - `startRedisCluster()`: three masters (`--cluster-enabled yes`) joined by `redis-cli --cluster create`.
  * - `startRedisFailoverCluster()`: three masters and three replicas, short node timeout, nodes crashable.
  * - `startRedisSentinel()`: one master and one sentinel monitoring it.
+ * - `startRedisSentinelFailover()`: a master, its replica and three sentinels (quorum 2); the master
+ *   crashable, so the sentinels promote the replica.
  * - `startPrivateRedisWithReplica()`: a primary and one replica (`--replicaof`), the replica freezable.
  *
  * Every process runs with `--save "" --appendonly no` in its own temp dir, is killed by `stop()` and,
@@ -20,11 +26,14 @@ import { createConnection, createServer, type AddressInfo } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { parse as parseYaml } from 'yaml';
 
 export interface RedisHandle {
   url: string;
   host: string;
   port: number;
+  /** The Unix socket it also listens on (startPrivateRedis with `unixSocket`). */
+  socketPath?: string;
   stop(): Promise<void>;
   restart(): Promise<void>;
 }
@@ -41,6 +50,11 @@ export interface RedisClusterOptions {
   replicasPerMaster?: 0 | 1;
   /** `cluster-node-timeout`, ms (default 5000): how long a silent node takes to be declared failed. */
   nodeTimeoutMs?: number;
+  /**
+   * `cluster-require-full-coverage` (default true). false: while a master is down the others keep
+   * serving their own slots (with true every node answers CLUSTERDOWN until the failover is done).
+   */
+  requireFullCoverage?: boolean;
 }
 
 /** A cluster with replicas, whose nodes a failover test can crash. */
@@ -57,9 +71,19 @@ export interface RedisFailoverClusterHandle extends RedisClusterHandle {
 }
 
 export interface RedisSentinelHandle {
-  /** `redis+sentinel://127.0.0.1:<sentinelPort>/<master name>` */
+  /** `redis+sentinel://127.0.0.1:<p1>[,127.0.0.1:<p2>…]/<master name>` */
   addr: string;
   stop(): Promise<void>;
+}
+
+/** A master with one replica under three sentinels, for failover tests. */
+export interface RedisSentinelFailoverHandle extends RedisSentinelHandle {
+  masterPort: number;
+  replicaPort: number;
+  /** The master as the sentinels name it now (asked of any live sentinel). */
+  currentMasterPort(): Promise<number>;
+  /** SIGKILL the master: it dies at once, as in a crash. */
+  crashMaster(): Promise<void>;
 }
 
 const HOST = '127.0.0.1';
@@ -77,12 +101,43 @@ export function randomPrefix(): string {
 // startRedis: REDIS_URL, else Testcontainers, else a private process
 // ---------------------------------------------------------------------------------------------------
 
-export async function startRedis(): Promise<RedisHandle> {
+export interface StartRedisOptions {
+  /** Where the one line about a Testcontainers failure goes (default: stderr). */
+  log?: (line: string) => void;
+  /** Bound on the whole Testcontainers attempt, engine probe to ready (default 120 s: a first pull). */
+  containerTimeoutMs?: number;
+}
+
+export async function startRedis(options: StartRedisOptions = {}): Promise<RedisHandle> {
   const fromEnv = process.env.REDIS_URL;
   if (fromEnv) return externalRedis(fromEnv);
-  const container = await tryContainerRedis();
-  if (container) return container;
+  if (dockerMayBePresent()) {
+    const image = containerRedisImage();
+    try {
+      return await startContainerRedis(image, options.containerTimeoutMs ?? 120_000);
+    } catch (err) {
+      const why = String((err as Error)?.message ?? err).split('\n')[0];
+      (options.log ?? ((line) => process.stderr.write(`${line}\n`)))(
+        `test/support/redis: Testcontainers could not run ${image} (${why}); using a private redis-server instead`,
+      );
+    }
+  }
   return startPrivateRedis();
+}
+
+/** The Redis image of docker-compose.yml: the one tag compose and the tests run. */
+export function composeRedisImage(): string {
+  const compose = parseYaml(readFileSync(new URL('../../docker-compose.yml', import.meta.url), 'utf8')) as {
+    services?: { redis?: { image?: unknown } };
+  };
+  const image = compose.services?.redis?.image;
+  if (typeof image !== 'string') throw new Error('docker-compose.yml: services.redis.image is missing');
+  return image;
+}
+
+/** The image Testcontainers runs: `REDIS_IMAGE`, else compose's. */
+export function containerRedisImage(): string {
+  return process.env.REDIS_IMAGE || composeRedisImage();
 }
 
 function externalRedis(url: string): RedisHandle {
@@ -115,21 +170,23 @@ function dockerMayBePresent(): boolean {
   return candidates.some((p) => p !== '' && existsSync(p));
 }
 
-async function tryContainerRedis(): Promise<RedisHandle | undefined> {
-  if (!dockerMayBePresent()) return undefined;
-  let tc: typeof import('testcontainers');
-  try {
-    tc = await import('testcontainers');
-    await withTimeout(tc.getContainerRuntimeClient(), 5_000, 'Docker engine probe');
-  } catch {
-    return undefined; // no engine answering: fall back to a private process
-  }
-  const image = process.env.REDIS_IMAGE ?? 'redis:7.0-alpine';
-  const container = await new tc.GenericContainer(image)
+/** A Redis container; rejects (never hangs past `timeoutMs`) on any failure, leaving nothing running. */
+async function startContainerRedis(image: string, timeoutMs: number): Promise<RedisHandle> {
+  const tc = await import('testcontainers');
+  await withTimeout(tc.getContainerRuntimeClient(), 5_000, 'Docker engine probe');
+  const starting = new tc.GenericContainer(image)
     .withCommand(['redis-server', '--save', '', '--appendonly', 'no'])
     .withExposedPorts(6379)
     .withWaitStrategy(tc.Wait.forLogMessage('Ready to accept connections'))
     .start();
+  let container: Awaited<typeof starting>;
+  try {
+    container = await withTimeout(starting, timeoutMs, `starting ${image}`);
+  } catch (err) {
+    // A start that completes after we gave up must not leave a container behind.
+    starting.then((late) => late.stop(), () => {});
+    throw err;
+  }
   const handle: RedisHandle = {
     url: '',
     host: '',
@@ -150,7 +207,12 @@ async function tryContainerRedis(): Promise<RedisHandle | undefined> {
     handle.url = `redis://${handle.host}:${handle.port}`;
   };
   refresh();
-  await waitForPing(handle.host, handle.port, READY_TIMEOUT_MS, () => `container ${image}`);
+  try {
+    await waitForPing(handle.host, handle.port, READY_TIMEOUT_MS, () => `container ${image}`);
+  } catch (err) {
+    await container.stop().catch(() => {});
+    throw err;
+  }
   return handle;
 }
 
@@ -281,12 +343,15 @@ class ServerProcess {
 }
 
 /** Always its own redis-server process; `restart()` keeps the port (and loses the data). */
-export async function startPrivateRedis(): Promise<RedisHandle> {
-  const server = await startServer('redis', []);
+export async function startPrivateRedis(options: { unixSocket?: boolean } = {}): Promise<RedisHandle> {
+  // The socket lives in the server's own temp dir (a short path: sun_path holds 107 bytes).
+  const socketIn = (dir: string) => join(dir, 'redis.sock');
+  const server = await startServer('redis', (dir) => (options.unixSocket ? ['--unixsocket', socketIn(dir), '--unixsocketperm', '700'] : []));
   return {
     url: `redis://${HOST}:${server.port}`,
     host: HOST,
     port: server.port,
+    ...(options.unixSocket ? { socketPath: socketIn(server.dir) } : {}),
     stop: () => server.destroy(),
     restart: () => server.restart(),
   };
@@ -353,13 +418,17 @@ export async function startPrivateRedisWithReplica(): Promise<RedisWithReplicaHa
 }
 
 /** Starts a server on a fresh free port, retrying with another port if the one we got was taken. */
-async function startServer(name: string, args: string[], configFor?: (port: number, dir: string) => string): Promise<ServerProcess> {
+async function startServer(
+  name: string,
+  args: string[] | ((dir: string) => string[]),
+  configFor?: (port: number, dir: string) => string,
+): Promise<ServerProcess> {
   let lastError: unknown;
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort();
     const dir = makeTempDir(name);
     const configFile = configFor?.(port, dir);
-    const server = new ServerProcess(name, port, dir, args, configFile);
+    const server = new ServerProcess(name, port, dir, typeof args === 'function' ? args(dir) : args, configFile);
     try {
       await server.start();
       return server;
@@ -375,17 +444,18 @@ async function startServer(name: string, args: string[], configFor?: (port: numb
 // Cluster: three masters, optionally each with one replica
 // ---------------------------------------------------------------------------------------------------
 
-/** Three masters (what the cluster suites use). */
-export function startRedisCluster(): Promise<RedisClusterHandle> {
+/** Three masters (what the cluster suites use), each freezable. */
+export function startRedisCluster(): Promise<RedisFailoverClusterHandle> {
   return startCluster({});
 }
 
 /**
  * Three masters and three replicas (one each) with a short node timeout, for failover tests: crash a
  * master and its replica is promoted once the others have declared it failed (about the node timeout).
+ * Full coverage is not required (as docs/deployment.md advises), so the other masters serve meanwhile.
  */
 export function startRedisFailoverCluster(nodeTimeoutMs = 2000): Promise<RedisFailoverClusterHandle> {
-  return startCluster({ replicasPerMaster: 1, nodeTimeoutMs });
+  return startCluster({ replicasPerMaster: 1, nodeTimeoutMs, requireFullCoverage: false });
 }
 
 async function startCluster(options: RedisClusterOptions): Promise<RedisFailoverClusterHandle> {
@@ -406,7 +476,7 @@ async function startCluster(options: RedisClusterOptions): Promise<RedisFailover
           '--cluster-port', String(busPort),
           '--cluster-config-file', 'nodes.conf',
           '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 5000),
-          '--cluster-require-full-coverage', 'yes',
+          '--cluster-require-full-coverage', options.requireFullCoverage === false ? 'no' : 'yes',
         ]),
       );
     }
@@ -466,43 +536,97 @@ async function startCluster(options: RedisClusterOptions): Promise<RedisFailover
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Sentinel: one master, one sentinel
+// Sentinel: a master, optionally a replica, and one or three sentinels
 // ---------------------------------------------------------------------------------------------------
 
+/** One master and one sentinel (what the address and connection suites use). */
 export async function startRedisSentinel(): Promise<RedisSentinelHandle> {
+  const { addr, stop } = await startSentinelGroup({ replica: false, sentinels: 1, downAfterMs: 5000 });
+  return { addr, stop };
+}
+
+/**
+ * A master, its replica and three sentinels (quorum 2) that declare a silent master down after 1 s:
+ * crash the master and the sentinels promote the replica.
+ */
+export function startRedisSentinelFailover(): Promise<RedisSentinelFailoverHandle> {
+  return startSentinelGroup({ replica: true, sentinels: 3, downAfterMs: 1000 });
+}
+
+async function startSentinelGroup(options: { replica: boolean; sentinels: 1 | 3; downAfterMs: number }): Promise<RedisSentinelFailoverHandle> {
   const name = `rl${randomBytes(4).toString('hex')}`;
   const servers: ServerProcess[] = [];
+  const sentinels: ServerProcess[] = [];
   const stop = async () => {
-    // Sentinel first, so it does not react to the master going away.
-    for (const s of [...servers].reverse()) await s.destroy();
+    // Sentinels first, so they do not react to the master going away.
+    for (const s of [...sentinels, ...servers]) await s.destroy();
   };
   try {
     const master = await startServer('sentinel-master', []);
     servers.push(master);
-    // Sentinel rewrites its config file, so it lives in the sentinel's own temp dir.
-    const sentinel = await startServer('sentinel', ['--sentinel'], (port, dir) => {
-      const file = join(dir, 'sentinel.conf');
-      writeFileSync(
-        file,
-        [
-          `port ${port}`,
-          `bind ${HOST}`,
-          `dir ${dir}`,
-          `sentinel monitor ${name} ${HOST} ${master.port} 1`,
-          `sentinel down-after-milliseconds ${name} 5000`,
-          `sentinel failover-timeout ${name} 10000`,
-          `sentinel parallel-syncs ${name} 1`,
-          '',
-        ].join('\n'),
-      );
-      return file;
+    let replicaPort = 0;
+    if (options.replica) {
+      const replica = await startServer('sentinel-replica', ['--replicaof', HOST, String(master.port)]);
+      servers.push(replica);
+      replicaPort = replica.port;
+      await waitUntil(READY_TIMEOUT_MS, 'the replica to sync with its master', async () => {
+        const info = String(await command(HOST, replicaPort, ['INFO', 'replication']).catch(() => ''));
+        return info.includes('master_link_status:up');
+      });
+    }
+    const quorum = Math.floor(options.sentinels / 2) + 1;
+    for (let i = 0; i < options.sentinels; i++) {
+      // Sentinel rewrites its config file, so it lives in the sentinel's own temp dir.
+      const sentinel = await startServer(`sentinel-${i}`, ['--sentinel'], (port, dir) => {
+        const file = join(dir, 'sentinel.conf');
+        writeFileSync(
+          file,
+          [
+            `port ${port}`,
+            `bind ${HOST}`,
+            `dir ${dir}`,
+            `sentinel monitor ${name} ${HOST} ${master.port} ${quorum}`,
+            `sentinel down-after-milliseconds ${name} ${options.downAfterMs}`,
+            `sentinel failover-timeout ${name} 10000`,
+            `sentinel parallel-syncs ${name} 1`,
+            '',
+          ].join('\n'),
+        );
+        return file;
+      });
+      sentinels.push(sentinel);
+    }
+    const askSentinels = async (): Promise<number | undefined> => {
+      for (const s of sentinels) {
+        const reply = await command(HOST, s.port, ['SENTINEL', 'get-master-addr-by-name', name]).catch(() => null);
+        if (Array.isArray(reply)) return Number(reply[1]);
+      }
+      return undefined;
+    };
+    await waitUntil(READY_TIMEOUT_MS, `every sentinel to know master ${name}, its replica and the other sentinels`, async () => {
+      for (const s of sentinels) {
+        const reply = await command(HOST, s.port, ['SENTINEL', 'master', name]).catch(() => null);
+        if (!Array.isArray(reply)) return false;
+        const fields = new Map<string, string>();
+        for (let i = 0; i + 1 < reply.length; i += 2) fields.set(String(reply[i]), String(reply[i + 1]));
+        if (fields.get('port') !== String(master.port)) return false;
+        if (Number(fields.get('num-slaves')) < (options.replica ? 1 : 0)) return false;
+        if (Number(fields.get('num-other-sentinels')) < options.sentinels - 1) return false;
+      }
+      return true;
     });
-    servers.push(sentinel);
-    await waitUntil(READY_TIMEOUT_MS, `sentinel to report master ${name}`, async () => {
-      const reply = await command(HOST, sentinel.port, ['SENTINEL', 'get-master-addr-by-name', name]).catch(() => null);
-      return Array.isArray(reply) && reply[1] === String(master.port);
-    });
-    return { addr: `redis+sentinel://${HOST}:${sentinel.port}/${name}`, stop };
+    return {
+      addr: `redis+sentinel://${sentinels.map((s) => `${HOST}:${s.port}`).join(',')}/${name}`,
+      stop,
+      masterPort: master.port,
+      replicaPort,
+      currentMasterPort: async () => {
+        const port = await askSentinels();
+        if (port === undefined) throw new Error(`no sentinel answered for ${name}`);
+        return port;
+      },
+      crashMaster: () => master.crash(),
+    };
   } catch (err) {
     await stop();
     throw err;

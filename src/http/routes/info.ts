@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import Router from '@koa/router';
+import type { MasterState } from '../../redis/master-health.js';
 
 /** What `GET /rl/v1/info` reports: the build and the modes chosen at start-up (for `rl status`). */
 export interface ServerInfo {
@@ -11,12 +12,15 @@ export interface ServerInfo {
   tls: boolean;
 }
 
-/** GET /rl/v1/info: static facts of this process; read-only, behind the same authentication as the API. */
-export function infoRoutes(info: ServerInfo): Router {
+/**
+ * GET /rl/v1/info: facts of this process, plus (Redis mode) each counter store master's health as of the
+ * request; read-only, behind the same authentication as the API.
+ */
+export function infoRoutes(info: ServerInfo, counterStoreMasters?: () => MasterState[]): Router {
   const router = new Router({ prefix: '/rl/v1' });
   const body = { service: 'rl-decision-service', ...info, node: process.version };
   router.get('/info', (ctx) => {
-    ctx.body = body;
+    ctx.body = counterStoreMasters ? { ...body, counter_store_masters: counterStoreMasters() } : body;
   });
   return router;
 }
