@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { PolicyInput } from '../policy/validate.js';
-import { validatePolicyDocument } from '../schema/index.js';
+import { validatePolicyDocument } from '../policy/policy-file.js';
 
 /**
  * Reads the desired state of `rl apply/diff/validate` from files: YAML (`.yaml`, `.yml`, several

@@ -7,6 +7,7 @@ import { CounterKeyCache, lengthPrefixed } from '../counters/keys.js';
 import type { Decision, DecisionReason } from '../model/decision.js';
 import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
 import type { Matcher, MatchResult, PolicyFamily, PolicyMatch } from '../matching/matcher.js';
+import type { MatcherSource } from '../matching/live-matcher.js';
 import type { FailureMode, LimitAction } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
@@ -27,11 +28,6 @@ export interface DecisionEvent {
 
 export interface DecisionRecorder {
   record(event: DecisionEvent): void;
-}
-
-/** The current compiled policy snapshot; swapped when policies change, read on every decision. */
-export interface MatcherSource {
-  current(): Matcher;
 }
 
 export interface DecisionServiceDeps {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { FieldError, Policy } from './types.js';
-import { validatePolicy } from './validate.js';
+import { validatePolicy, type ValidationResult } from './validate.js';
 
 /**
  * Loads a policy file (RL_POLICY_FILE): JSON `{"policies": [...]}` or a bare array of policies, in the
@@ -33,6 +33,15 @@ function formatProblem(path: string, p: PolicyFileProblem): string {
     where += p.policy_id !== undefined ? `policy ${JSON.stringify(p.policy_id)} (index ${p.index}): ` : `policy at index ${p.index}: `;
   }
   return `${where}${p.field ? `${p.field}: ` : ''}${p.message}`;
+}
+
+/**
+ * One policy as a file or a POST body holds it (the Policy shape or the quota-shaped alias): the
+ * normalised policy, or every problem as `{field, message}` — the server's own validation, offline
+ * (what `rl validate` uses). `policy_id` is required, as on POST.
+ */
+export function validatePolicyDocument(input: unknown): ValidationResult {
+  return validatePolicy(input, { requireId: true });
 }
 
 export function loadPolicyFile(path: string, nowIso: string = new Date().toISOString()): Policy[] {
@@ -71,7 +80,7 @@ export function parsePolicyDocument(path: string, doc: unknown, nowIso: string =
   const policies: Policy[] = [];
   const firstIndex = new Map<string, number>();
   (list as unknown[]).forEach((raw, index) => {
-    const result = validatePolicy(raw, { requireId: true });
+    const result = validatePolicyDocument(raw);
     if (!result.ok) {
       const policy_id = idOf(raw);
       for (const e of result.errors as FieldError[]) problems.push({ index, policy_id, field: e.field, message: e.message });

@@ -1,5 +1,4 @@
 import { FormatRegistry, Type, type Static, type TLiteral, type TOptional, type TSchema, type TString, type TUnion } from '@sinclair/typebox';
-import { ALGORITHM_TYPES, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../policy/types.js';
 import {
   MAX_FIELD_LENGTH,
   MAX_METADATA_ENTRIES,
@@ -19,6 +18,19 @@ import { CONTEXT_STRING_FIELDS, SIGNAL_TYPES, tagMap, type ContextStringField, t
 // RFC 3339 instants in answers (TypeBox checks a `format` only once it is registered).
 if (!FormatRegistry.Has('date-time')) FormatRegistry.Set('date-time', (v) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/.test(v));
 
+export const ALGORITHM_TYPES = [
+  'fixed_window',
+  'sliding_window_log',
+  'sliding_window_counter',
+  'token_bucket',
+  'leaky_bucket',
+  'concurrency',
+  'quota',
+] as const;
+/** Actions taken when the limit is exceeded (CONTRACT.md, "Actions when the limit is exceeded"). */
+export const LIMIT_ACTIONS = ['deny', 'delay', 'drop', 'sample', 'downgrade', 'drop_low_priority'] as const;
+export const FAILURE_MODES = ['fail_open', 'fail_closed'] as const;
+export const ENFORCEMENT_MODES = ['enforce', 'shadow'] as const;
 export const POLICY_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 export const SEVERITY_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
 export const MAX_NAME_LENGTH = 256;

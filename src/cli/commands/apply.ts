@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { AdminClient } from '@rl/client';
-import { validatePolicyDocument } from '../../schema/index.js';
+import { validatePolicyDocument } from '../../policy/policy-file.js';
 import { applyPlan, type ChangeResult } from '../apply-plan.js';
 import { adminClient, type GlobalOptions } from '../connection.js';
 import { CliError, EXIT_CONFLICT_OR_INVALID, EXIT_ERROR, EXIT_OK } from '../exit-codes.js';
