@@ -3,6 +3,7 @@ import { extname, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { PolicyInput } from '../policy/validate.js';
 import { validatePolicyDocument } from '../policy/policy-file.js';
+import { isObject } from '../util/json-shape.js';
 
 /**
  * Reads the desired state of `rl apply/diff/validate` from files: YAML (`.yaml`, `.yml`, several
@@ -155,10 +156,6 @@ function idOf(raw: unknown): string | undefined {
   if (!isObject(raw)) return undefined;
   const id = raw.policy_id ?? raw.id;
   return typeof id === 'string' && id !== '' ? id : undefined;
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function errnoText(error: unknown): string {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { RlError, invalidField, notFound } from '../errors.js';
 import { describe } from '../model/request-context.js';
-import { MAX_JSON_DEPTH, jsonShapeProblem } from '../util/json-shape.js';
+import { MAX_JSON_DEPTH, isObject, jsonShapeProblem } from '../util/json-shape.js';
 import type { LiveMatcher } from '../matching/live-matcher.js';
 import {
   unixSecondsOf,
@@ -10,6 +10,7 @@ import {
   type PolicyStore,
   type PolicyVersion,
 } from '../policy-store/policy-store.js';
+import { ROLLOUT_PERCENT } from '../schema/policy.js';
 import type { FieldError, Policy } from './types.js';
 import { oversizedCollections, validatePolicy, type PolicyInput } from './validate.js';
 
@@ -176,7 +177,8 @@ export class PolicyService {
 
   /** Body `{"rollout_percent": 0..100}`. */
   async rollout(policyId: string, body: unknown, changedBy: string, options: WriteOptions = {}): Promise<Policy> {
-    const percent = requiredInteger(body, 'rollout_percent', 0, 100, 'an integer from 0 to 100');
+    const { minimum, maximum } = ROLLOUT_PERCENT;
+    const percent = requiredInteger(body, 'rollout_percent', minimum, maximum, `an integer from ${minimum} to ${maximum}`);
     return this.change(policyId, 'rollout', changedBy, expectationsOf(undefined, options), (current) => {
       const input = inputOf(current);
       input.rollout_percent = percent;
@@ -272,10 +274,6 @@ export class PolicyService {
 
 function isoOf(ms: number): string {
   return new Date(ms).toISOString();
-}
-
-function isObject(v: unknown): v is Obj {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function policyNotFound(policyId: string): RlError {

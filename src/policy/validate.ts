@@ -14,10 +14,12 @@ import {
   MAX_NAME_LENGTH,
   MAX_SUB_WINDOWS,
   POLICY_ID_PATTERN,
+  ROLLOUT_PERCENT,
   SCOPE_KEYS,
   SEVERITY_LEVELS,
 } from '../schema/policy.js';
 import { parseDuration } from '../util/duration.js';
+import { isObject } from '../util/json-shape.js';
 import { compileMatchExpr } from '../matching/match-expr.js';
 import {
   ALGORITHM_TYPES,
@@ -66,10 +68,6 @@ const hasOwn = (o: object, k: string): boolean => Object.prototype.hasOwnPropert
 /** The value of an own key, with `null` treated as absent (JSON merge patch and hand-written files). */
 function own(o: Obj, k: string): unknown {
   return hasOwn(o, k) ? (o[k] === null ? undefined : o[k]) : undefined;
-}
-
-function isObject(v: unknown): v is Obj {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function oneOf<T extends string>(values: readonly T[]): string {
@@ -163,10 +161,10 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
   let rolloutPercent = 100;
   const rawRollout = own(raw, 'rollout_percent');
   if (rawRollout !== undefined) {
-    if (typeof rawRollout === 'number' && Number.isInteger(rawRollout) && rawRollout >= 0 && rawRollout <= 100) {
+    if (typeof rawRollout === 'number' && Number.isInteger(rawRollout) && rawRollout >= ROLLOUT_PERCENT.minimum && rawRollout <= ROLLOUT_PERCENT.maximum) {
       rolloutPercent = rawRollout;
     } else {
-      err('rollout_percent', `must be an integer from 0 to 100, got ${describe(rawRollout)}`);
+      err('rollout_percent', `must be an integer from ${ROLLOUT_PERCENT.minimum} to ${ROLLOUT_PERCENT.maximum}, got ${describe(rawRollout)}`);
     }
   }
 

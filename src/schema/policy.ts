@@ -36,6 +36,8 @@ export const SEVERITY_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fata
 export const MAX_NAME_LENGTH = 256;
 export const MAX_DESCRIPTION_LENGTH = 4096;
 export const MAX_SUB_WINDOWS = 60;
+/** rollout_percent: the share of identities (by hash) a policy applies to. */
+export const ROLLOUT_PERCENT = { minimum: 0, maximum: 100 } as const;
 /** Keys of one scope: every scope field and `tags`. */
 export const SCOPE_KEYS = [...CONTEXT_STRING_FIELDS.filter((f) => f !== 'request_id'), 'tags'] as const;
 
@@ -130,7 +132,7 @@ const inputFields = {
   action: literals(LIMIT_ACTIONS),
   failure_mode: literals(FAILURE_MODES),
   enforcement_mode: literals(ENFORCEMENT_MODES),
-  rollout_percent: Type.Integer({ minimum: 0, maximum: 100 }),
+  rollout_percent: Type.Integer(ROLLOUT_PERCENT),
   valid_from_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
   valid_to_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
 };
