@@ -1,16 +1,16 @@
-import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { CounterStoreUnavailableError, invalidField } from '../errors.js';
 import type { CounterResult, CounterStore, SyncCounterOperations } from '../counters/counter-store.js';
 import { capacityOf, windowMsOf, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
-import { CounterKeyCache, lengthPrefixed } from '../counters/keys.js';
+import { CounterKeyCache } from '../counters/keys.js';
 import type { Decision, DecisionReason } from '../model/decision.js';
-import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
+import type { RequestContext } from '../model/request-context.js';
 import type { Matcher, MatchResult, PolicyFamily, PolicyMatch } from '../matching/matcher.js';
 import type { MatcherSource } from '../matching/live-matcher.js';
 import type { FailureMode, LimitAction } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
+import { leaseIdOf } from './lease-id.js';
 
 export type Operation = 'check' | 'acquire' | 'release' | 'refund';
 
@@ -487,19 +487,4 @@ function failureModeDecision(decision: Decision, mode: FailureMode): Decision {
 /** An allowing decision that no policy made (no policy matched, or none is known yet). */
 export function unmatchedDecision(reason: DecisionReason): Decision {
   return freshDecision(reason, '', 0, 0);
-}
-
-/**
- * A lease is named by `request_id` when the caller gives one; otherwise by a digest of every
- * identifying field, so an acquire and its release that carry the same fields find the same lease.
- */
-export function leaseIdOf(ctx: RequestContext): string {
-  if (ctx.request_id !== undefined && ctx.request_id !== '') return ctx.request_id;
-  const parts: string[] = [];
-  for (const field of CONTEXT_STRING_FIELDS) {
-    const value = ctx[field];
-    if (value !== undefined) parts.push(field, value);
-  }
-  for (const key of Object.keys(ctx.tags).sort()) parts.push(`tags.${key}`, ctx.tags[key]);
-  return createHash('sha256').update(lengthPrefixed(parts)).digest('base64url').slice(0, 22);
 }
