@@ -39,7 +39,10 @@ export interface DecisionServiceDeps {
   onCounterStoreError?: (error: CounterStoreUnavailableError) => void;
   now?: () => number;
   random?: () => number;
-  /** Identities per generation in the counter key cache (see CounterKeyCache); default 32,768: room for a hot working set of tens of thousands of users; full, both generations take ~13 MB (12-character ids) to ~21 MB (150-character ids). */
+  /**
+   * Identities per generation in the counter key cache (see CounterKeyCache); default 32,768: room for
+   * a hot working set of tens of thousands of users (its memory when full: BENCHMARKS.md).
+   */
   counterKeyCacheSize?: number;
   /**
    * The exact deny cache (deny-cache.ts) for a store that has to wait (Redis): a refused counter and
@@ -105,8 +108,8 @@ const releaseCall: CounterCall = (ops, keys, match, _ctx, leaseId, nowMs) =>
   ops.release(keys, match.compiled.spec as LeaseSpec, leaseId, nowMs);
 
 /**
- * The decision logic, free of any transport: HTTP, gRPC and the Envoy adapter call these three
- * methods with a validated RequestContext and map the Decision to their wire format.
+ * The decision logic, free of any transport: HTTP, gRPC and the Envoy adapter call its four methods
+ * (check, acquire, release, refund) with a validated RequestContext and map the Decision to their wire format.
  *
  * Two paths, one logic: when the counter store can answer synchronously (`CounterStore.sync`, the
  * in-memory emulator) a decision runs start to finish without awaiting anything and returns one
@@ -153,10 +156,10 @@ export class DecisionService {
   }
 
   /**
-   * check, acquire or release, answered synchronously (a Decision) when the counter store can answer
-   * synchronously or the deny cache answers a check (Redis mode), else a promise. For callers that answer from a callback (the HTTP fast path): a
-   * settled promise still costs a microtask and two closures per request. May throw, where the three
-   * methods above reject.
+   * One of the four operations, answered synchronously (a Decision) when the counter store can answer
+   * synchronously or the deny cache answers a check (Redis mode), else a promise. For callers that
+   * answer from a callback (the HTTP fast path): a settled promise still costs a microtask and two
+   * closures per request. May throw, where the four methods above reject.
    */
   decideNow(operation: Operation, ctx: RequestContext): Decision | Promise<Decision> {
     if (operation === 'check') return this.decide('check', ctx, 'rate', ctx.quantity === 0 ? peekCall : consumeCall, '');
