@@ -1,7 +1,7 @@
 -- batch: runs several counter operations in one script call, one after the other, each exactly as
 -- its own script (lua/<operation>.lua) would run it alone. The whole call is atomic, so each
 -- operation is too, and the results are those of running the operations one by one in this order.
--- Built by src/counters/lua-scripts.ts (readBatchScript): the line `-- @operations` below becomes
+-- Built by src/redis/lua-scripts.ts (readBatchScript): the line `-- @operations` below becomes
 -- one Lua function per operation script, `local function op_<name>(KEYS, ARGV) <script> end`, and
 -- the table OPERATIONS mapping each name to that function and its key count. The algorithms
 -- themselves are never written here: lua/<operation>.lua stays their only source. The built script

@@ -40,8 +40,8 @@ export function notFound(message: string): RlError {
 /**
  * The counter store cannot answer (down, timed out, breaker open). Decisions apply failure_mode.
  *
- * An expected outage signal, raised on every decision while Redis is down: it carries no stack trace
- * (capturing one through the async chain cost ~18 µs per decision, BENCHMARKS.md scenario 7).
+ * An expected outage signal, raised on every decision while Redis is down: it carries no stack trace,
+ * whose capture through the async chain would cost more than the decision (BENCHMARKS.md, scenario 7).
  */
 export class CounterStoreUnavailableError extends Error {
   override readonly cause?: unknown;

@@ -1,5 +1,5 @@
 -- policy commit: one change to one policy, atomically with its version record and audit entry.
--- Used by RedisPolicyStore.commit (src/policy/redis-policy-store.ts).
+-- Used by RedisPolicyStore.commit (src/policy-store/redis-policy-store.ts).
 --
 -- Every key shares one hash tag, so the script runs on one Redis Cluster slot.
 -- KEYS[1]  current   hash: policy_id -> policy JSON (absent = never existed or deleted)

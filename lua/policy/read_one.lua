@@ -1,5 +1,5 @@
 -- policy read_one: the authoritative state of one policy id, read atomically.
--- Used by RedisPolicyStore.fetch and by change-message handling (src/policy/redis-policy-store.ts).
+-- Used by RedisPolicyStore.fetch and by change-message handling (src/policy-store/redis-policy-store.ts).
 --
 -- KEYS[1..7]  as in commit.lua: current, heads, changed, versions, audit, auditn, meta
 -- ARGV[1]     policy_id

@@ -1,5 +1,5 @@
 -- policy seed: writes the policy file's policies into a store that has NEVER held a policy.
--- Used by RedisPolicyStore.seedIfEmpty (src/policy/redis-policy-store.ts). Several nodes may start at
+-- Used by RedisPolicyStore.seedIfEmpty (src/policy-store/redis-policy-store.ts). Several nodes may start at
 -- once: the emptiness check and the writes are one atomic step, so exactly one of them seeds.
 --
 -- KEYS[1..7]  as in commit.lua: current, heads, changed, versions, audit, auditn, meta

@@ -1,6 +1,7 @@
 import { LiveMatcher } from '../matching/live-matcher.js';
 import type { Policy } from '../policy/types.js';
-import { describeFetchError, redactUrl } from '../util/fetch.js';
+import { describeFetchError, redactUrl, withTimeout } from '../util/fetch.js';
+import { isObject } from '../util/json-shape.js';
 import { log } from '../util/log.js';
 
 /**
@@ -82,12 +83,6 @@ export class PolicySync {
   private stopped = false;
   private readonly stopping = new AbortController();
   private readonly timeoutMs: number;
-  /**
-   * The running fetch's timeout signal, held until the fetch settles. AbortSignal.any() holds its
-   * sources weakly (nodejs/node#57736): an otherwise unreferenced timeout can be garbage-collected
-   * before it fires, and a hung upstream would then hold the sync (one at a time) forever.
-   */
-  private fetchTimeout: AbortSignal | undefined;
 
   constructor(private readonly options: PolicySyncOptions) {
     this.matcher = options.matcher ?? new LiveMatcher();
@@ -202,13 +197,9 @@ export class PolicySync {
     this.timer.unref();
   }
 
-  private async fetchOnce(): Promise<SyncResult> {
-    const timeout = (this.fetchTimeout = AbortSignal.timeout(this.timeoutMs));
-    try {
-      return await this.fetchWithin(AbortSignal.any([timeout, this.stopping.signal]));
-    } finally {
-      if (this.fetchTimeout === timeout) this.fetchTimeout = undefined;
-    }
+  /** One fetch, bounded by the timeout: a hung upstream must not hold the sync (one at a time) forever. */
+  private fetchOnce(): Promise<SyncResult> {
+    return withTimeout(this.timeoutMs, this.stopping.signal, (signal) => this.fetchWithin(signal));
   }
 
   private async fetchWithin(signal: AbortSignal): Promise<SyncResult> {
@@ -256,8 +247,4 @@ export class PolicySync {
     log.debug('policies synced', { policies: this.policies.length });
     return { ok: true, changed: true };
   }
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -1,5 +1,6 @@
 import type { StoredPolicy } from '@rl/client';
 import type { PolicyInput } from '../policy/validate.js';
+import { isObject } from '../util/json-shape.js';
 import type { DesiredPolicy } from './policy-files.js';
 
 /**
@@ -87,7 +88,7 @@ export function diffFields(from: Record<string, unknown>, to: Record<string, unk
     const a = from[key];
     const b = to[key];
     const field = prefix + key;
-    if (isPlainObject(a) && isPlainObject(b)) {
+    if (isObject(a) && isObject(b)) {
       changes.push(...diffFields(a, b, `${field}.`));
       continue;
     }
@@ -113,16 +114,12 @@ function sameJson(a: unknown, b: unknown): boolean {
 /** Key order does not matter in a comparison. */
 function canonical(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(canonical);
-  if (isPlainObject(v)) {
+  if (isObject(v)) {
     const out: Record<string, unknown> = {};
     for (const k of Object.keys(v).sort()) out[k] = canonical(v[k]);
     return out;
   }
   return v;
-}
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** The server's order (GET /policies sorts by policy_id with plain string comparison). */

@@ -1,10 +1,7 @@
-import { parseDuration } from '../util/duration.js';
-import type { AlgorithmConfig, AlgorithmType } from '../policy/types.js';
-
 /**
- * The numeric parameters one algorithm needs, derived once from a validated AlgorithmConfig when
- * policies change (never on the hot path). Both counter stores take exactly these numbers, and the
- * Redis store passes them to the Lua scripts as ARGV in the order `scriptArgs` gives.
+ * The numeric parameters one algorithm needs, derived once from a validated policy when policies
+ * change (matching/counter-spec-of.ts; never on the hot path). Both counter stores take exactly these
+ * numbers, and the Redis store passes them to the Lua scripts as ARGV in the order `scriptParams` gives.
  *
  * Rates are kept as a fraction `units / periodMs` instead of a float per millisecond, so the default
  * rate (limit per window) refills exactly `limit` after one window: `window * limit / window` is exact
@@ -25,8 +22,6 @@ export interface LeaseSpec {
 }
 
 export type CounterSpec = RateSpec | LeaseSpec;
-
-const DEFAULT_LEASE_TTL_SECS = 120;
 
 /** What `remaining` counts down from: the matched limit reported in decisions. */
 export function capacityOf(spec: CounterSpec): number {
@@ -75,64 +70,4 @@ export function scriptParams(spec: CounterSpec): number[] {
     case 'concurrency':
       return [spec.maxConcurrency, spec.leaseTtlMs];
   }
-}
-
-/**
- * Derives the spec from an AlgorithmConfig that policy validation has already accepted; throws on
- * anything validation should have caught (a bug, not bad input).
- */
-export function counterSpecOf(config: AlgorithmConfig): CounterSpec {
-  const type: AlgorithmType = config.type;
-  switch (type) {
-    case 'fixed_window':
-    case 'sliding_window_log':
-      return { type, limit: need(config.limit, 'limit'), windowMs: durationMs(config.window, 'window') };
-    case 'sliding_window_counter':
-      return {
-        type,
-        limit: need(config.limit, 'limit'),
-        windowMs: durationMs(config.window, 'window'),
-        subWindows: config.sub_window_count ?? 1,
-      };
-    case 'token_bucket':
-    case 'leaky_bucket': {
-      const limit = need(config.limit, 'limit');
-      const explicitRate = type === 'token_bucket' ? config.refill_rate : config.leak_rate;
-      const rate =
-        explicitRate !== undefined
-          ? { rateUnits: explicitRate, ratePeriodMs: 1000 }
-          : { rateUnits: limit, ratePeriodMs: durationMs(config.window, 'window') };
-      return { type, capacity: config.burst ?? limit, ...rate };
-    }
-    case 'quota':
-      return {
-        type,
-        limit: need(config.limit, 'limit'),
-        periodMs: durationMs(config.quota_period ?? config.window, 'quota_period'),
-      };
-    case 'concurrency':
-      return {
-        type,
-        maxConcurrency: need(config.max_concurrency ?? config.limit, 'max_concurrency'),
-        leaseTtlMs: leaseTtlMs(config.lease_ttl),
-      };
-  }
-}
-
-/** lease_ttl is a duration string or a whole number of seconds (CONTRACT.md says seconds). */
-function leaseTtlMs(value: string | number | undefined): number {
-  if (value === undefined) return DEFAULT_LEASE_TTL_SECS * 1000;
-  if (typeof value === 'number') return value * 1000;
-  return durationMs(value, 'lease_ttl');
-}
-
-function need(value: number | undefined, field: string): number {
-  if (value === undefined) throw new Error(`algorithm.${field} missing after validation`);
-  return value;
-}
-
-function durationMs(value: string | undefined, field: string): number {
-  const parsed = parseDuration(value);
-  if ('error' in parsed) throw new Error(`algorithm.${field} invalid after validation: ${parsed.error}`);
-  return parsed.ms;
 }

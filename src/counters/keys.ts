@@ -36,7 +36,12 @@ const MAX_READABLE_TAG = 160;
 export function counterTag(policyId: string, identity: readonly string[]): string {
   const encoded = lengthPrefixed([policyId, ...identity]);
   if (encoded.length <= MAX_READABLE_TAG) return escapeTag(encoded);
-  return `#${createHash('sha256').update(encoded).digest('base64url').slice(0, 22)}`;
+  return `#${shortDigest(encoded)}`;
+}
+
+/** A 128-bit digest of `text` in 22 base64url characters: a name that does not grow with what it names. */
+export function shortDigest(text: string): string {
+  return createHash('sha256').update(text).digest('base64url').slice(0, 22);
 }
 
 /** `%` → `%25` and `}` → `%7D`: reversible, so distinct encodings stay distinct, and `}`-free. */

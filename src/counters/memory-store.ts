@@ -22,11 +22,12 @@ interface StateSlot<T> extends Slot {
 
 /**
  * fixed_window, the hottest algorithm and the one with the most live keys, keeps its state in the slot
- * itself, as three small integers: one 48-byte object per key (a slot with a nested state object and
- * epoch-ms doubles, each boxed by V8 in a heap number of its own, took 112). The window is stored by its
- * number, windowStart / windowMs (exact: windows are whole milliseconds, so windowStart is a whole
- * multiple of windowMs), which fits a V8 small integer (32 bits in Node's builds) for windows of a
- * second or more until 2038 (a number past that range is boxed, with the same results). The window's end, the key's expiry, is derived from it. Keys carry their algorithm,
+ * itself, as three small integers: one small object per key instead of a slot with a nested state
+ * object and epoch-ms doubles, each boxed by V8 in a heap number of its own (sizes: BENCHMARKS.md).
+ * The window is stored by its number, windowStart / windowMs (exact: windows are whole milliseconds,
+ * so windowStart is a whole multiple of windowMs), which fits a V8 small integer (32 bits in Node's
+ * builds) for windows of a second or more until 2038 (a number past that range is boxed, with the
+ * same results). The window's end, the key's expiry, is derived from it. Keys carry their algorithm,
  * so a fixed_window key's slot is always one of these.
  */
 class FixedWindowSlot implements Slot {
@@ -101,8 +102,8 @@ export class MemoryCounterStore implements CounterStore {
     };
     this.sweepBatch = options.sweepBatch ?? 20_000;
     this.sweepBudgetMs = options.sweepBudgetMs ?? 4;
-    // Every 100 ms for at most 4 ms: under 5% of a core while a million keys expire, and never a
-    // pause long enough to show in decision latency (count-bounded sweeps stalled for ~27 ms).
+    // Every 100 ms for at most 4 ms: a small share of a core while a million keys expire, and never a
+    // pause that shows in decision latency, as count-bounded sweeps did (BENCHMARKS.md).
     const interval = options.sweepIntervalMs ?? 100;
     if (interval > 0) {
       this.sweepTimer = setInterval(() => this.sweep(this.now(), performance.now() + this.sweepBudgetMs), interval);

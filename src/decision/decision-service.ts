@@ -1,15 +1,16 @@
-import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { CounterStoreUnavailableError, invalidField } from '../errors.js';
 import type { CounterResult, CounterStore, SyncCounterOperations } from '../counters/counter-store.js';
 import { capacityOf, windowMsOf, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
-import { CounterKeyCache, lengthPrefixed } from '../counters/keys.js';
+import { CounterKeyCache } from '../counters/keys.js';
 import type { Decision, DecisionReason } from '../model/decision.js';
-import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
+import type { RequestContext } from '../model/request-context.js';
 import type { Matcher, MatchResult, PolicyFamily, PolicyMatch } from '../matching/matcher.js';
+import type { MatcherSource } from '../matching/live-matcher.js';
 import type { FailureMode, LimitAction } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
+import { leaseIdOf } from './lease-id.js';
 
 export type Operation = 'check' | 'acquire' | 'release' | 'refund';
 
@@ -29,11 +30,6 @@ export interface DecisionRecorder {
   record(event: DecisionEvent): void;
 }
 
-/** The current compiled policy snapshot; swapped when policies change, read on every decision. */
-export interface MatcherSource {
-  current(): Matcher;
-}
-
 export interface DecisionServiceDeps {
   policies: MatcherSource;
   counters: CounterStore;
@@ -43,7 +39,10 @@ export interface DecisionServiceDeps {
   onCounterStoreError?: (error: CounterStoreUnavailableError) => void;
   now?: () => number;
   random?: () => number;
-  /** Identities per generation in the counter key cache (see CounterKeyCache); default 32,768: room for a hot working set of tens of thousands of users; full, both generations take ~13 MB (12-character ids) to ~21 MB (150-character ids). */
+  /**
+   * Identities per generation in the counter key cache (see CounterKeyCache); default 32,768: room for
+   * a hot working set of tens of thousands of users (its memory when full: BENCHMARKS.md).
+   */
   counterKeyCacheSize?: number;
   /**
    * The exact deny cache (deny-cache.ts) for a store that has to wait (Redis): a refused counter and
@@ -109,8 +108,8 @@ const releaseCall: CounterCall = (ops, keys, match, _ctx, leaseId, nowMs) =>
   ops.release(keys, match.compiled.spec as LeaseSpec, leaseId, nowMs);
 
 /**
- * The decision logic, free of any transport: HTTP, gRPC and the Envoy adapter call these three
- * methods with a validated RequestContext and map the Decision to their wire format.
+ * The decision logic, free of any transport: HTTP, gRPC and the Envoy adapter call its four methods
+ * (check, acquire, release, refund) with a validated RequestContext and map the Decision to their wire format.
  *
  * Two paths, one logic: when the counter store can answer synchronously (`CounterStore.sync`, the
  * in-memory emulator) a decision runs start to finish without awaiting anything and returns one
@@ -157,10 +156,10 @@ export class DecisionService {
   }
 
   /**
-   * check, acquire or release, answered synchronously (a Decision) when the counter store can answer
-   * synchronously or the deny cache answers a check (Redis mode), else a promise. For callers that answer from a callback (the HTTP fast path): a
-   * settled promise still costs a microtask and two closures per request. May throw, where the three
-   * methods above reject.
+   * One of the four operations, answered synchronously (a Decision) when the counter store can answer
+   * synchronously or the deny cache answers a check (Redis mode), else a promise. For callers that
+   * answer from a callback (the HTTP fast path): a settled promise still costs a microtask and two
+   * closures per request. May throw, where the four methods above reject.
    */
   decideNow(operation: Operation, ctx: RequestContext): Decision | Promise<Decision> {
     if (operation === 'check') return this.decide('check', ctx, 'rate', ctx.quantity === 0 ? peekCall : consumeCall, '');
@@ -491,19 +490,4 @@ function failureModeDecision(decision: Decision, mode: FailureMode): Decision {
 /** An allowing decision that no policy made (no policy matched, or none is known yet). */
 export function unmatchedDecision(reason: DecisionReason): Decision {
   return freshDecision(reason, '', 0, 0);
-}
-
-/**
- * A lease is named by `request_id` when the caller gives one; otherwise by a digest of every
- * identifying field, so an acquire and its release that carry the same fields find the same lease.
- */
-export function leaseIdOf(ctx: RequestContext): string {
-  if (ctx.request_id !== undefined && ctx.request_id !== '') return ctx.request_id;
-  const parts: string[] = [];
-  for (const field of CONTEXT_STRING_FIELDS) {
-    const value = ctx[field];
-    if (value !== undefined) parts.push(field, value);
-  }
-  for (const key of Object.keys(ctx.tags).sort()) parts.push(`tags.${key}`, ctx.tags[key]);
-  return createHash('sha256').update(lengthPrefixed(parts)).digest('base64url').slice(0, 22);
 }

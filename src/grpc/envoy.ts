@@ -1,5 +1,6 @@
 import type { CounterSpec } from '../counters/counter-spec.js';
-import type { DecisionService, MatcherSource } from '../decision/decision-service.js';
+import type { DecisionService } from '../decision/decision-service.js';
+import type { MatcherSource } from '../matching/live-matcher.js';
 import { RlError, invalidField } from '../errors.js';
 import type { Decision } from '../model/decision.js';
 import { PROBLEM_CONTENT_TYPE, problemDetails, renderRateLimitHeaderList } from '@rl/client/headers';

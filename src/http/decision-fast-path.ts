@@ -30,11 +30,11 @@ export interface DecisionFastPathDeps {
 }
 
 /**
- * The three decision endpoints served straight on node:http, in front of the Koa app.
+ * The four decision endpoints served straight on node:http, in front of the Koa app.
  *
  * A rate limiter sits in front of every request its users serve, and Koa's general machinery
  * (middleware chain, routers, body parser, response helpers) cost several times the decision itself
- * (BENCHMARKS.md). This path handles the common shape — `POST /rl/v1/{check,acquire,release}` with a
+ * (BENCHMARKS.md). This path handles the common shape — `POST /rl/v1/{check,acquire,release,refund}` with a
  * JSON (or no) Content-Type and no Content-Encoding — with the same pieces the Koa path uses:
  * HttpAuth, parseOperationContext, DecisionService, headersForMethod, requestIdFor and errorResponse.
  * Every other request, including compressed bodies and unusual spellings of the paths, goes to Koa,

@@ -1,4 +1,4 @@
-import { describeFetchError, redactUrl } from '../util/fetch.js';
+import { describeFetchError, redactUrl, withTimeout } from '../util/fetch.js';
 import { log } from '../util/log.js';
 
 /**
@@ -121,12 +121,6 @@ export class InvalidationNotifier {
   /** Targets with a request in flight. */
   private readonly busy = new Set<string>();
   private readonly closing = new AbortController();
-  /**
-   * The timeout signals of the requests in flight. AbortSignal.any() holds its sources weakly, so a
-   * timeout signal referenced by nothing else can be garbage-collected before it fires
-   * (nodejs/node#57736): the request to a hung target would then never end. Held here until it settles.
-   */
-  private readonly armedTimeouts = new Set<AbortSignal>();
   private closed = false;
   private readonly counts = { delivered: 0, failed: 0, dropped: 0, coalesced: 0, attempts: 0 };
 
@@ -273,16 +267,10 @@ export class InvalidationNotifier {
   private async post(target: string, change: InvalidationChange): Promise<{ ok: boolean; retryable: boolean; error: string }> {
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (this.options.token) headers.authorization = `Bearer ${this.options.token}`;
-    const timeout = AbortSignal.timeout(this.timeoutMs);
-    this.armedTimeouts.add(timeout);
     try {
-      const response = await fetch(target + INVALIDATE_PATH, {
-        method: 'POST',
-        headers,
-        body: JSON.stringify(change),
-        redirect: 'manual',
-        signal: AbortSignal.any([timeout, this.closing.signal]),
-      });
+      const response = await withTimeout(this.timeoutMs, this.closing.signal, (signal) =>
+        fetch(target + INVALIDATE_PATH, { method: 'POST', headers, body: JSON.stringify(change), redirect: 'manual', signal }),
+      );
       // Release the connection; the body (if any) is not needed.
       await response.body?.cancel().catch(() => undefined);
       if (response.status >= 200 && response.status < 300) return { ok: true, retryable: false, error: '' };
@@ -290,8 +278,6 @@ export class InvalidationNotifier {
       return { ok: false, retryable, error: `HTTP ${response.status}` };
     } catch (error) {
       return { ok: false, retryable: true, error: describeFetchError(error) };
-    } finally {
-      this.armedTimeouts.delete(timeout);
     }
   }
 

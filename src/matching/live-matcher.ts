@@ -1,7 +1,11 @@
-import type { MatcherSource } from '../decision/decision-service.js';
 import { Matcher, type SkippedPolicy } from './matcher.js';
 import type { Policy } from '../policy/types.js';
 import { log } from '../util/log.js';
+
+/** The current compiled policy snapshot; swapped when policies change, read on every decision. */
+export interface MatcherSource {
+  current(): Matcher;
+}
 
 /**
  * Holds the compiled Matcher every decision reads. `apply` changes one policy in the current one, in

@@ -9,8 +9,8 @@ import { RE2JS } from 're2js';
  * Cost: RE2 runs in O(program size x input length). Every call is charged that product in "steps"
  * against a budget of REGEX_STEPS_PER_DECISION for the whole decision (all match_expr evaluations of
  * one request together); a call the budget cannot pay for is an evaluation error, so its expression
- * counts as false. The budget lets a 10,000-character input through a ~200-instruction pattern; at
- * the engine's slowest measured rate (the NFA fallback, ~4 ns a step) it is a few milliseconds.
+ * counts as false. The budget lets a 10,000-character input through a ~200-instruction pattern, and
+ * costs a few milliseconds at most at the engine's slowest rate (the NFA fallback; BENCHMARKS.md).
  */
 
 /** RE2 steps (program instructions x input characters) all `matches()` calls of one decision may spend. */

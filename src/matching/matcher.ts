@@ -1,4 +1,5 @@
-import { counterSpecOf, type CounterSpec } from '../counters/counter-spec.js';
+import type { CounterSpec } from '../counters/counter-spec.js';
+import { counterSpecOf } from './counter-spec-of.js';
 import { lengthPrefixed } from '../counters/keys.js';
 import { SCOPE_FIELDS, type RequestContext, type ScopeField } from '../model/request-context.js';
 import { compileMatchExpr, type CompileResult, type MatchExprEvaluator } from './match-expr.js';

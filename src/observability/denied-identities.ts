@@ -1,4 +1,5 @@
-import type { DecisionEvent, DecisionRecorder, MatcherSource } from '../decision/decision-service.js';
+import type { DecisionEvent, DecisionRecorder } from '../decision/decision-service.js';
+import type { MatcherSource } from '../matching/live-matcher.js';
 import type { CompiledPolicy } from '../matching/matcher.js';
 import { SpaceSaving } from './analytics.js';
 

@@ -1,4 +1,5 @@
 import type { Policy } from '../policy/types.js';
+import type { AUDIT_ACTIONS } from '../schema/audit.js';
 
 /**
  * Policy storage: the current policies, every version and the audit trail, changed together.
@@ -17,7 +18,6 @@ import type { Policy } from '../policy/types.js';
  * A reader never sees one without the others.
  */
 
-export const AUDIT_ACTIONS = ['create', 'update', 'patch', 'rollout', 'rollback', 'delete'] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
 export interface AuditEntry {

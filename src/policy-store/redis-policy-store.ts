@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 import { createRedisClient, redactAddress } from '../redis/redis-connection.js';
+import { defineScripts, isNoScript, readPolicyScripts, type LuaScript, type PolicyScriptName } from '../redis/lua-scripts.js';
 import { RlError } from '../errors.js';
 import { log } from '../util/log.js';
 import {
@@ -53,15 +53,13 @@ import type { Policy } from '../policy/types.js';
  * primary has the change, which then reaches the other nodes as usual unless the primary fails first.
  */
 
-const LUA_DIR = new URL('../../lua/policy/', import.meta.url);
-const COMMIT_LUA = readFileSync(new URL('commit.lua', LUA_DIR), 'utf8');
 /** Per-command timeout: policy management is not the hot path. */
 const DEFAULT_COMMAND_TIMEOUT_MS = 2000;
 const KEY_NAMES = ['current', 'heads', 'changed', 'versions', 'audit', 'auditn', 'meta'] as const;
 type KeyName = (typeof KEY_NAMES)[number];
 
-type ScriptName = 'commit' | 'seed' | 'read_one' | 'snapshot';
-const SCRIPTS: Record<ScriptName, string> = {
+/** The command each script is defined as on the store's connection. */
+const SCRIPTS: Record<PolicyScriptName, string> = {
   commit: 'rlPolicyCommit',
   seed: 'rlPolicySeed',
   read_one: 'rlPolicyReadOne',
@@ -122,6 +120,7 @@ export class RedisPolicyStore implements PolicyStore {
   private readonly checkIntervalMs: number;
   private readonly gapGraceMs: number;
   private readonly replicaAckTimeoutMs: number;
+  private readonly scripts = readPolicyScripts(KEY_NAMES.length);
 
   private constructor(
     private readonly client: ScriptClient,
@@ -154,10 +153,7 @@ export class RedisPolicyStore implements PolicyStore {
     const store = new RedisPolicyStore(client, subscriber, options);
     client.on('error', (error: Error) => store.logError('policy store connection error', error));
     subscriber?.on('error', (error: Error) => store.logError('policy store subscriber error', error));
-    for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
-      const lua = readFileSync(new URL(`${name}.lua`, LUA_DIR), 'utf8');
-      client.defineCommand(SCRIPTS[name], { numberOfKeys: KEY_NAMES.length, lua });
-    }
+    defineScripts(client, store.scripts, SCRIPTS);
     try {
       await Promise.all([waitReady(client, connectTimeout, options.addr), subscriber && waitReady(subscriber, connectTimeout, options.addr)]);
       if (subscriber) {
@@ -267,17 +263,11 @@ export class RedisPolicyStore implements PolicyStore {
 
   /**
    * The commit script, then WAIT for one replica, in one pipeline: the same connection, so WAIT covers
-   * this write. Plain EVAL (Redis caches it by digest): an EVALSHA answered NOSCRIPT would be resent
-   * outside the pipeline, after the WAIT.
+   * this write. EVALSHA, and the whole pipeline again with the script's text after NOSCRIPT (nothing
+   * ran): the defined command's own resend would go out alone, after the WAIT.
    */
   private async commitReplicated(args: string[]): Promise<unknown> {
-    const [[commitError, reply], [waitError, acknowledged]] = pipelineResults(
-      await this.client
-        .pipeline()
-        .eval(COMMIT_LUA, KEY_NAMES.length, ...this.keys, ...args)
-        .call('WAIT', '1', String(this.replicaAckTimeoutMs))
-        .exec(),
-    );
+    const [[commitError, reply], [waitError, acknowledged]] = await this.commitThenWait(this.scripts.commit, args, false);
     if (commitError) throw commitError;
     if (waitError) throw waitError;
     if (Number(acknowledged) < 1 && Number((reply as number[])[0]) === 1) {
@@ -288,6 +278,14 @@ export class RedisPolicyStore implements PolicyStore {
       );
     }
     return reply;
+  }
+
+  private async commitThenWait(script: LuaScript, args: string[], resend: boolean): Promise<[Error | null, unknown][]> {
+    const pipeline = this.client.pipeline();
+    if (resend) pipeline.eval(script.lua, script.numberOfKeys, ...this.keys, ...args);
+    else pipeline.evalsha(script.sha1, script.numberOfKeys, ...this.keys, ...args);
+    const results = pipelineResults(await pipeline.call('WAIT', '1', String(this.replicaAckTimeoutMs)).exec());
+    return !resend && isNoScript(results[0][0]) ? this.commitThenWait(script, args, true) : results;
   }
 
   async seedIfEmpty(load: () => Policy[] | Promise<Policy[]>): Promise<boolean> {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { RlError, invalidField, notFound } from '../errors.js';
 import { describe } from '../model/request-context.js';
-import { MAX_JSON_DEPTH, jsonShapeProblem } from '../util/json-shape.js';
+import { MAX_JSON_DEPTH, isObject, jsonShapeProblem } from '../util/json-shape.js';
 import type { LiveMatcher } from '../matching/live-matcher.js';
 import {
   unixSecondsOf,
@@ -10,8 +10,11 @@ import {
   type PolicyStore,
   type PolicyVersion,
 } from '../policy-store/policy-store.js';
+import { ROLLOUT_PERCENT } from '../schema/policy.js';
 import type { FieldError, Policy } from './types.js';
 import { oversizedCollections, validatePolicy, type PolicyInput } from './validate.js';
+import { quotaPatchToPolicyPatch } from './quota-alias.js';
+import { mergePatch } from '../util/merge-patch.js';
 
 /**
  * Policy management, free of any transport (CONTRACT.md "HTTP statuses and bodies"): the HTTP routes
@@ -176,7 +179,8 @@ export class PolicyService {
 
   /** Body `{"rollout_percent": 0..100}`. */
   async rollout(policyId: string, body: unknown, changedBy: string, options: WriteOptions = {}): Promise<Policy> {
-    const percent = requiredInteger(body, 'rollout_percent', 0, 100, 'an integer from 0 to 100');
+    const { minimum, maximum } = ROLLOUT_PERCENT;
+    const percent = requiredInteger(body, 'rollout_percent', minimum, maximum, `an integer from ${minimum} to ${maximum}`);
     return this.change(policyId, 'rollout', changedBy, expectationsOf(undefined, options), (current) => {
       const input = inputOf(current);
       input.rollout_percent = percent;
@@ -272,10 +276,6 @@ export class PolicyService {
 
 function isoOf(ms: number): string {
   return new Date(ms).toISOString();
-}
-
-function isObject(v: unknown): v is Obj {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function policyNotFound(policyId: string): RlError {
@@ -386,73 +386,4 @@ function tooDeep(value: unknown): boolean {
   return jsonShapeProblem(value, false) === 'too_deep';
 }
 
-/**
- * RFC 7396 JSON merge patch. Results are prototype-less objects, so a `__proto__` key is just a key.
- * Callers bound the depth first (tooDeep).
- */
-export function mergePatch(target: unknown, patch: unknown): unknown {
-  if (!isObject(patch)) return patch;
-  const result: Obj = Object.create(null);
-  if (isObject(target)) for (const key of Object.keys(target)) result[key] = target[key];
-  for (const key of Object.keys(patch)) {
-    const value = patch[key];
-    if (value === null) delete result[key];
-    else result[key] = mergePatch(result[key], value);
-  }
-  return result;
-}
 
-/**
- * A patch written in the quota shape (`config.quota`, `config.window_seconds`, `resource`,
- * `action_deny`, `algorithm: "quota"`, `id`) becomes the equivalent patch of the Policy shape, so a
- * quota can be changed live with `PATCH {"config": {"quota": 500}}`. Other patches pass unchanged.
- */
-export function quotaPatchToPolicyPatch(patch: Obj): Obj {
-  const has = (k: string) => Object.prototype.hasOwnProperty.call(patch, k);
-  const quotaShaped = has('config') || has('action_deny') || has('resource') || has('id') || typeof patch.algorithm === 'string';
-  if (!quotaShaped) return patch;
-  const out: Obj = Object.create(null);
-  for (const key of Object.keys(patch)) {
-    if (!['config', 'action_deny', 'resource', 'id', 'algorithm'].includes(key)) out[key] = patch[key];
-  }
-  const algorithm: Obj = Object.create(null);
-  if (has('algorithm')) {
-    if (typeof patch.algorithm === 'string') algorithm.type = patch.algorithm;
-    else out.algorithm = patch.algorithm;
-  }
-  if (has('config')) {
-    const config = patch.config;
-    if (isObject(config)) {
-      for (const key of Object.keys(config)) {
-        const value = config[key];
-        if (key === 'quota') algorithm.limit = value;
-        else if (key === 'window_seconds') {
-          algorithm.quota_period = typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? `${value}s` : value;
-          if (value !== null) algorithm.window = null;
-        } else algorithm[key] = value;
-      }
-    } else {
-      // Reported by validation as the algorithm it would have replaced.
-      out.algorithm = config;
-    }
-  }
-  if (Object.keys(algorithm).length > 0) {
-    out.algorithm = isObject(out.algorithm) ? mergePatch(out.algorithm, algorithm) : algorithm;
-  }
-  if (has('resource')) out.scope = mergePatch(isObject(out.scope) ? out.scope : Object.create(null), { resource: patch.resource });
-  if (has('id') && patch.id !== null) out.policy_id = patch.id;
-  if (has('action_deny')) {
-    const deny = patch.action_deny;
-    if (deny === true) {
-      if (!has('action')) out.action = 'deny';
-      if (!has('enforcement_mode')) out.enforcement_mode = 'enforce';
-    } else if (deny === false) {
-      out.enforcement_mode = 'shadow';
-    } else if (deny !== null) {
-      throw new RlError('failed_validation', `invalid policy: action_deny: must be true or false, got ${describe(deny)}`, 'action_deny', {
-        errors: [{ field: 'action_deny', message: `must be true or false, got ${describe(deny)}` }],
-      });
-    }
-  }
-  return out;
-}

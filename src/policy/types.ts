@@ -1,24 +1,12 @@
 import type { AlgorithmFields, PolicyFields } from '@rl/client/admin-client';
+import type { ALGORITHM_TYPES, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../schema/policy.js';
 
-export const ALGORITHM_TYPES = [
-  'fixed_window',
-  'sliding_window_log',
-  'sliding_window_counter',
-  'token_bucket',
-  'leaky_bucket',
-  'concurrency',
-  'quota',
-] as const;
+// The value lists live with the API's shapes; re-exported for the policy code that reads them.
+export { ALGORITHM_TYPES, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../schema/policy.js';
+
 export type AlgorithmType = (typeof ALGORITHM_TYPES)[number];
-
-/** Actions taken when the limit is exceeded (CONTRACT.md, "Actions when the limit is exceeded"). */
-export const LIMIT_ACTIONS = ['deny', 'delay', 'drop', 'sample', 'downgrade', 'drop_low_priority'] as const;
 export type LimitAction = (typeof LIMIT_ACTIONS)[number];
-
-export const FAILURE_MODES = ['fail_open', 'fail_closed'] as const;
 export type FailureMode = (typeof FAILURE_MODES)[number];
-
-export const ENFORCEMENT_MODES = ['enforce', 'shadow'] as const;
 export type EnforcementMode = (typeof ENFORCEMENT_MODES)[number];
 
 /**

@@ -14,11 +14,14 @@ import {
   MAX_NAME_LENGTH,
   MAX_SUB_WINDOWS,
   POLICY_ID_PATTERN,
+  ROLLOUT_PERCENT,
   SCOPE_KEYS,
   SEVERITY_LEVELS,
 } from '../schema/policy.js';
 import { parseDuration } from '../util/duration.js';
+import { isObject } from '../util/json-shape.js';
 import { compileMatchExpr } from '../matching/match-expr.js';
+import { isQuotaShaped, quotaBodyErrors, quotaBodyToPolicy } from './quota-alias.js';
 import {
   ALGORITHM_TYPES,
   ENFORCEMENT_MODES,
@@ -66,10 +69,6 @@ const hasOwn = (o: object, k: string): boolean => Object.prototype.hasOwnPropert
 /** The value of an own key, with `null` treated as absent (JSON merge patch and hand-written files). */
 function own(o: Obj, k: string): unknown {
   return hasOwn(o, k) ? (o[k] === null ? undefined : o[k]) : undefined;
-}
-
-function isObject(v: unknown): v is Obj {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function oneOf<T extends string>(values: readonly T[]): string {
@@ -163,10 +162,10 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
   let rolloutPercent = 100;
   const rawRollout = own(raw, 'rollout_percent');
   if (rawRollout !== undefined) {
-    if (typeof rawRollout === 'number' && Number.isInteger(rawRollout) && rawRollout >= 0 && rawRollout <= 100) {
+    if (typeof rawRollout === 'number' && Number.isInteger(rawRollout) && rawRollout >= ROLLOUT_PERCENT.minimum && rawRollout <= ROLLOUT_PERCENT.maximum) {
       rolloutPercent = rawRollout;
     } else {
-      err('rollout_percent', `must be an integer from 0 to 100, got ${describe(rawRollout)}`);
+      err('rollout_percent', `must be an integer from ${ROLLOUT_PERCENT.minimum} to ${ROLLOUT_PERCENT.maximum}, got ${describe(rawRollout)}`);
     }
   }
 
@@ -534,98 +533,11 @@ function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: Err
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The quota-shaped body: {id, resource, algorithm: "quota", config: {quota, window_seconds}, action_deny, metadata}
-
-/** Quota-shaped when `algorithm` is a string, or when it is absent and `config`/`action_deny` are present. */
-function isQuotaShaped(raw: unknown): boolean {
-  if (!isObject(raw)) return false;
-  if (typeof raw.algorithm === 'string' && hasOwn(raw, 'algorithm')) return true;
-  return !hasOwn(raw, 'algorithm') && !hasOwn(raw, 'policy_id') && (hasOwn(raw, 'config') || hasOwn(raw, 'action_deny'));
-}
-
-/** Core field → the field the user wrote in the quota shape, for error messages. */
-const QUOTA_FIELD_NAMES: Record<string, string> = {
-  policy_id: 'id',
-  'scope.resource': 'resource',
-  'algorithm.type': 'algorithm',
-  'algorithm.limit': 'config.quota',
-  'algorithm.quota_period': 'config.window_seconds',
-};
+// The quota-shaped body (quota-alias.ts translates it)
 
 function validateQuotaShaped(raw: Obj, options: ValidateOptions): ValidationResult {
-  const errors: FieldError[] = [];
-  const normalised: Obj = Object.create(null);
-  // Policy fields that may ride along with the quota shape pass through unchanged.
-  for (const k of ['name', 'description', 'enabled', 'priority', 'failure_mode', 'rollout_percent', 'valid_from_unix', 'valid_to_unix', 'metadata', 'enforcement_mode', 'action']) {
-    if (hasOwn(raw, k)) normalised[k] = raw[k];
-  }
-  const id = hasOwn(raw, 'id') ? raw.id : hasOwn(raw, 'policy_id') ? raw.policy_id : undefined;
-  if (id !== undefined && id !== null) normalised.policy_id = id;
-
-  const scope: Obj = Object.create(null);
-  const rawScope = own(raw, 'scope');
-  // An oversized scope goes to the core unread, which refuses it by its size alone.
-  if (isObject(rawScope) && keyCountUpTo(rawScope, SCOPE_KEYS.length) > SCOPE_KEYS.length) normalised.scope = rawScope;
-  else if (isObject(rawScope)) for (const k of Object.keys(rawScope)) scope[k] = rawScope[k];
-  else if (rawScope !== undefined) normalised.scope = rawScope; // let the core report it
-  const resource = own(raw, 'resource');
-  if (resource !== undefined) scope.resource = resource;
-  if (normalised.scope === undefined) normalised.scope = scope;
-
-  const algorithm: Obj = { type: 'quota' };
-  const rawAlg = own(raw, 'algorithm');
-  if (rawAlg !== undefined && rawAlg !== 'quota') {
-    errors.push({ field: 'algorithm', message: `must be "quota" in the quota-shaped body, got ${describe(rawAlg)}` });
-  }
-  const config = own(raw, 'config');
-  if (config === undefined) {
-    errors.push({ field: 'config', message: 'is required (an object with quota and window_seconds)' });
-  } else if (!isObject(config)) {
-    errors.push({ field: 'config', message: `must be an object with quota and window_seconds, got ${describe(config)}` });
-  } else {
-    const quota = own(config, 'quota');
-    if (quota === undefined) errors.push({ field: 'config.quota', message: 'is required (a positive integer: the budget per window)' });
-    else if (typeof quota !== 'number' || !Number.isSafeInteger(quota) || quota <= 0) {
-      errors.push({ field: 'config.quota', message: `must be a positive integer, got ${describe(quota)}` });
-    } else algorithm.limit = quota;
-    const seconds = own(config, 'window_seconds');
-    if (seconds === undefined) errors.push({ field: 'config.window_seconds', message: 'is required (a positive whole number of seconds)' });
-    else if (typeof seconds !== 'number' || !Number.isSafeInteger(seconds) || seconds <= 0 || !Number.isSafeInteger(seconds * 1000)) {
-      errors.push({ field: 'config.window_seconds', message: `must be a positive whole number of seconds, got ${describe(seconds)}` });
-    } else algorithm.quota_period = `${seconds}s`;
-    const cost = own(config, 'cost_per_request');
-    if (cost !== undefined) algorithm.cost_per_request = cost;
-    const sampleRate = own(config, 'sample_rate');
-    if (sampleRate !== undefined) algorithm.sample_rate = sampleRate;
-  }
-  normalised.algorithm = algorithm;
-
-  const actionDeny = own(raw, 'action_deny');
-  if (actionDeny !== undefined) {
-    if (typeof actionDeny !== 'boolean') {
-      errors.push({ field: 'action_deny', message: `must be true or false, got ${describe(actionDeny)}` });
-    } else {
-      if (!hasOwn(normalised, 'action')) normalised.action = 'deny';
-      if (!actionDeny) normalised.enforcement_mode = 'shadow';
-      else if (!hasOwn(normalised, 'enforcement_mode')) normalised.enforcement_mode = 'enforce';
-    }
-  }
-
-  const core = validateCore(normalised, options);
-  if (core.ok && errors.length === 0) return core;
-  const reported = new Set(errors.map((e) => e.field));
-  const parentReported = (f: string): boolean => reported.has(f) || (f.startsWith('config.') && reported.has('config'));
-  if (!core.ok) {
-    for (const e of core.errors) {
-      const field = QUOTA_FIELD_NAMES[e.field] ?? rename(e.field);
-      if (!parentReported(field)) errors.push({ field, message: e.message });
-    }
-  }
-  return { ok: false, errors };
-}
-
-function rename(field: string): string {
-  if (field.startsWith('scope.')) return field; // a scope object given alongside the quota shape
-  if (field.startsWith('algorithm.')) return `config.${field.slice('algorithm.'.length)}`;
-  return field;
+  const alias = quotaBodyToPolicy(raw);
+  const core = validateCore(alias.policy, options);
+  if (core.ok && alias.errors.length === 0) return core;
+  return { ok: false, errors: quotaBodyErrors(alias.errors, core.ok ? [] : core.errors) };
 }

@@ -1,14 +1,23 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import type { Cluster, Redis } from 'ioredis';
 
 /**
- * The Lua scripts of the Redis counter store (`lua/*.lua`), one per algorithm plus the two lease
- * operations, with their shared helpers (`lua/includes/*.lua`) expanded.
+ * The one loader of every Lua script the service sends to Redis: the counter store's (`lua/*.lua`,
+ * one per algorithm plus the two lease operations) and the policy store's (`lua/policy/*.lua`). Each
+ * script opens with a header comment naming its KEYS, ARGV and reply (test/redis/lua-scripts.test.ts
+ * holds every one to it), and its shared helpers (`lua/includes/*.lua`) are expanded here.
  *
  * Include directive: a line consisting of `-- @include "<name>"` is replaced by the text of
  * `lua/includes/<name>.lua` (which may include others). Each include is expanded once per script;
  * later occurrences of the same name become a comment, and a cycle or a missing file is an error.
+ *
+ * Two ways to run them, both EVALSHA with the script sent in full after NOSCRIPT. A caller that simply
+ * calls a script defines it as a command of its client (`defineScripts`, ioredis defineCommand, as
+ * bullmq loads its scripts). A caller whose script must go out in a pipeline of its own making (the
+ * counter store's batches, the policy commit followed by WAIT) sends EVALSHA itself and, on NOSCRIPT
+ * (`isNoScript`), the text: ioredis would resend it outside the pipeline.
  *
  * The batch script (`lua/batch.lua`, built by `readBatchScript`) runs several operations in one call:
  * it is assembled from these same scripts, each wrapped as a Lua function, so every algorithm keeps
@@ -27,10 +36,11 @@ export type ScriptName =
   | 'concurrency_release';
 
 export interface LuaScript {
-  name: ScriptName;
+  /** Its path below `lua/`, without `.lua`: `fixed_window`, `policy/commit`. */
+  name: string;
   /** The script with every include expanded: what Redis runs. */
   lua: string;
-  /** How many of the arguments are KEYS (as counterKeys builds them). */
+  /** How many of the arguments are KEYS. */
   numberOfKeys: number;
   /** SHA1 of `lua`, the EVALSHA digest. */
   sha1: string;
@@ -50,9 +60,13 @@ export const SCRIPT_KEY_COUNTS: Readonly<Record<ScriptName, number>> = {
 
 export const SCRIPT_NAMES = Object.keys(SCRIPT_KEY_COUNTS) as ScriptName[];
 
+/** The policy store's scripts (`lua/policy/<name>.lua`); each takes the store's hashes as KEYS. */
+export const POLICY_SCRIPT_NAMES = ['commit', 'seed', 'read_one', 'snapshot'] as const;
+export type PolicyScriptName = (typeof POLICY_SCRIPT_NAMES)[number];
+
 /**
- * `lua/` at the repository root. The same relative URL works from `src/counters/` (tsx) and from
- * `dist/counters/` (compiled), both two levels below the root.
+ * `lua/` at the repository root. The same relative URL works from `src/redis/` (tsx) and from
+ * `dist/redis/` (compiled), both two levels below the root.
  */
 export const LUA_DIR: URL = new URL('../../lua/', import.meta.url);
 
@@ -99,8 +113,8 @@ export function expandIncludes(source: string, readInclude: (name: string) => st
   return expand(source, origin, []);
 }
 
-/** Reads and expands one script from `dir` (default LUA_DIR). */
-export function readScript(name: ScriptName, dir: URL = LUA_DIR): LuaScript {
+/** Reads `<dir>/<name>.lua` (default `lua/`) and expands its includes. */
+export function readLuaScript(name: string, numberOfKeys: number, dir: URL = LUA_DIR): LuaScript {
   const file = new URL(`${name}.lua`, dir);
   const source = readFileSync(file, 'utf8');
   const lua = expandIncludes(
@@ -108,7 +122,32 @@ export function readScript(name: ScriptName, dir: URL = LUA_DIR): LuaScript {
     (include) => readFileSync(new URL(`includes/${include}.lua`, dir), 'utf8'),
     fileURLToPath(file),
   );
-  return { name, lua, numberOfKeys: SCRIPT_KEY_COUNTS[name], sha1: createHash('sha1').update(lua).digest('hex') };
+  return { name, lua, numberOfKeys, sha1: createHash('sha1').update(lua).digest('hex') };
+}
+
+/** One counter operation's script. */
+export function readScript(name: ScriptName, dir: URL = LUA_DIR): LuaScript {
+  return readLuaScript(name, SCRIPT_KEY_COUNTS[name], dir);
+}
+
+/** The policy store's scripts, each taking `numberOfKeys` KEYS (the store's hashes). */
+export function readPolicyScripts(numberOfKeys: number, dir: URL = LUA_DIR): Readonly<Record<PolicyScriptName, LuaScript>> {
+  const all = {} as Record<PolicyScriptName, LuaScript>;
+  for (const name of POLICY_SCRIPT_NAMES) all[name] = readLuaScript(`policy/${name}`, numberOfKeys, dir);
+  return all;
+}
+
+/**
+ * Defines each script as the command `commands` names for it on `client`: ioredis sends EVALSHA, and
+ * the script in full the first time on a connection and after NOSCRIPT.
+ */
+export function defineScripts<N extends string>(client: Redis | Cluster, scripts: Readonly<Record<N, LuaScript>>, commands: Readonly<Record<N, string>>): void {
+  for (const name of Object.keys(commands) as N[]) client.defineCommand(commands[name], { numberOfKeys: scripts[name].numberOfKeys, lua: scripts[name].lua });
+}
+
+/** Redis's answer to an EVALSHA of a script it does not hold (a SCRIPT FLUSH, a restart, a failover): nothing ran. */
+export function isNoScript(error: unknown): boolean {
+  return /^NOSCRIPT/.test((error as Error | undefined)?.message ?? '');
 }
 
 /** The batch script: what Redis runs for a batch of operations, and its EVALSHA digest. */

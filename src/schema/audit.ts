@@ -1,6 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { AUDIT_ACTIONS } from '../policy-store/policy-store.js';
 import { PolicySchema } from './policy.js';
+
+/** What a change did, as its audit entry names it. */
+export const AUDIT_ACTIONS = ['create', 'update', 'patch', 'rollout', 'rollback', 'delete'] as const;
 
 const Instant = Type.String({ format: 'date-time' });
 const UnixSeconds = Type.Integer({ minimum: 0 });

@@ -8,7 +8,6 @@
  * lists, enums and bounds the validators enforce (model/request-context.ts on the decision path,
  * policy/validate.ts for policies), and the OpenAPI document (openapi.ts, served at /rl/v1/openapi.json).
  */
-import { validatePolicy, type ValidationResult } from '../policy/validate.js';
 
 export * from './analytics.js';
 export * from './audit.js';
@@ -18,11 +17,3 @@ export * from './limits.js';
 export * from './policy.js';
 export * from './request-context.js';
 
-/**
- * A policy document as a file or a POST body holds it (the Policy shape or the quota-shaped alias):
- * the normalised policy, or every problem as `{field, message}` — the server's own validation, offline
- * (what `rl validate` uses). `policy_id` is required, as on POST.
- */
-export function validatePolicyDocument(input: unknown): ValidationResult {
-  return validatePolicy(input, { requireId: true });
-}

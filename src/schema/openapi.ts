@@ -4,7 +4,7 @@ import { AuditEntrySchema, DeleteResultSchema, PolicyVersionSchema } from './aud
 import { DecisionSchema } from './decision.js';
 import { ErrorSchema, ValidationReportSchema } from './errors.js';
 import { MAX_FIELD_LENGTH, MAX_METADATA_ENTRIES, MAX_TAGS, MAX_TAG_KEY_LENGTH, MAX_TAG_VALUE_LENGTH } from './limits.js';
-import { PolicyBodySchema, PolicyPatchSchema, PolicySchema } from './policy.js';
+import { PolicyBodySchema, PolicyPatchSchema, PolicySchema, ROLLOUT_PERCENT } from './policy.js';
 import { RequestContextSchema } from './request-context.js';
 
 /**
@@ -212,7 +212,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: 'post', path: '/rl/v1/policies/{id}/rollout', operationId: 'rolloutPolicy', tag: 'policies', access: 'write',
     summary: 'Set the rollout percentage.',
     parameters: [POLICY_ID_PARAM, IF_MATCH],
-    body: { schema: Type.Object({ rollout_percent: Type.Integer({ minimum: 0, maximum: 100 }) }), required: true },
+    body: { schema: Type.Object({ rollout_percent: Type.Integer(ROLLOUT_PERCENT) }), required: true },
     responses: {
       200: ['The stored policy.', JSON_TYPE, ref('Policy')],
       ...BAD_BODY,

@@ -1,5 +1,4 @@
 import { FormatRegistry, Type, type Static, type TLiteral, type TOptional, type TSchema, type TString, type TUnion } from '@sinclair/typebox';
-import { ALGORITHM_TYPES, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../policy/types.js';
 import {
   MAX_FIELD_LENGTH,
   MAX_METADATA_ENTRIES,
@@ -20,11 +19,26 @@ import { CONTEXT_STRING_FIELDS, SIGNAL_TYPES, tagMap, type ContextStringField, t
 // RFC 3339 instants in answers (TypeBox checks a `format` only once it is registered).
 if (!FormatRegistry.Has('date-time')) FormatRegistry.Set('date-time', (v) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/.test(v));
 
+export const ALGORITHM_TYPES = [
+  'fixed_window',
+  'sliding_window_log',
+  'sliding_window_counter',
+  'token_bucket',
+  'leaky_bucket',
+  'concurrency',
+  'quota',
+] as const;
+/** Actions taken when the limit is exceeded (CONTRACT.md, "Actions when the limit is exceeded"). */
+export const LIMIT_ACTIONS = ['deny', 'delay', 'drop', 'sample', 'downgrade', 'drop_low_priority'] as const;
+export const FAILURE_MODES = ['fail_open', 'fail_closed'] as const;
+export const ENFORCEMENT_MODES = ['enforce', 'shadow'] as const;
 export const POLICY_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 export const SEVERITY_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
 export const MAX_NAME_LENGTH = 256;
 export const MAX_DESCRIPTION_LENGTH = 4096;
 export const MAX_SUB_WINDOWS = 60;
+/** rollout_percent: the share of identities (by hash) a policy applies to. */
+export const ROLLOUT_PERCENT = { minimum: 0, maximum: 100 } as const;
 /** Keys of one scope: every scope field and `tags`. */
 export const SCOPE_KEYS = [...CONTEXT_STRING_FIELDS.filter((f) => f !== 'request_id'), 'tags'] as const;
 
@@ -119,7 +133,7 @@ const inputFields = {
   action: literals(LIMIT_ACTIONS),
   failure_mode: literals(FAILURE_MODES),
   enforcement_mode: literals(ENFORCEMENT_MODES),
-  rollout_percent: Type.Integer({ minimum: 0, maximum: 100 }),
+  rollout_percent: Type.Integer(ROLLOUT_PERCENT),
   valid_from_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
   valid_to_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
 };

@@ -19,3 +19,22 @@ export function redactUrl(url: string): string {
     return '<invalid url>';
   }
 }
+
+/** Timeout signals of the requests in flight (see withTimeout). */
+const armedTimeouts = new Set<AbortSignal>();
+
+/**
+ * Runs `request` with a signal that aborts after `timeoutMs` or when `cancel` aborts. The timeout
+ * signal is held here until the request settles: AbortSignal.any() holds its sources weakly, so a
+ * timeout referenced by nothing else can be garbage-collected before it fires (nodejs/node#57736),
+ * and a request to a hung peer would then never end.
+ */
+export async function withTimeout<T>(timeoutMs: number, cancel: AbortSignal, request: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const timeout = AbortSignal.timeout(timeoutMs);
+  armedTimeouts.add(timeout);
+  try {
+    return await request(AbortSignal.any([timeout, cancel]));
+  } finally {
+    armedTimeouts.delete(timeout);
+  }
+}

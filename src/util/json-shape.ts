@@ -1,6 +1,11 @@
 /** Request bodies are shallow documents (a RequestContext, a Policy); anything deeper is refused. */
 export const MAX_JSON_DEPTH = 32;
 
+/** A decoded JSON object: not null, not an array. */
+export function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
 export type JsonShapeProblem = 'too_deep' | 'proto_key';
 
 /**

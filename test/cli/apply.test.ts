@@ -79,7 +79,7 @@ describe('rl apply / diff / validate (built binary, real server)', function () {
     expect(result.code).to.equal(2);
     expect(result.stderr).to.match(/bad\.yaml: policy "broken" \(index 0\): algorithm\.window: /);
     expect(result.stderr).to.match(/worse\.json: invalid JSON/);
-    expect(result.stderr).to.match(/dup-b\.yaml: policy "twice" \(index 0\): policy_id: duplicate: also defined in .*dup-a\.yaml/);
+    expect(result.stderr).to.match(/dup-b\.yaml: policy "twice" \(index 0\): policy_id: duplicate policy_id \(first defined in .*dup-a\.yaml \(index 0\)\)/);
     expect(result.stderr).to.match(/syntax\.yml: invalid YAML/);
     const json = await rlJson<{ valid: boolean; errors: { source: string; field?: string }[] }>(['validate', '-f', dir]);
     expect(json.code).to.equal(2);

@@ -15,14 +15,8 @@ import { RlError } from '../../src/errors.js';
 import { createApp, createHttpListener } from '../../src/http/app.js';
 import { HttpAuth } from '../../src/http/auth-guard.js';
 import { Readiness } from '../../src/http/readiness.js';
-import {
-  DASHBOARD_CSP,
-  DashboardHub,
-  dashboardAssetRoutes,
-  dashboardStreamRoutes,
-  type DashboardSnapshot,
-} from '../../src/http/routes/dashboard.js';
-import type { Snapshot as PageSnapshot } from '../../dashboard/src/types.js';
+import { DASHBOARD_CSP, dashboardAssetRoutes, dashboardStreamRoutes } from '../../src/http/routes/dashboard.js';
+import { DashboardHub, type DashboardSnapshot } from '../../src/observability/dashboard-hub.js';
 import { Analytics } from '../../src/observability/analytics.js';
 import { DeniedIdentities, bothRecorders } from '../../src/observability/denied-identities.js';
 import { Metrics } from '../../src/observability/metrics.js';
@@ -33,12 +27,6 @@ import { PolicyService } from '../../src/policy/policy-service.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { serve, type TestServer } from '../support/http.js';
 import { startPrivateRedis, type RedisHandle } from '../support/redis.js';
-
-// The page writes the snapshot shape by hand (its bundle must not import the server): a drift between the
-// two fails `npm run typecheck` here. `true` only when each is assignable to the other.
-type Mutual<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
-const pageSnapshotMatchesServer: Mutual<PageSnapshot, DashboardSnapshot> = true;
-void pageSnapshotMatchesServer;
 
 /** A service with two policies (one fails open, one fails closed), decisions recorded into fresh analytics. */
 async function world(dir: string, counters: CounterStore) {
@@ -56,6 +44,9 @@ async function world(dir: string, counters: CounterStore) {
   readiness.markReady();
   return { store, policies, metrics, analytics, decisions, readiness, counters, deniedIdentities };
 }
+
+/** Who subscribes, as the stream route says it. */
+const viewer = (role: string | null = null) => ({ subject: 'tester', role, can_edit: role === 'admin' });
 
 /** The frames written to a subscriber so far, parsed. */
 function frames(stream: PassThrough): { event: string; data: any }[] {
@@ -197,8 +188,8 @@ describe('dashboard routes', function () {
       const w = await world(dir, new MemoryCounterStore({ sweepIntervalMs: 0 }));
       let clock = 1_000_000;
       const hub = new DashboardHub({ ...w, intervalMs: 3_600_000, now: () => clock });
-      const a = hub.subscribe({ role: 'admin' });
-      const b = hub.subscribe({ role: 'read-only' });
+      const a = hub.subscribe(viewer('admin'));
+      const b = hub.subscribe(viewer('read-only'));
       expect(frames(a).map((f) => f.event)).to.deep.equal(['hello']);
       frames(b);
       // 3 calls for one user against a limit of 2 (2 allowed, 1 denied), 1 on /login, 1 with no policy; 2 s pass.
@@ -227,7 +218,7 @@ describe('dashboard routes', function () {
       await w.policies.rollout('login', { rollout_percent: 50 }, 't');
       expect(hub.tick().policies_revision).to.be.greaterThan(quiet.policies_revision);
       // A new subscriber gets the recent history with its hello.
-      const c = hub.subscribe({});
+      const c = hub.subscribe(viewer());
       expect(frames(c)[0].data.history.map((s: DashboardSnapshot) => s.at)).to.deep.equal([1_002_000, 1_003_000, 1_003_000]);
       for (const s of [a, b, c]) s.destroy();
       await once(c, 'close');
@@ -238,8 +229,8 @@ describe('dashboard routes', function () {
     it('drops a subscriber that stops reading once it holds too many unread bytes', async () => {
       const w = await world(dir, new MemoryCounterStore({ sweepIntervalMs: 0 }));
       const hub = new DashboardHub({ ...w, intervalMs: 3_600_000, maxBufferedBytes: 4096 });
-      const stalled = hub.subscribe({});
-      const reading = hub.subscribe({});
+      const stalled = hub.subscribe(viewer());
+      const reading = hub.subscribe(viewer());
       reading.resume();
       let ticks = 0;
       while (hub.size === 2 && ticks < 100) {
@@ -262,7 +253,7 @@ describe('dashboard routes', function () {
       // Before anyone subscribes: login is the busiest (3), per-user has 2; the top-1 list is cut.
       for (let i = 0; i < 3; i++) await w.decisions.check({ endpoint: '/login', quantity: 1, tags: {} });
       for (let i = 0; i < 2; i++) await w.decisions.check({ user_id: 'u1', quantity: 1, tags: {} });
-      const s = hub.subscribe({});
+      const s = hub.subscribe(viewer());
       // per-user overtakes login within the tick with 2 more decisions (both over its limit of 2).
       for (let i = 0; i < 2; i++) await w.decisions.check({ user_id: 'u1', quantity: 1, tags: {} });
       clock += 1000;
@@ -285,8 +276,8 @@ describe('dashboard routes', function () {
         readiness: new Readiness(),
         maxSubscribers: 1,
       });
-      const only = hub.subscribe({});
-      expect(() => hub.subscribe({}))
+      const only = hub.subscribe(viewer());
+      expect(() => hub.subscribe(viewer()))
         .to.throw(RlError)
         .with.property('kind', 'unavailable');
       only.destroy();
@@ -304,7 +295,7 @@ describe('dashboard routes', function () {
         const counters = connectRedisCounterStore(redis.url, { commandTimeoutMs: 200 });
         const w = await world(dir, counters);
         const hub = new DashboardHub({ ...w, intervalMs: 3_600_000 });
-        const stream = hub.subscribe({});
+        const stream = hub.subscribe(viewer());
         await w.decisions.check({ user_id: 'u1', quantity: 1, tags: {} });
         expect(hub.tick()).to.deep.include({ store: { kind: 'redis', state: 'up' }, failing_open: [] });
 

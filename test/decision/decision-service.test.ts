@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import type { CounterStore } from '../../src/counters/counter-store.js';
-import { DecisionService, leaseIdOf, type DecisionEvent } from '../../src/decision/decision-service.js';
+import { DecisionService, type DecisionEvent } from '../../src/decision/decision-service.js';
+import { leaseIdOf } from '../../src/decision/lease-id.js';
 import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { parseRequestContext } from '../../src/model/request-context.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';

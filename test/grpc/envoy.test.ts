@@ -4,7 +4,7 @@ import { RlError } from '../../src/errors.js';
 import { rateLimitUnitOf } from '../../src/grpc/envoy.js';
 import { loadPackageDefinition, SERVICE_NAMES } from '../../src/grpc/protos.js';
 import type { GrpcAuthenticate } from '../../src/grpc/server.js';
-import { counterSpecOf } from '../../src/counters/counter-spec.js';
+import { counterSpecOf } from '../../src/matching/counter-spec-of.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { makePolicy } from '../support/policies.js';
 import { callError, envoyClient, startGrpc, unary, type GrpcFixture } from './helpers.js';

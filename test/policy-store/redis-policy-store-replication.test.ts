@@ -48,6 +48,20 @@ describe('policy store on a primary with a replica (redis://)', function () {
     expect(await store.commit(createChange(versionedPolicy('p3', 1)))).to.deep.include({ ok: true });
     expect(await command('127.0.0.1', redis.replicaPort, ['HMGET', current, 'p2', 'p3']).then((r) => (r as unknown[]).every((v) => v !== null))).to.equal(true);
   });
+
+  it('after SCRIPT FLUSH (EVALSHA answered NOSCRIPT) the commit goes again with WAIT behind it: acknowledged means the replica has it', async () => {
+    const prefix = randomPrefix();
+    const flushed = await RedisPolicyStore.open({ addr: redis.primary.url, keyPrefix: prefix });
+    try {
+      expect(await flushed.commit(createChange(versionedPolicy('p1', 1)))).to.deep.include({ ok: true });
+      expect(await command(redis.primary.host, redis.primary.port, ['SCRIPT', 'FLUSH'])).to.equal('OK');
+      expect(await flushed.commit(createChange(versionedPolicy('p2', 1)))).to.deep.include({ ok: true });
+      expect(await command('127.0.0.1', redis.replicaPort, ['HEXISTS', `${prefix}{policies}:current`, 'p2'])).to.equal(1);
+      expect((await flushed.fetch('p2')).policy?.version).to.equal(1);
+    } finally {
+      await flushed.close();
+    }
+  });
 });
 
 describe('clusterReplicaCount (CLUSTER NODES as the primary sees it)', () => {

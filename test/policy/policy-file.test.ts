@@ -132,14 +132,30 @@ describe('loadPolicyFile', () => {
 
   it('explains a missing file, invalid JSON and the wrong top-level shape', () => {
     const missing = join(dir, 'nope.json');
-    expect(loadError(missing).message).to.equal(`${missing}: cannot read policy file: no such file`);
+    expect(loadError(missing).message).to.equal(`${missing}: cannot read policy file: no such file or directory`);
     expect(loadError(dir).message).to.match(/cannot read policy file/);
     const invalid = file('invalid.json', '{"policies": [');
     expect(loadError(invalid).message).to.match(new RegExp(`^${invalid.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: invalid JSON: `));
+    // An object without `policies` is one policy (see 'reads a single policy'), checked as such.
     const obj = file('obj.json', { rules: [] });
-    expect(loadError(obj).message).to.equal(`${obj}: must be a JSON object {"policies": [...]} or an array of policies`);
+    expect(loadError(obj).message.split('\n')[0]).to.equal(`${obj}: policy at index 0: policy_id: is required`);
     const notArray = file('notarray.json', { policies: {} });
-    expect(loadError(notArray).message).to.equal(`${notArray}: policies: must be an array of policies`);
-    expect(loadError(file('null.json', 'null')).message).to.contain('must be a JSON object');
+    expect(loadError(notArray).message).to.equal(`${notArray}: policies: must be a list of policies`);
+    const nothing = file('null.json', 'null');
+    expect(loadError(nothing).message).to.equal(`${nothing}: must hold a policy, a list of policies or {"policies": [...]}`);
+  });
+
+  it('reads a single policy, as `rl validate` does', () => {
+    const [p] = loadPolicyFile(file('one.json', good('solo')), NOW_ISO);
+    expect(p).to.include({ policy_id: 'solo', version: 1, created_at: NOW_ISO, updated_at: NOW_ISO });
+  });
+
+  it('reads YAML by extension, several documents included, and names the document of a problem', () => {
+    const yaml = file('two.yaml', 'policy_id: y1\nalgorithm: {type: fixed_window, limit: 5, window: 1s}\n---\npolicies:\n  - policy_id: y2\n    algorithm: {type: token_bucket, limit: 3, window: 1s}\n');
+    expect(loadPolicyFile(yaml, NOW_ISO).map((p) => p.policy_id)).to.deep.equal(['y1', 'y2']);
+    const bad = file('bad.yml', 'policy_id: y1\nalgorithm: {type: fixed_window, limit: 5, window: 1s}\n---\npolicy_id: y1\nalgorithm: {type: fixed_window, limit: 0, window: 1s}\n');
+    expect(loadError(bad).message).to.match(new RegExp(`^${bad.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}#1: policy "y1" \\(index 0\\): algorithm\\.limit: `));
+    // JSON stays JSON whatever the name (only .yaml and .yml are YAML).
+    expect(loadError(file('yaml-like.conf', 'policy_id: x')).message).to.match(/yaml-like\.conf: invalid JSON: /);
   });
 });

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { counterSpecOf } from '../../src/counters/counter-spec.js';
+import { counterSpecOf } from '../../src/matching/counter-spec-of.js';
 import { ALGORITHM_TYPES, type FieldError } from '../../src/policy/types.js';
 import { validatePolicy, type PolicyInput } from '../../src/policy/validate.js';
 

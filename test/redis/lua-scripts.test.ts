@@ -6,6 +6,8 @@ import {
   expandIncludes,
   LUA_DIR,
   loadBatchScript,
+  POLICY_SCRIPT_NAMES,
+  readPolicyScripts,
   loadScripts,
   readBatchScript,
   readScript,
@@ -123,6 +125,29 @@ describe('Lua scripts', function () {
       });
     });
   }
+
+  describe('the policy store\'s scripts (lua/policy/*.lua)', function () {
+    const policyScripts = readPolicyScripts(7);
+
+    it('there is exactly one script file per policy script name', function () {
+      const policyFiles = readdirSync(new URL('policy/', LUA_DIR)).filter((f) => f.endsWith('.lua'));
+      expect(policyFiles.map((f) => f.replace(/\.lua$/, '')).sort()).to.deep.equal([...POLICY_SCRIPT_NAMES].sort());
+    });
+
+    for (const name of POLICY_SCRIPT_NAMES) {
+      it(`policy/${name}.lua starts with a header comment naming its use, KEYS, ARGV or the reply`, function () {
+        const head = header(readFileSync(new URL(`policy/${name}.lua`, LUA_DIR), 'utf8'));
+        expect(head).to.match(new RegExp(`^-- policy ${name}: `));
+        expect(head).to.match(/^-- Used by RedisPolicyStore\b/m);
+        expect(head).to.match(/^-- +KEYS\[/m);
+        expect(head).to.match(/^-- +(ARGV|Returns)/m);
+        const script = policyScripts[name];
+        expect(script.name).to.equal(`policy/${name}`);
+        expect(script.numberOfKeys).to.equal(7);
+        expect(script.sha1).to.equal(createHash('sha1').update(script.lua).digest('hex'));
+      });
+    }
+  });
 
   describe('every include', function () {
     for (const file of readdirSync(new URL('includes/', LUA_DIR)).filter((f) => f.endsWith('.lua'))) {

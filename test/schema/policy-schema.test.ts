@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { validatePolicy } from '../../src/policy/validate.js';
-import { MAX_METADATA_ENTRIES, MAX_TAGS, PolicyBodySchema, PolicySchema, validatePolicyDocument } from '../../src/schema/index.js';
+import { MAX_METADATA_ENTRIES, MAX_TAGS, PolicyBodySchema, PolicySchema } from '../../src/schema/index.js';
+import { validatePolicyDocument } from '../../src/policy/policy-file.js';
 
 /**
  * The policy schema (schema/policy.ts: types and the OpenAPI document) and the validator

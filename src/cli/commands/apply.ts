@@ -1,13 +1,13 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { AdminClient } from '@rl/client';
-import { validatePolicyDocument } from '../../schema/index.js';
+import { formatProblem, validatePolicyDocument } from '../../policy/policy-file.js';
 import { applyPlan, type ChangeResult } from '../apply-plan.js';
 import { adminClient, type GlobalOptions } from '../connection.js';
 import { CliError, EXIT_CONFLICT_OR_INVALID, EXIT_ERROR, EXIT_OK } from '../exit-codes.js';
 import { printJson, printLines } from '../output.js';
 import { buildPlan, pendingChanges, PLAN_KIND, type Plan } from '../plan.js';
-import { formatProblem, loadPolicyFiles, type LoadResult } from '../policy-files.js';
+import { loadPolicyFiles, type LoadResult } from '../policy-files.js';
 import { statusHeadline } from '../report-error.js';
 import { renderPlan } from '../render-plan.js';
 

@@ -5,6 +5,7 @@ import { adminClient, type GlobalOptions } from '../connection.js';
 import { invalidInput } from '../exit-codes.js';
 import { printJson, printLines, showValue, table } from '../output.js';
 import { diffFields } from '../plan.js';
+import { ROLLOUT_PERCENT } from '../../schema/policy.js';
 
 /** `rl policies list|get|delete|versions|audit|rollout|rollback`: the policy API, one call each. */
 export function registerPolicyCommands(program: Command): void {
@@ -92,11 +93,11 @@ export function registerPolicyCommands(program: Command): void {
 
   policies
     .command('rollout <policy_id> <percent>')
-    .description('set rollout_percent (0-100): the share of identities the policy applies to')
+    .description(`set rollout_percent (${ROLLOUT_PERCENT.minimum}-${ROLLOUT_PERCENT.maximum}): the share of identities the policy applies to`)
     .option('--if-match <version>', 'only if the current version is this one (else 409)')
     .action(async (id: string, percentText: string, o: { ifMatch?: string }, cmd: Command) => {
       const g = globals(cmd);
-      const percent = integerArgument('percent', percentText, 0, 100);
+      const percent = integerArgument('percent', percentText, ROLLOUT_PERCENT.minimum, ROLLOUT_PERCENT.maximum);
       const policy = await adminClient(g).rollout(id, percent, { ifMatch: versionOption('--if-match', o.ifMatch) });
       if (g.json) return printJson(policy);
       printLines([`${id}: rollout ${policy.rollout_percent}% (version ${policy.version})`]);

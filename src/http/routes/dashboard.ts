@@ -1,26 +1,15 @@
 /**
  * The live dashboard (docs/dashboard.md): its static assets at /dashboard, served without credentials
  * (they hold no data; the page asks for a key and sends it on every API call), and its one stream
- * endpoint, GET /rl/v1/stream, behind the same authentication as every read route.
- *
- * The stream costs the same whatever the number of viewers: ONE shared timer builds a snapshot per tick
- * (an analytics summary cut to the top policies, the counter store state, a policy-set revision), it is
- * serialised once and written to every subscriber; the timer runs only while someone is subscribed, and
- * subscribers are capped (a further one is a 503).
+ * endpoint, GET /rl/v1/stream, behind the same authentication as every read route: a subscription to
+ * the DashboardHub (observability/dashboard-hub.ts), which builds the snapshots (past its cap, a 503).
  */
 import { readFile } from 'node:fs/promises';
-import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import Router from '@koa/router';
 import type Koa from 'koa';
-import type { CounterStore } from '../../counters/counter-store.js';
-import type { CounterStoreErrorEvent } from '../../counters/redis-store.js';
 import { RlError } from '../../errors.js';
-import type { Analytics, AnalyticsSummary } from '../../observability/analytics.js';
-import type { DeniedIdentities, DeniedIdentity } from '../../observability/denied-identities.js';
-import type { Metrics } from '../../observability/metrics.js';
-import type { PolicyService } from '../../policy/policy-service.js';
-import type { Readiness } from '../readiness.js';
+import type { DashboardHub } from '../../observability/dashboard-hub.js';
 import { sendError } from '../errors.js';
 
 // ---------------------------------------------------------------------------------------------------
@@ -101,195 +90,6 @@ export function dashboardAssetRoutes(options: { assetDirs?: string[] } = {}): Ro
 // ---------------------------------------------------------------------------------------------------
 // Stream
 
-export type StoreState = 'up' | 'down' | 'circuit_open';
-
-export interface OutcomeRates {
-  allowed: number;
-  denied: number;
-  shadow: number;
-}
-
-/** One tick of the stream (`event: snapshot`). Rates are per second over the tick. */
-export interface DashboardSnapshot {
-  at: number;
-  totals: OutcomeRates & { total: number; since: string };
-  rates: OutcomeRates;
-  /** The top policies by decisions so far, each with its rates over the tick. */
-  policies: (OutcomeRates & { policy_id: string })[];
-  store: { kind: 'memory' | 'redis'; state: StoreState };
-  /** Decisions per second made by `fail_open` because the counter store could not answer. */
-  fail_open_rate: number;
-  /** Enabled policies with failure_mode fail_open while the counter store is not up: they admit unchecked now. */
-  failing_open: string[];
-  /** The most denied identities per policy so far (empty without a DeniedIdentities recorder). */
-  denied_identities: DeniedIdentity[];
-  /** Changes whenever the policy set does: the page reloads its policy list then. */
-  policies_revision: number;
-  readiness: string;
-}
-
-export interface DashboardStreamDeps {
-  analytics: Analytics;
-  metrics: Metrics;
-  policies: PolicyService;
-  counters: CounterStore;
-  readiness: Readiness;
-  /** Fed by the decision path; its top entries go into every snapshot. */
-  deniedIdentities?: DeniedIdentities;
-  /** Tick length; default 1000 ms. */
-  intervalMs?: number;
-  /** Concurrent streams; default 16. */
-  maxSubscribers?: number;
-  /** Policies per snapshot (the busiest); default 50. */
-  topPolicies?: number;
-  /** Snapshots kept for a new subscriber's charts; default 60. */
-  historyLength?: number;
-  /** Bytes a subscriber may leave unread before it is dropped (a stalled viewer must not pin memory); default 1 MiB. */
-  maxBufferedBytes?: number;
-  /** Clock in epoch ms (tests pin it to get exact rates); default Date.now. */
-  now?: () => number;
-}
-
-/** Anything a Redis store reports about its failures (only RedisCounterStore has this). */
-type ErrorSource = { onError(listener: (event: CounterStoreErrorEvent) => void): () => void };
-
-/**
- * The shared producer of snapshots. Subscribers are writable streams; the timer starts with the first
- * and stops with the last. Draining ends every stream so clients reconnect to a node that stays.
- */
-export class DashboardHub {
-  private readonly subscribers = new Set<PassThrough>();
-  private readonly history: DashboardSnapshot[] = [];
-  private timer: NodeJS.Timeout | undefined;
-  private previous: { at: number; summary: AnalyticsSummary; failOpen: number } | undefined;
-  private lastStoreError: CounterStoreErrorEvent['kind'] | undefined;
-  readonly intervalMs: number;
-  private readonly maxSubscribers: number;
-  private readonly topPolicies: number;
-  private readonly topIdentities = 100;
-  private readonly historyLength: number;
-  private readonly maxBufferedBytes: number;
-
-  constructor(private readonly deps: DashboardStreamDeps) {
-    this.intervalMs = deps.intervalMs ?? 1000;
-    this.maxSubscribers = deps.maxSubscribers ?? 16;
-    this.topPolicies = deps.topPolicies ?? 50;
-    this.historyLength = deps.historyLength ?? 60;
-    this.maxBufferedBytes = deps.maxBufferedBytes ?? 1024 * 1024;
-    const source = deps.counters as Partial<ErrorSource>;
-    if (typeof source.onError === 'function') source.onError((event) => (this.lastStoreError = event.kind));
-    deps.readiness.onChange((state) => {
-      if (state === 'draining') this.endAll();
-    });
-  }
-
-  get size(): number {
-    return this.subscribers.size;
-  }
-
-  /** A new stream that starts with `hello` (who the caller is, the recent history); 503 past the cap. */
-  subscribe(hello: Record<string, unknown>): PassThrough {
-    if (this.subscribers.size >= this.maxSubscribers) {
-      throw new RlError('unavailable', `too many dashboard streams (at most ${this.maxSubscribers}); close another dashboard tab`);
-    }
-    const stream = new PassThrough();
-    stream.write(sseEvent('hello', { ...hello, interval_ms: this.intervalMs, history: this.history }));
-    this.subscribers.add(stream);
-    stream.once('close', () => this.unsubscribe(stream));
-    if (!this.timer) {
-      this.previous = this.reading();
-      this.timer = setInterval(() => this.tick(), this.intervalMs);
-      this.timer.unref();
-    }
-    return stream;
-  }
-
-  /** Builds the next snapshot now (the timer calls this); exposed for tests. */
-  tick(): DashboardSnapshot {
-    const current = this.reading();
-    const previous = this.previous ?? current;
-    this.previous = current;
-    const snapshot = this.snapshot(previous, current);
-    this.history.push(snapshot);
-    if (this.history.length > this.historyLength) this.history.shift();
-    const frame = sseEvent('snapshot', snapshot);
-    for (const stream of [...this.subscribers]) {
-      // A viewer that stopped reading is dropped (its page reconnects) rather than buffered for without end.
-      if (stream.writableLength + stream.readableLength > this.maxBufferedBytes) {
-        this.unsubscribe(stream);
-        stream.destroy();
-      } else {
-        stream.write(frame);
-      }
-    }
-    return snapshot;
-  }
-
-  endAll(): void {
-    for (const stream of [...this.subscribers]) {
-      this.unsubscribe(stream);
-      stream.end();
-    }
-  }
-
-  private unsubscribe(stream: PassThrough): void {
-    if (!this.subscribers.delete(stream)) return;
-    if (this.subscribers.size === 0 && this.timer) {
-      clearInterval(this.timer);
-      this.timer = undefined;
-      this.previous = undefined;
-      this.history.length = 0;
-    }
-  }
-
-  private reading(): { at: number; summary: AnalyticsSummary; failOpen: number } {
-    return { at: (this.deps.now ?? Date.now)(), summary: this.deps.analytics.summary(this.topPolicies), failOpen: failOpenCount(this.deps.metrics) };
-  }
-
-  private snapshot(previous: { at: number; summary: AnalyticsSummary; failOpen: number }, current: typeof previous): DashboardSnapshot {
-    const seconds = Math.max((current.at - previous.at) / 1000, 0.001);
-    const rate = (now: number, before: number) => round(Math.max(now - before, 0) / seconds);
-    const before = new Map(previous.summary.by_policy.map((p) => [p.policy_id, p]));
-    // A policy missing from an uncut earlier list had made no decisions then; from a cut one, its count is unknown.
-    const earlierWasComplete = previous.summary.by_policy.length < this.topPolicies;
-    const { summary } = current;
-    const store = this.storeState();
-    return {
-      at: current.at,
-      totals: { total: summary.total, allowed: summary.allowed, denied: summary.denied, shadow: summary.shadow, since: summary.since },
-      rates: {
-        allowed: rate(summary.allowed, previous.summary.allowed),
-        denied: rate(summary.denied, previous.summary.denied),
-        shadow: rate(summary.shadow, previous.summary.shadow),
-      },
-      policies: summary.by_policy.map((p) => {
-        // Unknown earlier count (new to a cut top list): its first rates are 0, not its lifetime count.
-        const b = before.get(p.policy_id) ?? (earlierWasComplete ? NO_DECISIONS : p);
-        return { policy_id: p.policy_id, allowed: rate(p.allowed, b.allowed), denied: rate(p.denied, b.denied), shadow: rate(p.shadow, b.shadow) };
-      }),
-      store,
-      fail_open_rate: rate(current.failOpen, previous.failOpen),
-      failing_open:
-        store.state === 'up'
-          ? []
-          : this.deps.policies
-              .list()
-              .filter((p) => p.enabled && p.failure_mode === 'fail_open')
-              .map((p) => p.policy_id),
-      denied_identities: this.deps.deniedIdentities?.top(this.topIdentities) ?? [],
-      policies_revision: this.deps.policies.revision(),
-      readiness: this.deps.readiness.state,
-    };
-  }
-
-  private storeState(): DashboardSnapshot['store'] {
-    const counters = this.deps.counters;
-    const kind = typeof (counters as Partial<ErrorSource>).onError === 'function' ? 'redis' : 'memory';
-    if (counters.isHealthy()) return { kind, state: 'up' };
-    return { kind, state: this.lastStoreError === 'breaker_open' ? 'circuit_open' : 'down' };
-  }
-}
-
 /** GET /rl/v1/stream: server-sent events, `hello` then a `snapshot` per tick. Any reader may subscribe. */
 export function dashboardStreamRoutes(hub: DashboardHub): Router {
   const router = new Router({ prefix: '/rl/v1' });
@@ -305,22 +105,4 @@ export function dashboardStreamRoutes(hub: DashboardHub): Router {
     ctx.body = stream;
   });
   return router;
-}
-
-const NO_DECISIONS: OutcomeRates = { allowed: 0, denied: 0, shadow: 0 };
-
-function sseEvent(name: string, data: unknown): string {
-  return `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
-}
-
-/** rl_failure_mode_decisions_total{mode="fail_open"}, read from the registry without rendering the exposition. */
-function failOpenCount(metrics: Metrics): number {
-  const metric = metrics.registry.getSingleMetric('rl_failure_mode_decisions_total') as unknown as
-    | { get(): { values: { labels: Record<string, string>; value: number }[] } }
-    | undefined;
-  return metric?.get().values.find((v) => v.labels.mode === 'fail_open')?.value ?? 0;
-}
-
-function round(value: number): number {
-  return Math.round(value * 100) / 100;
 }

@@ -1,0 +1,17 @@
+import { lengthPrefixed, shortDigest } from '../counters/keys.js';
+import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
+
+/**
+ * A lease is named by `request_id` when the caller gives one; otherwise by a digest of every
+ * identifying field, so an acquire and its release that carry the same fields find the same lease.
+ */
+export function leaseIdOf(ctx: RequestContext): string {
+  if (ctx.request_id !== undefined && ctx.request_id !== '') return ctx.request_id;
+  const parts: string[] = [];
+  for (const field of CONTEXT_STRING_FIELDS) {
+    const value = ctx[field];
+    if (value !== undefined) parts.push(field, value);
+  }
+  for (const key of Object.keys(ctx.tags).sort()) parts.push(`tags.${key}`, ctx.tags[key]);
+  return shortDigest(lengthPrefixed(parts));
+}
