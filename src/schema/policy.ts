@@ -1,4 +1,5 @@
 import { FormatRegistry, Type, type Static, type TLiteral, type TOptional, type TSchema, type TString, type TUnion } from '@sinclair/typebox';
+import { SOURCE_IP_PREFIX_BOUNDS } from '../matching/client-network.js';
 import { ALGORITHM_TYPES, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../policy/types.js';
 import {
   MAX_FIELD_LENGTH,
@@ -107,6 +108,16 @@ const metadata = <V extends TSchema>(value: V) =>
   });
 const MetadataValue = Type.String({ maxLength: MAX_METADATA_VALUE_LENGTH });
 
+/** Prefix lengths `source_ip: "*"` counts client networks by (stored with both; either may be left out when written). */
+const SourceIpPrefixSchema = () =>
+  Type.Object(
+    {
+      v4: Type.Integer({ ...SOURCE_IP_PREFIX_BOUNDS.v4, description: 'IPv4 prefix length (default 32).' }),
+      v6: Type.Integer({ ...SOURCE_IP_PREFIX_BOUNDS.v6, description: 'IPv6 prefix length (default 56).' }),
+    },
+    { additionalProperties: false, description: 'With scope.source_ip "*": count each client network, not each address string.' },
+  );
+
 /** Fields of the Policy shape a client may send, all but `algorithm` optional (the server applies defaults). */
 const inputFields = {
   policy_id: Type.String({ pattern: POLICY_ID_PATTERN.source, description: 'Required on POST; on PUT it must equal the path id.' }),
@@ -121,6 +132,7 @@ const inputFields = {
   rollout_percent: Type.Integer({ minimum: 0, maximum: 100 }),
   valid_from_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
   valid_to_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
+  source_ip_prefix: Type.Partial(SourceIpPrefixSchema()),
 };
 
 export const PolicyInputSchema = Type.Object(
@@ -139,6 +151,7 @@ export const PolicyInputSchema = Type.Object(
     metadata: Type.Optional(metadata(Type.Union([MetadataValue, Type.Number(), Type.Boolean()]))),
     valid_from_unix: Type.Optional(inputFields.valid_from_unix),
     valid_to_unix: Type.Optional(inputFields.valid_to_unix),
+    source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
     version: Type.Optional(PositiveInt('PUT/PATCH: the version being changed; a stale one is a 409 (as If-Match).')),
   },
   { title: 'PolicyInput', description: 'A policy as written. Defaults: enabled true, priority 0, action deny, failure_mode fail_open, enforcement_mode enforce, rollout_percent 100.' },
@@ -168,6 +181,7 @@ export const QuotaPolicyInputSchema = Type.Object(
     rollout_percent: Type.Optional(inputFields.rollout_percent),
     valid_from_unix: Type.Optional(inputFields.valid_from_unix),
     valid_to_unix: Type.Optional(inputFields.valid_to_unix),
+    source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
   },
   { title: 'QuotaPolicyInput', description: 'The quota-shaped body: stored and returned in the Policy shape.' },
 );
@@ -181,6 +195,7 @@ export const PolicyPatchSchema = Type.Object({}, { title: 'PolicyPatch', additio
 export const PolicySchema = Type.Object(
   {
     ...inputFields,
+    source_ip_prefix: Type.Optional(SourceIpPrefixSchema()),
     algorithm: AlgorithmConfigSchema,
     metadata: metadata(MetadataValue),
     version: PositiveInt('1 on create, +1 on every change.'),
