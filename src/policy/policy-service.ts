@@ -170,8 +170,13 @@ export class PolicyService {
   }
 
   async delete(policyId: string, changedBy: string, options: WriteOptions = {}): Promise<DeleteResult> {
-    await this.change(policyId, 'delete', changedBy, expectationsOf(undefined, options), () => null);
+    await this.remove(policyId, changedBy, options);
     return { deleted: true, policy_id: policyId };
+  }
+
+  /** `delete`, answering the policy as it was (its `version` is the one deleted). */
+  remove(policyId: string, changedBy: string, options: WriteOptions = {}): Promise<Policy> {
+    return this.change(policyId, 'delete', changedBy, expectationsOf(undefined, options), () => null);
   }
 
   /** Body `{"rollout_percent": 0..100}`. */
