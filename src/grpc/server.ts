@@ -23,7 +23,8 @@ export interface GrpcServerDeps {
   /** The live policies, so ShouldRateLimit can name the time unit of a limit; without it: UNKNOWN. */
   policies?: MatcherSource;
   /** The rate-limit headers ShouldRateLimit asks Envoy to add (RL_ENVOY_HEADERS); default ietf. */
-  envoyHeaders?: EnvoyHeadersMode;  /** OpenTelemetry spans per decision RPC (absent: tracing off, nothing is called). */
+  envoyHeaders?: EnvoyHeadersMode;
+  /** OpenTelemetry spans per decision RPC (absent: tracing off, nothing is called). */
   tracing?: Tracing;
 }
 
