@@ -285,6 +285,36 @@ describe('OpenTelemetry traces (real server, real OTLP/HTTP receiver)', function
   });
 });
 
+describe('no tracing code without an OTLP endpoint', function () {
+  this.timeout(60_000);
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'rl-tracing-off-'));
+    writeFileSync(join(dir, 'policies.json'), '{"policies": []}');
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** The @opentelemetry packages a server process holds after one decision. */
+  async function packagesLoaded(env: Record<string, string>, name: string): Promise<string[]> {
+    const server = await startServerProcess({ RL_POLICY_FILE: join(dir, 'policies.json'), RL_DATA_DIR: join(dir, name), ...env }, { entry: 'test/support/otel-modules-child.ts' });
+    try {
+      const line = await exported(() => server.logs().find((l) => l.message === 'opentelemetry packages'), 'the package report');
+      return line.loaded as string[];
+    } finally {
+      await server.stop('SIGTERM', 10_000);
+    }
+  }
+
+  // prom-client (the metrics) loads @opentelemetry/api for its exemplars whatever this server does: the
+  // tracing SDK, its exporters and resources are what tracing would add.
+  it('a server without an endpoint loads nothing of OpenTelemetry but the API prom-client uses; with one, the SDK', async () => {
+    const off = await packagesLoaded({ OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_TRACES_SAMPLER: 'always_on' }, 'off');
+    expect(off.filter((name) => name !== '@opentelemetry/api')).to.deep.equal([]);
+    const on = await packagesLoaded({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_SERVICE_NAME: 'probe' }, 'on');
+    expect(on).to.include.members(['@opentelemetry/sdk-trace-base', '@opentelemetry/exporter-trace-otlp-proto', '@opentelemetry/resources']);
+  });
+});
+
 describe('rl.failure_mode: when a failure mode answered', () => {
   const decision = (allowed: boolean, reason: string, shadow = false) =>
     ({ allowed, reason, shadow_mode: shadow, action: 'allow', matched_policy_id: 'p', remaining: 0, retry_after: 0, reset_after: 0, limit: 1, window: 1, metadata: {} }) as never;
