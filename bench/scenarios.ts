@@ -20,6 +20,7 @@ import { round } from './lib/stats.js';
 import { HOT_KEY_BODY, generateWorkload } from './lib/workload.js';
 import { workersCapacity } from './workers-capacity.js';
 import { policyChanges } from './policy-changes.js';
+import { tracingCost } from './tracing-cost.js';
 
 /** How long and how hard each scenario runs: `full` for the record, `quick` under a minute, `smoke` for the test. */
 export interface Settings {
@@ -124,22 +125,23 @@ export const SCENARIOS: Record<number, { key: string; run: Scenario }> = {
   8: { key: 'workers_capacity', run: (ctx) => workersCapacity(ctx, 8) },
   9: { key: 'hot_key_attack', run: hotKeyAttack },
   10: { key: 'policy_changes', run: (ctx) => policyChanges(ctx, 10) },
+  11: { key: 'tracing_cost', run: (ctx) => tracingCost(ctx, 11) },
 };
 
 // ---------------------------------------------------------------------------------------------------
 // helpers
 
-function check(target: string, value: number, op: '>=' | '<=', limit: number, unit = ''): Check {
+export function check(target: string, value: number, op: '>=' | '<=', limit: number, unit = ''): Check {
   const pass = Number.isFinite(value) && (op === '>=' ? value >= limit : value <= limit);
   return { target, value: round(value), unit, op, limit, pass };
 }
 
-function finish(r: Omit<ScenarioResult, 'pass'>): ScenarioResult {
+export function finish(r: Omit<ScenarioResult, 'pass'>): ScenarioResult {
   return { ...r, ratio: r.ratio === null ? null : round(r.ratio), pass: r.checks.every((c) => c.pass) };
 }
 
-async function startServer(kind: string, args: string[] = [], nodeFlags: string[] = []): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawnChild('server.ts', ['--kind', kind, ...args], { nodeFlags });
+export async function startServer(kind: string, args: string[] = [], nodeFlags: string[] = [], env?: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawnChild('server.ts', ['--kind', kind, ...args], { nodeFlags, env });
   const ready = await nextMessage<{ port: number }>(child, 'ready', 60_000);
   return { child, port: ready.port };
 }
@@ -201,17 +203,18 @@ async function alternate<T extends { result: { throughput_rps: number } }>(round
 }
 
 /** `alternate` for any number of sides: each side's median round, and every round's throughput. */
-async function alternateMany<T extends { result: { throughput_rps: number } }>(rounds: number, sides: (() => Promise<T>)[]) {
+export async function alternateMany<T extends { result: { throughput_rps: number } }>(rounds: number, sides: (() => Promise<T>)[]) {
   const runs: T[][] = sides.map(() => []);
   for (let r = 0; r < rounds; r++) for (const [i, side] of sides.entries()) runs[i].push(await side());
   return runs.map((xs) => ({
     median: [...xs].sort((x, y) => x.result.throughput_rps - y.result.throughput_rps)[Math.floor((xs.length - 1) / 2)],
     rounds: xs.map((x) => round(x.result.throughput_rps)),
+    all: xs,
   }));
 }
 
 /** Warms several HTTP servers at once (warm-up results are thrown away, so sharing the cores is harmless). */
-async function warmHttp(ctx: Context, ports: number[]): Promise<void> {
+export async function warmHttp(ctx: Context, ports: number[]): Promise<void> {
   const { http } = ctx.settings;
   if (http.warmupSec <= 0) return;
   const bodies = httpBodies(ctx.settings);
@@ -231,7 +234,7 @@ const PACED_CONNECTIONS = 64;
  * with autocannon (as fast as the server answers; `overallRate` caps it autocannon's way), or, with
  * `pacedRate`, the open-loop evenly paced generator (latency at a given offered load).
  */
-async function measureHttp(
+export async function measureHttp(
   ctx: Context,
   child: ChildProcess,
   port: number,
@@ -250,7 +253,7 @@ async function measureHttp(
   return withServerCpu(child, () => httpLoad({ ...base, durationSec: http.durationSec, warmupSec: 0 }));
 }
 
-function httpSide(
+export function httpSide(
   name: string,
   m: {
     result: HttpLoadResult | GrpcLoadResult | PacedLoadResult;
@@ -280,7 +283,7 @@ function httpSide(
   };
 }
 
-function loadNotes(...sides: Side[]): string[] {
+export function loadNotes(...sides: Side[]): string[] {
   const notes: string[] = [];
   for (const s of sides) {
     if (typeof s.loadgen_cpu_pct === 'number' && s.loadgen_cpu_pct > 90) {
@@ -304,7 +307,7 @@ function loadNotes(...sides: Side[]): string[] {
  * each had its core to itself and saturated it. It holds when the throughput ratio cannot: when the load
  * generator caps both (gRPC) or other work on the machine takes a share of the server's core.
  */
-function cpuCapacityRatio(subject: Side, baseline: Side): number | null {
+export function cpuCapacityRatio(subject: Side, baseline: Side): number | null {
   const s = subject.server_cpu_us_per_request;
   const b = baseline.server_cpu_us_per_request;
   return typeof s === 'number' && typeof b === 'number' && s > 0 ? round(b / s) : null;

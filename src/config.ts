@@ -68,6 +68,8 @@ export interface ServerConfig {
   envoyHeaderDescriptors: 'limiting' | 'all';
   /** Server processes sharing the ports (RL_WORKERS, `auto` = cores); more than 1 needs RL_COUNTERSTORE_ADDR. */
   workers: number;
+  /** OpenTelemetry traces: on when an OTLP endpoint is set (docs/tracing.md); the SDK reads the other OTEL_* itself. */
+  tracing: { protocol: 'http/protobuf' | 'http/json' } | undefined;
 }
 
 /** Node's defaults hold a header-trickling socket 60 s and a slow body 300 s; ours are seconds. */
@@ -107,7 +109,19 @@ export function loadServerConfig(env: Env): ServerConfig {
     envoyHeaders: read.oneOf('RL_ENVOY_HEADERS', ['ietf', 'legacy', 'off'] as const, 'ietf'),
     envoyHeaderDescriptors: read.oneOf('RL_ENVOY_HEADER_DESCRIPTORS', ['limiting', 'all'] as const, 'limiting'),
     workers: readWorkers(read, counterStoreAddr),
+    tracing: readTracing(read),
   };
+}
+
+/** The standard OTEL_* variables that decide whether (and how) traces are exported; a bad one stops start-up. */
+function readTracing(read: Reader): ServerConfig['tracing'] {
+  if (read.bool('OTEL_SDK_DISABLED', false)) return undefined;
+  const endpointVar = read.optional('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' : 'OTEL_EXPORTER_OTLP_ENDPOINT';
+  const endpoint = read.optional(endpointVar);
+  if (endpoint === undefined) return undefined;
+  read.httpUrl(endpointVar, endpoint);
+  const protocolVar = read.optional('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  return { protocol: read.oneOf(protocolVar, ['http/protobuf', 'http/json'] as const, 'http/protobuf') };
 }
 
 /**

@@ -25,6 +25,7 @@ import { Analytics } from './observability/analytics.js';
 import { DeniedIdentities, bothRecorders } from './observability/denied-identities.js';
 import { Metrics } from './observability/metrics.js';
 import { ObservabilityRecorder } from './observability/recorder.js';
+import { startTracing } from './observability/tracing.js';
 import { FilePolicyStore } from './policy-store/file-policy-store.js';
 import { LiveMatcher } from './matching/live-matcher.js';
 import { loadPolicyFile } from './policy/policy-file.js';
@@ -63,6 +64,9 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
   const closers: (() => unknown)[] = [() => store.close()];
   const closeAll = () => Promise.allSettled(closers.reverse().map((close) => close()));
   try {
+    // Off without an OTLP endpoint: then nothing of OpenTelemetry is loaded and no transport calls it.
+    const tracing = await startTracing(config.tracing && { ...config.tracing, serviceVersion: packageVersion() });
+    if (tracing) closers.push(() => tracing.shutdown());
     const seeded = await store.seedIfEmpty(() => loadPolicyFile(config.policyFile));
     const matcher = new LiveMatcher();
     // Keeps the matcher in sync with every local and remote change from here on.
@@ -106,8 +110,9 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       auth: new HttpAuth(authenticator, config.auth),
       // The dashboard's static files and the API reference describe no data: no credentials needed.
       publicRouters: [dashboardAssetRoutes(), openApiRoutes(packageVersion())],
+      tracing,
       routers: [
-        policyRoutes(policies),
+        policyRoutes(policies, tracing),
         analyticsRoutes(analytics),
         metricsRoutes(hooks.metricsSource?.(metrics) ?? metrics),
         dashboardStreamRoutes(new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities })),
@@ -132,6 +137,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       policies: matcher,
       envoyHeaders: config.envoyHeaders,
       envoyHeaderDescriptors: config.envoyHeaderDescriptors,
+      tracing,
     });
     closers.push(() => shutdownGrpcServer(grpcServer, 0), () => closeGracefully(httpServer, 0));
     const [httpPort, grpcPort] = await Promise.all([
@@ -148,6 +154,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       policies: store.list().length,
       seeded_from_file: seeded,
       invalidation_targets: config.invalidationTargets.length,
+      tracing: config.tracing ? config.tracing.protocol : 'off',
     });
     readiness.markReady();
 
@@ -162,7 +169,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         await Promise.all([closeGracefully(httpServer, deadlineMs), shutdownGrpcServer(grpcServer, deadlineMs)]);
         notifier?.close();
         policies.close();
-        await Promise.all([store.close(), counters.close()]);
+        await Promise.all([store.close(), counters.close(), tracing?.shutdown()]);
       })();
       return draining;
     };

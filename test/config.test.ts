@@ -64,6 +64,17 @@ describe('server config', () => {
     });
   }
 
+  it('turns tracing on only with an OTLP endpoint; refuses a protocol or endpoint it cannot use, naming the variable', () => {
+    expect(loadServerConfig({}).tracing).to.equal(undefined);
+    expect(loadServerConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }).tracing).to.equal(undefined);
+    expect(loadServerConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).tracing).to.deep.equal({ protocol: 'http/protobuf' });
+    expect(loadServerConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/v1/traces', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }).tracing).to.deep.equal({ protocol: 'http/json' });
+    expect(loadServerConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' }).tracing).to.equal(undefined);
+    expect(() => loadServerConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })).to.throw(ConfigError, /^OTEL_EXPORTER_OTLP_PROTOCOL: /);
+    expect(() => loadServerConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc' })).to.throw(ConfigError, /^OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: /);
+    expect(() => loadServerConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'collector:4318' })).to.throw(ConfigError, /^OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: /);
+  });
+
   it('requires the certificate and key when TLS is enabled', () => {
     expect(() => loadServerConfig({ RL_TLS_ENABLED: 'true', RL_TLS_KEY_FILE: 'k' })).to.throw(/RL_TLS_CERT_FILE/);
     expect(() => loadServerConfig({ RL_TLS_ENABLED: 'true', RL_TLS_CERT_FILE: 'c' })).to.throw(/RL_TLS_KEY_FILE/);

@@ -21,6 +21,7 @@ import { metricsRoutes } from '../../src/http/routes/metrics.js';
 import { Analytics } from '../../src/observability/analytics.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
+import { startTracing } from '../../src/observability/tracing.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { FIXED_DECISION, HOT_KEY_POLICY, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
 import { argOf, childMain, reportStats, send } from './common.js';
@@ -132,7 +133,10 @@ async function rlHttp(policyCount: number, redisAddr: string, front: 'listener' 
   const { decisions, metrics, analytics } = await decisionService(policyCount, redisAddr, options);
   const readiness = new Readiness();
   const auth = new HttpAuth(new Authenticator(CONFIG.auth), CONFIG.auth);
-  const deps = { decisions, readiness, maxBodyBytes: CONFIG.maxBodyBytes, routers: [analyticsRoutes(analytics), metricsRoutes(metrics)] };
+  // Traced when the parent sets an OTLP endpoint (bench/tracing-cost.ts), as the server would be.
+  const tracingConfig = loadServerConfig(process.env).tracing;
+  const tracing = await startTracing(tracingConfig && { ...tracingConfig, serviceVersion: 'bench' });
+  const deps = { decisions, readiness, maxBodyBytes: CONFIG.maxBodyBytes, routers: [analyticsRoutes(analytics), metricsRoutes(metrics)], tracing };
   const listener =
     front === 'listener' ? createHttpListener({ ...deps, auth }) : createApp({ ...deps, guards: [httpAuthGuard(auth)] }).callback();
   const port = await listen(http.createServer(listener));

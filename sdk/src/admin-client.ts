@@ -75,6 +75,8 @@ export interface PolicyFields {
   enforcement_mode: 'enforce' | 'shadow';
   rollout_percent: number;
   metadata: Record<string, string>;
+  /** With `scope.source_ip: "*"`: count each client network, IPv4 by /v4 and IPv6 by /v6 (default 32 and 56). */
+  source_ip_prefix?: { v4: number; v6: number };
   /** Unix seconds; 0 = unbounded. */
   valid_from_unix: number;
   valid_to_unix: number;

@@ -210,6 +210,8 @@ export interface ShouldRateLimitOptions {
   headerDescriptors?: EnvoyHeaderDescriptors;
   /** Runs after validation, before any counter is touched (the caller's liveness check). */
   beforeDecide?: () => void;
+  /** Told the decision that speaks for the whole answer (deciderOf), e.g. for the call's trace span. */
+  decided?: (decider: Decision | undefined) => void;
 }
 
 /** Decides every descriptor (concurrently: each is independent) and builds the response. */
@@ -224,6 +226,7 @@ export async function shouldRateLimit(
   const contexts = Array.from({ length: count }, (_, i) => descriptorContext(request, i));
   options.beforeDecide?.();
   const results = await Promise.all(contexts.map((ctx) => decisions.check(ctx)));
+  options.decided?.(deciderOf(results));
   const statuses = results.map((decision) => descriptorStatus(decision, options.unitOf));
   const overall = overallCode(statuses);
   return { overall_code: overall, statuses, ...gatewayAnswer(results, overall, options.headers, options.headerDescriptors ?? 'limiting') };
@@ -253,9 +256,14 @@ function gatewayAnswer(
     const degraded = results.find((d) => d.allowed && (d.action === 'downgrade' || d.action === 'sample'));
     if (degraded !== undefined) answer.request_headers_to_add.push({ key: 'x-ratelimit-action', value: degraded.action });
   }
-  const decider = limiting ?? results.find((d) => d.matched_policy_id !== '' || d.metadata.shadow_policy_id !== undefined);
+  const decider = deciderOf(results, limiting);
   if (decider !== undefined) answer.dynamic_metadata = accessLogMetadata(decider);
   return answer;
+}
+
+/** The decision that speaks for a whole answer: the limiting one, else the first a policy made. */
+export function deciderOf(results: readonly Decision[], limiting = limitingDecision(results)): Decision | undefined {
+  return limiting ?? results.find((d) => d.matched_policy_id !== '' || d.metadata.shadow_policy_id !== undefined);
 }
 
 /**

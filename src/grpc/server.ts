@@ -4,6 +4,7 @@ import type { MatcherSource } from '../matching/live-matcher.js';
 import type { Readiness } from '../http/readiness.js';
 import type { Decision } from '../model/decision.js';
 import { CONTEXT_STRING_FIELDS, parseOperationContext } from '../model/request-context.js';
+import { DECISION_SPANS, grpcTraceCarrier, itself, type Tracing } from '../observability/tracing.js';
 import { log } from '../util/log.js';
 import type { GrpcAuthenticate } from './auth.js';
 import { ensureLive, guardedUnary, type CallGuards } from './call.js';
@@ -26,6 +27,8 @@ export interface GrpcServerDeps {
   envoyHeaders?: EnvoyHeadersMode;
   /** Which descriptors those headers list (RL_ENVOY_HEADER_DESCRIPTORS); default limiting. */
   envoyHeaderDescriptors?: EnvoyHeaderDescriptors;
+  /** OpenTelemetry spans per decision RPC (absent: tracing off, nothing is called). */
+  tracing?: Tracing;
 }
 
 /** A decision RPC request as decoded: the RequestContext fields flat (int64 quantity as a decimal string). */
@@ -49,13 +52,16 @@ export function createGrpcServer(deps: GrpcServerDeps): grpc.Server {
     'grpc.max_receive_message_length': deps.maxMessageBytes,
   });
   const guards: CallGuards = { readiness: deps.readiness, authenticate: deps.authenticate };
-  const { decisions } = deps;
+  const { decisions, tracing } = deps;
 
   const decide = (operation: Operation) =>
     guardedUnary<DecisionRequest, DecisionResponse>(guards, async (request, call) => {
-      const ctx = parseOperationContext(operation, fromWire(request, QUANTITY_ZERO_IS_UNSET[operation]));
-      ensureLive(call);
-      return decisions.decideNow(operation, ctx);
+      const run = () => {
+        const ctx = parseOperationContext(operation, fromWire(request, QUANTITY_ZERO_IS_UNSET[operation]));
+        ensureLive(call);
+        return decisions.decideNow(operation, ctx);
+      };
+      return tracing ? tracing.decision(DECISION_SPANS[operation], grpcTraceCarrier(call.metadata), run, itself) : run();
     });
 
   server.addService(serviceDefinition(SERVICE_NAMES.rateLimit), {
@@ -67,14 +73,18 @@ export function createGrpcServer(deps: GrpcServerDeps): grpc.Server {
 
   const unitOf = unitLookup(deps.policies);
   server.addService(serviceDefinition(SERVICE_NAMES.envoy), {
-    ShouldRateLimit: guardedUnary<EnvoyRateLimitRequest, EnvoyRateLimitResponse>(guards, (request, call) =>
-      shouldRateLimit(decisions, request, {
+    ShouldRateLimit: guardedUnary<EnvoyRateLimitRequest, EnvoyRateLimitResponse>(guards, async (request, call) => {
+      const options = {
         unitOf,
         headers: deps.envoyHeaders ?? 'ietf',
         headerDescriptors: deps.envoyHeaderDescriptors,
         beforeDecide: () => ensureLive(call),
-      }),
-    ),
+      } as const;
+      if (!tracing) return shouldRateLimit(decisions, request, options);
+      let decider: Decision | undefined;
+      const decided = (d: Decision | undefined) => (decider = d);
+      return tracing.decision('rl.envoy', grpcTraceCarrier(call.metadata), () => shouldRateLimit(decisions, request, { ...options, decided }), () => decider);
+    }),
   });
 
   const health = createHealthService(deps.readiness, [SERVICE_NAMES.rateLimit, SERVICE_NAMES.envoy]);

@@ -2,6 +2,7 @@ import type http from 'node:http';
 import Koa from 'koa';
 import type Router from '@koa/router';
 import type { DecisionService } from '../decision/decision-service.js';
+import type { Tracing } from '../observability/tracing.js';
 import { httpAuthGuard, type HttpAuth } from './auth-guard.js';
 import { jsonBody } from './body.js';
 import { withDecisionFastPath } from './decision-fast-path.js';
@@ -22,6 +23,8 @@ export interface AppDeps {
   guards?: Koa.Middleware[];
   /** Routers that need no credentials (the dashboard's static page), mounted before the guards. */
   publicRouters?: Router[];
+  /** OpenTelemetry spans per decision (absent: tracing off, nothing is called). */
+  tracing?: Tracing;
 }
 
 /**
@@ -40,7 +43,7 @@ export function createApp(deps: AppDeps): Koa {
   // After authentication (a 304 reveals nothing to a caller who may not read) and around every route.
   app.use(conditionalGet());
   app.use(jsonBody(deps.maxBodyBytes));
-  const routers = [healthRoutes(deps.readiness), decisionRoutes(deps.decisions), ...(deps.routers ?? [])];
+  const routers = [healthRoutes(deps.readiness), decisionRoutes(deps.decisions, deps.tracing), ...(deps.routers ?? [])];
   for (const router of routers) {
     app.use(router.routes());
     app.use(router.allowedMethods());
@@ -54,5 +57,5 @@ export function createApp(deps: AppDeps): Koa {
  */
 export function createHttpListener(deps: Omit<AppDeps, 'guards'> & { auth: HttpAuth }): http.RequestListener {
   const app = createApp({ ...deps, guards: [httpAuthGuard(deps.auth)] });
-  return withDecisionFastPath({ decisions: deps.decisions, auth: deps.auth, maxBodyBytes: deps.maxBodyBytes }, app.callback());
+  return withDecisionFastPath({ decisions: deps.decisions, auth: deps.auth, maxBodyBytes: deps.maxBodyBytes, tracing: deps.tracing }, app.callback());
 }

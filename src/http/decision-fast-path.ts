@@ -2,6 +2,7 @@ import type http from 'node:http';
 import type { DecisionService, Operation } from '../decision/decision-service.js';
 import { parseOperationContext } from '../model/request-context.js';
 import type { Decision } from '../model/decision.js';
+import { DECISION_SPANS, httpTraceCarrier, itself, type Tracing } from '../observability/tracing.js';
 import type { HttpAuth } from './auth-guard.js';
 import { JSON_TYPES, hasBody, readJsonBody } from './json-body.js';
 import { errorResponse } from './errors.js';
@@ -27,6 +28,8 @@ export interface DecisionFastPathDeps {
   decisions: DecisionService;
   auth: HttpAuth;
   maxBodyBytes: number;
+  /** OpenTelemetry spans per decision (absent: tracing off, nothing is called). */
+  tracing?: Tracing;
 }
 
 /**
@@ -100,14 +103,14 @@ function readBody(
   requestId: string,
 ): void {
   readJsonBody(req, deps.maxBodyBytes, (error, body) => {
-    if (error === undefined) return decideAndAnswer(deps.decisions, operation, body, req, res, requestId);
+    if (error === undefined) return decideAndAnswer(deps, operation, body, req, res, requestId);
     if (error.closeConnection) res.setHeader('Connection', 'close');
     sendError(req, res, requestId, error);
   });
 }
 
 function decideAndAnswer(
-  decisions: DecisionService,
+  deps: DecisionFastPathDeps,
   operation: Operation,
   body: unknown,
   req: http.IncomingMessage,
@@ -116,7 +119,11 @@ function decideAndAnswer(
 ): void {
   let decided: Decision | Promise<Decision>;
   try {
-    decided = decisions.decideNow(operation, parseOperationContext(operation, body));
+    const { decisions, tracing } = deps;
+    decided =
+      tracing === undefined
+        ? decisions.decideNow(operation, parseOperationContext(operation, body))
+        : tracing.decision(DECISION_SPANS[operation], httpTraceCarrier(req.headers), () => decisions.decideNow(operation, parseOperationContext(operation, body)), itself);
   } catch (error) {
     return sendError(req, res, requestId, error);
   }

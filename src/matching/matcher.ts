@@ -2,6 +2,7 @@ import type { CounterSpec } from '../counters/counter-spec.js';
 import { counterSpecOf } from './counter-spec-of.js';
 import { lengthPrefixed } from '../counters/keys.js';
 import { SCOPE_FIELDS, type RequestContext, type ScopeField } from '../model/request-context.js';
+import { clientNetwork, type ClientNetwork } from './client-network.js';
 import { compileMatchExpr, type CompileResult, type MatchExprEvaluator } from './match-expr.js';
 import { RegexBudget } from './match-regex.js';
 import { RankOrder } from './rank-order.js';
@@ -73,11 +74,13 @@ interface Draft {
   exactTags: [string, string][];
 }
 
-interface Wildcard {
+export interface Wildcard {
   /** The identity name: the field name, or `tags.<key>`. */
   name: string;
   field?: ScopeField;
   tag?: string;
+  /** `source_ip` only: counts client networks, not address strings (the policy's source_ip_prefix). */
+  network?: ClientNetwork;
 }
 
 export interface PolicyMatch {
@@ -500,9 +503,19 @@ function identityOf(c: CompiledPolicy, ctx: RequestContext): string[] {
   for (let i = 0; i < wild.length; i++) {
     const w = wild[i];
     identity[2 * i] = w.name;
-    identity[2 * i + 1] = (w.field !== undefined ? ctx[w.field] : tagValue(ctx.tags, w.tag!)) ?? '';
+    identity[2 * i + 1] = wildcardValue(w, ctx);
   }
   return identity;
+}
+
+/**
+ * What one `*` part of a policy counts by for this request: the field's or tag's value, or for
+ * `source_ip` its client network. The one place a counter identity's values are read, so counter keys,
+ * rollout buckets and the deny cache (and every transport) see the same identity.
+ */
+export function wildcardValue(w: Wildcard, ctx: RequestContext): string {
+  const value = (w.field !== undefined ? ctx[w.field] : tagValue(ctx.tags, w.tag!)) ?? '';
+  return w.network === undefined ? value : w.network.identityOf(value);
 }
 
 function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
@@ -528,7 +541,7 @@ function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
     const value = scope[field];
     if (value === undefined || value === '') continue;
     if (value === '*') {
-      wildcards.push({ name: field, field });
+      wildcards.push(field === 'source_ip' ? { name: field, field, network: clientNetwork(policy.source_ip_prefix) } : { name: field, field });
       specificity += 1;
     } else {
       exactFields.push([field, value]);
@@ -629,8 +642,9 @@ function sharing(max = Infinity): Sharing {
   };
   return {
     strings: (parts) => list('s', parts, (part) => part),
-    // A wildcard's name determines it (`tags.<key>` for a tag, the field name otherwise).
-    wildcards: (wildcards) => list('w', wildcards, (w) => w.name),
+    // A wildcard's name determines it (`tags.<key>` for a tag, the field name otherwise), but for the
+    // prefix lengths of a source_ip one.
+    wildcards: (wildcards) => list('w', wildcards, (w) => (w.network ? `${w.name}/${w.network.v4}/${w.network.v6}` : w.name)),
     spec: (spec) => {
       // Specs are flat objects of strings and numbers, built in a fixed key order per type.
       const key = JSON.stringify(spec);

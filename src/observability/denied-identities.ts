@@ -1,13 +1,13 @@
 import type { DecisionEvent, DecisionRecorder } from '../decision/decision-service.js';
 import type { MatcherSource } from '../matching/live-matcher.js';
-import type { CompiledPolicy } from '../matching/matcher.js';
+import { wildcardValue, type CompiledPolicy } from '../matching/matcher.js';
 import { SpaceSaving } from './analytics.js';
 
 /**
  * Who is being limited: heavy hitters among the identities that policies DENIED, in bounded memory (a
  * Space-Saving counter, as analytics' top tags). A policy's identity is what it counts separately: the
  * request's values of its `*` scope fields and `*` tags, in sorted name order (as the matcher keys its
- * counters), e.g. `user_id=carol`; a policy without any `*` counts everyone together (`(everyone)`).
+ * counters; `source_ip` as its client network), e.g. `user_id=carol`; a policy without any `*` counts everyone together (`(everyone)`).
  *
  * Only denied decisions reach the counter (shadow answers and allowed ones return at the first test), so
  * the ordinary decision pays one comparison. The `*` fields are the matcher's compiled ones (read from the
@@ -55,8 +55,7 @@ export class DeniedIdentities implements DecisionRecorder {
     if (!compiled || compiled.wildcards.length === 0) return EVERYONE;
     const parts: string[] = [];
     for (const wildcard of compiled.wildcards) {
-      const value = wildcard.tag !== undefined ? ctx.tags[wildcard.tag] : (ctx as Record<string, unknown>)[wildcard.field!];
-      const text = typeof value === 'string' ? value : '';
+      const text = wildcardValue(wildcard, ctx);
       parts.push(`${wildcard.name}=${text.length > MAX_VALUE_LENGTH ? `${text.slice(0, MAX_VALUE_LENGTH)}…` : text}`);
     }
     return parts.join(', ');

@@ -173,8 +173,13 @@ export class PolicyService {
   }
 
   async delete(policyId: string, changedBy: string, options: WriteOptions = {}): Promise<DeleteResult> {
-    await this.change(policyId, 'delete', changedBy, expectationsOf(undefined, options), () => null);
+    await this.remove(policyId, changedBy, options);
     return { deleted: true, policy_id: policyId };
+  }
+
+  /** `delete`, answering the policy as it was (its `version` is the one deleted). */
+  remove(policyId: string, changedBy: string, options: WriteOptions = {}): Promise<Policy> {
+    return this.change(policyId, 'delete', changedBy, expectationsOf(undefined, options), () => null);
   }
 
   /** Body `{"rollout_percent": 0..100}`. */
@@ -364,6 +369,7 @@ function stamp(input: PolicyInput, version: number, createdAt: string, updatedAt
     metadata: toPlain(input.metadata) as Policy['metadata'],
     valid_from_unix: input.valid_from_unix,
     valid_to_unix: input.valid_to_unix,
+    ...(input.source_ip_prefix && { source_ip_prefix: { ...input.source_ip_prefix } }),
     version,
     created_at: createdAt,
     updated_at: updatedAt,

@@ -22,6 +22,7 @@ import { parseDuration } from '../util/duration.js';
 import { isObject } from '../util/json-shape.js';
 import { compileMatchExpr } from '../matching/match-expr.js';
 import { isQuotaShaped, quotaBodyErrors, quotaBodyToPolicy } from './quota-alias.js';
+import { DEFAULT_SOURCE_IP_PREFIX, SOURCE_IP_PREFIX_BOUNDS, type SourceIpPrefix } from '../schema/policy.js';
 import {
   ALGORITHM_TYPES,
   ENFORCEMENT_MODES,
@@ -178,6 +179,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
   const scope = validateScope(own(raw, 'scope'), err);
   const algorithm = validateAlgorithm(own(raw, 'algorithm'), action, err);
   const metadata = validateMetadata(own(raw, 'metadata'), err);
+  const sourceIpPrefix = validateSourceIpPrefix(own(raw, 'source_ip_prefix'), err);
 
   if (errors.length > 0) return { ok: false, errors };
   const policy: PolicyInput = {
@@ -196,6 +198,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
     valid_from_unix: validFrom ?? 0,
     valid_to_unix: validTo ?? 0,
   };
+  if (sourceIpPrefix !== undefined) policy.source_ip_prefix = sourceIpPrefix;
   return { ok: true, policy };
 }
 
@@ -229,6 +232,28 @@ function unixField(raw: Obj, key: string, err: ErrFn): number | undefined {
   if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return v;
   err(key, `must be a non-negative integer (unix seconds; 0 = unbounded), got ${describe(v)}`);
   return undefined;
+}
+
+/** Absent stays absent (the defaults apply); given, both lengths are stored, defaults filled in. */
+function validateSourceIpPrefix(v: unknown, err: ErrFn): SourceIpPrefix | undefined {
+  if (v === undefined) return undefined;
+  if (!isObject(v)) {
+    err('source_ip_prefix', `must be an object {"v4": 8–32, "v6": 16–128}, got ${describe(v)}`);
+    return undefined;
+  }
+  const prefix: SourceIpPrefix = { ...DEFAULT_SOURCE_IP_PREFIX };
+  for (const key of Object.keys(v)) {
+    if (key !== 'v4' && key !== 'v6') {
+      err(`source_ip_prefix.${key}`, 'is not a field of source_ip_prefix (v4, v6)');
+      continue;
+    }
+    const length = own(v, key);
+    if (length === undefined) continue;
+    const { minimum, maximum } = SOURCE_IP_PREFIX_BOUNDS[key];
+    if (typeof length === 'number' && Number.isInteger(length) && length >= minimum && length <= maximum) prefix[key] = length;
+    else err(`source_ip_prefix.${key}`, `must be an integer prefix length from ${minimum} to ${maximum}, got ${describe(length)}`);
+  }
+  return prefix;
 }
 
 function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {

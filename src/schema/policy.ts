@@ -122,6 +122,26 @@ const metadata = <V extends TSchema>(value: V) =>
   });
 const MetadataValue = Type.String({ maxLength: MAX_METADATA_VALUE_LENGTH });
 
+/** Prefix lengths `source_ip: "*"` counts client networks by (stored with both; either may be left out when written). */
+/** CONTRACT "Counting by client address": the prefix lengths a `source_ip: "*"` policy counts by. */
+export interface SourceIpPrefix {
+  v4: number;
+  v6: number;
+}
+
+export const DEFAULT_SOURCE_IP_PREFIX: Readonly<SourceIpPrefix> = { v4: 32, v6: 56 };
+/** Inclusive bounds of each prefix length. */
+export const SOURCE_IP_PREFIX_BOUNDS = { v4: { minimum: 8, maximum: 32 }, v6: { minimum: 16, maximum: 128 } } as const;
+
+const SourceIpPrefixSchema = () =>
+  Type.Object(
+    {
+      v4: Type.Integer({ ...SOURCE_IP_PREFIX_BOUNDS.v4, description: 'IPv4 prefix length (default 32).' }),
+      v6: Type.Integer({ ...SOURCE_IP_PREFIX_BOUNDS.v6, description: 'IPv6 prefix length (default 56).' }),
+    },
+    { additionalProperties: false, description: 'With scope.source_ip "*": count each client network, not each address string.' },
+  );
+
 /** Fields of the Policy shape a client may send, all but `algorithm` optional (the server applies defaults). */
 const inputFields = {
   policy_id: Type.String({ pattern: POLICY_ID_PATTERN.source, description: 'Required on POST; on PUT it must equal the path id.' }),
@@ -136,6 +156,7 @@ const inputFields = {
   rollout_percent: Type.Integer(ROLLOUT_PERCENT),
   valid_from_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
   valid_to_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
+  source_ip_prefix: Type.Partial(SourceIpPrefixSchema()),
 };
 
 export const PolicyInputSchema = Type.Object(
@@ -154,6 +175,7 @@ export const PolicyInputSchema = Type.Object(
     metadata: Type.Optional(metadata(Type.Union([MetadataValue, Type.Number(), Type.Boolean()]))),
     valid_from_unix: Type.Optional(inputFields.valid_from_unix),
     valid_to_unix: Type.Optional(inputFields.valid_to_unix),
+    source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
     version: Type.Optional(PositiveInt('PUT/PATCH: the version being changed; a stale one is a 409 (as If-Match).')),
   },
   { title: 'PolicyInput', description: 'A policy as written. Defaults: enabled true, priority 0, action deny, failure_mode fail_open, enforcement_mode enforce, rollout_percent 100.' },
@@ -183,6 +205,7 @@ export const QuotaPolicyInputSchema = Type.Object(
     rollout_percent: Type.Optional(inputFields.rollout_percent),
     valid_from_unix: Type.Optional(inputFields.valid_from_unix),
     valid_to_unix: Type.Optional(inputFields.valid_to_unix),
+    source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
   },
   { title: 'QuotaPolicyInput', description: 'The quota-shaped body: stored and returned in the Policy shape.' },
 );
@@ -202,6 +225,7 @@ export const PolicyPatchSchema = Type.Union(
 export const PolicySchema = Type.Object(
   {
     ...inputFields,
+    source_ip_prefix: Type.Optional(SourceIpPrefixSchema()),
     algorithm: AlgorithmConfigSchema,
     metadata: metadata(MetadataValue),
     version: PositiveInt('1 on create, +1 on every change.'),

@@ -212,6 +212,19 @@ describe('sidecar end to end (real processes)', function () {
     expect(answers.filter((a) => !a.body.allowed).every((a) => a.body.reason === 'limit_exceeded')).to.equal(true);
   });
 
+  it('the sidecar counts client networks (source_ip_prefix): spellings and addresses of one network share a counter', async () => {
+    const created = await createPolicy(serverA, policy('e2e-net', { scope: { service: 'e2e-net', source_ip: '*' }, source_ip_prefix: { v4: 24, v6: 48 }, algorithm: { type: 'fixed_window', limit: 2, window: '1h' } }));
+    expect(created.status).to.equal(201);
+    await eventually(async () => (await check(agent1, { service: 'e2e-net', source_ip: '10.0.0.1' })).matched_policy_id === 'e2e-net');
+    // 10.0.0.1 was counted once above; ::ffff:10.0.0.200 is in the same /24.
+    expect(await check(agent1, { service: 'e2e-net', source_ip: '::ffff:10.0.0.200' })).to.include({ allowed: true, remaining: 0 });
+    expect(await check(agent1, { service: 'e2e-net', source_ip: '10.0.0.9' })).to.include({ allowed: false });
+    const v6 = ['2001:DB8:1::1', '2001:db8:1:ff::2', '2001:0db8:0001:0000::3'];
+    const answers = [];
+    for (const ip of v6) answers.push((await check(agent1, { service: 'e2e-net', source_ip: ip })).allowed);
+    expect(answers).to.deep.equal([true, true, false]);
+  });
+
   it('a target that hangs or refuses never delays the API response of a policy change', async () => {
     const before = hungRequests.length;
     const answered = (policy_id: string, version: number | undefined) => events.push({ kind: 'answered', policy_id, version });

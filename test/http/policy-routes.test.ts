@@ -65,6 +65,9 @@ describe('HTTP policy routes', function () {
     expectError(invalid, 422, 'algorithm.window');
     expect(invalid.body.errors[0].field).to.equal('algorithm.window');
     expectError(await call('POST', '/policies', { algorithm: POLICY.algorithm }), 422, 'policy_id');
+    expectError(await call('POST', '/policies', { ...POLICY, policy_id: 'p3', source_ip_prefix: { v4: 24, v6: 200 } }), 422, 'source_ip_prefix.v6');
+    const networks = await call('POST', '/policies', { ...POLICY, policy_id: 'p4', source_ip_prefix: { v4: 24 } });
+    expect(networks.body.source_ip_prefix).to.deep.equal({ v4: 24, v6: 56 });
     expectError(await call('POST', '/policies', '{"policy_id":'), 400);
     expectError(await call('POST', '/policies', [POLICY]), 400, 'body');
     expectError(await call('POST', '/policies'), 400, 'body');

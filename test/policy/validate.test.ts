@@ -567,4 +567,17 @@ describe('validatePolicy', () => {
       { numRuns: 2000 },
     );
   });
+
+  it('source_ip_prefix: absent stays absent; given, both lengths are stored; bad values name the field', () => {
+    expect(ok(base())).to.not.have.property('source_ip_prefix');
+    expect(ok({ ...base(), source_ip_prefix: { v6: 64 } }).source_ip_prefix).to.deep.equal({ v4: 32, v6: 64 });
+    expect(ok({ ...base(), source_ip_prefix: { v4: 8, v6: 128 } }).source_ip_prefix).to.deep.equal({ v4: 8, v6: 128 });
+    expect(ok({ ...base(), source_ip_prefix: null })).to.not.have.property('source_ip_prefix');
+    expect(fields({ ...base(), source_ip_prefix: { v4: 7, v6: 129 } })).to.deep.equal(['source_ip_prefix.v4', 'source_ip_prefix.v6']);
+    expect(fields({ ...base(), source_ip_prefix: { v4: 33, v6: 15 } })).to.deep.equal(['source_ip_prefix.v4', 'source_ip_prefix.v6']);
+    expect(fields({ ...base(), source_ip_prefix: { v4: 24.5, v6: '56' } })).to.deep.equal(['source_ip_prefix.v4', 'source_ip_prefix.v6']);
+    expect(fields({ ...base(), source_ip_prefix: { v5: 1 } })).to.deep.equal(['source_ip_prefix.v5']);
+    expect(fields({ ...base(), source_ip_prefix: 56 })).to.deep.equal(['source_ip_prefix']);
+    expect(fields({ id: 'q', config: { quota: 1, window_seconds: 60 }, source_ip_prefix: { v6: 8 } })).to.deep.equal(['source_ip_prefix.v6']);
+  });
 });

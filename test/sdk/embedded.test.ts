@@ -29,6 +29,20 @@ describe('SDK embedded client', function () {
       expect(await client.release(lease)).to.include({ allowed: true, reason: 'lease_released' });
     });
 
+    it('counts client networks for source_ip "*" (source_ip_prefix)', async () => {
+      const networks = await createEmbeddedClient({
+        policies: [{ policy_id: 'net', scope: { resource: 'net', source_ip: '*' }, source_ip_prefix: { v6: 64 }, algorithm: { type: 'fixed_window', limit: 1, window: '1h' } }],
+      });
+      try {
+        expect(await networks.check({ resource: 'net', source_ip: '2001:db8:0:1::1' })).to.include({ allowed: true });
+        expect(await networks.check({ resource: 'net', source_ip: '2001:DB8:0:1:ffff::' })).to.include({ allowed: false });
+        expect(await networks.check({ resource: 'net', source_ip: '::ffff:192.0.2.1' })).to.include({ allowed: true });
+        expect(await networks.check({ resource: 'net', source_ip: '192.0.2.1' })).to.include({ allowed: false });
+      } finally {
+        await networks.close();
+      }
+    });
+
     it('bad input is the SDK RateLimitInputError naming the field', async () => {
       const error = await client.check({ resource: 'plain', signal_type: 'smoke' as never }).catch((e: unknown) => e);
       expect(error).to.be.instanceOf(RateLimitInputError);

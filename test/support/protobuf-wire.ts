@@ -28,6 +28,11 @@ export function readFields(bytes: Buffer): Map<number, WireValue[]> {
       const length = varint();
       value = bytes.subarray(at, at + length);
       at += length;
+    } else if (wireType === 1 || wireType === 5) {
+      // fixed64 / double and fixed32 / float, kept as their raw bytes
+      const length = wireType === 1 ? 8 : 4;
+      value = bytes.subarray(at, at + length);
+      at += length;
     } else throw new Error(`wire type ${wireType} not expected in these messages`);
     fields.set(field, [...(fields.get(field) ?? []), value]);
   }

@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import type Koa from 'koa';
-import type { PolicyService } from '../../policy/policy-service.js';
+import type { DeleteResult, PolicyService } from '../../policy/policy-service.js';
+import { httpTraceCarrier, type Tracing } from '../../observability/tracing.js';
 import type { Policy } from '../../policy/types.js';
 import { bodyOf } from '../body.js';
 
@@ -10,15 +11,18 @@ import { bodyOf } from '../body.js';
  *
  * Single-policy responses carry `ETag: "<version>"`, the value `If-Match` takes.
  */
-export function policyRoutes(service: PolicyService): Router {
+export function policyRoutes(service: PolicyService, tracing?: Tracing): Router {
   const router = new Router({ prefix: '/rl/v1' });
+  /** A change, inside its `rl.policy.<action>` span when tracing is on. */
+  const traced = (ctx: Koa.Context, action: string, change: () => Promise<Policy>): Promise<Policy> =>
+    tracing ? tracing.policyChange(action, httpTraceCarrier(ctx.headers), change, (p) => ({ policyId: p.policy_id, version: p.version })) : change();
 
   router.get('/policies', (ctx) => {
     ctx.body = service.list();
   });
 
   router.post('/policies', async (ctx) => {
-    const policy = await service.create(bodyOf(ctx), subjectOf(ctx));
+    const policy = await traced(ctx, 'create', () => service.create(bodyOf(ctx), subjectOf(ctx)));
     ctx.set('Location', `/rl/v1/policies/${encodeURIComponent(policy.policy_id)}`);
     sendPolicy(ctx, policy, 201);
   });
@@ -33,23 +37,24 @@ export function policyRoutes(service: PolicyService): Router {
   });
 
   router.put('/policies/:id', async (ctx) => {
-    sendPolicy(ctx, await service.replace(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx)));
+    sendPolicy(ctx, await traced(ctx, 'update', () => service.replace(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx))));
   });
 
   router.patch('/policies/:id', async (ctx) => {
-    sendPolicy(ctx, await service.patch(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx)));
+    sendPolicy(ctx, await traced(ctx, 'patch', () => service.patch(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx))));
   });
 
   router.delete('/policies/:id', async (ctx) => {
-    ctx.body = await service.delete(ctx.params.id, subjectOf(ctx), writeOptions(ctx));
+    const removed = await traced(ctx, 'delete', () => service.remove(ctx.params.id, subjectOf(ctx), writeOptions(ctx)));
+    ctx.body = { deleted: true, policy_id: removed.policy_id } satisfies DeleteResult;
   });
 
   router.post('/policies/:id/rollout', async (ctx) => {
-    sendPolicy(ctx, await service.rollout(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx)));
+    sendPolicy(ctx, await traced(ctx, 'rollout', () => service.rollout(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx))));
   });
 
   router.post('/policies/:id/rollback', async (ctx) => {
-    sendPolicy(ctx, await service.rollback(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx)));
+    sendPolicy(ctx, await traced(ctx, 'rollback', () => service.rollback(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx))));
   });
 
   router.get('/policies/:id/versions', async (ctx) => {
