@@ -1,6 +1,7 @@
 # The rate-limit decision service and its sidecar agent, one image:
-#   server (default):  docker run rl-decision-service
-#   sidecar agent:     docker run rl-decision-service node dist/agent/main.js
+#   server (default):  docker run --stop-timeout 20 rl-decision-service
+#   sidecar agent:     docker run --stop-timeout 20 rl-decision-service node dist/agent/main.js
+# (--stop-timeout: docker stop's default 10 s is less than a drain may take, docs/deployment.md.)
 #
 # Node runs directly (no npm, no shell) so that SIGTERM reaches it and the drain of RL_DRAIN_SECS happens;
 # the entry points install their own SIGTERM/SIGINT handlers, which is what a PID 1 process needs.

@@ -47,9 +47,12 @@ describe('deployment files', () => {
     expect(checked.sort()).to.deep.equal(['agent', 'server-a', 'server-b']);
   });
 
-  it("the docs' docker run gives the same room (--stop-timeout above 5 + 10 s)", () => {
-    const runs = read('docs/deployment.md').split('\n').filter((line) => /^docker run /.test(line));
-    expect(runs.length).to.be.greaterThan(0);
+  it("the docs' and the Dockerfile's docker run give the same room (--stop-timeout above 5 + 10 s)", () => {
+    const docs = read('docs/deployment.md').split('\n').filter((line) => /^docker run /.test(line));
+    const dockerfile = read('Dockerfile').split('\n').filter((line) => /^#.*\bdocker run /.test(line));
+    expect(docs.length, 'docs/deployment.md').to.be.greaterThan(0);
+    expect(dockerfile.length, 'Dockerfile').to.be.greaterThan(0);
+    const runs = [...docs, ...dockerfile];
     for (const line of runs) {
       const timeout = /--stop-timeout (\d+)/.exec(line);
       expect(timeout, line).to.not.equal(null);

@@ -71,7 +71,12 @@ export function problemDetails(decision: Decision): QuotaExceededProblem {
   };
 }
 
-function speaksForALimit(decision: Decision): boolean {
+/**
+ * Whether an answer speaks for a limit the client can act on: an enforced policy matched and its
+ * counters were read (not a shadow-only, failure-mode or SDK fallback answer). Headers are rendered
+ * for these only, and a gateway picks its limiting descriptor among them.
+ */
+export function speaksForALimit(decision: Decision): boolean {
   return (
     decision.matched_policy_id !== '' &&
     !decision.shadow_mode &&

@@ -304,7 +304,9 @@ export class RedisCounterStore implements CounterStore {
     const args = this.argsOf(spec);
     let batch = this.pending.get(slot);
     if (batch && batch.guard !== guard) {
-      // The slot changed hands since the batch began: it goes to the master that admitted it.
+      // The slot changed hands since the batch began: the batch goes out now (the client routes it by
+      // its current slot map) and its outcome counts for the master whose breaker admitted its
+      // operations; the new master's operations start a batch of their own.
       this.pending.delete(slot);
       this.send(batch);
       batch = undefined;

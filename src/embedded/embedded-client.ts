@@ -7,8 +7,8 @@
  *   application and every server node count against the same limits, and policy changes made
  *   through the service's API reach this client as they reach the servers.
  *
- * The dependency points one way (DESIGN.md "Second wave"): this module implements the SDK's
- * RateLimitClient; the SDK knows nothing of it.
+ * The dependency points one way (the SDK must stay free of the server's code): this module
+ * implements the SDK's RateLimitClient; the SDK knows nothing of it.
  */
 import { RateLimitInputError, type Decision as ClientDecision, type RateLimitClient, type RequestContext as ClientContext } from '@rl/client';
 import type { CounterStore } from '../counters/counter-store.js';

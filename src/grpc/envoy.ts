@@ -3,7 +3,7 @@ import type { DecisionService } from '../decision/decision-service.js';
 import type { MatcherSource } from '../matching/live-matcher.js';
 import { RlError, invalidField } from '../errors.js';
 import type { Decision } from '../model/decision.js';
-import { PROBLEM_CONTENT_TYPE, problemDetails, renderRateLimitHeaderList } from '@rl/client/headers';
+import { PROBLEM_CONTENT_TYPE, problemDetails, renderRateLimitHeaderList, speaksForALimit } from '@rl/client/headers';
 import { CONTEXT_STRING_FIELDS, parseRequestContext, type RequestContext } from '../model/request-context.js';
 import { MAX_ENVOY_DESCRIPTORS, MAX_TAGS } from '../schema/limits.js';
 
@@ -268,13 +268,13 @@ export function deciderOf(results: readonly Decision[], limiting = limitingDecis
 
 /**
  * The descriptor whose limit the client is closest to: a refused one first, else the one with the
- * fewest units remaining. Only enforced answers of a matched policy count (a shadow-only or a
- * failure-mode answer says nothing about a limit the client can act on).
+ * fewest units remaining. Only answers the header renderer speaks for count (speaksForALimit: a
+ * shadow-only or a failure-mode answer says nothing about a limit the client can act on).
  */
 export function limitingDecision(results: readonly Decision[]): Decision | undefined {
   let best: Decision | undefined;
   for (const d of results) {
-    if (d.matched_policy_id === '' || d.shadow_mode || d.reason === 'counter_store_unavailable') continue;
+    if (!speaksForALimit(d)) continue;
     if (best === undefined || (best.allowed && !d.allowed) || (best.allowed === d.allowed && d.remaining < best.remaining)) best = d;
   }
   return best;

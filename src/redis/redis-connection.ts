@@ -175,7 +175,7 @@ function parseUnixAddress(rest: string): CounterStoreAddress {
     const query = rest.slice(question + 1);
     const m = /^db=([^&]*)$/.exec(query);
     if (!m) throw new CounterStoreAddressError(`unexpected query "?${query}" (redis+unix:// takes only ?db=N)`);
-    db = parseDb(m[1]);
+    db = parseDb(m[1], '?db=');
   }
   return { kind: 'unix', tls: false, path, db, ...credentials };
 }
@@ -292,9 +292,10 @@ function parseHostPort(text: string, what: string): HostPort {
   return { host, port };
 }
 
-function parseDb(text: string): number {
+/** A db number, as written after `form`: a path's `/`, or a Unix socket address's `?db=`. */
+function parseDb(text: string, form = '/'): number {
   if (!/^[0-9]{1,5}$/.test(text)) {
-    throw new CounterStoreAddressError(`bad database "/${text}" (a number such as /0)`);
+    throw new CounterStoreAddressError(`bad database "${form}${text}" (a number such as ${form}0)`);
   }
   return Number(text);
 }

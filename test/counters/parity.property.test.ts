@@ -1,7 +1,8 @@
 /**
- * Parity is proven, not hoped (DESIGN.md rule 4): random operation sequences, random keys and random
- * clock steps are replayed through the emulator (MemoryCounterStore) and the Lua scripts
- * (RedisCounterStore) with the same explicit times, and every CounterResult must be identical.
+ * Parity is proven, not hoped (the emulator and the Lua scripts must agree): random operation
+ * sequences, random keys and random clock steps are replayed through the emulator
+ * (MemoryCounterStore) and the Lua scripts (RedisCounterStore) with the same explicit times, and
+ * every CounterResult must be identical.
  *
  * Environment knobs: PARITY_RUNS (number of sequences), PARITY_SEED (replay a reported seed; fast-check
  * prints the seed and the path of a failing run, pass PARITY_PATH too to replay exactly that one).

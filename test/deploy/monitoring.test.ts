@@ -32,9 +32,14 @@ async function promtool(...args: string[]): Promise<string> {
   }
 }
 
-/** Every series name a server or a worker group's primary puts on /metrics (histograms with their suffixes). */
+/**
+ * Every series name a server (in Redis mode: with each counter store master's series) or a worker
+ * group's primary puts on /metrics (histograms with their suffixes).
+ */
 async function exportedNames(): Promise<Set<string>> {
-  const texts = [await new Metrics().exposition(), await aggregateGroupMetrics([], { workers: 1, restarts: 0 }).metrics()];
+  const server = new Metrics();
+  server.watchCounterStoreMasters(() => []);
+  const texts = [await server.exposition(), await aggregateGroupMetrics([], { workers: 1, restarts: 0 }).metrics()];
   const names = new Set<string>();
   for (const text of texts) {
     for (const [, name, type] of text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { Decision } from '../../src/model/decision.js';
+import { limitingDecision } from '../../src/grpc/envoy.js';
 import { problemDetails, QUOTA_EXCEEDED_TYPE, renderRateLimitHeaderList, renderRateLimitHeaders } from '@rl/client/headers';
 
 /** Golden strings of CONTRACT "Rate-limit response headers", per algorithm and per kind of answer. */
@@ -139,6 +140,16 @@ describe('rate-limit headers and problem body (the one renderer)', () => {
     expect(renderRateLimitHeaderList(list, 'legacy')).to.deep.equal(renderRateLimitHeaders(refused, 'legacy'));
     expect(renderRateLimitHeaderList([daily])).to.deep.equal(renderRateLimitHeaders(daily));
     expect(renderRateLimitHeaderList([unmatched, shadow])).to.deep.equal([]);
+  });
+
+  it("a gateway's limiting answer is one the renderer speaks for: never a refused failure-mode or shadow answer", () => {
+    const failed = decision({ matched_policy_id: 'down', reason: 'counter_store_unavailable', allowed: false, action: 'deny', remaining: 0 });
+    const shadow = decision({ matched_policy_id: 'trial', shadow_mode: true, action: 'shadow_only', reason: 'limit_exceeded', remaining: 0 });
+    const daily = decision({ matched_policy_id: 'daily', limit: 1000, remaining: 900, window: 86_400_000, reset_after: 3_600_000 });
+    expect(limitingDecision([failed, shadow, daily])).to.equal(daily);
+    expect(renderRateLimitHeaderList([failed, shadow, daily])).to.deep.equal(renderRateLimitHeaders(daily));
+    expect(limitingDecision([failed, shadow])).to.equal(undefined);
+    expect(renderRateLimitHeaderList([failed, shadow])).to.deep.equal([]);
   });
 
   it('the problem body of a refused request', () => {

@@ -76,7 +76,8 @@ describe('per-master health on a Redis Cluster (3 masters)', function () {
     try {
       // Two rounds of calls: each a timed-out batch per slot on the sick master, answers elsewhere.
       const first = consumeEverywhere();
-      await sleep(50);
+      // The store flushes on setImmediate: once this one runs, every batch has been sent (ordering, not time).
+      await new Promise((resolve) => setImmediate(resolve));
       const states = new Map(store.health.states().map((s) => [s.master, s]));
       expect(states.get(addressOf(sick))!.pending_calls, 'calls waiting on the hung master').to.be.greaterThan(0);
       const outcome = await first;

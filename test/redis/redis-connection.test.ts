@@ -100,7 +100,7 @@ describe('counter store address (RL_COUNTERSTORE_ADDR)', function () {
     ['redis+unix://h:6379/tmp/r.sock', /absolute socket path/],
     ['redis+unix:///', /names a directory/],
     ['redis+unix:///tmp/', /names a directory/],
-    ['redis+unix:///tmp/r.sock?db=x', /bad database/],
+    ['redis+unix:///tmp/r.sock?db=x', /bad database "\?db=x" \(a number such as \?db=0\)/],
     ['redis+unix:///tmp/r.sock?db=1&timeout=5', /takes only \?db=N/],
     ['redis+unix:///tmp/r.sock?x=1', /takes only \?db=N/],
     ['redis+unix:///tmp/r.sock#f', /fragments/],
