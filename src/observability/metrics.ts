@@ -1,5 +1,6 @@
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { PlainCounter, PlainHistogram, SeriesRow, type Series } from './plain-metrics.js';
+import type { LeaseEvents } from '../lease/types.js';
 import type { DecisionEvent, Operation } from '../decision/decision-service.js';
 import type { Decision } from '../model/decision.js';
 
@@ -168,6 +169,11 @@ export class Metrics {
   private readonly otherOperations: OutcomeRows;
   private readonly tenantRows: OutcomeRows;
   private readonly policyRows: OutcomeRows;
+  private readonly leaseRefills: PlainCounter;
+  private readonly leaseReturned: PlainCounter;
+  private readonly leaseLapsed: PlainCounter;
+  private readonly leaseWait: PlainHistogram;
+  private readonly leasePolicies: LabelAllowList;
 
   constructor(options: MetricsOptions = {}) {
     const cap = options.labelCap ?? 1000;
@@ -217,6 +223,24 @@ export class Metrics {
       `Decisions per policy and outcome (shadow policies evaluated beside an enforcing one count as outcome "shadow"); capped at ${cap} distinct policy ids, later ones are "other".`,
       ['policy_id', 'outcome'],
     );
+    this.leaseRefills = counter('rl_lease_refills_total', 'Takes of units from a lease parent, by level (process, region).', ['level']);
+    this.leaseReturned = counter('rl_lease_units_returned_total', 'Unspent lease units given back to the parent, by level (process, region).', ['level']);
+    this.leaseLapsed = counter(
+      'rl_lease_units_lapsed_total',
+      `Lease units that lapsed with their window (or were lost), per policy; capped at ${cap} distinct policy ids, later ones are "other".`,
+      ['policy_id'],
+    );
+    this.leaseWait = new PlainHistogram(
+      'rl_lease_parent_wait_seconds',
+      'Decisions that waited for a lease refill: how long, in seconds.',
+      DECISION_DURATION_BUCKETS,
+      registry,
+    );
+    this.leasePolicies = new LabelAllowList(cap, options.maxLabelLength);
+    for (const level of ['process', 'region']) {
+      this.leaseRefills.at(level);
+      this.leaseReturned.at(level);
+    }
     // Zero series for the fixed label values, so dashboards see them before the first decision.
     for (const operation of OPERATIONS) {
       for (const outcome of OUTCOMES) this.decisions.at(operation, outcome);
@@ -262,6 +286,25 @@ export class Metrics {
   /** One check answered from the deny cache instead of the counter store. */
   countDenyCacheHit(): void {
     this.denyCacheHits.value++;
+  }
+
+  /** The hooks of one lease holder (src/lease): level `process` or `region`, for this policy. */
+  leaseEvents(level: 'process' | 'region', policyId: string): LeaseEvents {
+    const refills = this.leaseRefills.at(level);
+    const returned = this.leaseReturned.at(level);
+    const lapsed = this.leaseLapsed.at(this.leasePolicies.label(policyId));
+    return {
+      refilled: () => {
+        refills.value++;
+      },
+      returned: (units) => {
+        returned.value += units;
+      },
+      lapsed: (units) => {
+        lapsed.value += units;
+      },
+      waited: (seconds) => this.leaseWait.observe(seconds),
+    };
   }
 
   /** One invalidation notification to a sidecar that was given up. */
