@@ -988,6 +988,9 @@ async function leaseHotKey(ctx: Context): Promise<ScenarioResult> {
           limit: LEASE_CAPPED_LIMIT,
           admitted: cappedAllowed,
           decisions: capped.service?.rl_decisions_total ?? capped.result.requests,
+          // A take that timed out may still have run in Redis: its units are lost (under-admission).
+          counter_store_errors: capped.service?.rl_counter_store_errors_total ?? null,
+          failure_mode_decisions: capped.service?.rl_failure_mode_decisions_total ?? null,
           redis: capped.commands,
         },
       },
