@@ -5,7 +5,6 @@
  * cache answers a leased refusal as any other; a policy without a lease is decided by the store.
  */
 import { expect } from 'chai';
-import type { CounterStore } from '../../src/counters/counter-store.js';
 import type { RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
@@ -13,22 +12,8 @@ import { DecisionService } from '../../src/decision/decision-service.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { parseRequestContext } from '../../src/model/request-context.js';
 import type { Policy } from '../../src/policy/types.js';
+import { awaitingOnly } from '../support/async-store.js';
 import { makePolicy } from '../support/policies.js';
-
-/** The emulator without `sync`, with take and giveBack: DecisionService leases from it as from Redis. */
-function lendingOnly(store: MemoryCounterStore): CounterStore {
-  return {
-    consume: (...args) => store.consume(...args),
-    peek: (...args) => store.peek(...args),
-    refund: (...args) => store.refund(...args),
-    take: (...args) => store.take(...args),
-    giveBack: (...args) => store.giveBack(...args),
-    acquire: (...args) => store.acquire(...args),
-    release: (...args) => store.release(...args),
-    isHealthy: () => true,
-    close: () => store.close(),
-  };
-}
 
 const leased = (limit: number, version = 1): Policy => ({
   ...makePolicy({
@@ -56,7 +41,7 @@ describe('process leases in DecisionService', () => {
   beforeEach(() => {
     emulator = new MemoryCounterStore({ sweepIntervalMs: 0 });
     matcher = new LiveMatcher([leased(1000), plain]);
-    service = new DecisionService({ policies: matcher, counters: lendingOnly(emulator), keyPrefix: 't:' });
+    service = new DecisionService({ policies: matcher, counters: awaitingOnly(emulator, { lend: true }), keyPrefix: 't:' });
   });
   afterEach(async () => {
     await service.letGoLeases();
