@@ -62,6 +62,8 @@ export class LeaseHolder {
     this.maxHoldMs = options.maxHoldMs;
     this.spending = new SpendRate(options.maxHoldMs);
     this.lastUsed = this.clock.now();
+    // From the start: a holder that never got units (only peeks, or its parent down) is let go too.
+    this.armIdleTimer();
   }
 
   /** True once let go: the owner makes a new holder for the next decision. */

@@ -95,4 +95,22 @@ describe('process leases in DecisionService', () => {
     expect(service.denyCache?.size ?? 0).to.be.greaterThan(0);
     expect(await used(7)).to.equal(7);
   });
+
+  it('a holder that only answered peeks is let go after max_hold too (no holder outlives its use)', async () => {
+    let now = Date.UTC(2030, 0, 1);
+    const timers: (() => void)[] = [];
+    const { ProcessLeases } = await import('../../src/lease/process-leases.js');
+    const leases = new ProcessLeases({
+      store: awaitingOnly(emulator, { lend: true }) as never,
+      clock: { now: () => now, setTimer: (fn) => timers.push(fn), clearTimer: () => undefined },
+    });
+    const compiled = matcher.current().get('leased')!;
+    const ops = leases.operationsFor(['k-peek'], compiled)!;
+    await ops.peek(['k-peek'], compiled.spec);
+    expect(leases.size).to.equal(1);
+    now += 1000;
+    for (const fire of timers.splice(0)) fire();
+    await settle();
+    expect(leases.size).to.equal(0);
+  });
 });
