@@ -169,15 +169,18 @@ export class LeaseHolder {
     });
   }
 
+  /** One take and what follows it; never rejects (a failure fails the waiters instead). */
   private async refill(n: number): Promise<void> {
-    const sentAt = this.clock.now();
-    let grant: Grant;
     try {
-      grant = await this.parent.take(n);
+      await this.takeAndServe(n);
     } catch (error) {
       this.failWaiters(error);
-      return;
     }
+  }
+
+  private async takeAndServe(n: number): Promise<void> {
+    const sentAt = this.clock.now();
+    const grant = await this.parent.take(n);
     this.events.refilled?.(grant.granted);
     this.parentRemaining = grant.remaining;
     this.parentRetryAfterMs = grant.retryAfterMs;
