@@ -275,4 +275,19 @@ describe('LeaseHolder', () => {
     expect(f.events.returned).to.equal(taken - 5);
     expect((await f.exact.peek(['k'], bucket)).remaining).to.equal(95);
   });
+
+  it('units whose window ends while the take is on its way lapse on arrival, and the waiting decision is refused (not sent round again)', async () => {
+    const spec: LeasedSpec = { type: 'sliding_window_counter', limit: 100, windowMs: 40, subWindows: 4 };
+    const f = fixture(spec, 10);
+    const pending = f.holder.consume(1);
+    await settle();
+    f.held.shift()!(); // Redis runs the take now...
+    f.clock.now += 10; // ...and its answer arrives after the 10 ms sub-window has ended
+    await settle();
+    await settle();
+    const answer = await pending;
+    expect(answer.allowed).to.equal(false);
+    expect(f.events.lapsed).to.equal(1);
+    expect(f.calls.filter((c) => c.startsWith('take'))).to.have.length(1);
+  });
 });
