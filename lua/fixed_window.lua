@@ -6,12 +6,14 @@
 -- ARGV[2]  signed cost: units this request takes; 0 = peek, negative = refund (include "mode")
 -- ARGV[3]  limit
 -- ARGV[4]  window ms
--- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
+--          {units, window start, ms until the window ends} (include "mode")
 
 -- @include "time"
 -- @include "number"
 -- @include "mode"
 -- @include "slot"
+-- @include "window_take"
 
 local key = KEYS[1]
 local limit = tonumber(ARGV[3])
@@ -28,7 +30,12 @@ local reset = 0
 if used > 0 then
   reset = window_end - now
 end
+if giving and give_tag ~= window_start then
+  -- The units' window has ended: they lapsed, and nothing goes back.
+  return lease_reply(true, math.max(0, limit - used), 0, reset, 0, window_start, window_end - now)
+end
 if refunding then
+  local before = used
   if used > 0 then
     used = math.max(0, used - refund)
     redis.call('HSET', key, 'u', fmt(used))
@@ -37,7 +44,13 @@ if refunding then
   if used == 0 then
     reset = 0
   end
+  if giving then
+    return lease_reply(true, math.max(0, limit - used), 0, reset, before - used, window_start, window_end - now)
+  end
   return reply(true, math.max(0, limit - used), 0, reset)
+end
+if taking then
+  return window_take(key, used, limit, window_start, window_end, reset)
 end
 if used + cost > limit then
   return reply(false, math.max(0, limit - used), window_end - now, window_end - now)

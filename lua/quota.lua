@@ -6,12 +6,14 @@
 -- ARGV[2]  signed cost: units this request takes; 0 = peek, negative = refund (include "mode")
 -- ARGV[3]  limit (the budget)
 -- ARGV[4]  period ms
--- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
+--          {units, period start, ms until the period ends} (include "mode")
 
 -- @include "time"
 -- @include "number"
 -- @include "mode"
 -- @include "slot"
+-- @include "window_take"
 
 local key = KEYS[1]
 local limit = tonumber(ARGV[3])
@@ -29,7 +31,12 @@ local reset = 0
 if used > 0 then
   reset = period_end - now
 end
+if giving and not (used > 0 and give_tag == period_start) then
+  -- The units' period has ended: they lapsed, and nothing goes back.
+  return lease_reply(true, math.max(0, limit - used), 0, reset, 0, period_start, period_end - now)
+end
 if refunding then
+  local before = used
   if used > 0 then
     used = math.max(0, used - refund)
     redis.call('HSET', key, 'u', fmt(used))
@@ -38,7 +45,13 @@ if refunding then
   if used == 0 then
     reset = 0
   end
+  if giving then
+    return lease_reply(true, math.max(0, limit - used), 0, reset, before - used, period_start, period_end - now)
+  end
   return reply(true, math.max(0, limit - used), 0, reset)
+end
+if taking then
+  return window_take(key, used, limit, period_start, period_end, reset)
 end
 if used + cost > limit then
   return reply(false, math.max(0, limit - used), period_end - now, period_end - now)

@@ -92,6 +92,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       onCounterStoreError: () => metrics.countCounterStoreError(),
       onDenyCacheHit: () => metrics.countDenyCacheHit(),
       denyCache: config.denyCache.size > 0 && { capacity: config.denyCache.size, maxAgeMs: config.denyCache.maxAgeMs },
+      leases: { events: (policyId) => metrics.leaseEvents('process', policyId) },
     });
 
     const notifier = invalidationNotifier(config, metrics);
@@ -169,6 +170,8 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         await Promise.all([closeGracefully(httpServer, deadlineMs), shutdownGrpcServer(grpcServer, deadlineMs)]);
         notifier?.close();
         policies.close();
+        // Process leases give their unspent units back while the counter store is still open.
+        await decisions.letGoLeases();
         await Promise.all([store.close(), counters.close(), tracing?.shutdown()]);
       })();
       return draining;

@@ -5,6 +5,8 @@ import { log } from '../util/log.js';
 /** The current compiled policy snapshot; swapped when policies change, read on every decision. */
 export interface MatcherSource {
   current(): Matcher;
+  /** Calls `listener` after every policy change (process leases let go of a changed policy's units). */
+  onChange?(listener: () => void): void;
 }
 
 /**
@@ -15,6 +17,7 @@ export interface MatcherSource {
  */
 export class LiveMatcher implements MatcherSource {
   private matcher: Matcher;
+  private readonly listeners: (() => void)[] = [];
 
   constructor(policies: readonly Policy[] = []) {
     this.matcher = build(policies);
@@ -24,6 +27,10 @@ export class LiveMatcher implements MatcherSource {
     return this.matcher;
   }
 
+  onChange(listener: () => void): void {
+    this.listeners.push(listener);
+  }
+
   /**
    * The whole policy set: applied policy by policy when few differ from what the current matcher holds
    * (by object: a store's reload keeps the object of every policy it did not change), else a new build.
@@ -31,12 +38,18 @@ export class LiveMatcher implements MatcherSource {
   replace(policies: readonly Policy[]): void {
     const maxChanges = Math.max(16, this.matcher.size / 32); // about where a build becomes cheaper
     if (!this.matcher.applyAll(policies, maxChanges, logSkipped)) this.matcher = build(policies);
+    this.changed();
   }
 
   /** One policy changed: `policy` is its current state, undefined once deleted. */
   apply(policyId: string, policy: Policy | undefined): void {
     const skipped = this.matcher.apply(policyId, policy);
     if (skipped) logSkipped(skipped);
+    this.changed();
+  }
+
+  private changed(): void {
+    for (const listener of this.listeners) listener();
   }
 }
 

@@ -3,6 +3,7 @@ import type { BreakerState } from '../redis/circuit-breaker.js';
 import type { MasterState } from '../redis/master-health.js';
 import { INTERNAL_ERROR_TRANSPORTS, internalErrorCount } from './internal-errors.js';
 import { PlainCounter, PlainHistogram, ReadCounter, SeriesRow, type Series } from './plain-metrics.js';
+import type { LeaseEvents } from '../lease/types.js';
 import type { DecisionEvent, Operation } from '../decision/decision-service.js';
 import type { Decision } from '../model/decision.js';
 
@@ -173,6 +174,11 @@ export class Metrics {
   private readonly otherOperations: OutcomeRows;
   private readonly tenantRows: OutcomeRows;
   private readonly policyRows: OutcomeRows;
+  private readonly leaseRefills: PlainCounter;
+  private readonly leaseReturned: PlainCounter;
+  private readonly leaseLapsed: PlainCounter;
+  private readonly leaseWait: PlainHistogram;
+  private readonly leasePolicies: LabelAllowList;
 
   constructor(options: MetricsOptions = {}) {
     const cap = options.labelCap ?? 1000;
@@ -222,6 +228,24 @@ export class Metrics {
       `Decisions per policy and outcome (shadow policies evaluated beside an enforcing one count as outcome "shadow"); capped at ${cap} distinct policy ids, later ones are "other".`,
       ['policy_id', 'outcome'],
     );
+    this.leaseRefills = counter('rl_lease_refills_total', 'Takes of units from a lease parent, by level (process, region).', ['level']);
+    this.leaseReturned = counter('rl_lease_units_returned_total', 'Unspent lease units given back to the parent, by level (process, region).', ['level']);
+    this.leaseLapsed = counter(
+      'rl_lease_units_lapsed_total',
+      `Lease units that lapsed with their window (or were lost), per policy; capped at ${cap} distinct policy ids, later ones are "other".`,
+      ['policy_id'],
+    );
+    this.leaseWait = new PlainHistogram(
+      'rl_lease_parent_wait_seconds',
+      'Decisions that waited for a lease refill: how long, in seconds.',
+      DECISION_DURATION_BUCKETS,
+      registry,
+    );
+    this.leasePolicies = new LabelAllowList(cap, options.maxLabelLength);
+    for (const level of ['process', 'region']) {
+      this.leaseRefills.at(level);
+      this.leaseReturned.at(level);
+    }
     new ReadCounter(
       'rl_internal_errors_total',
       'Requests answered HTTP 500 or gRPC INTERNAL, by transport: each is a bug, logged with its stack (process-wide).',
@@ -275,6 +299,25 @@ export class Metrics {
   /** One check answered from the deny cache instead of the counter store. */
   countDenyCacheHit(): void {
     this.denyCacheHits.value++;
+  }
+
+  /** The hooks of one lease holder (src/lease): level `process` or `region`, for this policy. */
+  leaseEvents(level: 'process' | 'region', policyId: string): LeaseEvents {
+    const refills = this.leaseRefills.at(level);
+    const returned = this.leaseReturned.at(level);
+    const lapsed = this.leaseLapsed.at(this.leasePolicies.label(policyId));
+    return {
+      refilled: () => {
+        refills.value++;
+      },
+      returned: (units) => {
+        returned.value += units;
+      },
+      lapsed: (units) => {
+        lapsed.value += units;
+      },
+      waited: (seconds) => this.leaseWait.observe(seconds),
+    };
   }
 
   /** One invalidation notification to a sidecar that was given up. */

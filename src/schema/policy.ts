@@ -122,7 +122,6 @@ const metadata = <V extends TSchema>(value: V) =>
   });
 const MetadataValue = Type.String({ maxLength: MAX_METADATA_VALUE_LENGTH });
 
-/** Prefix lengths `source_ip: "*"` counts client networks by (stored with both; either may be left out when written). */
 /** CONTRACT "Counting by client address": the prefix lengths a `source_ip: "*"` policy counts by. */
 export interface SourceIpPrefix {
   v4: number;
@@ -133,6 +132,7 @@ export const DEFAULT_SOURCE_IP_PREFIX: Readonly<SourceIpPrefix> = { v4: 32, v6: 
 /** Inclusive bounds of each prefix length. */
 export const SOURCE_IP_PREFIX_BOUNDS = { v4: { minimum: 8, maximum: 32 }, v6: { minimum: 16, maximum: 128 } } as const;
 
+/** Prefix lengths `source_ip: "*"` counts client networks by (stored with both; either may be left out when written). */
 const SourceIpPrefixSchema = () =>
   Type.Object(
     {
@@ -141,6 +141,21 @@ const SourceIpPrefixSchema = () =>
     },
     { additionalProperties: false, description: 'With scope.source_ip "*": count each client network, not each address string.' },
   );
+
+/** A capacity lease (CONTRACT "Process leases"); returned as given. */
+export const LEASE_MAX_UNITS = { min: 1, max: 1_000_000, default: 100 };
+export const LEASE_MAX_HOLD_MS = { min: 100, max: 60_000, default: 1000 };
+export const LeaseSchema = Type.Object(
+  {
+    max_units: Type.Optional(Type.Integer({ minimum: LEASE_MAX_UNITS.min, maximum: LEASE_MAX_UNITS.max, description: 'Most units one refill takes (default 100).' })),
+    max_hold: Type.Optional(Type.String({ pattern: Duration.pattern, description: 'A duration from 100ms to 60s (default 1s): how long unused units are held.' })),
+  },
+  {
+    title: 'Lease',
+    additionalProperties: false,
+    description: 'Process leases: each server process answers from units taken in advance. Not for sliding_window_log or concurrency.',
+  },
+);
 
 /** Fields of the Policy shape a client may send, all but `algorithm` optional (the server applies defaults). */
 const inputFields = {
@@ -176,6 +191,7 @@ export const PolicyInputSchema = Type.Object(
     valid_from_unix: Type.Optional(inputFields.valid_from_unix),
     valid_to_unix: Type.Optional(inputFields.valid_to_unix),
     source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
+    lease: Type.Optional(LeaseSchema),
     version: Type.Optional(PositiveInt('PUT/PATCH: the version being changed; a stale one is a 409 (as If-Match).')),
   },
   { title: 'PolicyInput', description: 'A policy as written. Defaults: enabled true, priority 0, action deny, failure_mode fail_open, enforcement_mode enforce, rollout_percent 100.' },
@@ -228,6 +244,7 @@ export const PolicySchema = Type.Object(
     source_ip_prefix: Type.Optional(SourceIpPrefixSchema()),
     algorithm: AlgorithmConfigSchema,
     metadata: metadata(MetadataValue),
+    lease: Type.Optional(LeaseSchema),
     version: PositiveInt('1 on create, +1 on every change.'),
     created_at: Type.String({ format: 'date-time' }),
     updated_at: Type.String({ format: 'date-time' }),
