@@ -17,12 +17,18 @@ import { startWorker } from './workers/worker.js';
 runMain(
   async () => {
     const config = loadServerConfig(process.env);
-    if (cluster.isWorker) return startWorker(config);
+    if (cluster.isWorker) return startWorker(config).catch(namingPolicyFile);
     if (config.workers > 1) return startWorkerGroup(config);
-    const server = await startServer(config);
+    const server = await startServer(config).catch(namingPolicyFile);
     return { drainSecs: config.drainSecs, shutdownDelaySecs: config.shutdownDelaySecs, drain: () => server.drain() };
   },
   (error) =>
     error instanceof ConfigError || error instanceof PolicyFileError || error instanceof JournalCorruptError || error instanceof WorkerStartError ||
     error instanceof DataDirLockedError || error instanceof SnapshotCorruptError,
 );
+
+/** The server reads one policy file, RL_POLICY_FILE: a bad one stops start-up naming the variable, as any bad setting does. */
+function namingPolicyFile(error: unknown): never {
+  if (error instanceof PolicyFileError) error.message = `RL_POLICY_FILE: ${error.message}`;
+  throw error;
+}

@@ -1,5 +1,6 @@
 /**
- * Shapes only the dashboard reads (src/http/routes/dashboard.ts). The service's own shapes (Decision,
+ * Shapes only the dashboard reads (the stream of src/observability/dashboard-hub.ts; test/dashboard/
+ * snapshot-types.test.ts holds them equal to the server's). The service's own shapes (Decision,
  * StoredPolicy, PolicyVersionEntry, PolicyAuditEntry, AnalyticsSummaryBody, FieldProblem) come from the
  * SDK (`@rl/client/types`, `@rl/client/admin-client`) as type-only imports: esbuild drops them, so
  * the bundle stays browser-only.

@@ -36,7 +36,7 @@ export interface LeaseCounterResult extends CounterResult {
  */
 export interface CounterStore {
   /**
-   * The same three operations answered synchronously, for a store that never waits (the in-memory
+   * The same operations answered synchronously, for a store that never waits (the in-memory
    * emulator): the DecisionService then decides without a promise per step. Same semantics and the same
    * errors (thrown instead of rejected) as the asynchronous ones; absent when the store has to wait.
    */

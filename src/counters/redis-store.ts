@@ -566,8 +566,8 @@ class TimeoutError extends Error {
 
 /**
  * An ioredis Command with `args` as given. Every argument is a string already; the constructor would
- * copy them with Array#flat (~2.5 µs for a batch of four operations, the largest cost of building the
- * command), and its other argument handling (key prefix, argument transformers) does not apply.
+ * copy them all again with Array#flat (the largest cost of building the command; BENCHMARKS.md), and
+ * its other argument handling (key prefix, argument transformers) does not apply.
  */
 function scriptCommand(name: 'eval' | 'evalsha', args: string[]): Command {
   const command = new Command(name, [], { replyEncoding: 'utf8' });

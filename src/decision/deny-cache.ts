@@ -23,7 +23,7 @@ import { capacityOf, type RateSpec } from '../counters/counter-spec.js';
  * is dropped first. A hot key rewrites its entry at every retry, so it stays.
  */
 export interface DenyCacheOptions {
-  /** Most counters held (default 10,000: about 1.5 MB). */
+  /** Most counters held (default 10,000; its memory in BENCHMARKS.md). */
   capacity?: number;
   /** Longest an entry answers before the store is asked again, ms (default 1,000). */
   maxAgeMs?: number;

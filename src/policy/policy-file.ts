@@ -122,7 +122,9 @@ function readDocuments(file: string, problems: PolicyFileProblem[]): { source: s
     try {
       return [{ source: file, value: JSON.parse(text) }];
     } catch (error) {
-      problems.push({ source: file, message: `invalid JSON: ${(error as Error).message}` });
+      // A YAML file under another name would otherwise read as a puzzling JSON error.
+      const hint = extension === '.json' ? '' : ' (a file is read as YAML only when named .yaml or .yml)';
+      problems.push({ source: file, message: `invalid JSON: ${(error as Error).message}${hint}` });
       return [];
     }
   }

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -207,4 +207,19 @@ describe('lifecycle: a bad configuration stops start-up (real process)', functio
       expect(JSON.parse(line!).message).to.match(new RegExp(`^cannot start: ${variable}: `));
     });
   }
+
+  it('src/main.ts exits 1 on a bad RL_POLICY_FILE, naming the variable, the file, the policy and the field', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'rl-bad-policy-file-'));
+    try {
+      const file = join(dataDir, 'policies.yaml');
+      writeFileSync(file, 'policy_id: bad\nalgorithm: {type: fixed_window, limit: 5, window: soon}\n');
+      const message = await startFailure({ RL_DATA_DIR: join(dataDir, 'data'), RL_POLICY_FILE: file });
+      expect(message).to.include('exited before listening (code 1, signal null)');
+      const line = message.split('\n').find((l) => l.includes('"level":"error"'));
+      expect(line, message).to.be.a('string');
+      expect(JSON.parse(line!).message).to.match(new RegExp(`^cannot start: RL_POLICY_FILE: ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: policy "bad" \\(index 0\\): algorithm\\.window: `));
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
 });

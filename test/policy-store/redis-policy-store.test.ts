@@ -6,7 +6,7 @@ import { setLogLevel } from '../../src/util/log.js';
 import { RedisPolicyStore, type RedisPolicyStoreOptions } from '../../src/policy-store/redis-policy-store.js';
 import { getSuiteRedis } from '../support/counter-stores.js';
 import { createChange as create, removeChange as remove, updateChange as update, versionedPolicy as policy } from '../support/policies.js';
-import { randomPrefix, startRedisCluster, type RedisHandle } from '../support/redis.js';
+import { randomPrefix, startPrivateRedis, startRedisCluster, type RedisHandle } from '../support/redis.js';
 
 async function eventually(what: string, withinMs: number, check: () => boolean | Promise<boolean>): Promise<number> {
   const start = Date.now();
@@ -139,6 +139,44 @@ describe('RedisPolicyStore', function () {
     expect(await later.seedIfEmpty(() => ((read = true), []))).to.equal(false);
     expect(read).to.equal(false);
     expect(later.list().map((p) => p.policy_id)).to.deep.equal(['f1', 'f2']);
+  });
+
+  it('after SCRIPT FLUSH the commit, read_one and snapshot scripts run again from their text', async () => {
+    // A Redis of its own: the NOSCRIPT answers are counted, and no other test's client may add one.
+    const own = await startPrivateRedis();
+    const probe = new Redis(own.url);
+    const noScriptErrors = async () => Number(/^errorstat_NOSCRIPT:count=(\d+)/m.exec(String(await probe.info('errorstats')))?.[1] ?? 0);
+    const mine: RedisPolicyStore[] = [];
+    const openOwn = async (options: Partial<RedisPolicyStoreOptions>) => {
+      mine.push(await RedisPolicyStore.open({ addr: own.url, keyPrefix: prefix, subscribe: false, ...options }));
+      return mine[mine.length - 1];
+    };
+    try {
+      // ioredis sends a script's text the first time on a connection and EVALSHA after that: run each
+      // once so that, after a flush, the next call is an EVALSHA that Redis answers NOSCRIPT.
+      const a = await openOwn({ checkIntervalMs: 100, gapGraceMs: 20 });
+      // The writer's own revision check must not reload (and count a NOSCRIPT) during the test.
+      const writer = await openOwn({ checkIntervalMs: 3_600_000 });
+      await a.commit(create(policy('p', 1)));
+      expect((await a.fetch('p')).policy?.version).to.equal(1);
+      expect(await noScriptErrors()).to.equal(0);
+
+      await probe.script('FLUSH');
+      expect(await a.commit(update(policy('p', 2), policy('p', 1)))).to.deep.include({ ok: true, revision: 2 });
+      await probe.script('FLUSH');
+      expect((await a.fetch('p')).policy?.version).to.equal(2);
+      await probe.script('FLUSH');
+      // The writer's first commit on its connection goes in full; A sees the revision move and reloads (snapshot).
+      await writer.commit(create(policy('q', 1)));
+      await eventually('A reloads after the flush', 10_000, () => a.get('q') !== undefined);
+      expect(a.list().map((x) => [x.policy_id, x.version])).to.deep.equal([['p', 2], ['q', 1]]);
+      // Each of the three went out as EVALSHA, was answered NOSCRIPT (nothing ran) and was sent again in full.
+      expect(await noScriptErrors()).to.equal(3);
+    } finally {
+      await Promise.all(mine.map((s) => s.close()));
+      probe.disconnect();
+      await own.stop();
+    }
   });
 
   it('fails to open within its connect timeout when Redis is unreachable (never hangs)', async () => {

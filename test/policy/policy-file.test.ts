@@ -157,5 +157,8 @@ describe('loadPolicyFile', () => {
     expect(loadError(bad).message).to.match(new RegExp(`^${bad.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}#1: policy "y1" \\(index 0\\): algorithm\\.limit: `));
     // JSON stays JSON whatever the name (only .yaml and .yml are YAML).
     expect(loadError(file('yaml-like.conf', 'policy_id: x')).message).to.match(/yaml-like\.conf: invalid JSON: /);
+    // ...and says so where the name is not .json (a YAML file passed as /dev/stdin, say).
+    expect(loadError(file('yaml-like.conf', 'policy_id: x')).message).to.match(/invalid JSON: .* \(a file is read as YAML only when named \.yaml or \.yml\)$/);
+    expect(loadError(file('broken.json', '{')).message).to.not.include('YAML');
   });
 });
