@@ -66,6 +66,17 @@ export interface ServerConfig {
   envoyHeaders: 'ietf' | 'legacy' | 'off';
   /** Server processes sharing the ports (RL_WORKERS, `auto` = cores); more than 1 needs RL_COUNTERSTORE_ADDR. */
   workers: number;
+  /** RL_REGION + RL_GLOBAL_COUNTERSTORE_ADDR (docs/distribution.md); undefined = no regions. */
+  region: RegionConfig | undefined;
+}
+
+export interface RegionConfig {
+  /** RL_REGION: this server's region ([a-z0-9-]{1,32}). */
+  name: string;
+  /** RL_GLOBAL_COUNTERSTORE_ADDR: policies, versions, audit and the global budgets' counters. */
+  globalStoreAddr: string;
+  /** RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: the deadline of one global-store call (a WAN round trip). */
+  globalTimeoutMs: number;
 }
 
 /** Node's defaults hold a header-trickling socket 60 s and a slow body 300 s; ours are seconds. */
@@ -104,7 +115,27 @@ export function loadServerConfig(env: Env): ServerConfig {
     grpcMaxMessageBytes: read.int('RL_GRPC_MAX_MESSAGE_BYTES', 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     envoyHeaders: read.oneOf('RL_ENVOY_HEADERS', ['ietf', 'legacy', 'off'] as const, 'ietf'),
     workers: readWorkers(read, counterStoreAddr),
+    region: readRegion(read, counterStoreAddr),
   };
+}
+
+/** Both RL_REGION and RL_GLOBAL_COUNTERSTORE_ADDR or neither; with them RL_COUNTERSTORE_ADDR is this region's store. */
+function readRegion(read: Reader, counterStoreAddr: string | undefined): RegionConfig | undefined {
+  const name = read.optional('RL_REGION');
+  const globalStoreAddr = read.counterStoreAddr('RL_GLOBAL_COUNTERSTORE_ADDR');
+  const globalTimeoutMs = read.int('RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS', 1000, 1, 60_000);
+  if (name !== undefined && !/^[a-z0-9-]{1,32}$/.test(name)) {
+    throw new ConfigError('RL_REGION', `must be 1-32 characters of a-z, 0-9 and "-", got "${name}"`);
+  }
+  if (name === undefined && globalStoreAddr === undefined) return undefined;
+  if (name === undefined) throw new ConfigError('RL_REGION', 'must be set when RL_GLOBAL_COUNTERSTORE_ADDR is (both or neither)');
+  if (globalStoreAddr === undefined) {
+    throw new ConfigError('RL_GLOBAL_COUNTERSTORE_ADDR', 'must be set when RL_REGION is (both or neither)');
+  }
+  if (counterStoreAddr === undefined) {
+    throw new ConfigError('RL_COUNTERSTORE_ADDR', "must be set when RL_REGION is: it is this region's counter store");
+  }
+  return { name, globalStoreAddr, globalTimeoutMs };
 }
 
 /**
@@ -248,15 +279,14 @@ export class Reader {
     return { host, port };
   }
 
-  /** RL_COUNTERSTORE_ADDR, checked now so that a bad address stops start-up like any other bad value. */
-  counterStoreAddr(): string | undefined {
-    const name = 'RL_COUNTERSTORE_ADDR';
+  /** RL_COUNTERSTORE_ADDR (or another store address), checked now so that a bad address stops start-up like any other bad value. */
+  counterStoreAddr(name = 'RL_COUNTERSTORE_ADDR'): string | undefined {
     const value = this.optional(name);
     if (value === undefined) return undefined;
     try {
       parseCounterStoreAddress(value);
     } catch (error) {
-      if (error instanceof CounterStoreAddressError) throw new ConfigError(name, error.message.replace(`${name}: `, ''));
+      if (error instanceof CounterStoreAddressError) throw new ConfigError(name, error.message.replace(/^RL_COUNTERSTORE_ADDR: /, ''));
       throw error;
     }
     return value;

@@ -78,6 +78,8 @@ export interface PolicyFields {
   /** Unix seconds; 0 = unbounded. */
   valid_from_unix: number;
   valid_to_unix: number;
+  /** `regional` (default: each region enforces `limit` alone) or `global` (one limit for all regions). Absent = regional. */
+  budget?: 'regional' | 'global';
   /** Server-set: 1 on create, +1 on every change. */
   version: number;
   created_at: string;

@@ -364,6 +364,7 @@ function stamp(input: PolicyInput, version: number, createdAt: string, updatedAt
     metadata: toPlain(input.metadata) as Policy['metadata'],
     valid_from_unix: input.valid_from_unix,
     valid_to_unix: input.valid_to_unix,
+    ...(input.budget !== undefined && { budget: input.budget }),
     version,
     created_at: createdAt,
     updated_at: updatedAt,

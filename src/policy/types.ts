@@ -19,6 +19,10 @@ export const FAILURE_MODES = ['fail_open', 'fail_closed'] as const;
 export type FailureMode = (typeof FAILURE_MODES)[number];
 
 export const ENFORCEMENT_MODES = ['enforce', 'shadow'] as const;
+
+/** Where a policy's limit applies with regions configured (CONTRACT.md "Regions"): each region alone, or all together. */
+export const BUDGETS = ['regional', 'global'] as const;
+export type Budget = (typeof BUDGETS)[number];
 export type EnforcementMode = (typeof ENFORCEMENT_MODES)[number];
 
 /**
@@ -42,6 +46,7 @@ export interface Policy extends PolicyFields {
   action: LimitAction;
   failure_mode: FailureMode;
   enforcement_mode: EnforcementMode;
+  budget?: Budget;
 }
 
 /** One field-level validation problem; `field` is a dotted path such as `algorithm.window`. */

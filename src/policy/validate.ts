@@ -21,11 +21,13 @@ import { parseDuration } from '../util/duration.js';
 import { compileMatchExpr } from '../matching/match-expr.js';
 import {
   ALGORITHM_TYPES,
+  BUDGETS,
   ENFORCEMENT_MODES,
   FAILURE_MODES,
   LIMIT_ACTIONS,
   type AlgorithmConfig,
   type AlgorithmType,
+  type Budget,
   type EnforcementMode,
   type FailureMode,
   type FieldError,
@@ -159,6 +161,8 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
   const action = enumField(raw, 'action', LIMIT_ACTIONS, 'deny', err);
   const failureMode = enumField<FailureMode>(raw, 'failure_mode', FAILURE_MODES, 'fail_open', err);
   const enforcementMode = enumField<EnforcementMode>(raw, 'enforcement_mode', ENFORCEMENT_MODES, 'enforce', err);
+  // Kept only when given, so a policy without it reads back exactly as before regions existed.
+  const budget = own(raw, 'budget') === undefined ? undefined : enumField<Budget>(raw, 'budget', BUDGETS, 'regional', err);
 
   let rolloutPercent = 100;
   const rawRollout = own(raw, 'rollout_percent');
@@ -196,6 +200,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
     metadata: metadata!,
     valid_from_unix: validFrom ?? 0,
     valid_to_unix: validTo ?? 0,
+    ...(budget !== undefined && { budget }),
   };
   return { ok: true, policy };
 }
@@ -556,7 +561,7 @@ function validateQuotaShaped(raw: Obj, options: ValidateOptions): ValidationResu
   const errors: FieldError[] = [];
   const normalised: Obj = Object.create(null);
   // Policy fields that may ride along with the quota shape pass through unchanged.
-  for (const k of ['name', 'description', 'enabled', 'priority', 'failure_mode', 'rollout_percent', 'valid_from_unix', 'valid_to_unix', 'metadata', 'enforcement_mode', 'action']) {
+  for (const k of ['name', 'description', 'enabled', 'priority', 'failure_mode', 'rollout_percent', 'valid_from_unix', 'valid_to_unix', 'metadata', 'enforcement_mode', 'action', 'budget']) {
     if (hasOwn(raw, k)) normalised[k] = raw[k];
   }
   const id = hasOwn(raw, 'id') ? raw.id : hasOwn(raw, 'policy_id') ? raw.policy_id : undefined;

@@ -1,5 +1,5 @@
 import { FormatRegistry, Type, type Static, type TLiteral, type TOptional, type TSchema, type TString, type TUnion } from '@sinclair/typebox';
-import { ALGORITHM_TYPES, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../policy/types.js';
+import { ALGORITHM_TYPES, BUDGETS, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../policy/types.js';
 import {
   MAX_FIELD_LENGTH,
   MAX_METADATA_ENTRIES,
@@ -121,6 +121,7 @@ const inputFields = {
   rollout_percent: Type.Integer({ minimum: 0, maximum: 100 }),
   valid_from_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
   valid_to_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
+  budget: Type.Optional(literals(BUDGETS, { description: 'regional (default): each region enforces limit alone; global: one limit for all regions (docs/distribution.md).' })),
 };
 
 export const PolicyInputSchema = Type.Object(
@@ -139,6 +140,7 @@ export const PolicyInputSchema = Type.Object(
     metadata: Type.Optional(metadata(Type.Union([MetadataValue, Type.Number(), Type.Boolean()]))),
     valid_from_unix: Type.Optional(inputFields.valid_from_unix),
     valid_to_unix: Type.Optional(inputFields.valid_to_unix),
+    budget: inputFields.budget,
     version: Type.Optional(PositiveInt('PUT/PATCH: the version being changed; a stale one is a 409 (as If-Match).')),
   },
   { title: 'PolicyInput', description: 'A policy as written. Defaults: enabled true, priority 0, action deny, failure_mode fail_open, enforcement_mode enforce, rollout_percent 100.' },
@@ -168,6 +170,7 @@ export const QuotaPolicyInputSchema = Type.Object(
     rollout_percent: Type.Optional(inputFields.rollout_percent),
     valid_from_unix: Type.Optional(inputFields.valid_from_unix),
     valid_to_unix: Type.Optional(inputFields.valid_to_unix),
+    budget: inputFields.budget,
   },
   { title: 'QuotaPolicyInput', description: 'The quota-shaped body: stored and returned in the Policy shape.' },
 );
