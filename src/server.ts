@@ -181,8 +181,22 @@ function httpServerOptions(timeouts: HttpTimeouts): http.ServerOptions {
   };
 }
 
-/** Redis hashes when a shared store is configured (multi node), else the journal in RL_DATA_DIR. */
+/**
+ * Redis hashes when a shared store is configured (multi node), else the journal in RL_DATA_DIR. With
+ * regions, the global store holds them, so a change made in any region reaches every region.
+ */
 function openPolicyStore(config: ServerConfig): Promise<PolicyStore> {
+  if (config.region) {
+    return RedisPolicyStore.open({
+      addr: config.region.globalStoreAddr,
+      keyPrefix: config.keyPrefix,
+      commandTimeoutMs: config.region.globalTimeoutMs,
+      unavailable: {
+        name: 'global store (RL_GLOBAL_COUNTERSTORE_ADDR)',
+        consequence: '; policy changes are refused until it is reachable again, decisions go on with the policies this server holds',
+      },
+    });
+  }
   return config.counterStoreAddr
     ? RedisPolicyStore.open({ addr: config.counterStoreAddr, keyPrefix: config.keyPrefix })
     : FilePolicyStore.open(config.dataDir);

@@ -24,7 +24,8 @@ export type ScriptName =
   | 'leaky_bucket'
   | 'quota'
   | 'concurrency_acquire'
-  | 'concurrency_release';
+  | 'concurrency_release'
+  | 'lease_pool';
 
 export interface LuaScript {
   name: ScriptName;
@@ -46,6 +47,7 @@ export const SCRIPT_KEY_COUNTS: Readonly<Record<ScriptName, number>> = {
   quota: 1,
   concurrency_acquire: 1,
   concurrency_release: 1,
+  lease_pool: 1,
 };
 
 export const SCRIPT_NAMES = Object.keys(SCRIPT_KEY_COUNTS) as ScriptName[];

@@ -1,0 +1,255 @@
+-- lease_pool: a region's units of one `budget: global` counter, held in the region's store
+-- (docs/distribution.md). One script for every algorithm: the units were taken from the global counter
+-- by the algorithm's own script; here they are only counted, spent and let go. Every server of the
+-- region spends from the same pool, so decisions in the region are exact against it.
+--
+-- Clocks: only this store's clock is read here (ARGV[1] '' = TIME). A generation's expiry arrives as
+-- a duration (ttl) the server computed conservatively from the global store's answer, so no absolute
+-- time ever crosses from one machine to another (see docs/distribution.md, "Clocks").
+--
+-- KEYS[1]  pool hash:
+--            a_u a_e a_t  older generation: units, expires-at (this store's clock), window tag ('' = bucket)
+--            b_u b_e b_t  newer generation
+--            lk le        refill lock: owner token, expires-at (one server of the region refills at a time)
+--            pr           what the parent could still admit after the last take (-1 = not known yet)
+--            lc           the chunk the last refill asked for (refill ahead once half of it is spent)
+--            du           parent exhausted until (no refill before; spends that do not fit are refused)
+--            dd           parent unreachable until (decisions that do not fit fail at once)
+--            rw rs rp     spending measure: period start, spent in it, spent in the previous period
+--            la           last spend (idle return)
+-- ARGV[1]  now, epoch ms; '' = Redis TIME
+-- ARGV[2]  operation; its arguments follow (ARGV[3] onwards):
+--            spend  cost lock_ms token measure_ms
+--            add    units ttl_ms tag parent_remaining token retry_after_ms asked measure_ms
+--            fail   token down_ms          (a refill could not reach the parent)
+--            drain  idle_ms                (every live unit out if none was spent for idle_ms; 0 = now)
+--            refund units
+--            peek
+-- ARGV[3]  spend, add: cost / units; fail: token; drain: idle_ms; refund: units
+-- ARGV[4]  spend: lock_ms; add: ttl_ms; fail: down_ms
+-- ARGV[5]  spend: token; add: tag
+-- ARGV[6]  spend: measure_ms; add: parent_remaining
+-- ARGV[7]  add: token
+-- ARGV[8]  add: retry_after_ms (when no unit was granted)
+-- ARGV[9]  add: asked (the chunk asked for)
+-- ARGV[10] add: measure_ms
+-- Returns  {spent 1/0, left, retry_after_ms, lock 1/0, recent, parent_remaining, lapsed, down 1/0,
+--          reset_after_ms, tag}: `left` the live units after the operation, `recent` the units spent over
+--          the last measure period (the chunk rule's rate), `lapsed` units that expired unspent (or were
+--          dropped) during this call, `reset_after_ms` until the newest live units expire, `tag` their
+--          window tag (drain: of the units taken out).
+
+-- @include "time"
+-- @include "number"
+
+local key = KEYS[1]
+local op = ARGV[2]
+local POOL_TTL_MS = 600000
+
+local p = {}
+do
+  local v = redis.call('HMGET', key, 'a_u', 'a_e', 'a_t', 'b_u', 'b_e', 'b_t', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la')
+  p.a_u = tonumber(v[1]) or 0
+  p.a_e = tonumber(v[2]) or 0
+  p.a_t = v[3] or ''
+  p.b_u = tonumber(v[4]) or 0
+  p.b_e = tonumber(v[5]) or 0
+  p.b_t = v[6] or ''
+  p.lk = v[7] or ''
+  p.le = tonumber(v[8]) or 0
+  p.pr = tonumber(v[9]) or -1
+  p.lc = tonumber(v[10]) or 0
+  p.du = tonumber(v[11]) or 0
+  p.dd = tonumber(v[12]) or 0
+  p.rw = tonumber(v[13]) or now
+  p.rs = tonumber(v[14]) or 0
+  p.rp = tonumber(v[15]) or 0
+  p.la = tonumber(v[16]) or now
+end
+
+local lapsed = 0
+-- Units whose generation has expired are gone: they belonged to a window that may be over.
+if p.a_u > 0 and p.a_e <= now then
+  lapsed = lapsed + p.a_u
+  p.a_u = 0
+end
+if p.b_u > 0 and p.b_e <= now then
+  lapsed = lapsed + p.b_u
+  p.b_u = 0
+end
+if p.a_u == 0 and p.b_u > 0 then
+  p.a_u, p.a_e, p.a_t, p.b_u = p.b_u, p.b_e, p.b_t, 0
+end
+
+local function measure(period)
+  if now - p.rw >= period then
+    if now - p.rw >= 2 * period then
+      p.rp = 0
+    else
+      p.rp = p.rs
+    end
+    p.rs = 0
+    p.rw = now
+  end
+end
+
+local function left()
+  return p.a_u + p.b_u
+end
+
+local function reset_after()
+  local e = 0
+  if p.a_u > 0 then e = p.a_e end
+  if p.b_u > 0 and p.b_e > e then e = p.b_e end
+  if e == 0 then return 0 end
+  return e - now
+end
+
+local function save()
+  redis.call('HSET', key, 'a_u', fmt(p.a_u), 'a_e', fmt(p.a_e), 'a_t', p.a_t, 'b_u', fmt(p.b_u), 'b_e', fmt(p.b_e),
+    'b_t', p.b_t, 'lk', p.lk, 'le', fmt(p.le), 'pr', fmt(p.pr), 'lc', fmt(p.lc), 'du', fmt(p.du), 'dd', fmt(p.dd),
+    'rw', fmt(p.rw), 'rs', fmt(p.rs), 'rp', fmt(p.rp), 'la', fmt(p.la))
+  expire_in(key, now + POOL_TTL_MS)
+end
+
+local function answer(spent, retry, lock, tag)
+  local recent = p.rs
+  if p.rp > recent then recent = p.rp end
+  local down = 0
+  if p.dd > now then down = 1 end
+  return { spent and 1 or 0, reply_number(left()), reply_number(retry), lock and 1 or 0, reply_number(recent),
+    reply_number(p.pr), reply_number(lapsed), down, reply_number(reset_after()), tag or p.b_t }
+end
+
+if op == 'spend' then
+  local cost = tonumber(ARGV[3])
+  local lock_ms = tonumber(ARGV[4])
+  local token = ARGV[5]
+  measure(tonumber(ARGV[6]))
+  local spent = cost <= left()
+  if spent then
+    -- Oldest units first: they expire first.
+    local from_a = math.min(cost, p.a_u)
+    p.a_u = p.a_u - from_a
+    p.b_u = p.b_u - (cost - from_a)
+    if p.a_u == 0 and p.b_u > 0 then
+      p.a_u, p.a_e, p.a_t, p.b_u = p.b_u, p.b_e, p.b_t, 0
+    end
+    p.rs = p.rs + cost
+    p.la = now
+  end
+  local retry = 0
+  if p.du > now then retry = p.du - now end
+  -- Refill ahead once half of the last chunk is spent, or now for a decision that does not fit; never
+  -- while the parent is exhausted or unreachable, and only one server at a time.
+  local lock = false
+  if (not spent or left() * 2 <= p.lc) and retry == 0 and p.dd <= now and (p.lk == '' or p.le <= now) then
+    p.lk = token
+    p.le = now + lock_ms
+    lock = true
+  end
+  save()
+  return answer(spent, retry, lock)
+end
+
+if op == 'add' then
+  local units = tonumber(ARGV[3])
+  local ttl = tonumber(ARGV[4])
+  local tag = ARGV[5]
+  p.pr = tonumber(ARGV[6])
+  local token = ARGV[7]
+  local retry = tonumber(ARGV[8])
+  p.lc = tonumber(ARGV[9])
+  measure(tonumber(ARGV[10]))
+  if units > 0 and ttl > 0 then
+    -- Units of another window never mix with these: the older ones are over (or about to be).
+    if tag ~= '' then
+      if p.b_u > 0 and p.b_t ~= tag then
+        lapsed = lapsed + p.b_u
+        p.b_u = 0
+      end
+      if p.a_u > 0 and p.a_t ~= tag then
+        lapsed = lapsed + p.a_u
+        p.a_u = 0
+      end
+      if p.a_u == 0 and p.b_u > 0 then
+        p.a_u, p.a_e, p.a_t, p.b_u = p.b_u, p.b_e, p.b_t, 0
+      end
+    end
+    local expires = now + ttl
+    if p.a_u == 0 then
+      p.a_u, p.a_e, p.a_t = units, expires, tag
+    else
+      if p.b_u > 0 then
+        -- Two generations at most: the older two merge under the earlier expiry (never later).
+        p.a_u = p.a_u + p.b_u
+        p.a_e = math.min(p.a_e, p.b_e)
+      end
+      p.b_u, p.b_e, p.b_t = units, expires, tag
+    end
+    p.du = 0
+  elseif units <= 0 then
+    -- The parent admits nothing now: no refill and no waiting until it may again.
+    p.du = now + math.max(1, retry)
+  end
+  p.dd = 0
+  if p.lk == token then
+    p.lk = ''
+    p.le = 0
+  end
+  save()
+  return answer(false, 0, false)
+end
+
+if op == 'fail' then
+  if p.lk == ARGV[3] then
+    p.lk = ''
+    p.le = 0
+  end
+  p.dd = now + tonumber(ARGV[4])
+  save()
+  return answer(false, 0, false)
+end
+
+if op == 'drain' then
+  local idle_ms = tonumber(ARGV[3])
+  if left() == 0 or now - p.la < idle_ms then
+    if lapsed > 0 then save() end
+    return answer(false, 0, false, '')
+  end
+  -- The units leave under the newest tag; an older window's units (never live beside a newer one
+  -- after `add`) would not be refunded by the parent anyway.
+  local units = left()
+  local tag = p.a_t
+  if p.b_u > 0 then tag = p.b_t end
+  if p.b_u > 0 and p.a_u > 0 and p.a_t ~= p.b_t then
+    lapsed = lapsed + p.a_u
+    units = p.b_u
+  end
+  p.a_u = 0
+  p.b_u = 0
+  save()
+  local reply = answer(true, 0, false, tag)
+  reply[2] = reply_number(units)
+  return reply
+end
+
+if op == 'refund' then
+  -- Back to the live units that expire first (never to a later expiry than the pool already has),
+  -- at most what was spent lately (as a counter's usage never goes below zero); with none live, the
+  -- units belonged to a window that is over and stay spent.
+  local units = math.min(tonumber(ARGV[3]), p.rs)
+  if p.a_u > 0 then
+    p.a_u = p.a_u + units
+    p.rs = p.rs - units
+  end
+  save()
+  return answer(true, 0, false)
+end
+
+if op == 'peek' then
+  if lapsed > 0 then save() end
+  return answer(false, 0, false)
+end
+
+return redis.error_reply('ERR rl lease_pool: unknown operation ' .. tostring(op))
