@@ -6,7 +6,8 @@
 -- ARGV[2]  signed cost: units this request takes; 0 = peek, negative = refund (include "mode")
 -- ARGV[3]  limit
 -- ARGV[4]  window ms
--- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
+--          {units, window start, ms until the window ends} (include "mode")
 
 -- @include "time"
 -- @include "number"
@@ -28,7 +29,12 @@ local reset = 0
 if used > 0 then
   reset = window_end - now
 end
+if giving and give_tag ~= window_start then
+  -- The units' window has ended: they lapsed, and nothing goes back.
+  return lease_reply(true, math.max(0, limit - used), 0, reset, 0, window_start, window_end - now)
+end
 if refunding then
+  local before = used
   if used > 0 then
     used = math.max(0, used - refund)
     redis.call('HSET', key, 'u', fmt(used))
@@ -37,7 +43,24 @@ if refunding then
   if used == 0 then
     reset = 0
   end
+  if giving then
+    return lease_reply(true, math.max(0, limit - used), 0, reset, before - used, window_start, window_end - now)
+  end
   return reply(true, math.max(0, limit - used), 0, reset)
+end
+if taking then
+  local granted = math.max(0, math.min(cost, limit - used))
+  local retry = 0
+  if granted < cost then
+    retry = window_end - now
+  end
+  if granted > 0 then
+    used = used + granted
+    redis.call('HSET', key, 'x', fmt(window_end), 's', fmt(window_start), 'u', fmt(used))
+    expire_in(key, window_end)
+    reset = window_end - now
+  end
+  return lease_reply(granted > 0, math.max(0, limit - used), retry, reset, granted, window_start, window_end - now)
 end
 if used + cost > limit then
   return reply(false, math.max(0, limit - used), window_end - now, window_end - now)

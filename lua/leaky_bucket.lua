@@ -9,7 +9,8 @@
 -- ARGV[3]  capacity
 -- ARGV[4]  rate units (units drained per rate period)
 -- ARGV[5]  rate period ms
--- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
+--          {units, 0, 0} (include "mode"; a return is an ordinary refund)
 
 -- @include "time"
 -- @include "number"
@@ -38,7 +39,24 @@ if refunding then
     redis.call('HSET', key, 'x', fmt(settled_at), 'a', fmt(level), 'u', fmt(now))
     expire_in(key, settled_at)
   end
+  if giving then
+    return lease_reply(true, math.max(0, math.floor(capacity - level)), 0, settled_at - now, refund, 0, 0)
+  end
   return reply(true, math.max(0, math.floor(capacity - level)), 0, settled_at - now)
+end
+if taking then
+  local granted = math.max(0, math.min(cost, math.floor(capacity - level)))
+  local retry = 0
+  if granted < cost then
+    retry = math.ceil(((level + cost - capacity) * rate_period_ms) / rate_units)
+  end
+  if granted > 0 then
+    level = level + granted
+    empty_at = now + math.ceil((level * rate_period_ms) / rate_units)
+    redis.call('HSET', key, 'x', fmt(empty_at), 'a', fmt(level), 'u', fmt(now))
+    expire_in(key, empty_at)
+  end
+  return lease_reply(granted > 0, math.max(0, math.floor(capacity - level)), retry, empty_at - now, granted, 0, 0)
 end
 if peeking and level + cost <= capacity then
   return reply(true, math.max(0, math.floor(capacity - level)), 0, empty_at - now)

@@ -6,7 +6,8 @@
 -- ARGV[2]  signed cost: units this request takes; 0 = peek, negative = refund (include "mode")
 -- ARGV[3]  limit (the budget)
 -- ARGV[4]  period ms
--- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
+--          {units, period start, ms until the period ends} (include "mode")
 
 -- @include "time"
 -- @include "number"
@@ -29,7 +30,12 @@ local reset = 0
 if used > 0 then
   reset = period_end - now
 end
+if giving and not (used > 0 and give_tag == period_start) then
+  -- The units' period has ended: they lapsed, and nothing goes back.
+  return lease_reply(true, math.max(0, limit - used), 0, reset, 0, period_start, period_end - now)
+end
 if refunding then
+  local before = used
   if used > 0 then
     used = math.max(0, used - refund)
     redis.call('HSET', key, 'u', fmt(used))
@@ -38,7 +44,24 @@ if refunding then
   if used == 0 then
     reset = 0
   end
+  if giving then
+    return lease_reply(true, math.max(0, limit - used), 0, reset, before - used, period_start, period_end - now)
+  end
   return reply(true, math.max(0, limit - used), 0, reset)
+end
+if taking then
+  local granted = math.max(0, math.min(cost, limit - used))
+  local retry = 0
+  if granted < cost then
+    retry = period_end - now
+  end
+  if granted > 0 then
+    used = used + granted
+    redis.call('HSET', key, 'x', fmt(period_end), 's', fmt(period_start), 'u', fmt(used))
+    expire_in(key, period_end)
+    reset = period_end - now
+  end
+  return lease_reply(granted > 0, math.max(0, limit - used), retry, reset, granted, period_start, period_end - now)
 end
 if used + cost > limit then
   return reply(false, math.max(0, limit - used), period_end - now, period_end - now)

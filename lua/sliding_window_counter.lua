@@ -9,7 +9,8 @@
 -- ARGV[3]  limit
 -- ARGV[4]  window ms
 -- ARGV[5]  sub-window count (1 = weighted previous window)
--- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
+--          {units, sub-window index, ms until the sub-window ends} (include "mode")
 --
 -- The emulator sums the buckets in insertion order; so does this (HGETALL of a listpack-encoded hash
 -- is in insertion order, and a policy has at most 60 sub-windows, far below the listpack limit). The
@@ -77,6 +78,18 @@ if not peeking then
   end
 end
 
+if giving then
+  if give_tag ~= current then
+    -- The units' sub-window has ended: they lapsed, and nothing goes back.
+    local reset = 0
+    if newest >= 0 then
+      reset = (newest + sub_windows + 1) * bucket_ms - now
+    end
+    return lease_reply(true, math.max(0, math.floor(limit - (full + (oldest * (bucket_ms - elapsed)) / bucket_ms))), 0, reset, 0, current, bucket_ms - elapsed)
+  end
+  -- They go back to the sub-window they were taken in, and to no other.
+  refund = math.min(refund, counts[fmt(current)] or 0)
+end
 if refunding then
   -- Units go back from the newest bucket first; an emptied bucket is removed.
   table.sort(live, function(a, b) return a > b end)
@@ -115,21 +128,36 @@ if refunding then
   if newest >= 0 then
     reset = (newest + sub_windows + 1) * bucket_ms - now
   end
-  return reply(true, math.max(0, math.floor(limit - (full + (oldest * (bucket_ms - elapsed)) / bucket_ms))), 0, reset)
+  local remaining = math.max(0, math.floor(limit - (full + (oldest * (bucket_ms - elapsed)) / bucket_ms)))
+  if giving then
+    return lease_reply(true, remaining, 0, reset, refund, current, bucket_ms - elapsed)
+  end
+  return reply(true, remaining, 0, reset)
 end
 
 local estimate = full + (oldest * (bucket_ms - elapsed)) / bucket_ms
+-- A take is granted what fits now; the rest is refused as a consume of `cost` would be.
+local granted = cost
+if taking then
+  granted = math.max(0, math.min(cost, math.floor(limit - estimate)))
+end
+local retry = 0
 if estimate + cost > limit then
-  local retry = bucket_ms - elapsed
+  retry = bucket_ms - elapsed
   if full + cost <= limit and oldest > 0 then
     retry = math.ceil(bucket_ms - ((limit - cost - full) * bucket_ms) / oldest) - elapsed
     if retry < 1 then
       retry = 1
     end
   end
+end
+if granted == 0 or (not taking and estimate + cost > limit) then
   local reset = 0
   if newest >= 0 then
     reset = (newest + sub_windows + 1) * bucket_ms - now
+  end
+  if taking then
+    return lease_reply(false, math.max(0, math.floor(limit - estimate)), retry, reset, 0, current, bucket_ms - elapsed)
   end
   return reply(false, math.max(0, math.floor(limit - estimate)), retry, reset)
 end
@@ -142,6 +170,9 @@ if peeking then
 end
 local field = fmt(current)
 local reset_at = (current + sub_windows + 1) * bucket_ms
-redis.call('HSET', key, field, fmt((counts[field] or 0) + cost), 'x', fmt(reset_at))
+redis.call('HSET', key, field, fmt((counts[field] or 0) + granted), 'x', fmt(reset_at))
 expire_in(key, reset_at)
+if taking then
+  return lease_reply(true, math.max(0, math.floor(limit - (estimate + granted))), retry, reset_at - now, granted, current, bucket_ms - elapsed)
+end
 return reply(true, math.max(0, math.floor(limit - (estimate + cost))), 0, reset_at - now)

@@ -8,7 +8,8 @@
 -- ARGV[3]  capacity
 -- ARGV[4]  rate units (tokens added per rate period)
 -- ARGV[5]  rate period ms
--- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
+--          {units, 0, 0} (include "mode"; a return is an ordinary refund)
 
 -- @include "time"
 -- @include "number"
@@ -37,7 +38,24 @@ if refunding then
     redis.call('HSET', key, 'x', fmt(settled_at), 'a', fmt(tokens), 'u', fmt(now))
     expire_in(key, settled_at)
   end
+  if giving then
+    return lease_reply(true, math.floor(tokens), 0, settled_at - now, refund, 0, 0)
+  end
   return reply(true, math.floor(tokens), 0, settled_at - now)
+end
+if taking then
+  local granted = math.max(0, math.min(cost, math.floor(tokens)))
+  local retry = 0
+  if granted < cost then
+    retry = math.ceil(((cost - tokens) * rate_period_ms) / rate_units)
+  end
+  if granted > 0 then
+    tokens = tokens - granted
+    full_at = now + math.ceil(((capacity - tokens) * rate_period_ms) / rate_units)
+    redis.call('HSET', key, 'x', fmt(full_at), 'a', fmt(tokens), 'u', fmt(now))
+    expire_in(key, full_at)
+  end
+  return lease_reply(granted > 0, math.floor(tokens), retry, full_at - now, granted, 0, 0)
 end
 if peeking and tokens >= cost then
   return reply(true, math.floor(tokens), 0, full_at - now)

@@ -3,8 +3,30 @@
 --   = 0  peek: answered as a cost of 1 would be answered now, and nothing is written (not even the
 --        removal of stale state, which no answer can observe)
 --   < 0  refund: -ARGV[2] units go back to the current window, bucket or period, within its bounds
+-- and the two operations of a capacity lease (src/lease), which answer with lease_reply (include "number"):
+--   'take:<n>'        partial take: min(n, what the counter admits now) units, possibly 0
+--   'give:<n>:<tag>'  window-checked return: a refund of n units, made only while the window (quota
+--                     period, sub-window) <tag> that a take answered is still the current one; the
+--                     units of a window that has ended have lapsed and go nowhere (buckets: a refund)
 -- Port of the `mode` of MemoryCounterStore (src/counters/memory-store.ts): change both together.
 local signed_cost = tonumber(ARGV[2])
+local taking = false
+local giving = false
+local give_tag = nil
+if not signed_cost then
+  local take = string.match(ARGV[2], '^take:(%d+)$')
+  local give, tag = string.match(ARGV[2], '^give:(%d+):(.+)$')
+  if take then
+    taking = true
+    signed_cost = tonumber(take)
+  elseif give and tonumber(tag) then
+    giving = true
+    signed_cost = -tonumber(give)
+    give_tag = tonumber(tag)
+  else
+    return redis.error_reply('ERR rl: ARGV[2] (cost) must be a number, take:<n> or give:<n>:<tag>, got ' .. ARGV[2])
+  end
+end
 local peeking = signed_cost == 0
 local refunding = signed_cost < 0
 local cost = signed_cost

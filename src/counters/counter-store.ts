@@ -12,6 +12,19 @@ export interface CounterResult {
   resetAfterMs: number;
 }
 
+/** A capacity lease's operation on a counter (lua/includes/mode.lua): a partial take, or a window-checked return. */
+export type LeaseOperation = { kind: 'take' } | { kind: 'give'; tag: number };
+
+/** The answer to a lease operation: a CounterResult and what a holder needs (src/lease). */
+export interface LeaseCounterResult extends CounterResult {
+  /** Units taken (partial take: at most the `n` asked, possibly 0) or given back (the rest lapsed). */
+  units: number;
+  /** The window start, quota period start or sub-window index the units belong to; 0 for the buckets. */
+  windowTag: number;
+  /** ms until that window (period, sub-window) ends, by the store's clock; 0 for the buckets. */
+  windowLeftMs: number;
+}
+
 /**
  * One interface, two backends with identical semantics: MemoryCounterStore (single node) and
  * RedisCounterStore (each operation atomic in one Lua script call, shared by the operations of one
@@ -40,6 +53,17 @@ export interface CounterStore {
    * bucket never above its capacity. `allowed` is always true; `remaining` is after the refund.
    */
   refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult>;
+  /**
+   * Capacity leases (src/lease), in the algorithm's own script: takes min(`n`, what the counter admits
+   * now) units, possibly none; `retryAfterMs` is that of a refused consume of `n` when less was granted.
+   */
+  take?(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult>;
+  /**
+   * Gives back `units` a take answered with `windowTag`, only while that window (period, sub-window)
+   * is the current one; otherwise they lapsed (`units` of the answer: how many went back).
+   * Buckets: an ordinary refund (`windowTag` null).
+   */
+  giveBack?(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult>;
   /** Takes a lease slot for `leaseId`, or refreshes the lease if it is already held. */
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult>;
   /** Returns the lease; `allowed` false when no such lease was held. */
@@ -59,6 +83,8 @@ export interface SyncCounterOperations {
   consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): CounterResult;
   peek(keys: string[], spec: RateSpec, nowMs?: number): CounterResult;
   refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): CounterResult;
+  take?(keys: string[], spec: RateSpec, n: number, nowMs?: number): LeaseCounterResult;
+  giveBack?(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): LeaseCounterResult;
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): CounterResult;
   release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): CounterResult;
 }

@@ -1,4 +1,4 @@
-import type { CounterResult, CounterStore, SyncCounterOperations } from './counter-store.js';
+import type { CounterResult, CounterStore, LeaseCounterResult, LeaseOperation, SyncCounterOperations } from './counter-store.js';
 import type { LeaseSpec, RateSpec } from './counter-spec.js';
 
 /**
@@ -85,7 +85,7 @@ export class MemoryCounterStore implements CounterStore {
   private sweepCursor: Iterator<[string, Slot]> | undefined;
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   /** The emulator never waits: DecisionService uses these directly; the async methods wrap them. */
-  readonly sync: SyncCounterOperations;
+  readonly sync: SyncCounterOperations & Required<Pick<SyncCounterOperations, 'take' | 'giveBack'>>;
   /** This store's property on the key arrays it is handed (SlotCarrier): two stores never read each other's. */
   private readonly slotTag: typeof SLOT_TAG_TYPE = Symbol('fixedWindowSlot') as typeof SLOT_TAG_TYPE;
 
@@ -98,6 +98,9 @@ export class MemoryCounterStore implements CounterStore {
       refund: (keys, spec, amount, nowMs) => this.consumeNow(keys, spec, -amount, nowMs ?? this.now()),
       acquire: (keys, spec, leaseId, nowMs) => this.acquireNow(keys[0], spec, leaseId, nowMs ?? this.now()),
       release: (keys, spec, leaseId, nowMs) => this.releaseNow(keys[0], spec, leaseId, nowMs ?? this.now()),
+      take: (keys, spec, n, nowMs) => this.consumeNow(keys, spec, n, nowMs ?? this.now(), TAKE) as LeaseCounterResult,
+      giveBack: (keys, spec, units, windowTag, nowMs) =>
+        this.consumeNow(keys, spec, -units, nowMs ?? this.now(), { kind: 'give', tag: windowTag ?? 0 }) as LeaseCounterResult,
     };
     this.sweepBatch = options.sweepBatch ?? 20_000;
     this.sweepBudgetMs = options.sweepBudgetMs ?? 4;
@@ -151,6 +154,14 @@ export class MemoryCounterStore implements CounterStore {
     return this.sync.refund(keys, spec, amount, nowMs);
   }
 
+  async take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
+    return this.sync.take(keys, spec, n, nowMs);
+  }
+
+  async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
+    return this.sync.giveBack(keys, spec, units, windowTag, nowMs);
+  }
+
   async acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
     return this.sync.acquire(keys, spec, leaseId, nowMs);
   }
@@ -169,22 +180,26 @@ export class MemoryCounterStore implements CounterStore {
     this.slots.clear();
   }
 
-  /** `cost` is signed as in the scripts (lua/includes/mode.lua): > 0 consume, 0 peek, < 0 refund. */
-  private consumeNow(keys: string[], spec: RateSpec, cost: number, now: number): CounterResult {
+  /**
+   * `cost` is signed as in the scripts (lua/includes/mode.lua): > 0 consume, 0 peek, < 0 refund; with
+   * `lease`, a partial take (cost > 0) or a window-checked return (cost < 0), answered as LeaseCounterResult.
+   */
+  private consumeNow(keys: string[], spec: RateSpec, cost: number, now: number, lease?: LeaseOperation): CounterResult {
     const key = keys[0];
     switch (spec.type) {
       case 'fixed_window':
-        return this.fixedWindow(keys as SlotCarrier, spec.limit, spec.windowMs, cost, now);
+        return this.fixedWindow(keys as SlotCarrier, spec.limit, spec.windowMs, cost, now, lease);
       case 'quota':
-        return this.quota(key, spec.limit, spec.periodMs, cost, now);
+        return this.quota(key, spec.limit, spec.periodMs, cost, now, lease);
       case 'sliding_window_counter':
-        return this.slidingCounter(key, spec.limit, spec.windowMs, spec.subWindows, cost, now);
+        return this.slidingCounter(key, spec.limit, spec.windowMs, spec.subWindows, cost, now, lease);
       case 'sliding_window_log':
+        if (lease) throw new Error('sliding_window_log takes no capacity lease');
         return this.slidingLog(key, spec.limit, spec.windowMs, cost, now);
       case 'token_bucket':
-        return this.tokenBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, cost, now);
+        return this.tokenBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, cost, now, lease);
       case 'leaky_bucket':
-        return this.leakyBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, cost, now);
+        return this.leakyBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, cost, now, lease);
     }
   }
 
@@ -217,7 +232,7 @@ export class MemoryCounterStore implements CounterStore {
 
   // --- algorithms: each mirrors lua/<name>.lua ---
 
-  private fixedWindow(keys: SlotCarrier, limit: number, windowMs: number, signedCost: number, now: number): CounterResult {
+  private fixedWindow(keys: SlotCarrier, limit: number, windowMs: number, signedCost: number, now: number, lease?: LeaseOperation): CounterResult {
     const key = keys[0];
     const windowStart = now - (now % windowMs);
     const windowEnd = windowStart + windowMs;
@@ -230,6 +245,7 @@ export class MemoryCounterStore implements CounterStore {
       if (slot !== undefined) keys[this.slotTag] = slot;
     }
     let used = slot && slot.windowStart === windowStart ? slot.used : 0;
+    if (lease !== undefined) return this.fixedWindowLease(keys, slot, used, limit, windowStart, windowMs, signedCost, now, lease);
     if (signedCost <= 0) {
       const reset = used > 0 ? windowEnd - now : 0;
       if (signedCost < 0) {
@@ -260,8 +276,45 @@ export class MemoryCounterStore implements CounterStore {
     return result(true, Math.max(0, limit - (used + cost)), 0, windowEnd - now);
   }
 
-  private quota(key: string, limit: number, periodMs: number, signedCost: number, now: number): CounterResult {
-    const { peeking, refunding, cost, refund } = mode(signedCost);
+  /** fixed_window's lease operations, apart from its hot path: the `giving` and `taking` branches of the script. */
+  private fixedWindowLease(
+    keys: SlotCarrier, slot: FixedWindowSlot | undefined, used: number, limit: number, windowStart: number, windowMs: number,
+    signedCost: number, now: number, lease: LeaseOperation,
+  ): LeaseCounterResult {
+    const windowEnd = windowStart + windowMs;
+    let reset = used > 0 ? windowEnd - now : 0;
+    if (lease.kind === 'give') {
+      // The units' window has ended: they lapsed, and nothing goes back.
+      if (lease.tag !== windowStart) return leaseResult(true, Math.max(0, limit - used), 0, reset, 0, windowStart, windowEnd - now);
+      const before = used;
+      if (used > 0) {
+        used = Math.max(0, used + signedCost);
+        slot!.used = used;
+      }
+      if (used === 0) reset = 0;
+      return leaseResult(true, Math.max(0, limit - used), 0, reset, before - used, windowStart, windowEnd - now);
+    }
+    const cost = signedCost;
+    const granted = Math.max(0, Math.min(cost, limit - used));
+    const retry = granted < cost ? windowEnd - now : 0;
+    if (granted > 0) {
+      used = used + granted;
+      if (slot) {
+        slot.windowNumber = windowStart / windowMs;
+        slot.windowMs = windowMs;
+        slot.used = used;
+      } else {
+        const created = new FixedWindowSlot(windowStart / windowMs, windowMs, used);
+        this.slots.set(keys[0], created);
+        keys[this.slotTag] = created;
+      }
+      reset = windowEnd - now;
+    }
+    return leaseResult(granted > 0, Math.max(0, limit - used), retry, reset, granted, windowStart, windowEnd - now);
+  }
+
+  private quota(key: string, limit: number, periodMs: number, signedCost: number, now: number, lease?: LeaseOperation): CounterResult {
+    const { peeking, refunding, cost, refund, taking, giving, giveTag } = mode(signedCost, lease);
     // The period starts with the first consumption and lasts periodMs.
     const stored = this.get<QuotaState>(key, now);
     let periodStart = now;
@@ -271,14 +324,30 @@ export class MemoryCounterStore implements CounterStore {
       used = stored.used;
     }
     const periodEnd = periodStart + periodMs;
-    const reset = used > 0 ? periodEnd - now : 0;
+    let reset = used > 0 ? periodEnd - now : 0;
+    if (giving && !(used > 0 && giveTag === periodStart)) {
+      // The units' period has ended: they lapsed, and nothing goes back.
+      return leaseResult(true, Math.max(0, limit - used), 0, reset, 0, periodStart, periodEnd - now);
+    }
     if (refunding) {
+      const before = used;
       if (used > 0) {
         used = Math.max(0, used - refund);
         stored!.used = used;
       }
       // Refunded to zero usage, the budget is whole again: reset 0, as a peek would then say.
+      if (giving) return leaseResult(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset, before - used, periodStart, periodEnd - now);
       return result(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset);
+    }
+    if (taking) {
+      const granted = Math.max(0, Math.min(cost, limit - used));
+      const retry = granted < cost ? periodEnd - now : 0;
+      if (granted > 0) {
+        used = used + granted;
+        this.put<QuotaState>(key, { periodStart, used }, periodEnd);
+        reset = periodEnd - now;
+      }
+      return leaseResult(granted > 0, Math.max(0, limit - used), retry, reset, granted, periodStart, periodEnd - now);
     }
     if (used + cost > limit) {
       return result(false, Math.max(0, limit - used), periodEnd - now, periodEnd - now);
@@ -289,9 +358,10 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private slidingCounter(
-    key: string, limit: number, windowMs: number, subWindows: number, signedCost: number, now: number,
+    key: string, limit: number, windowMs: number, subWindows: number, signedCost: number, now: number, lease?: LeaseOperation,
   ): CounterResult {
-    const { peeking, refunding, cost, refund } = mode(signedCost);
+    const { peeking, refunding, cost, taking, giving, giveTag } = mode(signedCost, lease);
+    let { refund } = mode(signedCost, lease);
     const bucketMs = windowMs / subWindows;
     const current = (now - (now % bucketMs)) / bucketMs;
     const elapsed = now - current * bucketMs;
@@ -309,6 +379,16 @@ export class MemoryCounterStore implements CounterStore {
         else full = full + count;
         if (index > newest) newest = index;
       }
+    }
+    if (giving) {
+      if (giveTag !== current) {
+        // The units' sub-window has ended: they lapsed, and nothing goes back.
+        const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
+        const remaining = Math.max(0, Math.floor(limit - (full + (oldest * (bucketMs - elapsed)) / bucketMs)));
+        return leaseResult(true, remaining, 0, reset, 0, current, bucketMs - elapsed);
+      }
+      // They go back to the sub-window they were taken in, and to no other.
+      refund = Math.min(refund, buckets.get(current) ?? 0);
     }
     if (refunding) {
       // Units go back from the newest bucket first; an emptied bucket is removed.
@@ -329,25 +409,36 @@ export class MemoryCounterStore implements CounterStore {
         if (index > newest) newest = index;
       }
       const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
-      return result(true, Math.max(0, Math.floor(limit - (full + (oldest * (bucketMs - elapsed)) / bucketMs))), 0, reset);
+      const remaining = Math.max(0, Math.floor(limit - (full + (oldest * (bucketMs - elapsed)) / bucketMs)));
+      if (giving) return leaseResult(true, remaining, 0, reset, refund, current, bucketMs - elapsed);
+      return result(true, remaining, 0, reset);
     }
     const estimate = full + (oldest * (bucketMs - elapsed)) / bucketMs;
+    // A take is granted what fits now; the rest is refused as a consume of `cost` would be.
+    const granted = taking ? Math.max(0, Math.min(cost, Math.floor(limit - estimate))) : cost;
+    let retry = 0;
     if (estimate + cost > limit) {
-      let retry = bucketMs - elapsed;
+      retry = bucketMs - elapsed;
       if (full + cost <= limit && oldest > 0) {
         retry = Math.ceil(bucketMs - ((limit - cost - full) * bucketMs) / oldest) - elapsed;
         if (retry < 1) retry = 1;
       }
+    }
+    if (granted === 0 || (!taking && estimate + cost > limit)) {
       const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
+      if (taking) return leaseResult(false, Math.max(0, Math.floor(limit - estimate)), retry, reset, 0, current, bucketMs - elapsed);
       return result(false, Math.max(0, Math.floor(limit - estimate)), retry, reset);
     }
     if (peeking) {
       const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
       return result(true, Math.max(0, Math.floor(limit - estimate)), 0, reset);
     }
-    buckets.set(current, (buckets.get(current) ?? 0) + cost);
+    buckets.set(current, (buckets.get(current) ?? 0) + granted);
     const resetAt = (current + subWindows + 1) * bucketMs;
     this.put<SlidingCounterState>(key, { buckets }, resetAt);
+    if (taking) {
+      return leaseResult(true, Math.max(0, Math.floor(limit - (estimate + granted))), retry, resetAt - now, granted, current, bucketMs - elapsed);
+    }
     return result(true, Math.max(0, Math.floor(limit - (estimate + cost))), 0, resetAt - now);
   }
 
@@ -403,9 +494,9 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private tokenBucket(
-    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, signedCost: number, now: number,
+    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, signedCost: number, now: number, lease?: LeaseOperation,
   ): CounterResult {
-    const { peeking, refunding, cost, refund } = mode(signedCost);
+    const { peeking, refunding, cost, refund, taking, giving } = mode(signedCost, lease);
     // amount = tokens in the bucket; settledAt = when it is full again.
     const stored = this.get<BucketState>(key, now);
     let tokens = capacity;
@@ -418,7 +509,18 @@ export class MemoryCounterStore implements CounterStore {
       tokens = Math.min(capacity, tokens + refund);
       const settledAt = now + Math.ceil(((capacity - tokens) * ratePeriodMs) / rateUnits);
       if (stored) this.put<BucketState>(key, { amount: tokens, updatedAt: now, settledAt }, settledAt);
+      if (giving) return leaseResult(true, Math.floor(tokens), 0, settledAt - now, refund, 0, 0);
       return result(true, Math.floor(tokens), 0, settledAt - now);
+    }
+    if (taking) {
+      const granted = Math.max(0, Math.min(cost, Math.floor(tokens)));
+      const retry = granted < cost ? Math.ceil(((cost - tokens) * ratePeriodMs) / rateUnits) : 0;
+      if (granted > 0) {
+        tokens = tokens - granted;
+        fullAt = now + Math.ceil(((capacity - tokens) * ratePeriodMs) / rateUnits);
+        this.put<BucketState>(key, { amount: tokens, updatedAt: now, settledAt: fullAt }, fullAt);
+      }
+      return leaseResult(granted > 0, Math.floor(tokens), retry, fullAt - now, granted, 0, 0);
     }
     if (peeking && tokens >= cost) return result(true, Math.floor(tokens), 0, fullAt - now);
     if (tokens >= cost) {
@@ -432,9 +534,9 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private leakyBucket(
-    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, signedCost: number, now: number,
+    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, signedCost: number, now: number, lease?: LeaseOperation,
   ): CounterResult {
-    const { peeking, refunding, cost, refund } = mode(signedCost);
+    const { peeking, refunding, cost, refund, taking, giving } = mode(signedCost, lease);
     // amount = level of the bucket; settledAt = when it has drained empty.
     const stored = this.get<BucketState>(key, now);
     let level = 0;
@@ -447,7 +549,18 @@ export class MemoryCounterStore implements CounterStore {
       level = Math.max(0, level - refund);
       const settledAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
       if (stored) this.put<BucketState>(key, { amount: level, updatedAt: now, settledAt }, settledAt);
+      if (giving) return leaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now, refund, 0, 0);
       return result(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now);
+    }
+    if (taking) {
+      const granted = Math.max(0, Math.min(cost, Math.floor(capacity - level)));
+      const retry = granted < cost ? Math.ceil(((level + cost - capacity) * ratePeriodMs) / rateUnits) : 0;
+      if (granted > 0) {
+        level = level + granted;
+        emptyAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
+        this.put<BucketState>(key, { amount: level, updatedAt: now, settledAt: emptyAt }, emptyAt);
+      }
+      return leaseResult(granted > 0, Math.max(0, Math.floor(capacity - level)), retry, emptyAt - now, granted, 0, 0);
     }
     if (peeking && level + cost <= capacity) return result(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now);
     if (level + cost <= capacity) {
@@ -523,14 +636,32 @@ function slidingLogRefusal(
   return result(false, Math.max(0, limit - sum), retry, reset);
 }
 
-/** What the signed cost asks for, as lua/includes/mode.lua reads it. */
-function mode(signedCost: number): { peeking: boolean; refunding: boolean; cost: number; refund: number } {
-  return { peeking: signedCost === 0, refunding: signedCost < 0, cost: signedCost === 0 ? 1 : signedCost, refund: signedCost < 0 ? -signedCost : 0 };
+/** What the signed cost (and a lease operation) asks for, as lua/includes/mode.lua reads it. */
+function mode(
+  signedCost: number, lease?: LeaseOperation,
+): { peeking: boolean; refunding: boolean; cost: number; refund: number; taking: boolean; giving: boolean; giveTag: number | undefined } {
+  return {
+    peeking: signedCost === 0,
+    refunding: signedCost < 0,
+    cost: signedCost === 0 ? 1 : signedCost,
+    refund: signedCost < 0 ? -signedCost : 0,
+    taking: lease?.kind === 'take',
+    giving: lease?.kind === 'give',
+    giveTag: lease?.kind === 'give' ? lease.tag : undefined,
+  };
 }
 
 function result(allowed: boolean, remaining: number, retryAfterMs: number, resetAfterMs: number): CounterResult {
   return { allowed, remaining, retryAfterMs, resetAfterMs };
 }
+
+function leaseResult(
+  allowed: boolean, remaining: number, retryAfterMs: number, resetAfterMs: number, units: number, windowTag: number, windowLeftMs: number,
+): LeaseCounterResult {
+  return { allowed, remaining, retryAfterMs, resetAfterMs, units, windowTag, windowLeftMs };
+}
+
+const TAKE: LeaseOperation = { kind: 'take' };
 
 function maxValue(map: Map<string, number>): number {
   let max = -Infinity;

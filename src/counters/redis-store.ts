@@ -3,7 +3,7 @@ import { Command, type Cluster, type Redis } from 'ioredis';
 import { CounterStoreUnavailableError } from '../errors.js';
 import { log } from '../util/log.js';
 import { CircuitBreaker, type CircuitBreakerOptions } from '../redis/circuit-breaker.js';
-import type { CounterResult, CounterStore } from './counter-store.js';
+import type { CounterResult, CounterStore, LeaseCounterResult } from './counter-store.js';
 import { scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
 import { loadBatchScript, SCRIPT_KEY_COUNTS, type BatchScript, type ScriptName } from '../redis/lua-scripts.js';
 import {
@@ -189,6 +189,16 @@ export class RedisCounterStore implements CounterStore {
   /** The algorithm's own script with a negative cost: its refund mode (lua/includes/mode.lua). */
   refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult> {
     return this.run(spec.type, keys, nowMs, String(-amount), spec);
+  }
+
+  /** The algorithm's own script in its partial-take mode (lua/includes/mode.lua). */
+  take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
+    return this.run(spec.type, keys, nowMs, `take:${n}`, spec) as Promise<LeaseCounterResult>;
+  }
+
+  /** The algorithm's own script in its window-checked return mode (lua/includes/mode.lua). */
+  giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
+    return this.run(spec.type, keys, nowMs, `give:${units}:${windowTag ?? 0}`, spec) as Promise<LeaseCounterResult>;
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
@@ -609,10 +619,25 @@ function classify(err: unknown): CounterStoreErrorKind {
   return 'redis_error';
 }
 
-/** The script reply: {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; see lua/includes/number.lua. */
+/**
+ * The script reply: {allowed 1/0, remaining, retry_after_ms, reset_after_ms}, and for a lease operation
+ * {units, window tag, window left ms} after it; see lua/includes/number.lua.
+ */
 function parseReply(reply: unknown): CounterResult {
-  if (!Array.isArray(reply) || reply.length !== 4) {
+  if (!Array.isArray(reply) || (reply.length !== 4 && reply.length !== 7)) {
     throw new Error(`unexpected script reply ${JSON.stringify(reply)}`);
+  }
+  if (reply.length === 7) {
+    const lease: LeaseCounterResult = {
+      allowed: toNumber(reply[0]) === 1,
+      remaining: toNumber(reply[1]),
+      retryAfterMs: toNumber(reply[2]),
+      resetAfterMs: toNumber(reply[3]),
+      units: toNumber(reply[4]),
+      windowTag: toNumber(reply[5]),
+      windowLeftMs: toNumber(reply[6]),
+    };
+    return lease;
   }
   return {
     allowed: toNumber(reply[0]) === 1,

@@ -8,7 +8,7 @@
  */
 import { expect } from 'chai';
 import fc from 'fast-check';
-import type { CounterResult, CounterStore } from '../../src/counters/counter-store.js';
+import type { CounterResult, CounterStore, LeaseCounterResult } from '../../src/counters/counter-store.js';
 import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
@@ -101,7 +101,8 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
   { weight: 1, arbitrary: fc.integer({ min: 10_000, max: 100_000_000 }).map((ms): Step => ({ kind: 'fixed', ms })) },
 );
 
-type RateOpName = 'consume' | 'peek' | 'refund';
+/** take/give: a capacity lease's partial take and window-checked return (give names the window of the key's last take, or the one before it). */
+type RateOpName = 'consume' | 'peek' | 'refund' | 'take' | 'give' | 'give_stale';
 type Op =
   /** `cost`: units consumed, or refunded; ignored by a peek. */
   | { op: RateOpName; spec: number; key: number; cost: number; step: Step }
@@ -131,11 +132,13 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ op: fc.constant('consume' as const), spec: fc.nat(), key: fc.nat({ max: 2 }), cost: costArb, step: stepArb }) },
   // Peeks and refunds mixed into the same sequences: the same scripts in their other two modes.
   { weight: 1, arbitrary: fc.record({ op: fc.constantFrom<RateOpName>('peek', 'refund'), spec: fc.nat(), key: fc.nat({ max: 2 }), cost: costArb, step: stepArb }) },
+  // Lease operations: the same scripts in their partial-take and window-checked return modes.
+  { weight: 1, arbitrary: fc.record({ op: fc.constantFrom<RateOpName>('take', 'take', 'give', 'give_stale'), spec: fc.nat(), key: fc.nat({ max: 2 }), cost: costArb, step: stepArb }) },
   { weight: 1, arbitrary: leaseOpArb },
 );
 
 function isRateOp(op: Op): op is Extract<Op, { op: RateOpName }> {
-  return op.op === 'consume' || op.op === 'peek' || op.op === 'refund';
+  return op.op !== 'acquire' && op.op !== 'release';
 }
 
 interface Scenario {
@@ -203,8 +206,18 @@ function advance(now: number, step: Step, spec: CounterSpec): number {
 // Replay
 // ---------------------------------------------------------------------------------------------------
 
-async function apply(store: CounterStore, op: Op, spec: CounterSpec, keys: string[], now: number): Promise<CounterResult> {
+/** The window tag of the last take per key (as the emulator answered it): what a give names. */
+type TakenTags = Map<string, number>;
+
+async function apply(store: CounterStore, op: Op, spec: CounterSpec, keys: string[], now: number, tags: TakenTags): Promise<CounterResult> {
   if (isRateOp(op)) {
+    // sliding_window_log takes no lease: a lease operation on it is a plain consume.
+    const leased = spec.type !== 'sliding_window_log';
+    if (op.op === 'take' && leased) return store.take!(keys, spec as RateSpec, op.cost, now);
+    if ((op.op === 'give' || op.op === 'give_stale') && leased) {
+      const tag = (tags.get(keys[0]) ?? 0) - (op.op === 'give_stale' ? 1 : 0);
+      return store.giveBack!(keys, spec as RateSpec, op.cost, spec.type.endsWith('bucket') ? null : tag, now);
+    }
     if (op.op === 'peek') return store.peek(keys, spec as RateSpec, now);
     if (op.op === 'refund') return store.refund(keys, spec as RateSpec, op.cost, now);
     return store.consume(keys, spec as RateSpec, op.cost, now);
@@ -218,14 +231,16 @@ async function replay(redis: CounterStore, scenario: Scenario): Promise<void> {
   let now = scenario.startMs;
   const memory = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
   const trace: string[] = [];
+  const tags: TakenTags = new Map();
   try {
     for (const [i, op] of scenario.ops.entries()) {
       const pool = isRateOp(op) ? scenario.rateSpecs : scenario.leaseSpecs;
       const spec = pool[op.spec % pool.length];
       now = advance(now, op.step, spec);
       const keys = counterKeys(prefix, 'parity', spec, [`k${op.key}`]);
-      const fromMemory = await apply(memory, op, spec, keys, now);
-      const fromRedis = await apply(redis, op, spec, keys, now);
+      const fromRedis = await apply(redis, op, spec, keys, now, tags);
+      const fromMemory = await apply(memory, op, spec, keys, now, tags);
+      if ('windowTag' in fromMemory) tags.set(keys[0], (fromMemory as LeaseCounterResult).windowTag);
       const what =
         `#${i} ${op.op}(${isRateOp(op) ? op.cost : `lease-${op.lease}`}) key k${op.key} ` +
         `at start+${now - scenario.startMs} (now=${now}) ${JSON.stringify(spec)}`;
@@ -252,6 +267,7 @@ async function replayBatched(redis: CounterStore, scenario: Scenario, groupSizes
   const prefix = randomPrefix();
   let now = scenario.startMs;
   const memory = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
+  const tags: TakenTags = new Map();
   const prepared = scenario.ops.map((op) => {
     const pool = isRateOp(op) ? scenario.rateSpecs : scenario.leaseSpecs;
     const spec = pool[op.spec % pool.length];
@@ -262,11 +278,16 @@ async function replayBatched(redis: CounterStore, scenario: Scenario, groupSizes
     for (let start = 0, group = 0; start < prepared.length; group++) {
       const batch = prepared.slice(start, start + groupSizes[group % groupSizes.length]);
       // All issued in this turn: one script call.
-      const fromRedis = batch.map((p) => apply(redis, p.op, p.spec, p.keys, p.now));
+      // The tags known before the group: both stores' gives in it name the same windows.
+      const fromRedis = batch.map((p) => apply(redis, p.op, p.spec, p.keys, p.now, tags));
       const fromMemory: CounterResult[] = [];
+      const before = new Map(tags);
       for (const p of batch) {
         now = p.now;
-        fromMemory.push(await apply(memory, p.op, p.spec, p.keys, p.now));
+        fromMemory.push(await apply(memory, p.op, p.spec, p.keys, p.now, before));
+      }
+      for (const [i, p] of batch.entries()) {
+        if ('windowTag' in fromMemory[i]) tags.set(p.keys[0], (fromMemory[i] as LeaseCounterResult).windowTag);
       }
       const results = await Promise.all(fromRedis);
       for (const [i, p] of batch.entries()) {
