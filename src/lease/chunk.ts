@@ -1,0 +1,56 @@
+/**
+ * The chunk rule (CONTRACT "Chunk size adapts"): a holder asks for about what it spent over the last
+ * max_hold, at least the cost of the decisions waiting on it, at most max_units, and never more than
+ * half of what the parent can still admit. Near the limit a chunk shrinks to the waiting cost itself,
+ * so leasing converges to exact answers.
+ */
+
+/** Units spent over the last `spanMs`, in SLOTS time slots (cheap per decision: one add, no allocation). */
+export class SpendRate {
+  private static readonly SLOTS = 8;
+  private readonly slotMs: number;
+  private readonly counts = new Array<number>(SpendRate.SLOTS).fill(0);
+  /** Slot number (time / slotMs) of the newest slot written. */
+  private newest = -Infinity;
+
+  constructor(spanMs: number) {
+    this.slotMs = Math.max(1, spanMs / SpendRate.SLOTS);
+  }
+
+  add(units: number, now: number): void {
+    this.roll(now);
+    this.counts[this.newest % SpendRate.SLOTS] += units;
+  }
+
+  /** Units spent in the span ending at `now`. */
+  total(now: number): number {
+    this.roll(now);
+    let sum = 0;
+    for (const c of this.counts) sum += c;
+    return sum;
+  }
+
+  private roll(now: number): void {
+    const slot = Math.floor(now / this.slotMs);
+    if (slot <= this.newest) return;
+    const stale = Math.min(SpendRate.SLOTS, slot - this.newest);
+    for (let i = 0; i < stale; i++) this.counts[(slot - i) % SpendRate.SLOTS] = 0;
+    this.newest = slot;
+  }
+}
+
+export interface ChunkInputs {
+  /** Units spent over the last max_hold. */
+  recent: number;
+  /** Sum of the costs of the decisions waiting for units (0 for a refill ahead). */
+  waiting: number;
+  maxUnits: number;
+  /** What the parent could still admit at its last answer (Infinity before the first). */
+  parentRemaining: number;
+}
+
+/** Units to ask the parent for; 0 means: do not refill ahead now. */
+export function chunkSize({ recent, waiting, maxUnits, parentRemaining }: ChunkInputs): number {
+  const wanted = Math.min(Math.max(recent, 1), maxUnits, Math.floor(parentRemaining / 2));
+  return Math.max(wanted, waiting);
+}

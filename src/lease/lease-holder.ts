@@ -1,0 +1,294 @@
+import { CounterStoreUnavailableError } from '../errors.js';
+import type { CounterResult } from '../counters/counter-store.js';
+import { chunkSize, SpendRate } from './chunk.js';
+import type { Grant, LeaseClock, LeaseEvents, LeaseLimits, LeaseParent, MaybePromise, Spend, UnitPool } from './types.js';
+
+export interface LeaseHolderOptions extends LeaseLimits {
+  parent: LeaseParent;
+  pool: UnitPool;
+  clock: LeaseClock;
+  events?: LeaseEvents;
+}
+
+/**
+ * Waiting for a refill because the pool could not pay: a decision (`spend` its cost) or a holder below
+ * this one (`take` up to `cost` units).
+ */
+type Waiter =
+  | { kind: 'spend'; cost: number; since: number; resolve(result: CounterResult): void; reject(error: unknown): void }
+  | { kind: 'take'; cost: number; since: number; resolve(grant: Grant): void; reject(error: unknown): void };
+
+/**
+ * One counter's capacity lease at one level (CONTRACT "Capacity lease: the mechanism"): answers
+ * decisions from units taken in advance from its parent, exactly as the algorithm would.
+ *
+ * - A decision is admitted only by spending units already taken from the parent (never over).
+ * - Refill ahead: when half of the units are spent, one take (the chunk rule, chunk.ts) goes to the
+ *   parent off the decision's path; one refill in flight at a time. A decision waits only when the
+ *   pool cannot pay its cost; it is refused, with the parent's retry_after, when the parent granted
+ *   less than asked (it can admit no more now) and the pool still cannot pay.
+ * - Parent unreachable: decisions are answered from the units held; once they run out the take's
+ *   CounterStoreUnavailableError reaches the caller (the policy's failure_mode answers).
+ * - Letting go (`letGo`: drain, policy change, and after max_hold without use): unspent units go back,
+ *   window-checked by the parent; units that missed their window lapse and are counted.
+ * Clock, parent, pool and timers are injected: the simulation drives this very code.
+ */
+export class LeaseHolder {
+  private readonly parent: LeaseParent;
+  private readonly pool: UnitPool;
+  private readonly clock: LeaseClock;
+  private readonly events: LeaseEvents;
+  private readonly maxUnits: number;
+  private readonly maxHoldMs: number;
+  private readonly spending: SpendRate;
+  private readonly waiters: Waiter[] = [];
+  private refilling: Promise<void> | undefined;
+  /** The parent's answer to the last take. */
+  private parentRemaining = Infinity;
+  private parentRetryAfterMs = 0;
+  private parentResetAt = 0;
+  /** Units the pool held right after the last refill landed: refill ahead at half of it. */
+  private filledTo = 0;
+  private lastUsed: number;
+  private idleTimer: unknown;
+  private closed = false;
+
+  constructor(options: LeaseHolderOptions) {
+    this.parent = options.parent;
+    this.pool = options.pool;
+    this.clock = options.clock;
+    this.events = options.events ?? {};
+    this.maxUnits = options.maxUnits;
+    this.maxHoldMs = options.maxHoldMs;
+    this.spending = new SpendRate(options.maxHoldMs);
+    this.lastUsed = this.clock.now();
+  }
+
+  /** True once let go: the owner makes a new holder for the next decision. */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /**
+   * A decision of `cost` units: answered at once (a CounterResult) when the pool pays it synchronously,
+   * else a promise (an asynchronous pool, or a wait for a refill).
+   */
+  consume(cost: number): MaybePromise<CounterResult> {
+    const now = this.clock.now();
+    this.touch(now);
+    const spend = this.pool.spend(cost, now);
+    if (spend instanceof Promise) return spend.then((s) => this.afterSpend(cost, s, now));
+    return this.afterSpend(cost, spend, now);
+  }
+
+  /** Peek: the parent's peek (held units count as used there) plus this holder's unspent units. */
+  async peek(): Promise<CounterResult> {
+    const [parent, held] = await Promise.all([this.parent.peek(), this.pool.available(this.clock.now())]);
+    if (held <= 0) return parent;
+    return { allowed: true, remaining: parent.remaining + held, retryAfterMs: 0, resetAfterMs: parent.resetAfterMs };
+  }
+
+  /** A decision's refund: the units join this holder's unspent units (none held: they lapse). */
+  async refund(units: number): Promise<CounterResult> {
+    const now = this.clock.now();
+    this.touch(now);
+    const accepted = await this.pool.refund(units, now);
+    if (accepted < units) this.events.lapsed?.(units - accepted);
+    return this.answer(true, await this.pool.available(now), 0, now);
+  }
+
+  /**
+   * This holder as the parent of holders below it (region → process): a partial take from its units,
+   * waiting for a refill only when it holds none; returns go back to the units of their window.
+   */
+  asParent(): LeaseParent {
+    return {
+      take: (n) => this.takeForChild(n),
+      giveBack: async (units, windowTag) => {
+        const now = this.clock.now();
+        const accepted = await this.pool.refund(units, now, windowTag);
+        return accepted;
+      },
+      peek: () => this.peek(),
+    };
+  }
+
+  /** Returns every unspent unit to the parent (window-checked) and closes; waits for a refill in flight. */
+  async letGo(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.idleTimer !== undefined) this.clock.clearTimer(this.idleTimer);
+    this.idleTimer = undefined;
+    if (this.refilling) await this.refilling;
+    await this.giveBackAll();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  private afterSpend(cost: number, spend: Spend, now: number): MaybePromise<CounterResult> {
+    if (spend.lapsed > 0) this.events.lapsed?.(spend.lapsed);
+    if (spend.spent) {
+      this.spending.add(cost, now);
+      if (spend.left * 2 <= this.filledTo) this.refillAhead();
+      return this.answer(true, spend.left, 0, now);
+    }
+    return this.wait(cost, now);
+  }
+
+  private wait(cost: number, now: number): Promise<CounterResult> {
+    return new Promise<CounterResult>((resolve, reject) => {
+      this.waiters.push({ kind: 'spend', cost, since: now, resolve, reject });
+      this.startRefill();
+    });
+  }
+
+  private refillAhead(): void {
+    if (this.refilling || this.closed) return;
+    if (this.chunk() > 0) this.startRefill();
+  }
+
+  private chunk(): number {
+    let waiting = 0;
+    for (const w of this.waiters) waiting += w.cost;
+    return chunkSize({ recent: this.spending.total(this.clock.now()), waiting, maxUnits: this.maxUnits, parentRemaining: this.parentRemaining });
+  }
+
+  private startRefill(): void {
+    if (this.refilling) return;
+    const n = this.chunk();
+    if (n <= 0) return;
+    this.refilling = this.refill(n).finally(() => {
+      this.refilling = undefined;
+      // Decisions that arrived meanwhile and still wait: another take, sized for them.
+      if (this.waiters.length > 0) this.startRefill();
+    });
+  }
+
+  private async refill(n: number): Promise<void> {
+    const sentAt = this.clock.now();
+    let grant: Grant;
+    try {
+      grant = await this.parent.take(n);
+    } catch (error) {
+      this.failWaiters(error);
+      return;
+    }
+    this.events.refilled?.(grant.granted);
+    this.parentRemaining = grant.remaining;
+    this.parentRetryAfterMs = grant.retryAfterMs;
+    this.parentResetAt = sentAt + grant.resetAfterMs;
+    const now = this.clock.now();
+    if (grant.granted > 0) {
+      // A bucket's unit waits at most max_hold between leaving the parent and being spent.
+      const spendBy = grant.windowTag === null ? Math.min(grant.spendBy, sentAt + this.maxHoldMs) : grant.spendBy;
+      await this.pool.add({ ...grant, spendBy }, now);
+      this.armIdleTimer();
+    }
+    const exhausted = grant.granted < n;
+    await this.serveWaiters(exhausted);
+    this.filledTo = await this.pool.available(this.clock.now());
+    if (this.closed) await this.giveBackAll();
+  }
+
+  /** After a refill: waiters the pool can pay are admitted; when the parent is exhausted the rest are refused. */
+  private async serveWaiters(exhausted: boolean): Promise<void> {
+    const waiting = this.waiters.splice(0);
+    for (const waiter of waiting) {
+      const now = this.clock.now();
+      if (waiter.kind === 'take') {
+        const taken = await this.pool.take(waiter.cost, now);
+        if (taken.lapsed > 0) this.events.lapsed?.(taken.lapsed);
+        if (taken.units > 0 || exhausted || this.closed) {
+          if (taken.units > 0) this.spending.add(taken.units, now);
+          waiter.resolve(this.grantOf(taken.units, taken.windowTag, taken.spendBy, now, taken.left));
+        } else {
+          this.waiters.push(waiter);
+        }
+        continue;
+      }
+      const spend = await this.pool.spend(waiter.cost, now);
+      if (spend.lapsed > 0) this.events.lapsed?.(spend.lapsed);
+      this.events.waited?.(Math.max(0, now - waiter.since) / 1000);
+      if (spend.spent) {
+        this.spending.add(waiter.cost, now);
+        waiter.resolve(this.answer(true, spend.left, 0, now));
+      } else if (exhausted || this.closed) {
+        waiter.resolve(this.answer(false, spend.left, Math.max(1, this.parentRetryAfterMs), now));
+      } else {
+        this.waiters.push(waiter);
+      }
+    }
+  }
+
+  private failWaiters(error: unknown): void {
+    const failed = error instanceof CounterStoreUnavailableError ? error : new CounterStoreUnavailableError('lease parent failed', error);
+    for (const waiter of this.waiters.splice(0)) waiter.reject(failed);
+  }
+
+  private async takeForChild(n: number): Promise<Grant> {
+    const now = this.clock.now();
+    this.touch(now);
+    const taken = await this.pool.take(n, now);
+    if (taken.lapsed > 0) this.events.lapsed?.(taken.lapsed);
+    if (taken.units === 0) {
+      // Nothing held: wait for a refill, then take what it brought.
+      return new Promise<Grant>((resolve, reject) => {
+        this.waiters.push({ kind: 'take', cost: n, since: now, resolve, reject });
+        this.startRefill();
+      });
+    }
+    this.spending.add(taken.units, now);
+    if (taken.left * 2 <= this.filledTo) this.refillAhead();
+    return this.grantOf(taken.units, taken.windowTag, taken.spendBy, now, taken.left);
+  }
+
+  private grantOf(units: number, windowTag: string | null, spendBy: number, now: number, left = 0): Grant {
+    const result = this.answer(units > 0, left, units > 0 ? 0 : Math.max(1, this.parentRetryAfterMs), now);
+    return { granted: units, remaining: result.remaining, retryAfterMs: result.retryAfterMs, resetAfterMs: result.resetAfterMs, windowTag, spendBy };
+  }
+
+  /** remaining = what the parent could still admit at its last answer plus what this holder holds. */
+  private answer(allowed: boolean, held: number, retryAfterMs: number, now: number): CounterResult {
+    const parent = Number.isFinite(this.parentRemaining) ? this.parentRemaining : 0;
+    return { allowed, remaining: parent + held, retryAfterMs, resetAfterMs: Math.max(0, this.parentResetAt - now) };
+  }
+
+  private async giveBackAll(): Promise<void> {
+    const drained = await this.pool.drain(this.clock.now());
+    let lapsed = drained.lapsed;
+    if (drained.units > 0) {
+      try {
+        const back = await this.parent.giveBack(drained.units, drained.windowTag);
+        if (back > 0) this.events.returned?.(back);
+        lapsed += drained.units - back;
+      } catch {
+        // The parent is unreachable: the units are lost (under-admission until their window ends).
+        lapsed += drained.units;
+      }
+    }
+    if (lapsed > 0) this.events.lapsed?.(lapsed);
+  }
+
+  private touch(now: number): void {
+    this.lastUsed = now;
+  }
+
+  /** After max_hold without use, the holder lets go (its owner drops it on `isClosed`). */
+  private armIdleTimer(): void {
+    if (this.idleTimer !== undefined || this.closed) return;
+    const check = (): void => {
+      this.idleTimer = undefined;
+      if (this.closed) return;
+      const idle = this.clock.now() - this.lastUsed;
+      if (idle >= this.maxHoldMs && this.waiters.length === 0 && this.refilling === undefined) {
+        void this.letGo().then(() => this.onIdle?.());
+      } else {
+        this.idleTimer = this.clock.setTimer(check, Math.max(1, this.maxHoldMs - idle));
+      }
+    };
+    this.idleTimer = this.clock.setTimer(check, this.maxHoldMs);
+  }
+
+  /** Set by the owner: called after the holder let go by itself (idle), to forget it. */
+  onIdle: (() => void) | undefined;
+}

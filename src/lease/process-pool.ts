@@ -1,0 +1,101 @@
+import type { DrainedUnits, Grant, Spend, TakenUnits, UnitPool } from './types.js';
+
+/** Units of one grant still unspent. */
+interface Batch {
+  units: number;
+  windowTag: string | null;
+  spendBy: number;
+}
+
+/**
+ * A holder's unspent units in this process's memory: the process level's UnitPool, answering at once.
+ * Units are spent oldest deadline first; units whose spendBy has come lapse (a window's units never
+ * outlive it, a bucket's unit never waits longer than the holder allows). Usually one batch, two while
+ * a refill lands before the previous one is spent.
+ */
+export class ProcessUnitPool implements UnitPool {
+  private batches: Batch[] = [];
+
+  spend(cost: number, now: number): Spend {
+    const lapsed = this.dropLapsed(now);
+    const held = this.held();
+    if (held < cost) return { spent: false, left: held, lapsed };
+    let due = cost;
+    for (const batch of this.batches) {
+      const taken = Math.min(batch.units, due);
+      batch.units -= taken;
+      due -= taken;
+      if (due === 0) break;
+    }
+    if (this.batches[0].units === 0) this.batches = this.batches.filter((b) => b.units > 0);
+    return { spent: true, left: held - cost, lapsed };
+  }
+
+  take(max: number, now: number): TakenUnits {
+    const lapsed = this.dropLapsed(now);
+    const first = this.batches[0];
+    if (first === undefined) return { units: 0, windowTag: null, spendBy: now, left: 0, lapsed };
+    // From one batch only: the units handed down carry one window and one deadline.
+    const units = Math.min(max, first.units);
+    first.units -= units;
+    if (first.units === 0) this.batches.shift();
+    return { units, windowTag: first.windowTag, spendBy: first.spendBy, left: this.held(), lapsed };
+  }
+
+  add(grant: Grant, now: number): void {
+    if (grant.granted <= 0 || grant.spendBy <= now) return;
+    const same = this.batches.find((b) => b.windowTag === grant.windowTag && b.spendBy === grant.spendBy);
+    if (same) same.units += grant.granted;
+    else {
+      this.batches.push({ units: grant.granted, windowTag: grant.windowTag, spendBy: grant.spendBy });
+      this.batches.sort((a, b) => a.spendBy - b.spendBy);
+    }
+  }
+
+  refund(units: number, now: number, windowTag?: string | null): number {
+    this.dropLapsed(now);
+    // A decision's refund joins the newest units; a return from below only its own window's.
+    for (let i = this.batches.length - 1; i >= 0; i--) {
+      const batch = this.batches[i];
+      if (windowTag === undefined || batch.windowTag === windowTag) {
+        batch.units += units;
+        return units;
+      }
+    }
+    return 0;
+  }
+
+  available(now: number): number {
+    let held = 0;
+    for (const batch of this.batches) if (batch.spendBy > now) held += batch.units;
+    return held;
+  }
+
+  drain(now: number): DrainedUnits {
+    let lapsed = this.dropLapsed(now);
+    const newest = this.batches[this.batches.length - 1];
+    let units = 0;
+    for (const batch of this.batches) {
+      // Units of an older window than the newest cannot go back to a parent that has moved on.
+      if (batch.windowTag === newest.windowTag) units += batch.units;
+      else lapsed += batch.units;
+    }
+    this.batches = [];
+    return { units, windowTag: newest?.windowTag ?? null, lapsed };
+  }
+
+  private held(): number {
+    let held = 0;
+    for (const batch of this.batches) held += batch.units;
+    return held;
+  }
+
+  /** Drops the batches whose spendBy has come; answers how many units lapsed with them. */
+  private dropLapsed(now: number): number {
+    if (this.batches.length === 0 || this.batches[0].spendBy > now) return 0;
+    let lapsed = 0;
+    for (const batch of this.batches) if (batch.spendBy <= now) lapsed += batch.units;
+    this.batches = this.batches.filter((b) => b.spendBy > now);
+    return lapsed;
+  }
+}

@@ -1,0 +1,128 @@
+import type { CounterResult } from '../counters/counter-store.js';
+
+/**
+ * The pieces of a capacity lease (CONTRACT: "Capacity lease: the mechanism"): a holder (LeaseHolder)
+ * answers decisions from units it took in advance from its parent, and keeps them in a UnitPool. One
+ * holder per counter key and level; the process level keeps its units in this process's memory
+ * (process-pool.ts), the region level in the region's Redis.
+ */
+
+export type MaybePromise<T> = T | Promise<T>;
+
+/** What one take from the parent answered. */
+export interface Grant {
+  /** Units taken: min(asked, what the parent could admit then); possibly 0. */
+  granted: number;
+  /** What the parent can still admit after this take (units held by holders count as used). */
+  remaining: number;
+  /** When less than asked was granted: the parent's retry_after for the rest (ms); else 0. */
+  retryAfterMs: number;
+  resetAfterMs: number;
+  /** Opaque identity of the window/sub-window the units belong to (window algorithms), or null (buckets). */
+  windowTag: string | null;
+  /**
+   * Local time (holder's clock, ms) after which these units must no longer be spent: for the window
+   * algorithms the window's end, computed conservatively (send time + what the parent said was left of
+   * the window); for buckets the parent's own limit or Infinity (the holder adds its max_hold).
+   */
+  spendBy: number;
+}
+
+/** The counter a holder takes units from: one atomic call per operation. */
+export interface LeaseParent {
+  /** Partial take of up to `n` (≥ 1) units. Throws CounterStoreUnavailableError when unreachable. */
+  take(n: number): Promise<Grant>;
+  /**
+   * Returns unspent units taken with `windowTag`; they go back only while that window is the current
+   * one (window algorithms), else they lapsed. Buckets: an ordinary refund. Answers how many went back.
+   */
+  giveBack(units: number, windowTag: string | null): Promise<number>;
+  /** The parent's own peek: units held by holders count as used there. */
+  peek(): Promise<CounterResult>;
+}
+
+export interface Spend {
+  spent: boolean;
+  /** Spendable units left after this call. */
+  left: number;
+  /** Units found past their spendBy and dropped by this call (they lapsed). */
+  lapsed: number;
+}
+
+/** Units taken out of a pool for a holder below it (region → process). */
+export interface TakenUnits {
+  units: number;
+  windowTag: string | null;
+  spendBy: number;
+  left: number;
+  lapsed: number;
+}
+
+export interface DrainedUnits {
+  /** Unspent units to give back, all of one window (`windowTag`). */
+  units: number;
+  windowTag: string | null;
+  /** Units past their spendBy (or of an older window than `windowTag`): lapsed. */
+  lapsed: number;
+}
+
+/**
+ * Where a holder keeps its unspent units. process level: this process's memory. region level: the
+ * region's Redis (one small pool script for every algorithm). Every method may answer at once or later.
+ */
+export interface UnitPool {
+  /** Spends `cost` units if the pool holds them and they are still spendable at `now` (all or nothing). */
+  spend(cost: number, now: number): MaybePromise<Spend>;
+  /** Takes up to `max` spendable units out at once (a partial take by a holder below this one). */
+  take(max: number, now: number): MaybePromise<TakenUnits>;
+  add(grant: Grant, now: number): MaybePromise<void>;
+  /**
+   * Puts `units` back among the unspent ones: a decision's refund (windowTag undefined: to the newest
+   * live units) or a return from a holder below (only to live units of `windowTag`). Answers how many
+   * were accepted (none when no live units of that window are held: they lapsed).
+   */
+  refund(units: number, now: number, windowTag?: string | null): MaybePromise<number>;
+  /** Spendable units at `now`. */
+  available(now: number): MaybePromise<number>;
+  /** Takes every unspent unit out (for a return); lapsed ones are reported apart. */
+  drain(now: number): MaybePromise<DrainedUnits>;
+}
+
+/** The holder's clock and timers, injected (the simulation drives them). */
+export interface LeaseClock {
+  now(): number;
+  setTimer(callback: () => void, ms: number): unknown;
+  clearTimer(handle: unknown): void;
+}
+
+/** Wall clock and unref'd Node timers: production. */
+export const systemClock: LeaseClock = {
+  now: Date.now,
+  setTimer(callback, ms) {
+    const timer = setTimeout(callback, ms);
+    timer.unref();
+    return timer;
+  },
+  clearTimer(handle) {
+    clearTimeout(handle as NodeJS.Timeout);
+  },
+};
+
+/** What a holder reports, for the metrics of CONTRACT "Metrics for leases". */
+export interface LeaseEvents {
+  /** One take from the parent answered (rl_lease_refills_total{level}). */
+  refilled?(granted: number): void;
+  /** Units given back to the parent (rl_lease_units_returned_total{level}). */
+  returned?(units: number): void;
+  /** Units that lapsed with their window or were lost (rl_lease_units_lapsed_total{policy_id}). */
+  lapsed?(units: number): void;
+  /** A decision waited for a refill this long (rl_lease_parent_wait_seconds). */
+  waited?(seconds: number): void;
+}
+
+/** A policy's `lease` in numbers (validated: max_units 1–1,000,000, max_hold 100ms–60s). */
+export interface LeaseLimits {
+  /** Most units one take asks for; Infinity at the region level (CONTRACT: no max_units cap there). */
+  maxUnits: number;
+  maxHoldMs: number;
+}
