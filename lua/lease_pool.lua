@@ -112,13 +112,19 @@ local function save()
   expire_in(key, now + POOL_TTL_MS)
 end
 
+local function newest_tag()
+  if p.b_u > 0 then return p.b_t end
+  if p.a_u > 0 then return p.a_t end
+  return ''
+end
+
 local function answer(spent, retry, lock, tag)
   local recent = p.rs
   if p.rp > recent then recent = p.rp end
   local down = 0
   if p.dd > now then down = 1 end
   return { spent and 1 or 0, reply_number(left()), reply_number(retry), lock and 1 or 0, reply_number(recent),
-    reply_number(p.pr), reply_number(lapsed), down, reply_number(reset_after()), tag or p.b_t }
+    reply_number(p.pr), reply_number(lapsed), down, reply_number(reset_after()), tag or newest_tag() }
 end
 
 if op == 'spend' then

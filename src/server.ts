@@ -3,7 +3,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { Authenticator } from './auth/authenticator.js';
-import type { HttpTimeouts, ListenAddress, ServerConfig } from './config.js';
+import type { HttpTimeouts, ListenAddress, RegionConfig, ServerConfig } from './config.js';
 import type { CounterStore } from './counters/counter-store.js';
 import { MemoryCounterStore } from './counters/memory-store.js';
 import { connectRedisCounterStore } from './counters/redis-store.js';
@@ -30,6 +30,8 @@ import { loadPolicyFile } from './policy/policy-file.js';
 import { PolicyService } from './policy/policy-service.js';
 import type { PolicyStore } from './policy-store/policy-store.js';
 import { RedisPolicyStore } from './policy-store/redis-policy-store.js';
+import { RegionCounterStore } from './lease/region-store.js';
+import { redactAddress } from './redis/redis-connection.js';
 import { grpcServerCredentials, httpsServerOptions, loadTlsMaterial } from './tls.js';
 import { log } from './util/log.js';
 
@@ -72,10 +74,16 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     const analytics = new Analytics();
     // Who is being limited, for the dashboard: touched by denied decisions only.
     const deniedIdentities = new DeniedIdentities(matcher);
-    const counters: CounterStore = config.counterStoreAddr
-      ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
-      : new MemoryCounterStore();
+    const counters: CounterStore = config.region
+      ? regionCounterStore(config, config.region, metrics)
+      : config.counterStoreAddr
+        ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
+        : new MemoryCounterStore();
     closers.push(() => counters.close());
+    if (counters instanceof RegionCounterStore) {
+      // A changed global policy's region units go back, counted under the limit they were taken for.
+      store.onChange((event) => void counters.policyChanged(event.policy_id));
+    }
     const decisions = new DecisionService({
       policies: matcher,
       counters,
@@ -84,6 +92,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       onCounterStoreError: () => metrics.countCounterStoreError(),
       onDenyCacheHit: () => metrics.countDenyCacheHit(),
       denyCache: config.denyCache.size > 0 && { capacity: config.denyCache.size, maxAgeMs: config.denyCache.maxAgeMs },
+      region: config.region?.name,
     });
 
     const notifier = invalidationNotifier(config, metrics);
@@ -143,6 +152,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       policies: store.list().length,
       seeded_from_file: seeded,
       invalidation_targets: config.invalidationTargets.length,
+      ...(config.region && { region: config.region.name, global_store: redactAddress(config.region.globalStoreAddr) }),
     });
     readiness.markReady();
 
@@ -200,6 +210,22 @@ function openPolicyStore(config: ServerConfig): Promise<PolicyStore> {
   return config.counterStoreAddr
     ? RedisPolicyStore.open({ addr: config.counterStoreAddr, keyPrefix: config.keyPrefix })
     : FilePolicyStore.open(config.dataDir);
+}
+
+/** This region's store for regional budgets and the global store for global ones (docs/distribution.md). */
+function regionCounterStore(config: ServerConfig, region: RegionConfig, metrics: Metrics): RegionCounterStore {
+  return new RegionCounterStore({
+    regional: connectRedisCounterStore(config.counterStoreAddr!, { commandTimeoutMs: config.counterStoreTimeoutMs }),
+    global: connectRedisCounterStore(region.globalStoreAddr, { commandTimeoutMs: region.globalTimeoutMs, connectionName: 'rl-global-counter-store' }),
+    globalTimeoutMs: region.globalTimeoutMs,
+    regionalTimeoutMs: config.counterStoreTimeoutMs,
+    events: {
+      refill: (level) => metrics.countLeaseRefill(level),
+      returned: (level, units) => metrics.countLeaseReturned(level, units),
+      lapsed: (policyId, units) => metrics.countLeaseLapsed(policyId, units),
+      parentWait: (seconds) => metrics.observeLeaseWait(seconds),
+    },
+  });
 }
 
 function invalidationNotifier(config: ServerConfig, metrics: Metrics): InvalidationNotifier | undefined {

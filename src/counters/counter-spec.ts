@@ -1,5 +1,5 @@
 import { parseDuration } from '../util/duration.js';
-import type { AlgorithmConfig, AlgorithmType } from '../policy/types.js';
+import type { AlgorithmConfig, AlgorithmType, Policy } from '../policy/types.js';
 
 /**
  * The numeric parameters one algorithm needs, derived once from a validated AlgorithmConfig when
@@ -10,23 +10,45 @@ import type { AlgorithmConfig, AlgorithmType } from '../policy/types.js';
  * rate (limit per window) refills exactly `limit` after one window: `window * limit / window` is exact
  * in floating point, whereas `window * (limit / window)` often is not.
  */
-export type RateSpec =
+export type RateSpec = (
   | { type: 'fixed_window'; limit: number; windowMs: number }
   | { type: 'sliding_window_log'; limit: number; windowMs: number }
   | { type: 'sliding_window_counter'; limit: number; windowMs: number; subWindows: number }
   | { type: 'token_bucket'; capacity: number; rateUnits: number; ratePeriodMs: number }
   | { type: 'leaky_bucket'; capacity: number; rateUnits: number; ratePeriodMs: number }
-  | { type: 'quota'; limit: number; periodMs: number };
+  | { type: 'quota'; limit: number; periodMs: number }
+) & { global?: GlobalBudget };
+
+/**
+ * A `budget: "global"` policy's counter (docs/distribution.md): counted in the global store, served in
+ * each region from the units it leased. Part of the spec, so specs stay shared only between policies
+ * that count alike.
+ */
+export interface GlobalBudget {
+  policyId: string;
+  /** How long a region's units wait unspent before they go back (the policy's lease.max_hold, default 1 s). */
+  maxHoldMs: number;
+}
 
 export interface LeaseSpec {
   type: 'concurrency';
   maxConcurrency: number;
   leaseTtlMs: number;
+  global?: GlobalBudget;
 }
 
 export type CounterSpec = RateSpec | LeaseSpec;
 
 const DEFAULT_LEASE_TTL_SECS = 120;
+/** CONTRACT.md: a region's holder uses the policy's lease.max_hold, `1s` by default. */
+const DEFAULT_MAX_HOLD_MS = 1000;
+
+/** The counter spec of a policy: its algorithm's, marked when the policy's budget is global. */
+export function policySpecOf(policy: Pick<Policy, 'policy_id' | 'algorithm' | 'budget'>): CounterSpec {
+  const spec = counterSpecOf(policy.algorithm);
+  if (policy.budget !== 'global') return spec;
+  return { ...spec, global: { policyId: policy.policy_id, maxHoldMs: DEFAULT_MAX_HOLD_MS } };
+}
 
 /** What `remaining` counts down from: the matched limit reported in decisions. */
 export function capacityOf(spec: CounterSpec): number {

@@ -59,6 +59,8 @@ export interface DecisionServiceDeps {
    * clock drives Redis deterministically.
    */
   clockToStore?: boolean;
+  /** RL_REGION: named in `metadata.region` of every decision on a `budget: "global"` policy. */
+  region?: string;
 }
 
 /** The result of running one matched policy's counter operation. */
@@ -282,6 +284,10 @@ export class DecisionService {
       decision = this.shadowOnlyDecision(operation, shadowed);
     } else {
       decision = unmatchedDecision('no_matching_policy');
+    }
+    if ((enforced ?? shadowed)?.match.compiled.spec.global) {
+      decision.metadata.budget = 'global';
+      if (this.deps.region !== undefined) decision.metadata.region = this.deps.region;
     }
 
     if (operation === 'check' && ctx.quantity === 0) {

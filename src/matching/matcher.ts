@@ -1,4 +1,4 @@
-import { counterSpecOf, type CounterSpec } from '../counters/counter-spec.js';
+import { policySpecOf, type CounterSpec } from '../counters/counter-spec.js';
 import { lengthPrefixed } from '../counters/keys.js';
 import { SCOPE_FIELDS, type RequestContext, type ScopeField } from '../model/request-context.js';
 import { compileMatchExpr, type CompileResult, type MatchExprEvaluator } from './match-expr.js';
@@ -507,7 +507,7 @@ function identityOf(c: CompiledPolicy, ctx: RequestContext): string[] {
 function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
   let spec: CounterSpec;
   try {
-    spec = shared.spec(counterSpecOf(policy.algorithm));
+    spec = shared.spec(policySpecOf(policy));
   } catch (err) {
     return { reason: `algorithm: ${err instanceof Error ? err.message : String(err)}` };
   }

@@ -168,6 +168,11 @@ export class Metrics {
   private readonly otherOperations: OutcomeRows;
   private readonly tenantRows: OutcomeRows;
   private readonly policyRows: OutcomeRows;
+  private readonly leaseRefills: PlainCounter;
+  private readonly leaseReturned: PlainCounter;
+  private readonly leaseLapsed: PlainCounter;
+  private readonly leaseLapsedPolicies: LabelAllowList;
+  private readonly leaseWait: PlainHistogram;
 
   constructor(options: MetricsOptions = {}) {
     const cap = options.labelCap ?? 1000;
@@ -227,6 +232,26 @@ export class Metrics {
     this.tenantRows = new OutcomeRows(this.tenantDecisions, new LabelAllowList(cap, options.maxLabelLength));
     this.policyRows = new OutcomeRows(this.policyDecisions, new LabelAllowList(cap, options.maxLabelLength));
 
+    // CONTRACT "Metrics for leases".
+    this.leaseRefills = counter('rl_lease_refills_total', 'Takes of units from a lease parent, by level (process, region).', ['level']);
+    this.leaseReturned = counter('rl_lease_units_returned_total', 'Unspent leased units given back to their parent, by level.', ['level']);
+    this.leaseLapsed = counter(
+      'rl_lease_units_lapsed_total',
+      `Leased units that expired unspent with their window (or were lost), per policy; capped at ${cap} distinct policy ids, later ones are "other".`,
+      ['policy_id'],
+    );
+    this.leaseLapsedPolicies = new LabelAllowList(cap, options.maxLabelLength);
+    this.leaseWait = new PlainHistogram(
+      'rl_lease_parent_wait_seconds',
+      'Decisions that waited for a lease refill (their holder held too few units), and how long, in seconds.',
+      DECISION_DURATION_BUCKETS,
+      registry,
+    );
+    for (const level of ['process', 'region']) {
+      this.leaseRefills.at(level);
+      this.leaseReturned.at(level);
+    }
+
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   }
 
@@ -262,6 +287,23 @@ export class Metrics {
   /** One check answered from the deny cache instead of the counter store. */
   countDenyCacheHit(): void {
     this.denyCacheHits.value++;
+  }
+
+  /** Lease events (CONTRACT "Metrics for leases"). */
+  countLeaseRefill(level: 'process' | 'region'): void {
+    this.leaseRefills.at(level).value++;
+  }
+
+  countLeaseReturned(level: 'process' | 'region', units: number): void {
+    this.leaseReturned.at(level).value += units;
+  }
+
+  countLeaseLapsed(policyId: string, units: number): void {
+    this.leaseLapsed.at(this.leaseLapsedPolicies.label(policyId)).value += units;
+  }
+
+  observeLeaseWait(seconds: number): void {
+    if (Number.isFinite(seconds) && seconds >= 0) this.leaseWait.observe(seconds);
   }
 
   /** One invalidation notification to a sidecar that was given up. */

@@ -1,0 +1,317 @@
+import { randomUUID } from 'node:crypto';
+import { CounterStoreUnavailableError } from '../errors.js';
+import { log } from '../util/log.js';
+import type { CounterResult, CounterStore, LeaseCounterResult } from '../counters/counter-store.js';
+import type { GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec.js';
+import type { RedisCounterStore } from '../counters/redis-store.js';
+import { chunkSize } from './chunk.js';
+import { poolKey, RegionPool, type PoolAnswer } from './region-pool.js';
+import { storeParent, type LeasedSpec } from './store-parent.js';
+import type { Grant, LeaseClock } from './types.js';
+
+/**
+ * The counter store of a server in a region (docs/distribution.md). Policies with a regional budget
+ * (every spec without `global`) count in the region's store, as without regions. A `budget: "global"`
+ * counter lives in the global store; the region leases units from it into a pool in the region's store
+ * (lua/lease_pool.lua), and every decision in the region is one call to the region's store, exact
+ * against that pool. The region is the holder; the servers of the region run its logic:
+ *
+ * - Refill ahead: the spend that leaves the pool half empty (or finds it short) hands its server the
+ *   region's refill lock (SET NX PX semantics, in the pool), and that server takes a chunk from the
+ *   global counter (the algorithm's own script, partial take) off the decision's path. Only a decision
+ *   the pool cannot serve waits, and then for one refill of the region, whichever server makes it.
+ * - The chunk rule (chunk.ts) without the max_units cap, on what the whole region spent lately (the
+ *   pool measures it).
+ * - Letting go: units unspent for max_hold, and those of a policy that changed, go back (the
+ *   algorithm's window-checked return); units expire with the window (conservatively, see `ttlOf`).
+ * - Parent unreachable: the pool keeps answering; once short, the failure mode answers.
+ *
+ * `sliding_window_log` and concurrency have no leases: with a global budget each of their operations
+ * goes to the global store (exact, at the global store's latency).
+ */
+export interface RegionStoreOptions {
+  /** This region's store (RL_COUNTERSTORE_ADDR). */
+  regional: RedisCounterStore;
+  /** The global store (RL_GLOBAL_COUNTERSTORE_ADDR). */
+  global: RedisCounterStore;
+  /** RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: the longest a refill may take. */
+  globalTimeoutMs: number;
+  /** RL_COUNTERSTORE_TIMEOUT_MS: the longest a pool operation may take (see `ttlOf`). */
+  regionalTimeoutMs: number;
+  events?: LeaseEvents;
+  /** A monotonic clock in ms (default performance.now): only durations are taken from it. */
+  clock?: () => number;
+  /** How often units unspent for max_hold are looked for (default 250 ms; 0 = never, for tests). */
+  sweepIntervalMs?: number;
+}
+
+/** What the metrics of CONTRACT.md "Metrics for leases" count. */
+export interface LeaseEvents {
+  refill?(level: 'region'): void;
+  returned?(level: 'region', units: number): void;
+  lapsed?(policyId: string, units: number): void;
+  /** A decision waited for a refill this long. */
+  parentWait?(seconds: number): void;
+}
+
+const LEASED_TYPES = new Set(['fixed_window', 'sliding_window_counter', 'token_bucket', 'leaky_bucket', 'quota']);
+const WINDOW_TYPES = new Set(['fixed_window', 'sliding_window_counter', 'quota']);
+/** How long a waiting decision sleeps between looks at the pool while another server refills it. */
+const WAIT_POLL_MS = 2;
+
+type GlobalRateSpec = RateSpec & { global: GlobalBudget };
+
+interface Tracked {
+  keys: string[];
+  spec: GlobalRateSpec;
+  lastUsed: number;
+}
+
+export class RegionCounterStore implements CounterStore {
+  private readonly regional: RedisCounterStore;
+  private readonly global: RedisCounterStore;
+  private readonly pool: RegionPool;
+  private readonly clock: () => number;
+  /** The same clock for the store parent (only `now` is used). */
+  private readonly leaseClock: LeaseClock;
+  private readonly events: LeaseEvents;
+  /** This server's name in the pool's refill lock. */
+  private readonly token = randomUUID();
+  /** Pools this server spent from lately, by pool key: the idle sweep and policy changes return their units. */
+  private readonly tracked = new Map<string, Tracked>();
+  private readonly sweeper: NodeJS.Timeout | undefined;
+  private sweeping = false;
+
+  constructor(private readonly options: RegionStoreOptions) {
+    this.regional = options.regional;
+    this.global = options.global;
+    this.pool = new RegionPool(options.regional);
+    this.clock = options.clock ?? (() => performance.now());
+    this.leaseClock = { now: this.clock, setTimer: () => undefined, clearTimer: () => undefined };
+    this.events = options.events ?? {};
+    const interval = options.sweepIntervalMs ?? 250;
+    if (interval > 0) {
+      this.sweeper = setInterval(() => void this.sweep(), interval);
+      this.sweeper.unref();
+    }
+  }
+
+  consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
+    if (!spec.global) return this.regional.consume(keys, spec, cost, nowMs);
+    if (!LEASED_TYPES.has(spec.type)) return this.global.consume(keys, spec, cost, nowMs);
+    return this.spend(keys, spec as GlobalRateSpec, cost);
+  }
+
+  /** CONTRACT "Peek": the parent (units held by regions count as used) plus this region's unspent units. */
+  async peek(keys: string[], spec: RateSpec, nowMs?: number): Promise<CounterResult> {
+    if (!spec.global) return this.regional.peek(keys, spec, nowMs);
+    if (!LEASED_TYPES.has(spec.type)) return this.global.peek(keys, spec, nowMs);
+    const [parent, held] = await Promise.all([this.global.peek(keys, spec), this.pool.peek(poolKey(keys[0]))]);
+    this.noteLapsed(spec.global, held.lapsed);
+    const remaining = parent.remaining + held.left;
+    if (held.left >= 1) return { allowed: true, remaining, retryAfterMs: 0, resetAfterMs: Math.max(parent.resetAfterMs, held.resetAfterMs) };
+    return { ...parent, remaining };
+  }
+
+  /** CONTRACT "Refund": the units go back to this region's unspent units. */
+  async refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult> {
+    if (!spec.global) return this.regional.refund(keys, spec, amount, nowMs);
+    if (!LEASED_TYPES.has(spec.type)) return this.global.refund(keys, spec, amount, nowMs);
+    const held = await this.pool.refund(poolKey(keys[0]), amount);
+    this.noteLapsed(spec.global, held.lapsed);
+    return { allowed: true, remaining: held.left + Math.max(0, held.parentRemaining), retryAfterMs: 0, resetAfterMs: held.resetAfterMs };
+  }
+
+  take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
+    if (spec.global) return Promise.reject(new Error('process leases below a region are not supported: a global budget is served from the region pool'));
+    return this.regional.take(keys, spec, n, nowMs);
+  }
+
+  giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
+    if (spec.global) return Promise.reject(new Error('process leases below a region are not supported: a global budget is served from the region pool'));
+    return this.regional.giveBack(keys, spec, units, windowTag, nowMs);
+  }
+
+  acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
+    return (spec.global ? this.global : this.regional).acquire(keys, spec, leaseId, nowMs);
+  }
+
+  release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
+    return (spec.global ? this.global : this.regional).release(keys, spec, leaseId, nowMs);
+  }
+
+  /** The region's store: decisions need it; the global store only for refills. */
+  isHealthy(): boolean {
+    return this.regional.isHealthy();
+  }
+
+  /** A policy changed (or went): its pools' unspent units go back, counted under the limit they were taken for. */
+  async policyChanged(policyId: string): Promise<void> {
+    const changed = [...this.tracked].filter(([, t]) => t.spec.global.policyId === policyId);
+    await Promise.all(changed.map(([key, t]) => this.returnUnits(key, t, 0)));
+  }
+
+  async close(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+    await Promise.all([this.regional.close(), this.global.close()]);
+  }
+
+  // -------------------------------------------------------------------------------------------------
+
+  /** One decision against the region's pool; waits only when the pool cannot serve it. */
+  private async spend(keys: string[], spec: GlobalRateSpec, cost: number): Promise<CounterResult> {
+    const key = poolKey(keys[0]);
+    const { maxHoldMs } = spec.global;
+    const lockMs = this.options.globalTimeoutMs + this.options.regionalTimeoutMs;
+    let waitingSince: number | undefined;
+    for (;;) {
+      const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs);
+      this.track(key, keys, spec);
+      this.noteLapsed(spec.global, answer.lapsed);
+      const refill = answer.lock ? this.refill(key, keys, spec, answer, cost) : undefined;
+      if (answer.spent) {
+        this.waited(waitingSince);
+        return { allowed: true, remaining: answer.left + Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: answer.resetAfterMs };
+      }
+      if (answer.retryAfterMs > 0) {
+        this.waited(waitingSince);
+        return { allowed: false, remaining: answer.left, retryAfterMs: answer.retryAfterMs, resetAfterMs: answer.retryAfterMs };
+      }
+      if (answer.down && !answer.lock) {
+        this.waited(waitingSince);
+        throw new CounterStoreUnavailableError('global store unreachable, and this region holds too few units of the global budget');
+      }
+      waitingSince ??= this.clock();
+      if (this.clock() - waitingSince > lockMs) {
+        this.waited(waitingSince);
+        throw new CounterStoreUnavailableError(`no refill of the region's units within ${Math.round(lockMs)} ms`);
+      }
+      // This server refills: wait for it. Another does: look again shortly.
+      if (refill) await refill;
+      else await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
+    }
+  }
+
+  /**
+   * Takes a chunk from the global counter into the pool (this server holds the region's refill lock).
+   * Never rejects: a failure marks the pool's parent unreachable for a moment and releases the lock.
+   */
+  private async refill(key: string, keys: string[], spec: GlobalRateSpec, seen: PoolAnswer, waiting: number): Promise<void> {
+    const asked = chunkSize({
+      recent: seen.recent,
+      waiting,
+      maxUnits: Infinity,
+      parentRemaining: seen.parentRemaining < 0 ? Infinity : seen.parentRemaining,
+    });
+    if (asked === 0) {
+      // Nothing worth asking for ahead of need: let the lock go.
+      await this.pool.fail(key, this.token, 0).catch(() => undefined);
+      return;
+    }
+    const sentAt = this.leaseClock.now();
+    let grant: Grant;
+    try {
+      grant = await storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.leaseClock).take(asked);
+    } catch (error) {
+      log.warn('region refill failed: the global store did not answer', { error: (error as Error).message });
+      // The global store's own breaker paces the next attempts; until then, short decisions fail at once.
+      await this.pool.fail(key, this.token, this.options.globalTimeoutMs).catch(() => undefined);
+      return;
+    }
+    this.events.refill?.('region');
+    const ttlMs = this.ttlOf(spec, grant, sentAt);
+    const units = ttlMs > 0 ? grant.granted : 0;
+    if (units < grant.granted) this.noteLapsed(spec.global, grant.granted);
+    try {
+      const added = await this.pool.add(
+        key,
+        {
+          units,
+          ttlMs,
+          tag: grant.windowTag ?? '',
+          parentRemaining: grant.remaining,
+          // Nothing taken: the pool refuses without asking again until the parent may admit, or for at
+          // most max_hold (other regions may return units before the window ends).
+          retryAfterMs: grant.granted === 0 ? Math.max(1, Math.min(grant.retryAfterMs, spec.global.maxHoldMs)) : 0,
+          asked,
+        },
+        this.token,
+        spec.global.maxHoldMs,
+      );
+      this.noteLapsed(spec.global, added.lapsed);
+    } catch (error) {
+      // The region's store did not confirm: the units may be in the pool or lost (never twice).
+      log.warn('region refill: the units could not be added to the region pool', { error: (error as Error).message });
+    }
+  }
+
+  /**
+   * How long (by any clock: only durations cross machines) the units just taken may be spent.
+   *
+   * Windows: the grant's spendBy is the send time plus what the global script said was left of the
+   * window when it ran (after the send), so never after the window's true end. The pool starts counting
+   * the rest when its add runs, which is at most RL_COUNTERSTORE_TIMEOUT_MS after it is sent (the
+   * deadline of every call to the region's store), so that deadline comes off too. Buckets: max_hold
+   * from the send, the same way. The one assumption left is that clocks run at the same rate (drift,
+   * not offset: docs/distribution.md, "Clocks").
+   */
+  private ttlOf(spec: GlobalRateSpec, grant: Grant, sentAt: number): number {
+    const spendBy = grant.windowTag === null ? sentAt + spec.global.maxHoldMs : grant.spendBy;
+    return Math.floor(spendBy - this.leaseClock.now() - this.options.regionalTimeoutMs);
+  }
+
+  private track(key: string, keys: string[], spec: GlobalRateSpec): void {
+    const known = this.tracked.get(key);
+    if (known && known.spec === spec) known.lastUsed = this.clock();
+    else this.tracked.set(key, { keys, spec, lastUsed: this.clock() });
+  }
+
+  /** Returns the units of pools unspent for max_hold (whichever server of the region looks first). */
+  private async sweep(): Promise<void> {
+    if (this.sweeping) return;
+    this.sweeping = true;
+    try {
+      const now = this.clock();
+      for (const [key, tracked] of this.tracked) {
+        const idleMs = tracked.spec.global.maxHoldMs;
+        if (now - tracked.lastUsed < idleMs) continue;
+        await this.returnUnits(key, tracked, idleMs);
+        // Forgotten once returned: this server spends from it again only if a decision comes.
+        this.tracked.delete(key);
+      }
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  /** Drains the pool (if unspent for `idleMs`) and gives its units back to the global counter. */
+  private async returnUnits(key: string, tracked: Tracked, idleMs: number): Promise<void> {
+    const { keys, spec } = tracked;
+    let drained: PoolAnswer;
+    try {
+      drained = await this.pool.drain(key, idleMs);
+    } catch {
+      return;
+    }
+    this.noteLapsed(spec.global, drained.lapsed);
+    if (!drained.spent || drained.left <= 0) return;
+    try {
+      const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.leaseClock);
+      const back = await parent.giveBack(drained.left, drained.tag === '' ? null : drained.tag);
+      this.events.returned?.('region', back);
+      this.noteLapsed(spec.global, drained.left - back);
+    } catch {
+      // Unreachable: the units are lost to this window (under-admission only).
+      this.noteLapsed(spec.global, drained.left);
+    }
+  }
+
+  private noteLapsed(budget: GlobalBudget, units: number): void {
+    if (units > 0) this.events.lapsed?.(budget.policyId, units);
+  }
+
+  private waited(since: number | undefined): void {
+    if (since !== undefined) this.events.parentWait?.((this.clock() - since) / 1000);
+  }
+}
+
