@@ -15,11 +15,11 @@
 --            lc           the chunk the last refill asked for (refill ahead once half of it is spent)
 --            du           parent exhausted until (no refill before; spends that do not fit are refused)
 --            dd           parent unreachable until (decisions that do not fit fail at once)
---            rw rs rp     spending measure: period start, spent in it, spent in the previous period
+--            rw rs rp     demand measure: period start, units spent (or wanted and not found) in it, in the previous period
 --            la           last spend (idle return)
 -- ARGV[1]  now, epoch ms; '' = Redis TIME
 -- ARGV[2]  operation; its arguments follow (ARGV[3] onwards):
---            spend  cost lock_ms token measure_ms
+--            spend  cost lock_ms token measure_ms fresh
 --            add    units ttl_ms tag parent_remaining token retry_after_ms asked measure_ms
 --            fail   token down_ms          (a refill could not reach the parent)
 --            drain  idle_ms                (every live unit out if none was spent for idle_ms; 0 = now)
@@ -29,7 +29,7 @@
 -- ARGV[4]  spend: lock_ms; add: ttl_ms; fail: down_ms
 -- ARGV[5]  spend: token; add: tag
 -- ARGV[6]  spend: measure_ms; add: parent_remaining
--- ARGV[7]  add: token
+-- ARGV[7]  spend: fresh (1: a decision's first try, so its cost counts as demand once); add: token
 -- ARGV[8]  add: retry_after_ms (when no unit was granted)
 -- ARGV[9]  add: asked (the chunk asked for)
 -- ARGV[10] add: measure_ms
@@ -143,6 +143,9 @@ if op == 'spend' then
     end
     p.rs = p.rs + cost
     p.la = now
+  elseif ARGV[7] == '1' then
+    -- Demand the pool could not meet counts too, so the next chunk is sized for it.
+    p.rs = p.rs + cost
   end
   local retry = 0
   if p.du > now then retry = p.du - now end

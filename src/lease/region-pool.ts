@@ -15,7 +15,7 @@ export interface PoolAnswer {
   retryAfterMs: number;
   /** spend: this caller holds the region's refill lock and should refill now. */
   lock: boolean;
-  /** Units spent in the region over the last measure period (the chunk rule's rate). */
+  /** Units the region spent (or wanted and did not find) over the last measure period: the chunk rule's rate. */
   recent: number;
   /** What the parent could still admit after the last take; -1 before the first. */
   parentRemaining: number;
@@ -42,8 +42,8 @@ export class RegionPool {
   ) {}
 
   /** Spends `cost` units if the pool holds them; asks for the refill lock when it should refill. */
-  spend(key: string, cost: number, lockMs: number, token: string, measureMs: number): Promise<PoolAnswer> {
-    return this.run(key, ['spend', String(cost), String(Math.ceil(lockMs)), token, String(measureMs)]);
+  spend(key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh = true): Promise<PoolAnswer> {
+    return this.run(key, ['spend', String(cost), String(Math.ceil(lockMs)), token, String(measureMs), fresh ? '1' : '0']);
   }
 
   /**

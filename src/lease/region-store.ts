@@ -165,7 +165,7 @@ export class RegionCounterStore implements CounterStore {
     const lockMs = this.options.globalTimeoutMs + this.options.regionalTimeoutMs;
     let waitingSince: number | undefined;
     for (;;) {
-      const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs);
+      const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined);
       this.track(key, keys, spec);
       this.noteLapsed(spec.global, answer.lapsed);
       const refill = answer.lock ? this.refill(key, keys, spec, answer, cost) : undefined;
