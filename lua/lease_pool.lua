@@ -3,9 +3,10 @@
 -- by the algorithm's own script; here they are only counted, spent and let go. Every server of the
 -- region spends from the same pool, so decisions in the region are exact against it.
 --
--- Clocks: only this store's clock is read here (ARGV[1] '' = TIME). A generation's expiry arrives as
--- a duration (ttl) the server computed conservatively from the global store's answer, so no absolute
--- time ever crosses from one machine to another (see docs/distribution.md, "Clocks").
+-- Clocks: only this store's clock is read here (ARGV[1] '' = TIME), and every answer tells it. A
+-- generation's expiry arrives in this clock, computed by the server from such an answer and the global
+-- store's, so that it never comes later than the global window's end (src/lease/region-store.ts,
+-- `expiresAtOf`; docs/distribution.md, "Clocks").
 --
 -- KEYS[1]  pool hash:
 --            a_u a_e a_t  older generation: units, expires-at (this store's clock), window tag ('' = bucket)
@@ -20,13 +21,13 @@
 -- ARGV[1]  now, epoch ms; '' = Redis TIME
 -- ARGV[2]  operation; its arguments follow (ARGV[3] onwards):
 --            spend  cost lock_ms token measure_ms fresh
---            add    units ttl_ms tag parent_remaining token retry_after_ms asked measure_ms
+--            add    units expires_at tag parent_remaining token retry_after_ms asked measure_ms
 --            fail   token down_ms          (a refill could not reach the parent)
 --            drain  idle_ms                (every live unit out if none was spent for idle_ms; 0 = now)
 --            refund units
 --            peek
 -- ARGV[3]  spend, add: cost / units; fail: token; drain: idle_ms; refund: units
--- ARGV[4]  spend: lock_ms; add: ttl_ms; fail: down_ms
+-- ARGV[4]  spend: lock_ms; add: expires_at (this store's clock); fail: down_ms
 -- ARGV[5]  spend: token; add: tag
 -- ARGV[6]  spend: measure_ms; add: parent_remaining
 -- ARGV[7]  spend: fresh (1: a decision's first try, so its cost counts as demand once); add: token
@@ -34,10 +35,10 @@
 -- ARGV[9]  add: asked (the chunk asked for)
 -- ARGV[10] add: measure_ms
 -- Returns  {spent 1/0, left, retry_after_ms, lock 1/0, recent, parent_remaining, lapsed, down 1/0,
---          reset_after_ms, tag}: `left` the live units after the operation, `recent` the units spent over
+--          reset_after_ms, tag, now}: `left` the live units after the operation, `recent` the units spent over
 --          the last measure period (the chunk rule's rate), `lapsed` units that expired unspent (or were
 --          dropped) during this call, `reset_after_ms` until the newest live units expire, `tag` their
---          window tag (drain: of the units taken out).
+--          window tag (drain: of the units taken out), `now` this store's clock as the script read it.
 
 -- @include "time"
 -- @include "number"
@@ -124,7 +125,7 @@ local function answer(spent, retry, lock, tag)
   local down = 0
   if p.dd > now then down = 1 end
   return { spent and 1 or 0, reply_number(left()), reply_number(retry), lock and 1 or 0, reply_number(recent),
-    reply_number(p.pr), reply_number(lapsed), down, reply_number(reset_after()), tag or newest_tag() }
+    reply_number(p.pr), reply_number(lapsed), down, reply_number(reset_after()), tag or newest_tag(), reply_number(now) }
 end
 
 if op == 'spend' then
@@ -163,14 +164,17 @@ end
 
 if op == 'add' then
   local units = tonumber(ARGV[3])
-  local ttl = tonumber(ARGV[4])
+  local expires = tonumber(ARGV[4])
   local tag = ARGV[5]
   p.pr = tonumber(ARGV[6])
   local token = ARGV[7]
   local retry = tonumber(ARGV[8])
   p.lc = tonumber(ARGV[9])
   measure(tonumber(ARGV[10]))
-  if units > 0 and ttl > 0 then
+  if units > 0 and expires <= now then
+    -- Already past their window (a slow round trip): they lapse here.
+    lapsed = lapsed + units
+  elseif units > 0 then
     -- Units of another window never mix with these: the older ones are over (or about to be).
     if tag ~= '' then
       if p.b_u > 0 and p.b_t ~= tag then
@@ -185,7 +189,6 @@ if op == 'add' then
         p.a_u, p.a_e, p.a_t, p.b_u = p.b_u, p.b_e, p.b_t, 0
       end
     end
-    local expires = now + ttl
     if p.a_u == 0 then
       p.a_u, p.a_e, p.a_t = units, expires, tag
     else

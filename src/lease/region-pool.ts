@@ -27,6 +27,8 @@ export interface PoolAnswer {
   resetAfterMs: number;
   /** Window tag of the newest units ('' for the buckets and for an empty pool). */
   tag: string;
+  /** This store's clock when the script ran (epoch ms). */
+  storeNow: number;
 }
 
 /** The pool's key: beside the counter's keys, in the same hash slot (its `{tag}`). */
@@ -47,14 +49,14 @@ export class RegionPool {
   }
 
   /**
-   * Adds what a refill took from the parent, live for `ttlMs` of this store's clock, and releases the
-   * lock `token` holds. `units` 0: the parent admits nothing for `retryAfterMs`.
+   * Adds what a refill took from the parent, live until `expiresAt` by this store's clock, and releases
+   * the lock `token` holds. `units` 0: the parent admits nothing for `retryAfterMs`.
    */
-  add(key: string, grant: { units: number; ttlMs: number; tag: string; parentRemaining: number; retryAfterMs: number; asked: number }, token: string, measureMs: number): Promise<PoolAnswer> {
+  add(key: string, grant: { units: number; expiresAt: number; tag: string; parentRemaining: number; retryAfterMs: number; asked: number }, token: string, measureMs: number): Promise<PoolAnswer> {
     return this.run(key, [
       'add',
       String(grant.units),
-      String(Math.floor(grant.ttlMs)),
+      String(Math.floor(grant.expiresAt)),
       grant.tag,
       String(grant.parentRemaining),
       token,
@@ -88,7 +90,7 @@ export class RegionPool {
 }
 
 function parsePoolReply(reply: unknown): PoolAnswer {
-  if (!Array.isArray(reply) || reply.length !== 10) throw new Error(`unexpected lease_pool reply ${JSON.stringify(reply)}`);
+  if (!Array.isArray(reply) || reply.length !== 11) throw new Error(`unexpected lease_pool reply ${JSON.stringify(reply)}`);
   const n = (i: number) => {
     const value = Number(reply[i]);
     if (!Number.isFinite(value)) throw new Error(`unexpected number ${JSON.stringify(reply[i])} in lease_pool reply`);
@@ -105,5 +107,6 @@ function parsePoolReply(reply: unknown): PoolAnswer {
     down: n(7) === 1,
     resetAfterMs: n(8),
     tag: String(reply[9] ?? ''),
+    storeNow: n(10),
   };
 }

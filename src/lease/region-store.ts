@@ -23,7 +23,7 @@ import type { Grant, LeaseClock } from './types.js';
  * - The chunk rule (chunk.ts) without the max_units cap, on what the whole region spent lately (the
  *   pool measures it).
  * - Letting go: units unspent for max_hold, and those of a policy that changed, go back (the
- *   algorithm's window-checked return); units expire with the window (conservatively, see `ttlOf`).
+ *   algorithm's window-checked return); units expire with the window (conservatively, see `expiresAtOf`).
  * - Parent unreachable: the pool keeps answering; once short, the failure mode answers.
  *
  * `sliding_window_log` and concurrency have no leases: with a global budget each of their operations
@@ -36,7 +36,7 @@ export interface RegionStoreOptions {
   global: RedisCounterStore;
   /** RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: the longest a refill may take. */
   globalTimeoutMs: number;
-  /** RL_COUNTERSTORE_TIMEOUT_MS: the longest a pool operation may take (see `ttlOf`). */
+  /** RL_COUNTERSTORE_TIMEOUT_MS: with the global timeout, how long the region's refill lock lasts. */
   regionalTimeoutMs: number;
   events?: LeaseEvents;
   /** A monotonic clock in ms (default performance.now): only durations are taken from it. */
@@ -81,6 +81,11 @@ export class RegionCounterStore implements CounterStore {
   private readonly tracked = new Map<string, Tracked>();
   private readonly sweeper: NodeJS.Timeout | undefined;
   private sweeping = false;
+  /**
+   * The region store's clock as one pool answer read it (`storeNow`), and this server's clock when the
+   * answer arrived (`localAt`): from then on the store's clock reads at least `storeNow + elapsed`.
+   */
+  private storeClock: { storeNow: number; localAt: number } | undefined;
 
   constructor(private readonly options: RegionStoreOptions) {
     this.regional = options.regional;
@@ -166,6 +171,7 @@ export class RegionCounterStore implements CounterStore {
     let waitingSince: number | undefined;
     for (;;) {
       const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined);
+      this.storeClock = { storeNow: answer.storeNow, localAt: this.clock() };
       this.track(key, keys, spec);
       this.noteLapsed(spec.global, answer.lapsed);
       const refill = answer.lock ? this.refill(key, keys, spec, answer, cost) : undefined;
@@ -182,9 +188,10 @@ export class RegionCounterStore implements CounterStore {
         throw new CounterStoreUnavailableError('global store unreachable, and this region holds too few units of the global budget');
       }
       waitingSince ??= this.clock();
-      if (this.clock() - waitingSince > lockMs) {
+      // Past one lock's life, the lock of a server that died mid-refill has expired and this one takes it.
+      if (this.clock() - waitingSince > 2 * lockMs) {
         this.waited(waitingSince);
-        throw new CounterStoreUnavailableError(`no refill of the region's units within ${Math.round(lockMs)} ms`);
+        throw new CounterStoreUnavailableError(`no refill of the region's units within ${Math.round(2 * lockMs)} ms`);
       }
       // This server refills: wait for it. Another does: look again shortly.
       if (refill) await refill;
@@ -219,15 +226,12 @@ export class RegionCounterStore implements CounterStore {
       return;
     }
     this.events.refill?.('region');
-    const ttlMs = this.ttlOf(spec, grant, sentAt);
-    const units = ttlMs > 0 ? grant.granted : 0;
-    if (units < grant.granted) this.noteLapsed(spec.global, grant.granted);
     try {
       const added = await this.pool.add(
         key,
         {
-          units,
-          ttlMs,
+          units: grant.granted,
+          expiresAt: this.expiresAtOf(spec, grant, sentAt),
           tag: grant.windowTag ?? '',
           parentRemaining: grant.remaining,
           // Nothing taken: the pool refuses without asking again until the parent may admit, or for at
@@ -246,18 +250,21 @@ export class RegionCounterStore implements CounterStore {
   }
 
   /**
-   * How long (by any clock: only durations cross machines) the units just taken may be spent.
+   * When, by the region store's clock, the units just taken must no longer be spent: never later than
+   * the global window's end (windows) or max_hold after they left the parent (buckets).
    *
-   * Windows: the grant's spendBy is the send time plus what the global script said was left of the
-   * window when it ran (after the send), so never after the window's true end. The pool starts counting
-   * the rest when its add runs, which is at most RL_COUNTERSTORE_TIMEOUT_MS after it is sent (the
-   * deadline of every call to the region's store), so that deadline comes off too. Buckets: max_hold
-   * from the send, the same way. The one assumption left is that clocks run at the same rate (drift,
-   * not offset: docs/distribution.md, "Clocks").
+   * Only durations are trusted across machines. Windows: the global script said how much of the window
+   * was left when it ran, which was after this server sent the take, so `spendBy` (send time + that) by
+   * this server's clock is never after the true end. A pool answer that arrived at `localAt` read the
+   * region store's clock as `storeNow` before it arrived, so at any later local instant t the store's
+   * clock reads at least `storeNow + (t - localAt)`; the expiry `storeNow + (spendBy - localAt)` is
+   * therefore reached by the store no later than `spendBy`. The one assumption left is that the clocks
+   * run at the same rate (drift, not offset: docs/distribution.md, "Clocks").
    */
-  private ttlOf(spec: GlobalRateSpec, grant: Grant, sentAt: number): number {
+  private expiresAtOf(spec: GlobalRateSpec, grant: Grant, sentAt: number): number {
     const spendBy = grant.windowTag === null ? sentAt + spec.global.maxHoldMs : grant.spendBy;
-    return Math.floor(spendBy - this.leaseClock.now() - this.options.regionalTimeoutMs);
+    const sample = this.storeClock!; // set by the spend that handed out the refill lock
+    return Math.floor(sample.storeNow + (spendBy - sample.localAt));
   }
 
   private track(key: string, keys: string[], spec: GlobalRateSpec): void {

@@ -31,9 +31,10 @@ describe('region pool (lua/lease_pool.lua)', function () {
     await redis?.stop();
   });
 
+  /** A refill's grant, live for `ttlMs` from the current instant. */
   const grant = (units: number, ttlMs: number, tag = 'w1', extra: Partial<{ parentRemaining: number; retryAfterMs: number; asked: number }> = {}) => ({
     units,
-    ttlMs,
+    expiresAt: now + ttlMs,
     tag,
     parentRemaining: extra.parentRemaining ?? 100,
     retryAfterMs: extra.retryAfterMs ?? 0,
@@ -65,7 +66,12 @@ describe('region pool (lua/lease_pool.lua)', function () {
     expect((await pool.spend(key, 1, 500, 'other', MEASURE)).lock).to.equal(true);
   });
 
-  it('units expire with their ttl (this store’s clock) and are reported lapsed once', async function () {
+  it('answers with its own clock, and units that arrive past their expiry lapse at once', async function () {
+    expect((await pool.peek(key)).storeNow).to.equal(now);
+    expect(await pool.add(key, grant(10, 0), 'a', MEASURE)).to.include({ left: 0, lapsed: 10 });
+  });
+
+  it('units expire at their expiry (this store’s clock) and are reported lapsed once', async function () {
     await pool.add(key, grant(10, 1000), 'a', MEASURE);
     now += 999;
     expect(await pool.spend(key, 2, 500, 'a', MEASURE)).to.include({ spent: true, left: 8, lapsed: 0, resetAfterMs: 1 });
