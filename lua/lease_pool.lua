@@ -21,24 +21,27 @@
 -- ARGV[1]  now, epoch ms; '' = Redis TIME
 -- ARGV[2]  operation; its arguments follow (ARGV[3] onwards):
 --            spend  cost lock_ms token measure_ms fresh
+--            take   n lock_ms token measure_ms fresh (up to n: a process lease below the region)
 --            add    units expires_at tag parent_remaining token retry_after_ms asked measure_ms
 --            fail   token down_ms          (a refill could not reach the parent)
 --            drain  idle_ms                (every live unit out if none was spent for idle_ms; 0 = now)
---            refund units
+--            refund units [tag]                 (tag: only into live units of that window)
 --            peek
--- ARGV[3]  spend, add: cost / units; fail: token; drain: idle_ms; refund: units
--- ARGV[4]  spend: lock_ms; add: expires_at (this store's clock); fail: down_ms
--- ARGV[5]  spend: token; add: tag
--- ARGV[6]  spend: measure_ms; add: parent_remaining
--- ARGV[7]  spend: fresh (1: a decision's first try, so its cost counts as demand once); add: token
+-- ARGV[3]  spend, take, add: cost / n / units; fail: token; drain: idle_ms; refund: units
+-- ARGV[4]  spend, take: lock_ms; add: expires_at (this store's clock); fail: down_ms; refund: tag
+-- ARGV[5]  spend, take: token; add: tag
+-- ARGV[6]  spend, take: measure_ms; add: parent_remaining
+-- ARGV[7]  spend, take: fresh (1: a first try, so its demand counts once); add: token
 -- ARGV[8]  add: retry_after_ms (when no unit was granted)
 -- ARGV[9]  add: asked (the chunk asked for)
 -- ARGV[10] add: measure_ms
 -- Returns  {spent 1/0, left, retry_after_ms, lock 1/0, recent, parent_remaining, lapsed, down 1/0,
---          reset_after_ms, tag, now}: `left` the live units after the operation, `recent` the units spent over
---          the last measure period (the chunk rule's rate), `lapsed` units that expired unspent (or were
---          dropped) during this call, `reset_after_ms` until the newest live units expire, `tag` their
---          window tag (drain: of the units taken out), `now` this store's clock as the script read it.
+--          reset_after_ms, tag, now}: `left` the live units after the operation, `recent` the units
+--          wanted over the last measure period (the chunk rule's rate), `lapsed` units that expired
+--          unspent (or were dropped) during this call, `reset_after_ms` until the newest live units
+--          expire, `tag` their window tag, `now` this store's clock as the script read it. Except:
+--          take answers in `left` the units taken, with their tag and reset_after_ms until they expire;
+--          drain the units taken out and their tag; refund the units taken back.
 
 -- @include "time"
 -- @include "number"
@@ -128,38 +131,59 @@ local function answer(spent, retry, lock, tag)
     reply_number(p.pr), reply_number(lapsed), down, reply_number(reset_after()), tag or newest_tag(), reply_number(now) }
 end
 
-if op == 'spend' then
+if op == 'spend' or op == 'take' then
+  -- spend: a decision's cost, all or nothing. take: up to n units for a process lease below the
+  -- region (a partial take, as the algorithm scripts' take:<n>), answered with how many and until when.
   local cost = tonumber(ARGV[3])
   local lock_ms = tonumber(ARGV[4])
   local token = ARGV[5]
   measure(tonumber(ARGV[6]))
-  local spent = cost <= left()
-  if spent then
+  local units = 0
+  if op == 'take' then
+    units = math.min(cost, left())
+  elseif cost <= left() then
+    units = cost
+  end
+  local tag = p.a_t
+  local expires = p.a_e
+  if units > 0 then
     -- Oldest units first: they expire first.
-    local from_a = math.min(cost, p.a_u)
+    local from_a = math.min(units, p.a_u)
     p.a_u = p.a_u - from_a
-    p.b_u = p.b_u - (cost - from_a)
+    p.b_u = p.b_u - (units - from_a)
+    if units > from_a then
+      expires = math.min(expires, p.b_e)
+    end
     if p.a_u == 0 and p.b_u > 0 then
       p.a_u, p.a_e, p.a_t, p.b_u = p.b_u, p.b_e, p.b_t, 0
     end
-    p.rs = p.rs + cost
     p.la = now
-  elseif ARGV[7] == '1' then
+  end
+  if units > 0 or ARGV[7] == '1' then
     -- Demand the pool could not meet counts too, so the next chunk is sized for it.
     p.rs = p.rs + cost
   end
   local retry = 0
   if p.du > now then retry = p.du - now end
-  -- Refill ahead once half of the last chunk is spent, or now for a decision that does not fit; never
+  -- Refill ahead once half of the last chunk is spent, or now for a demand that does not fit; never
   -- while the parent is exhausted or unreachable, and only one server at a time.
   local lock = false
-  if (not spent or left() * 2 <= p.lc) and retry == 0 and p.dd <= now and (p.lk == '' or p.le <= now) then
+  if (units < cost or left() * 2 <= p.lc) and retry == 0 and p.dd <= now and (p.lk == '' or p.le <= now) then
     p.lk = token
     p.le = now + lock_ms
     lock = true
   end
   save()
-  return answer(spent, retry, lock)
+  local reply = answer(units > 0, retry, lock)
+  if op == 'take' then
+    -- The units taken, their window tag, and how long they may still be spent.
+    reply[2] = reply_number(units)
+    if units > 0 then
+      reply[9] = reply_number(expires - now)
+      reply[10] = tag
+    end
+  end
+  return reply
 end
 
 if op == 'add' then
@@ -248,15 +272,20 @@ end
 
 if op == 'refund' then
   -- Back to the live units that expire first (never to a later expiry than the pool already has),
-  -- at most what was spent lately (as a counter's usage never goes below zero); with none live, the
-  -- units belonged to a window that is over and stay spent.
+  -- at most what was spent or taken lately (as a counter's usage never goes below zero); with none
+  -- live, or none of the window `tag` names (a return from a process lease), the units belonged to a
+  -- window that is over and stay spent. Answers, in `left`, how many went back.
   local units = math.min(tonumber(ARGV[3]), p.rs)
-  if p.a_u > 0 then
-    p.a_u = p.a_u + units
-    p.rs = p.rs - units
+  local tag = ARGV[4]
+  if p.a_u == 0 or (tag ~= nil and tag ~= '' and tag ~= p.a_t) then
+    units = 0
   end
+  p.a_u = p.a_u + units
+  p.rs = p.rs - units
   save()
-  return answer(true, 0, false)
+  local reply = answer(true, 0, false)
+  reply[2] = reply_number(units)
+  return reply
 end
 
 if op == 'peek' then

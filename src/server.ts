@@ -93,6 +93,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       onDenyCacheHit: () => metrics.countDenyCacheHit(),
       denyCache: config.denyCache.size > 0 && { capacity: config.denyCache.size, maxAgeMs: config.denyCache.maxAgeMs },
       region: config.region?.name,
+      leases: { events: (policyId) => metrics.leaseEvents('process', policyId) },
     });
 
     const notifier = invalidationNotifier(config, metrics);
@@ -167,6 +168,8 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         await Promise.all([closeGracefully(httpServer, deadlineMs), shutdownGrpcServer(grpcServer, deadlineMs)]);
         notifier?.close();
         policies.close();
+        // Process leases give their unspent units back while the counter store is still open.
+        await decisions.letGoLeases();
         await Promise.all([store.close(), counters.close()]);
       })();
       return draining;
@@ -219,12 +222,7 @@ function regionCounterStore(config: ServerConfig, region: RegionConfig, metrics:
     global: connectRedisCounterStore(region.globalStoreAddr, { commandTimeoutMs: region.globalTimeoutMs, connectionName: 'rl-global-counter-store' }),
     globalTimeoutMs: region.globalTimeoutMs,
     regionalTimeoutMs: config.counterStoreTimeoutMs,
-    events: {
-      refill: (level) => metrics.countLeaseRefill(level),
-      returned: (level, units) => metrics.countLeaseReturned(level, units),
-      lapsed: (policyId, units) => metrics.countLeaseLapsed(policyId, units),
-      parentWait: (seconds) => metrics.observeLeaseWait(seconds),
-    },
+    events: (policyId) => metrics.leaseEvents('region', policyId),
   });
 }
 

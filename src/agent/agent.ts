@@ -73,6 +73,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     closing ??= (async () => {
       sync.stop();
       await closeGracefully(server, config.drainSecs * 1000);
+      await local?.letGoLeases();
       await counterStore?.close();
     })();
     return closing;

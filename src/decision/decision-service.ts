@@ -10,6 +10,8 @@ import type { Matcher, MatchResult, PolicyFamily, PolicyMatch } from '../matchin
 import type { FailureMode, LimitAction } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
+import { ProcessLeases, type LendingStore } from '../lease/process-leases.js';
+import type { LeaseEvents } from '../lease/types.js';
 
 export type Operation = 'check' | 'acquire' | 'release' | 'refund';
 
@@ -32,6 +34,8 @@ export interface DecisionRecorder {
 /** The current compiled policy snapshot; swapped when policies change, read on every decision. */
 export interface MatcherSource {
   current(): Matcher;
+  /** Calls `listener` after every policy change (process leases let go of a changed policy's units). */
+  onChange?(listener: () => void): void;
 }
 
 export interface DecisionServiceDeps {
@@ -61,12 +65,20 @@ export interface DecisionServiceDeps {
   clockToStore?: boolean;
   /** RL_REGION: named in `metadata.region` of every decision on a `budget: "global"` policy. */
   region?: string;
+  /**
+   * Process leases (CONTRACT "Process leases", src/lease): with a store that has to wait and can lend
+   * units (Redis), the counters of policies with a `lease` are answered from units this process took
+   * in advance. `events` gives a holder its metric hooks; `false` turns leases off. A synchronous store
+   * (memory mode) never leases: the field is accepted and changes nothing.
+   */
+  leases?: { events?: (policyId: string) => LeaseEvents } | false;
 }
 
 /** The result of running one matched policy's counter operation. */
 type Evaluation =
-  | { match: PolicyMatch; result: CounterResult; failed?: undefined }
-  | { match: PolicyMatch; result?: undefined; failed: CounterStoreUnavailableError };
+  /** `leased`: answered by this process's capacity lease (metadata.lease "local"). */
+  | { match: PolicyMatch; result: CounterResult; failed?: undefined; leased?: boolean }
+  | { match: PolicyMatch; result?: undefined; failed: CounterStoreUnavailableError; leased?: undefined };
 
 /** The store's operations in either form: R is CounterResult (`CounterStore.sync`) or a promise of one. */
 interface CounterOperations<R> {
@@ -127,12 +139,28 @@ export class DecisionService {
   private keysMatcher: Matcher | undefined;
   /** Only with a store that has to wait (see DecisionServiceDeps.denyCache). */
   readonly denyCache: DenyCache | undefined;
+  /** Only with a store that has to wait and can lend units (see DecisionServiceDeps.leases). */
+  readonly leases: ProcessLeases | undefined;
 
   constructor(private readonly deps: DecisionServiceDeps) {
     this.now = deps.now ?? Date.now;
     this.random = deps.random ?? Math.random;
     this.keys = new CounterKeyCache(deps.keyPrefix, deps.counterKeyCacheSize);
     this.denyCache = deps.counters.sync === undefined && deps.denyCache !== false ? new DenyCache(deps.denyCache) : undefined;
+    const store = deps.counters;
+    if (store.sync === undefined && deps.leases !== false && store.take !== undefined && store.giveBack !== undefined) {
+      const leases = new ProcessLeases({ store: store as LendingStore, events: deps.leases?.events });
+      this.leases = leases;
+      deps.policies.onChange?.(() => {
+        const matcher = deps.policies.current();
+        leases.policiesChanged((policyId) => matcher.get(policyId));
+      });
+    }
+  }
+
+  /** Drain: every process lease gives its unspent units back (before the counter store closes). */
+  letGoLeases(): Promise<void> {
+    return this.leases?.letGoAll() ?? Promise.resolve();
   }
 
   check(ctx: RequestContext): Promise<Decision> {
@@ -212,22 +240,25 @@ export class DecisionService {
       this.deps.onDenyCacheHit?.();
       return this.conclude(operation, ctx, started, enforced, shadowed);
     }
-    return this.awaitCounters(operation, ctx, call, leaseId, started, nowMs, enforced ?? enforce, shadowed ?? shadow);
+    // Each side is an Evaluation already (from the deny cache), a match for the store to evaluate, or absent.
+    const enforceAt = enforced ?? enforce;
+    const shadowAt = shadowed ?? shadow;
+    const enforcing = enforceAt && !isEvaluation(enforceAt) ? this.evaluate(operation, call, enforceAt, ctx, leaseId, nowMs) : enforceAt;
+    const shadowing = shadowAt && !isEvaluation(shadowAt) ? this.evaluate(operation, call, shadowAt, ctx, leaseId, nowMs) : shadowAt;
+    // Answered at once by a process lease (the other side, if any, by the deny cache or a lease too): no promise.
+    if (!(enforcing instanceof Promise) && !(shadowing instanceof Promise) && (enforcing?.leased || shadowing?.leased)) {
+      return this.conclude(operation, ctx, started, enforcing, shadowing);
+    }
+    return this.awaitCounters(operation, ctx, started, enforcing, shadowing);
   }
 
-  /** Each side is an Evaluation already (from the deny cache), a match for the store to evaluate, or absent. */
   private async awaitCounters(
     operation: Operation,
     ctx: RequestContext,
-    call: CounterCall,
-    leaseId: string,
     started: number,
-    nowMs: number,
-    enforce: Evaluation | PolicyMatch | undefined,
-    shadow: Evaluation | PolicyMatch | undefined,
+    enforcing: Evaluation | Promise<Evaluation> | undefined,
+    shadowing: Evaluation | Promise<Evaluation> | undefined,
   ): Promise<Decision> {
-    const enforcing = enforce && !isEvaluation(enforce) ? this.evaluate(operation, call, enforce, ctx, leaseId, nowMs) : enforce;
-    const shadowing = shadow && !isEvaluation(shadow) ? this.evaluate(operation, call, shadow, ctx, leaseId, nowMs) : shadow;
     let enforced: Evaluation | undefined;
     let shadowed: Evaluation | undefined;
     if (enforcing instanceof Promise && shadowing instanceof Promise) {
@@ -316,6 +347,7 @@ export class DecisionService {
     const { policy } = evaluation.match.compiled;
     const decision = baseDecision(evaluation.match);
     if (evaluation.failed) return operation === 'refund' ? unrefundedDecision(decision) : failureModeDecision(decision, policy.failure_mode);
+    if (evaluation.leased) decision.metadata.lease = 'local';
     if (applyResult(decision, operation, evaluation.result) === 'limited') {
       if (ctx.quantity === 0) return peekLimitedDecision(decision, policy.action, evaluation.result.retryAfterMs);
       const outcome = applyLimitAction(policy, ctx, evaluation.result.retryAfterMs, this.random);
@@ -354,27 +386,47 @@ export class DecisionService {
     }
   }
 
-  private async evaluate(
+  /**
+   * A store that has to wait: the counter store, or this process's lease of the counter (which answers
+   * at once while it holds units).
+   */
+  private evaluate(
     operation: Operation,
     call: CounterCall,
     match: PolicyMatch,
     ctx: RequestContext,
     leaseId: string,
     sentAt: number,
-  ): Promise<Evaluation> {
+  ): Evaluation | Promise<Evaluation> {
     const keys = this.keysOf(match);
+    const lease = this.leases && operation !== 'acquire' && operation !== 'release' ? this.leases.operationsFor(keys, match.compiled) : undefined;
+    let answer: CounterResult | Promise<CounterResult>;
     try {
       // The store reads its own clock (Redis: TIME), unless a test hands it this service's.
-      const result = await call(this.deps.counters, keys, match, ctx, leaseId, this.deps.clockToStore ? sentAt : undefined);
-      // Answers arrive in the order the store ran them (one connection per slot), so the cache
-      // learns each counter's changes in order.
-      if (this.denyCache && operation !== 'acquire' && operation !== 'release') this.tellDenyCache(this.denyCache, operation, match, ctx, keys[0], result, sentAt);
-      return { match, result };
+      answer = lease ? call(lease, keys, match, ctx, leaseId, undefined) : call(this.deps.counters, keys, match, ctx, leaseId, this.deps.clockToStore ? sentAt : undefined);
     } catch (error) {
-      // The operation may or may not have run: whatever was cached for the counter is in doubt.
-      this.denyCache?.changed(keys[0]);
-      return this.failedEvaluation(match, error);
+      return this.failedOperation(match, keys, error);
     }
+    if (answer instanceof Promise) {
+      return answer.then(
+        (result) => this.evaluated(operation, match, ctx, keys, result, sentAt, lease !== undefined),
+        (error) => this.failedOperation(match, keys, error),
+      );
+    }
+    return this.evaluated(operation, match, ctx, keys, answer, sentAt, lease !== undefined);
+  }
+
+  private evaluated(operation: Operation, match: PolicyMatch, ctx: RequestContext, keys: string[], result: CounterResult, sentAt: number, leased: boolean): Evaluation {
+    // Answers arrive in the order the store ran them (one connection per slot), so the cache
+    // learns each counter's changes in order.
+    if (this.denyCache && operation !== 'acquire' && operation !== 'release') this.tellDenyCache(this.denyCache, operation, match, ctx, keys[0], result, sentAt);
+    return leased ? { match, result, leased } : { match, result };
+  }
+
+  /** The operation may or may not have run: whatever was cached for the counter is in doubt. */
+  private failedOperation(match: PolicyMatch, keys: string[], error: unknown): Evaluation {
+    this.denyCache?.changed(keys[0]);
+    return this.failedEvaluation(match, error);
   }
 
   /** What a rate counter's answer means for its cached refusal. */

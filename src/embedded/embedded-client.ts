@@ -65,6 +65,7 @@ export async function createEmbeddedClient(options: EmbeddedClientOptions): Prom
   const decisions = new DecisionService({ policies: matcher, counters, keyPrefix });
   return new InProcessClient(decisions, async () => {
     await closePolicies();
+    await decisions.letGoLeases();
     await counters.close();
   });
 }

@@ -88,13 +88,16 @@ export class LeaseHolder {
     return { allowed: true, remaining: parent.remaining + held, retryAfterMs: 0, resetAfterMs: parent.resetAfterMs };
   }
 
-  /** A decision's refund: the units join this holder's unspent units (none held: they lapse). */
-  async refund(units: number): Promise<CounterResult> {
+  /**
+   * A decision's refund: the units join this holder's unspent units (none held: they lapse). `accepted`:
+   * how many joined.
+   */
+  async refund(units: number): Promise<CounterResult & { accepted: number }> {
     const now = this.clock.now();
     this.touch(now);
     const accepted = await this.pool.refund(units, now);
     if (accepted < units) this.events.lapsed?.(units - accepted);
-    return this.answer(true, await this.pool.available(now), 0, now);
+    return { ...this.answer(true, await this.pool.available(now), 0, now), accepted };
   }
 
   /**

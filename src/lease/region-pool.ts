@@ -43,9 +43,13 @@ export class RegionPool {
     private readonly now?: () => number,
   ) {}
 
-  /** Spends `cost` units if the pool holds them; asks for the refill lock when it should refill. */
-  spend(key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh = true): Promise<PoolAnswer> {
-    return this.run(key, ['spend', String(cost), String(Math.ceil(lockMs)), token, String(measureMs), fresh ? '1' : '0']);
+  /**
+   * spend: `cost` units if the pool holds them, all or nothing. take: up to `cost` (a process lease
+   * below the region; `left` answers how many, `tag` and `resetAfterMs` theirs). Either asks for the
+   * refill lock when the region should refill.
+   */
+  spend(key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh = true, op: 'spend' | 'take' = 'spend'): Promise<PoolAnswer> {
+    return this.run(key, [op, String(cost), String(Math.ceil(lockMs)), token, String(measureMs), fresh ? '1' : '0']);
   }
 
   /**
@@ -76,8 +80,9 @@ export class RegionPool {
     return this.run(key, ['drain', String(idleMs)]);
   }
 
-  refund(key: string, units: number): Promise<PoolAnswer> {
-    return this.run(key, ['refund', String(units)]);
+  /** Units back among the live ones (`tag`: only into units of that window); `left` answers how many went back. */
+  refund(key: string, units: number, tag = ''): Promise<PoolAnswer> {
+    return this.run(key, ['refund', String(units), tag]);
   }
 
   peek(key: string): Promise<PoolAnswer> {

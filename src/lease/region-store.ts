@@ -7,7 +7,7 @@ import type { RedisCounterStore } from '../counters/redis-store.js';
 import { chunkSize } from './chunk.js';
 import { poolKey, RegionPool, type PoolAnswer } from './region-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
-import type { Grant, LeaseClock } from './types.js';
+import type { Grant, LeaseClock, LeaseEvents } from './types.js';
 
 /**
  * The counter store of a server in a region (docs/distribution.md). Policies with a regional budget
@@ -38,20 +38,12 @@ export interface RegionStoreOptions {
   globalTimeoutMs: number;
   /** RL_COUNTERSTORE_TIMEOUT_MS: with the global timeout, how long the region's refill lock lasts. */
   regionalTimeoutMs: number;
-  events?: LeaseEvents;
+  /** The metric hooks of the region holder of one policy (level `region`). */
+  events?: (policyId: string) => LeaseEvents;
   /** A monotonic clock in ms (default performance.now): only durations are taken from it. */
   clock?: () => number;
   /** How often units unspent for max_hold are looked for (default 250 ms; 0 = never, for tests). */
   sweepIntervalMs?: number;
-}
-
-/** What the metrics of CONTRACT.md "Metrics for leases" count. */
-export interface LeaseEvents {
-  refill?(level: 'region'): void;
-  returned?(level: 'region', units: number): void;
-  lapsed?(policyId: string, units: number): void;
-  /** A decision waited for a refill this long. */
-  parentWait?(seconds: number): void;
 }
 
 const LEASED_TYPES = new Set(['fixed_window', 'sliding_window_counter', 'token_bucket', 'leaky_bucket', 'quota']);
@@ -74,7 +66,9 @@ export class RegionCounterStore implements CounterStore {
   private readonly clock: () => number;
   /** The same clock for the store parent (only `now` is used). */
   private readonly leaseClock: LeaseClock;
-  private readonly events: LeaseEvents;
+  private readonly eventsOf: (policyId: string) => LeaseEvents;
+  /** The hooks of each policy's holder, made once per policy version. */
+  private readonly events = new WeakMap<GlobalBudget, LeaseEvents>();
   /** This server's name in the pool's refill lock. */
   private readonly token = randomUUID();
   /** Pools this server spent from lately, by pool key: the idle sweep and policy changes return their units. */
@@ -93,7 +87,7 @@ export class RegionCounterStore implements CounterStore {
     this.pool = new RegionPool(options.regional);
     this.clock = options.clock ?? (() => performance.now());
     this.leaseClock = { now: this.clock, setTimer: () => undefined, clearTimer: () => undefined };
-    this.events = options.events ?? {};
+    this.eventsOf = options.events ?? (() => ({}));
     const interval = options.sweepIntervalMs ?? 250;
     if (interval > 0) {
       this.sweeper = setInterval(() => void this.sweep(), interval);
@@ -124,17 +118,36 @@ export class RegionCounterStore implements CounterStore {
     if (!LEASED_TYPES.has(spec.type)) return this.global.refund(keys, spec, amount, nowMs);
     const held = await this.pool.refund(poolKey(keys[0]), amount);
     this.noteLapsed(spec.global, held.lapsed);
-    return { allowed: true, remaining: held.left + Math.max(0, held.parentRemaining), retryAfterMs: 0, resetAfterMs: held.resetAfterMs };
+    return { allowed: true, remaining: Math.max(0, held.parentRemaining), retryAfterMs: 0, resetAfterMs: held.resetAfterMs };
   }
 
-  take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
-    if (spec.global) return Promise.reject(new Error('process leases below a region are not supported: a global budget is served from the region pool'));
-    return this.regional.take(keys, spec, n, nowMs);
+  /**
+   * A process lease's take (CONTRACT: a `lease` on a global-budget policy puts process leases below the
+   * region's: holder = process, parent = the region's units): up to `n` units out of the region pool,
+   * with their window tag and how long they may still be spent (so never past the global window).
+   */
+  async take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
+    if (!spec.global) return this.regional.take(keys, spec, n, nowMs);
+    const answer = await this.fromPool('take', keys, spec as GlobalRateSpec, n);
+    const window = WINDOW_TYPES.has(spec.type);
+    return {
+      allowed: answer.spent,
+      remaining: Math.max(0, answer.parentRemaining),
+      retryAfterMs: answer.spent ? 0 : answer.retryAfterMs,
+      resetAfterMs: answer.resetAfterMs,
+      units: answer.spent ? answer.left : 0,
+      windowTag: window && answer.tag !== '' ? Number(answer.tag) : 0,
+      windowLeftMs: window && answer.spent ? answer.resetAfterMs : 0,
+    };
   }
 
-  giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
-    if (spec.global) return Promise.reject(new Error('process leases below a region are not supported: a global budget is served from the region pool'));
-    return this.regional.giveBack(keys, spec, units, windowTag, nowMs);
+  /** A process lease's return: back into the region pool, only into live units of the same window. */
+  async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
+    if (!spec.global) return this.regional.giveBack(keys, spec, units, windowTag, nowMs);
+    const tag = WINDOW_TYPES.has(spec.type) && windowTag !== null ? String(windowTag) : '';
+    const answer = await this.pool.refund(poolKey(keys[0]), units, tag);
+    this.noteLapsed(spec.global, answer.lapsed);
+    return { allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, units: answer.left, windowTag: windowTag ?? 0, windowLeftMs: 0 };
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
@@ -163,34 +176,42 @@ export class RegionCounterStore implements CounterStore {
 
   // -------------------------------------------------------------------------------------------------
 
-  /** One decision against the region's pool; waits only when the pool cannot serve it. */
+  /** One decision against the region's pool. */
   private async spend(keys: string[], spec: GlobalRateSpec, cost: number): Promise<CounterResult> {
+    const answer = await this.fromPool('spend', keys, spec, cost);
+    if (!answer.spent) return { allowed: false, remaining: answer.left, retryAfterMs: answer.retryAfterMs, resetAfterMs: answer.retryAfterMs };
+    return { allowed: true, remaining: answer.left + Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: answer.resetAfterMs };
+  }
+
+  /**
+   * Spends `cost` from the region's pool (`take`: up to `cost`, for a process lease below the region),
+   * waiting only when the pool cannot serve it: for this server's refill, or for another's. Answers
+   * once served or refused (the parent admits nothing now); throws CounterStoreUnavailableError when
+   * the pool is short and the global store unreachable (the failure mode then answers).
+   */
+  private async fromPool(op: 'spend' | 'take', keys: string[], spec: GlobalRateSpec, cost: number): Promise<PoolAnswer> {
     const key = poolKey(keys[0]);
     const { maxHoldMs } = spec.global;
     const lockMs = this.options.globalTimeoutMs + this.options.regionalTimeoutMs;
     let waitingSince: number | undefined;
     for (;;) {
-      const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined);
+      const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined, op);
       this.storeClock = { storeNow: answer.storeNow, localAt: this.clock() };
       this.track(key, keys, spec);
       this.noteLapsed(spec.global, answer.lapsed);
       const refill = answer.lock ? this.refill(key, keys, spec, answer, cost) : undefined;
-      if (answer.spent) {
-        this.waited(waitingSince);
-        return { allowed: true, remaining: answer.left + Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: answer.resetAfterMs };
-      }
-      if (answer.retryAfterMs > 0) {
-        this.waited(waitingSince);
-        return { allowed: false, remaining: answer.left, retryAfterMs: answer.retryAfterMs, resetAfterMs: answer.retryAfterMs };
+      if (answer.spent || answer.retryAfterMs > 0) {
+        this.waited(spec.global, waitingSince);
+        return answer;
       }
       if (answer.down && !answer.lock) {
-        this.waited(waitingSince);
+        this.waited(spec.global, waitingSince);
         throw new CounterStoreUnavailableError('global store unreachable, and this region holds too few units of the global budget');
       }
       waitingSince ??= this.clock();
       // Past one lock's life, the lock of a server that died mid-refill has expired and this one takes it.
       if (this.clock() - waitingSince > 2 * lockMs) {
-        this.waited(waitingSince);
+        this.waited(spec.global, waitingSince);
         throw new CounterStoreUnavailableError(`no refill of the region's units within ${Math.round(2 * lockMs)} ms`);
       }
       // This server refills: wait for it. Another does: look again shortly.
@@ -225,7 +246,7 @@ export class RegionCounterStore implements CounterStore {
       await this.pool.fail(key, this.token, this.options.globalTimeoutMs).catch(() => undefined);
       return;
     }
-    this.events.refill?.('region');
+    this.eventsFor(spec.global).refilled?.(grant.granted);
     try {
       const added = await this.pool.add(
         key,
@@ -305,7 +326,7 @@ export class RegionCounterStore implements CounterStore {
     try {
       const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.leaseClock);
       const back = await parent.giveBack(drained.left, drained.tag === '' ? null : drained.tag);
-      this.events.returned?.('region', back);
+      this.eventsFor(spec.global).returned?.(back);
       this.noteLapsed(spec.global, drained.left - back);
     } catch {
       // Unreachable: the units are lost to this window (under-admission only).
@@ -313,12 +334,21 @@ export class RegionCounterStore implements CounterStore {
     }
   }
 
-  private noteLapsed(budget: GlobalBudget, units: number): void {
-    if (units > 0) this.events.lapsed?.(budget.policyId, units);
+  private eventsFor(budget: GlobalBudget): LeaseEvents {
+    let events = this.events.get(budget);
+    if (!events) {
+      events = this.eventsOf(budget.policyId);
+      this.events.set(budget, events);
+    }
+    return events;
   }
 
-  private waited(since: number | undefined): void {
-    if (since !== undefined) this.events.parentWait?.((this.clock() - since) / 1000);
+  private noteLapsed(budget: GlobalBudget, units: number): void {
+    if (units > 0) this.eventsFor(budget).lapsed?.(units);
+  }
+
+  private waited(budget: GlobalBudget, since: number | undefined): void {
+    if (since !== undefined) this.eventsFor(budget).waited?.((this.clock() - since) / 1000);
   }
 }
 

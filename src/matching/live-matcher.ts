@@ -11,6 +11,7 @@ import { log } from '../util/log.js';
  */
 export class LiveMatcher implements MatcherSource {
   private matcher: Matcher;
+  private readonly listeners: (() => void)[] = [];
 
   constructor(policies: readonly Policy[] = []) {
     this.matcher = build(policies);
@@ -20,6 +21,10 @@ export class LiveMatcher implements MatcherSource {
     return this.matcher;
   }
 
+  onChange(listener: () => void): void {
+    this.listeners.push(listener);
+  }
+
   /**
    * The whole policy set: applied policy by policy when few differ from what the current matcher holds
    * (by object: a store's reload keeps the object of every policy it did not change), else a new build.
@@ -27,12 +32,18 @@ export class LiveMatcher implements MatcherSource {
   replace(policies: readonly Policy[]): void {
     const maxChanges = Math.max(16, this.matcher.size / 32); // about where a build becomes cheaper
     if (!this.matcher.applyAll(policies, maxChanges, logSkipped)) this.matcher = build(policies);
+    this.changed();
   }
 
   /** One policy changed: `policy` is its current state, undefined once deleted. */
   apply(policyId: string, policy: Policy | undefined): void {
     const skipped = this.matcher.apply(policyId, policy);
     if (skipped) logSkipped(skipped);
+    this.changed();
+  }
+
+  private changed(): void {
+    for (const listener of this.listeners) listener();
   }
 }
 

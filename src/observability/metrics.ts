@@ -1,5 +1,6 @@
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { PlainCounter, PlainHistogram, SeriesRow, type Series } from './plain-metrics.js';
+import type { LeaseEvents } from '../lease/types.js';
 import type { DecisionEvent, Operation } from '../decision/decision-service.js';
 import type { Decision } from '../model/decision.js';
 
@@ -171,8 +172,8 @@ export class Metrics {
   private readonly leaseRefills: PlainCounter;
   private readonly leaseReturned: PlainCounter;
   private readonly leaseLapsed: PlainCounter;
-  private readonly leaseLapsedPolicies: LabelAllowList;
   private readonly leaseWait: PlainHistogram;
+  private readonly leasePolicies: LabelAllowList;
 
   constructor(options: MetricsOptions = {}) {
     const cap = options.labelCap ?? 1000;
@@ -222,6 +223,24 @@ export class Metrics {
       `Decisions per policy and outcome (shadow policies evaluated beside an enforcing one count as outcome "shadow"); capped at ${cap} distinct policy ids, later ones are "other".`,
       ['policy_id', 'outcome'],
     );
+    this.leaseRefills = counter('rl_lease_refills_total', 'Takes of units from a lease parent, by level (process, region).', ['level']);
+    this.leaseReturned = counter('rl_lease_units_returned_total', 'Unspent lease units given back to the parent, by level (process, region).', ['level']);
+    this.leaseLapsed = counter(
+      'rl_lease_units_lapsed_total',
+      `Lease units that lapsed with their window (or were lost), per policy; capped at ${cap} distinct policy ids, later ones are "other".`,
+      ['policy_id'],
+    );
+    this.leaseWait = new PlainHistogram(
+      'rl_lease_parent_wait_seconds',
+      'Decisions that waited for a lease refill: how long, in seconds.',
+      DECISION_DURATION_BUCKETS,
+      registry,
+    );
+    this.leasePolicies = new LabelAllowList(cap, options.maxLabelLength);
+    for (const level of ['process', 'region']) {
+      this.leaseRefills.at(level);
+      this.leaseReturned.at(level);
+    }
     // Zero series for the fixed label values, so dashboards see them before the first decision.
     for (const operation of OPERATIONS) {
       for (const outcome of OUTCOMES) this.decisions.at(operation, outcome);
@@ -231,26 +250,6 @@ export class Metrics {
     this.otherOperations = new OutcomeRows(this.decisions);
     this.tenantRows = new OutcomeRows(this.tenantDecisions, new LabelAllowList(cap, options.maxLabelLength));
     this.policyRows = new OutcomeRows(this.policyDecisions, new LabelAllowList(cap, options.maxLabelLength));
-
-    // CONTRACT "Metrics for leases".
-    this.leaseRefills = counter('rl_lease_refills_total', 'Takes of units from a lease parent, by level (process, region).', ['level']);
-    this.leaseReturned = counter('rl_lease_units_returned_total', 'Unspent leased units given back to their parent, by level.', ['level']);
-    this.leaseLapsed = counter(
-      'rl_lease_units_lapsed_total',
-      `Leased units that expired unspent with their window (or were lost), per policy; capped at ${cap} distinct policy ids, later ones are "other".`,
-      ['policy_id'],
-    );
-    this.leaseLapsedPolicies = new LabelAllowList(cap, options.maxLabelLength);
-    this.leaseWait = new PlainHistogram(
-      'rl_lease_parent_wait_seconds',
-      'Decisions that waited for a lease refill (their holder held too few units), and how long, in seconds.',
-      DECISION_DURATION_BUCKETS,
-      registry,
-    );
-    for (const level of ['process', 'region']) {
-      this.leaseRefills.at(level);
-      this.leaseReturned.at(level);
-    }
 
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   }
@@ -289,21 +288,23 @@ export class Metrics {
     this.denyCacheHits.value++;
   }
 
-  /** Lease events (CONTRACT "Metrics for leases"). */
-  countLeaseRefill(level: 'process' | 'region'): void {
-    this.leaseRefills.at(level).value++;
-  }
-
-  countLeaseReturned(level: 'process' | 'region', units: number): void {
-    this.leaseReturned.at(level).value += units;
-  }
-
-  countLeaseLapsed(policyId: string, units: number): void {
-    this.leaseLapsed.at(this.leaseLapsedPolicies.label(policyId)).value += units;
-  }
-
-  observeLeaseWait(seconds: number): void {
-    if (Number.isFinite(seconds) && seconds >= 0) this.leaseWait.observe(seconds);
+  /** The hooks of one lease holder (src/lease): level `process` or `region`, for this policy. */
+  leaseEvents(level: 'process' | 'region', policyId: string): LeaseEvents {
+    const refills = this.leaseRefills.at(level);
+    const returned = this.leaseReturned.at(level);
+    const lapsed = this.leaseLapsed.at(this.leasePolicies.label(policyId));
+    return {
+      refilled: () => {
+        refills.value++;
+      },
+      returned: (units) => {
+        returned.value += units;
+      },
+      lapsed: (units) => {
+        lapsed.value += units;
+      },
+      waited: (seconds) => this.leaseWait.observe(seconds),
+    };
   }
 
   /** One invalidation notification to a sidecar that was given up. */

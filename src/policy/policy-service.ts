@@ -365,6 +365,7 @@ function stamp(input: PolicyInput, version: number, createdAt: string, updatedAt
     valid_from_unix: input.valid_from_unix,
     valid_to_unix: input.valid_to_unix,
     ...(input.budget !== undefined && { budget: input.budget }),
+    ...(input.lease && { lease: toPlain(input.lease) }),
     version,
     created_at: createdAt,
     updated_at: updatedAt,

@@ -47,6 +47,14 @@ export interface Policy extends PolicyFields {
   failure_mode: FailureMode;
   enforcement_mode: EnforcementMode;
   budget?: Budget;
+  /** A capacity lease (CONTRACT "Process leases"), as it was given; absent: none. */
+  lease?: LeaseConfig;
+}
+
+/** `"lease"` on a policy as written (durations as strings); defaults max_units 100, max_hold 1s. */
+export interface LeaseConfig {
+  max_units?: number;
+  max_hold?: string;
 }
 
 /** One field-level validation problem; `field` is a dotted path such as `algorithm.window`. */

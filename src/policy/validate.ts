@@ -12,6 +12,8 @@ import {
 import {
   MAX_DESCRIPTION_LENGTH,
   MAX_NAME_LENGTH,
+  LEASE_MAX_HOLD_MS,
+  LEASE_MAX_UNITS,
   MAX_SUB_WINDOWS,
   POLICY_ID_PATTERN,
   SCOPE_KEYS,
@@ -31,6 +33,7 @@ import {
   type EnforcementMode,
   type FailureMode,
   type FieldError,
+  type LeaseConfig,
   type LimitAction,
   type Policy,
   type PolicyScope,
@@ -183,6 +186,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
   const scope = validateScope(own(raw, 'scope'), err);
   const algorithm = validateAlgorithm(own(raw, 'algorithm'), action, err);
   const metadata = validateMetadata(own(raw, 'metadata'), err);
+  const lease = validateLease(own(raw, 'lease'), algorithm?.type, err);
 
   if (errors.length > 0) return { ok: false, errors };
   const policy: PolicyInput = {
@@ -202,6 +206,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
     valid_to_unix: validTo ?? 0,
     ...(budget !== undefined && { budget }),
   };
+  if (lease !== undefined) policy.lease = lease;
   return { ok: true, policy };
 }
 
@@ -325,6 +330,36 @@ function validateTags(v: unknown, err: ErrFn): Record<string, string> | undefine
     tags[key] = value;
   }
   return ok ? tags : undefined;
+}
+
+/** `lease`: kept as given (durations as strings); only the algorithms a lease supports take one. */
+function validateLease(v: unknown, algorithmType: AlgorithmType | undefined, err: ErrFn): LeaseConfig | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (!isObject(v)) {
+    err('lease', `must be an object ({"max_units": ..., "max_hold": ...}), got ${describe(v)}`);
+    return undefined;
+  }
+  if (algorithmType === 'sliding_window_log' || algorithmType === 'concurrency') {
+    err('lease', `is not supported for ${algorithmType} (only fixed_window, sliding_window_counter, token_bucket, leaky_bucket and quota)`);
+    return undefined;
+  }
+  const lease: LeaseConfig = {};
+  for (const key of Object.keys(v)) {
+    if (key !== 'max_units' && key !== 'max_hold') err(`lease.${key}`, 'unknown field (lease fields: max_units, max_hold)');
+  }
+  const units = own(v, 'max_units');
+  if (units !== undefined) {
+    if (typeof units === 'number' && Number.isInteger(units) && units >= LEASE_MAX_UNITS.min && units <= LEASE_MAX_UNITS.max) lease.max_units = units;
+    else err('lease.max_units', `must be an integer from ${LEASE_MAX_UNITS.min} to ${LEASE_MAX_UNITS.max}, got ${describe(units)}`);
+  }
+  const hold = own(v, 'max_hold');
+  if (hold !== undefined) {
+    const parsed = parseDuration(hold);
+    const ms = 'ms' in parsed ? parsed.ms : NaN;
+    if (typeof hold === 'string' && ms >= LEASE_MAX_HOLD_MS.min && ms <= LEASE_MAX_HOLD_MS.max) lease.max_hold = hold;
+    else err('lease.max_hold', `must be a duration from 100ms to 60s (such as "1s"), got ${describe(hold)}`);
+  }
+  return lease;
 }
 
 function validateMetadata(v: unknown, err: ErrFn): Record<string, string> | undefined {
@@ -561,7 +596,7 @@ function validateQuotaShaped(raw: Obj, options: ValidateOptions): ValidationResu
   const errors: FieldError[] = [];
   const normalised: Obj = Object.create(null);
   // Policy fields that may ride along with the quota shape pass through unchanged.
-  for (const k of ['name', 'description', 'enabled', 'priority', 'failure_mode', 'rollout_percent', 'valid_from_unix', 'valid_to_unix', 'metadata', 'enforcement_mode', 'action', 'budget']) {
+  for (const k of ['name', 'description', 'enabled', 'priority', 'failure_mode', 'rollout_percent', 'valid_from_unix', 'valid_to_unix', 'metadata', 'enforcement_mode', 'action', 'budget', 'lease']) {
     if (hasOwn(raw, k)) normalised[k] = raw[k];
   }
   const id = hasOwn(raw, 'id') ? raw.id : hasOwn(raw, 'policy_id') ? raw.policy_id : undefined;

@@ -107,6 +107,21 @@ const metadata = <V extends TSchema>(value: V) =>
   });
 const MetadataValue = Type.String({ maxLength: MAX_METADATA_VALUE_LENGTH });
 
+/** A capacity lease (CONTRACT "Process leases"); returned as given. */
+export const LEASE_MAX_UNITS = { min: 1, max: 1_000_000, default: 100 };
+export const LEASE_MAX_HOLD_MS = { min: 100, max: 60_000, default: 1000 };
+export const LeaseSchema = Type.Object(
+  {
+    max_units: Type.Optional(Type.Integer({ minimum: LEASE_MAX_UNITS.min, maximum: LEASE_MAX_UNITS.max, description: 'Most units one refill takes (default 100).' })),
+    max_hold: Type.Optional(Type.String({ pattern: Duration.pattern, description: 'A duration from 100ms to 60s (default 1s): how long unused units are held.' })),
+  },
+  {
+    title: 'Lease',
+    additionalProperties: false,
+    description: 'Process leases: each server process answers from units taken in advance. Not for sliding_window_log or concurrency.',
+  },
+);
+
 /** Fields of the Policy shape a client may send, all but `algorithm` optional (the server applies defaults). */
 const inputFields = {
   policy_id: Type.String({ pattern: POLICY_ID_PATTERN.source, description: 'Required on POST; on PUT it must equal the path id.' }),
@@ -141,6 +156,7 @@ export const PolicyInputSchema = Type.Object(
     valid_from_unix: Type.Optional(inputFields.valid_from_unix),
     valid_to_unix: Type.Optional(inputFields.valid_to_unix),
     budget: inputFields.budget,
+    lease: Type.Optional(LeaseSchema),
     version: Type.Optional(PositiveInt('PUT/PATCH: the version being changed; a stale one is a 409 (as If-Match).')),
   },
   { title: 'PolicyInput', description: 'A policy as written. Defaults: enabled true, priority 0, action deny, failure_mode fail_open, enforcement_mode enforce, rollout_percent 100.' },
@@ -186,6 +202,7 @@ export const PolicySchema = Type.Object(
     ...inputFields,
     algorithm: AlgorithmConfigSchema,
     metadata: metadata(MetadataValue),
+    lease: Type.Optional(LeaseSchema),
     version: PositiveInt('1 on create, +1 on every change.'),
     created_at: Type.String({ format: 'date-time' }),
     updated_at: Type.String({ format: 'date-time' }),

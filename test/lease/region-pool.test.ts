@@ -130,10 +130,29 @@ describe('region pool (lua/lease_pool.lua)', function () {
   it('a refund goes back to live units, at most what was spent lately', async function () {
     await pool.add(key, grant(10, 60_000), 'a', MEASURE);
     await pool.spend(key, 3, 500, 'a', MEASURE);
-    expect((await pool.refund(key, 5)).left).to.equal(10);
+    expect((await pool.refund(key, 5)).left).to.equal(3);
+    expect((await pool.peek(key)).left).to.equal(10);
     // Nothing live: a refund finds no units to join (they belonged to a window that is over).
     now += 60_000;
+    await pool.spend(key, 1, 500, 'a', MEASURE);
     expect((await pool.refund(key, 1)).left).to.equal(0);
+  });
+
+  it('a process lease takes up to n units, with their window and expiry, and returns them only into that window', async function () {
+    await pool.add(key, grant(3, 1_000, 'w1'), 'a', MEASURE);
+    await pool.add(key, grant(4, 5_000, 'w1'), 'a', MEASURE);
+    // Partial: 5 asked, 5 taken from the older units first; they expire with the earlier generation.
+    const taken = await pool.spend(key, 5, 500, 'a', MEASURE, true, 'take');
+    // (2 left of a chunk of 4: time to refill ahead.)
+    expect(taken).to.include({ spent: true, left: 5, tag: 'w1', resetAfterMs: 1_000, lock: true });
+    const rest = await pool.spend(key, 5, 500, 'a', MEASURE, true, 'take');
+    expect(rest).to.include({ spent: true, left: 2, resetAfterMs: 5_000 });
+    expect((await pool.spend(key, 1, 500, 'a', MEASURE, true, 'take')).spent).to.equal(false);
+    // A return from another window lapses; one from this window goes back.
+    await pool.add(key, grant(1, 5_000, 'w1'), 'a', MEASURE);
+    expect((await pool.refund(key, 2, 'w0')).left).to.equal(0);
+    expect((await pool.refund(key, 2, 'w1')).left).to.equal(2);
+    expect((await pool.peek(key)).left).to.equal(3);
   });
 
   it('measures what the region spent over the last measure period (the chunk rule’s rate)', async function () {

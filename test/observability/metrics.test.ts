@@ -161,11 +161,6 @@ describe('observability/metrics', () => {
     m.countDenyCacheHit();
     m.countDenyCacheHit();
     m.countInvalidationFailure();
-    m.countLeaseRefill('region');
-    m.countLeaseRefill('region');
-    m.countLeaseReturned('region', 7);
-    m.countLeaseLapsed('p1', 3);
-    m.observeLeaseWait(0.03);
     expect(await m.exposition()).to.equal(PINNED_EXPOSITION);
   });
 });
@@ -252,38 +247,4 @@ rl_policy_decisions_total{policy_id="other",outcome="allowed"} 8
 rl_policy_decisions_total{policy_id="policy-0",outcome="denied"} 2
 rl_policy_decisions_total{policy_id="policy-2",outcome="allowed"} 4
 rl_policy_decisions_total{policy_id="other",outcome="denied"} 3
-
-# HELP rl_lease_refills_total Takes of units from a lease parent, by level (process, region).
-# TYPE rl_lease_refills_total counter
-rl_lease_refills_total{level="process"} 0
-rl_lease_refills_total{level="region"} 2
-
-# HELP rl_lease_units_returned_total Unspent leased units given back to their parent, by level.
-# TYPE rl_lease_units_returned_total counter
-rl_lease_units_returned_total{level="process"} 0
-rl_lease_units_returned_total{level="region"} 7
-
-# HELP rl_lease_units_lapsed_total Leased units that expired unspent with their window (or were lost), per policy; capped at 3 distinct policy ids, later ones are "other".
-# TYPE rl_lease_units_lapsed_total counter
-rl_lease_units_lapsed_total{policy_id="p1"} 3
-
-# HELP rl_lease_parent_wait_seconds Decisions that waited for a lease refill (their holder held too few units), and how long, in seconds.
-# TYPE rl_lease_parent_wait_seconds histogram
-rl_lease_parent_wait_seconds_bucket{le="0.00005"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.0001"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.00025"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.0005"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.001"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.0025"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.005"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.01"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.025"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.05"} 1
-rl_lease_parent_wait_seconds_bucket{le="0.1"} 1
-rl_lease_parent_wait_seconds_bucket{le="0.25"} 1
-rl_lease_parent_wait_seconds_bucket{le="0.5"} 1
-rl_lease_parent_wait_seconds_bucket{le="1"} 1
-rl_lease_parent_wait_seconds_bucket{le="+Inf"} 1
-rl_lease_parent_wait_seconds_sum 0.03
-rl_lease_parent_wait_seconds_count 1
 `;

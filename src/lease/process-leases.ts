@@ -1,0 +1,135 @@
+import type { CounterResult, CounterStore } from '../counters/counter-store.js';
+import type { CompiledPolicy } from '../matching/matcher.js';
+import type { Policy } from '../policy/types.js';
+import { LEASE_MAX_HOLD_MS, LEASE_MAX_UNITS } from '../schema/policy.js';
+import { parseDuration } from '../util/duration.js';
+import { LeaseHolder } from './lease-holder.js';
+import { ProcessUnitPool } from './process-pool.js';
+import { isLeasable, storeParent } from './store-parent.js';
+import { systemClock, type LeaseClock, type LeaseEvents, type LeaseLimits, type MaybePromise } from './types.js';
+
+/** A counter store that can lend units: the Redis store (the emulator can too, but memory mode needs no lease). */
+export type LendingStore = CounterStore & Required<Pick<CounterStore, 'take' | 'giveBack'>>;
+
+/** A holder's answers in the shape of the store's operations, so DecisionService calls both alike. */
+export interface LeaseOperations {
+  consume(keys: string[], spec: unknown, cost: number): MaybePromise<CounterResult>;
+  peek(keys: string[], spec: unknown): Promise<CounterResult>;
+  refund(keys: string[], spec: unknown, amount: number): Promise<CounterResult>;
+  acquire(): never;
+  release(): never;
+}
+
+interface Entry {
+  compiled: CompiledPolicy;
+  holder: LeaseHolder;
+  ops: LeaseOperations;
+}
+
+export interface ProcessLeasesOptions {
+  store: LendingStore;
+  clock?: LeaseClock;
+  /** Metric hooks for a holder of this policy (Metrics.leaseEvents('process', policyId)). */
+  events?: (policyId: string) => LeaseEvents;
+}
+
+/** A policy's `lease` in numbers, defaults applied; undefined when it has none. */
+export function leaseLimitsOf(policy: Policy): LeaseLimits | undefined {
+  const lease = policy.lease;
+  if (lease === undefined) return undefined;
+  const hold = lease.max_hold === undefined ? undefined : parseDuration(lease.max_hold);
+  return {
+    maxUnits: lease.max_units ?? LEASE_MAX_UNITS.default,
+    maxHoldMs: hold !== undefined && 'ms' in hold ? hold.ms : LEASE_MAX_HOLD_MS.default,
+  };
+}
+
+/**
+ * Process leases (CONTRACT "Process leases"): this server process is the holder of every counter whose
+ * policy has a `lease`, the counter store its parent. One LeaseHolder per counter key, made on the
+ * first decision, dropped when it lets go: after max_hold without use, when its policy changes
+ * (`policiesChanged`), and on drain (`letGoAll`).
+ */
+export class ProcessLeases {
+  private readonly entries = new Map<string, Entry>();
+  private readonly store: LendingStore;
+  private readonly clock: LeaseClock;
+  private readonly events: ((policyId: string) => LeaseEvents) | undefined;
+  private closed = false;
+
+  constructor(options: ProcessLeasesOptions) {
+    this.store = options.store;
+    this.clock = options.clock ?? systemClock;
+    this.events = options.events;
+  }
+
+  /** Holders alive now (for tests and status). */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** The holder's operations for this counter, or undefined when its policy takes no lease. */
+  operationsFor(keys: string[], compiled: CompiledPolicy): LeaseOperations | undefined {
+    if (compiled.policy.lease === undefined || this.closed) return undefined;
+    const key = keys[0];
+    const entry = this.entries.get(key);
+    if (entry !== undefined && entry.compiled === compiled && !entry.holder.isClosed) return entry.ops;
+    // A changed policy on the same counter: the old holder returns its units first (off this path).
+    if (entry !== undefined) this.release(key, entry);
+    return this.open(keys, compiled)?.ops;
+  }
+
+  /** Lets go of every holder whose policy is no longer `current(policy_id)` (changed, disabled or deleted). */
+  policiesChanged(current: (policyId: string) => CompiledPolicy | undefined): void {
+    for (const [key, entry] of this.entries) {
+      if (current(entry.compiled.policy.policy_id) !== entry.compiled) this.release(key, entry);
+    }
+  }
+
+  /** Drain: every holder returns its unspent units; no new holder is made afterwards. */
+  async letGoAll(): Promise<void> {
+    this.closed = true;
+    const all = [...this.entries.values()];
+    this.entries.clear();
+    await Promise.all(all.map((entry) => entry.holder.letGo()));
+  }
+
+  private open(keys: string[], compiled: CompiledPolicy): Entry | undefined {
+    const { spec, policy } = compiled;
+    const limits = leaseLimitsOf(policy);
+    if (limits === undefined || !isLeasable(spec)) return undefined;
+    const holder = new LeaseHolder({
+      parent: storeParent(this.store, keys, spec, this.clock),
+      pool: new ProcessUnitPool(),
+      clock: this.clock,
+      events: this.events?.(policy.policy_id),
+      ...limits,
+    });
+    const key = keys[0];
+    const entry: Entry = {
+      compiled,
+      holder,
+      ops: {
+        consume: (_keys, _spec, cost) => holder.consume(cost),
+        peek: () => holder.peek(),
+        refund: (_keys, _spec, amount) => holder.refund(amount),
+        acquire: notLeased,
+        release: notLeased,
+      },
+    };
+    holder.onIdle = () => {
+      if (this.entries.get(key) === entry) this.entries.delete(key);
+    };
+    this.entries.set(key, entry);
+    return entry;
+  }
+
+  private release(key: string, entry: Entry): void {
+    if (this.entries.get(key) === entry) this.entries.delete(key);
+    void entry.holder.letGo();
+  }
+}
+
+function notLeased(): never {
+  throw new Error('concurrency policies take no capacity lease');
+}

@@ -1,0 +1,263 @@
+/**
+ * LeaseHolder's rules one by one (CONTRACT "Capacity lease: the mechanism"), against the exact emulator
+ * as its parent, with an injected clock and parent calls that answer only when the test lets them.
+ * The simulation (simulation.property.test.ts) proves never-over over random interleavings; these pin
+ * down the behaviour: refill ahead, one refill in flight, waiting only when empty, the chunk rule,
+ * refusals, failure, letting go.
+ */
+import { expect } from 'chai';
+import { CounterStoreUnavailableError } from '../../src/errors.js';
+import type { CounterResult } from '../../src/counters/counter-store.js';
+import { MemoryCounterStore } from '../../src/counters/memory-store.js';
+import { chunkSize } from '../../src/lease/chunk.js';
+import { LeaseHolder } from '../../src/lease/lease-holder.js';
+import { ProcessUnitPool } from '../../src/lease/process-pool.js';
+import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
+import type { LeaseClock, LeaseParent } from '../../src/lease/types.js';
+
+const T0 = 1_800_000_000_000;
+
+function settle(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+interface Fixture {
+  holder: LeaseHolder;
+  exact: MemoryCounterStore;
+  clock: { now: number };
+  /** Parent calls made, in order: `take n`, `give n`, `peek`. */
+  calls: string[];
+  /** Parent calls waiting for `answer()`. */
+  held: (() => void)[];
+  /** Lets the oldest held parent call answer; `answerAll` lets every one (and the ones they cause). */
+  answer(): Promise<void>;
+  answerAll(): Promise<void>;
+  down: { value: boolean };
+  events: { refills: number; returned: number; lapsed: number; waits: number };
+  timers: { at: number; fn: () => void }[];
+  advance(ms: number): Promise<void>;
+  consume(cost: number): Promise<CounterResult>;
+}
+
+function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000): Fixture {
+  const clock = { now: T0 };
+  const exact = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
+  const timers: { at: number; fn: () => void }[] = [];
+  const leaseClock: LeaseClock = {
+    now: () => clock.now,
+    setTimer: (fn, ms) => {
+      const timer = { at: clock.now + ms, fn };
+      timers.push(timer);
+      return timer;
+    },
+    clearTimer: (handle) => {
+      const i = timers.indexOf(handle as (typeof timers)[number]);
+      if (i >= 0) timers.splice(i, 1);
+    },
+  };
+  const real = storeParent(exact, ['k'], spec, leaseClock);
+  const calls: string[] = [];
+  const held: (() => void)[] = [];
+  const down = { value: false };
+  const gate = <T>(what: string, run: () => Promise<T>): Promise<T> => {
+    calls.push(what);
+    return new Promise<T>((resolve, reject) =>
+      held.push(() => (down.value ? reject(new CounterStoreUnavailableError('down')) : run().then(resolve, reject))),
+    );
+  };
+  const parent: LeaseParent = {
+    take: (n) => gate(`take ${n}`, () => real.take(n)),
+    giveBack: (units, tag) => gate(`give ${units}`, () => real.giveBack(units, tag)),
+    peek: () => gate('peek', () => real.peek()),
+  };
+  const events = { refills: 0, returned: 0, lapsed: 0, waits: 0 };
+  const holder = new LeaseHolder({
+    parent,
+    pool: new ProcessUnitPool(),
+    clock: leaseClock,
+    maxUnits,
+    maxHoldMs,
+    events: {
+      refilled: () => events.refills++,
+      returned: (u) => (events.returned += u),
+      lapsed: (u) => (events.lapsed += u),
+      waited: () => events.waits++,
+    },
+  });
+  const f: Fixture = {
+    holder,
+    exact,
+    clock,
+    calls,
+    held,
+    down,
+    events,
+    timers,
+    async answer() {
+      held.shift()?.();
+      await settle();
+    },
+    async answerAll() {
+      while (held.length > 0) await f.answer();
+    },
+    async advance(ms) {
+      const to = clock.now + ms;
+      for (;;) {
+        timers.sort((a, b) => a.at - b.at);
+        if (timers.length === 0 || timers[0].at > to) break;
+        const next = timers.shift()!;
+        clock.now = Math.max(clock.now, next.at);
+        next.fn();
+        await settle();
+      }
+      clock.now = to;
+    },
+    async consume(cost) {
+      const answer = holder.consume(cost);
+      if (!(answer instanceof Promise)) return answer;
+      answer.catch(() => undefined); // handled here; the caller sees the rejection
+      await settle();
+      await f.answerAll();
+      return answer;
+    },
+  };
+  return f;
+}
+
+const fixed = (limit: number): LeasedSpec => ({ type: 'fixed_window', limit, windowMs: 1000 });
+
+describe('LeaseHolder', () => {
+  it('the first decision waits for a take of its cost; later ones are answered at once from the units held', async () => {
+    const f = fixture(fixed(1000));
+    const first = f.holder.consume(1);
+    expect(first).to.be.instanceOf(Promise);
+    expect(f.calls).to.deep.equal(['take 1']);
+    await f.answerAll();
+    expect(await first).to.include({ allowed: true });
+    // Spent as fast as it came: the chunk grows with what was spent over the last max_hold.
+    for (let i = 0; i < 40; i++) await f.consume(1);
+    const synchronous = [];
+    for (let i = 0; i < 5; i++) synchronous.push(f.holder.consume(1));
+    expect(synchronous.some((a) => !(a instanceof Promise))).to.equal(true);
+    expect(f.events.waits).to.be.at.least(1);
+  });
+
+  it('refills ahead when half of the units are spent, with one refill in flight, and decisions do not wait for it', async () => {
+    const f = fixture(fixed(10_000), 20);
+    for (let i = 0; i < 60; i++) await f.consume(1); // warm up: the chunk reaches max_units
+    await f.answerAll();
+    // Spend without answering any take: the first take goes out at half spent, and only one until it answers.
+    const answers: (CounterResult | Promise<CounterResult>)[] = [];
+    let spentAtFirstTake = -1;
+    f.calls.length = 0;
+    while (answers.length < 100) {
+      const answer = f.holder.consume(1);
+      if (answer instanceof Promise) break; // the pool is empty: this one waits
+      answers.push(answer);
+      if (spentAtFirstTake < 0 && f.calls.length > 0) spentAtFirstTake = answers.length;
+    }
+    const held = answers.length;
+    expect(held).to.be.at.least(20);
+    expect(f.calls).to.deep.equal(['take 20']);
+    expect(spentAtFirstTake).to.be.at.least(Math.floor(held / 2) - 1).and.at.most(Math.ceil(held / 2) + 1);
+    await f.answerAll();
+  });
+
+  it('chunk rule: what was spent over max_hold, at least the waiting cost, at most max_units, at most half of what the parent can admit', () => {
+    expect(chunkSize({ recent: 50, waiting: 0, maxUnits: 100, parentRemaining: Infinity })).to.equal(50);
+    expect(chunkSize({ recent: 500, waiting: 0, maxUnits: 100, parentRemaining: Infinity })).to.equal(100);
+    expect(chunkSize({ recent: 500, waiting: 3, maxUnits: 100, parentRemaining: 40 })).to.equal(20);
+    // Near the limit the chunk shrinks to the cost itself (and no refill ahead at all).
+    expect(chunkSize({ recent: 500, waiting: 3, maxUnits: 100, parentRemaining: 1 })).to.equal(3);
+    expect(chunkSize({ recent: 500, waiting: 0, maxUnits: 100, parentRemaining: 1 })).to.equal(0);
+    // A cost above max_units is still asked for whole.
+    expect(chunkSize({ recent: 0, waiting: 250, maxUnits: 100, parentRemaining: Infinity })).to.equal(250);
+  });
+
+  it('never admits more than the parent: near the limit answers converge to the exact ones, refusals carry the parent retry_after', async () => {
+    const f = fixture(fixed(7));
+    const answers: CounterResult[] = [];
+    for (let i = 0; i < 12; i++) answers.push(await f.consume(1));
+    expect(answers.filter((a) => a.allowed)).to.have.length(7);
+    const refused = answers.find((a) => !a.allowed)!;
+    expect(refused.retryAfterMs).to.be.greaterThan(0).and.at.most(1000);
+    // The exact counter holds exactly what was admitted.
+    expect((await f.exact.peek(['k'], fixed(7))).remaining).to.equal(0);
+  });
+
+  it('parent unreachable: answers from the units held, then CounterStoreUnavailableError', async () => {
+    const f = fixture(fixed(1000), 10);
+    for (let i = 0; i < 30; i++) await f.consume(1);
+    await f.answerAll();
+    f.down.value = true;
+    let served = 0;
+    let failed: unknown;
+    for (let i = 0; i < 40 && failed === undefined; i++) {
+      try {
+        if ((await f.consume(1)).allowed) served++;
+      } catch (error) {
+        failed = error;
+      }
+    }
+    expect(served).to.be.greaterThan(0);
+    expect(failed).to.be.instanceOf(CounterStoreUnavailableError);
+  });
+
+  it('peek is the parent peek plus the units held; a refund joins the units held', async () => {
+    const f = fixture(fixed(100), 10);
+    for (let i = 0; i < 10; i++) await f.consume(1);
+    await f.answerAll();
+    const peekPending = f.holder.peek();
+    await f.answerAll();
+    const peek = await peekPending;
+    const exact = await f.exact.peek(['k'], fixed(100));
+    const held = peek.remaining - exact.remaining;
+    expect(held).to.be.greaterThan(0);
+    const refunded = await f.holder.refund(2);
+    expect(refunded.accepted).to.equal(2);
+    const again = f.holder.peek();
+    await f.answerAll();
+    expect((await again).remaining).to.equal(peek.remaining + 2);
+  });
+
+  it('lets go after max_hold without use: unspent units go back to the window they were taken in', async () => {
+    const f = fixture(fixed(100), 10, 300);
+    for (let i = 0; i < 5; i++) await f.consume(1);
+    await f.answerAll();
+    const usedBefore = 100 - (await f.exact.peek(['k'], fixed(100))).remaining;
+    expect(usedBefore).to.be.greaterThan(5);
+    await f.advance(300);
+    await f.answerAll();
+    expect(f.holder.isClosed).to.equal(true);
+    expect((await f.exact.peek(['k'], fixed(100))).remaining).to.equal(95);
+    expect(f.events.returned).to.equal(usedBefore - 5);
+    expect(f.events.lapsed).to.equal(0);
+  });
+
+  it('units whose window has ended lapse (counted) instead of going back to a later window', async () => {
+    const f = fixture({ type: 'fixed_window', limit: 100, windowMs: 1000 }, 10, 60_000);
+    for (let i = 0; i < 5; i++) await f.consume(1);
+    await f.answerAll();
+    const held = 100 - (await f.exact.peek(['k'], fixed(100))).remaining - 5;
+    expect(held).to.be.greaterThan(0);
+    f.clock.now = T0 + 1000; // the next window
+    const letGo = f.holder.letGo();
+    await settle();
+    await f.answerAll();
+    await letGo;
+    expect(f.events.returned).to.equal(0);
+    expect(f.events.lapsed).to.equal(held);
+    expect((await f.exact.peek(['k'], fixed(100))).remaining).to.equal(100);
+  });
+
+  it('a take answered after letting go goes straight back', async () => {
+    const f = fixture(fixed(100), 10);
+    const pending = f.holder.consume(3);
+    const letGo = f.holder.letGo();
+    await settle();
+    await f.answerAll();
+    await letGo;
+    expect((await pending).allowed).to.equal(true);
+    expect((await f.exact.peek(['k'], fixed(100))).remaining).to.equal(97);
+  });
+});
