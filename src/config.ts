@@ -120,7 +120,7 @@ export function loadServerConfig(env: Env): ServerConfig {
 }
 
 /** Both RL_REGION and RL_GLOBAL_COUNTERSTORE_ADDR or neither; with them RL_COUNTERSTORE_ADDR is this region's store. */
-function readRegion(read: Reader, counterStoreAddr: string | undefined): RegionConfig | undefined {
+export function readRegion(read: Reader, counterStoreAddr: string | undefined): RegionConfig | undefined {
   const name = read.optional('RL_REGION');
   const globalStoreAddr = read.counterStoreAddr('RL_GLOBAL_COUNTERSTORE_ADDR');
   const globalTimeoutMs = read.int('RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS', 1000, 1, 60_000);

@@ -3,7 +3,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { Authenticator } from './auth/authenticator.js';
-import type { HttpTimeouts, ListenAddress, RegionConfig, ServerConfig } from './config.js';
+import type { HttpTimeouts, ListenAddress, ServerConfig } from './config.js';
 import type { CounterStore } from './counters/counter-store.js';
 import { MemoryCounterStore } from './counters/memory-store.js';
 import { connectRedisCounterStore } from './counters/redis-store.js';
@@ -30,7 +30,7 @@ import { loadPolicyFile } from './policy/policy-file.js';
 import { PolicyService } from './policy/policy-service.js';
 import type { PolicyStore } from './policy-store/policy-store.js';
 import { RedisPolicyStore } from './policy-store/redis-policy-store.js';
-import { RegionCounterStore } from './lease/region-store.js';
+import { connectRegionCounterStore, RegionCounterStore } from './lease/region-store.js';
 import { redactAddress } from './redis/redis-connection.js';
 import { grpcServerCredentials, httpsServerOptions, loadTlsMaterial } from './tls.js';
 import { log } from './util/log.js';
@@ -75,7 +75,12 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     // Who is being limited, for the dashboard: touched by denied decisions only.
     const deniedIdentities = new DeniedIdentities(matcher);
     const counters: CounterStore = config.region
-      ? regionCounterStore(config, config.region, metrics)
+      ? connectRegionCounterStore({
+          counterStoreAddr: config.counterStoreAddr!,
+          counterStoreTimeoutMs: config.counterStoreTimeoutMs,
+          region: config.region,
+          events: (policyId) => metrics.leaseEvents('region', policyId),
+        })
       : config.counterStoreAddr
         ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
         : new MemoryCounterStore();
@@ -213,17 +218,6 @@ function openPolicyStore(config: ServerConfig): Promise<PolicyStore> {
   return config.counterStoreAddr
     ? RedisPolicyStore.open({ addr: config.counterStoreAddr, keyPrefix: config.keyPrefix })
     : FilePolicyStore.open(config.dataDir);
-}
-
-/** This region's store for regional budgets and the global store for global ones (docs/distribution.md). */
-function regionCounterStore(config: ServerConfig, region: RegionConfig, metrics: Metrics): RegionCounterStore {
-  return new RegionCounterStore({
-    regional: connectRedisCounterStore(config.counterStoreAddr!, { commandTimeoutMs: config.counterStoreTimeoutMs }),
-    global: connectRedisCounterStore(region.globalStoreAddr, { commandTimeoutMs: region.globalTimeoutMs, connectionName: 'rl-global-counter-store' }),
-    globalTimeoutMs: region.globalTimeoutMs,
-    regionalTimeoutMs: config.counterStoreTimeoutMs,
-    events: (policyId) => metrics.leaseEvents('region', policyId),
-  });
 }
 
 function invalidationNotifier(config: ServerConfig, metrics: Metrics): InvalidationNotifier | undefined {

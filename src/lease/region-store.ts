@@ -3,7 +3,8 @@ import { CounterStoreUnavailableError } from '../errors.js';
 import { log } from '../util/log.js';
 import type { CounterResult, CounterStore, LeaseCounterResult } from '../counters/counter-store.js';
 import type { GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec.js';
-import type { RedisCounterStore } from '../counters/redis-store.js';
+import { connectRedisCounterStore, type RedisCounterStore } from '../counters/redis-store.js';
+import type { RegionConfig } from '../config.js';
 import { chunkSize } from './chunk.js';
 import { poolKey, RegionPool, type PoolAnswer } from './region-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
@@ -59,8 +60,26 @@ interface Tracked {
   lastUsed: number;
 }
 
+/** A server's (or a sidecar's) store with regions configured: RL_COUNTERSTORE_ADDR is the region's, the global store RL_GLOBAL_COUNTERSTORE_ADDR. */
+export function connectRegionCounterStore(options: {
+  counterStoreAddr: string;
+  counterStoreTimeoutMs: number;
+  region: RegionConfig;
+  events?: (policyId: string) => LeaseEvents;
+}): RegionCounterStore {
+  const { region } = options;
+  return new RegionCounterStore({
+    regional: connectRedisCounterStore(options.counterStoreAddr, { commandTimeoutMs: options.counterStoreTimeoutMs }),
+    global: connectRedisCounterStore(region.globalStoreAddr, { commandTimeoutMs: region.globalTimeoutMs, connectionName: 'rl-global-counter-store' }),
+    globalTimeoutMs: region.globalTimeoutMs,
+    regionalTimeoutMs: options.counterStoreTimeoutMs,
+    events: options.events,
+  });
+}
+
 export class RegionCounterStore implements CounterStore {
-  private readonly regional: RedisCounterStore;
+  /** This region's store (RL_COUNTERSTORE_ADDR). */
+  readonly regional: RedisCounterStore;
   private readonly global: RedisCounterStore;
   private readonly pool: RegionPool;
   private readonly clock: () => number;
