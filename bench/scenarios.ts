@@ -17,7 +17,7 @@ import {
   type PrivateRedis,
 } from './lib/proc.js';
 import { round } from './lib/stats.js';
-import { HOT_KEY_BODY, generateWorkload } from './lib/workload.js';
+import { HOT_KEY_BODY, LEASE_CAPPED_BODY, LEASE_CAPPED_LIMIT, LEASE_HOT_BODY, generateWorkload } from './lib/workload.js';
 import { workersCapacity } from './workers-capacity.js';
 import { policyChanges } from './policy-changes.js';
 
@@ -124,6 +124,7 @@ export const SCENARIOS: Record<number, { key: string; run: Scenario }> = {
   8: { key: 'workers_capacity', run: (ctx) => workersCapacity(ctx, 8) },
   9: { key: 'hot_key_attack', run: hotKeyAttack },
   10: { key: 'policy_changes', run: (ctx) => policyChanges(ctx, 10) },
+  11: { key: 'lease_hot_key', run: leaseHotKey },
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -916,5 +917,82 @@ async function hotKeyAttack(ctx: Context): Promise<ScenarioResult> {
     });
   } finally {
     await Promise.all([stopChild(onRedis.child), stopChild(inMemory.child), stopChild(uncached.child)]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// 11. Hot key with a process lease, Redis mode (issue 21)
+
+/**
+ * One counter at full load whose policy has a `lease` (LEASE_POLICIES): the Redis-mode server answers it
+ * from units it took in advance, against the same load in memory mode, alternately (capacity: server CPU
+ * per request), with the Redis script calls per decision. Then never-over: full load on a leased quota
+ * of LEASE_CAPPED_LIMIT that the run spends; the server's own count of admitted decisions must not pass it.
+ */
+async function leaseHotKey(ctx: Context): Promise<ScenarioResult> {
+  const redis = await ctx.redis();
+  const [onRedis, inMemory] = await Promise.all([
+    startServer('rl-http', ['--redis', redis.addr, '--lease', 'yes']),
+    startServer('rl-http', ['--lease', 'yes']),
+  ]);
+  const { http } = ctx.settings;
+  const hot = [JSON.stringify(LEASE_HOT_BODY)];
+  const load = (port: number, bodies: string[], durationSec: number) =>
+    httpLoad({ port, path: '/rl/v1/check', bodies, connections: http.connections, durationSec, warmupSec: 0 });
+  const measured = async (server: { child: ChildProcess; port: number }, bodies: string[]) => {
+    const before = commandStats(redis);
+    const run = await withServerCpu(server.child, () => load(server.port, bodies, http.durationSec));
+    const decisions = run.service?.rl_decisions_total ?? run.result.requests;
+    return { ...run, commands: commandDelta(before, commandStats(redis), decisions) };
+  };
+  try {
+    ctx.log('  warm-up: the leased hot key on both servers');
+    await Promise.all([onRedis, inMemory].map((server) => load(server.port, hot, Math.max(1, http.warmupSec))));
+    ctx.log(`  the leased hot key, Redis mode and memory mode, alternately (${http.rounds} rounds)`);
+    const runs = await alternate(http.rounds, () => measured(onRedis, hot), () => measured(inMemory, hot));
+    ctx.log(`  never over: full load on a leased quota of ${LEASE_CAPPED_LIMIT}, Redis mode`);
+    const capped = await measured(onRedis, [JSON.stringify(LEASE_CAPPED_BODY)]);
+    const cappedAllowed = capped.service?.lease_capped_allowed ?? NaN;
+
+    const subject = {
+      ...httpSide('rl HTTP check, Redis mode, hot key with a process lease', runs.a),
+      redis: runs.a.commands,
+      lease_refills: runs.a.service?.rl_lease_refills_total ?? null,
+      rounds_throughput_per_s: runs.aRounds,
+    };
+    const baseline = { ...httpSide('rl HTTP check, memory mode, the same hot key', runs.b), rounds_throughput_per_s: runs.bRounds };
+    const capacityRatio = cpuCapacityRatio(subject, baseline);
+    const scripts = runs.a.commands.scripts_per_decision;
+    return finish({
+      id: 11,
+      key: 'lease_hot_key',
+      name: 'Hot key with a process lease, Redis mode',
+      subject,
+      baseline,
+      ratio: runs.a.result.throughput_rps / runs.b.result.throughput_rps,
+      ratio_meaning: 'throughput(Redis mode, leased hot key) / throughput(memory mode), median rounds of alternating runs; higher is better',
+      target: 'capacity (server CPU per request) >= 0.9 of memory mode; <= 0.01 Redis script calls per decision; never over',
+      checks: [
+        check('capacity vs memory mode (memory µs / Redis µs of server CPU per request)', capacityRatio ?? NaN, '>=', 0.9, 'x'),
+        check('Redis script calls per decision', scripts, '<=', 0.01, ''),
+        check(`never over: admitted on a leased quota of ${LEASE_CAPPED_LIMIT}`, cappedAllowed, '<=', LEASE_CAPPED_LIMIT, ''),
+      ],
+      notes: [
+        ...loadNotes(subject, baseline),
+        'The hot counter (fixed window of 10^9 per minute, lease max_units 10000) is never exhausted: every decision is admitted from the lease.',
+        'Redis and the load generator share core 1; the servers run on core 0 one at a time.',
+      ],
+      details: {
+        cpu_capacity_ratio: capacityRatio,
+        never_over: {
+          limit: LEASE_CAPPED_LIMIT,
+          admitted: cappedAllowed,
+          decisions: capped.service?.rl_decisions_total ?? capped.result.requests,
+          redis: capped.commands,
+        },
+      },
+    });
+  } finally {
+    await Promise.all([stopChild(onRedis.child), stopChild(inMemory.child)]);
   }
 }

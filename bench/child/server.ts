@@ -22,7 +22,7 @@ import { Analytics } from '../../src/observability/analytics.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
-import { FIXED_DECISION, HOT_KEY_POLICY, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
+import { FIXED_DECISION, HOT_KEY_POLICY, LEASE_POLICIES, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
 import { argOf, childMain, reportStats, send } from './common.js';
 
 /**
@@ -52,7 +52,7 @@ childMain(async () => {
   const redisAddr = argOf('redis', '');
   const policyCount = Number(argOf('policies', '10'));
   // Scenario 9: a low-limit policy for the attacking identity (HOT_KEY_BODY), and the deny cache on or off.
-  const options = { hotKey: argOf('hot-key', '') === 'yes', denyCache: argOf('deny-cache', 'yes') === 'yes' };
+  const options = { hotKey: argOf('hot-key', '') === 'yes', denyCache: argOf('deny-cache', 'yes') === 'yes', lease: argOf('lease', '') === 'yes' };
   let port: number;
   switch (kind) {
     case 'rl-http':
@@ -89,9 +89,9 @@ childMain(async () => {
  * What startServer (src/server.ts) builds for decisions, recorder included: matcher, counters, metrics,
  * analytics, DecisionService. The policy store and policy routes are left out: decisions never read them.
  */
-async function decisionService(policyCount: number, redisAddr: string, options: ServiceOptions = { hotKey: false, denyCache: true }) {
+async function decisionService(policyCount: number, redisAddr: string, options: ServiceOptions = { hotKey: false, denyCache: true, lease: false }) {
   const { policies } = generateWorkload(policyCount);
-  const matcher = new LiveMatcher(options.hotKey ? [...policies, HOT_KEY_POLICY] : policies);
+  const matcher = new LiveMatcher([...policies, ...(options.hotKey ? [HOT_KEY_POLICY] : []), ...(options.lease ? LEASE_POLICIES : [])]);
   let counters: CounterStore;
   if (redisAddr) {
     const store = connectRedisCounterStore(redisAddr, { commandTimeoutMs: CONFIG.counterStoreTimeoutMs });
@@ -110,12 +110,17 @@ async function decisionService(policyCount: number, redisAddr: string, options: 
     onCounterStoreError: () => metrics.countCounterStoreError(),
     onDenyCacheHit: () => metrics.countDenyCacheHit(),
     denyCache: options.denyCache ? undefined : false,
+    leases: { events: (policyId) => metrics.leaseEvents('process', policyId) },
   });
   // Read from the service's own metrics only when the parent asks: nothing is added to the hot path.
   reportStats(async () => {
     const stats: Record<string, number> = {};
     for (const metric of await metrics.registry.getMetricsAsJSON()) {
-      if (!['rl_decisions_total', 'rl_counter_store_errors_total', 'rl_failure_mode_decisions_total', 'rl_deny_cache_hits_total'].includes(metric.name)) continue;
+      // Scenario 11's never-over count: the capped lease policy's admitted decisions.
+      if (metric.name === 'rl_policy_decisions_total') {
+        stats.lease_capped_allowed = metric.values.find((v) => v.labels.policy_id === 'lease-capped' && v.labels.outcome === 'allowed')?.value ?? 0;
+      }
+      if (!['rl_decisions_total', 'rl_counter_store_errors_total', 'rl_failure_mode_decisions_total', 'rl_deny_cache_hits_total', 'rl_lease_refills_total'].includes(metric.name)) continue;
       stats[metric.name] = metric.values.reduce((sum, v) => sum + v.value, 0);
     }
     return stats;
@@ -126,6 +131,7 @@ async function decisionService(policyCount: number, redisAddr: string, options: 
 interface ServiceOptions {
   hotKey: boolean;
   denyCache: boolean;
+  lease: boolean;
 }
 
 async function rlHttp(policyCount: number, redisAddr: string, front: 'listener' | 'koa', options: ServiceOptions): Promise<number> {

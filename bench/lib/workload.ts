@@ -210,6 +210,23 @@ export const HOT_KEY_POLICY: Policy = (() => {
   return { ...result.policy, version: 1, created_at: now, updated_at: now };
 })();
 
+/**
+ * Scenario 11 (process leases): one hot counter with a lease, never exhausted during a run
+ * (LEASE_HOT_BODY), and one with a small quota that a run spends (LEASE_CAPPED_BODY), to count never-over.
+ */
+export const LEASE_CAPPED_LIMIT = 2_000;
+export const LEASE_POLICIES: Policy[] = [
+  { policy_id: 'lease-hot', tenant: 'tenant-lease', algorithm: { type: 'fixed_window', limit: TARGET_LIMIT, window: '1m' }, max_units: 10_000 },
+  { policy_id: 'lease-capped', tenant: 'tenant-lease-capped', algorithm: { type: 'quota', limit: LEASE_CAPPED_LIMIT, quota_period: '1h' }, max_units: 1_000 },
+].map(({ policy_id, tenant, algorithm, max_units }) => {
+  const result = validatePolicy({ policy_id, scope: { tenant_id: tenant }, algorithm, lease: { max_units, max_hold: '1s' } });
+  if (!result.ok) throw new Error(`lease policy invalid: ${JSON.stringify(result.errors)}`);
+  const now = new Date().toISOString();
+  return { ...result.policy, version: 1, created_at: now, updated_at: now };
+});
+export const LEASE_HOT_BODY: Record<string, string> = { request_id: 'req-lease', tenant_id: 'tenant-lease', signal_type: 'http', endpoint: '/api/hot', user_id: 'u1' };
+export const LEASE_CAPPED_BODY: Record<string, string> = { ...LEASE_HOT_BODY, tenant_id: 'tenant-lease-capped' };
+
 /** The attacking identity's request: matches HOT_KEY_POLICY only. */
 export const HOT_KEY_BODY: Record<string, string> = {
   request_id: 'req-attack',

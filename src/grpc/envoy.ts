@@ -277,6 +277,7 @@ function accessLogMetadata(decision: Decision): EnvoyStruct {
     fields.shadow_action = { stringValue: decision.metadata.shadow_action ?? decision.action };
   }
   if (decision.metadata.peek !== undefined) fields.peek = { stringValue: decision.metadata.peek };
+  if (decision.metadata.lease !== undefined) fields.lease = { stringValue: decision.metadata.lease };
   return { fields };
 }
 
