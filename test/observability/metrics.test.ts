@@ -247,4 +247,37 @@ rl_policy_decisions_total{policy_id="other",outcome="allowed"} 8
 rl_policy_decisions_total{policy_id="policy-0",outcome="denied"} 2
 rl_policy_decisions_total{policy_id="policy-2",outcome="allowed"} 4
 rl_policy_decisions_total{policy_id="other",outcome="denied"} 3
+
+# HELP rl_lease_refills_total Takes of units from a lease parent, by level (process, region).
+# TYPE rl_lease_refills_total counter
+rl_lease_refills_total{level="process"} 0
+rl_lease_refills_total{level="region"} 0
+
+# HELP rl_lease_units_returned_total Unspent lease units given back to the parent, by level (process, region).
+# TYPE rl_lease_units_returned_total counter
+rl_lease_units_returned_total{level="process"} 0
+rl_lease_units_returned_total{level="region"} 0
+
+# HELP rl_lease_units_lapsed_total Lease units that lapsed with their window (or were lost), per policy; capped at 3 distinct policy ids, later ones are "other".
+# TYPE rl_lease_units_lapsed_total counter
+
+# HELP rl_lease_parent_wait_seconds Decisions that waited for a lease refill: how long, in seconds.
+# TYPE rl_lease_parent_wait_seconds histogram
+rl_lease_parent_wait_seconds_bucket{le="0.00005"} 0
+rl_lease_parent_wait_seconds_bucket{le="0.0001"} 0
+rl_lease_parent_wait_seconds_bucket{le="0.00025"} 0
+rl_lease_parent_wait_seconds_bucket{le="0.0005"} 0
+rl_lease_parent_wait_seconds_bucket{le="0.001"} 0
+rl_lease_parent_wait_seconds_bucket{le="0.0025"} 0
+rl_lease_parent_wait_seconds_bucket{le="0.005"} 0
+rl_lease_parent_wait_seconds_bucket{le="0.01"} 0
+rl_lease_parent_wait_seconds_bucket{le="0.025"} 0
+rl_lease_parent_wait_seconds_bucket{le="0.05"} 0
+rl_lease_parent_wait_seconds_bucket{le="0.1"} 0
+rl_lease_parent_wait_seconds_bucket{le="0.25"} 0
+rl_lease_parent_wait_seconds_bucket{le="0.5"} 0
+rl_lease_parent_wait_seconds_bucket{le="1"} 0
+rl_lease_parent_wait_seconds_bucket{le="+Inf"} 0
+rl_lease_parent_wait_seconds_sum 0
+rl_lease_parent_wait_seconds_count 0
 `;
