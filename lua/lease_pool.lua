@@ -72,18 +72,26 @@ do
 end
 
 local lapsed = 0
+local GENERATIONS = { 'a', 'b' }
+
+-- The units of generation `g` ('a' or 'b') are gone, counted as lapsed.
+local function lapse(g)
+  lapsed = lapsed + p[g .. '_u']
+  p[g .. '_u'] = 0
+end
+
+-- The older live units are always in `a`.
+local function settle()
+  if p.a_u == 0 and p.b_u > 0 then
+    p.a_u, p.a_e, p.a_t, p.b_u = p.b_u, p.b_e, p.b_t, 0
+  end
+end
+
 -- Units whose generation has expired are gone: they belonged to a window that may be over.
-if p.a_u > 0 and p.a_e <= now then
-  lapsed = lapsed + p.a_u
-  p.a_u = 0
+for _, g in ipairs(GENERATIONS) do
+  if p[g .. '_u'] > 0 and p[g .. '_e'] <= now then lapse(g) end
 end
-if p.b_u > 0 and p.b_e <= now then
-  lapsed = lapsed + p.b_u
-  p.b_u = 0
-end
-if p.a_u == 0 and p.b_u > 0 then
-  p.a_u, p.a_e, p.a_t, p.b_u = p.b_u, p.b_e, p.b_t, 0
-end
+settle()
 
 local function measure(period)
   if now - p.rw >= period then
@@ -154,9 +162,7 @@ if op == 'spend' or op == 'take' then
     if units > from_a then
       expires = math.min(expires, p.b_e)
     end
-    if p.a_u == 0 and p.b_u > 0 then
-      p.a_u, p.a_e, p.a_t, p.b_u = p.b_u, p.b_e, p.b_t, 0
-    end
+    settle()
     p.la = now
   end
   if units > 0 or ARGV[7] == '1' then
@@ -201,17 +207,10 @@ if op == 'add' then
   elseif units > 0 then
     -- Units of another window never mix with these: the older ones are over (or about to be).
     if tag ~= '' then
-      if p.b_u > 0 and p.b_t ~= tag then
-        lapsed = lapsed + p.b_u
-        p.b_u = 0
+      for _, g in ipairs(GENERATIONS) do
+        if p[g .. '_u'] > 0 and p[g .. '_t'] ~= tag then lapse(g) end
       end
-      if p.a_u > 0 and p.a_t ~= tag then
-        lapsed = lapsed + p.a_u
-        p.a_u = 0
-      end
-      if p.a_u == 0 and p.b_u > 0 then
-        p.a_u, p.a_e, p.a_t, p.b_u = p.b_u, p.b_e, p.b_t, 0
-      end
+      settle()
     end
     if p.a_u == 0 then
       p.a_u, p.a_e, p.a_t = units, expires, tag

@@ -443,20 +443,23 @@ describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directl
     await upstream?.close();
   });
 
+  /** The agent deciding against the suite's Redis (as its servers), forwarding nothing. */
+  const redisDirectEnv = (prefix: string) => ({
+    RL_AGENT_LISTEN: '127.0.0.1:0',
+    RL_UPSTREAM_HTTP: upstream.server.url,
+    RL_AGENT_API_KEY: API_KEY,
+    RL_COUNTERSTORE_ADDR: redis.url,
+    RL_KEY_PREFIX: prefix,
+    RL_COUNTERSTORE_TIMEOUT_MS: '500',
+    RL_DRAIN_SECS: '0',
+  });
+
   it('shares the limit with a server on the same Redis, without asking the upstream to decide', async () => {
     const prefix = randomPrefix();
     upstream = await new FakeUpstream().start();
     upstream.set([makePolicy({ policy_id: 'shared', scope: { service: 'shared' }, algorithm: { type: 'fixed_window', limit: 5, window: '1m' } })]);
     agent = await startAgent(
-      loadAgentConfig({
-        RL_AGENT_LISTEN: '127.0.0.1:0',
-        RL_UPSTREAM_HTTP: upstream.server.url,
-        RL_AGENT_API_KEY: API_KEY,
-        RL_COUNTERSTORE_ADDR: redis.url,
-        RL_KEY_PREFIX: prefix,
-        RL_COUNTERSTORE_TIMEOUT_MS: '500',
-        RL_DRAIN_SECS: '0',
-      }),
+      loadAgentConfig(redisDirectEnv(prefix)),
     );
     await agent.counterStore!.waitUntilReady();
     const url = `http://127.0.0.1:${agent.port}`;
@@ -480,15 +483,7 @@ describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directl
     upstream = await new FakeUpstream().start();
     upstream.set([makePolicy({ policy_id: 'budget', scope: { service: 'llm' }, algorithm: { type: 'quota', limit: 100, quota_period: '1h' } })]);
     agent = await startAgent(
-      loadAgentConfig({
-        RL_AGENT_LISTEN: '127.0.0.1:0',
-        RL_UPSTREAM_HTTP: upstream.server.url,
-        RL_AGENT_API_KEY: API_KEY,
-        RL_COUNTERSTORE_ADDR: redis.url,
-        RL_KEY_PREFIX: prefix,
-        RL_COUNTERSTORE_TIMEOUT_MS: '500',
-        RL_DRAIN_SECS: '0',
-      }),
+      loadAgentConfig(redisDirectEnv(prefix)),
     );
     await agent.counterStore!.waitUntilReady();
     const url = `http://127.0.0.1:${agent.port}`;
@@ -511,17 +506,7 @@ describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directl
     upstream = await new FakeUpstream().start();
     upstream.set([makePolicy({ policy_id: 'one', scope: { service: 'one' }, budget: 'global', algorithm: { type: 'fixed_window', limit: 20, window: '1h' } })]);
     agent = await startAgent(
-      loadAgentConfig({
-        RL_AGENT_LISTEN: '127.0.0.1:0',
-        RL_UPSTREAM_HTTP: upstream.server.url,
-        RL_AGENT_API_KEY: API_KEY,
-        RL_COUNTERSTORE_ADDR: redis.url,
-        RL_REGION: 'region-a',
-        RL_GLOBAL_COUNTERSTORE_ADDR: global.url,
-        RL_KEY_PREFIX: prefix,
-        RL_COUNTERSTORE_TIMEOUT_MS: '500',
-        RL_DRAIN_SECS: '0',
-      }),
+      loadAgentConfig({ ...redisDirectEnv(prefix), RL_REGION: 'region-a', RL_GLOBAL_COUNTERSTORE_ADDR: global.url }),
     );
     await agent.counterStore!.waitUntilReady();
     const url = `http://127.0.0.1:${agent.port}`;
