@@ -25,11 +25,11 @@
 --            add    units expires_at tag parent_remaining token retry_after_ms asked measure_ms
 --            fail   token down_ms          (a refill could not reach the parent)
 --            drain  idle_ms                (every live unit out if none was spent for idle_ms; 0 = now)
---            refund units [tag]                 (tag: only into live units of that window)
+--            refund units tag below             (below 1: a return from a process lease, into units of window tag)
 --            peek
 -- ARGV[3]  spend, take, add: cost / n / units; fail: token; drain: idle_ms; refund: units
 -- ARGV[4]  spend, take: lock_ms; add: expires_at (this store's clock); fail: down_ms; refund: tag
--- ARGV[5]  spend, take: token; add: tag
+-- ARGV[5]  spend, take: token; add: tag; refund: below
 -- ARGV[6]  spend, take: measure_ms; add: parent_remaining
 -- ARGV[7]  spend, take: fresh (1: a first try, so its demand counts once); add: token
 -- ARGV[8]  add: retry_after_ms (when no unit was granted)
@@ -270,17 +270,32 @@ if op == 'drain' then
 end
 
 if op == 'refund' then
-  -- Back to the live units that expire first (never to a later expiry than the pool already has),
-  -- at most what was spent or taken lately (as a counter's usage never goes below zero); with none
-  -- live, or none of the window `tag` names (a return from a process lease), the units belonged to a
-  -- window that is over and stay spent. Answers, in `left`, how many went back.
-  local units = math.min(tonumber(ARGV[3]), p.rs)
-  local tag = ARGV[4]
-  if p.a_u == 0 or (tag ~= nil and tag ~= '' and tag ~= p.a_t) then
-    units = 0
+  -- A decision's refund: back into the live generation that expires first, at most what was spent or
+  -- taken lately (as a counter's usage never goes below zero). A return from a process lease below
+  -- (`below`): its units, only into a generation of the same window whose expiry has not passed (even
+  -- one emptied meanwhile). With no such generation the units belonged to a window that is over and
+  -- stay spent. Answers, in `left`, how many went back.
+  local units = tonumber(ARGV[3])
+  local tag = ARGV[4] or ''
+  local below = ARGV[5] == '1'
+  if not below then
+    units = math.min(units, p.rs)
   end
-  p.a_u = p.a_u + units
-  p.rs = p.rs - units
+  local into = nil
+  for _, g in ipairs(GENERATIONS) do
+    if into == nil and p[g .. '_e'] > now and (p[g .. '_u'] > 0 or below) and (not below or p[g .. '_t'] == tag) then
+      into = g
+    end
+  end
+  if into == nil then
+    units = 0
+  else
+    p[into .. '_u'] = p[into .. '_u'] + units
+    settle()
+  end
+  if not below then
+    p.rs = p.rs - units
+  end
   save()
   local reply = answer(true, 0, false)
   reply[2] = reply_number(units)

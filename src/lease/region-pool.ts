@@ -80,9 +80,12 @@ export class RegionPool {
     return this.run(key, ['drain', String(idleMs)]);
   }
 
-  /** Units back among the live ones (`tag`: only into units of that window); `left` answers how many went back. */
-  refund(key: string, units: number, tag = ''): Promise<PoolAnswer> {
-    return this.run(key, ['refund', String(units), tag]);
+  /**
+   * A decision's refund into the live units; or, with `below`, a process lease's return of units of
+   * window `tag` ('' for the buckets). `left` answers how many went back.
+   */
+  refund(key: string, units: number, below?: { tag: string }): Promise<PoolAnswer> {
+    return this.run(key, ['refund', String(units), below?.tag ?? '', below ? '1' : '0']);
   }
 
   peek(key: string): Promise<PoolAnswer> {

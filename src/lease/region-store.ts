@@ -164,7 +164,7 @@ export class RegionCounterStore implements CounterStore {
   async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
     if (!spec.global) return this.regional.giveBack(keys, spec, units, windowTag, nowMs);
     const tag = WINDOW_TYPES.has(spec.type) && windowTag !== null ? String(windowTag) : '';
-    const answer = await this.pool.refund(poolKey(keys[0]), units, tag);
+    const answer = await this.pool.refund(poolKey(keys[0]), units, { tag });
     this.noteLapsed(spec.global, answer.lapsed);
     return { allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, units: answer.left, windowTag: windowTag ?? 0, windowLeftMs: 0 };
   }

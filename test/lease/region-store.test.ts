@@ -218,7 +218,9 @@ describe('global budget across regions (RegionCounterStore)', function () {
     console.log(`      admitted ${admitted}/${limit} through process leases below two regions`);
     expect(other).to.equal(0);
     expect(admitted).to.be.at.most(limit);
-    expect(admitted).to.be.at.least(0.95 * limit);
+    // The price: units still held where demand ended (up to max_units per process, and the region pools)
+    // wait for the letting go below.
+    expect(admitted).to.be.at.least(limit - holders.length * 50 - 0.1 * limit);
     // Letting go: every unspent process unit goes back to its region, then to the global counter.
     await Promise.all(holders.map((holder) => holder.letGo()));
     await Promise.all(stores.map((store) => store.policyChanged('g')));
