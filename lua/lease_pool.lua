@@ -50,25 +50,25 @@ local key = KEYS[1]
 local op = ARGV[2]
 local POOL_TTL_MS = 600000
 
+-- Every field, with its value when absent; `p` holds them as numbers (strings for the tags and the lock).
+local FIELDS = { 'a_u', 'a_e', 'a_t', 'b_u', 'b_e', 'b_t', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la' }
+local STRINGS = { a_t = true, b_t = true, lk = true }
+local ABSENT = { pr = -1, rw = now, la = now }
 local p = {}
+-- As read, so that `save` writes only what changed (a decision changes two or three fields).
+local stored = {}
+local fresh_pool
 do
-  local v = redis.call('HMGET', key, 'a_u', 'a_e', 'a_t', 'b_u', 'b_e', 'b_t', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la')
-  p.a_u = tonumber(v[1]) or 0
-  p.a_e = tonumber(v[2]) or 0
-  p.a_t = v[3] or ''
-  p.b_u = tonumber(v[4]) or 0
-  p.b_e = tonumber(v[5]) or 0
-  p.b_t = v[6] or ''
-  p.lk = v[7] or ''
-  p.le = tonumber(v[8]) or 0
-  p.pr = tonumber(v[9]) or -1
-  p.lc = tonumber(v[10]) or 0
-  p.du = tonumber(v[11]) or 0
-  p.dd = tonumber(v[12]) or 0
-  p.rw = tonumber(v[13]) or now
-  p.rs = tonumber(v[14]) or 0
-  p.rp = tonumber(v[15]) or 0
-  p.la = tonumber(v[16]) or now
+  local v = redis.call('HMGET', key, unpack(FIELDS))
+  fresh_pool = v[1] == false
+  for i, f in ipairs(FIELDS) do
+    if STRINGS[f] then
+      p[f] = v[i] or ''
+    else
+      p[f] = tonumber(v[i]) or ABSENT[f] or 0
+    end
+    stored[f] = p[f]
+  end
 end
 
 local lapsed = 0
@@ -117,11 +117,22 @@ local function reset_after()
   return e - now
 end
 
-local function save()
-  redis.call('HSET', key, 'a_u', fmt(p.a_u), 'a_e', fmt(p.a_e), 'a_t', p.a_t, 'b_u', fmt(p.b_u), 'b_e', fmt(p.b_e),
-    'b_t', p.b_t, 'lk', p.lk, 'le', fmt(p.le), 'pr', fmt(p.pr), 'lc', fmt(p.lc), 'du', fmt(p.du), 'dd', fmt(p.dd),
-    'rw', fmt(p.rw), 'rs', fmt(p.rs), 'rp', fmt(p.rp), 'la', fmt(p.la))
-  expire_in(key, now + POOL_TTL_MS)
+-- Writes the fields that changed; the pool lives POOL_TTL_MS after it was made or last refilled
+-- (`refresh`), and only memory is at stake: expired units are recognised by their own expiry.
+local function save(refresh)
+  local args = {}
+  for _, f in ipairs(FIELDS) do
+    if p[f] ~= stored[f] or fresh_pool then
+      args[#args + 1] = f
+      args[#args + 1] = STRINGS[f] and p[f] or fmt(p[f])
+    end
+  end
+  if #args > 0 then
+    redis.call('HSET', key, unpack(args))
+  end
+  if refresh or fresh_pool then
+    expire_in(key, now + POOL_TTL_MS)
+  end
 end
 
 local function newest_tag()
@@ -232,7 +243,7 @@ if op == 'add' then
     p.lk = ''
     p.le = 0
   end
-  save()
+  save(true)
   return answer(false, 0, false)
 end
 
