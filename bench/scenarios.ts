@@ -840,6 +840,20 @@ async function redisDown(ctx: Context): Promise<ScenarioResult> {
   }
 }
 
+/** Full-load HTTP runs of the check route, and measured ones with the Redis commands they caused (decisions: the service's own count). */
+function redisRuns(ctx: Context, redis: PrivateRedis) {
+  const { http } = ctx.settings;
+  const load = (port: number, bodies: string[], durationSec: number) =>
+    httpLoad({ port, path: '/rl/v1/check', bodies, connections: http.connections, durationSec, warmupSec: 0 });
+  const measuredWithCommands = async (server: { child: ChildProcess; port: number }, bodies: string[]) => {
+    const before = commandStats(redis);
+    const run = await withServerCpu(server.child, () => load(server.port, bodies, http.durationSec));
+    const decisions = run.service?.rl_decisions_total ?? run.result.requests;
+    return { ...run, commands: commandDelta(before, commandStats(redis), decisions) };
+  };
+  return { load, measuredWithCommands };
+}
+
 // ---------------------------------------------------------------------------------------------------
 // 9. Hot key under attack, Redis mode (issue 15, target 3: the deny cache)
 
@@ -861,14 +875,10 @@ async function hotKeyAttack(ctx: Context): Promise<ScenarioResult> {
   const { http } = ctx.settings;
   const hotBody = JSON.stringify(HOT_KEY_BODY);
   const mixed = httpBodies(ctx.settings).flatMap((body) => [body, hotBody]);
-  const load = (port: number, bodies: string[], durationSec: number) =>
-    httpLoad({ port, path: '/rl/v1/check', bodies, connections: http.connections, durationSec, warmupSec: 0 });
-  /** A measured run with the Redis commands it caused (decisions: the service's own count). */
+  const { load, measuredWithCommands } = redisRuns(ctx, redis);
   const measured = async (server: { child: ChildProcess; port: number }, bodies: string[]) => {
-    const before = commandStats(redis);
-    const run = await withServerCpu(server.child, () => load(server.port, bodies, http.durationSec));
-    const decisions = run.service?.rl_decisions_total ?? run.result.requests;
-    return { ...run, commands: commandDelta(before, commandStats(redis), decisions), deny_cache_hits: run.service?.rl_deny_cache_hits_total ?? 0 };
+    const run = await measuredWithCommands(server, bodies);
+    return { ...run, deny_cache_hits: run.service?.rl_deny_cache_hits_total ?? 0 };
   };
   try {
     // Warm-up, which also spends the attacker's 100 for this minute on every server (at least one second:
@@ -948,14 +958,7 @@ async function leaseHotKey(ctx: Context): Promise<ScenarioResult> {
   ]);
   const { http } = ctx.settings;
   const hot = [JSON.stringify(LEASE_HOT_BODY)];
-  const load = (port: number, bodies: string[], durationSec: number) =>
-    httpLoad({ port, path: '/rl/v1/check', bodies, connections: http.connections, durationSec, warmupSec: 0 });
-  const measured = async (server: { child: ChildProcess; port: number }, bodies: string[]) => {
-    const before = commandStats(redis);
-    const run = await withServerCpu(server.child, () => load(server.port, bodies, http.durationSec));
-    const decisions = run.service?.rl_decisions_total ?? run.result.requests;
-    return { ...run, commands: commandDelta(before, commandStats(redis), decisions) };
-  };
+  const { load, measuredWithCommands: measured } = redisRuns(ctx, redis);
   try {
     ctx.log('  warm-up: the leased hot key on both servers');
     await Promise.all([onRedis, inMemory].map((server) => load(server.port, hot, Math.max(1, http.warmupSec))));
@@ -999,6 +1002,9 @@ async function leaseHotKey(ctx: Context): Promise<ScenarioResult> {
           limit: LEASE_CAPPED_LIMIT,
           admitted: cappedAllowed,
           decisions: capped.service?.rl_decisions_total ?? capped.result.requests,
+          // A take that timed out may still have run in Redis: its units are lost (under-admission).
+          counter_store_errors: capped.service?.rl_counter_store_errors_total ?? null,
+          failure_mode_decisions: capped.service?.rl_failure_mode_decisions_total ?? null,
           redis: capped.commands,
         },
       },

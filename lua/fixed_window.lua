@@ -13,6 +13,7 @@
 -- @include "number"
 -- @include "mode"
 -- @include "slot"
+-- @include "window_take"
 
 local key = KEYS[1]
 local limit = tonumber(ARGV[3])
@@ -49,18 +50,7 @@ if refunding then
   return reply(true, math.max(0, limit - used), 0, reset)
 end
 if taking then
-  local granted = math.max(0, math.min(cost, limit - used))
-  local retry = 0
-  if granted < cost then
-    retry = window_end - now
-  end
-  if granted > 0 then
-    used = used + granted
-    redis.call('HSET', key, 'x', fmt(window_end), 's', fmt(window_start), 'u', fmt(used))
-    expire_in(key, window_end)
-    reset = window_end - now
-  end
-  return lease_reply(granted > 0, math.max(0, limit - used), retry, reset, granted, window_start, window_end - now)
+  return window_take(key, used, limit, window_start, window_end, reset)
 end
 if used + cost > limit then
   return reply(false, math.max(0, limit - used), window_end - now, window_end - now)

@@ -294,23 +294,17 @@ export class MemoryCounterStore implements CounterStore {
       if (used === 0) reset = 0;
       return leaseResult(true, Math.max(0, limit - used), 0, reset, before - used, windowStart, windowEnd - now);
     }
-    const cost = signedCost;
-    const granted = Math.max(0, Math.min(cost, limit - used));
-    const retry = granted < cost ? windowEnd - now : 0;
-    if (granted > 0) {
-      used = used + granted;
+    return windowTake(signedCost, used, limit, windowStart, windowEnd, reset, now, (taken) => {
       if (slot) {
         slot.windowNumber = windowStart / windowMs;
         slot.windowMs = windowMs;
-        slot.used = used;
+        slot.used = taken;
       } else {
-        const created = new FixedWindowSlot(windowStart / windowMs, windowMs, used);
+        const created = new FixedWindowSlot(windowStart / windowMs, windowMs, taken);
         this.slots.set(keys[0], created);
         keys[this.slotTag] = created;
       }
-      reset = windowEnd - now;
-    }
-    return leaseResult(granted > 0, Math.max(0, limit - used), retry, reset, granted, windowStart, windowEnd - now);
+    });
   }
 
   private quota(key: string, limit: number, periodMs: number, signedCost: number, now: number, lease?: LeaseOperation): CounterResult {
@@ -324,7 +318,7 @@ export class MemoryCounterStore implements CounterStore {
       used = stored.used;
     }
     const periodEnd = periodStart + periodMs;
-    let reset = used > 0 ? periodEnd - now : 0;
+    const reset = used > 0 ? periodEnd - now : 0;
     if (giving && !(used > 0 && giveTag === periodStart)) {
       // The units' period has ended: they lapsed, and nothing goes back.
       return leaseResult(true, Math.max(0, limit - used), 0, reset, 0, periodStart, periodEnd - now);
@@ -339,16 +333,7 @@ export class MemoryCounterStore implements CounterStore {
       if (giving) return leaseResult(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset, before - used, periodStart, periodEnd - now);
       return result(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset);
     }
-    if (taking) {
-      const granted = Math.max(0, Math.min(cost, limit - used));
-      const retry = granted < cost ? periodEnd - now : 0;
-      if (granted > 0) {
-        used = used + granted;
-        this.put<QuotaState>(key, { periodStart, used }, periodEnd);
-        reset = periodEnd - now;
-      }
-      return leaseResult(granted > 0, Math.max(0, limit - used), retry, reset, granted, periodStart, periodEnd - now);
-    }
+    if (taking) return windowTake(cost, used, limit, periodStart, periodEnd, reset, now, (taken) => this.put<QuotaState>(key, { periodStart, used: taken }, periodEnd));
     if (used + cost > limit) {
       return result(false, Math.max(0, limit - used), periodEnd - now, periodEnd - now);
     }
@@ -662,6 +647,23 @@ function leaseResult(
 }
 
 const TAKE: LeaseOperation = { kind: 'take' };
+
+/**
+ * The partial take of fixed_window and quota (lua/includes/window_take.lua): min(cost, what is left),
+ * possibly nothing; `write(used)` stores the new count when something was taken.
+ */
+function windowTake(
+  cost: number, used: number, limit: number, windowStart: number, windowEnd: number, reset: number, now: number, write: (used: number) => void,
+): LeaseCounterResult {
+  const granted = Math.max(0, Math.min(cost, limit - used));
+  const retry = granted < cost ? windowEnd - now : 0;
+  if (granted > 0) {
+    used = used + granted;
+    write(used);
+    reset = windowEnd - now;
+  }
+  return leaseResult(granted > 0, Math.max(0, limit - used), retry, reset, granted, windowStart, windowEnd - now);
+}
 
 function maxValue(map: Map<string, number>): number {
   let max = -Infinity;

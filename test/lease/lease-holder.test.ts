@@ -260,4 +260,19 @@ describe('LeaseHolder', () => {
     expect((await pending).allowed).to.equal(true);
     expect((await f.exact.peek(['k'], fixed(100))).remaining).to.equal(97);
   });
+
+  it('a bucket gives its unspent units back when it lets go, even those held longer than max_hold (a refund is safe for a bucket)', async () => {
+    const bucket: LeasedSpec = { type: 'token_bucket', capacity: 100, rateUnits: 1, ratePeriodMs: 60_000 };
+    const f = fixture(bucket, 10, 300);
+    for (let i = 0; i < 5; i++) await f.consume(1);
+    await f.answerAll();
+    const taken = 100 - (await f.exact.peek(['k'], bucket)).remaining;
+    expect(taken).to.be.greaterThan(5);
+    await f.advance(300); // idle for max_hold: every held unit is past its spendBy too
+    await f.answerAll();
+    expect(f.holder.isClosed).to.equal(true);
+    expect(f.events.lapsed).to.equal(0);
+    expect(f.events.returned).to.equal(taken - 5);
+    expect((await f.exact.peek(['k'], bucket)).remaining).to.equal(95);
+  });
 });

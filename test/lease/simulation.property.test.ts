@@ -133,8 +133,9 @@ interface Process {
 
 /** What happened to the demand: the units admitted and refunded, with their times. */
 interface Ledger {
-  admitted: { t: number; cost: number }[];
-  refunded: { t: number; units: number }[];
+  /** `seq`: the order things happened in, within one instant. */
+  admitted: { t: number; seq: number; cost: number }[];
+  refunded: { t: number; seq: number; units: number }[];
   /** Units taken from the exact counter per window tag (quota: its periods). */
   periods: Set<number>;
   failed: number;
@@ -154,6 +155,7 @@ class Simulation {
   readonly world = new World();
   readonly exact: MemoryCounterStore;
   readonly ledger: Ledger = { admitted: [], refunded: [], periods: new Set(), failed: 0, refused: 0 };
+  private seq = 0;
   /** Per region: the link to the exact counter (region → global) and the region's holder. */
   readonly regions: { link: Link; holder: LeaseHolder | undefined }[] = [];
   readonly processes: Process[] = [];
@@ -215,7 +217,7 @@ class Simulation {
     const process = this.processes[index];
     const record = (result: CounterResult): void => {
       if (!process.alive) return;
-      if (result.allowed) this.ledger.admitted.push({ t: this.world.now, cost });
+      if (result.allowed) this.ledger.admitted.push({ t: this.world.now, seq: this.seq++, cost });
       else this.ledger.refused++;
     };
     const answer = holder.consume(cost);
@@ -237,7 +239,7 @@ class Simulation {
     if (amount <= 0) return;
     const at = this.world.now;
     // Counted as it is accepted (before any later admission can spend the units).
-    this.ledger.refunded.push({ t: at, units: 0 });
+    this.ledger.refunded.push({ t: at, seq: this.seq++, units: 0 });
     const entry = this.ledger.refunded[this.ledger.refunded.length - 1];
     void this.holderOf(index).refund(amount).then((answer) => {
       entry.units = answer.accepted;
@@ -300,8 +302,8 @@ const EPSILON = 1e-9;
 function checkNeverOver(sim: Simulation): void {
   const { spec } = sim.config;
   const { admitted, refunded } = sim.ledger;
-  const usage = [...admitted.map((a) => ({ t: a.t, units: a.cost })), ...refunded.map((r) => ({ t: r.t, units: -r.units }))].sort(
-    (a, b) => a.t - b.t,
+  const usage = [...admitted.map((a) => ({ t: a.t, seq: a.seq, units: a.cost })), ...refunded.map((r) => ({ t: r.t, seq: r.seq, units: -r.units }))].sort(
+    (a, b) => a.t - b.t || a.seq - b.seq,
   );
   switch (spec.type) {
     case 'fixed_window': {

@@ -161,6 +161,13 @@ describe('observability/metrics', () => {
     m.countDenyCacheHit();
     m.countDenyCacheHit();
     m.countInvalidationFailure();
+    const lease = m.leaseEvents('process', 'policy-0');
+    lease.refilled!(40);
+    lease.refilled!(0);
+    lease.returned!(5);
+    lease.lapsed!(2);
+    lease.waited!(0.003);
+    m.leaseEvents('region', 'policy-9').refilled!(7);
     expect(await m.exposition()).to.equal(PINNED_EXPOSITION);
   });
 });
@@ -250,16 +257,18 @@ rl_policy_decisions_total{policy_id="other",outcome="denied"} 3
 
 # HELP rl_lease_refills_total Takes of units from a lease parent, by level (process, region).
 # TYPE rl_lease_refills_total counter
-rl_lease_refills_total{level="process"} 0
-rl_lease_refills_total{level="region"} 0
+rl_lease_refills_total{level="process"} 2
+rl_lease_refills_total{level="region"} 1
 
 # HELP rl_lease_units_returned_total Unspent lease units given back to the parent, by level (process, region).
 # TYPE rl_lease_units_returned_total counter
-rl_lease_units_returned_total{level="process"} 0
+rl_lease_units_returned_total{level="process"} 5
 rl_lease_units_returned_total{level="region"} 0
 
 # HELP rl_lease_units_lapsed_total Lease units that lapsed with their window (or were lost), per policy; capped at 3 distinct policy ids, later ones are "other".
 # TYPE rl_lease_units_lapsed_total counter
+rl_lease_units_lapsed_total{policy_id="policy-0"} 2
+rl_lease_units_lapsed_total{policy_id="policy-9"} 0
 
 # HELP rl_lease_parent_wait_seconds Decisions that waited for a lease refill: how long, in seconds.
 # TYPE rl_lease_parent_wait_seconds histogram
@@ -269,15 +278,15 @@ rl_lease_parent_wait_seconds_bucket{le="0.00025"} 0
 rl_lease_parent_wait_seconds_bucket{le="0.0005"} 0
 rl_lease_parent_wait_seconds_bucket{le="0.001"} 0
 rl_lease_parent_wait_seconds_bucket{le="0.0025"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.005"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.01"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.025"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.05"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.1"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.25"} 0
-rl_lease_parent_wait_seconds_bucket{le="0.5"} 0
-rl_lease_parent_wait_seconds_bucket{le="1"} 0
-rl_lease_parent_wait_seconds_bucket{le="+Inf"} 0
-rl_lease_parent_wait_seconds_sum 0
-rl_lease_parent_wait_seconds_count 0
+rl_lease_parent_wait_seconds_bucket{le="0.005"} 1
+rl_lease_parent_wait_seconds_bucket{le="0.01"} 1
+rl_lease_parent_wait_seconds_bucket{le="0.025"} 1
+rl_lease_parent_wait_seconds_bucket{le="0.05"} 1
+rl_lease_parent_wait_seconds_bucket{le="0.1"} 1
+rl_lease_parent_wait_seconds_bucket{le="0.25"} 1
+rl_lease_parent_wait_seconds_bucket{le="0.5"} 1
+rl_lease_parent_wait_seconds_bucket{le="1"} 1
+rl_lease_parent_wait_seconds_bucket{le="+Inf"} 1
+rl_lease_parent_wait_seconds_sum 0.003
+rl_lease_parent_wait_seconds_count 1
 `;

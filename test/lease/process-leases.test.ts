@@ -1,0 +1,98 @@
+/**
+ * Process leases inside DecisionService (CONTRACT "Process leases"), over the emulator as an awaiting
+ * store that can lend units (as Redis does, without the network): leased answers carry
+ * metadata.lease "local"; a policy change, drain and max_hold idle give the unspent units back; the deny
+ * cache answers a leased refusal as any other; a policy without a lease is decided by the store.
+ */
+import { expect } from 'chai';
+import type { RateSpec } from '../../src/counters/counter-spec.js';
+import { counterKeys } from '../../src/counters/keys.js';
+import { MemoryCounterStore } from '../../src/counters/memory-store.js';
+import { DecisionService } from '../../src/decision/decision-service.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
+import { parseRequestContext } from '../../src/model/request-context.js';
+import type { Policy } from '../../src/policy/types.js';
+import { awaitingOnly } from '../support/async-store.js';
+import { makePolicy } from '../support/policies.js';
+
+const leased = (limit: number, version = 1): Policy => ({
+  ...makePolicy({
+    policy_id: 'leased',
+    scope: { service: 'api' },
+    algorithm: { type: 'quota', limit, quota_period: '1h' },
+    lease: { max_units: 20, max_hold: '1s' },
+  }),
+  version,
+});
+const plain = makePolicy({ policy_id: 'plain', scope: { service: 'plain' }, algorithm: { type: 'quota', limit: 1000, quota_period: '1h' } });
+const SPEC = (limit: number): RateSpec => ({ type: 'quota', limit, periodMs: 3_600_000 });
+
+function settle(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+describe('process leases in DecisionService', () => {
+  let emulator: MemoryCounterStore;
+  let matcher: LiveMatcher;
+  let service: DecisionService;
+  const api = parseRequestContext({ service: 'api' });
+  const used = async (limit: number) => limit - (await emulator.peek(counterKeys('t:', 'leased', SPEC(limit), []), SPEC(limit))).remaining;
+
+  beforeEach(() => {
+    emulator = new MemoryCounterStore({ sweepIntervalMs: 0 });
+    matcher = new LiveMatcher([leased(1000), plain]);
+    service = new DecisionService({ policies: matcher, counters: awaitingOnly(emulator, { lend: true }), keyPrefix: 't:' });
+  });
+  afterEach(async () => {
+    await service.letGoLeases();
+    await emulator.close();
+  });
+
+  it('answers a leased counter from units held (metadata.lease "local"), a plain one from the store', async () => {
+    const decisions = [];
+    for (let i = 0; i < 30; i++) decisions.push(await service.check(api));
+    expect(decisions.every((d) => d.allowed && d.metadata.lease === 'local')).to.equal(true);
+    // Units were taken ahead: the counter counts more than was admitted.
+    expect(await used(1000)).to.be.greaterThan(30);
+    // Most answers came without waiting: decideNow answers synchronously while units are held.
+    let sync = 0;
+    for (let i = 0; i < 20; i++) if (!(service.decideNow('check', api) instanceof Promise)) sync++;
+    expect(sync).to.be.greaterThan(10);
+    const other = await service.check(parseRequestContext({ service: 'plain' }));
+    expect(other.matched_policy_id).to.equal('plain');
+    expect(other.metadata.lease).to.equal(undefined);
+  });
+
+  it('a policy change lets go: the unspent units go back at once', async () => {
+    for (let i = 0; i < 30; i++) await service.check(api);
+    await settle();
+    expect(await used(1000)).to.be.greaterThan(30);
+    matcher.apply('leased', leased(1000, 2));
+    await settle();
+    await settle();
+    expect(await used(1000)).to.equal(30);
+    expect(service.leases?.size).to.equal(0);
+  });
+
+  it('drain (letGoLeases) gives every unspent unit back; no lease is taken afterwards', async () => {
+    for (let i = 0; i < 25; i++) await service.check(api);
+    await service.letGoLeases();
+    expect(await used(1000)).to.equal(25);
+    // After drain the store decides alone (exact), still correct.
+    const after = await service.check(api);
+    expect(after.allowed).to.equal(true);
+    expect(after.metadata.lease).to.equal(undefined);
+    expect(await used(1000)).to.equal(26);
+  });
+
+  it('never over on a small limit, and the refusal is answered from the deny cache afterwards', async () => {
+    matcher.apply('leased', leased(7, 2));
+    const answers = [];
+    for (let i = 0; i < 15; i++) answers.push(await service.check(api));
+    expect(answers.filter((d) => d.allowed)).to.have.length(7);
+    const refused = answers.filter((d) => !d.allowed);
+    expect(refused.every((d) => d.reason === 'limit_exceeded' && d.retry_after > 0)).to.equal(true);
+    expect(service.denyCache?.size ?? 0).to.be.greaterThan(0);
+    expect(await used(7)).to.equal(7);
+  });
+});
