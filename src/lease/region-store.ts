@@ -3,7 +3,7 @@ import { CounterStoreUnavailableError } from '../errors.js';
 import { log } from '../util/log.js';
 import type { CounterResult, CounterStore, LeaseCounterResult } from '../counters/counter-store.js';
 import type { GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec.js';
-import { connectRedisCounterStore, type RedisCounterStore } from '../counters/redis-store.js';
+import { connectRedisCounterStore, type CounterStoreErrorEvent, type RedisCounterStore } from '../counters/redis-store.js';
 import type { RegionConfig } from '../config.js';
 import { chunkSize } from './chunk.js';
 import { poolKey, RegionPool, type PoolAnswer } from './region-pool.js';
@@ -180,6 +180,12 @@ export class RegionCounterStore implements CounterStore {
   /** The region's store: decisions need it; the global store only for refills. */
   isHealthy(): boolean {
     return this.regional.isHealthy();
+  }
+
+  /** Failed operations of either store (the dashboard shows the last one's kind). */
+  onError(listener: (event: CounterStoreErrorEvent) => void): () => void {
+    const off = [this.regional.onError(listener), this.global.onError(listener)];
+    return () => off.forEach((unsubscribe) => unsubscribe());
   }
 
   /** A policy changed (or went): its pools' unspent units go back, counted under the limit they were taken for. */
