@@ -5,6 +5,7 @@ import { connectRedisCounterStore, type RedisCounterStore } from '../../src/coun
 import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { LeaseHolder } from '../../src/lease/lease-holder.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
+import { poolKey, RegionPool } from '../../src/lease/region-pool.js';
 import { RegionCounterStore } from '../../src/lease/region-store.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import { systemClock } from '../../src/lease/types.js';
@@ -47,8 +48,8 @@ describe('global budget across regions (RegionCounterStore)', function () {
     lapsed: number;
   }
 
-  /** Two servers per region, each with its own connections. */
-  async function servers(sweepIntervalMs = 0): Promise<{ stores: RegionCounterStore[]; counts: Counts }> {
+  /** Two servers per region, each with its own connections (`clock`: the servers' clock, ms). */
+  async function servers(sweepIntervalMs = 0, clock?: () => number): Promise<{ stores: RegionCounterStore[]; counts: Counts }> {
     const counts: Counts = { refills: 0, waits: 0, returned: 0, lapsed: 0 };
     const events: LeaseEvents = {
       refilled: () => counts.refills++,
@@ -61,7 +62,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
       const regional = connectRedisCounterStore(region.url, { commandTimeoutMs: 500 });
       const globalStore = connectRedisCounterStore(proxy.url, { commandTimeoutMs: 1000 });
       await Promise.all([regional.waitUntilReady(), globalStore.waitUntilReady()]);
-      const store = new RegionCounterStore({ regional, global: globalStore, globalTimeoutMs: 1000, regionalTimeoutMs: 500, events: () => events, sweepIntervalMs });
+      const store = new RegionCounterStore({ regional, global: globalStore, globalTimeoutMs: 1000, regionalTimeoutMs: 500, events: () => events, sweepIntervalMs, clock });
       opened.push(store);
       stores.push(store);
     }
@@ -226,6 +227,22 @@ describe('global budget across regions (RegionCounterStore)', function () {
     await Promise.all(stores.map((store) => store.policyChanged('g')));
     expect((await direct.peek(keys, spec)).remaining).to.equal(limit - admitted);
   });
+
+  for (const offsetMs of [-3_600_000, 3_600_000]) {
+    it(`region units never outlive the global window, whatever the servers' clock says (${offsetMs > 0 ? 'an hour ahead' : 'an hour behind'})`, async function () {
+      const { stores } = await servers(0, () => performance.now() + offsetMs);
+      const spec = globalSpec(1_000_000);
+      const keys = counterKeys(randomPrefix(), 'g', spec, []);
+      await saturate([stores[0]], keys, spec, 50, 5);
+      // The pool's newest units expire (by the region store's clock) before the global window ends (by the
+      // global store's clock). The window is read first, so the pool's figure is the later reading.
+      const window = await direct.peek(keys, spec);
+      const pool = await new RegionPool(stores[0].regional).peek(poolKey(keys[0]));
+      expect(pool.left).to.be.above(0);
+      expect(pool.resetAfterMs).to.be.above(0);
+      expect(pool.resetAfterMs).to.be.at.most(window.resetAfterMs);
+    });
+  }
 
   it('regional budgets stay in the region: the same policy counts apart in each region', async function () {
     const { stores } = await servers();
