@@ -135,7 +135,8 @@ export const SCENARIOS: Record<number, { key: string; run: Scenario }> = {
   9: { key: 'hot_key_attack', run: hotKeyAttack },
   10: { key: 'policy_changes', run: (ctx) => policyChanges(ctx, 10) },
   11: { key: 'lease_hot_key', run: leaseHotKey },
-  12: { key: 'regions', run: twoRegions },
+  // 13: main numbers tracing 11 and the lease hot key 12.
+  13: { key: 'regions', run: twoRegions },
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -1015,7 +1016,7 @@ async function leaseHotKey(ctx: Context): Promise<ScenarioResult> {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// 12. Two regions, one global budget, the global store behind a 25 ms (each way) delay proxy
+// 13. Two regions, one global budget, the global store behind a 25 ms (each way) delay proxy
 
 /** Offered load per region in the latency runs (open loop: p99 at a given rate, not at saturation). */
 const REGION_RATE = { full: 1000, quick: 500, smoke: 100 } as const;
@@ -1092,7 +1093,7 @@ async function twoRegions(ctx: Context): Promise<ScenarioResult> {
     }
     const p99Delta = (subject: Side, baseline: Side) => (subject.p99_ms ?? NaN) - (baseline.p99_ms ?? NaN);
     return finish({
-      id: 12,
+      id: 13,
       key: 'regions',
       name: 'Two regions, one global budget (global store behind a 25 ms delay proxy)',
       subject: { ...sides.a, region_b: sides.b },

@@ -57,7 +57,7 @@ childMain(async () => {
     hotKey: argOf('hot-key', '') === 'yes',
     denyCache: argOf('deny-cache', 'yes') === 'yes',
     lease: argOf('lease', '') === 'yes',
-    // Scenario 12: the global-budget policies; with --region and --global, this server is in a region.
+    // Scenario 13: the global-budget policies; with --region and --global, this server is in a region.
     regions: argOf('regions', '') === 'yes',
     region: argOf('region', ''),
     globalAddr: argOf('global', ''),
@@ -147,7 +147,7 @@ async function decisionService(
       // Scenario 11's never-over count: the capped lease policy's admitted decisions.
       if (metric.name === 'rl_policy_decisions_total') {
         stats.lease_capped_allowed = metric.values.find((v) => v.labels.policy_id === 'lease-capped' && v.labels.outcome === 'allowed')?.value ?? 0;
-        // Scenario 12's never-over and utilisation count.
+        // Scenario 13's never-over and utilisation count.
         stats.region_capped_allowed = metric.values.find((v) => v.labels.policy_id === 'region-capped' && v.labels.outcome === 'allowed')?.value ?? 0;
       }
       if (metric.name === 'rl_lease_parent_wait_seconds') {

@@ -228,7 +228,7 @@ export const LEASE_HOT_BODY: Record<string, string> = { request_id: 'req-lease',
 export const LEASE_CAPPED_BODY: Record<string, string> = { ...LEASE_HOT_BODY, tenant_id: 'tenant-lease-capped' };
 
 /**
- * Scenario 12 (regions): one global budget never exhausted during a run (REGION_HOT_BODY), and one that a
+ * Scenario 13 (regions): one global budget never exhausted during a run (REGION_HOT_BODY), and one that a
  * run spends (REGION_CAPPED_BODY), to count never-over and utilisation across two regions. Without
  * regions configured `budget: "global"` means the one store there is: the baseline's same policies.
  */
