@@ -6,6 +6,7 @@ import { httpLoad, type HttpLoadResult } from './lib/http-load.js';
 import { loadFields } from './lib/load-fields.js';
 import { pacedHttpLoad, type PacedLoadResult } from './lib/paced-load.js';
 import {
+  LOAD_CORE,
   REPO_DIR,
   commandStats,
   nextMessage,
@@ -17,7 +18,16 @@ import {
   type PrivateRedis,
 } from './lib/proc.js';
 import { round } from './lib/stats.js';
-import { HOT_KEY_BODY, LEASE_CAPPED_BODY, LEASE_CAPPED_LIMIT, LEASE_HOT_BODY, generateWorkload } from './lib/workload.js';
+import {
+  HOT_KEY_BODY,
+  LEASE_CAPPED_BODY,
+  LEASE_CAPPED_LIMIT,
+  LEASE_HOT_BODY,
+  REGION_CAPPED_BODY,
+  REGION_CAPPED_LIMIT,
+  REGION_HOT_BODY,
+  generateWorkload,
+} from './lib/workload.js';
 import { workersCapacity } from './workers-capacity.js';
 import { policyChanges } from './policy-changes.js';
 import { tracingCost } from './tracing-cost.js';
@@ -127,6 +137,7 @@ export const SCENARIOS: Record<number, { key: string; run: Scenario }> = {
   10: { key: 'policy_changes', run: (ctx) => policyChanges(ctx, 10) },
   11: { key: 'tracing_cost', run: (ctx) => tracingCost(ctx, 11) },
   12: { key: 'lease_hot_key', run: leaseHotKey },
+  13: { key: 'regions', run: twoRegions },
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -1005,3 +1016,116 @@ async function leaseHotKey(ctx: Context): Promise<ScenarioResult> {
     await Promise.all([stopChild(onRedis.child), stopChild(inMemory.child)]);
   }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// 13. Two regions, one global budget, the global store behind a 25 ms (each way) delay proxy
+
+/** Offered load per region in the latency runs (open loop: p99 at a given rate, not at saturation). */
+const REGION_RATE = { full: 1000, quick: 500, smoke: 100 } as const;
+
+async function twoRegions(ctx: Context): Promise<ScenarioResult> {
+  const [global, storeA, storeB] = await Promise.all([startPrivateRedis(), startPrivateRedis(), startPrivateRedis()]);
+  // The WAN link in a process of its own, on the load generator's core (where Redis runs too).
+  const proxyChild = spawnChild('delay-proxy.ts', ['--port', String(global.port), '--delay-ms', '25'], { core: LOAD_CORE });
+  const proxy = await nextMessage<{ port: number }>(proxyChild, 'ready', 30_000);
+  const inRegion = (store: PrivateRedis, region: string) =>
+    startServer('rl-http', ['--redis', store.addr, '--regions', 'yes', '--region', region, '--global', `127.0.0.1:${proxy.port}`]);
+  // The baseline: the same servers on the same regional stores, without regions (budget global = that store).
+  const [a, b, aAlone, bAlone] = await Promise.all([
+    inRegion(storeA, 'region-a'),
+    inRegion(storeB, 'region-b'),
+    startServer('rl-http', ['--redis', storeA.addr, '--regions', 'yes']),
+    startServer('rl-http', ['--redis', storeB.addr, '--regions', 'yes']),
+  ]);
+  const { http } = ctx.settings;
+  const rate = REGION_RATE[ctx.settings.mode];
+  const hot = [JSON.stringify(REGION_HOT_BODY)];
+  const pacedLoad = (server: { port: number }, durationSec: number) =>
+    pacedHttpLoad({ port: server.port, path: '/rl/v1/check', bodies: hot, connections: PACED_CONNECTIONS, rate, durationSec });
+  // Each measured run follows a second at the same rate: the region's pool holds the units of its steady
+  // rate (after max_hold idle they went back, and a cold pool waits once for the global store).
+  const paced = async (server: { child: ChildProcess; port: number }) => {
+    await pacedLoad(server, 1);
+    return withServerCpu(server.child, () => pacedLoad(server, http.pacedDurationSec));
+  };
+  /** Both regions at once (as in production), the paced load on each. */
+  const both = async (x: { child: ChildProcess; port: number }, y: { child: ChildProcess; port: number }) => {
+    const [rx, ry] = await Promise.all([paced(x), paced(y)]);
+    return { x: rx, y: ry };
+  };
+  try {
+    ctx.log('  warm-up: the global budget in both regions, with and without regions');
+    await Promise.all([a, b, aAlone, bAlone].map((s) => httpLoad({ port: s.port, path: '/rl/v1/check', bodies: hot, connections: 4, durationSec: Math.max(1, http.warmupSec), warmupSec: 0 })));
+    ctx.log(`  p99 at ${rate} decisions/s per region: two regions (global store 25 ms away) and the same servers without regions, alternately (${http.rounds} rounds)`);
+    const globalBefore = commandStats(global);
+    const withRegions: Awaited<ReturnType<typeof both>>[] = [];
+    const withoutRegions: Awaited<ReturnType<typeof both>>[] = [];
+    for (let r = 0; r < http.rounds; r++) {
+      withRegions.push(await both(a, b));
+      withoutRegions.push(await both(aAlone, bAlone));
+    }
+    const globalAfter = commandStats(global);
+    const decisions = withRegions.reduce((n, run) => n + (run.x.service?.rl_decisions_total ?? 0) + (run.y.service?.rl_decisions_total ?? 0), 0);
+    const globalCalls = commandDelta(globalBefore, globalAfter, decisions);
+    const median = (runs: Awaited<ReturnType<typeof both>>[], side: 'x' | 'y') =>
+      [...runs].sort((p, q) => (p[side].result.p99_ms ?? 0) - (q[side].result.p99_ms ?? 0))[Math.floor((runs.length - 1) / 2)][side];
+    const sides = {
+      a: httpSide('region-a server, global budget (region units, global store 25 ms away)', median(withRegions, 'x')),
+      b: httpSide('region-b server, global budget', median(withRegions, 'y')),
+      aAlone: httpSide('the region-a server without regions (same policy on its own store)', median(withoutRegions, 'x')),
+      bAlone: httpSide('the region-b server without regions', median(withoutRegions, 'y')),
+    };
+    const waits = withRegions.reduce((n, run) => n + (run.x.service?.lease_waits ?? 0) + (run.y.service?.lease_waits ?? 0), 0);
+
+    ctx.log(`  utilisation: both regions at full load on a global budget of ${REGION_CAPPED_LIMIT} (closed loop) until 1.5 times it was asked for`);
+    const capped = [JSON.stringify(REGION_CAPPED_BODY)];
+    const spend = (server: { child: ChildProcess; port: number }) =>
+      withServerCpu(server.child, () => httpLoad({ port: server.port, path: '/rl/v1/check', bodies: capped, connections: http.connections, durationSec: 1, warmupSec: 0 }));
+    // Admitted by the budget: allowed answers but those of failure_mode (outside the guarantee, as in CONTRACT).
+    let admitted = 0;
+    let failureMode = 0;
+    let cappedDecisions = 0;
+    for (let run = 0; run < 30 && cappedDecisions < 1.5 * REGION_CAPPED_LIMIT; run++) {
+      for (const spent of await Promise.all([spend(a), spend(b)])) {
+        const byFailureMode = spent.service?.rl_failure_mode_decisions_total ?? 0;
+        admitted += (spent.service?.region_capped_allowed ?? NaN) - byFailureMode;
+        failureMode += byFailureMode;
+        cappedDecisions += spent.service?.rl_decisions_total ?? 0;
+      }
+    }
+    const p99Delta = (subject: Side, baseline: Side) => (subject.p99_ms ?? NaN) - (baseline.p99_ms ?? NaN);
+    return finish({
+      id: 13,
+      key: 'regions',
+      name: 'Two regions, one global budget (global store behind a 25 ms delay proxy)',
+      subject: { ...sides.a, region_b: sides.b },
+      baseline: { ...sides.aAlone, region_b: sides.bAlone },
+      ratio: (sides.a.p99_ms ?? NaN) / (sides.aAlone.p99_ms ?? NaN),
+      ratio_meaning: 'p99(region-a with regions) / p99(the same server without regions), paced load; lower is better',
+      target: 'p99 in each region within 2 ms of the same server without regions; <= 0.05 global-store calls per decision; utilisation reported; never over',
+      checks: [
+        check('region-a p99 minus its p99 without regions', p99Delta(sides.a, sides.aAlone), '<=', 2, 'ms'),
+        check('region-b p99 minus its p99 without regions', p99Delta(sides.b, sides.bAlone), '<=', 2, 'ms'),
+        check('global-store script calls per decision', globalCalls.scripts_per_decision, '<=', 0.05, ''),
+        check(`never over: admitted on a global budget of ${REGION_CAPPED_LIMIT} in both regions`, admitted, '<=', REGION_CAPPED_LIMIT, ''),
+      ],
+      notes: [
+        ...loadNotes(sides.a, sides.b, sides.aAlone, sides.bAlone),
+        'Four servers, three redis-servers, the delay proxy and the load generators share this machine; the two regions run at once.',
+        `Utilisation: ${admitted} of ${REGION_CAPPED_LIMIT} admitted (${round((admitted / REGION_CAPPED_LIMIT) * 100)}%) by ${cappedDecisions} decisions at full load in both regions ` +
+          `(${failureMode} more answered by failure_mode, outside the guarantee); the rest was held by a region when the run ended, or is still on its way back.`,
+      ],
+      details: {
+        global_store: globalCalls,
+        decisions_that_waited_for_the_global_store: waits,
+        latency_decisions: decisions,
+        utilisation: { limit: REGION_CAPPED_LIMIT, admitted, ratio: round(admitted / REGION_CAPPED_LIMIT), decisions: cappedDecisions, failure_mode: failureMode },
+      },
+    });
+  } finally {
+    await Promise.all([a, b, aAlone, bAlone].map((s) => stopChild(s.child)));
+    await stopChild(proxyChild);
+    await Promise.all([global.kill(), storeA.kill(), storeB.kill()]);
+  }
+}
+

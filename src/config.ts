@@ -70,6 +70,17 @@ export interface ServerConfig {
   workers: number;
   /** OpenTelemetry traces: on when an OTLP endpoint is set (docs/tracing.md); the SDK reads the other OTEL_* itself. */
   tracing: { protocol: 'http/protobuf' | 'http/json' } | undefined;
+  /** RL_REGION + RL_GLOBAL_COUNTERSTORE_ADDR (docs/distribution.md); undefined = no regions. */
+  region: RegionConfig | undefined;
+}
+
+export interface RegionConfig {
+  /** RL_REGION: this server's region ([a-z0-9-]{1,32}). */
+  name: string;
+  /** RL_GLOBAL_COUNTERSTORE_ADDR: policies, versions, audit and the global budgets' counters. */
+  globalStoreAddr: string;
+  /** RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: the deadline of one global-store call (a WAN round trip). */
+  globalTimeoutMs: number;
 }
 
 /** Node's defaults hold a header-trickling socket 60 s and a slow body 300 s; ours are seconds. */
@@ -110,7 +121,27 @@ export function loadServerConfig(env: Env): ServerConfig {
     envoyHeaderDescriptors: read.oneOf('RL_ENVOY_HEADER_DESCRIPTORS', ['limiting', 'all'] as const, 'limiting'),
     workers: readWorkers(read, counterStoreAddr),
     tracing: readTracing(read),
+    region: readRegion(read, counterStoreAddr),
   };
+}
+
+/** Both RL_REGION and RL_GLOBAL_COUNTERSTORE_ADDR or neither; with them RL_COUNTERSTORE_ADDR is this region's store. */
+export function readRegion(read: Reader, counterStoreAddr: string | undefined): RegionConfig | undefined {
+  const name = read.optional('RL_REGION');
+  const globalStoreAddr = read.counterStoreAddr('RL_GLOBAL_COUNTERSTORE_ADDR');
+  const globalTimeoutMs = read.int('RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS', 1000, 1, 60_000);
+  if (name !== undefined && !/^[a-z0-9-]{1,32}$/.test(name)) {
+    throw new ConfigError('RL_REGION', `must be 1-32 characters of a-z, 0-9 and "-", got "${name}"`);
+  }
+  if (name === undefined && globalStoreAddr === undefined) return undefined;
+  if (name === undefined) throw new ConfigError('RL_REGION', 'must be set when RL_GLOBAL_COUNTERSTORE_ADDR is (both or neither)');
+  if (globalStoreAddr === undefined) {
+    throw new ConfigError('RL_GLOBAL_COUNTERSTORE_ADDR', 'must be set when RL_REGION is (both or neither)');
+  }
+  if (counterStoreAddr === undefined) {
+    throw new ConfigError('RL_COUNTERSTORE_ADDR', "must be set when RL_REGION is: it is this region's counter store");
+  }
+  return { name, globalStoreAddr, globalTimeoutMs };
 }
 
 /** The standard OTEL_* variables that decide whether (and how) traces are exported; a bad one stops start-up. */
@@ -265,9 +296,8 @@ export class Reader {
     return { host, port };
   }
 
-  /** RL_COUNTERSTORE_ADDR, checked now so that a bad address stops start-up like any other bad value. */
-  counterStoreAddr(): string | undefined {
-    const name = 'RL_COUNTERSTORE_ADDR';
+  /** RL_COUNTERSTORE_ADDR (or another store address), checked now so that a bad address stops start-up like any other bad value. */
+  counterStoreAddr(name = 'RL_COUNTERSTORE_ADDR'): string | undefined {
     const value = this.optional(name);
     if (value === undefined) return undefined;
     try {

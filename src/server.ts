@@ -32,6 +32,8 @@ import { loadPolicyFile } from './policy/policy-file.js';
 import { PolicyService } from './policy/policy-service.js';
 import type { PolicyStore } from './policy-store/policy-store.js';
 import { RedisPolicyStore } from './policy-store/redis-policy-store.js';
+import { connectRegionCounterStore, RegionCounterStore } from './lease/region-store.js';
+import { redactAddress } from './redis/redis-connection.js';
 import { grpcServerCredentials, httpsServerOptions, loadTlsMaterial } from './tls.js';
 import { log } from './util/log.js';
 
@@ -77,13 +79,27 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     const analytics = new Analytics();
     // Who is being limited, for the dashboard: touched by denied decisions only.
     const deniedIdentities = new DeniedIdentities(matcher);
-    const redisCounters = config.counterStoreAddr
-      ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
+    // With regions the region's store serves the counters (global budgets from its pool); its per-master
+    // health is the regional Redis connection's.
+    const regionCounters = config.region
+      ? connectRegionCounterStore({
+          counterStoreAddr: config.counterStoreAddr!,
+          counterStoreTimeoutMs: config.counterStoreTimeoutMs,
+          region: config.region,
+          events: (policyId) => metrics.leaseEvents('region', policyId),
+        })
       : undefined;
-    const counters: CounterStore = redisCounters ?? new MemoryCounterStore();
+    const redisCounters =
+      regionCounters?.regional ??
+      (config.counterStoreAddr ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs }) : undefined);
+    const counters: CounterStore = regionCounters ?? redisCounters ?? new MemoryCounterStore();
     closers.push(() => counters.close());
     const counterStoreMasters = redisCounters && (() => redisCounters.health.states());
     if (counterStoreMasters) metrics.watchCounterStoreMasters(counterStoreMasters);
+    if (regionCounters) {
+      // A changed global policy's region units go back, counted under the limit they were taken for.
+      store.onChange((event) => void regionCounters.policyChanged(event.policy_id));
+    }
     const decisions = new DecisionService({
       policies: matcher,
       counters,
@@ -92,6 +108,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       onCounterStoreError: () => metrics.countCounterStoreError(),
       onDenyCacheHit: () => metrics.countDenyCacheHit(),
       denyCache: config.denyCache.size > 0 && { capacity: config.denyCache.size, maxAgeMs: config.denyCache.maxAgeMs },
+      region: config.region?.name,
       leases: { events: (policyId) => metrics.leaseEvents('process', policyId) },
     });
 
@@ -156,6 +173,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       seeded_from_file: seeded,
       invalidation_targets: config.invalidationTargets.length,
       tracing: config.tracing ? config.tracing.protocol : 'off',
+      ...(config.region && { region: config.region.name, global_store: redactAddress(config.region.globalStoreAddr) }),
     });
     readiness.markReady();
 
@@ -196,8 +214,22 @@ function httpServerOptions(timeouts: HttpTimeouts): http.ServerOptions {
   };
 }
 
-/** Redis hashes when a shared store is configured (multi node), else the journal in RL_DATA_DIR. */
+/**
+ * Redis hashes when a shared store is configured (multi node), else the journal in RL_DATA_DIR. With
+ * regions, the global store holds them, so a change made in any region reaches every region.
+ */
 function openPolicyStore(config: ServerConfig): Promise<PolicyStore> {
+  if (config.region) {
+    return RedisPolicyStore.open({
+      addr: config.region.globalStoreAddr,
+      keyPrefix: config.keyPrefix,
+      commandTimeoutMs: config.region.globalTimeoutMs,
+      unavailable: {
+        name: 'global store (RL_GLOBAL_COUNTERSTORE_ADDR)',
+        consequence: '; policy changes are refused until it is reachable again, decisions go on with the policies this server holds',
+      },
+    });
+  }
   return config.counterStoreAddr
     ? RedisPolicyStore.open({ addr: config.counterStoreAddr, keyPrefix: config.keyPrefix })
     : FilePolicyStore.open(config.dataDir);

@@ -86,6 +86,35 @@ describe('server config', () => {
     );
   });
 
+  describe('regions', () => {
+    const regional = { RL_COUNTERSTORE_ADDR: 'redis://eu-redis:6379' };
+    it('reads RL_REGION, RL_GLOBAL_COUNTERSTORE_ADDR and the global timeout (default 1000 ms)', () => {
+      expect(loadServerConfig(regional).region).to.equal(undefined);
+      const c = loadServerConfig({ ...regional, RL_REGION: 'eu-west-1', RL_GLOBAL_COUNTERSTORE_ADDR: 'redis://global:6379' });
+      expect(c.region).to.deep.equal({ name: 'eu-west-1', globalStoreAddr: 'redis://global:6379', globalTimeoutMs: 1000 });
+      const slow = { ...regional, RL_REGION: 'us', RL_GLOBAL_COUNTERSTORE_ADDR: 'global:6379', RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: '2500' };
+      expect(loadServerConfig(slow).region?.globalTimeoutMs).to.equal(2500);
+    });
+
+    const badRegions: [Record<string, string>, string][] = [
+      [{ ...regional, RL_REGION: 'eu' }, 'RL_GLOBAL_COUNTERSTORE_ADDR'],
+      [{ ...regional, RL_GLOBAL_COUNTERSTORE_ADDR: 'redis://global:6379' }, 'RL_REGION'],
+      [{ RL_REGION: 'eu', RL_GLOBAL_COUNTERSTORE_ADDR: 'redis://global:6379' }, 'RL_COUNTERSTORE_ADDR'],
+      [{ ...regional, RL_REGION: 'EU_West', RL_GLOBAL_COUNTERSTORE_ADDR: 'redis://global:6379' }, 'RL_REGION'],
+      [{ ...regional, RL_REGION: 'a'.repeat(33), RL_GLOBAL_COUNTERSTORE_ADDR: 'redis://global:6379' }, 'RL_REGION'],
+      [{ ...regional, RL_REGION: 'eu', RL_GLOBAL_COUNTERSTORE_ADDR: 'ftp://global:6379' }, 'RL_GLOBAL_COUNTERSTORE_ADDR'],
+      [{ ...regional, RL_REGION: 'eu', RL_GLOBAL_COUNTERSTORE_ADDR: 'global:6379', RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: '0' }, 'RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS'],
+    ];
+    for (const [env, variable] of badRegions) {
+      it(`stops on ${JSON.stringify(env)} naming ${variable}`, () => {
+        expect(() => loadServerConfig(env))
+          .to.throw(ConfigError)
+          .with.property('message')
+          .that.matches(new RegExp(`^${variable}: `));
+      });
+    }
+  });
+
   it('normalises invalidation targets', () => {
     const c = loadServerConfig({ RL_INVALIDATION_TARGETS: 'http://a:18080/, https://b:18080' });
     expect(c.invalidationTargets).to.deep.equal(['http://a:18080', 'https://b:18080']);

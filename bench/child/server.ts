@@ -23,7 +23,8 @@ import { Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { startTracing } from '../../src/observability/tracing.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
-import { FIXED_DECISION, HOT_KEY_POLICY, LEASE_POLICIES, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
+import { connectRegionCounterStore } from '../../src/lease/region-store.js';
+import { FIXED_DECISION, HOT_KEY_POLICY, LEASE_POLICIES, REGION_POLICIES, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
 import { argOf, childMain, reportStats, send } from './common.js';
 
 /**
@@ -53,7 +54,15 @@ childMain(async () => {
   const redisAddr = argOf('redis', '');
   const policyCount = Number(argOf('policies', '10'));
   // Scenario 9: a low-limit policy for the attacking identity (HOT_KEY_BODY), and the deny cache on or off.
-  const options = { hotKey: argOf('hot-key', '') === 'yes', denyCache: argOf('deny-cache', 'yes') === 'yes', lease: argOf('lease', '') === 'yes' };
+  const options = {
+    hotKey: argOf('hot-key', '') === 'yes',
+    denyCache: argOf('deny-cache', 'yes') === 'yes',
+    lease: argOf('lease', '') === 'yes',
+    // Scenario 13: the global-budget policies; with --region and --global, this server is in a region.
+    regions: argOf('regions', '') === 'yes',
+    region: argOf('region', ''),
+    globalAddr: argOf('global', ''),
+  };
   let port: number;
   switch (kind) {
     case 'rl-http':
@@ -90,18 +99,36 @@ childMain(async () => {
  * What startServer (src/server.ts) builds for decisions, recorder included: matcher, counters, metrics,
  * analytics, DecisionService. The policy store and policy routes are left out: decisions never read them.
  */
-async function decisionService(policyCount: number, redisAddr: string, options: ServiceOptions = { hotKey: false, denyCache: true, lease: false }) {
+async function decisionService(
+  policyCount: number,
+  redisAddr: string,
+  options: ServiceOptions = { hotKey: false, denyCache: true, lease: false, regions: false, region: '', globalAddr: '' },
+) {
   const { policies } = generateWorkload(policyCount);
-  const matcher = new LiveMatcher([...policies, ...(options.hotKey ? [HOT_KEY_POLICY] : []), ...(options.lease ? LEASE_POLICIES : [])]);
+  const matcher = new LiveMatcher([
+    ...policies,
+    ...(options.hotKey ? [HOT_KEY_POLICY] : []),
+    ...(options.lease ? LEASE_POLICIES : []),
+    ...(options.regions ? REGION_POLICIES : []),
+  ]);
+  const metrics = new Metrics({ labelCap: CONFIG.metricsLabelCap });
   let counters: CounterStore;
-  if (redisAddr) {
+  if (redisAddr && options.globalAddr) {
+    const store = connectRegionCounterStore({
+      counterStoreAddr: redisAddr,
+      counterStoreTimeoutMs: CONFIG.counterStoreTimeoutMs,
+      region: { name: options.region, globalStoreAddr: options.globalAddr, globalTimeoutMs: 1000 },
+      events: (policyId) => metrics.leaseEvents('region', policyId),
+    });
+    await store.regional.waitUntilReady(10_000);
+    counters = store;
+  } else if (redisAddr) {
     const store = connectRedisCounterStore(redisAddr, { commandTimeoutMs: CONFIG.counterStoreTimeoutMs });
     await store.waitUntilReady(10_000);
     counters = store;
   } else {
     counters = new MemoryCounterStore();
   }
-  const metrics = new Metrics({ labelCap: CONFIG.metricsLabelCap });
   const analytics = new Analytics();
   const decisions = new DecisionService({
     policies: matcher,
@@ -112,6 +139,7 @@ async function decisionService(policyCount: number, redisAddr: string, options: 
     onDenyCacheHit: () => metrics.countDenyCacheHit(),
     denyCache: options.denyCache ? undefined : false,
     leases: { events: (policyId) => metrics.leaseEvents('process', policyId) },
+    region: options.region || undefined,
   });
   // Read from the service's own metrics only when the parent asks: nothing is added to the hot path.
   reportStats(async () => {
@@ -120,6 +148,12 @@ async function decisionService(policyCount: number, redisAddr: string, options: 
       // Scenario 12's never-over count: the capped lease policy's admitted decisions.
       if (metric.name === 'rl_policy_decisions_total') {
         stats.lease_capped_allowed = metric.values.find((v) => v.labels.policy_id === 'lease-capped' && v.labels.outcome === 'allowed')?.value ?? 0;
+        // Scenario 13's never-over and utilisation count.
+        stats.region_capped_allowed = metric.values.find((v) => v.labels.policy_id === 'region-capped' && v.labels.outcome === 'allowed')?.value ?? 0;
+      }
+      if (metric.name === 'rl_lease_parent_wait_seconds') {
+        stats.lease_waits = metric.values.find((v) => (v as { metricName?: string }).metricName === 'rl_lease_parent_wait_seconds_count')?.value ?? 0;
+        continue;
       }
       if (!['rl_decisions_total', 'rl_counter_store_errors_total', 'rl_failure_mode_decisions_total', 'rl_deny_cache_hits_total', 'rl_lease_refills_total'].includes(metric.name)) continue;
       stats[metric.name] = metric.values.reduce((sum, v) => sum + v.value, 0);
@@ -133,6 +167,9 @@ interface ServiceOptions {
   hotKey: boolean;
   denyCache: boolean;
   lease: boolean;
+  regions: boolean;
+  region: string;
+  globalAddr: string;
 }
 
 async function rlHttp(policyCount: number, redisAddr: string, front: 'listener' | 'koa', options: ServiceOptions): Promise<number> {

@@ -227,6 +227,25 @@ export const LEASE_POLICIES: Policy[] = [
 export const LEASE_HOT_BODY: Record<string, string> = { request_id: 'req-lease', tenant_id: 'tenant-lease', signal_type: 'http', endpoint: '/api/hot', user_id: 'u1' };
 export const LEASE_CAPPED_BODY: Record<string, string> = { ...LEASE_HOT_BODY, tenant_id: 'tenant-lease-capped' };
 
+/**
+ * Scenario 13 (regions): one global budget never exhausted during a run (REGION_HOT_BODY), and one that a
+ * run spends (REGION_CAPPED_BODY), to count never-over and utilisation across two regions. Without
+ * regions configured `budget: "global"` means the one store there is: the baseline's same policies.
+ */
+export const REGION_CAPPED_LIMIT = 2_000;
+export const REGION_POLICIES: Policy[] = [
+  // An hour's window: a latency run rarely spans a window end (where every region waits once for the new window's units).
+  { policy_id: 'region-hot', tenant: 'tenant-region', algorithm: { type: 'fixed_window', limit: TARGET_LIMIT, window: '1h' } },
+  { policy_id: 'region-capped', tenant: 'tenant-region-capped', algorithm: { type: 'fixed_window', limit: REGION_CAPPED_LIMIT, window: '1h' } },
+].map(({ policy_id, tenant, algorithm }) => {
+  const result = validatePolicy({ policy_id, scope: { tenant_id: tenant }, algorithm, budget: 'global' });
+  if (!result.ok) throw new Error(`region policy invalid: ${JSON.stringify(result.errors)}`);
+  const now = new Date().toISOString();
+  return { ...result.policy, version: 1, created_at: now, updated_at: now };
+});
+export const REGION_HOT_BODY: Record<string, string> = { request_id: 'req-region', tenant_id: 'tenant-region', signal_type: 'http', endpoint: '/api/hot', user_id: 'u1' };
+export const REGION_CAPPED_BODY: Record<string, string> = { ...REGION_HOT_BODY, tenant_id: 'tenant-region-capped' };
+
 /** The attacking identity's request: matches HOT_KEY_POLICY only. */
 export const HOT_KEY_BODY: Record<string, string> = {
   request_id: 'req-attack',

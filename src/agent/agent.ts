@@ -1,6 +1,7 @@
 import http from 'node:http';
 import { connectRedisCounterStore, type RedisCounterStore } from '../counters/redis-store.js';
 import { DecisionService } from '../decision/decision-service.js';
+import { connectRegionCounterStore } from '../lease/region-store.js';
 import { closeGracefully, listen } from '../server.js';
 import { redactUrl } from '../util/fetch.js';
 import { log } from '../util/log.js';
@@ -36,11 +37,19 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     headers: config.upstreamHeaders,
     timeoutMs: config.upstreamTimeoutMs,
   });
-  const counterStore = config.counterStoreAddr
-    ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
-    : undefined;
-  const local = counterStore
-    ? new DecisionService({ policies: sync.matcher, counters: counterStore, keyPrefix: config.keyPrefix })
+  // With regions, as the region's servers: global budgets from the region's units, the rest in its store.
+  const regionStore =
+    config.counterStoreAddr && config.region
+      ? connectRegionCounterStore({ counterStoreAddr: config.counterStoreAddr, counterStoreTimeoutMs: config.counterStoreTimeoutMs, region: config.region })
+      : undefined;
+  const counterStore = regionStore
+    ? regionStore.regional
+    : config.counterStoreAddr
+      ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
+      : undefined;
+  const store = regionStore ?? counterStore;
+  const local = store
+    ? new DecisionService({ policies: sync.matcher, counters: store, keyPrefix: config.keyPrefix, region: config.region?.name })
     : undefined;
   const { app, counters } = createAgentApp({
     sync,
@@ -56,7 +65,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   try {
     port = await listen(server, config.listen);
   } catch (error) {
-    await counterStore?.close();
+    await store?.close();
     throw error;
   }
   log.info('listening', {
@@ -74,7 +83,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       sync.stop();
       await closeGracefully(server, config.drainSecs * 1000);
       await local?.letGoLeases();
-      await counterStore?.close();
+      await store?.close();
     })();
     return closing;
   };

@@ -1,4 +1,4 @@
-import { ConfigError, Reader, type Env, type ListenAddress } from '../config.js';
+import { ConfigError, Reader, readRegion, type Env, type ListenAddress, type RegionConfig } from '../config.js';
 
 /**
  * The sidecar agent's configuration, read once from `RL_*` variables by its composition root
@@ -17,6 +17,7 @@ import { ConfigError, Reader, type Env, type ListenAddress } from '../config.js'
  * | RL_COUNTERSTORE_ADDR | when set, decide against this Redis directly (no hop) | none |
  * | RL_COUNTERSTORE_TIMEOUT_MS | Redis command timeout | 100 |
  * | RL_KEY_PREFIX | counter key prefix; must equal the servers' | `rl:` |
+ * | RL_REGION, RL_GLOBAL_COUNTERSTORE_ADDR, RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS | with RL_COUNTERSTORE_ADDR: as the servers of this region (global budgets from the region's units) | none |
  * | RL_MAX_BODY_BYTES | largest request body | 1048576 |
  * | RL_DRAIN_SECS | on SIGTERM, how long in-flight requests get | 10 |
  *
@@ -36,6 +37,8 @@ export interface AgentConfig {
   /** undefined = forward decisions to the upstream; set = decide against this Redis directly. */
   counterStoreAddr: string | undefined;
   counterStoreTimeoutMs: number;
+  /** With RL_COUNTERSTORE_ADDR: this sidecar's region, as its servers' (docs/distribution.md). */
+  region: RegionConfig | undefined;
   keyPrefix: string;
   maxBodyBytes: number;
   drainSecs: number;
@@ -58,6 +61,7 @@ export function loadAgentConfig(env: Env): AgentConfig {
   if (apiKey !== undefined) upstreamHeaders['x-api-key'] = apiKey;
   if (token !== undefined) upstreamHeaders.authorization = `Bearer ${token}`;
 
+  const counterStoreAddr = read.counterStoreAddr();
   return {
     listen: read.listen('RL_AGENT_LISTEN', ':18080'),
     upstream: read.httpUrl('RL_UPSTREAM_HTTP', read.string('RL_UPSTREAM_HTTP', 'http://127.0.0.1:8080')),
@@ -66,8 +70,9 @@ export function loadAgentConfig(env: Env): AgentConfig {
     syncTimeoutMs: read.int('RL_AGENT_SYNC_TIMEOUT_MS', 5000, 1, 300_000),
     upstreamHeaders,
     invalidateToken: read.optional('RL_AGENT_INVALIDATE_TOKEN'),
-    counterStoreAddr: read.counterStoreAddr(),
+    counterStoreAddr,
     counterStoreTimeoutMs: read.int('RL_COUNTERSTORE_TIMEOUT_MS', 100, 1, 60_000),
+    region: readRegion(read, counterStoreAddr),
     keyPrefix: read.string('RL_KEY_PREFIX', 'rl:'),
     maxBodyBytes: read.int('RL_MAX_BODY_BYTES', 1024 * 1024, 1, 1024 * 1024 * 1024),
     drainSecs: read.int('RL_DRAIN_SECS', 10, 0, 3600),

@@ -7,18 +7,31 @@
  * rate (limit per window) refills exactly `limit` after one window: `window * limit / window` is exact
  * in floating point, whereas `window * (limit / window)` often is not.
  */
-export type RateSpec =
+export type RateSpec = (
   | { type: 'fixed_window'; limit: number; windowMs: number }
   | { type: 'sliding_window_log'; limit: number; windowMs: number }
   | { type: 'sliding_window_counter'; limit: number; windowMs: number; subWindows: number }
   | { type: 'token_bucket'; capacity: number; rateUnits: number; ratePeriodMs: number }
   | { type: 'leaky_bucket'; capacity: number; rateUnits: number; ratePeriodMs: number }
-  | { type: 'quota'; limit: number; periodMs: number };
+  | { type: 'quota'; limit: number; periodMs: number }
+) & { global?: GlobalBudget };
+
+/**
+ * A `budget: "global"` policy's counter (docs/distribution.md): counted in the global store, served in
+ * each region from the units it leased. Part of the spec, so specs stay shared only between policies
+ * that count alike.
+ */
+export interface GlobalBudget {
+  policyId: string;
+  /** How long a region's units wait unspent before they go back (the policy's lease.max_hold, default 1 s). */
+  maxHoldMs: number;
+}
 
 export interface LeaseSpec {
   type: 'concurrency';
   maxConcurrency: number;
   leaseTtlMs: number;
+  global?: GlobalBudget;
 }
 
 export type CounterSpec = RateSpec | LeaseSpec;

@@ -89,10 +89,11 @@ export interface ConnectRedisCounterStoreOptions extends RedisClientOptions {
 
 const DEFAULT_MAX_BATCH_SIZE = 100;
 
-/** One operation waiting in a batch. */
+/** One operation waiting in a batch; `parse` reads its reply (parseReply unless given). */
 interface PendingOperation {
   name: ScriptName;
-  resolve(result: CounterResult): void;
+  parse?: (reply: unknown) => unknown;
+  resolve(result: unknown): void;
   reject(error: CounterStoreUnavailableError): void;
 }
 
@@ -295,6 +296,37 @@ export class RedisCounterStore implements CounterStore {
     } catch (err) {
       return Promise.reject(err);
     }
+    const args = this.argsOf(spec);
+    return this.enqueue(name, keys, args.argc, now, costOrLease, args.params);
+  }
+
+  /**
+   * One operation of `lua/lease_pool.lua` (a region's units of a global budget, src/lease/region-pool.ts),
+   * batched with the counter operations of the same turn: `args` after `now`, its reply as `parse` reads it.
+   */
+  leasePool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T> {
+    let now: string;
+    try {
+      now = nowArg(nowMs);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.enqueue('lease_pool', [key], String(1 + args.length), now, args[0], args.slice(1), parse);
+  }
+
+  /**
+   * Queues one operation into the batch of its slot, its ARGV as lua/batch.lua reads them: the count,
+   * `now`, the cost (lease id, pool operation), the rest.
+   */
+  private enqueue<T>(
+    name: ScriptName,
+    keys: string[],
+    argc: string,
+    now: string,
+    first: string,
+    rest: string[],
+    parse?: (reply: unknown) => T,
+  ): Promise<T> {
     if (this.closed) {
       return Promise.reject(this.failed('not_connected', name, new CounterStoreUnavailableError('counter store is closed')));
     }
@@ -311,7 +343,6 @@ export class RedisCounterStore implements CounterStore {
         ),
       );
     }
-    const args = this.argsOf(spec);
     let batch = this.pending.get(slot);
     if (batch && batch.guard !== guard) {
       // The slot changed hands since the batch began: the batch goes out now (the client routes it by
@@ -327,11 +358,11 @@ export class RedisCounterStore implements CounterStore {
       this.scheduleFlush();
     }
     for (const key of keys) batch.keys.push(key);
-    batch.argv.push(name, args.argc, now, costOrLease);
-    for (const param of args.params) batch.argv.push(param);
+    batch.argv.push(name, argc, now, first);
+    for (const arg of rest) batch.argv.push(arg);
     const queued = batch;
-    const result = new Promise<CounterResult>((resolve, reject) => {
-      queued.operations.push({ name, resolve, reject });
+    const result = new Promise<T>((resolve, reject) => {
+      queued.operations.push({ name, parse, resolve: resolve as (value: unknown) => void, reject });
     });
     if (batch.operations.length >= this.maxBatchSize) {
       this.pending.delete(slot);
@@ -461,9 +492,9 @@ export class RedisCounterStore implements CounterStore {
         operation.reject(this.failed('redis_error', operation.name, new CounterStoreUnavailableError(`counter store unavailable (redis_error): ${entry}`)));
         continue;
       }
-      let result: CounterResult;
+      let result: unknown;
       try {
-        result = parseReply(entry);
+        result = (operation.parse ?? parseReply)(entry);
       } catch (err) {
         operation.reject(this.failed('redis_error', operation.name, new CounterStoreUnavailableError((err as Error).message, err)));
         continue;

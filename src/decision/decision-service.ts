@@ -60,6 +60,8 @@ export interface DecisionServiceDeps {
    * clock drives Redis deterministically.
    */
   clockToStore?: boolean;
+  /** RL_REGION: named in `metadata.region` of every decision on a `budget: "global"` policy. */
+  region?: string;
   /**
    * Process leases (CONTRACT "Process leases", src/lease): with a store that has to wait and can lend
    * units (Redis), the counters of policies with a `lease` are answered from units this process took
@@ -310,6 +312,10 @@ export class DecisionService {
       decision = this.shadowOnlyDecision(operation, shadowed);
     } else {
       decision = unmatchedDecision('no_matching_policy');
+    }
+    if ((enforced ?? shadowed)?.match.compiled.spec.global) {
+      decision.metadata.budget = 'global';
+      if (this.deps.region !== undefined) decision.metadata.region = this.deps.region;
     }
 
     if (operation === 'check' && ctx.quantity === 0) {

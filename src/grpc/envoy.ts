@@ -298,6 +298,8 @@ function accessLogMetadata(decision: Decision): EnvoyStruct {
   }
   if (decision.metadata.peek !== undefined) fields.peek = { stringValue: decision.metadata.peek };
   if (decision.metadata.lease !== undefined) fields.lease = { stringValue: decision.metadata.lease };
+  if (decision.metadata.budget !== undefined) fields.budget = { stringValue: decision.metadata.budget };
+  if (decision.metadata.region !== undefined) fields.region = { stringValue: decision.metadata.region };
   return { fields };
 }
 

@@ -1,8 +1,17 @@
 import type { CounterSpec } from '../counters/counter-spec.js';
-import type { AlgorithmConfig, AlgorithmType } from '../policy/types.js';
+import type { AlgorithmConfig, AlgorithmType, Policy } from '../policy/types.js';
 import { parseDuration } from '../util/duration.js';
 
 const DEFAULT_LEASE_TTL_SECS = 120;
+/** CONTRACT.md: a region's holder uses the policy's lease.max_hold, `1s` by default. */
+const DEFAULT_MAX_HOLD_MS = 1000;
+
+/** The counter spec of a policy: its algorithm's, marked when the policy's budget is global. */
+export function policySpecOf(policy: Pick<Policy, 'policy_id' | 'algorithm' | 'budget'>): CounterSpec {
+  const spec = counterSpecOf(policy.algorithm);
+  if (policy.budget !== 'global') return spec;
+  return { ...spec, global: { policyId: policy.policy_id, maxHoldMs: DEFAULT_MAX_HOLD_MS } };
+}
 
 /**
  * A policy's algorithm as the counters count it: the CounterSpec derived from an AlgorithmConfig that

@@ -1,5 +1,5 @@
 import type { CounterSpec } from '../counters/counter-spec.js';
-import { counterSpecOf } from './counter-spec-of.js';
+import { policySpecOf } from './counter-spec-of.js';
 import { lengthPrefixed } from '../counters/keys.js';
 import { SCOPE_FIELDS, type RequestContext, type ScopeField } from '../model/request-context.js';
 import { clientNetwork, type ClientNetwork } from './client-network.js';
@@ -521,7 +521,7 @@ export function wildcardValue(w: Wildcard, ctx: RequestContext): string {
 function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
   let spec: CounterSpec;
   try {
-    spec = shared.spec(counterSpecOf(policy.algorithm));
+    spec = shared.spec(policySpecOf(policy));
   } catch (err) {
     return { reason: `algorithm: ${err instanceof Error ? err.message : String(err)}` };
   }

@@ -81,6 +81,8 @@ export interface RedisPolicyStoreOptions {
   gapGraceMs?: number;
   /** Subscribe to change messages (default true; tests turn it off to exercise the revision check). */
   subscribe?: boolean;
+  /** What the store is called in a 503 when Redis cannot be reached (default `policy store (Redis)`), and what follows the cause. */
+  unavailable?: { name: string; consequence: string };
   /**
    * How long a change waits for a replica to confirm it, ms (default 1500; capped below the command
    * timeout). Only when the primary has replicas (see the class comment).
@@ -121,6 +123,7 @@ export class RedisPolicyStore implements PolicyStore {
   private readonly gapGraceMs: number;
   private readonly replicaAckTimeoutMs: number;
   private readonly scripts = readPolicyScripts(KEY_NAMES.length);
+  private readonly unavailable: { name: string; consequence: string };
 
   private constructor(
     private readonly client: ScriptClient,
@@ -132,6 +135,7 @@ export class RedisPolicyStore implements PolicyStore {
     this.channel = `${base}:changes`;
     this.checkIntervalMs = options.checkIntervalMs ?? 5000;
     this.gapGraceMs = options.gapGraceMs ?? 1000;
+    this.unavailable = options.unavailable ?? { name: 'policy store (Redis)', consequence: '' };
     // WAIT must return before the command timeout gives up on it.
     const commandTimeout = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
     this.replicaAckTimeoutMs = Math.max(1, Math.min(options.replicaAckTimeoutMs ?? 1500, Math.floor(commandTimeout * 0.75)));
@@ -458,7 +462,7 @@ export class RedisPolicyStore implements PolicyStore {
       return await fn();
     } catch (error) {
       if (error instanceof RlError) throw error;
-      throw new RlError('unavailable', `policy store (Redis) unavailable: ${(error as Error).message}`);
+      throw new RlError('unavailable', `${this.unavailable.name} unavailable: ${(error as Error).message}${this.unavailable.consequence}`);
     }
   }
 

@@ -370,6 +370,7 @@ function stamp(input: PolicyInput, version: number, createdAt: string, updatedAt
     valid_from_unix: input.valid_from_unix,
     valid_to_unix: input.valid_to_unix,
     ...(input.source_ip_prefix && { source_ip_prefix: { ...input.source_ip_prefix } }),
+    ...(input.budget !== undefined && { budget: input.budget }),
     ...(input.lease && { lease: toPlain(input.lease) }),
     version,
     created_at: createdAt,

@@ -61,7 +61,7 @@ export function quotaBodyToPolicy(raw: Obj): { policy: Obj; errors: FieldError[]
   const errors: FieldError[] = [];
   const normalised: Obj = Object.create(null);
   // Policy fields that may ride along with the quota shape pass through unchanged.
-  for (const k of ['name', 'description', 'enabled', 'priority', 'failure_mode', 'rollout_percent', 'valid_from_unix', 'valid_to_unix', 'metadata', 'enforcement_mode', 'action', 'source_ip_prefix', 'lease']) {
+  for (const k of ['name', 'description', 'enabled', 'priority', 'failure_mode', 'rollout_percent', 'valid_from_unix', 'valid_to_unix', 'metadata', 'enforcement_mode', 'action', 'source_ip_prefix', 'budget', 'lease']) {
     if (hasOwn(raw, k)) normalised[k] = raw[k];
   }
   const id = hasOwn(raw, 'id') ? raw.id : hasOwn(raw, 'policy_id') ? raw.policy_id : undefined;

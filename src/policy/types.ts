@@ -1,12 +1,13 @@
 import type { AlgorithmFields, PolicyFields } from '@rl/client/admin-client';
-import type { ALGORITHM_TYPES, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../schema/policy.js';
+import type { ALGORITHM_TYPES, BUDGETS, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../schema/policy.js';
 
 // The value lists live with the API's shapes; re-exported for the policy code that reads them.
-export { ALGORITHM_TYPES, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../schema/policy.js';
+export { ALGORITHM_TYPES, BUDGETS, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../schema/policy.js';
 
 export type AlgorithmType = (typeof ALGORITHM_TYPES)[number];
 export type LimitAction = (typeof LIMIT_ACTIONS)[number];
 export type FailureMode = (typeof FAILURE_MODES)[number];
+export type Budget = (typeof BUDGETS)[number];
 export type EnforcementMode = (typeof ENFORCEMENT_MODES)[number];
 
 /**
@@ -30,6 +31,7 @@ export interface Policy extends PolicyFields {
   action: LimitAction;
   failure_mode: FailureMode;
   enforcement_mode: EnforcementMode;
+  budget?: Budget;
   /** A capacity lease (CONTRACT "Process leases"), as it was given; absent: none. */
   lease?: LeaseConfig;
 }

@@ -27,11 +27,13 @@ import { isQuotaShaped, quotaBodyErrors, quotaBodyToPolicy } from './quota-alias
 import { DEFAULT_SOURCE_IP_PREFIX, SOURCE_IP_PREFIX_BOUNDS, type SourceIpPrefix } from '../schema/policy.js';
 import {
   ALGORITHM_TYPES,
+  BUDGETS,
   ENFORCEMENT_MODES,
   FAILURE_MODES,
   LIMIT_ACTIONS,
   type AlgorithmConfig,
   type AlgorithmType,
+  type Budget,
   type EnforcementMode,
   type FailureMode,
   type FieldError,
@@ -162,6 +164,8 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
   const action = enumField(raw, 'action', LIMIT_ACTIONS, 'deny', err);
   const failureMode = enumField<FailureMode>(raw, 'failure_mode', FAILURE_MODES, 'fail_open', err);
   const enforcementMode = enumField<EnforcementMode>(raw, 'enforcement_mode', ENFORCEMENT_MODES, 'enforce', err);
+  // Kept only when given, so a policy without it reads back exactly as before regions existed.
+  const budget = own(raw, 'budget') === undefined ? undefined : enumField<Budget>(raw, 'budget', BUDGETS, 'regional', err);
 
   let rolloutPercent = 100;
   const rawRollout = own(raw, 'rollout_percent');
@@ -201,6 +205,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
     metadata: metadata!,
     valid_from_unix: validFrom ?? 0,
     valid_to_unix: validTo ?? 0,
+    ...(budget !== undefined && { budget }),
   };
   if (sourceIpPrefix !== undefined) policy.source_ip_prefix = sourceIpPrefix;
   if (lease !== undefined) policy.lease = lease;

@@ -33,7 +33,8 @@ export type ScriptName =
   | 'leaky_bucket'
   | 'quota'
   | 'concurrency_acquire'
-  | 'concurrency_release';
+  | 'concurrency_release'
+  | 'lease_pool';
 
 export interface LuaScript {
   /** Its path below `lua/`, without `.lua`: `fixed_window`, `policy/commit`. */
@@ -56,6 +57,7 @@ export const SCRIPT_KEY_COUNTS: Readonly<Record<ScriptName, number>> = {
   quota: 1,
   concurrency_acquire: 1,
   concurrency_release: 1,
+  lease_pool: 1,
 };
 
 export const SCRIPT_NAMES = Object.keys(SCRIPT_KEY_COUNTS) as ScriptName[];

@@ -32,6 +32,8 @@ export const ALGORITHM_TYPES = [
 export const LIMIT_ACTIONS = ['deny', 'delay', 'drop', 'sample', 'downgrade', 'drop_low_priority'] as const;
 export const FAILURE_MODES = ['fail_open', 'fail_closed'] as const;
 export const ENFORCEMENT_MODES = ['enforce', 'shadow'] as const;
+/** Where a policy's limit applies with regions configured (CONTRACT.md "Regions"): each region alone, or all together. */
+export const BUDGETS = ['regional', 'global'] as const;
 export const POLICY_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 export const SEVERITY_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
 export const MAX_NAME_LENGTH = 256;
@@ -172,6 +174,7 @@ const inputFields = {
   valid_from_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
   valid_to_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
   source_ip_prefix: Type.Partial(SourceIpPrefixSchema()),
+  budget: Type.Optional(literals(BUDGETS, { description: 'regional (default): each region enforces limit alone; global: one limit for all regions (docs/distribution.md).' })),
 };
 
 export const PolicyInputSchema = Type.Object(
@@ -191,6 +194,7 @@ export const PolicyInputSchema = Type.Object(
     valid_from_unix: Type.Optional(inputFields.valid_from_unix),
     valid_to_unix: Type.Optional(inputFields.valid_to_unix),
     source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
+    budget: inputFields.budget,
     lease: Type.Optional(LeaseSchema),
     version: Type.Optional(PositiveInt('PUT/PATCH: the version being changed; a stale one is a 409 (as If-Match).')),
   },
@@ -222,6 +226,7 @@ export const QuotaPolicyInputSchema = Type.Object(
     valid_from_unix: Type.Optional(inputFields.valid_from_unix),
     valid_to_unix: Type.Optional(inputFields.valid_to_unix),
     source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
+    budget: inputFields.budget,
   },
   { title: 'QuotaPolicyInput', description: 'The quota-shaped body: stored and returned in the Policy shape.' },
 );

@@ -12,6 +12,7 @@ import { ConfigError } from '../../src/config.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
+import { connectRegionCounterStore } from '../../src/lease/region-store.js';
 import { createApp } from '../../src/http/app.js';
 import { conditionalGet } from '../../src/http/conditional-get.js';
 import { Readiness } from '../../src/http/readiness.js';
@@ -442,20 +443,23 @@ describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directl
     await upstream?.close();
   });
 
+  /** The agent deciding against the suite's Redis (as its servers), forwarding nothing. */
+  const redisDirectEnv = (prefix: string) => ({
+    RL_AGENT_LISTEN: '127.0.0.1:0',
+    RL_UPSTREAM_HTTP: upstream.server.url,
+    RL_AGENT_API_KEY: API_KEY,
+    RL_COUNTERSTORE_ADDR: redis.url,
+    RL_KEY_PREFIX: prefix,
+    RL_COUNTERSTORE_TIMEOUT_MS: '500',
+    RL_DRAIN_SECS: '0',
+  });
+
   it('shares the limit with a server on the same Redis, without asking the upstream to decide', async () => {
     const prefix = randomPrefix();
     upstream = await new FakeUpstream().start();
     upstream.set([makePolicy({ policy_id: 'shared', scope: { service: 'shared' }, algorithm: { type: 'fixed_window', limit: 5, window: '1m' } })]);
     agent = await startAgent(
-      loadAgentConfig({
-        RL_AGENT_LISTEN: '127.0.0.1:0',
-        RL_UPSTREAM_HTTP: upstream.server.url,
-        RL_AGENT_API_KEY: API_KEY,
-        RL_COUNTERSTORE_ADDR: redis.url,
-        RL_KEY_PREFIX: prefix,
-        RL_COUNTERSTORE_TIMEOUT_MS: '500',
-        RL_DRAIN_SECS: '0',
-      }),
+      loadAgentConfig(redisDirectEnv(prefix)),
     );
     await agent.counterStore!.waitUntilReady();
     const url = `http://127.0.0.1:${agent.port}`;
@@ -479,15 +483,7 @@ describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directl
     upstream = await new FakeUpstream().start();
     upstream.set([makePolicy({ policy_id: 'budget', scope: { service: 'llm' }, algorithm: { type: 'quota', limit: 100, quota_period: '1h' } })]);
     agent = await startAgent(
-      loadAgentConfig({
-        RL_AGENT_LISTEN: '127.0.0.1:0',
-        RL_UPSTREAM_HTTP: upstream.server.url,
-        RL_AGENT_API_KEY: API_KEY,
-        RL_COUNTERSTORE_ADDR: redis.url,
-        RL_KEY_PREFIX: prefix,
-        RL_COUNTERSTORE_TIMEOUT_MS: '500',
-        RL_DRAIN_SECS: '0',
-      }),
+      loadAgentConfig(redisDirectEnv(prefix)),
     );
     await agent.counterStore!.waitUntilReady();
     const url = `http://127.0.0.1:${agent.port}`;
@@ -502,6 +498,39 @@ describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directl
     expect(refund).to.include({ allowed: true, reason: 'refunded', remaining: 70 });
     expect((await server.check({ service: 'llm', quantity: 0, tags: {} })).remaining).to.equal(70);
     expect(upstream.calls.check).to.equal(0);
+  });
+
+  it('with RL_REGION: a global budget is shared with a server of another region, never over, decided from the region units', async () => {
+    const prefix = randomPrefix();
+    const [global, otherRegion] = await Promise.all([startRedis(), startRedis()]);
+    upstream = await new FakeUpstream().start();
+    upstream.set([makePolicy({ policy_id: 'one', scope: { service: 'one' }, budget: 'global', algorithm: { type: 'fixed_window', limit: 20, window: '1h' } })]);
+    agent = await startAgent(
+      loadAgentConfig({ ...redisDirectEnv(prefix), RL_REGION: 'region-a', RL_GLOBAL_COUNTERSTORE_ADDR: global.url }),
+    );
+    await agent.counterStore!.waitUntilReady();
+    const url = `http://127.0.0.1:${agent.port}`;
+    const regionB = connectRegionCounterStore({
+      counterStoreAddr: otherRegion.url,
+      counterStoreTimeoutMs: 500,
+      region: { name: 'region-b', globalStoreAddr: global.url, globalTimeoutMs: 1000 },
+    });
+    try {
+      const server = new DecisionService({ policies: new LiveMatcher(upstream.policies), counters: regionB, keyPrefix: prefix, region: 'region-b' });
+      let admitted = 0;
+      for (let i = 0; i < 15; i++) {
+        const fromAgent = (await postJson(`${url}/rl/v1/check`, { service: 'one' })).body;
+        expect(fromAgent.metadata).to.include({ budget: 'global', region: 'region-a' });
+        const fromServer = await server.check({ service: 'one', quantity: 1, tags: {} });
+        expect(fromServer.metadata).to.include({ budget: 'global', region: 'region-b' });
+        admitted += Number(fromAgent.allowed) + Number(fromServer.allowed);
+      }
+      expect(admitted).to.be.at.most(20).and.at.least(15);
+      expect(upstream.calls.check).to.equal(0);
+    } finally {
+      await regionB.close();
+      await Promise.all([global.stop(), otherRegion.stop()]);
+    }
   });
 });
 

@@ -149,9 +149,9 @@ describe('rl commands (built binary, real server with API keys)', function () {
       const result = await rl(['policies', 'list'], admin);
       expect(result.code).to.equal(0);
       const [header, ...rows] = result.stdout.trim().split('\n');
-      expect(header).to.match(/^POLICY_ID\s+VERSION\s+ENABLED\s+MODE\s+ALGORITHM\s+LIMIT\s+WINDOW\s+ACTION\s+ROLLOUT\s+PRIORITY$/);
+      expect(header).to.match(/^POLICY_ID\s+VERSION\s+ENABLED\s+MODE\s+ALGORITHM\s+LIMIT\s+WINDOW\s+ACTION\s+ROLLOUT\s+PRIORITY\s+BUDGET$/);
       expect(rows.map((r) => r.split(/\s+/)[0])).to.deep.equal(['history', 'leases', 'per-user', 'tagged', 'topstat']);
-      expect(rows[0]).to.match(/^history\s+1\s+true\s+enforce\s+fixed_window\s+10\s+1m\s+deny\s+100%\s+0$/);
+      expect(rows[0]).to.match(/^history\s+1\s+true\s+enforce\s+fixed_window\s+10\s+1m\s+deny\s+100%\s+0\s+regional$/);
     });
 
     it('get: YAML (the same policy as --json)', async () => {

@@ -253,6 +253,22 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
     });
   });
 
+  it('names a global budget (and the region, when there are regions) in the dynamic metadata', async () => {
+    const globalBudget = makePolicy({
+      policy_id: 'edge-global',
+      scope: { user_id: '*', tags: { domain: 'edge' } },
+      budget: 'global',
+      algorithm: { type: 'fixed_window', limit: 3, window: '1m' },
+    });
+    fixture = await startGrpc([globalBudget]);
+    client = envoyClient(fixture.target);
+    const response = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('alice')] });
+    const fields = Object.fromEntries(Object.entries(response.dynamic_metadata.fields).map(([k, v]) => [k, (v as { stringValue: string }).stringValue]));
+    // Without regions configured `budget: "global"` means the one store there is: no region to name.
+    expect(fields).to.deep.include({ policy_id: 'edge-global', budget: 'global' });
+    expect(fields).to.not.have.property('region');
+  });
+
   it('rateLimitUnitOf: exact windows and periods map to units, other shapes to UNKNOWN', () => {
     const unit = (algorithm: Record<string, unknown>) => rateLimitUnitOf(counterSpecOf(algorithm as never));
     expect(unit({ type: 'fixed_window', limit: 1, window: '1s' })).to.equal('SECOND');

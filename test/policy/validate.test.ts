@@ -149,6 +149,9 @@ describe('validatePolicy', () => {
       ['scope', []],
       ['metadata', 'x'],
       ['metadata', []],
+      ['budget', 'planet'],
+      ['budget', 'GLOBAL'],
+      ['budget', true],
     ];
     for (const [field, value] of cases) {
       it(`rejects ${field} = ${JSON.stringify(value).slice(0, 30)}`, () => {
@@ -160,6 +163,13 @@ describe('validatePolicy', () => {
       expect(ok({ ...base(), action: 'sample', algorithm: { ...base().algorithm, sample_rate: 0.5 } }).action).to.equal('sample');
       expect(ok({ ...base(), failure_mode: 'fail_closed' }).failure_mode).to.equal('fail_closed');
       expect(ok({ ...base(), enforcement_mode: 'shadow' }).enforcement_mode).to.equal('shadow');
+    });
+    it('keeps budget only when given: regional or global', () => {
+      expect(ok(base())).to.not.have.property('budget');
+      expect(ok({ ...base(), budget: 'global' }).budget).to.equal('global');
+      expect(ok({ ...base(), budget: 'regional' }).budget).to.equal('regional');
+      const quotaShaped = { id: 'q', algorithm: 'quota', config: { quota: 5, window_seconds: 60 }, budget: 'global' };
+      expect(ok(quotaShaped).budget).to.equal('global');
     });
     it('requires valid_from < valid_to when both are non-zero', () => {
       expect(fields({ ...base(), valid_from_unix: 20, valid_to_unix: 20 })).to.deep.equal(['valid_to_unix']);

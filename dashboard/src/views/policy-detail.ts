@@ -81,6 +81,7 @@ function renderHeader(box: HTMLElement, p: StoredPolicy): void {
       ...kv('failure mode', p.failure_mode),
       ...kv('rollout', `${p.rollout_percent}%`),
       ...kv('priority', String(p.priority)),
+      ...kv('budget', p.budget === 'global' ? 'global (one limit for all regions)' : 'regional'),
       ...kv('scope', JSON.stringify(p.scope)),
       ...kv('updated', time(p.updated_at)),
     ),

@@ -22,7 +22,7 @@ export function registerPolicyCommands(program: Command): void {
       if (list.length === 0) return printLines(['no policies']);
       printLines(
         table(
-          ['policy_id', 'version', 'enabled', 'mode', 'algorithm', 'limit', 'window', 'action', 'rollout', 'priority'],
+          ['policy_id', 'version', 'enabled', 'mode', 'algorithm', 'limit', 'window', 'action', 'rollout', 'priority', 'budget'],
           list.map((p) => {
             const alg = (p.algorithm ?? {}) as Record<string, unknown>;
             return [
@@ -36,6 +36,7 @@ export function registerPolicyCommands(program: Command): void {
               p.action,
               `${String(p.rollout_percent)}%`,
               p.priority,
+              p.budget ?? 'regional',
             ];
           }),
         ),

@@ -1,0 +1,321 @@
+-- lease_pool: a region's units of one `budget: global` counter, held in the region's store
+-- (docs/distribution.md). One script for every algorithm: the units were taken from the global counter
+-- by the algorithm's own script; here they are only counted, spent and let go. Every server of the
+-- region spends from the same pool, so decisions in the region are exact against it.
+--
+-- Clocks: only this store's clock is read here (ARGV[1] '' = TIME), and every answer tells it. A
+-- generation's expiry arrives in this clock, computed by the server from such an answer and the global
+-- store's, so that it never comes later than the global window's end (src/lease/region-store.ts,
+-- `expiresAtOf`; docs/distribution.md, "Clocks").
+--
+-- KEYS[1]  pool hash:
+--            a_u a_e a_t  older generation: units, expires-at (this store's clock), window tag ('' = bucket)
+--            b_u b_e b_t  newer generation
+--            lk le        refill lock: owner token, expires-at (one server of the region refills at a time)
+--            pr           what the parent could still admit after the last take (-1 = not known yet)
+--            lc           the chunk the last refill asked for (refill ahead once half of it is spent)
+--            du           parent exhausted until (no refill before; spends that do not fit are refused)
+--            dd           parent unreachable until (decisions that do not fit fail at once)
+--            rw rs rp     demand measure: period start, units spent (or wanted and not found) in it, in the previous period
+--            la           last spend (idle return)
+-- ARGV[1]  now, epoch ms; '' = Redis TIME
+-- ARGV[2]  operation; its arguments follow (ARGV[3] onwards):
+--            spend  cost lock_ms token measure_ms fresh
+--            take   n lock_ms token measure_ms fresh (up to n: a process lease below the region)
+--            add    units expires_at tag parent_remaining token retry_after_ms asked measure_ms
+--            fail   token down_ms          (a refill could not reach the parent)
+--            drain  idle_ms                (every live unit out if none was spent for idle_ms; 0 = now)
+--            refund units tag below             (below 1: a return from a process lease, into units of window tag)
+--            peek
+-- ARGV[3]  spend, take, add: cost / n / units; fail: token; drain: idle_ms; refund: units
+-- ARGV[4]  spend, take: lock_ms; add: expires_at (this store's clock); fail: down_ms; refund: tag
+-- ARGV[5]  spend, take: token; add: tag; refund: below
+-- ARGV[6]  spend, take: measure_ms; add: parent_remaining
+-- ARGV[7]  spend, take: fresh (1: a first try, so its demand counts once); add: token
+-- ARGV[8]  add: retry_after_ms (when no unit was granted)
+-- ARGV[9]  add: asked (the chunk asked for)
+-- ARGV[10] add: measure_ms
+-- Returns  {spent 1/0, left, retry_after_ms, lock 1/0, recent, parent_remaining, lapsed, down 1/0,
+--          reset_after_ms, tag, now}: `left` the live units after the operation, `recent` the units
+--          wanted over the last measure period (the chunk rule's rate), `lapsed` units that expired
+--          unspent (or were dropped) during this call, `reset_after_ms` until the newest live units
+--          expire, `tag` their window tag, `now` this store's clock as the script read it. Except:
+--          take answers in `left` the units taken, with their tag and reset_after_ms until they expire;
+--          drain the units taken out and their tag; refund the units taken back.
+
+-- @include "time"
+-- @include "number"
+
+local key = KEYS[1]
+local op = ARGV[2]
+local POOL_TTL_MS = 600000
+
+-- Every field, with its value when absent; `p` holds them as numbers (strings for the tags and the lock).
+local FIELDS = { 'a_u', 'a_e', 'a_t', 'b_u', 'b_e', 'b_t', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la' }
+local STRINGS = { a_t = true, b_t = true, lk = true }
+local ABSENT = { pr = -1, rw = now, la = now }
+local p = {}
+-- As read, so that `save` writes only what changed (a decision changes two or three fields).
+local stored = {}
+local fresh_pool
+do
+  local v = redis.call('HMGET', key, unpack(FIELDS))
+  fresh_pool = v[1] == false
+  for i, f in ipairs(FIELDS) do
+    if STRINGS[f] then
+      p[f] = v[i] or ''
+    else
+      p[f] = tonumber(v[i]) or ABSENT[f] or 0
+    end
+    stored[f] = p[f]
+  end
+end
+
+local lapsed = 0
+local GENERATIONS = { 'a', 'b' }
+
+-- The units of generation `g` ('a' or 'b') are gone, counted as lapsed.
+local function lapse(g)
+  lapsed = lapsed + p[g .. '_u']
+  p[g .. '_u'] = 0
+end
+
+-- The older live units are always in `a`.
+local function settle()
+  if p.a_u == 0 and p.b_u > 0 then
+    p.a_u, p.a_e, p.a_t, p.b_u = p.b_u, p.b_e, p.b_t, 0
+  end
+end
+
+-- Units whose generation has expired are gone: they belonged to a window that may be over.
+for _, g in ipairs(GENERATIONS) do
+  if p[g .. '_u'] > 0 and p[g .. '_e'] <= now then lapse(g) end
+end
+settle()
+
+local function measure(period)
+  if now - p.rw >= period then
+    if now - p.rw >= 2 * period then
+      p.rp = 0
+    else
+      p.rp = p.rs
+    end
+    p.rs = 0
+    p.rw = now
+  end
+end
+
+local function left()
+  return p.a_u + p.b_u
+end
+
+local function reset_after()
+  local e = 0
+  if p.a_u > 0 then e = p.a_e end
+  if p.b_u > 0 and p.b_e > e then e = p.b_e end
+  if e == 0 then return 0 end
+  return e - now
+end
+
+-- Writes the fields that changed; the pool lives POOL_TTL_MS after it was made or last refilled
+-- (`refresh`), and only memory is at stake: expired units are recognised by their own expiry.
+local function save(refresh)
+  local args = {}
+  for _, f in ipairs(FIELDS) do
+    if p[f] ~= stored[f] or fresh_pool then
+      args[#args + 1] = f
+      args[#args + 1] = STRINGS[f] and p[f] or fmt(p[f])
+    end
+  end
+  if #args > 0 then
+    redis.call('HSET', key, unpack(args))
+  end
+  if refresh or fresh_pool then
+    expire_in(key, now + POOL_TTL_MS)
+  end
+end
+
+local function newest_tag()
+  if p.b_u > 0 then return p.b_t end
+  if p.a_u > 0 then return p.a_t end
+  return ''
+end
+
+local function answer(spent, retry, lock, tag)
+  local recent = p.rs
+  if p.rp > recent then recent = p.rp end
+  local down = 0
+  if p.dd > now then down = 1 end
+  return { spent and 1 or 0, reply_number(left()), reply_number(retry), lock and 1 or 0, reply_number(recent),
+    reply_number(p.pr), reply_number(lapsed), down, reply_number(reset_after()), tag or newest_tag(), reply_number(now) }
+end
+
+if op == 'spend' or op == 'take' then
+  -- spend: a decision's cost, all or nothing. take: up to n units for a process lease below the
+  -- region (a partial take, as the algorithm scripts' take:<n>), answered with how many and until when.
+  local cost = tonumber(ARGV[3])
+  local lock_ms = tonumber(ARGV[4])
+  local token = ARGV[5]
+  measure(tonumber(ARGV[6]))
+  local units = 0
+  if op == 'take' then
+    units = math.min(cost, left())
+  elseif cost <= left() then
+    units = cost
+  end
+  local tag = p.a_t
+  local expires = p.a_e
+  if units > 0 then
+    -- Oldest units first: they expire first.
+    local from_a = math.min(units, p.a_u)
+    p.a_u = p.a_u - from_a
+    p.b_u = p.b_u - (units - from_a)
+    if units > from_a then
+      expires = math.min(expires, p.b_e)
+    end
+    settle()
+    p.la = now
+  end
+  if units > 0 or ARGV[7] == '1' then
+    -- Demand the pool could not meet counts too, so the next chunk is sized for it.
+    p.rs = p.rs + cost
+  end
+  local retry = 0
+  if p.du > now then retry = p.du - now end
+  -- Refill ahead once half of the last chunk is spent, or now for a demand that does not fit; never
+  -- while the parent is exhausted or unreachable, and only one server at a time.
+  local lock = false
+  if (units < cost or left() * 2 <= p.lc) and retry == 0 and p.dd <= now and (p.lk == '' or p.le <= now) then
+    p.lk = token
+    p.le = now + lock_ms
+    lock = true
+  end
+  save()
+  local reply = answer(units > 0, retry, lock)
+  if op == 'take' then
+    -- The units taken, their window tag, and how long they may still be spent.
+    reply[2] = reply_number(units)
+    if units > 0 then
+      reply[9] = reply_number(expires - now)
+      reply[10] = tag
+    end
+  end
+  return reply
+end
+
+if op == 'add' then
+  local units = tonumber(ARGV[3])
+  local expires = tonumber(ARGV[4])
+  local tag = ARGV[5]
+  p.pr = tonumber(ARGV[6])
+  local token = ARGV[7]
+  local retry = tonumber(ARGV[8])
+  p.lc = tonumber(ARGV[9])
+  measure(tonumber(ARGV[10]))
+  if units > 0 and expires <= now then
+    -- Already past their window (a slow round trip): they lapse here.
+    lapsed = lapsed + units
+  elseif units > 0 then
+    -- Units of another window never mix with these: the older ones are over (or about to be).
+    if tag ~= '' then
+      for _, g in ipairs(GENERATIONS) do
+        if p[g .. '_u'] > 0 and p[g .. '_t'] ~= tag then lapse(g) end
+      end
+      settle()
+    end
+    if p.a_u == 0 then
+      p.a_u, p.a_e, p.a_t = units, expires, tag
+    else
+      if p.b_u > 0 then
+        -- Two generations at most: the older two merge under the earlier expiry (never later).
+        p.a_u = p.a_u + p.b_u
+        p.a_e = math.min(p.a_e, p.b_e)
+      end
+      p.b_u, p.b_e, p.b_t = units, expires, tag
+    end
+    p.du = 0
+  elseif units <= 0 then
+    -- The parent admits nothing now: no refill and no waiting until it may again.
+    p.du = now + math.max(1, retry)
+  end
+  p.dd = 0
+  if p.lk == token then
+    p.lk = ''
+    p.le = 0
+  end
+  save(true)
+  return answer(false, 0, false)
+end
+
+if op == 'fail' then
+  if p.lk == ARGV[3] then
+    p.lk = ''
+    p.le = 0
+  end
+  p.dd = now + tonumber(ARGV[4])
+  save()
+  return answer(false, 0, false)
+end
+
+if op == 'drain' then
+  local idle_ms = tonumber(ARGV[3])
+  if left() == 0 or now - p.la < idle_ms then
+    if lapsed > 0 then save() end
+    return answer(false, 0, false, '')
+  end
+  -- The units leave under the newest tag; an older window's units (never live beside a newer one
+  -- after `add`) would not be refunded by the parent anyway.
+  local units = left()
+  local tag = p.a_t
+  if p.b_u > 0 then tag = p.b_t end
+  if p.b_u > 0 and p.a_u > 0 and p.a_t ~= p.b_t then
+    lapsed = lapsed + p.a_u
+    units = p.b_u
+  end
+  p.a_u = 0
+  p.b_u = 0
+  save()
+  local reply = answer(true, 0, false, tag)
+  reply[2] = reply_number(units)
+  return reply
+end
+
+if op == 'refund' then
+  -- A decision's refund: back into the live generation that expires first, at most what was spent or
+  -- taken lately (as a counter's usage never goes below zero). A return from a process lease below
+  -- (`below`): its units, only into a generation of the same window whose expiry has not passed (even
+  -- one emptied meanwhile). With no such generation the units belonged to a window that is over and
+  -- stay spent. Answers, in `left`, how many went back.
+  local units = tonumber(ARGV[3])
+  local tag = ARGV[4] or ''
+  local below = ARGV[5] == '1'
+  if not below then
+    units = math.min(units, p.rs)
+  end
+  local into = nil
+  for _, g in ipairs(GENERATIONS) do
+    if into == nil and p[g .. '_e'] > now and (p[g .. '_u'] > 0 or below) and (not below or p[g .. '_t'] == tag) then
+      into = g
+    end
+  end
+  if into == nil then
+    units = 0
+  else
+    p[into .. '_u'] = p[into .. '_u'] + units
+    settle()
+  end
+  if not below then
+    p.rs = p.rs - units
+  end
+  save()
+  local reply = answer(true, 0, false)
+  reply[2] = reply_number(units)
+  return reply
+end
+
+if op == 'peek' then
+  if lapsed > 0 then save() end
+  return answer(false, 0, false)
+end
+
+return redis.error_reply('ERR rl lease_pool: unknown operation ' .. tostring(op))

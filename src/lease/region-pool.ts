@@ -1,0 +1,120 @@
+import type { RedisCounterStore } from '../counters/redis-store.js';
+
+/**
+ * A region's units of one `budget: "global"` counter, kept in the region's store by
+ * `lua/lease_pool.lua` (one script for every algorithm), so every server of the region spends from the
+ * same units and decisions stay exact against them. Each operation is one script run, batched with the
+ * other counter operations of the same event-loop turn.
+ */
+export interface PoolAnswer {
+  /** spend: the cost was taken from the pool. drain: units were taken out. */
+  spent: boolean;
+  /** Live units after the operation (drain: the units taken out). */
+  left: number;
+  /** > 0: the parent admits nothing for this long; nothing is refilled meanwhile. */
+  retryAfterMs: number;
+  /** spend: this caller holds the region's refill lock and should refill now. */
+  lock: boolean;
+  /** Units the region spent (or wanted and did not find) over the last measure period: the chunk rule's rate. */
+  recent: number;
+  /** What the parent could still admit after the last take; -1 before the first. */
+  parentRemaining: number;
+  /** Units that expired unspent (or were dropped) during this operation. */
+  lapsed: number;
+  /** The last refill could not reach the parent, within its back-off. */
+  down: boolean;
+  /** ms until the newest live units expire. */
+  resetAfterMs: number;
+  /** Window tag of the newest units ('' for the buckets and for an empty pool). */
+  tag: string;
+  /** This store's clock when the script ran (epoch ms). */
+  storeNow: number;
+}
+
+/** The pool's key: beside the counter's keys, in the same hash slot (its `{tag}`). */
+export function poolKey(counterKey: string): string {
+  return `${counterKey}:pool`;
+}
+
+export class RegionPool {
+  /** `now`: tests only, an explicit time for the script instead of the store's TIME. */
+  constructor(
+    private readonly store: RedisCounterStore,
+    private readonly now?: () => number,
+  ) {}
+
+  /**
+   * spend: `cost` units if the pool holds them, all or nothing. take: up to `cost` (a process lease
+   * below the region; `left` answers how many, `tag` and `resetAfterMs` theirs). Either asks for the
+   * refill lock when the region should refill.
+   */
+  spend(key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh = true, op: 'spend' | 'take' = 'spend'): Promise<PoolAnswer> {
+    return this.run(key, [op, String(cost), String(Math.ceil(lockMs)), token, String(measureMs), fresh ? '1' : '0']);
+  }
+
+  /**
+   * Adds what a refill took from the parent, live until `expiresAt` by this store's clock, and releases
+   * the lock `token` holds. `units` 0: the parent admits nothing for `retryAfterMs`.
+   */
+  add(key: string, grant: { units: number; expiresAt: number; tag: string; parentRemaining: number; retryAfterMs: number; asked: number }, token: string, measureMs: number): Promise<PoolAnswer> {
+    return this.run(key, [
+      'add',
+      String(grant.units),
+      String(Math.floor(grant.expiresAt)),
+      grant.tag,
+      String(grant.parentRemaining),
+      token,
+      String(Math.ceil(grant.retryAfterMs)),
+      String(grant.asked),
+      String(measureMs),
+    ]);
+  }
+
+  /** A refill could not reach the parent: releases the lock; for `downMs` decisions that do not fit fail at once. */
+  fail(key: string, token: string, downMs: number): Promise<PoolAnswer> {
+    return this.run(key, ['fail', token, String(Math.ceil(downMs))]);
+  }
+
+  /** Takes every live unit out (to give back), if none was spent for `idleMs` (0: whatever the use). */
+  drain(key: string, idleMs: number): Promise<PoolAnswer> {
+    return this.run(key, ['drain', String(idleMs)]);
+  }
+
+  /**
+   * A decision's refund into the live units; or, with `below`, a process lease's return of units of
+   * window `tag` ('' for the buckets). `left` answers how many went back.
+   */
+  refund(key: string, units: number, below?: { tag: string }): Promise<PoolAnswer> {
+    return this.run(key, ['refund', String(units), below?.tag ?? '', below ? '1' : '0']);
+  }
+
+  peek(key: string): Promise<PoolAnswer> {
+    return this.run(key, ['peek']);
+  }
+
+  private run(key: string, args: string[]): Promise<PoolAnswer> {
+    return this.store.leasePool(key, args, parsePoolReply, this.now?.());
+  }
+}
+
+function parsePoolReply(reply: unknown): PoolAnswer {
+  if (!Array.isArray(reply) || reply.length !== 11) throw new Error(`unexpected lease_pool reply ${JSON.stringify(reply)}`);
+  const n = (i: number) => {
+    const value = Number(reply[i]);
+    if (!Number.isFinite(value)) throw new Error(`unexpected number ${JSON.stringify(reply[i])} in lease_pool reply`);
+    return value;
+  };
+  return {
+    spent: n(0) === 1,
+    left: n(1),
+    retryAfterMs: n(2),
+    lock: n(3) === 1,
+    recent: n(4),
+    parentRemaining: n(5),
+    lapsed: n(6),
+    down: n(7) === 1,
+    resetAfterMs: n(8),
+    tag: String(reply[9] ?? ''),
+    storeNow: n(10),
+  };
+}

@@ -1,0 +1,379 @@
+import { randomUUID } from 'node:crypto';
+import { CounterStoreUnavailableError } from '../errors.js';
+import { log } from '../util/log.js';
+import type { CounterResult, CounterStore, LeaseCounterResult } from '../counters/counter-store.js';
+import type { GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec.js';
+import { connectRedisCounterStore, type CounterStoreErrorEvent, type RedisCounterStore } from '../counters/redis-store.js';
+import type { RegionConfig } from '../config.js';
+import { chunkSize } from './chunk.js';
+import { poolKey, RegionPool, type PoolAnswer } from './region-pool.js';
+import { storeParent, type LeasedSpec } from './store-parent.js';
+import type { Grant, LeaseClock, LeaseEvents } from './types.js';
+
+/**
+ * The counter store of a server in a region (docs/distribution.md). Policies with a regional budget
+ * (every spec without `global`) count in the region's store, as without regions. A `budget: "global"`
+ * counter lives in the global store; the region leases units from it into a pool in the region's store
+ * (lua/lease_pool.lua), and every decision in the region is one call to the region's store, exact
+ * against that pool. The region is the holder; the servers of the region run its logic:
+ *
+ * - Refill ahead: the spend that leaves the pool half empty (or finds it short) hands its server the
+ *   region's refill lock (SET NX PX semantics, in the pool), and that server takes a chunk from the
+ *   global counter (the algorithm's own script, partial take) off the decision's path. Only a decision
+ *   the pool cannot serve waits, and then for one refill of the region, whichever server makes it.
+ * - The chunk rule (chunk.ts) without the max_units cap, on what the whole region spent lately (the
+ *   pool measures it).
+ * - Letting go: units unspent for max_hold, and those of a policy that changed, go back (the
+ *   algorithm's window-checked return); units expire with the window (conservatively, see `expiresAtOf`).
+ * - Parent unreachable: the pool keeps answering; once short, the failure mode answers.
+ *
+ * `sliding_window_log` and concurrency have no leases: with a global budget each of their operations
+ * goes to the global store (exact, at the global store's latency).
+ */
+export interface RegionStoreOptions {
+  /** This region's store (RL_COUNTERSTORE_ADDR). */
+  regional: RedisCounterStore;
+  /** The global store (RL_GLOBAL_COUNTERSTORE_ADDR). */
+  global: RedisCounterStore;
+  /** RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: the longest a refill may take. */
+  globalTimeoutMs: number;
+  /** RL_COUNTERSTORE_TIMEOUT_MS: with the global timeout, how long the region's refill lock lasts. */
+  regionalTimeoutMs: number;
+  /** The metric hooks of the region holder of one policy (level `region`). */
+  events?: (policyId: string) => LeaseEvents;
+  /** A monotonic clock in ms (default performance.now): only durations are taken from it. */
+  clock?: () => number;
+  /** How often units unspent for max_hold are looked for (default 250 ms; 0 = never, for tests). */
+  sweepIntervalMs?: number;
+}
+
+const LEASED_TYPES = new Set(['fixed_window', 'sliding_window_counter', 'token_bucket', 'leaky_bucket', 'quota']);
+const WINDOW_TYPES = new Set(['fixed_window', 'sliding_window_counter', 'quota']);
+/** How long a waiting decision sleeps between looks at the pool while another server refills it. */
+const WAIT_POLL_MS = 2;
+
+type GlobalRateSpec = RateSpec & { global: GlobalBudget };
+
+interface Tracked {
+  keys: string[];
+  spec: GlobalRateSpec;
+  lastUsed: number;
+}
+
+/** A server's (or a sidecar's) store with regions configured: RL_COUNTERSTORE_ADDR is the region's, the global store RL_GLOBAL_COUNTERSTORE_ADDR. */
+export function connectRegionCounterStore(options: {
+  counterStoreAddr: string;
+  counterStoreTimeoutMs: number;
+  region: RegionConfig;
+  events?: (policyId: string) => LeaseEvents;
+}): RegionCounterStore {
+  const { region } = options;
+  return new RegionCounterStore({
+    regional: connectRedisCounterStore(options.counterStoreAddr, { commandTimeoutMs: options.counterStoreTimeoutMs }),
+    global: connectRedisCounterStore(region.globalStoreAddr, { commandTimeoutMs: region.globalTimeoutMs, connectionName: 'rl-global-counter-store' }),
+    globalTimeoutMs: region.globalTimeoutMs,
+    regionalTimeoutMs: options.counterStoreTimeoutMs,
+    events: options.events,
+  });
+}
+
+export class RegionCounterStore implements CounterStore {
+  /** This region's store (RL_COUNTERSTORE_ADDR). */
+  readonly regional: RedisCounterStore;
+  private readonly global: RedisCounterStore;
+  private readonly pool: RegionPool;
+  private readonly clock: () => number;
+  /** The same clock for the store parent (only `now` is used). */
+  private readonly leaseClock: LeaseClock;
+  private readonly eventsOf: (policyId: string) => LeaseEvents;
+  /** The hooks of each policy's holder, made once per policy version. */
+  private readonly events = new WeakMap<GlobalBudget, LeaseEvents>();
+  /** This server's name in the pool's refill lock. */
+  private readonly token = randomUUID();
+  /** Pools this server spent from lately, by pool key: the idle sweep and policy changes return their units. */
+  private readonly tracked = new Map<string, Tracked>();
+  private readonly sweeper: NodeJS.Timeout | undefined;
+  private sweeping = false;
+  /**
+   * The region store's clock as one pool answer read it (`storeNow`), and this server's clock when the
+   * answer arrived (`localAt`): from then on the store's clock reads at least `storeNow + elapsed`.
+   */
+  private storeClock: { storeNow: number; localAt: number } | undefined;
+
+  constructor(private readonly options: RegionStoreOptions) {
+    this.regional = options.regional;
+    this.global = options.global;
+    this.pool = new RegionPool(options.regional);
+    this.clock = options.clock ?? (() => performance.now());
+    this.leaseClock = { now: this.clock, setTimer: () => undefined, clearTimer: () => undefined };
+    this.eventsOf = options.events ?? (() => ({}));
+    const interval = options.sweepIntervalMs ?? 250;
+    if (interval > 0) {
+      this.sweeper = setInterval(() => void this.sweep(), interval);
+      this.sweeper.unref();
+    }
+  }
+
+  consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
+    if (!spec.global) return this.regional.consume(keys, spec, cost, nowMs);
+    if (!LEASED_TYPES.has(spec.type)) return this.global.consume(keys, spec, cost, nowMs);
+    return this.spend(keys, spec as GlobalRateSpec, cost);
+  }
+
+  /** CONTRACT "Peek": the parent (units held by regions count as used) plus this region's unspent units. */
+  async peek(keys: string[], spec: RateSpec, nowMs?: number): Promise<CounterResult> {
+    if (!spec.global) return this.regional.peek(keys, spec, nowMs);
+    if (!LEASED_TYPES.has(spec.type)) return this.global.peek(keys, spec, nowMs);
+    const [parent, held] = await Promise.all([this.global.peek(keys, spec), this.pool.peek(poolKey(keys[0]))]);
+    this.noteLapsed(spec.global, held.lapsed);
+    const remaining = parent.remaining + held.left;
+    if (held.left >= 1) return { allowed: true, remaining, retryAfterMs: 0, resetAfterMs: Math.max(parent.resetAfterMs, held.resetAfterMs) };
+    return { ...parent, remaining };
+  }
+
+  /** CONTRACT "Refund": the units go back to this region's unspent units. */
+  async refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult> {
+    if (!spec.global) return this.regional.refund(keys, spec, amount, nowMs);
+    if (!LEASED_TYPES.has(spec.type)) return this.global.refund(keys, spec, amount, nowMs);
+    const held = await this.pool.refund(poolKey(keys[0]), amount);
+    this.noteLapsed(spec.global, held.lapsed);
+    return { allowed: true, remaining: Math.max(0, held.parentRemaining), retryAfterMs: 0, resetAfterMs: held.resetAfterMs };
+  }
+
+  /**
+   * A process lease's take (CONTRACT: a `lease` on a global-budget policy puts process leases below the
+   * region's: holder = process, parent = the region's units): up to `n` units out of the region pool,
+   * with their window tag and how long they may still be spent (so never past the global window).
+   */
+  async take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
+    if (!spec.global) return this.regional.take(keys, spec, n, nowMs);
+    const answer = await this.fromPool('take', keys, spec as GlobalRateSpec, n);
+    const window = WINDOW_TYPES.has(spec.type);
+    return {
+      allowed: answer.spent,
+      remaining: Math.max(0, answer.parentRemaining),
+      retryAfterMs: answer.spent ? 0 : answer.retryAfterMs,
+      resetAfterMs: answer.resetAfterMs,
+      units: answer.spent ? answer.left : 0,
+      windowTag: window && answer.tag !== '' ? Number(answer.tag) : 0,
+      windowLeftMs: window && answer.spent ? answer.resetAfterMs : 0,
+    };
+  }
+
+  /** A process lease's return: back into the region pool, only into live units of the same window. */
+  async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
+    if (!spec.global) return this.regional.giveBack(keys, spec, units, windowTag, nowMs);
+    const tag = WINDOW_TYPES.has(spec.type) && windowTag !== null ? String(windowTag) : '';
+    const answer = await this.pool.refund(poolKey(keys[0]), units, { tag });
+    this.noteLapsed(spec.global, answer.lapsed);
+    return { allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, units: answer.left, windowTag: windowTag ?? 0, windowLeftMs: 0 };
+  }
+
+  acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
+    return (spec.global ? this.global : this.regional).acquire(keys, spec, leaseId, nowMs);
+  }
+
+  release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
+    return (spec.global ? this.global : this.regional).release(keys, spec, leaseId, nowMs);
+  }
+
+  /** The region's store: decisions need it; the global store only for refills. */
+  isHealthy(): boolean {
+    return this.regional.isHealthy();
+  }
+
+  /** Failed operations of either store (the dashboard shows the last one's kind). */
+  onError(listener: (event: CounterStoreErrorEvent) => void): () => void {
+    const off = [this.regional.onError(listener), this.global.onError(listener)];
+    return () => off.forEach((unsubscribe) => unsubscribe());
+  }
+
+  /** A policy changed (or went): its pools' unspent units go back, counted under the limit they were taken for. */
+  async policyChanged(policyId: string): Promise<void> {
+    const changed = [...this.tracked].filter(([, t]) => t.spec.global.policyId === policyId);
+    await Promise.all(changed.map(([key, t]) => this.returnUnits(key, t, 0)));
+  }
+
+  async close(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+    await Promise.all([this.regional.close(), this.global.close()]);
+  }
+
+  // -------------------------------------------------------------------------------------------------
+
+  /** One decision against the region's pool. */
+  private async spend(keys: string[], spec: GlobalRateSpec, cost: number): Promise<CounterResult> {
+    const answer = await this.fromPool('spend', keys, spec, cost);
+    if (!answer.spent) return { allowed: false, remaining: answer.left, retryAfterMs: answer.retryAfterMs, resetAfterMs: answer.retryAfterMs };
+    return { allowed: true, remaining: answer.left + Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: answer.resetAfterMs };
+  }
+
+  /**
+   * Spends `cost` from the region's pool (`take`: up to `cost`, for a process lease below the region),
+   * waiting only when the pool cannot serve it: for this server's refill, or for another's. Answers
+   * once served or refused (the parent admits nothing now); throws CounterStoreUnavailableError when
+   * the pool is short and the global store unreachable (the failure mode then answers).
+   */
+  private async fromPool(op: 'spend' | 'take', keys: string[], spec: GlobalRateSpec, cost: number): Promise<PoolAnswer> {
+    const key = poolKey(keys[0]);
+    const { maxHoldMs } = spec.global;
+    const lockMs = this.options.globalTimeoutMs + this.options.regionalTimeoutMs;
+    let waitingSince: number | undefined;
+    for (;;) {
+      const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined, op);
+      this.storeClock = { storeNow: answer.storeNow, localAt: this.clock() };
+      this.track(key, keys, spec);
+      this.noteLapsed(spec.global, answer.lapsed);
+      const refill = answer.lock ? this.refill(key, keys, spec, answer, cost) : undefined;
+      if (answer.spent || answer.retryAfterMs > 0) {
+        this.waited(spec.global, waitingSince);
+        return answer;
+      }
+      if (answer.down && !answer.lock) {
+        this.waited(spec.global, waitingSince);
+        throw new CounterStoreUnavailableError('global store unreachable, and this region holds too few units of the global budget');
+      }
+      waitingSince ??= this.clock();
+      // Past one lock's life, the lock of a server that died mid-refill has expired and this one takes it.
+      if (this.clock() - waitingSince > 2 * lockMs) {
+        this.waited(spec.global, waitingSince);
+        throw new CounterStoreUnavailableError(`no refill of the region's units within ${Math.round(2 * lockMs)} ms`);
+      }
+      // This server refills: wait for it. Another does: look again shortly.
+      if (refill) await refill;
+      else await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
+    }
+  }
+
+  /**
+   * Takes a chunk from the global counter into the pool (this server holds the region's refill lock).
+   * Never rejects: a failure marks the pool's parent unreachable for a moment and releases the lock.
+   */
+  private async refill(key: string, keys: string[], spec: GlobalRateSpec, seen: PoolAnswer, waiting: number): Promise<void> {
+    const asked = chunkSize({
+      recent: seen.recent,
+      waiting,
+      maxUnits: Infinity,
+      parentRemaining: seen.parentRemaining < 0 ? Infinity : seen.parentRemaining,
+    });
+    if (asked === 0) {
+      // Nothing worth asking for ahead of need: let the lock go.
+      await this.pool.fail(key, this.token, 0).catch(() => undefined);
+      return;
+    }
+    const sentAt = this.leaseClock.now();
+    let grant: Grant;
+    try {
+      grant = await storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.leaseClock).take(asked);
+    } catch (error) {
+      log.warn('region refill failed: the global store did not answer', { error: (error as Error).message });
+      // The global store's own breaker paces the next attempts; until then, short decisions fail at once.
+      await this.pool.fail(key, this.token, this.options.globalTimeoutMs).catch(() => undefined);
+      return;
+    }
+    this.eventsFor(spec.global).refilled?.(grant.granted);
+    try {
+      const added = await this.pool.add(
+        key,
+        {
+          units: grant.granted,
+          expiresAt: this.expiresAtOf(spec, grant, sentAt),
+          tag: grant.windowTag ?? '',
+          parentRemaining: grant.remaining,
+          // Nothing taken: the pool refuses without asking again until the parent may admit, or for at
+          // most max_hold (other regions may return units before the window ends).
+          retryAfterMs: grant.granted === 0 ? Math.max(1, Math.min(grant.retryAfterMs, spec.global.maxHoldMs)) : 0,
+          asked,
+        },
+        this.token,
+        spec.global.maxHoldMs,
+      );
+      this.noteLapsed(spec.global, added.lapsed);
+    } catch (error) {
+      // The region's store did not confirm: the units may be in the pool or lost (never twice).
+      log.warn('region refill: the units could not be added to the region pool', { error: (error as Error).message });
+    }
+  }
+
+  /**
+   * When, by the region store's clock, the units just taken must no longer be spent: never later than
+   * the global window's end (windows) or max_hold after they left the parent (buckets).
+   *
+   * Only durations are trusted across machines. Windows: the global script said how much of the window
+   * was left when it ran, which was after this server sent the take, so `spendBy` (send time + that) by
+   * this server's clock is never after the true end. A pool answer that arrived at `localAt` read the
+   * region store's clock as `storeNow` before it arrived, so at any later local instant t the store's
+   * clock reads at least `storeNow + (t - localAt)`; the expiry `storeNow + (spendBy - localAt)` is
+   * therefore reached by the store no later than `spendBy`. The one assumption left is that the clocks
+   * run at the same rate (drift, not offset: docs/distribution.md, "Clocks").
+   */
+  private expiresAtOf(spec: GlobalRateSpec, grant: Grant, sentAt: number): number {
+    const spendBy = grant.windowTag === null ? sentAt + spec.global.maxHoldMs : grant.spendBy;
+    const sample = this.storeClock!; // set by the spend that handed out the refill lock
+    return Math.floor(sample.storeNow + (spendBy - sample.localAt));
+  }
+
+  private track(key: string, keys: string[], spec: GlobalRateSpec): void {
+    const known = this.tracked.get(key);
+    if (known && known.spec === spec) known.lastUsed = this.clock();
+    else this.tracked.set(key, { keys, spec, lastUsed: this.clock() });
+  }
+
+  /** Returns the units of pools unspent for max_hold (whichever server of the region looks first). */
+  private async sweep(): Promise<void> {
+    if (this.sweeping) return;
+    this.sweeping = true;
+    try {
+      const now = this.clock();
+      for (const [key, tracked] of this.tracked) {
+        const idleMs = tracked.spec.global.maxHoldMs;
+        if (now - tracked.lastUsed < idleMs) continue;
+        await this.returnUnits(key, tracked, idleMs);
+        // Forgotten once returned: this server spends from it again only if a decision comes.
+        this.tracked.delete(key);
+      }
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  /** Drains the pool (if unspent for `idleMs`) and gives its units back to the global counter. */
+  private async returnUnits(key: string, tracked: Tracked, idleMs: number): Promise<void> {
+    const { keys, spec } = tracked;
+    let drained: PoolAnswer;
+    try {
+      drained = await this.pool.drain(key, idleMs);
+    } catch {
+      return;
+    }
+    this.noteLapsed(spec.global, drained.lapsed);
+    if (!drained.spent || drained.left <= 0) return;
+    try {
+      const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.leaseClock);
+      const back = await parent.giveBack(drained.left, drained.tag === '' ? null : drained.tag);
+      this.eventsFor(spec.global).returned?.(back);
+      this.noteLapsed(spec.global, drained.left - back);
+    } catch {
+      // Unreachable: the units are lost to this window (under-admission only).
+      this.noteLapsed(spec.global, drained.left);
+    }
+  }
+
+  private eventsFor(budget: GlobalBudget): LeaseEvents {
+    let events = this.events.get(budget);
+    if (!events) {
+      events = this.eventsOf(budget.policyId);
+      this.events.set(budget, events);
+    }
+    return events;
+  }
+
+  private noteLapsed(budget: GlobalBudget, units: number): void {
+    if (units > 0) this.eventsFor(budget).lapsed?.(units);
+  }
+
+  private waited(budget: GlobalBudget, since: number | undefined): void {
+    if (since !== undefined) this.eventsFor(budget).waited?.((this.clock() - since) / 1000);
+  }
+}
+

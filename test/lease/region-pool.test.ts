@@ -1,0 +1,168 @@
+import { expect } from 'chai';
+import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { poolKey, RegionPool } from '../../src/lease/region-pool.js';
+import { randomPrefix, startRedis, type RedisHandle } from '../support/redis.js';
+
+/**
+ * lua/lease_pool.lua against a real Redis, at explicit instants (the script's `now`): spending, the
+ * refill lock, expiry and lapse, windows never mixing, drain and refund.
+ */
+describe('region pool (lua/lease_pool.lua)', function () {
+  this.timeout(20_000);
+  let redis: RedisHandle;
+  let store: RedisCounterStore;
+  let now = 1_000_000;
+  let pool: RegionPool;
+  let key: string;
+  const MEASURE = 1000;
+
+  before(async function () {
+    redis = await startRedis();
+    store = connectRedisCounterStore(redis.url, { commandTimeoutMs: 2000 });
+    await store.waitUntilReady();
+    pool = new RegionPool(store, () => now);
+  });
+  beforeEach(() => {
+    key = poolKey(`${randomPrefix()}{p}:fixed_window`);
+    now = 1_000_000;
+  });
+  after(async function () {
+    await store?.close();
+    await redis?.stop();
+  });
+
+  /** A refill's grant, live for `ttlMs` from the current instant. */
+  const grant = (units: number, ttlMs: number, tag = 'w1', extra: Partial<{ parentRemaining: number; retryAfterMs: number; asked: number }> = {}) => ({
+    units,
+    expiresAt: now + ttlMs,
+    tag,
+    parentRemaining: extra.parentRemaining ?? 100,
+    retryAfterMs: extra.retryAfterMs ?? 0,
+    asked: extra.asked ?? units,
+  });
+
+  it('an empty pool spends nothing and hands the refill lock to one caller only', async function () {
+    const first = await pool.spend(key, 1, 500, 'server-a', MEASURE);
+    expect(first).to.include({ spent: false, left: 0, lock: true, parentRemaining: -1 });
+    const second = await pool.spend(key, 1, 500, 'server-b', MEASURE);
+    expect(second).to.include({ spent: false, lock: false });
+    // The holder's add releases the lock; the units are spent whole or not at all.
+    await pool.add(key, grant(10, 5000), 'server-a', MEASURE);
+    // A decision that does not fit asks for a refill at once.
+    expect(await pool.spend(key, 11, 500, 'server-b', MEASURE)).to.include({ spent: false, left: 10, lock: true });
+    await pool.fail(key, 'server-b', 0);
+    const spent = await pool.spend(key, 4, 500, 'server-b', MEASURE);
+    // Demand counts whether met or not: 1 + 1 + 11 wanted, 4 spent.
+    expect(spent).to.include({ spent: true, left: 6, lock: false, recent: 17 });
+    // Half of the last chunk spent: the next spend refills ahead.
+    expect(await pool.spend(key, 1, 500, 'server-b', MEASURE)).to.include({ spent: true, left: 5, lock: true });
+  });
+
+  it('a lock whose holder vanished expires, so another server refills', async function () {
+    expect((await pool.spend(key, 1, 500, 'crashed', MEASURE)).lock).to.equal(true);
+    now += 499;
+    expect((await pool.spend(key, 1, 500, 'other', MEASURE)).lock).to.equal(false);
+    now += 1;
+    expect((await pool.spend(key, 1, 500, 'other', MEASURE)).lock).to.equal(true);
+  });
+
+  it('answers with its own clock, and units that arrive past their expiry lapse at once', async function () {
+    expect((await pool.peek(key)).storeNow).to.equal(now);
+    expect(await pool.add(key, grant(10, 0), 'a', MEASURE)).to.include({ left: 0, lapsed: 10 });
+  });
+
+  it('units expire at their expiry (this store’s clock) and are reported lapsed once', async function () {
+    await pool.add(key, grant(10, 1000), 'a', MEASURE);
+    now += 999;
+    expect(await pool.spend(key, 2, 500, 'a', MEASURE)).to.include({ spent: true, left: 8, lapsed: 0, resetAfterMs: 1 });
+    now += 1;
+    expect(await pool.spend(key, 1, 500, 'a', MEASURE)).to.include({ spent: false, left: 0, lapsed: 8 });
+    expect(await pool.peek(key)).to.include({ left: 0, lapsed: 0 });
+  });
+
+  it('units of a newer window never mix with an older window’s: the older ones lapse', async function () {
+    await pool.add(key, grant(5, 10_000, 'w1'), 'a', MEASURE);
+    const added = await pool.add(key, grant(7, 10_000, 'w2'), 'a', MEASURE);
+    expect(added).to.include({ left: 7, lapsed: 5, tag: 'w2' });
+    // Same window: the units add up, and two generations keep their own expiry (older first).
+    await pool.add(key, grant(3, 2_000, 'w2'), 'a', MEASURE);
+    expect((await pool.peek(key)).left).to.equal(10);
+    now += 2_000;
+    // Expiry is per generation: at +2 s the 3 lapse, the 7 live on until +10 s.
+    expect(await pool.peek(key)).to.include({ left: 7, lapsed: 3 });
+  });
+
+  it('spends the units that expire first before the newer ones', async function () {
+    await pool.add(key, grant(3, 1_000, ''), 'a', MEASURE);
+    await pool.add(key, grant(3, 5_000, ''), 'a', MEASURE);
+    expect((await pool.spend(key, 4, 500, 'a', MEASURE)).left).to.equal(2);
+    now += 1_000;
+    // The 3 older were all spent (plus 1 newer): nothing lapses at their expiry.
+    expect(await pool.peek(key)).to.include({ left: 2, lapsed: 0 });
+  });
+
+  it('a take that granted nothing refuses spends for retry_after without a refill', async function () {
+    expect((await pool.spend(key, 1, 500, 'a', MEASURE)).lock).to.equal(true);
+    await pool.add(key, grant(0, 0, 'w1', { parentRemaining: 0, retryAfterMs: 300 }), 'a', MEASURE);
+    expect(await pool.spend(key, 1, 500, 'a', MEASURE)).to.include({ spent: false, retryAfterMs: 300, lock: false, parentRemaining: 0 });
+    now += 300;
+    expect(await pool.spend(key, 1, 500, 'a', MEASURE)).to.include({ spent: false, retryAfterMs: 0, lock: true });
+  });
+
+  it('a failed refill releases the lock and marks the parent down for a while', async function () {
+    expect((await pool.spend(key, 1, 500, 'a', MEASURE)).lock).to.equal(true);
+    await pool.fail(key, 'a', 1000);
+    expect(await pool.spend(key, 1, 500, 'b', MEASURE)).to.include({ spent: false, down: true, lock: false });
+    now += 1000;
+    expect(await pool.spend(key, 1, 500, 'b', MEASURE)).to.include({ down: false, lock: true });
+  });
+
+  it('drains only after idle_ms without a spend, and only once', async function () {
+    await pool.add(key, grant(10, 60_000, 'w9'), 'a', MEASURE);
+    await pool.spend(key, 1, 500, 'a', MEASURE);
+    now += 999;
+    expect(await pool.drain(key, 1000)).to.include({ spent: false });
+    now += 1;
+    expect(await pool.drain(key, 1000)).to.include({ spent: true, left: 9, tag: 'w9' });
+    expect(await pool.drain(key, 0)).to.include({ spent: false, left: 0 });
+  });
+
+  it('a refund goes back to live units, at most what was spent lately', async function () {
+    await pool.add(key, grant(10, 60_000), 'a', MEASURE);
+    await pool.spend(key, 3, 500, 'a', MEASURE);
+    expect((await pool.refund(key, 5)).left).to.equal(3);
+    expect((await pool.peek(key)).left).to.equal(10);
+    // Nothing live: a refund finds no units to join (they belonged to a window that is over).
+    now += 60_000;
+    await pool.spend(key, 1, 500, 'a', MEASURE);
+    expect((await pool.refund(key, 1)).left).to.equal(0);
+  });
+
+  it('a process lease takes up to n units, with their window and expiry, and returns them only into that window', async function () {
+    await pool.add(key, grant(3, 1_000, 'w1'), 'a', MEASURE);
+    await pool.add(key, grant(4, 5_000, 'w1'), 'a', MEASURE);
+    // Partial: 5 asked, 5 taken from the older units first; they expire with the earlier generation.
+    const taken = await pool.spend(key, 5, 500, 'a', MEASURE, true, 'take');
+    // (2 left of a chunk of 4: time to refill ahead.)
+    expect(taken).to.include({ spent: true, left: 5, tag: 'w1', resetAfterMs: 1_000, lock: true });
+    const rest = await pool.spend(key, 5, 500, 'a', MEASURE, true, 'take');
+    expect(rest).to.include({ spent: true, left: 2, resetAfterMs: 5_000 });
+    expect((await pool.spend(key, 1, 500, 'a', MEASURE, true, 'take')).spent).to.equal(false);
+    // A return from another window lapses; one from this window goes back, even into an emptied pool.
+    expect((await pool.refund(key, 2, { tag: 'w0' })).left).to.equal(0);
+    expect((await pool.refund(key, 2, { tag: 'w1' })).left).to.equal(2);
+    expect((await pool.peek(key)).left).to.equal(2);
+    // Not once the window's units have expired.
+    now += 5_000;
+    expect((await pool.refund(key, 2, { tag: 'w1' })).left).to.equal(0);
+  });
+
+  it('measures what the region spent over the last measure period (the chunk rule’s rate)', async function () {
+    await pool.add(key, grant(100, 60_000), 'a', MEASURE);
+    for (let i = 0; i < 5; i++) await pool.spend(key, 2, 500, 'a', MEASURE);
+    now += MEASURE;
+    expect((await pool.spend(key, 1, 500, 'a', MEASURE)).recent).to.equal(10);
+    now += 2 * MEASURE;
+    expect((await pool.spend(key, 1, 500, 'a', MEASURE)).recent).to.equal(1);
+  });
+});
