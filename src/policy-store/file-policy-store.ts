@@ -8,6 +8,7 @@ import { emptyState, readSnapshot, SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, writeSnaps
 import {
   byPolicyId,
   ChangeListeners,
+  revivedAuditEntry,
   seedAuditEntry,
   versionRecordOf,
   type AuditEntry,
@@ -18,6 +19,7 @@ import {
   type PolicyStore,
   type PolicyVersion,
 } from './policy-store.js';
+import { revivedPolicy, StringPool } from '../policy/stored-policy.js';
 import type { Policy } from '../policy/types.js';
 
 /**
@@ -159,7 +161,8 @@ export class FilePolicyStore implements PolicyStore {
     this.records = records.length;
     this.snapshotBytes = snapshotBytes;
     this.compactMinBytes = options.compactMinBytes ?? COMPACT_MIN_BYTES;
-    for (const record of records) this.apply(record);
+    const strings = new StringPool();
+    for (const record of records) this.apply(this.revived(record, strings));
   }
 
   /**
@@ -415,6 +418,27 @@ export class FilePolicyStore implements PolicyStore {
       log.error('policy journal: write failed', { path: this.path, error: String(error) });
       throw new RlError('unavailable', 'policy store write failed; the change was not saved');
     }
+  }
+
+  /**
+   * A replayed record in stored form (stored-policy.ts): its policies revived, and each audit value the
+   * very object the store holds for that version (a policy's versions never repeat a number), not a
+   * second parsed copy.
+   */
+  private revived(record: JournalRecord, strings: StringPool): JournalRecord {
+    const changes = record.changes.map((c): JournalChange => {
+      const policy = c.policy === null ? null : revivedPolicy(c.policy, strings);
+      const previous = this.current.get(c.policy_id) ?? null;
+      const held = (value: Policy | null): Policy | null => {
+        if (value === null || value === undefined) return null;
+        if (policy !== null && value.version === policy.version) return policy;
+        if (previous !== null && value.version === previous.version) return previous;
+        return revivedPolicy(value, strings);
+      };
+      const audit = revivedAuditEntry(c.audit, held(c.audit.old_value), held(c.audit.new_value), strings);
+      return { policy_id: c.policy_id, head: c.head, policy, audit };
+    });
+    return { rev: record.rev, changes };
   }
 
   private apply(record: JournalRecord): void {

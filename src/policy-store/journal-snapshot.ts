@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
-import { versionRecordOf, type AuditEntry, type PolicyVersion } from './policy-store.js';
+import { revivedAuditEntry, versionRecordOf, type AuditEntry, type PolicyVersion } from './policy-store.js';
+import { revivedPolicy, StringPool } from '../policy/stored-policy.js';
 import type { Policy } from '../policy/types.js';
 
 /**
@@ -132,14 +133,18 @@ export async function readSnapshot(path: string): Promise<{ state: StoreState; b
   }
 
   const state = emptyState();
+  const strings = new StringPool();
   const snapshots = new Map<string, Map<number, Policy>>();
   const resolve = (policyId: string, value: Ref): Policy | null => {
     if (value === null) return null;
-    if (typeof (value as { $v?: unknown }).$v !== 'number') return value as Policy;
+    if (typeof (value as { $v?: unknown }).$v !== 'number') return revivedPolicy(value as Policy, strings);
     const found = snapshots.get(policyId)?.get((value as { $v: number }).$v);
     if (!found) throw new SnapshotCorruptError(path, `${policyId}: a reference to a version it does not hold`);
     return found;
   };
+  // The lines of one policy id follow each other: its id is kept as one string.
+  let lastId = '';
+  const idOf = (id: string): string => (id === lastId ? lastId : (lastId = id));
   let pos = 0;
   let lines = 0;
   while (pos < trailerStart) {
@@ -151,21 +156,23 @@ export async function readSnapshot(path: string): Promise<{ state: StoreState; b
       if (value.snapshot !== 1 || typeof value.rev !== 'number') throw new SnapshotCorruptError(path, 'no header');
       state.rev = value.rev;
     } else if ('v' in value) {
-      const policy = value.v as Policy;
+      const parsed = value.v as Policy;
+      parsed.policy_id = idOf(parsed.policy_id);
+      const policy = revivedPolicy(parsed, strings);
       const record = versionRecordOf(policy);
       push(state.history, record.policy_id, record);
       let byVersion = snapshots.get(record.policy_id);
       if (!byVersion) snapshots.set(record.policy_id, (byVersion = new Map()));
       byVersion.set(record.version, policy);
     } else if ('p' in value) {
-      const policyId = value.p as string;
+      const policyId = idOf(value.p as string);
       state.heads.set(policyId, value.head as number);
       const current = resolve(policyId, value.current as Ref);
       if (current) state.current.set(policyId, current);
     } else if ('a' in value) {
-      const entry = value.a as AuditEntry;
-      entry.old_value = resolve(entry.policy_id, entry.old_value as Ref);
-      entry.new_value = resolve(entry.policy_id, entry.new_value as Ref);
+      const parsed = value.a as AuditEntry;
+      parsed.policy_id = idOf(parsed.policy_id);
+      const entry = revivedAuditEntry(parsed, resolve(parsed.policy_id, parsed.old_value as Ref), resolve(parsed.policy_id, parsed.new_value as Ref), strings);
       push(state.audits, entry.policy_id, entry);
     } else {
       throw new SnapshotCorruptError(path, `line ${lines} is not a snapshot entry`);

@@ -1,3 +1,4 @@
+import type { StringPool } from '../policy/stored-policy.js';
 import type { Policy } from '../policy/types.js';
 
 /**
@@ -143,6 +144,24 @@ export function seedAuditEntry(policy: Policy, auditId: string): AuditEntry {
     version: policy.version,
     old_value: null,
     new_value: policy,
+  };
+}
+
+/**
+ * An audit entry read back from JSON the server wrote, in a fixed shape, its values the policies given
+ * (the objects the store already holds for those versions) and its repeated strings pooled.
+ */
+export function revivedAuditEntry(parsed: AuditEntry, oldValue: Policy | null, newValue: Policy | null, pool: StringPool): AuditEntry {
+  return {
+    audit_id: parsed.audit_id,
+    policy_id: parsed.policy_id,
+    action_type: pool.of(parsed.action_type),
+    changed_by: pool.of(parsed.changed_by),
+    changed_at: pool.of(parsed.changed_at),
+    changed_at_unix: parsed.changed_at_unix,
+    version: parsed.version,
+    old_value: oldValue,
+    new_value: newValue,
   };
 }
 

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { FieldError, Policy } from './types.js';
+import { StringPool, storedPolicy } from './stored-policy.js';
 import { validatePolicy } from './validate.js';
 
 /**
@@ -70,6 +71,7 @@ export function parsePolicyDocument(path: string, doc: unknown, nowIso: string =
   const problems: PolicyFileProblem[] = [];
   const policies: Policy[] = [];
   const firstIndex = new Map<string, number>();
+  const strings = new StringPool();
   (list as unknown[]).forEach((raw, index) => {
     const result = validatePolicy(raw, { requireId: true });
     if (!result.ok) {
@@ -84,7 +86,7 @@ export function parsePolicyDocument(path: string, doc: unknown, nowIso: string =
       return;
     }
     firstIndex.set(id, index);
-    policies.push({ ...result.policy, version: 1, created_at: nowIso, updated_at: nowIso });
+    policies.push(storedPolicy(result.policy, 1, nowIso, nowIso, strings));
   });
   if (problems.length > 0) throw new PolicyFileError(path, problems);
   return policies;

@@ -1,0 +1,129 @@
+/**
+ * What policies cost at scale (issue 23, point 6), through the real code, each phase in a fresh process
+ * started with --expose-gc:
+ *
+ *   npx tsx bench/policy-memory.ts [--policies 100000] [--dir /tmp/x] [--phases file,seed,reopen] [--heap-snapshot]
+ *
+ *   file     loadPolicyFile of N policies + LiveMatcher: live heap after GC (what scenario 5 builds)
+ *   seed     an empty data directory seeded from the file (as the first start of the server)
+ *   reopen   FilePolicyStore.open of that directory + PolicyService with a LiveMatcher (the usual restart):
+ *            time per phase, live heap after GC
+ *
+ * `--heap-snapshot` adds the largest object classes of the reopened process (count, self bytes).
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { LiveMatcher } from '../src/matching/live-matcher.js';
+import { loadPolicyFile } from '../src/policy/policy-file.js';
+import { PolicyService } from '../src/policy/policy-service.js';
+import { FilePolicyStore } from '../src/policy-store/file-policy-store.js';
+import { setLogLevel } from '../src/util/log.js';
+import { generateWorkload } from './lib/workload.js';
+
+const args = process.argv.slice(2);
+const argOf = (name: string, dflt: string): string => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : dflt;
+};
+const MiB = 2 ** 20;
+
+function liveHeap(): number {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) throw new Error('run with --expose-gc');
+  for (let i = 0; i < 3; i++) gc();
+  return process.memoryUsage().heapUsed;
+}
+
+/** Self size and count per constructor name in a heap snapshot of this process (largest first). */
+async function heapClasses(top = 25): Promise<{ name: string; count: number; mib: number }[]> {
+  const session = new Session();
+  session.connect();
+  let text = '';
+  session.on('HeapProfiler.addHeapSnapshotChunk', (m) => (text += m.params.chunk));
+  await session.post('HeapProfiler.takeHeapSnapshot', { reportProgress: false });
+  session.disconnect();
+  const snap = JSON.parse(text) as { snapshot: { meta: { node_fields: string[]; node_types: [string[]] } }; nodes: number[]; strings: string[] };
+  const f = snap.snapshot.meta.node_fields;
+  const types = snap.snapshot.meta.node_types[0];
+  const [iType, iName, iSize, width] = [f.indexOf('type'), f.indexOf('name'), f.indexOf('self_size'), f.length];
+  const by = new Map<string, { count: number; bytes: number }>();
+  for (let n = 0; n < snap.nodes.length; n += width) {
+    const type = types[snap.nodes[n + iType]];
+    const name = type === 'object' || type === 'closure' ? `${type} ${snap.strings[snap.nodes[n + iName]]}` : `(${type})`;
+    const e = by.get(name) ?? { count: 0, bytes: 0 };
+    e.count++;
+    e.bytes += snap.nodes[n + iSize];
+    by.set(name, e);
+  }
+  return [...by].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, top).map(([name, e]) => ({ name, count: e.count, mib: Math.round((e.bytes / MiB) * 10) / 10 }));
+}
+
+async function phase(name: string, dir: string, count: number, snapshot: boolean): Promise<Record<string, unknown>> {
+  setLogLevel('warn');
+  const file = join(dir, 'policies.json');
+  const base = liveHeap();
+  if (name === 'file') {
+    const t0 = performance.now();
+    const policies = loadPolicyFile(file);
+    const t1 = performance.now();
+    const matcher = new LiveMatcher(policies);
+    const t2 = performance.now();
+    const heap = liveHeap();
+    const out = { load_ms: t1 - t0, matcher_ms: t2 - t1, heap_mib: (heap - base) / MiB, bytes_per_policy: (heap - base) / count, size: matcher.current().size };
+    return snapshot ? { ...out, classes: await heapClasses() } : out;
+  }
+  if (name === 'seed') {
+    const t0 = performance.now();
+    const store = await FilePolicyStore.open(join(dir, 'data'));
+    await store.seedIfEmpty(() => loadPolicyFile(file));
+    await store.settled();
+    const t1 = performance.now();
+    await store.close();
+    return { seed_ms: t1 - t0, stats: store.storageStats() };
+  }
+  const t0 = performance.now();
+  const store = await FilePolicyStore.open(join(dir, 'data'));
+  const t1 = performance.now();
+  const matcher = new LiveMatcher();
+  const service = new PolicyService({ store, matcher });
+  const t2 = performance.now();
+  const heap = liveHeap();
+  const out = {
+    open_ms: t1 - t0,
+    matcher_ms: t2 - t1,
+    startup_ms: t2 - t0,
+    heap_mib: (heap - base) / MiB,
+    bytes_per_policy: (heap - base) / count,
+    size: matcher.current().size,
+    stats: store.storageStats(),
+  };
+  const result = snapshot ? { ...out, classes: await heapClasses() } : out;
+  service.close();
+  await store.close();
+  return result;
+}
+
+if (args[0] === '--phase') {
+  const result = await phase(args[1], argOf('dir', ''), Number(argOf('policies', '100000')), args.includes('--heap-snapshot'));
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+} else {
+  const count = Number(argOf('policies', '100000'));
+  const own = !args.includes('--dir');
+  const dir = own ? mkdtempSync(join(tmpdir(), 'rl-policy-memory-')) : argOf('dir', '');
+  try {
+    writeFileSync(join(dir, 'policies.json'), JSON.stringify({ policies: generateWorkload(count).policies }));
+    const phases = argOf('phases', 'file,seed,reopen').split(',');
+    for (const name of phases) {
+      const child = spawnSync(process.execPath, ['--expose-gc', ...process.execArgv, fileURLToPath(import.meta.url), '--phase', name, ...args, '--dir', dir], { encoding: 'utf8', maxBuffer: 64 * MiB });
+      if (child.status !== 0) throw new Error(`${name} failed: ${child.stderr}`);
+      console.log(name, child.stdout.trim());
+    }
+  } finally {
+    if (own) rmSync(dir, { recursive: true, force: true });
+  }
+}
