@@ -8,6 +8,7 @@
  *   seed     an empty data directory seeded from the file (as the first start of the server)
  *   reopen   FilePolicyStore.open of that directory + PolicyService with a LiveMatcher (the usual restart):
  *            time per phase, live heap after GC
+ *   server   startServer on that directory (what scenario 10 reports as the reopen start-up), live heap
  *
  * `--heap-snapshot` adds the largest object classes of the reopened process (count, self bytes).
  */
@@ -18,6 +19,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { loadServerConfig } from '../src/config.js';
+import { startServer } from '../src/server.js';
 import { LiveMatcher } from '../src/matching/live-matcher.js';
 import { loadPolicyFile } from '../src/policy/policy-file.js';
 import { PolicyService } from '../src/policy/policy-service.js';
@@ -31,6 +34,10 @@ const argOf = (name: string, dflt: string): string => {
   return i >= 0 ? args[i + 1] : dflt;
 };
 const MiB = 2 ** 20;
+
+function cpuMs(from: NodeJS.CpuUsage, to: NodeJS.CpuUsage): number {
+  return (to.user + to.system - from.user - from.system) / 1000;
+}
 
 function liveHeap(): number {
   const gc = (globalThis as { gc?: () => void }).gc;
@@ -68,13 +75,16 @@ async function phase(name: string, dir: string, count: number, snapshot: boolean
   const file = join(dir, 'policies.json');
   const base = liveHeap();
   if (name === 'file') {
+    const c0 = process.cpuUsage();
     const t0 = performance.now();
     const policies = loadPolicyFile(file);
     const t1 = performance.now();
+    const c1 = process.cpuUsage();
     const matcher = new LiveMatcher(policies);
     const t2 = performance.now();
+    const c2 = process.cpuUsage();
     const heap = liveHeap();
-    const out = { load_ms: t1 - t0, matcher_ms: t2 - t1, heap_mib: (heap - base) / MiB, bytes_per_policy: (heap - base) / count, size: matcher.current().size };
+    const out = { load_ms: t1 - t0, matcher_ms: t2 - t1, load_cpu_ms: cpuMs(c0, c1), matcher_cpu_ms: cpuMs(c1, c2), heap_mib: (heap - base) / MiB, bytes_per_policy: (heap - base) / count, size: matcher.current().size };
     return snapshot ? { ...out, classes: await heapClasses() } : out;
   }
   if (name === 'seed') {
@@ -86,17 +96,35 @@ async function phase(name: string, dir: string, count: number, snapshot: boolean
     await store.close();
     return { seed_ms: t1 - t0, stats: store.storageStats() };
   }
+  if (name === 'server') {
+    const config = loadServerConfig({ RL_DATA_DIR: join(dir, 'data'), RL_POLICY_FILE: file, RL_HTTP_ADDR: '127.0.0.1:0', RL_GRPC_ADDR: '127.0.0.1:0', RL_SHUTDOWN_DELAY_SECS: '0', RL_DRAIN_SECS: '1' });
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    const server = await startServer(config);
+    const t1 = performance.now();
+    const c1 = process.cpuUsage();
+    const heap = liveHeap();
+    await server.drain();
+    return { startup_ms: t1 - t0, startup_cpu_ms: cpuMs(c0, c1), heap_mib: (heap - base) / MiB, bytes_per_policy: (heap - base) / count };
+  }
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
   const store = await FilePolicyStore.open(join(dir, 'data'));
   const t1 = performance.now();
+  const c1 = process.cpuUsage();
   const matcher = new LiveMatcher();
   const service = new PolicyService({ store, matcher });
   const t2 = performance.now();
+  const c2 = process.cpuUsage();
   const heap = liveHeap();
   const out = {
     open_ms: t1 - t0,
     matcher_ms: t2 - t1,
     startup_ms: t2 - t0,
+    // CPU time (every thread: GC helpers count) is what a shared machine leaves comparable.
+    open_cpu_ms: cpuMs(c0, c1),
+    matcher_cpu_ms: cpuMs(c1, c2),
+    startup_cpu_ms: cpuMs(c0, c2),
     heap_mib: (heap - base) / MiB,
     bytes_per_policy: (heap - base) / count,
     size: matcher.current().size,

@@ -4,7 +4,8 @@ import { dirname, join, resolve } from 'node:path';
 import { RlError } from '../errors.js';
 import { log } from '../util/log.js';
 import { DataDirLock, type LockOptions } from './journal-lock.js';
-import { emptyState, readSnapshot, SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, writeSnapshot, type StoreState } from './journal-snapshot.js';
+import { CompactionWorker } from './journal-compaction.js';
+import { emptyState, readSnapshot, SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, type StoreState } from './journal-snapshot.js';
 import {
   byPolicyId,
   ChangeListeners,
@@ -141,6 +142,7 @@ export class FilePolicyStore implements PolicyStore {
   private failed: Error | undefined;
   private closed = false;
   private readonly listeners = new ChangeListeners();
+  private readonly compactor = new CompactionWorker();
 
   private constructor(
     readonly path: string,
@@ -312,6 +314,7 @@ export class FilePolicyStore implements PolicyStore {
     if (this.closed) return;
     this.closed = true;
     await this.queue.catch(() => undefined);
+    await this.compactor.close();
     await this.file.close();
     await this.lock.release();
   }
@@ -349,7 +352,9 @@ export class FilePolicyStore implements PolicyStore {
     const temp = join(dir, SNAPSHOT_TEMP_FILE);
     let bytes: number;
     try {
-      bytes = await writeSnapshot(temp, this.stateView(), () => step('snapshot-started'));
+      // Serialised in a worker thread from the files themselves (the snapshot and the journal hold exactly
+      // the state in memory: nothing is appended while this runs), so decisions never wait for it.
+      bytes = await this.compactor.run({ dir, journalBytes: this.size, rev: this.rev }, () => step('snapshot-started'));
       step('snapshot-written');
       await fsp.rename(temp, join(dir, SNAPSHOT_FILE));
     } catch (error) {
@@ -442,21 +447,8 @@ export class FilePolicyStore implements PolicyStore {
   }
 
   private apply(record: JournalRecord): void {
+    applyRecord(this.stateView(), record);
     this.rev = record.rev;
-    for (const c of record.changes) {
-      this.heads.set(c.policy_id, c.head);
-      if (c.policy) {
-        this.current.set(c.policy_id, c.policy);
-        const versions = this.history.get(c.policy_id) ?? [];
-        versions.push(versionRecordOf(c.policy));
-        this.history.set(c.policy_id, versions);
-      } else {
-        this.current.delete(c.policy_id);
-      }
-      const audit = this.audits.get(c.policy_id) ?? [];
-      audit.push(c.audit);
-      this.audits.set(c.policy_id, audit);
-    }
     this.sorted = undefined;
   }
 
@@ -471,6 +463,25 @@ export class FilePolicyStore implements PolicyStore {
       },
       logListenerError,
     );
+  }
+}
+
+/** One record's changes applied to `state` (the store's own maps at run time, a copy in the compaction worker). */
+export function applyRecord(state: StoreState, record: JournalRecord): void {
+  state.rev = record.rev;
+  for (const c of record.changes) {
+    state.heads.set(c.policy_id, c.head);
+    if (c.policy) {
+      state.current.set(c.policy_id, c.policy);
+      const versions = state.history.get(c.policy_id) ?? [];
+      versions.push(versionRecordOf(c.policy));
+      state.history.set(c.policy_id, versions);
+    } else {
+      state.current.delete(c.policy_id);
+    }
+    const audit = state.audits.get(c.policy_id) ?? [];
+    audit.push(c.audit);
+    state.audits.set(c.policy_id, audit);
   }
 }
 
@@ -497,7 +508,7 @@ export function encodeRecord(record: JournalRecord): Buffer {
  * byte length of all good records. Revisions must follow each other, the first at most `afterRev + 1`.
  * A bad region is accepted as a torn tail only when no good record follows it.
  */
-function parseJournal(
+export function parseJournal(
   path: string,
   data: Buffer,
   afterRev = 0,

@@ -148,21 +148,17 @@ export function seedAuditEntry(policy: Policy, auditId: string): AuditEntry {
 }
 
 /**
- * An audit entry read back from JSON the server wrote, in a fixed shape, its values the policies given
- * (the objects the store already holds for those versions) and its repeated strings pooled.
+ * An audit entry just parsed from JSON the server wrote, completed in place: its values become the
+ * policies given (the objects the store already holds for those versions) and its repeated strings
+ * are pooled.
  */
 export function revivedAuditEntry(parsed: AuditEntry, oldValue: Policy | null, newValue: Policy | null, pool: StringPool): AuditEntry {
-  return {
-    audit_id: parsed.audit_id,
-    policy_id: parsed.policy_id,
-    action_type: pool.of(parsed.action_type),
-    changed_by: pool.of(parsed.changed_by),
-    changed_at: pool.of(parsed.changed_at),
-    changed_at_unix: parsed.changed_at_unix,
-    version: parsed.version,
-    old_value: oldValue,
-    new_value: newValue,
-  };
+  parsed.action_type = pool.of(parsed.action_type);
+  parsed.changed_by = pool.of(parsed.changed_by);
+  parsed.changed_at = pool.of(parsed.changed_at);
+  parsed.old_value = oldValue;
+  parsed.new_value = newValue;
+  return parsed;
 }
 
 export function byPolicyId(a: Policy, b: Policy): number {

@@ -29,13 +29,17 @@ import type { PolicyInput } from './validate.js';
 /** One string for equal strings, for the duration of one load (a file, a journal replay, a snapshot). */
 export class StringPool {
   private readonly strings = new Map<string, string>();
+  /** The last string asked for: consecutive policies often share a timestamp. */
+  private last = '';
 
   of<T extends string | undefined>(s: T): T {
-    if (s === undefined) return s;
-    const known = this.strings.get(s);
-    if (known !== undefined) return known as T;
-    this.strings.set(s, s);
-    return s;
+    // JSON.parse already makes one string of every short one (V8 internalizes up to 10 characters).
+    if (s === undefined || s.length <= 10) return s;
+    if (s === this.last) return this.last as T;
+    let known = this.strings.get(s);
+    if (known === undefined) this.strings.set(s, (known = s));
+    this.last = known;
+    return known as T;
   }
 }
 
@@ -62,9 +66,30 @@ export function storedPolicy(input: PolicyInput, version: number, createdAt: str
   };
 }
 
-/** A policy read back from JSON the server wrote (journal, snapshot, Redis), in its stored form. */
+/**
+ * A policy just parsed from JSON the server wrote (journal, snapshot, Redis), brought to the stored form
+ * in place: JSON.parse already makes fast objects of exactly their size, with the fields in the order
+ * they were written, so only the shared parts and strings are swapped in (no second copy is built).
+ */
 export function revivedPolicy(parsed: Policy, pool?: StringPool): Policy {
-  return storedPolicy(parsed, parsed.version, parsed.created_at, parsed.updated_at, pool);
+  parsed.description = pool?.of(parsed.description) ?? parsed.description;
+  const scope = parsed.scope;
+  if (pool !== undefined && scope !== undefined && scope !== null) {
+    for (const key of Object.keys(scope)) {
+      const value = scope[key as keyof PolicyScope];
+      if (typeof value === 'string') (scope as Record<string, string>)[key] = pool.of(value);
+    }
+  }
+  parsed.algorithm = algorithmOf(parsed.algorithm);
+  parsed.action = constant(LIMIT_ACTIONS, parsed.action);
+  parsed.failure_mode = constant(FAILURE_MODES, parsed.failure_mode);
+  parsed.enforcement_mode = constant(ENFORCEMENT_MODES, parsed.enforcement_mode);
+  parsed.metadata = metadataOf(parsed.metadata);
+  if (pool !== undefined) {
+    parsed.created_at = pool.of(parsed.created_at);
+    parsed.updated_at = pool.of(parsed.updated_at);
+  }
+  return parsed;
 }
 
 /** The same string from `values` when there is one (one copy for every policy), else `value`. */
