@@ -178,7 +178,7 @@ export class Matcher {
       if ('reason' in d) skipped.set(policy.policy_id, { policy_id: policy.policy_id, reason: d.reason });
       else drafts.push(d);
     }
-    drafts.sort((a, b) => compareRank(a.compiled, b.compiled));
+    inWinnerOrder(drafts);
     const gap = rankGap(drafts.length);
     drafts.forEach((d, i) => (d.compiled.rank = (i + 1) * gap));
 
@@ -574,6 +574,38 @@ function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
     wildcards: shared.wildcards(wildcards),
   };
   return { compiled, exactFields, exactTags };
+}
+
+/**
+ * Sorts drafts into winner order in linear time for the usual input: policies come from a store's list,
+ * sorted by policy_id, and take few distinct (specificity, priority) values, so grouping by those keeps
+ * each group in policy_id order already (a group that is not is sorted). A comparison sort of 100,000
+ * drafts chases pointers to two policies per comparison, some 1.7 million times.
+ */
+function inWinnerOrder(drafts: Draft[]): void {
+  const groups = new Map<number, Map<number, Draft[]>>(); // specificity → priority → drafts, input order
+  for (const d of drafts) {
+    let byPriority = groups.get(d.compiled.specificity);
+    if (!byPriority) groups.set(d.compiled.specificity, (byPriority = new Map()));
+    const group = byPriority.get(d.compiled.policy.priority);
+    if (group) group.push(d);
+    else byPriority.set(d.compiled.policy.priority, [d]);
+  }
+  const descending = (a: number, b: number) => b - a;
+  let i = 0;
+  for (const specificity of [...groups.keys()].sort(descending)) {
+    const byPriority = groups.get(specificity)!;
+    for (const priority of [...byPriority.keys()].sort(descending)) {
+      const group = byPriority.get(priority)!;
+      for (let k = 1; k < group.length; k++) {
+        if (group[k - 1].compiled.policy.policy_id > group[k].compiled.policy.policy_id) {
+          group.sort((a, b) => compareRank(a.compiled, b.compiled));
+          break;
+        }
+      }
+      for (const d of group) drafts[i++] = d;
+    }
+  }
 }
 
 /** Winner order: highest specificity, then highest priority, then smallest policy_id (plain compare). */

@@ -134,36 +134,29 @@ export async function readSnapshot(path: string): Promise<{ state: StoreState; b
 
   const state = emptyState();
   const strings = new StringPool();
-  const snapshots = new Map<string, Map<number, Policy>>();
+  /** The version `$v` of `policyId`, from its versions read so far (ascending). */
   const resolve = (policyId: string, value: Ref): Policy | null => {
     if (value === null) return null;
     if (typeof (value as { $v?: unknown }).$v !== 'number') return revivedPolicy(value as Policy, strings);
-    const found = snapshots.get(policyId)?.get((value as { $v: number }).$v);
+    const found = versionOf(state.history.get(policyId), (value as { $v: number }).$v);
     if (!found) throw new SnapshotCorruptError(path, `${policyId}: a reference to a version it does not hold`);
     return found;
   };
+  const headerEnd = data.indexOf(0x0a);
+  const header = parseLine(path, data.toString('utf8', 0, headerEnd)) as Record<string, unknown>;
+  if (header.snapshot !== 1 || typeof header.rev !== 'number') throw new SnapshotCorruptError(path, 'no header');
+  state.rev = header.rev;
+  const entries = headerEnd + 1 < trailerStart ? parseLines(path, data, headerEnd + 1, trailerStart) : [];
   // The lines of one policy id follow each other: its id is kept as one string.
   let lastId = '';
   const idOf = (id: string): string => (id === lastId ? lastId : (lastId = id));
-  let pos = 0;
-  let lines = 0;
-  while (pos < trailerStart) {
-    const nl = data.indexOf(0x0a, pos);
-    const value = parseLine(path, data.toString('utf8', pos, nl)) as Record<string, unknown>;
-    pos = nl + 1;
+  let lines = 1;
+  for (const value of entries) {
     lines++;
-    if (lines === 1) {
-      if (value.snapshot !== 1 || typeof value.rev !== 'number') throw new SnapshotCorruptError(path, 'no header');
-      state.rev = value.rev;
-    } else if ('v' in value) {
+    if ('v' in value) {
       const parsed = value.v as Policy;
       parsed.policy_id = idOf(parsed.policy_id);
-      const policy = revivedPolicy(parsed, strings);
-      const record = versionRecordOf(policy);
-      push(state.history, record.policy_id, record);
-      let byVersion = snapshots.get(record.policy_id);
-      if (!byVersion) snapshots.set(record.policy_id, (byVersion = new Map()));
-      byVersion.set(record.version, policy);
+      push(state.history, parsed.policy_id, versionRecordOf(revivedPolicy(parsed, strings)));
     } else if ('p' in value) {
       const policyId = idOf(value.p as string);
       state.heads.set(policyId, value.head as number);
@@ -180,6 +173,40 @@ export async function readSnapshot(path: string): Promise<{ state: StoreState; b
   }
   if (lines + 1 !== trailer.lines || trailer.end !== state.rev) throw new SnapshotCorruptError(path, 'the trailer does not match the content');
   return { state, bytes: data.length };
+}
+
+/**
+ * The JSON lines of data[start, end) (each ends with a newline), parsed in one call: one array instead
+ * of a string and a parse per line (JSON.stringify escapes newlines inside strings, so every raw newline
+ * ends a line). A line that is not a JSON object is found line by line.
+ */
+function parseLines(path: string, data: Buffer, start: number, end: number): Record<string, unknown>[] {
+  let values: unknown[] | undefined;
+  try {
+    values = JSON.parse(`[${data.toString('utf8', start, end - 1).replaceAll('\n', ',')}]`) as unknown[];
+  } catch {
+    // reported below
+  }
+  if (values !== undefined && values.every((v) => typeof v === 'object' && v !== null && !Array.isArray(v))) return values as Record<string, unknown>[];
+  for (let pos = start; pos < end; ) {
+    const nl = data.indexOf(0x0a, pos);
+    parseLine(path, data.toString('utf8', pos, nl));
+    pos = nl + 1;
+  }
+  throw new SnapshotCorruptError(path, 'a line is not a JSON object');
+}
+
+/** The snapshot of version `version` in `versions` (ascending), by binary search. */
+function versionOf(versions: readonly PolicyVersion[] | undefined, version: number): Policy | undefined {
+  if (versions === undefined) return undefined;
+  let lo = 0;
+  let hi = versions.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (versions[mid].version < version) lo = mid + 1;
+    else hi = mid;
+  }
+  return versions[lo]?.version === version ? versions[lo].snapshot : undefined;
 }
 
 function parseLine(path: string, text: string): unknown {
