@@ -9,6 +9,8 @@
  *   reopen   FilePolicyStore.open of that directory + PolicyService with a LiveMatcher (the usual restart):
  *            time per phase, live heap after GC
  *   server   startServer on that directory (what scenario 10 reports as the reopen start-up), live heap
+ *   compact  another data directory seeded, then its first compaction (a snapshot of every policy):
+ *            the event loop's busy time (eventLoopUtilization) and its longest stall meanwhile
  *
  * `--heap-snapshot` adds the largest object classes of the reopened process (count, self bytes).
  */
@@ -17,7 +19,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { loadServerConfig } from '../src/config.js';
 import { startServer } from '../src/server.js';
@@ -95,6 +97,32 @@ async function phase(name: string, dir: string, count: number, snapshot: boolean
     const t1 = performance.now();
     await store.close();
     return { seed_ms: t1 - t0, stats: store.storageStats() };
+  }
+  if (name === 'compact') {
+    const store = await FilePolicyStore.open(join(dir, `compact-data-${process.pid}`));
+    // Seeding queues the compaction behind itself; it runs once the seeding record is applied.
+    await store.seedIfEmpty(() => loadPolicyFile(file));
+    const loop = monitorEventLoopDelay({ resolution: 1 });
+    loop.enable();
+    const elu = performance.eventLoopUtilization();
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    await store.settled();
+    const t1 = performance.now();
+    const busy = performance.eventLoopUtilization(elu);
+    const cpu = cpuMs(c0, process.cpuUsage());
+    loop.disable();
+    const stats = store.storageStats();
+    await store.close();
+    return {
+      compaction_ms: t1 - t0,
+      event_loop_busy_ms: busy.active,
+      process_cpu_ms: cpu,
+      loop_delay_max_ms: loop.max / 1e6,
+      loop_delay_p99_ms: loop.percentile(99) / 1e6,
+      snapshot_bytes: stats.snapshotBytes,
+      compactions: stats.compactions,
+    };
   }
   if (name === 'server') {
     const config = loadServerConfig({ RL_DATA_DIR: join(dir, 'data'), RL_POLICY_FILE: file, RL_HTTP_ADDR: '127.0.0.1:0', RL_GRPC_ADDR: '127.0.0.1:0', RL_SHUTDOWN_DELAY_SECS: '0', RL_DRAIN_SECS: '1' });

@@ -125,7 +125,7 @@ export interface StorageStats {
 export class FilePolicyStore implements PolicyStore {
   private readonly current: Map<string, Policy>;
   private readonly heads: Map<string, number>;
-  private readonly history: Map<string, PolicyVersion[]>;
+  private readonly history: Map<string, Policy[]>;
   private readonly audits: Map<string, AuditEntry[]>;
   private sorted: Policy[] | undefined;
   private rev: number;
@@ -238,7 +238,7 @@ export class FilePolicyStore implements PolicyStore {
   }
 
   async versions(policyId: string): Promise<PolicyVersion[]> {
-    return [...(this.history.get(policyId) ?? [])];
+    return (this.history.get(policyId) ?? []).map(versionRecordOf);
   }
 
   async audit(policyId: string): Promise<AuditEntry[]> {
@@ -474,7 +474,7 @@ export function applyRecord(state: StoreState, record: JournalRecord): void {
     if (c.policy) {
       state.current.set(c.policy_id, c.policy);
       const versions = state.history.get(c.policy_id) ?? [];
-      versions.push(versionRecordOf(c.policy));
+      versions.push(c.policy);
       state.history.set(c.policy_id, versions);
     } else {
       state.current.delete(c.policy_id);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
-import { revivedAuditEntry, versionRecordOf, type AuditEntry, type PolicyVersion } from './policy-store.js';
+import { revivedAuditEntry, type AuditEntry } from './policy-store.js';
 import { revivedPolicy, StringPool } from '../policy/stored-policy.js';
 import type { Policy } from '../policy/types.js';
 
@@ -35,7 +35,8 @@ export interface StoreState {
   rev: number;
   heads: Map<string, number>;
   current: Map<string, Policy>;
-  history: Map<string, PolicyVersion[]>;
+  /** Every version's policy, ascending; its version record is derived when read (versionRecordOf). */
+  history: Map<string, Policy[]>;
   audits: Map<string, AuditEntry[]>;
 }
 
@@ -90,7 +91,7 @@ export async function writeSnapshot(path: string, state: StoreState, afterHeader
       // JSON of each version's snapshot, to write refs instead of copies.
       const written = new Map<number, string>();
       for (const version of state.history.get(policyId) ?? []) {
-        const json = JSON.stringify(version.snapshot);
+        const json = JSON.stringify(version);
         written.set(version.version, json);
         await line(`{"v":${json}}`);
       }
@@ -156,7 +157,7 @@ export async function readSnapshot(path: string): Promise<{ state: StoreState; b
     if ('v' in value) {
       const parsed = value.v as Policy;
       parsed.policy_id = idOf(parsed.policy_id);
-      push(state.history, parsed.policy_id, versionRecordOf(revivedPolicy(parsed, strings)));
+      push(state.history, parsed.policy_id, revivedPolicy(parsed, strings));
     } else if ('p' in value) {
       const policyId = idOf(value.p as string);
       state.heads.set(policyId, value.head as number);
@@ -196,8 +197,8 @@ function parseLines(path: string, data: Buffer, start: number, end: number): Rec
   throw new SnapshotCorruptError(path, 'a line is not a JSON object');
 }
 
-/** The snapshot of version `version` in `versions` (ascending), by binary search. */
-function versionOf(versions: readonly PolicyVersion[] | undefined, version: number): Policy | undefined {
+/** Version `version` in `versions` (ascending), by binary search. */
+function versionOf(versions: readonly Policy[] | undefined, version: number): Policy | undefined {
   if (versions === undefined) return undefined;
   let lo = 0;
   let hi = versions.length;
@@ -206,7 +207,7 @@ function versionOf(versions: readonly PolicyVersion[] | undefined, version: numb
     if (versions[mid].version < version) lo = mid + 1;
     else hi = mid;
   }
-  return versions[lo]?.version === version ? versions[lo].snapshot : undefined;
+  return versions[lo]?.version === version ? versions[lo] : undefined;
 }
 
 function parseLine(path: string, text: string): unknown {
