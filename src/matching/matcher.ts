@@ -579,8 +579,8 @@ function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
 /**
  * Sorts drafts into winner order in linear time for the usual input: policies come from a store's list,
  * sorted by policy_id, and take few distinct (specificity, priority) values, so grouping by those keeps
- * each group in policy_id order already (a group that is not is sorted). A comparison sort of 100,000
- * drafts chases pointers to two policies per comparison, some 1.7 million times.
+ * each group in policy_id order already (a group that is not is sorted). A comparison sort of every
+ * draft would chase pointers to two policies per comparison, n log n times.
  */
 function inWinnerOrder(drafts: Draft[]): void {
   const groups = new Map<number, Map<number, Draft[]>>(); // specificity → priority → drafts, input order

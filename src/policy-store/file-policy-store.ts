@@ -56,6 +56,7 @@ import type { Policy } from '../policy/types.js';
  * at most about twice the snapshot), the whole state is written as a snapshot (journal-snapshot.ts),
  * each step crash-safe:
  *   1. write `policies.snapshot.tmp`, fdatasync it;     a crash leaves a temp file, deleted at start-up
+ *      (in a worker thread, from the files: journal-compaction.ts)
  *   2. rename it to `policies.snapshot`;                 old or new snapshot, the journal still whole
  *   3. fsync the directory;                              the new snapshot is durable
  *   4. truncate the journal to 0 and fdatasync it.
