@@ -60,6 +60,8 @@ export class CompactionWorker {
     if (this.pending) return Promise.reject(new Error('a compaction is already running'));
     clearTimeout(this.idle);
     const worker = (this.worker ??= this.start());
+    // A running job keeps the process alive (the store waits for it); an idle thread does not.
+    worker.ref();
     // The worker blocks on this flag after the header until afterHeader has run.
     const resume = new Int32Array(new SharedArrayBuffer(4));
     return new Promise<number>((resolve, reject) => {
@@ -78,7 +80,6 @@ export class CompactionWorker {
 
   private start(): Worker {
     const worker = startWorker();
-    worker.unref();
     worker.on('message', (message: CompactionMessage) => {
       const pending = this.pending;
       if (!pending) return;
@@ -92,6 +93,7 @@ export class CompactionWorker {
         return;
       }
       this.pending = undefined;
+      worker.unref();
       if (message.type === 'done') pending.resolve(message.bytes);
       else pending.reject(new Error(message.error));
       this.idle = setTimeout(() => void this.close(), IDLE_MS).unref();
