@@ -37,8 +37,19 @@ const argOf = (name: string, dflt: string): string => {
 };
 const MiB = 2 ** 20;
 
-function cpuMs(from: NodeJS.CpuUsage, to: NodeJS.CpuUsage): number {
-  return (to.user + to.system - from.user - from.system) / 1000;
+/** A point in time: wall clock and this process's CPU time (every thread: GC helpers count). */
+interface Mark {
+  ms: number;
+  cpu: NodeJS.CpuUsage;
+}
+
+function mark(): Mark {
+  return { ms: performance.now(), cpu: process.cpuUsage() };
+}
+
+/** Wall and CPU milliseconds from `a` to `b`. */
+function between(a: Mark, b: Mark): { ms: number; cpu_ms: number } {
+  return { ms: b.ms - a.ms, cpu_ms: (b.cpu.user + b.cpu.system - a.cpu.user - a.cpu.system) / 1000 };
 }
 
 function liveHeap(): number {
@@ -77,26 +88,23 @@ async function phase(name: string, dir: string, count: number, snapshot: boolean
   const file = join(dir, 'policies.json');
   const base = liveHeap();
   if (name === 'file') {
-    const c0 = process.cpuUsage();
-    const t0 = performance.now();
+    const m0 = mark();
     const policies = loadPolicyFile(file);
-    const t1 = performance.now();
-    const c1 = process.cpuUsage();
+    const m1 = mark();
     const matcher = new LiveMatcher(policies);
-    const t2 = performance.now();
-    const c2 = process.cpuUsage();
+    const m2 = mark();
     const heap = liveHeap();
-    const out = { load_ms: t1 - t0, matcher_ms: t2 - t1, load_cpu_ms: cpuMs(c0, c1), matcher_cpu_ms: cpuMs(c1, c2), heap_mib: (heap - base) / MiB, bytes_per_policy: (heap - base) / count, size: matcher.current().size };
+    const out = { load: between(m0, m1), matcher: between(m1, m2), heap_mib: (heap - base) / MiB, bytes_per_policy: (heap - base) / count, size: matcher.current().size };
     return snapshot ? { ...out, classes: await heapClasses() } : out;
   }
   if (name === 'seed') {
-    const t0 = performance.now();
+    const m0 = mark();
     const store = await FilePolicyStore.open(join(dir, 'data'));
     await store.seedIfEmpty(() => loadPolicyFile(file));
     await store.settled();
-    const t1 = performance.now();
+    const seed = between(m0, mark());
     await store.close();
-    return { seed_ms: t1 - t0, stats: store.storageStats() };
+    return { seed, stats: store.storageStats() };
   }
   if (name === 'compact') {
     const store = await FilePolicyStore.open(join(dir, `compact-data-${process.pid}`));
@@ -105,19 +113,16 @@ async function phase(name: string, dir: string, count: number, snapshot: boolean
     const loop = monitorEventLoopDelay({ resolution: 1 });
     loop.enable();
     const elu = performance.eventLoopUtilization();
-    const c0 = process.cpuUsage();
-    const t0 = performance.now();
+    const m0 = mark();
     await store.settled();
-    const t1 = performance.now();
+    const compaction = between(m0, mark());
     const busy = performance.eventLoopUtilization(elu);
-    const cpu = cpuMs(c0, process.cpuUsage());
     loop.disable();
     const stats = store.storageStats();
     await store.close();
     return {
-      compaction_ms: t1 - t0,
+      compaction,
       event_loop_busy_ms: busy.active,
-      process_cpu_ms: cpu,
       loop_delay_max_ms: loop.max / 1e6,
       loop_delay_p99_ms: loop.percentile(99) / 1e6,
       snapshot_bytes: stats.snapshotBytes,
@@ -126,33 +131,24 @@ async function phase(name: string, dir: string, count: number, snapshot: boolean
   }
   if (name === 'server') {
     const config = loadServerConfig({ RL_DATA_DIR: join(dir, 'data'), RL_POLICY_FILE: file, RL_HTTP_ADDR: '127.0.0.1:0', RL_GRPC_ADDR: '127.0.0.1:0', RL_SHUTDOWN_DELAY_SECS: '0', RL_DRAIN_SECS: '1' });
-    const c0 = process.cpuUsage();
-    const t0 = performance.now();
+    const m0 = mark();
     const server = await startServer(config);
-    const t1 = performance.now();
-    const c1 = process.cpuUsage();
+    const startup = between(m0, mark());
     const heap = liveHeap();
     await server.drain();
-    return { startup_ms: t1 - t0, startup_cpu_ms: cpuMs(c0, c1), heap_mib: (heap - base) / MiB, bytes_per_policy: (heap - base) / count };
+    return { startup, heap_mib: (heap - base) / MiB, bytes_per_policy: (heap - base) / count };
   }
-  const c0 = process.cpuUsage();
-  const t0 = performance.now();
+  const m0 = mark();
   const store = await FilePolicyStore.open(join(dir, 'data'));
-  const t1 = performance.now();
-  const c1 = process.cpuUsage();
+  const m1 = mark();
   const matcher = new LiveMatcher();
   const service = new PolicyService({ store, matcher });
-  const t2 = performance.now();
-  const c2 = process.cpuUsage();
+  const m2 = mark();
   const heap = liveHeap();
   const out = {
-    open_ms: t1 - t0,
-    matcher_ms: t2 - t1,
-    startup_ms: t2 - t0,
-    // CPU time (every thread: GC helpers count) is what a shared machine leaves comparable.
-    open_cpu_ms: cpuMs(c0, c1),
-    matcher_cpu_ms: cpuMs(c1, c2),
-    startup_cpu_ms: cpuMs(c0, c2),
+    open: between(m0, m1),
+    matcher: between(m1, m2),
+    startup: between(m0, m2),
     heap_mib: (heap - base) / MiB,
     bytes_per_policy: (heap - base) / count,
     size: matcher.current().size,

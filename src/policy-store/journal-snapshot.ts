@@ -197,17 +197,10 @@ function parseLines(path: string, data: Buffer, start: number, end: number): Rec
   throw new SnapshotCorruptError(path, 'a line is not a JSON object');
 }
 
-/** Version `version` in `versions` (ascending), by binary search. */
+/** Version `version` in `versions` (ascending; numbered 1, 2, ... without gaps, so it is usually at version - 1). */
 function versionOf(versions: readonly Policy[] | undefined, version: number): Policy | undefined {
-  if (versions === undefined) return undefined;
-  let lo = 0;
-  let hi = versions.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (versions[mid].version < version) lo = mid + 1;
-    else hi = mid;
-  }
-  return versions[lo]?.version === version ? versions[lo] : undefined;
+  const at = versions?.[version - 1];
+  return at?.version === version ? at : versions?.find((p) => p.version === version);
 }
 
 function parseLine(path: string, text: string): unknown {
