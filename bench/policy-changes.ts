@@ -17,7 +17,8 @@ import type { Check, Context, ScenarioResult, Side } from './scenarios.js';
  * through POST/PUT/DELETE /rl/v1/policies, each journaled and applied to the matcher, sent by a child
  * process of their own: bench/child/policy-churn.ts). Target: decision
  * p99 <= 2 ms while the changes land. Start-up is reported twice: seeding an empty data directory from
- * the policy file, and reopening the journal it wrote (the usual restart).
+ * the policy file, and reopening the journal it wrote (the usual restart). The same paced decisions on a
+ * server holding 10 policies give the tail that the policy count alone costs (details).
  *
  * What one change costs the event loop in-process, and Matcher.match per call, are measured by
  * bench/matcher-changes.ts (npx tsx; BENCHMARKS.md).
@@ -28,6 +29,7 @@ interface Started {
   child: ChildProcess;
   port: number;
   startup_ms: number;
+  startup_cpu_ms: number;
   since_process_start_ms: number;
 }
 
@@ -89,6 +91,25 @@ function side(name: string, m: Awaited<ReturnType<typeof paced>>): Side {
   };
 }
 
+/** The policy count of the comparison server (no changes): the smallest workload. */
+const FEW = 10;
+
+async function pacedWithFewPolicies(dir: string, warmupSec: number, rate: number, durationSec: number, distinctBodies: number) {
+  const workload = generateWorkload(FEW);
+  const policyFile = join(dir, 'few-policies.json');
+  writeFileSync(policyFile, JSON.stringify({ policies: workload.policies }));
+  const bodies = workload.bodies.slice(0, distinctBodies).map((b) => JSON.stringify(b));
+  const server = await startPolicyServer(join(dir, 'few-data'), policyFile);
+  try {
+    const { port, child } = server;
+    if (warmupSec > 0) await httpLoad({ port, path: '/rl/v1/check', bodies, connections: 10, durationSec: warmupSec, warmupSec: 0 });
+    await pacedHttpLoad({ port, path: '/rl/v1/check', bodies, rate, connections: 64, durationSec: 2 });
+    return await paced(child, () => pacedHttpLoad({ port, path: '/rl/v1/check', bodies, rate, connections: 64, durationSec }), 'few');
+  } finally {
+    await drainPolicyServer(server.child).catch(() => stopChild(server.child));
+  }
+}
+
 export async function policyChanges(ctx: Context, id: number): Promise<ScenarioResult> {
   const { settings } = ctx;
   const count = settings.mode === 'smoke' ? 1_000 : 100_000;
@@ -123,6 +144,9 @@ export async function policyChanges(ctx: Context, id: number): Promise<ScenarioR
     // A paced run thrown away: the server just built 100,000 policies, its heap and JIT settle first.
     await pacedHttpLoad({ port, path: '/rl/v1/check', bodies, rate, connections: 64, durationSec: 2 });
     const alone = await paced(child, load, 'alone');
+    // The same paced decisions, no changes, on a server holding the few policies of the smallest workload:
+    // what holding COUNT policies costs the decision tail (issue 23: within 1.3x).
+    const few = await pacedWithFewPolicies(dir, settings.http.warmupSec, rate, durationSec, settings.http.distinctBodies);
     let changes: Churned | undefined;
     const during = await paced(child, async () => {
       const [result, churned] = await Promise.all([load(), request<Churned>(churner!, { type: 'churn', perSecond: CHANGES_PER_S, durationSec }, 'churned', 120_000)]);
@@ -157,8 +181,13 @@ export async function policyChanges(ctx: Context, id: number): Promise<ScenarioR
         startup_seed_ms: round(seeded.startup_ms),
         startup_seed_since_process_start_ms: round(seeded.since_process_start_ms),
         startup_reopen_ms: round(server.startup_ms),
+        // CPU time of start-up (every thread, GC helpers included): what a shared machine leaves comparable.
+        startup_seed_cpu_ms: round(seeded.startup_cpu_ms),
+        startup_reopen_cpu_ms: round(server.startup_cpu_ms),
         startup_reopen_since_process_start_ms: round(server.since_process_start_ms),
         changes: changes!,
+        decisions_with_few_policies: { policies: FEW, ...side(`decisions, no policy changes (${FEW} policies)`, few) },
+        p99_ratio_count_to_few: few.result.p99_ms ? round(alone.result.p99_ms / few.result.p99_ms) : null,
         // Extra server CPU while changes land, over the changes a second: what one change costs the server.
         server_cpu_ms_per_change: round(((during.cpuPct - alone.cpuPct) / 100) * (1000 / CHANGES_PER_S)),
       },

@@ -6,7 +6,7 @@ import { argOf, childMain, reportStats, send } from './common.js';
 /**
  * The real server (src/server.ts: file policy store, memory counters, policy routes) on a data directory
  * and policy file the parent prepared, for the policy-changes scenario (bench/policy-changes.ts).
- * Answers `{type: 'ready', port, startup_ms, since_process_start_ms}`; the `usage` answer's stats carry
+ * Answers `{type: 'ready', port, startup_ms, startup_cpu_ms, since_process_start_ms}` (CPU time: every thread); the `usage` answer's stats carry
  * this process's event-loop delay since the previous one (what a change costs everyone waiting).
  * `{type: 'drain'}` shuts it down cleanly (the data directory lock is released), then `{type: 'drained'}`.
  */
@@ -27,9 +27,11 @@ childMain(async () => {
     return stats;
   });
   const started = performance.now();
+  const cpu = process.cpuUsage();
   const server = await startServer(config);
+  const used = process.cpuUsage(cpu);
   process.on('message', (message: { type?: string }) => {
     if (message?.type === 'drain') void server.drain().then(() => send({ type: 'drained' }));
   });
-  send({ type: 'ready', port: server.httpPort, startup_ms: performance.now() - started, since_process_start_ms: performance.now() });
+  send({ type: 'ready', port: server.httpPort, startup_ms: performance.now() - started, startup_cpu_ms: (used.user + used.system) / 1000, since_process_start_ms: performance.now() });
 });

@@ -1,3 +1,4 @@
+import { StringPool, storedPolicy } from '../../src/policy/stored-policy.js';
 import { validatePolicy } from '../../src/policy/validate.js';
 import type { Policy } from '../../src/policy/types.js';
 
@@ -151,10 +152,11 @@ export function generateWorkload(count: number, users = 1000): Workload {
     }
   }
   const now = new Date().toISOString();
+  const strings = new StringPool();
   const policies = raws.map((raw) => {
     const result = validatePolicy(raw);
     if (!result.ok) throw new Error(`generated policy ${String(raw.policy_id)} is invalid: ${JSON.stringify(result.errors)}`);
-    return { ...result.policy, version: 1, created_at: now, updated_at: now } satisfies Policy;
+    return storedPolicy(result.policy, 1, now, now, strings);
   });
 
   const org = `org-${(targetIndex * 7919) % orgs}`;
@@ -207,7 +209,7 @@ export const HOT_KEY_POLICY: Policy = (() => {
   });
   if (!result.ok) throw new Error(`hot key policy invalid: ${JSON.stringify(result.errors)}`);
   const now = new Date().toISOString();
-  return { ...result.policy, version: 1, created_at: now, updated_at: now };
+  return storedPolicy(result.policy, 1, now, now);
 })();
 
 /**

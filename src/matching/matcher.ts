@@ -1,12 +1,12 @@
 import type { CounterSpec } from '../counters/counter-spec.js';
-import { policySpecOf } from './counter-spec-of.js';
+import { counterSpecOf, policySpecOf } from './counter-spec-of.js';
 import { lengthPrefixed } from '../counters/keys.js';
 import { SCOPE_FIELDS, type RequestContext, type ScopeField } from '../model/request-context.js';
 import { clientNetwork, type ClientNetwork } from './client-network.js';
 import { compileMatchExpr, type CompileResult, type MatchExprEvaluator } from './match-expr.js';
 import { RegexBudget } from './match-regex.js';
 import { RankOrder } from './rank-order.js';
-import type { Policy } from '../policy/types.js';
+import type { AlgorithmConfig, Policy } from '../policy/types.js';
 import { stableHash32 } from '../util/hash.js';
 
 /**
@@ -182,34 +182,40 @@ export class Matcher {
       if ('reason' in d) skipped.set(policy.policy_id, { policy_id: policy.policy_id, reason: d.reason });
       else drafts.push(d);
     }
-    drafts.sort((a, b) => compareRank(a.compiled, b.compiled));
+    inWinnerOrder(drafts);
     const gap = rankGap(drafts.length);
     drafts.forEach((d, i) => (d.compiled.rank = (i + 1) * gap));
 
-    // How many policies share each exact (field, value): each policy is indexed under its rarest one.
-    const keysOf = drafts.map(indexKeys);
-    const sharedBy = new Map<string, number>();
-    for (const keys of keysOf) for (const k of keys) sharedBy.set(k, (sharedBy.get(k) ?? 0) + 1);
+    // How many policies share each exact (field, value) and (tag, value): each policy is indexed under its rarest one.
+    const fieldsShared = new Map<string, Map<string, number>>();
+    const tagsShared = new Map<string, Map<string, number>>();
+    for (const d of drafts) {
+      for (const [field, value] of d.exactFields) countPair(fieldsShared, field, value);
+      for (const [tag, value] of d.exactTags) countPair(tagsShared, tag, value);
+    }
 
     const families: Record<PolicyFamily, FamilyIndex> = { rate: new FamilyIndex(), concurrency: new FamilyIndex() };
     const byId = new Map<string, CompiledPolicy>();
     // Check lists are mostly distinct (they hold the policy's own values): shared within the build only.
     const local = sharing();
-    drafts.forEach((d, i) => {
+    for (const d of drafts) {
       // In rank order, so every bucket ends up sorted by rank.
       byId.set(d.compiled.policy.policy_id, d.compiled);
-      const keys = keysOf[i];
       let slot = -1;
       let fewest = Infinity;
-      for (let k = 0; k < keys.length; k++) {
-        const count = sharedBy.get(keys[k])!;
-        if (count < fewest) {
-          fewest = count;
-          slot = k;
-        }
+      let k = 0;
+      for (const [field, value] of d.exactFields) {
+        const count = fieldsShared.get(field)!.get(value)!;
+        if (count < fewest) [fewest, slot] = [count, k];
+        k++;
+      }
+      for (const [tag, value] of d.exactTags) {
+        const count = tagsShared.get(tag)!.get(value)!;
+        if (count < fewest) [fewest, slot] = [count, k];
+        k++;
       }
       place(families[d.compiled.family], d, slot, local).push(d.compiled);
-    });
+    }
     for (const index of Object.values(families)) {
       index.refreshFields();
       // Most buckets hold one policy; push() left each with room for 16 more.
@@ -521,7 +527,8 @@ export function wildcardValue(w: Wildcard, ctx: RequestContext): string {
 function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
   let spec: CounterSpec;
   try {
-    spec = shared.spec(policySpecOf(policy));
+    // A global budget's spec names its policy, so it is not shared by algorithm.
+    spec = policy.budget === 'global' ? shared.spec(policySpecOf(policy)) : specOf(policy.algorithm, shared);
   } catch (err) {
     return { reason: `algorithm: ${err instanceof Error ? err.message : String(err)}` };
   }
@@ -584,6 +591,38 @@ function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
   return { compiled, exactFields, exactTags };
 }
 
+/**
+ * Sorts drafts into winner order in linear time for the usual input: policies come from a store's list,
+ * sorted by policy_id, and take few distinct (specificity, priority) values, so grouping by those keeps
+ * each group in policy_id order already (a group that is not is sorted). A comparison sort of every
+ * draft would chase pointers to two policies per comparison, n log n times.
+ */
+function inWinnerOrder(drafts: Draft[]): void {
+  const groups = new Map<number, Map<number, Draft[]>>(); // specificity → priority → drafts, input order
+  for (const d of drafts) {
+    let byPriority = groups.get(d.compiled.specificity);
+    if (!byPriority) groups.set(d.compiled.specificity, (byPriority = new Map()));
+    const group = byPriority.get(d.compiled.policy.priority);
+    if (group) group.push(d);
+    else byPriority.set(d.compiled.policy.priority, [d]);
+  }
+  const descending = (a: number, b: number) => b - a;
+  let i = 0;
+  for (const specificity of [...groups.keys()].sort(descending)) {
+    const byPriority = groups.get(specificity)!;
+    for (const priority of [...byPriority.keys()].sort(descending)) {
+      const group = byPriority.get(priority)!;
+      for (let k = 1; k < group.length; k++) {
+        if (group[k - 1].compiled.policy.policy_id > group[k].compiled.policy.policy_id) {
+          group.sort((a, b) => compareRank(a.compiled, b.compiled));
+          break;
+        }
+      }
+      for (const d of group) drafts[i++] = d;
+    }
+  }
+}
+
 /** Winner order: highest specificity, then highest priority, then smallest policy_id (plain compare). */
 function compareRank(a: CompiledPolicy, b: CompiledPolicy): number {
   if (a.specificity !== b.specificity) return b.specificity - a.specificity;
@@ -593,15 +632,11 @@ function compareRank(a: CompiledPolicy, b: CompiledPolicy): number {
   return x < y ? -1 : x > y ? 1 : 0;
 }
 
-/**
- * Keys of the exact (field, value) pairs a policy could be indexed under, fields first, then tags; only
- * used to count how many policies share a pair (a collision could only make the choice less than ideal).
- */
-function indexKeys(d: Draft): string[] {
-  const keys: string[] = [];
-  for (const [field, value] of d.exactFields) keys.push(`f${field}\u0000${value}`);
-  for (const [tag, value] of d.exactTags) keys.push(`t${tag.length}:${tag}\u0000${value}`);
-  return keys;
+/** One more policy with the exact pair (key, value). */
+function countPair(counts: Map<string, Map<string, number>>, key: string, value: string): void {
+  let byValue = counts.get(key);
+  if (!byValue) counts.set(key, (byValue = new Map()));
+  byValue.set(value, (byValue.get(value) ?? 0) + 1);
 }
 
 /** The empty list, shared by every policy (it stays in cache). */
@@ -655,6 +690,20 @@ function sharing(max = Infinity): Sharing {
       return spec;
     },
   };
+}
+
+/**
+ * Counter specs of frozen algorithms: stored policies with equal algorithms share one frozen object
+ * (policy/stored-policy.ts), so a build derives each distinct algorithm's spec once.
+ */
+const specsByAlgorithm = new WeakMap<AlgorithmConfig, CounterSpec>();
+
+function specOf(algorithm: AlgorithmConfig, shared: Sharing): CounterSpec {
+  const known = specsByAlgorithm.get(algorithm);
+  if (known !== undefined) return known;
+  const spec = shared.spec(counterSpecOf(algorithm));
+  if (Object.isFrozen(algorithm)) specsByAlgorithm.set(algorithm, spec);
+  return spec;
 }
 
 /** Compiled expressions by source text: rebuilding a large snapshot must not re-parse every one. */

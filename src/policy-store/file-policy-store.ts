@@ -4,10 +4,12 @@ import { dirname, join, resolve } from 'node:path';
 import { RlError } from '../errors.js';
 import { log } from '../util/log.js';
 import { DataDirLock, type LockOptions } from './journal-lock.js';
-import { emptyState, readSnapshot, SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, writeSnapshot, type StoreState } from './journal-snapshot.js';
+import { CompactionWorker } from './journal-compaction.js';
+import { emptyState, readSnapshot, SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, type StoreState } from './journal-snapshot.js';
 import {
   byPolicyId,
   ChangeListeners,
+  revivedAuditEntry,
   seedAuditEntry,
   versionRecordOf,
   type AuditEntry,
@@ -18,6 +20,7 @@ import {
   type PolicyStore,
   type PolicyVersion,
 } from './policy-store.js';
+import { revivedPolicy, StringPool } from '../policy/stored-policy.js';
 import type { Policy } from '../policy/types.js';
 
 /**
@@ -53,6 +56,7 @@ import type { Policy } from '../policy/types.js';
  * at most about twice the snapshot), the whole state is written as a snapshot (journal-snapshot.ts),
  * each step crash-safe:
  *   1. write `policies.snapshot.tmp`, fdatasync it;     a crash leaves a temp file, deleted at start-up
+ *      (in a worker thread, from the files: journal-compaction.ts)
  *   2. rename it to `policies.snapshot`;                 old or new snapshot, the journal still whole
  *   3. fsync the directory;                              the new snapshot is durable
  *   4. truncate the journal to 0 and fdatasync it.
@@ -122,7 +126,7 @@ export interface StorageStats {
 export class FilePolicyStore implements PolicyStore {
   private readonly current: Map<string, Policy>;
   private readonly heads: Map<string, number>;
-  private readonly history: Map<string, PolicyVersion[]>;
+  private readonly history: Map<string, Policy[]>;
   private readonly audits: Map<string, AuditEntry[]>;
   private sorted: Policy[] | undefined;
   private rev: number;
@@ -139,6 +143,7 @@ export class FilePolicyStore implements PolicyStore {
   private failed: Error | undefined;
   private closed = false;
   private readonly listeners = new ChangeListeners();
+  private readonly compactor = new CompactionWorker();
 
   private constructor(
     readonly path: string,
@@ -159,7 +164,8 @@ export class FilePolicyStore implements PolicyStore {
     this.records = records.length;
     this.snapshotBytes = snapshotBytes;
     this.compactMinBytes = options.compactMinBytes ?? COMPACT_MIN_BYTES;
-    for (const record of records) this.apply(record);
+    const strings = new StringPool();
+    for (const record of records) this.apply(this.revived(record, strings));
   }
 
   /**
@@ -233,7 +239,7 @@ export class FilePolicyStore implements PolicyStore {
   }
 
   async versions(policyId: string): Promise<PolicyVersion[]> {
-    return [...(this.history.get(policyId) ?? [])];
+    return (this.history.get(policyId) ?? []).map(versionRecordOf);
   }
 
   async audit(policyId: string): Promise<AuditEntry[]> {
@@ -309,6 +315,7 @@ export class FilePolicyStore implements PolicyStore {
     if (this.closed) return;
     this.closed = true;
     await this.queue.catch(() => undefined);
+    await this.compactor.close();
     await this.file.close();
     await this.lock.release();
   }
@@ -346,7 +353,9 @@ export class FilePolicyStore implements PolicyStore {
     const temp = join(dir, SNAPSHOT_TEMP_FILE);
     let bytes: number;
     try {
-      bytes = await writeSnapshot(temp, this.stateView(), () => step('snapshot-started'));
+      // Serialised in a worker thread from the files themselves (the snapshot and the journal hold exactly
+      // the state in memory: nothing is appended while this runs), so decisions never wait for it.
+      bytes = await this.compactor.run({ dir, journalBytes: this.size, rev: this.rev }, () => step('snapshot-started'));
       step('snapshot-written');
       await fsp.rename(temp, join(dir, SNAPSHOT_FILE));
     } catch (error) {
@@ -417,22 +426,30 @@ export class FilePolicyStore implements PolicyStore {
     }
   }
 
+  /**
+   * A replayed record in stored form (stored-policy.ts): its policies revived, and each audit value the
+   * very object the store holds for that version (a policy's versions never repeat a number), not a
+   * second parsed copy.
+   */
+  private revived(record: JournalRecord, strings: StringPool): JournalRecord {
+    const changes = record.changes.map((c): JournalChange => {
+      const policy = c.policy === null ? null : revivedPolicy(c.policy, strings);
+      const previous = this.current.get(c.policy_id) ?? null;
+      const held = (value: Policy | null): Policy | null => {
+        if (value === null || value === undefined) return null;
+        if (policy !== null && value.version === policy.version) return policy;
+        if (previous !== null && value.version === previous.version) return previous;
+        return revivedPolicy(value, strings);
+      };
+      const audit = revivedAuditEntry(c.audit, held(c.audit.old_value), held(c.audit.new_value), strings);
+      return { policy_id: c.policy_id, head: c.head, policy, audit };
+    });
+    return { rev: record.rev, changes };
+  }
+
   private apply(record: JournalRecord): void {
+    applyRecord(this.stateView(), record);
     this.rev = record.rev;
-    for (const c of record.changes) {
-      this.heads.set(c.policy_id, c.head);
-      if (c.policy) {
-        this.current.set(c.policy_id, c.policy);
-        const versions = this.history.get(c.policy_id) ?? [];
-        versions.push(versionRecordOf(c.policy));
-        this.history.set(c.policy_id, versions);
-      } else {
-        this.current.delete(c.policy_id);
-      }
-      const audit = this.audits.get(c.policy_id) ?? [];
-      audit.push(c.audit);
-      this.audits.set(c.policy_id, audit);
-    }
     this.sorted = undefined;
   }
 
@@ -447,6 +464,25 @@ export class FilePolicyStore implements PolicyStore {
       },
       logListenerError,
     );
+  }
+}
+
+/** One record's changes applied to `state` (the store's own maps at run time, a copy in the compaction worker). */
+export function applyRecord(state: StoreState, record: JournalRecord): void {
+  state.rev = record.rev;
+  for (const c of record.changes) {
+    state.heads.set(c.policy_id, c.head);
+    if (c.policy) {
+      state.current.set(c.policy_id, c.policy);
+      const versions = state.history.get(c.policy_id) ?? [];
+      versions.push(c.policy);
+      state.history.set(c.policy_id, versions);
+    } else {
+      state.current.delete(c.policy_id);
+    }
+    const audit = state.audits.get(c.policy_id) ?? [];
+    audit.push(c.audit);
+    state.audits.set(c.policy_id, audit);
   }
 }
 
@@ -473,7 +509,7 @@ export function encodeRecord(record: JournalRecord): Buffer {
  * byte length of all good records. Revisions must follow each other, the first at most `afterRev + 1`.
  * A bad region is accepted as a torn tail only when no good record follows it.
  */
-function parseJournal(
+export function parseJournal(
   path: string,
   data: Buffer,
   afterRev = 0,

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
-import { versionRecordOf, type AuditEntry, type PolicyVersion } from './policy-store.js';
+import { revivedAuditEntry, type AuditEntry } from './policy-store.js';
+import { revivedPolicy, StringPool } from '../policy/stored-policy.js';
 import type { Policy } from '../policy/types.js';
 
 /**
@@ -34,7 +35,8 @@ export interface StoreState {
   rev: number;
   heads: Map<string, number>;
   current: Map<string, Policy>;
-  history: Map<string, PolicyVersion[]>;
+  /** Every version's policy, ascending; its version record is derived when read (versionRecordOf). */
+  history: Map<string, Policy[]>;
   audits: Map<string, AuditEntry[]>;
 }
 
@@ -89,7 +91,7 @@ export async function writeSnapshot(path: string, state: StoreState, afterHeader
       // JSON of each version's snapshot, to write refs instead of copies.
       const written = new Map<number, string>();
       for (const version of state.history.get(policyId) ?? []) {
-        const json = JSON.stringify(version.snapshot);
+        const json = JSON.stringify(version);
         written.set(version.version, json);
         await line(`{"v":${json}}`);
       }
@@ -132,40 +134,39 @@ export async function readSnapshot(path: string): Promise<{ state: StoreState; b
   }
 
   const state = emptyState();
-  const snapshots = new Map<string, Map<number, Policy>>();
+  const strings = new StringPool();
+  /** The version `$v` of `policyId`, from its versions read so far (ascending). */
   const resolve = (policyId: string, value: Ref): Policy | null => {
     if (value === null) return null;
-    if (typeof (value as { $v?: unknown }).$v !== 'number') return value as Policy;
-    const found = snapshots.get(policyId)?.get((value as { $v: number }).$v);
+    if (typeof (value as { $v?: unknown }).$v !== 'number') return revivedPolicy(value as Policy, strings);
+    const found = versionOf(state.history.get(policyId), (value as { $v: number }).$v);
     if (!found) throw new SnapshotCorruptError(path, `${policyId}: a reference to a version it does not hold`);
     return found;
   };
-  let pos = 0;
-  let lines = 0;
-  while (pos < trailerStart) {
-    const nl = data.indexOf(0x0a, pos);
-    const value = parseLine(path, data.toString('utf8', pos, nl)) as Record<string, unknown>;
-    pos = nl + 1;
+  const headerEnd = data.indexOf(0x0a);
+  const header = parseLine(path, data.toString('utf8', 0, headerEnd)) as Record<string, unknown>;
+  if (header.snapshot !== 1 || typeof header.rev !== 'number') throw new SnapshotCorruptError(path, 'no header');
+  state.rev = header.rev;
+  const entries = headerEnd + 1 < trailerStart ? parseLines(path, data, headerEnd + 1, trailerStart) : [];
+  // The lines of one policy id follow each other: its id is kept as one string.
+  let lastId = '';
+  const idOf = (id: string): string => (id === lastId ? lastId : (lastId = id));
+  let lines = 1;
+  for (const value of entries) {
     lines++;
-    if (lines === 1) {
-      if (value.snapshot !== 1 || typeof value.rev !== 'number') throw new SnapshotCorruptError(path, 'no header');
-      state.rev = value.rev;
-    } else if ('v' in value) {
-      const policy = value.v as Policy;
-      const record = versionRecordOf(policy);
-      push(state.history, record.policy_id, record);
-      let byVersion = snapshots.get(record.policy_id);
-      if (!byVersion) snapshots.set(record.policy_id, (byVersion = new Map()));
-      byVersion.set(record.version, policy);
+    if ('v' in value) {
+      const parsed = value.v as Policy;
+      parsed.policy_id = idOf(parsed.policy_id);
+      push(state.history, parsed.policy_id, revivedPolicy(parsed, strings));
     } else if ('p' in value) {
-      const policyId = value.p as string;
+      const policyId = idOf(value.p as string);
       state.heads.set(policyId, value.head as number);
       const current = resolve(policyId, value.current as Ref);
       if (current) state.current.set(policyId, current);
     } else if ('a' in value) {
-      const entry = value.a as AuditEntry;
-      entry.old_value = resolve(entry.policy_id, entry.old_value as Ref);
-      entry.new_value = resolve(entry.policy_id, entry.new_value as Ref);
+      const parsed = value.a as AuditEntry;
+      parsed.policy_id = idOf(parsed.policy_id);
+      const entry = revivedAuditEntry(parsed, resolve(parsed.policy_id, parsed.old_value as Ref), resolve(parsed.policy_id, parsed.new_value as Ref), strings);
       push(state.audits, entry.policy_id, entry);
     } else {
       throw new SnapshotCorruptError(path, `line ${lines} is not a snapshot entry`);
@@ -173,6 +174,33 @@ export async function readSnapshot(path: string): Promise<{ state: StoreState; b
   }
   if (lines + 1 !== trailer.lines || trailer.end !== state.rev) throw new SnapshotCorruptError(path, 'the trailer does not match the content');
   return { state, bytes: data.length };
+}
+
+/**
+ * The JSON lines of data[start, end) (each ends with a newline), parsed in one call: one array instead
+ * of a string and a parse per line (JSON.stringify escapes newlines inside strings, so every raw newline
+ * ends a line). A line that is not a JSON object is found line by line.
+ */
+function parseLines(path: string, data: Buffer, start: number, end: number): Record<string, unknown>[] {
+  let values: unknown[] | undefined;
+  try {
+    values = JSON.parse(`[${data.toString('utf8', start, end - 1).replaceAll('\n', ',')}]`) as unknown[];
+  } catch {
+    // reported below
+  }
+  if (values !== undefined && values.every((v) => typeof v === 'object' && v !== null && !Array.isArray(v))) return values as Record<string, unknown>[];
+  for (let pos = start; pos < end; ) {
+    const nl = data.indexOf(0x0a, pos);
+    parseLine(path, data.toString('utf8', pos, nl));
+    pos = nl + 1;
+  }
+  throw new SnapshotCorruptError(path, 'a line is not a JSON object');
+}
+
+/** Version `version` in `versions` (ascending; numbered 1, 2, ... without gaps, so it is usually at version - 1). */
+function versionOf(versions: readonly Policy[] | undefined, version: number): Policy | undefined {
+  const at = versions?.[version - 1];
+  return at?.version === version ? at : versions?.find((p) => p.version === version);
 }
 
 function parseLine(path: string, text: string): unknown {

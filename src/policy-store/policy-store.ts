@@ -1,3 +1,4 @@
+import type { StringPool } from '../policy/stored-policy.js';
 import type { Policy } from '../policy/types.js';
 import type { AUDIT_ACTIONS } from '../schema/audit.js';
 
@@ -144,6 +145,20 @@ export function seedAuditEntry(policy: Policy, auditId: string): AuditEntry {
     old_value: null,
     new_value: policy,
   };
+}
+
+/**
+ * An audit entry just parsed from JSON the server wrote, completed in place: its values become the
+ * policies given (the objects the store already holds for those versions) and its repeated strings
+ * are pooled.
+ */
+export function revivedAuditEntry(parsed: AuditEntry, oldValue: Policy | null, newValue: Policy | null, pool: StringPool): AuditEntry {
+  parsed.action_type = pool.of(parsed.action_type);
+  parsed.changed_by = pool.of(parsed.changed_by);
+  parsed.changed_at = pool.of(parsed.changed_at);
+  parsed.old_value = oldValue;
+  parsed.new_value = newValue;
+  return parsed;
 }
 
 export function byPolicyId(a: Policy, b: Policy): number {

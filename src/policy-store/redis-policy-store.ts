@@ -19,6 +19,7 @@ import {
   type PolicyStore,
   type PolicyVersion,
 } from './policy-store.js';
+import { revivedPolicy, StringPool } from '../policy/stored-policy.js';
 import type { Policy } from '../policy/types.js';
 
 /**
@@ -389,6 +390,7 @@ export class RedisPolicyStore implements PolicyStore {
       log.warn('policy store revision in Redis went backwards; replacing every local policy', { local: this.applied, redis: revision });
     }
     let any = false;
+    const strings = new StringPool();
     if (replaceAll) {
       for (const id of [...this.entries.keys()]) {
         if (!heads.has(id)) {
@@ -399,7 +401,7 @@ export class RedisPolicyStore implements PolicyStore {
     }
     for (const [id, headText] of heads) {
       const entry: Entry = {
-        policy: current.has(id) ? (JSON.parse(current.get(id)!) as Policy) : undefined,
+        policy: current.has(id) ? revivedPolicy(JSON.parse(current.get(id)!) as Policy, strings) : undefined,
         head: Number(headText),
         changed: Number(changed.get(id) ?? 0),
       };
@@ -415,7 +417,7 @@ export class RedisPolicyStore implements PolicyStore {
   private async readOne(policyId: string): Promise<Entry> {
     const reply = (await this.call(() => this.client[SCRIPTS.read_one](...this.keys, policyId))) as [string, number, number, number];
     return {
-      policy: reply[0] === '' ? undefined : (JSON.parse(reply[0]) as Policy),
+      policy: reply[0] === '' ? undefined : revivedPolicy(JSON.parse(reply[0]) as Policy),
       head: Number(reply[1]),
       changed: Number(reply[2]),
     };

@@ -3,6 +3,7 @@ import { extname } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { isObject } from '../util/json-shape.js';
 import type { Policy } from './types.js';
+import { StringPool, storedPolicy } from './stored-policy.js';
 import { validatePolicy, type PolicyInput, type ValidationResult } from './validate.js';
 
 /**
@@ -75,7 +76,8 @@ export function parsePolicyDocument(path: string, doc: unknown, nowIso: string =
 function stored(path: string, policies: FilePolicy[], problems: PolicyFileProblem[], nowIso: string): Policy[] {
   problems.push(...duplicateProblems(policies));
   if (problems.length > 0) throw new PolicyFileError(path, problems);
-  return policies.map(({ policy }) => ({ ...policy, version: 1, created_at: nowIso, updated_at: nowIso }) as Policy);
+  const strings = new StringPool();
+  return policies.map(({ policy }) => storedPolicy(policy, 1, nowIso, nowIso, strings));
 }
 
 /** Every valid policy of one file; each problem is added to `problems`, never thrown. */

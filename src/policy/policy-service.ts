@@ -12,6 +12,7 @@ import {
 } from '../policy-store/policy-store.js';
 import { ROLLOUT_PERCENT } from '../schema/policy.js';
 import type { FieldError, Policy } from './types.js';
+import { storedPolicy } from './stored-policy.js';
 import { oversizedCollections, validatePolicy, type PolicyInput } from './validate.js';
 import { quotaPatchToPolicyPatch } from './quota-alias.js';
 import { mergePatch } from '../util/merge-patch.js';
@@ -352,30 +353,9 @@ function preconditionFailed(e: Expectation, current: Policy): RlError {
   return new RlError('conflict', `${e.source} ${e.text} does not match: the current version is ${current.version}`, field);
 }
 
-/** The stored policy with the server-set fields in canonical key order. */
+/** The stored policy with the server-set fields (see stored-policy.ts for its in-memory form). */
 function stamp(input: PolicyInput, version: number, createdAt: string, updatedAt: string): Policy {
-  return {
-    policy_id: input.policy_id,
-    name: input.name,
-    description: input.description,
-    enabled: input.enabled,
-    priority: input.priority,
-    scope: toPlain(input.scope) as Policy['scope'],
-    algorithm: toPlain(input.algorithm) as Policy['algorithm'],
-    action: input.action,
-    failure_mode: input.failure_mode,
-    enforcement_mode: input.enforcement_mode,
-    rollout_percent: input.rollout_percent,
-    metadata: toPlain(input.metadata) as Policy['metadata'],
-    valid_from_unix: input.valid_from_unix,
-    valid_to_unix: input.valid_to_unix,
-    ...(input.source_ip_prefix && { source_ip_prefix: { ...input.source_ip_prefix } }),
-    ...(input.budget !== undefined && { budget: input.budget }),
-    ...(input.lease && { lease: toPlain(input.lease) }),
-    version,
-    created_at: createdAt,
-    updated_at: updatedAt,
-  };
+  return storedPolicy(input, version, createdAt, updatedAt);
 }
 
 /** A stored policy without the server-set fields (already valid; copied so it can be changed). */
