@@ -6,7 +6,7 @@ import type { Snapshot } from '../types.js';
 
 const STORE_LABEL = { up: 'up', down: 'down', circuit_open: 'circuit open' } as const;
 
-/** Decisions per second (total and per policy, with sparklines), counter store state, policies failing open. */
+/** Decisions per second (total and per policy, with sparklines), counter store state, policies failing open, lease totals. */
 export const overviewView: View = (root, app) => {
   const value = (testid: string) => h('div', { class: 'value', 'data-testid': testid }, '–');
   const allowed = value('rate-allowed');
@@ -14,6 +14,9 @@ export const overviewView: View = (root, app) => {
   const shadow = value('rate-shadow');
   const store = h('div', { class: 'value', 'data-testid': 'store-state' });
   const failingOpen = h('div', { 'data-testid': 'failing-open' });
+  const leaseRefills = value('lease-refills');
+  const leaseReturned = value('lease-returned');
+  const leaseLapsed = value('lease-lapsed');
   const chartBox = h('div', { class: 'chart' });
   const rows = h('tbody');
   const since = h('span', { class: 'muted' });
@@ -34,6 +37,19 @@ export const overviewView: View = (root, app) => {
     h(
       'div',
       { class: 'panel' },
+      h('h3', {}, 'Capacity leases (this server, since it started)'),
+      h(
+        'div',
+        { class: 'cards' },
+        h('div', { class: 'card' }, h('div', { class: 'label' }, 'refills'), leaseRefills),
+        h('div', { class: 'card' }, h('div', { class: 'label' }, 'units returned'), leaseReturned),
+        h('div', { class: 'card' }, h('div', { class: 'label' }, 'units lapsed'), leaseLapsed),
+      ),
+      h('p', { class: 'muted' }, 'Returned: unspent units given back (drain, policy change, idle). Lapsed: units that ended with their window unspent, or were lost with an unreachable parent.'),
+    ),
+    h(
+      'div',
+      { class: 'panel' },
       h('h3', {}, 'Per policy (busiest first)'),
       h(
         'table',
@@ -51,6 +67,9 @@ export const overviewView: View = (root, app) => {
     allowed.textContent = rate(snapshot.rates.allowed);
     denied.textContent = rate(snapshot.rates.denied);
     shadow.textContent = rate(snapshot.rates.shadow);
+    leaseRefills.textContent = String(snapshot.leases.refills);
+    leaseReturned.textContent = String(snapshot.leases.units_returned);
+    leaseLapsed.textContent = String(snapshot.leases.units_lapsed);
     const s = snapshot.store;
     replace(store, badge(`${s.kind} · ${STORE_LABEL[s.state]}`, s.state === 'up' ? 'ok' : 'bad'));
     replace(
