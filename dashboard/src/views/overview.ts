@@ -9,6 +9,7 @@ const STORE_LABEL = { up: 'up', down: 'down', circuit_open: 'circuit open' } as 
 /** Decisions per second (total and per policy, with sparklines), counter store state, policies failing open, lease totals. */
 export const overviewView: View = (root, app) => {
   const value = (testid: string) => h('div', { class: 'value', 'data-testid': testid }, '–');
+  const card = (label: string, content: HTMLElement, kind = '') => h('div', { class: `card ${kind}` }, h('div', { class: 'label' }, label), content);
   const allowed = value('rate-allowed');
   const denied = value('rate-denied');
   const shadow = value('rate-shadow');
@@ -27,10 +28,10 @@ export const overviewView: View = (root, app) => {
     h(
       'div',
       { class: 'cards' },
-      h('div', { class: 'card allowed' }, h('div', { class: 'label' }, 'allowed / s'), allowed),
-      h('div', { class: 'card denied' }, h('div', { class: 'label' }, 'denied / s'), denied),
-      h('div', { class: 'card shadow' }, h('div', { class: 'label' }, 'shadow / s'), shadow),
-      h('div', { class: 'card' }, h('div', { class: 'label' }, 'counter store'), store),
+      card('allowed / s', allowed, 'allowed'),
+      card('denied / s', denied, 'denied'),
+      card('shadow / s', shadow, 'shadow'),
+      card('counter store', store),
     ),
     h('div', { class: 'panel' }, h('h3', {}, 'Decisions per second'), chartBox, since),
     h('div', { class: 'panel' }, h('h3', {}, 'Failing open right now'), failingOpen),
@@ -38,13 +39,7 @@ export const overviewView: View = (root, app) => {
       'div',
       { class: 'panel' },
       h('h3', {}, 'Capacity leases (this server, since it started)'),
-      h(
-        'div',
-        { class: 'cards' },
-        h('div', { class: 'card' }, h('div', { class: 'label' }, 'refills'), leaseRefills),
-        h('div', { class: 'card' }, h('div', { class: 'label' }, 'units returned'), leaseReturned),
-        h('div', { class: 'card' }, h('div', { class: 'label' }, 'units lapsed'), leaseLapsed),
-      ),
+      h('div', { class: 'cards' }, card('refills', leaseRefills), card('units returned', leaseReturned), card('units lapsed', leaseLapsed)),
       h('p', { class: 'muted' }, 'Returned: unspent units given back (drain, policy change, idle). Lapsed: units that ended with their window unspent, or were lost with an unreachable parent.'),
     ),
     h(
