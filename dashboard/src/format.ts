@@ -31,3 +31,18 @@ export function time(iso: string): string {
 export function ms(value: number): string {
   return value >= 1000 ? `${(value / 1000).toFixed(value % 1000 === 0 ? 0 : 1)} s` : `${value} ms`;
 }
+
+/** CONTRACT "Process leases": the defaults of a `lease` given without them. */
+const LEASE_DEFAULTS = { max_units: 100, max_hold: '1s' };
+
+/** "50 units, held ≤ 2s": a policy's process lease with its defaults filled in; undefined without one. */
+export function leaseSummary(policy: StoredPolicy): string | undefined {
+  if (policy.lease === undefined) return undefined;
+  const { max_units = LEASE_DEFAULTS.max_units, max_hold = LEASE_DEFAULTS.max_hold } = policy.lease;
+  return `${max_units} units, held ≤ ${max_hold}`;
+}
+
+/** "regional" (the default: a policy without `budget`) or "global" (CONTRACT "Regions"). */
+export function budgetOf(policy: StoredPolicy): string {
+  return policy.budget ?? 'regional';
+}

@@ -23,6 +23,13 @@ export interface Snapshot {
   denied_identities: { policy_id: string; identity: string; count: number; error: number }[];
   policies_revision: number;
   readiness: string;
+  leases: LeaseTotals;
+}
+
+export interface LeaseTotals {
+  refills: number;
+  units_returned: number;
+  units_lapsed: number;
 }
 
 export interface Hello {

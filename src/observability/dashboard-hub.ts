@@ -46,6 +46,14 @@ export interface DashboardSnapshot {
   /** Changes whenever the policy set does: the page reloads its policy list then. */
   policies_revision: number;
   readiness: string;
+  /** Capacity leases of this process so far (rl_lease_* counters, every level together): takes from a parent, units given back, units lapsed. */
+  leases: LeaseTotals;
+}
+
+export interface LeaseTotals {
+  refills: number;
+  units_returned: number;
+  units_lapsed: number;
 }
 
 /** The first event of a stream (`event: hello`): who the viewer is, and the recent snapshots for its charts. */
@@ -210,6 +218,7 @@ export class DashboardHub {
       denied_identities: this.deps.deniedIdentities?.top(this.topIdentities) ?? [],
       policies_revision: this.deps.policies.revision(),
       readiness: this.deps.readiness.state,
+      leases: this.deps.metrics.leaseTotals(),
     };
   }
 

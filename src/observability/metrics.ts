@@ -320,6 +320,12 @@ export class Metrics {
     };
   }
 
+  /** Lease totals so far, every level and policy together (the dashboard's overview): takes, units returned, units lapsed. */
+  leaseTotals(): { refills: number; units_returned: number; units_lapsed: number } {
+    const sum = (counter: PlainCounter) => counter.get().values.reduce((total, series) => total + series.value, 0);
+    return { refills: sum(this.leaseRefills), units_returned: sum(this.leaseReturned), units_lapsed: sum(this.leaseLapsed) };
+  }
+
   /** One invalidation notification to a sidecar that was given up. */
   countInvalidationFailure(): void {
     this.invalidationFailures.value++;

@@ -149,9 +149,9 @@ describe('rl commands (built binary, real server with API keys)', function () {
       const result = await rl(['policies', 'list'], admin);
       expect(result.code).to.equal(0);
       const [header, ...rows] = result.stdout.trim().split('\n');
-      expect(header).to.match(/^POLICY_ID\s+VERSION\s+ENABLED\s+MODE\s+ALGORITHM\s+LIMIT\s+WINDOW\s+ACTION\s+ROLLOUT\s+PRIORITY\s+BUDGET$/);
+      expect(header).to.match(/^POLICY_ID\s+VERSION\s+ENABLED\s+MODE\s+ALGORITHM\s+LIMIT\s+WINDOW\s+ACTION\s+ROLLOUT\s+PRIORITY\s+LEASE\s+BUDGET$/);
       expect(rows.map((r) => r.split(/\s+/)[0])).to.deep.equal(['history', 'leases', 'per-user', 'tagged', 'topstat']);
-      expect(rows[0]).to.match(/^history\s+1\s+true\s+enforce\s+fixed_window\s+10\s+1m\s+deny\s+100%\s+0\s+regional$/);
+      expect(rows[0]).to.match(/^history\s+1\s+true\s+enforce\s+fixed_window\s+10\s+1m\s+deny\s+100%\s+0\s+-\s+regional$/);
     });
 
     it('get: YAML (the same policy as --json)', async () => {
@@ -160,6 +160,32 @@ describe('rl commands (built binary, real server with API keys)', function () {
       const json = await rlJson<Record<string, unknown>>(['policies', 'get', 'per-user'], admin);
       expect(parseYaml(yaml.stdout)).to.deep.equal(json.body);
       expect(json.body).to.deep.include({ policy_id: 'per-user', version: 1 });
+    });
+
+    it("lease and budget: list marks a leased policy's lease (defaults filled in), get says it above the YAML", async () => {
+      const api = createAdminClient({ url: server.url, apiKey: ADMIN });
+      await api.createPolicy({ policy_id: 'leased', scope: { org_id: 'leaseco' }, algorithm: { type: 'fixed_window', limit: 500, window: '1h' }, lease: { max_units: 50, max_hold: '2s' } });
+      await api.createPolicy({ policy_id: 'leased-defaults', scope: { org_id: 'leaseco2' }, algorithm: { type: 'quota', limit: 500, quota_period: '1d' }, lease: {} });
+      try {
+        const list = await rl(['policies', 'list'], admin);
+        expect(list.code, list.stderr).to.equal(0);
+        const row = (id: string) => list.stdout.split('\n').find((line) => line.startsWith(`${id} `));
+        expect(row('leased')).to.match(/\s50\/2s\s+regional$/);
+        expect(row('leased-defaults')).to.match(/\s100\/1s\s+regional$/);
+        expect(row('per-user')).to.match(/\s-\s+regional$/);
+
+        const yaml = await rl(['policies', 'get', 'leased'], admin);
+        expect(yaml.code, yaml.stderr).to.equal(0);
+        expect(yaml.stdout.split('\n')[0]).to.equal('# lease: max_units/max_hold 50/2s; budget: regional');
+        // The comment leaves the YAML as it was: still the policy, ready for rl apply.
+        const json = await rlJson<Record<string, unknown>>(['policies', 'get', 'leased'], admin);
+        expect(parseYaml(yaml.stdout)).to.deep.equal(json.body);
+        expect(json.body.lease).to.deep.equal({ max_units: 50, max_hold: '2s' });
+        expect((await rl(['policies', 'get', 'per-user'], admin)).stdout.split('\n')[0]).to.equal('# lease: none; budget: regional');
+      } finally {
+        await api.deletePolicy('leased');
+        await api.deletePolicy('leased-defaults');
+      }
     });
 
     it('rollout, a stale --if-match (409, exit 2), versions, rollback, audit, delete', async () => {

@@ -4,6 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { buildDashboard } from '../../dashboard/build.js';
+import { Redis } from 'ioredis';
+import { connectRedisCounterStore } from '../../src/counters/redis-store.js';
+import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 import { launchBrowser, openPage, pageProblems, screenshot, signIn, type Browser } from '../support/browser.js';
 
@@ -21,6 +24,16 @@ const POLICIES = {
       failure_mode: 'fail_open',
     },
     {
+      policy_id: 'export-leased',
+      name: 'Exports, from process leases',
+      priority: 5,
+      scope: { service: 'export' },
+      // A quota: its period starts with the first consumption, so no window boundary falls inside a test.
+      algorithm: { type: 'quota', limit: 1000, quota_period: '1h' },
+      // The longest hold: the holder keeps its units until the test changes the policy.
+      lease: { max_units: 50, max_hold: '60s' },
+    },
+    {
       policy_id: 'search-shadow',
       name: 'Search, observed only',
       priority: 5,
@@ -32,11 +45,11 @@ const POLICIES = {
 };
 
 /**
- * A real server process (with `env`, POLICIES and a fresh data directory) serving the dashboard, and
+ * A real server process (with `env`, read when it starts, POLICIES and a fresh data directory) serving the dashboard, and
  * headless Chromium, for one describe block; after each test its pages must have run without an uncaught
  * exception or a CSP violation.
  */
-function dashboardSuite(env: Record<string, string>): { server: ServerProcessHandle; browser: Browser } {
+function dashboardSuite(env: Record<string, string> | (() => Record<string, string>)): { server: ServerProcessHandle; browser: Browser } {
   const live = {} as { server: ServerProcessHandle; browser: Browser };
   let dir: string | undefined;
   before(async () => {
@@ -44,7 +57,7 @@ function dashboardSuite(env: Record<string, string>): { server: ServerProcessHan
     await buildDashboard();
     dir = mkdtempSync(join(tmpdir(), 'rl-dashboard-'));
     writeFileSync(join(dir, 'policies.json'), JSON.stringify(POLICIES));
-    live.server = await startServerProcess({ ...env, RL_DATA_DIR: join(dir, 'data'), RL_POLICY_FILE: join(dir, 'policies.json') });
+    live.server = await startServerProcess({ ...(typeof env === 'function' ? env() : env), RL_DATA_DIR: join(dir, 'data'), RL_POLICY_FILE: join(dir, 'policies.json') });
     live.browser = await launchBrowser();
   });
   after(async () => {
@@ -143,6 +156,9 @@ describe('dashboard (headless Chromium, real server)', function () {
     const text = await row.textContent();
     expect(text).to.contain('fixed_window').and.contain('5 / 1m').and.contain('deny').and.contain('100%');
     expect(await page.getByTestId('policy-row-search-shadow').textContent()).to.contain('shadow').and.contain('20 / 4s');
+    // A leased policy is marked with its lease; the others are not (no budget field: regional, unmarked).
+    expect(await page.getByTestId('policy-lease-export-leased').textContent()).to.equal('lease 50 units, held ≤ 60s');
+    expect(await page.getByTestId('policy-lease-api-per-user').textContent()).to.equal('–');
     await screenshot(page, '03-policies');
     await page.close();
   });
@@ -294,6 +310,120 @@ describe('dashboard on a server that needs no credential (headless Chromium, rea
     await page.getByTestId('policy-row-api-per-user').click();
     await page.getByTestId('versions').waitFor();
     expect(await page.getByTestId('rollout-slider').count()).to.equal(1);
+    await page.close();
+  });
+});
+
+/** The sum of every series of `name` in a Prometheus exposition. */
+function metricSum(exposition: string, name: string): number {
+  let sum = 0;
+  for (const match of exposition.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))) sum += Number(match[1]);
+  return sum;
+}
+
+/**
+ * Process leases on a server in Redis mode: the leased policy's detail says its lease and budget, and
+ * the overview shows the units the server returned and lapsed, as its /metrics counts them.
+ */
+describe('dashboard on a server in Redis mode with a leased policy (headless Chromium, real server)', function () {
+  this.timeout(60_000);
+  const keyPrefix = randomPrefix();
+  let redis: RedisHandle;
+  let admin: Redis;
+  before(async () => {
+    redis = await startPrivateRedis();
+    admin = new Redis(redis.url);
+  });
+  const live = dashboardSuite(() => ({ RL_AUTH_ENABLED: 'false', RL_COUNTERSTORE_ADDR: redis.url, RL_KEY_PREFIX: keyPrefix, RL_COUNTERSTORE_TIMEOUT_MS: '5000' }));
+  after(async () => {
+    admin?.disconnect();
+    await redis?.stop();
+  });
+
+  const post = async (path: string, body: unknown, method = 'POST') => {
+    const response = await fetch(live.server.url + path, { method, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    return { status: response.status, body: (await response.json()) as any };
+  };
+
+  it("shows a leased policy's lease and budget in its detail", async () => {
+    const page = await openPage(live.browser.context);
+    await page.goto(`${live.server.url}/dashboard/#/policies/export-leased`);
+    await page.getByTestId('versions').waitFor();
+    expect(await page.getByTestId('policy-lease').textContent()).to.equal('50 units, held ≤ 60s');
+    expect(await page.getByTestId('policy-budget').textContent()).to.equal('regional');
+    await screenshot(page, '12-leased-policy');
+    await page.goto(`${live.server.url}/dashboard/#/policies/api-per-user`);
+    await page.getByTestId('policy-summary').filter({ hasText: '5 / 1m' }).waitFor();
+    expect(await page.getByTestId('policy-lease').textContent()).to.contain('none');
+    await page.close();
+  });
+
+  it('shows a global budget in the detail, and marks it in the list', async () => {
+    // Without regions a global budget means the one store there is (CONTRACT "Regions"); the page shows it all the same.
+    const created = await post('/rl/v1/policies', {
+      policy_id: 'global-one',
+      scope: { resource: 'global-one' },
+      algorithm: { type: 'fixed_window', limit: 100, window: '1m' },
+      budget: 'global',
+    });
+    expect(created.status, JSON.stringify(created.body)).to.equal(201);
+    const page = await openPage(live.browser.context);
+    await page.goto(`${live.server.url}/dashboard/#/policies`);
+    await page.getByTestId('policy-lease-global-one').filter({ hasText: 'global budget' }).waitFor();
+    expect(await page.getByTestId('policy-lease-api-per-user').textContent()).to.equal('–');
+    await page.getByTestId('policy-row-global-one').click();
+    await page.getByTestId('versions').waitFor();
+    expect(await page.getByTestId('policy-budget').textContent()).to.equal('global');
+    await page.close();
+  });
+
+  it('shows the lease units returned and lapsed on the overview, as the server counts them', async () => {
+    const page = await openPage(live.browser.context);
+    await page.goto(`${live.server.url}/dashboard/`);
+    await page.getByTestId('store-state').filter({ hasText: 'redis · up' }).waitFor();
+
+    // A refund to a holder with no units: they lapse (CONTRACT "Refund adds the units to this holder's unspent units").
+    const refund = await post('/rl/v1/refund', { service: 'export', quantity: 3 });
+    expect(refund.body).to.deep.include({ allowed: true, reason: 'refunded', matched_policy_id: 'export-leased' });
+
+    // Checks until the counter in Redis holds more than was admitted: the server's holder has units (hang guard only).
+    const checker = connectRedisCounterStore(redis.url, { commandTimeoutMs: 2_000 });
+    const used = async () => {
+      const keys = (await admin.keys(`${keyPrefix}*export-leased*`)).filter((k) => !k.includes('polic'));
+      if (keys.length === 0) return 0;
+      expect(keys).to.have.length(1);
+      return 1000 - (await checker.peek(keys, { type: 'quota', limit: 1000, periodMs: 3_600_000 })).remaining;
+    };
+    let admitted = 0;
+    try {
+      while ((await used()) <= admitted) {
+        if (admitted >= 200) throw new Error('the holder never held units');
+        const check = await post('/rl/v1/check', { service: 'export' });
+        expect(check.body).to.deep.include({ allowed: true, reason: 'within_limit' });
+        expect(check.body.metadata.lease).to.equal('local');
+        admitted++;
+      }
+      // A policy change: the holder gives its unspent units back, and the counter then holds exactly what was admitted.
+      expect((await post('/rl/v1/policies/export-leased', { description: 'changed' }, 'PATCH')).status).to.equal(200);
+      for (let polls = 0; (await used()) !== admitted; polls++) {
+        if (polls > 500) throw new Error('the unspent units never came back');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    } finally {
+      await checker.close();
+    }
+
+    const exposition = await (await fetch(`${live.server.url}/metrics`)).text();
+    const refills = metricSum(exposition, 'rl_lease_refills_total');
+    const returned = metricSum(exposition, 'rl_lease_units_returned_total');
+    expect(metricSum(exposition, 'rl_lease_units_lapsed_total')).to.equal(3);
+    expect(refills).to.be.at.least(1);
+    expect(returned).to.be.at.least(1);
+    // The overview's next ticks carry the same numbers, without a reload.
+    await page.getByTestId('lease-returned').filter({ hasText: new RegExp(`^${returned}$`) }).waitFor();
+    expect(await page.getByTestId('lease-lapsed').textContent()).to.equal('3');
+    expect(await page.getByTestId('lease-refills').textContent()).to.equal(String(refills));
+    await screenshot(page, '13-lease-overview');
     await page.close();
   });
 });

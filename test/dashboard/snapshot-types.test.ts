@@ -34,10 +34,11 @@ holds<[Mutual<Omit<PageSnapshot, 'readiness'>, DashboardSnapshot>]>(true);
 /** Field names of a runtime list typed by the page's type: `satisfies` makes it name every field, and no other. */
 const pageSnapshotFields = Object.keys({
   at: 0, totals: 0, rates: 0, policies: 0, store: 0, fail_open_rate: 0, failing_open: 0, denied_identities: 0,
-  policies_revision: 0, readiness: 0,
+  policies_revision: 0, readiness: 0, leases: 0,
 } satisfies Record<keyof PageSnapshot, 0>);
 const pageRateFields = Object.keys({ allowed: 0, denied: 0, shadow: 0 } satisfies Record<keyof PageOutcomeRates, 0>);
 const pageStoreFields = Object.keys({ kind: 0, state: 0 } satisfies Record<keyof PageSnapshot['store'], 0>);
+const pageLeaseFields = Object.keys({ refills: 0, units_returned: 0, units_lapsed: 0 } satisfies Record<keyof PageSnapshot['leases'], 0>);
 
 describe('dashboard stream types against the server\'s', () => {
   it('a snapshot the hub builds has exactly the fields the page reads', () => {
@@ -48,5 +49,6 @@ describe('dashboard stream types against the server\'s', () => {
     expect(Object.keys(snapshot.rates).sort()).to.deep.equal([...pageRateFields].sort());
     expect(Object.keys(snapshot.totals).sort()).to.deep.equal([...pageRateFields, 'total', 'since'].sort());
     expect(Object.keys(snapshot.store).sort()).to.deep.equal([...pageStoreFields].sort());
+    expect(Object.keys(snapshot.leases).sort()).to.deep.equal([...pageLeaseFields].sort());
   });
 });

@@ -226,6 +226,24 @@ describe('dashboard routes', function () {
       await w.store.close();
     });
 
+    it("carries the process's lease totals: refills, units returned and units lapsed, every level and policy together", async () => {
+      const w = await world(dir, new MemoryCounterStore({ sweepIntervalMs: 0 }));
+      const hub = new DashboardHub({ ...w, intervalMs: 3_600_000 });
+      expect(hub.tick().leases).to.deep.equal({ refills: 0, units_returned: 0, units_lapsed: 0 });
+      // The hooks the lease holders call (src/lease): two levels, two policies.
+      const process = w.metrics.leaseEvents('process', 'per-user');
+      const region = w.metrics.leaseEvents('region', 'login');
+      process.refilled!(40);
+      process.refilled!(0);
+      region.refilled!(100);
+      process.returned!(7);
+      region.returned!(30);
+      process.lapsed!(2);
+      region.lapsed!(5);
+      expect(hub.tick().leases).to.deep.equal({ refills: 3, units_returned: 37, units_lapsed: 7 });
+      await w.store.close();
+    });
+
     it('drops a subscriber that stops reading once it holds too many unread bytes', async () => {
       const w = await world(dir, new MemoryCounterStore({ sweepIntervalMs: 0 }));
       const hub = new DashboardHub({ ...w, intervalMs: 3_600_000, maxBufferedBytes: 4096 });

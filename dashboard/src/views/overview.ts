@@ -6,14 +6,18 @@ import type { Snapshot } from '../types.js';
 
 const STORE_LABEL = { up: 'up', down: 'down', circuit_open: 'circuit open' } as const;
 
-/** Decisions per second (total and per policy, with sparklines), counter store state, policies failing open. */
+/** Decisions per second (total and per policy, with sparklines), counter store state, policies failing open, lease totals. */
 export const overviewView: View = (root, app) => {
   const value = (testid: string) => h('div', { class: 'value', 'data-testid': testid }, '–');
+  const card = (label: string, content: HTMLElement, kind = '') => h('div', { class: `card ${kind}` }, h('div', { class: 'label' }, label), content);
   const allowed = value('rate-allowed');
   const denied = value('rate-denied');
   const shadow = value('rate-shadow');
   const store = h('div', { class: 'value', 'data-testid': 'store-state' });
   const failingOpen = h('div', { 'data-testid': 'failing-open' });
+  const leaseRefills = value('lease-refills');
+  const leaseReturned = value('lease-returned');
+  const leaseLapsed = value('lease-lapsed');
   const chartBox = h('div', { class: 'chart' });
   const rows = h('tbody');
   const since = h('span', { class: 'muted' });
@@ -24,13 +28,20 @@ export const overviewView: View = (root, app) => {
     h(
       'div',
       { class: 'cards' },
-      h('div', { class: 'card allowed' }, h('div', { class: 'label' }, 'allowed / s'), allowed),
-      h('div', { class: 'card denied' }, h('div', { class: 'label' }, 'denied / s'), denied),
-      h('div', { class: 'card shadow' }, h('div', { class: 'label' }, 'shadow / s'), shadow),
-      h('div', { class: 'card' }, h('div', { class: 'label' }, 'counter store'), store),
+      card('allowed / s', allowed, 'allowed'),
+      card('denied / s', denied, 'denied'),
+      card('shadow / s', shadow, 'shadow'),
+      card('counter store', store),
     ),
     h('div', { class: 'panel' }, h('h3', {}, 'Decisions per second'), chartBox, since),
     h('div', { class: 'panel' }, h('h3', {}, 'Failing open right now'), failingOpen),
+    h(
+      'div',
+      { class: 'panel' },
+      h('h3', {}, 'Capacity leases (this server, since it started)'),
+      h('div', { class: 'cards' }, card('refills', leaseRefills), card('units returned', leaseReturned), card('units lapsed', leaseLapsed)),
+      h('p', { class: 'muted' }, 'Returned: unspent units given back (drain, policy change, idle). Lapsed: units that ended with their window unspent, or were lost with an unreachable parent.'),
+    ),
     h(
       'div',
       { class: 'panel' },
@@ -51,6 +62,9 @@ export const overviewView: View = (root, app) => {
     allowed.textContent = rate(snapshot.rates.allowed);
     denied.textContent = rate(snapshot.rates.denied);
     shadow.textContent = rate(snapshot.rates.shadow);
+    leaseRefills.textContent = String(snapshot.leases.refills);
+    leaseReturned.textContent = String(snapshot.leases.units_returned);
+    leaseLapsed.textContent = String(snapshot.leases.units_lapsed);
     const s = snapshot.store;
     replace(store, badge(`${s.kind} · ${STORE_LABEL[s.state]}`, s.state === 'up' ? 'ok' : 'bad'));
     replace(

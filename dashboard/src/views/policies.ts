@@ -1,7 +1,7 @@
 import { api } from '../api.js';
 import { onPolicyChange, type View } from '../app-context.js';
 import { badge, h, replace } from '../dom.js';
-import { limitSummary } from '../format.js';
+import { budgetOf, leaseSummary, limitSummary } from '../format.js';
 import type { StoredPolicy } from '@rl/client/admin-client';
 
 /** Every policy with what it does; reloaded whenever the policy set changes. */
@@ -21,7 +21,7 @@ export const policiesView: View = (root, app) => {
         h(
           'thead',
           {},
-          h('tr', {}, ['policy', 'algorithm', 'limit / window', 'action', 'mode', 'rollout', 'enabled', 'version'].map((t) => h('th', {}, t))),
+          h('tr', {}, ['policy', 'algorithm', 'limit / window', 'lease · budget', 'action', 'mode', 'rollout', 'enabled', 'version'].map((t) => h('th', {}, t))),
         ),
         body,
       ),
@@ -34,7 +34,7 @@ export const policiesView: View = (root, app) => {
       replace(status);
       replace(
         body,
-        policies.length === 0 ? h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No policies.')) : null,
+        policies.length === 0 ? h('tr', {}, h('td', { colspan: 9, class: 'muted' }, 'No policies.')) : null,
         policies.map((p) =>
           h(
             'tr',
@@ -42,6 +42,7 @@ export const policiesView: View = (root, app) => {
             h('td', {}, h('strong', {}, p.policy_id), h('div', { class: 'muted' }, p.name)),
             h('td', {}, p.algorithm.type),
             h('td', {}, limitSummary(p)),
+            h('td', { 'data-testid': `policy-lease-${p.policy_id}` }, leaseBudget(p)),
             h('td', {}, p.action),
             h('td', {}, badge(p.enforcement_mode, p.enforcement_mode === 'shadow' ? 'shadow' : 'ok')),
             h('td', { class: 'num' }, `${p.rollout_percent}%`),
@@ -56,3 +57,11 @@ export const policiesView: View = (root, app) => {
   };
   return onPolicyChange(app, () => void load());
 };
+
+/** A leased policy and a global budget are marked; a policy with neither (the usual case) shows a dash. */
+function leaseBudget(p: StoredPolicy): (HTMLElement | string)[] {
+  const lease = leaseSummary(p);
+  const budget = budgetOf(p);
+  const marks = [lease === undefined ? null : badge(`lease ${lease}`, 'ok'), budget === 'regional' ? null : badge(`${budget} budget`, 'warn')].filter((m) => m !== null);
+  return marks.length === 0 ? ['–'] : marks;
+}

@@ -2,7 +2,7 @@ import { api, policyPath } from '../api.js';
 import { onPolicyChange, type AppContext, type View } from '../app-context.js';
 import { diffRows } from '../diff.js';
 import { badge, h, replace } from '../dom.js';
-import { limitSummary, time } from '../format.js';
+import { budgetOf, leaseSummary, limitSummary, time } from '../format.js';
 import type { PolicyAuditEntry, PolicyVersionEntry, StoredPolicy } from '@rl/client/admin-client';
 import { showError, showNotice } from './edit-result.js';
 
@@ -77,19 +77,20 @@ function renderHeader(box: HTMLElement, p: StoredPolicy): void {
       ...kv('description', p.description),
       ...kv('algorithm', p.algorithm.type),
       ...kv('limit', limitSummary(p)),
+      ...kv('lease', leaseSummary(p) ?? 'none: every decision asks the counter store', 'policy-lease'),
+      ...kv('budget', budgetOf(p), 'policy-budget'),
       ...kv('action', p.action),
       ...kv('failure mode', p.failure_mode),
       ...kv('rollout', `${p.rollout_percent}%`),
       ...kv('priority', String(p.priority)),
-      ...kv('budget', p.budget === 'global' ? 'global (one limit for all regions)' : 'regional'),
       ...kv('scope', JSON.stringify(p.scope)),
       ...kv('updated', time(p.updated_at)),
     ),
   );
 }
 
-function kv(label: string, value: string): HTMLElement[] {
-  return [h('div', {}, label), h('div', {}, value)];
+function kv(label: string, value: string, testid?: string): HTMLElement[] {
+  return [h('div', {}, label), h('div', { 'data-testid': testid }, value)];
 }
 
 /** Rollout slider, shadow/enforce toggle, the edit form and the JSON editor; every change sends If-Match. */

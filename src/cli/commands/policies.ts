@@ -5,6 +5,7 @@ import { adminClient, type GlobalOptions } from '../connection.js';
 import { invalidInput } from '../exit-codes.js';
 import { printJson, printLines, showValue, table } from '../output.js';
 import { diffFields } from '../plan.js';
+import { budgetText, leaseComment, leaseText } from '../policy-lease.js';
 import { ROLLOUT_PERCENT } from '../../schema/policy.js';
 
 /** `rl policies list|get|delete|versions|audit|rollout|rollback`: the policy API, one call each. */
@@ -22,7 +23,7 @@ export function registerPolicyCommands(program: Command): void {
       if (list.length === 0) return printLines(['no policies']);
       printLines(
         table(
-          ['policy_id', 'version', 'enabled', 'mode', 'algorithm', 'limit', 'window', 'action', 'rollout', 'priority', 'budget'],
+          ['policy_id', 'version', 'enabled', 'mode', 'algorithm', 'limit', 'window', 'action', 'rollout', 'priority', 'lease', 'budget'],
           list.map((p) => {
             const alg = (p.algorithm ?? {}) as Record<string, unknown>;
             return [
@@ -36,7 +37,8 @@ export function registerPolicyCommands(program: Command): void {
               p.action,
               `${String(p.rollout_percent)}%`,
               p.priority,
-              p.budget ?? 'regional',
+              leaseText(p),
+              budgetText(p),
             ];
           }),
         ),
@@ -45,12 +47,12 @@ export function registerPolicyCommands(program: Command): void {
 
   policies
     .command('get <policy_id>')
-    .description('one policy (YAML, ready for rl apply; --json for JSON)')
+    .description('one policy (YAML, ready for rl apply, under a comment with its lease and budget; --json for JSON)')
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const g = globals(cmd);
       const policy = await adminClient(g).getPolicy(id);
       if (g.json) return printJson(policy);
-      process.stdout.write(stringify(policy));
+      process.stdout.write(leaseComment(policy) + stringify(policy));
     });
 
   policies
