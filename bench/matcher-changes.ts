@@ -20,7 +20,7 @@ import { DecisionService } from '../src/decision/decision-service.js';
 import { SCOPE_FIELDS, type RequestContext } from '../src/model/request-context.js';
 import { FilePolicyStore } from '../src/policy-store/file-policy-store.js';
 import { LiveMatcher } from '../src/matching/live-matcher.js';
-import { PolicyService } from '../src/policy/policy-service.js';
+import { PolicyService } from '../src/policy-service/policy-service.js';
 import { Matcher } from '../src/matching/matcher.js';
 import { byPolicyId } from '../src/policy-store/policy-store.js';
 import type { Policy } from '../src/policy/types.js';

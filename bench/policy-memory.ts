@@ -25,7 +25,7 @@ import { loadServerConfig } from '../src/config.js';
 import { startServer } from '../src/server.js';
 import { LiveMatcher } from '../src/matching/live-matcher.js';
 import { loadPolicyFile } from '../src/policy/policy-file.js';
-import { PolicyService } from '../src/policy/policy-service.js';
+import { PolicyService } from '../src/policy-service/policy-service.js';
 import { FilePolicyStore } from '../src/policy-store/file-policy-store.js';
 import { setLogLevel } from '../src/util/log.js';
 import { generateWorkload } from './lib/workload.js';

@@ -6,7 +6,8 @@ import { MemoryCounterStore } from '../src/counters/memory-store.js';
 import { DecisionService } from '../src/decision/decision-service.js';
 import { LiveMatcher } from '../src/matching/live-matcher.js';
 import { parseRequestContext } from '../src/model/request-context.js';
-import { itself, startTracing, type TraceCarrier } from '../src/observability/tracing.js';
+import { startTracing } from '../src/observability/start-tracing.js';
+import { itself, type TraceCarrier } from '../src/observability/tracing.js';
 import { readFields } from '../test/support/protobuf-wire.js';
 import { generateWorkload } from './lib/workload.js';
 

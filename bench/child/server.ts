@@ -21,7 +21,7 @@ import { metricsRoutes } from '../../src/http/routes/metrics.js';
 import { Analytics } from '../../src/observability/analytics.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
-import { startTracing } from '../../src/observability/tracing.js';
+import { startTracing } from '../../src/observability/start-tracing.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { connectRegionCounterStore } from '../../src/lease/region-store.js';
 import { FIXED_DECISION, HOT_KEY_POLICY, LEASE_POLICIES, REGION_POLICIES, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';

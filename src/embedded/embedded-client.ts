@@ -19,7 +19,7 @@ import { RlError } from '../errors.js';
 import { parseOperationContext } from '../model/request-context.js';
 import { LiveMatcher } from '../matching/live-matcher.js';
 import { loadPolicyFile, parsePolicyDocument } from '../policy/policy-file.js';
-import { PolicyService } from '../policy/policy-service.js';
+import { PolicyService } from '../policy-service/policy-service.js';
 import type { Policy } from '../policy/types.js';
 import { RedisPolicyStore } from '../policy-store/redis-policy-store.js';
 

@@ -2,7 +2,7 @@ import { PassThrough } from 'node:stream';
 import type { CounterStore } from '../counters/counter-store.js';
 import type { CounterStoreErrorEvent } from '../counters/redis-store.js';
 import { RlError } from '../errors.js';
-import type { PolicyService } from '../policy/policy-service.js';
+import type { PolicyService } from '../policy-service/policy-service.js';
 import type { Analytics, AnalyticsSummary } from './analytics.js';
 import type { DeniedIdentities, DeniedIdentity } from './denied-identities.js';
 import type { Metrics } from './metrics.js';

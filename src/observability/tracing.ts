@@ -2,9 +2,9 @@ import type { Operation } from '../decision/decision-service.js';
 import type { Decision } from '../model/decision.js';
 
 /**
- * Traces (CONTRACT.md "Traces (OpenTelemetry)"): what the transports call, and the loader.
+ * Traces (CONTRACT.md "Traces (OpenTelemetry)"): what the transports call.
  *
- * Tracing is off unless an OTLP endpoint is configured; then `startTracing` imports the OpenTelemetry
+ * Tracing is off unless an OTLP endpoint is configured; then `startTracing` (start-tracing.ts) imports the OpenTelemetry
  * implementation (otel-tracing.ts) dynamically, so a server without an endpoint never loads the
  * OpenTelemetry packages, and the transports, holding no Tracing, call nothing on the decision path.
  */
@@ -48,13 +48,6 @@ export interface TracingConfig {
   protocol: 'http/protobuf' | 'http/json';
   /** service.version of the spans' resource. */
   serviceVersion: string;
-}
-
-/** The OpenTelemetry implementation, loaded now; undefined when tracing is off. */
-export async function startTracing(config: TracingConfig | undefined): Promise<Tracing | undefined> {
-  if (config === undefined) return undefined;
-  const { OtelTracing } = await import('./otel-tracing.js');
-  return new OtelTracing(config);
 }
 
 /** The trace context of an HTTP request (node:http lower-cases header names). */

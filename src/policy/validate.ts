@@ -22,7 +22,7 @@ import {
 } from '../schema/policy.js';
 import { parseDuration } from '../util/duration.js';
 import { isObject } from '../util/json-shape.js';
-import { compileMatchExpr } from '../matching/match-expr.js';
+import { compileMatchExpr } from './match-expr.js';
 import { isQuotaShaped, quotaBodyErrors, quotaBodyToPolicy } from './quota-alias.js';
 import { DEFAULT_SOURCE_IP_PREFIX, SOURCE_IP_PREFIX_BOUNDS, type SourceIpPrefix } from '../schema/policy.js';
 import {

@@ -23,7 +23,7 @@ import { Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
-import { PolicyService } from '../../src/policy/policy-service.js';
+import { PolicyService } from '../../src/policy-service/policy-service.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { serve, type TestServer } from '../support/http.js';
 import { startPrivateRedis, type RedisHandle } from '../support/redis.js';

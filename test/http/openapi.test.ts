@@ -27,7 +27,7 @@ import { Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
-import { PolicyService } from '../../src/policy/policy-service.js';
+import { PolicyService } from '../../src/policy-service/policy-service.js';
 import { PolicyInputSchema, QuotaPolicyInputSchema } from '../../src/schema/policy.js';
 import { COMPONENT_SCHEMAS, OPERATIONS, openApiDocument, openApiJson } from '../../src/schema/openapi.js';
 import { setLogLevel } from '../../src/util/log.js';

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import type Koa from 'koa';
 import type { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
-import type { PolicyService } from '../../src/policy/policy-service.js';
+import type { PolicyService } from '../../src/policy-service/policy-service.js';
 import { ALGORITHM_TYPES } from '../../src/policy/types.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { parseBody, type TestServer } from '../support/http.js';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { RequestContext } from '../../src/model/request-context.js';
 import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
-import { PolicyService } from '../../src/policy/policy-service.js';
+import { PolicyService } from '../../src/policy-service/policy-service.js';
 import type { PolicyStore } from '../../src/policy-store/policy-store.js';
 import { RedisPolicyStore } from '../../src/policy-store/redis-policy-store.js';
 import type { Policy } from '../../src/policy/types.js';

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { lengthPrefixed } from '../../src/counters/keys.js';
 import { SCOPE_FIELDS, type RequestContext } from '../../src/model/request-context.js';
-import { compileMatchExpr } from '../../src/matching/match-expr.js';
+import { compileMatchExpr } from '../../src/policy/match-expr.js';
 import { Matcher, rolloutBucket, type PolicyFamily } from '../../src/matching/matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 import { validatePolicy } from '../../src/policy/validate.js';

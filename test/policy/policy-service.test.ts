@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { RlError, type ErrorKind } from '../../src/errors.js';
 import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
-import { PolicyService } from '../../src/policy/policy-service.js';
+import { PolicyService } from '../../src/policy-service/policy-service.js';
 import { mergePatch } from '../../src/util/merge-patch.js';
 import type { PolicyStore } from '../../src/policy-store/policy-store.js';
 import { RedisPolicyStore } from '../../src/policy-store/redis-policy-store.js';

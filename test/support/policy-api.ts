@@ -9,7 +9,7 @@ import { Readiness } from '../../src/http/readiness.js';
 import { policyRoutes } from '../../src/http/routes/policies.js';
 import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
-import { PolicyService } from '../../src/policy/policy-service.js';
+import { PolicyService } from '../../src/policy-service/policy-service.js';
 import { serve, type TestServer } from './http.js';
 
 /** The policy routes on the Koa app, over a file store in a fresh temporary directory. */

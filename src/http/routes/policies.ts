@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import type Koa from 'koa';
-import type { DeleteResult, PolicyService } from '../../policy/policy-service.js';
+import type { DeleteResult, PolicyService } from '../../policy-service/policy-service.js';
 import { httpTraceCarrier, type Tracing } from '../../observability/tracing.js';
 import type { Policy } from '../../policy/types.js';
 import { bodyOf } from '../body.js';

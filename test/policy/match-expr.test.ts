@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { CONTEXT_STRING_FIELDS, parseRequestContext, type RequestContext } from '../../src/model/request-context.js';
-import { compileMatchExpr, MAX_MATCH_EXPR_COST, MAX_MATCH_EXPR_LENGTH } from '../../src/matching/match-expr.js';
+import { compileMatchExpr, MAX_MATCH_EXPR_COST, MAX_MATCH_EXPR_LENGTH } from '../../src/policy/match-expr.js';
 
 function compile(expr: string) {
   const r = compileMatchExpr(expr);

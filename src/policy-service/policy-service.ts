@@ -11,10 +11,10 @@ import {
   type PolicyVersion,
 } from '../policy-store/policy-store.js';
 import { ROLLOUT_PERCENT } from '../schema/policy.js';
-import type { FieldError, Policy } from './types.js';
-import { storedPolicy } from './stored-policy.js';
-import { oversizedCollections, validatePolicy, type PolicyInput } from './validate.js';
-import { quotaPatchToPolicyPatch } from './quota-alias.js';
+import type { FieldError, Policy } from '../policy/types.js';
+import { storedPolicy } from '../policy/stored-policy.js';
+import { oversizedCollections, validatePolicy, type PolicyInput } from '../policy/validate.js';
+import { quotaPatchToPolicyPatch } from '../policy/quota-alias.js';
 import { mergePatch } from '../util/merge-patch.js';
 
 /**

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { RequestContext } from '../../src/model/request-context.js';
-import { compileMatchExpr, type MatchExprEvaluator } from '../../src/matching/match-expr.js';
-import { cachedRegexCount, compileRegex, REGEX_CACHE_SIZE, REGEX_STEPS_PER_DECISION, RegexBudget } from '../../src/matching/match-regex.js';
+import { compileMatchExpr, type MatchExprEvaluator } from '../../src/policy/match-expr.js';
+import { cachedRegexCount, compileRegex, REGEX_CACHE_SIZE, REGEX_STEPS_PER_DECISION, RegexBudget } from '../../src/policy/match-regex.js';
 import { Matcher } from '../../src/matching/matcher.js';
 import { validatePolicy } from '../../src/policy/validate.js';
 import { makePolicy } from '../support/policies.js';
