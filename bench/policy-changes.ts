@@ -8,7 +8,7 @@ import { pacedHttpLoad, type PacedLoadResult } from './lib/paced-load.js';
 import { LOAD_CORE, nextMessage, request, spawnChild, stopChild } from './lib/proc.js';
 import { round } from './lib/stats.js';
 import { generateWorkload } from './lib/workload.js';
-import type { Check, Context, ScenarioResult, Side } from './scenarios.js';
+import type { Check, Context, ScenarioResult, Side } from './lib/scenario-kit.js';
 
 /**
  * Policy changes at scale (issue 15, target 5): the real server (file policy store, memory counters)

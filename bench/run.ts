@@ -22,7 +22,8 @@ import { machineInfo, sourceState } from './lib/machine.js';
 import { BENCH_DIR, LOAD_CORE, SERVER_CORE, disablePinning, pinSelf, runMain, startPrivateRedis, useBuild, type PrivateRedis } from './lib/proc.js';
 import { formatTable } from './lib/report.js';
 import { round } from './lib/stats.js';
-import { SCENARIOS, SETTINGS, type Context, type ScenarioResult, type Settings } from './scenarios.js';
+import { SETTINGS, type Context, type ScenarioResult, type Settings } from './lib/scenario-kit.js';
+import { SCENARIOS } from './scenarios.js';
 
 interface Args {
   mode: Settings['mode'];

@@ -15,7 +15,7 @@ import {
   warmHttp,
   type Context,
   type ScenarioResult,
-} from './scenarios.js';
+} from './lib/scenario-kit.js';
 
 /**
  * What traces cost a decision (issue 24): scenario 1's server (memory counters, the HTTP fast path)

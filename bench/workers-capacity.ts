@@ -7,7 +7,7 @@ import { loadFields } from './lib/load-fields.js';
 import { LOAD_CORE, REPO_DIR, SERVER_CORE, hasTaskset } from './lib/proc.js';
 import { round } from './lib/stats.js';
 import { generateWorkload } from './lib/workload.js';
-import type { Context, ScenarioResult, Side } from './scenarios.js';
+import type { Context, ScenarioResult, Side } from './lib/scenario-kit.js';
 
 /**
  * Capacity with RL_WORKERS=1 and RL_WORKERS=2 (issue 15, target 4): the real server (src/main.ts through

@@ -1,4 +1,4 @@
-import type { ScenarioResult, Side } from '../scenarios.js';
+import type { ScenarioResult, Side } from './scenario-kit.js';
 
 interface Results {
   source_changed_during_run: boolean;
