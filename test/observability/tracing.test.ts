@@ -13,6 +13,8 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import type * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
+import { spanDecisionOf } from '../../src/grpc/envoy.js';
+import type { Decision } from '../../src/model/decision.js';
 import { failureModeOf } from '../../src/observability/tracing.js';
 import { envoyClient, rateLimitClient, unary } from '../grpc/helpers.js';
 import { postJson } from '../support/http.js';
@@ -242,6 +244,12 @@ describe('OpenTelemetry traces (real server, real OTLP/HTTP receiver)', function
       const envoySpan = await childOf(edge, 'rl.envoy', 'rl-json');
       expect(envoySpan.parentSpanId).to.equal(edge.spanId);
       expect(envoySpan.attributes).to.deep.equal({ 'rl.policy_id': 'traced', 'rl.allowed': true, 'rl.reason': 'within_limit', 'rl.remaining': 4 });
+
+      // A call no policy decided says so, as rl.check does.
+      const unmatched = callerContext();
+      const nobody = [{ entries: [{ key: 'service', value: 'untraced' }] }];
+      expect((await unary(envoy, 'ShouldRateLimit', { domain: 'edge', descriptors: nobody }, { metadata: { traceparent: unmatched.traceparent } })).overall_code).to.equal('OK');
+      expect((await childOf(unmatched, 'rl.envoy', 'rl-json')).attributes).to.deep.equal({ 'rl.policy_id': '', 'rl.allowed': true, 'rl.reason': 'no_matching_policy', 'rl.remaining': 0 });
     });
 
     it('policy changes: rl.policy.<action> with rl.policy_id and rl.version', async () => {
@@ -324,5 +332,28 @@ describe('rl.failure_mode: when a failure mode answered', () => {
     expect(failureModeOf('rl.check', decision(true, 'within_limit'))).to.equal(undefined);
     expect(failureModeOf('rl.check', decision(true, 'counter_store_unavailable', true))).to.equal(undefined);
     expect(failureModeOf('rl.refund', decision(true, 'counter_store_unavailable'))).to.equal(undefined);
+  });
+});
+
+describe('rl.envoy: the descriptor its span reports', () => {
+  const decision = (policy: string, allowed: boolean, reason: string, remaining = 0) =>
+    ({ allowed, reason, shadow_mode: false, action: allowed ? 'allow' : 'deny', matched_policy_id: policy, remaining, retry_after: 0, reset_after: 0, limit: 10, window: 1000, metadata: {} }) as Decision;
+  const within = decision('roomy', true, 'within_limit', 3);
+  const failedClosed = decision('down', false, 'counter_store_unavailable');
+  const unmatched = decision('', true, 'no_matching_policy');
+
+  it('a refused call reports a refusal: the limiting one, else a failure mode\'s (which speaks for no limit)', () => {
+    const reported = spanDecisionOf([within, failedClosed]);
+    expect(reported).to.equal(failedClosed);
+    expect(failureModeOf('rl.envoy', reported)).to.equal('fail_closed');
+    const limited = decision('tight', false, 'limit_exceeded');
+    expect(spanDecisionOf([failedClosed, within, limited])).to.equal(limited);
+  });
+
+  it('an admitted call reports the limiting descriptor, else the first a policy decided, else the first', () => {
+    const closer = decision('closer', true, 'within_limit', 1);
+    expect(spanDecisionOf([within, closer])).to.equal(closer);
+    expect(spanDecisionOf([unmatched, within])).to.equal(within);
+    expect(spanDecisionOf([unmatched, decision('', true, 'no_matching_policy')])).to.equal(unmatched);
   });
 });
