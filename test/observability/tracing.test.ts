@@ -253,24 +253,27 @@ describe('OpenTelemetry traces (real server, real OTLP/HTTP receiver)', function
     });
 
     it('policy changes: rl.policy.<action> with rl.policy_id and rl.version', async () => {
-      const steps: [string, string, () => Promise<Response>][] = [
-        ['create', 'rl.policy.create', () => fetchJson('POST', '/rl/v1/policies', { policy_id: 'traced-new', algorithm: { type: 'fixed_window', limit: 1, window: '1m' } })],
-        ['patch', 'rl.policy.patch', () => fetchJson('PATCH', '/rl/v1/policies/traced-new', { priority: 2 })],
-        ['update', 'rl.policy.update', () => fetchJson('PUT', '/rl/v1/policies/traced-new', { policy_id: 'traced-new', algorithm: { type: 'fixed_window', limit: 2, window: '1m' } })],
-        ['delete', 'rl.policy.delete', () => fetchJson('DELETE', '/rl/v1/policies/traced-new')],
+      // [action, span, request, the version the span names]
+      const steps: [string, string, () => Promise<Response>, number][] = [
+        ['create', 'rl.policy.create', () => fetchJson('POST', '/rl/v1/policies', { policy_id: 'traced-new', algorithm: { type: 'fixed_window', limit: 1, window: '1m' } }), 1],
+        ['patch', 'rl.policy.patch', () => fetchJson('PATCH', '/rl/v1/policies/traced-new', { priority: 2 }), 2],
+        ['update', 'rl.policy.update', () => fetchJson('PUT', '/rl/v1/policies/traced-new', { policy_id: 'traced-new', algorithm: { type: 'fixed_window', limit: 2, window: '1m' } }), 3],
+        ['rollout', 'rl.policy.rollout', () => fetchJson('POST', '/rl/v1/policies/traced-new/rollout', { rollout_percent: 50 }), 4],
+        ['rollback', 'rl.policy.rollback', () => fetchJson('POST', '/rl/v1/policies/traced-new/rollback', { version: 1 }), 5],
+        // delete: the version deleted.
+        ['delete', 'rl.policy.delete', () => fetchJson('DELETE', '/rl/v1/policies/traced-new'), 5],
       ];
       let caller = callerContext();
       const fetchJson = (method: string, path: string, body?: unknown) =>
         fetch(`${server.url}${path}`, { method, headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: body === undefined ? undefined : JSON.stringify(body) });
-      for (const [index, [action, name, send]] of steps.entries()) {
+      for (const [action, name, send, version] of steps) {
         caller = callerContext();
         const response = await send();
         expect(response.status, action).to.equal(action === 'create' ? 201 : 200);
         if (action === 'delete') expect(await response.json()).to.deep.equal({ deleted: true, policy_id: 'traced-new' });
         const span = await childOf(caller, name, 'rl-json');
         expect(span.parentSpanId).to.equal(caller.spanId);
-        // delete: the version deleted (the third).
-        expect(span.attributes).to.deep.equal({ 'rl.policy_id': 'traced-new', 'rl.version': Math.min(index + 1, 3) });
+        expect(span.attributes).to.deep.equal({ 'rl.policy_id': 'traced-new', 'rl.version': version });
       }
     });
   });
