@@ -1,9 +1,9 @@
 import type http from 'node:http';
 import type { DecisionService, Operation } from '../decision/decision-service.js';
-import { parseOperationContext } from '../model/request-context.js';
 import type { Decision } from '../model/decision.js';
-import { DECISION_SPANS, httpTraceCarrier, itself, type Tracing } from '../observability/tracing.js';
+import type { Tracing } from '../observability/tracing.js';
 import type { HttpAuth } from './auth-guard.js';
+import { decideBody } from './decide-body.js';
 import { JSON_TYPES, hasBody, readJsonBody } from './json-body.js';
 import { errorResponse } from './errors.js';
 import { headersForMethod, requestIdFor } from './headers.js';
@@ -119,11 +119,7 @@ function decideAndAnswer(
 ): void {
   let decided: Decision | Promise<Decision>;
   try {
-    const { decisions, tracing } = deps;
-    decided =
-      tracing === undefined
-        ? decisions.decideNow(operation, parseOperationContext(operation, body))
-        : tracing.decision(DECISION_SPANS[operation], httpTraceCarrier(req.headers), () => decisions.decideNow(operation, parseOperationContext(operation, body)), itself);
+    decided = decideBody(deps.decisions, deps.tracing, operation, body, req.headers);
   } catch (error) {
     return sendError(req, res, requestId, error);
   }
