@@ -1,7 +1,7 @@
 /**
- * The compaction worker thread (journal-compaction.ts) on its own: a job the files contradict fails
- * with the worker's reason and leaves the worker usable; a running job keeps the process alive and an
- * idle worker does not.
+ * The compaction worker thread (journal-compaction.ts) on its own: a job the files contradict, or whose
+ * afterHeader throws, fails with that reason and leaves the worker usable; a running job keeps the
+ * process alive and an idle worker does not.
  */
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
@@ -36,6 +36,22 @@ describe('CompactionWorker', function () {
       // The same files, the right revision: the temporary snapshot is written.
       const bytes = await worker.run({ dir, journalBytes: record.length, rev: 1 });
       expect(readFileSync(join(dir, SNAPSHOT_TEMP_FILE)).length).to.equal(bytes);
+    } finally {
+      await worker.close();
+    }
+  });
+
+  it('an afterHeader that throws fails the job with its error (not an uncaught exception); the worker runs the next job', async () => {
+    writeFileSync(join(dir, JOURNAL_FILE), '');
+    const worker = new CompactionWorker();
+    try {
+      const failed = await worker
+        .run({ dir, journalBytes: 0, rev: 0 }, () => {
+          throw new Error('the hook failed');
+        })
+        .then(() => undefined, (error: unknown) => error);
+      expect((failed as Error).message).to.equal('the hook failed');
+      expect(await worker.run({ dir, journalBytes: 0, rev: 0 })).to.be.above(0);
     } finally {
       await worker.close();
     }
