@@ -22,7 +22,7 @@ export interface CompactionJob {
 }
 
 /** What the worker posts. */
-export type CompactionMessage = { type: 'header-written' } | { type: 'done'; bytes: number } | { type: 'failed'; error: string };
+export type CompactionMessage = { type: 'header-written' } | { type: 'done'; bytes: number } | { type: 'failed'; message: string; stack?: string };
 
 /** Built, the worker is the .js next to this one. */
 const WORKER_URL = new URL('./journal-compaction-worker.js', import.meta.url);
@@ -102,7 +102,7 @@ export class CompactionWorker {
       worker.unref();
       if (pending.afterHeaderFailed) pending.reject(pending.afterHeaderFailed);
       else if (message.type === 'done') pending.resolve(message.bytes);
-      else pending.reject(new Error(message.error));
+      else pending.reject(workerError(message.message, message.stack));
       this.idle = setTimeout(() => void this.close(), IDLE_MS).unref();
     });
     const gone = (error: Error) => {
@@ -115,4 +115,11 @@ export class CompactionWorker {
     worker.on('exit', (code) => gone(new Error(`the compaction worker exited (code ${code})`)));
     return worker;
   }
+}
+
+/** The worker's error as an Error of this thread: its message as the message, its stack kept. */
+function workerError(message: string, stack: string | undefined): Error {
+  const error = new Error(message);
+  if (stack !== undefined) error.stack = stack;
+  return error;
 }
