@@ -39,7 +39,7 @@ export interface DecisionFastPathDeps {
  * (middleware chain, routers, body parser, response helpers) cost several times the decision itself
  * (BENCHMARKS.md). This path handles the common shape — `POST /rl/v1/{check,acquire,release,refund}` with a
  * JSON (or no) Content-Type and no Content-Encoding — with the same pieces the Koa path uses:
- * HttpAuth, parseOperationContext, DecisionService, headersForMethod, requestIdFor and errorResponse.
+ * HttpAuth, decideBody (validation, the DecisionService, the span), headersForMethod, requestIdFor and errorResponse.
  * Every other request, including compressed bodies and unusual spellings of the paths, goes to Koa,
  * whose decision routes answer identically (test/http/decisions.test.ts runs both).
  *
