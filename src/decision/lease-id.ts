@@ -1,5 +1,12 @@
 import { lengthPrefixed, shortDigest } from '../counters/keys.js';
+import { clientNetwork } from '../matching/client-network.js';
 import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
+
+/**
+ * A source_ip as one address, whatever its spelling (`2001:DB8::1` = `2001:db8:0:0::1`, `::ffff:10.0.0.1`
+ * = `10.0.0.1`), as counters see it; never its network: two hosts of one network hold two leases.
+ */
+const ADDRESS = clientNetwork({ v4: 32, v6: 128 });
 
 /**
  * A lease is named by `request_id` when the caller gives one; otherwise by a digest of every
@@ -10,7 +17,7 @@ export function leaseIdOf(ctx: RequestContext): string {
   const parts: string[] = [];
   for (const field of CONTEXT_STRING_FIELDS) {
     const value = ctx[field];
-    if (value !== undefined) parts.push(field, value);
+    if (value !== undefined) parts.push(field, field === 'source_ip' ? ADDRESS.identityOf(value) : value);
   }
   for (const key of Object.keys(ctx.tags).sort()) parts.push(`tags.${key}`, ctx.tags[key]);
   return shortDigest(lengthPrefixed(parts));

@@ -210,8 +210,8 @@ export interface ShouldRateLimitOptions {
   headerDescriptors?: EnvoyHeaderDescriptors;
   /** Runs after validation, before any counter is touched (the caller's liveness check). */
   beforeDecide?: () => void;
-  /** Told the decision that speaks for the whole answer (deciderOf), e.g. for the call's trace span. */
-  decided?: (decider: Decision | undefined) => void;
+  /** Told the decision the call's trace span reports (spanDecisionOf). */
+  decided?: (decision: Decision) => void;
 }
 
 /** Decides every descriptor (concurrently: each is independent) and builds the response. */
@@ -226,7 +226,7 @@ export async function shouldRateLimit(
   const contexts = Array.from({ length: count }, (_, i) => descriptorContext(request, i));
   options.beforeDecide?.();
   const results = await Promise.all(contexts.map((ctx) => decisions.check(ctx)));
-  options.decided?.(deciderOf(results));
+  options.decided?.(spanDecisionOf(results));
   const statuses = results.map((decision) => descriptorStatus(decision, options.unitOf));
   const overall = overallCode(statuses);
   return { overall_code: overall, statuses, ...gatewayAnswer(results, overall, options.headers, options.headerDescriptors ?? 'limiting') };
@@ -264,6 +264,18 @@ function gatewayAnswer(
 /** The decision that speaks for a whole answer: the limiting one, else the first a policy made. */
 export function deciderOf(results: readonly Decision[], limiting = limitingDecision(results)): Decision | undefined {
   return limiting ?? results.find((d) => d.matched_policy_id !== '' || d.metadata.shadow_policy_id !== undefined);
+}
+
+/**
+ * The decision a trace span reports for a whole answer, so that its `rl.allowed` is the call's: a
+ * refused call reports a refusal (the limiting one, else the first, e.g. a failure mode's, which
+ * speaks for no limit), an admitted one the decider, and a call no policy decided its first descriptor's
+ * `no_matching_policy`.
+ */
+export function spanDecisionOf(results: readonly Decision[]): Decision {
+  const decider = deciderOf(results);
+  if (decider !== undefined && !decider.allowed) return decider;
+  return results.find((d) => !d.allowed) ?? decider ?? results[0];
 }
 
 /**

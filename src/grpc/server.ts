@@ -81,9 +81,9 @@ export function createGrpcServer(deps: GrpcServerDeps): grpc.Server {
         beforeDecide: () => ensureLive(call),
       } as const;
       if (!tracing) return shouldRateLimit(decisions, request, options);
-      let decider: Decision | undefined;
-      const decided = (d: Decision | undefined) => (decider = d);
-      return tracing.decision('rl.envoy', grpcTraceCarrier(call.metadata), () => shouldRateLimit(decisions, request, { ...options, decided }), () => decider);
+      let reported: Decision | undefined;
+      const decided = (d: Decision) => (reported = d);
+      return tracing.decision('rl.envoy', grpcTraceCarrier(call.metadata), () => shouldRateLimit(decisions, request, { ...options, decided }), () => reported);
     }),
   });
 

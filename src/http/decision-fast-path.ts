@@ -1,9 +1,9 @@
 import type http from 'node:http';
 import type { DecisionService, Operation } from '../decision/decision-service.js';
-import { parseOperationContext } from '../model/request-context.js';
 import type { Decision } from '../model/decision.js';
-import { DECISION_SPANS, httpTraceCarrier, itself, type Tracing } from '../observability/tracing.js';
+import type { Tracing } from '../observability/tracing.js';
 import type { HttpAuth } from './auth-guard.js';
+import { decideBody } from './decide-body.js';
 import { JSON_TYPES, hasBody, readJsonBody } from './json-body.js';
 import { errorResponse } from './errors.js';
 import { headersForMethod, requestIdFor } from './headers.js';
@@ -39,7 +39,7 @@ export interface DecisionFastPathDeps {
  * (middleware chain, routers, body parser, response helpers) cost several times the decision itself
  * (BENCHMARKS.md). This path handles the common shape — `POST /rl/v1/{check,acquire,release,refund}` with a
  * JSON (or no) Content-Type and no Content-Encoding — with the same pieces the Koa path uses:
- * HttpAuth, parseOperationContext, DecisionService, headersForMethod, requestIdFor and errorResponse.
+ * HttpAuth, decideBody (validation, the DecisionService, the span), headersForMethod, requestIdFor and errorResponse.
  * Every other request, including compressed bodies and unusual spellings of the paths, goes to Koa,
  * whose decision routes answer identically (test/http/decisions.test.ts runs both).
  *
@@ -119,11 +119,7 @@ function decideAndAnswer(
 ): void {
   let decided: Decision | Promise<Decision>;
   try {
-    const { decisions, tracing } = deps;
-    decided =
-      tracing === undefined
-        ? decisions.decideNow(operation, parseOperationContext(operation, body))
-        : tracing.decision(DECISION_SPANS[operation], httpTraceCarrier(req.headers), () => decisions.decideNow(operation, parseOperationContext(operation, body)), itself);
+    decided = decideBody(deps.decisions, deps.tracing, operation, body, req.headers);
   } catch (error) {
     return sendError(req, res, requestId, error);
   }

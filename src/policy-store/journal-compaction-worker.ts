@@ -11,7 +11,7 @@ const post = (message: CompactionMessage) => parentPort!.postMessage(message);
 parentPort!.on('message', ({ job, resume }: { job: CompactionJob; resume: Int32Array }) => {
   compact(job, resume).then(
     (bytes) => post({ type: 'done', bytes }),
-    (error: unknown) => post({ type: 'failed', error: String((error as Error)?.stack ?? error) }),
+    (error: unknown) => post(error instanceof Error ? { type: 'failed', message: error.message, stack: error.stack } : { type: 'failed', message: String(error) }),
   );
 });
 

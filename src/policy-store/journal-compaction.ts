@@ -22,7 +22,7 @@ export interface CompactionJob {
 }
 
 /** What the worker posts. */
-export type CompactionMessage = { type: 'header-written' } | { type: 'done'; bytes: number } | { type: 'failed'; error: string };
+export type CompactionMessage = { type: 'header-written' } | { type: 'done'; bytes: number } | { type: 'failed'; message: string; stack?: string };
 
 /** Built, the worker is the .js next to this one. */
 const WORKER_URL = new URL('./journal-compaction-worker.js', import.meta.url);
@@ -50,11 +50,14 @@ const IDLE_MS = 30_000;
 export class CompactionWorker {
   private worker: Worker | undefined;
   private idle: NodeJS.Timeout | undefined;
-  private pending: { resolve: (bytes: number) => void; reject: (error: Error) => void; afterHeader?: () => void; resume: Int32Array } | undefined;
+  private pending:
+    | { resolve: (bytes: number) => void; reject: (error: Error) => void; afterHeader?: () => void; resume: Int32Array; afterHeaderFailed?: Error }
+    | undefined;
 
   /**
    * Writes the temporary snapshot of `job`; resolves with its size in bytes. `afterHeader` runs on this
-   * thread once the header is on disk, while the worker waits for it (crash tests stop the process there).
+   * thread once the header is on disk, while the worker waits for it (crash tests stop the process there);
+   * if it throws, the job fails with its error once the worker has finished.
    */
   run(job: CompactionJob, afterHeader?: () => void): Promise<number> {
     if (this.pending) return Promise.reject(new Error('a compaction is already running'));
@@ -86,6 +89,9 @@ export class CompactionWorker {
       if (message.type === 'header-written') {
         try {
           pending.afterHeader?.();
+        } catch (error) {
+          // Thrown out of this listener it would be an uncaught exception: the job fails instead.
+          pending.afterHeaderFailed = error instanceof Error ? error : new Error(String(error));
         } finally {
           Atomics.store(pending.resume, 0, 1);
           Atomics.notify(pending.resume, 0);
@@ -94,8 +100,9 @@ export class CompactionWorker {
       }
       this.pending = undefined;
       worker.unref();
-      if (message.type === 'done') pending.resolve(message.bytes);
-      else pending.reject(new Error(message.error));
+      if (pending.afterHeaderFailed) pending.reject(pending.afterHeaderFailed);
+      else if (message.type === 'done') pending.resolve(message.bytes);
+      else pending.reject(workerError(message.message, message.stack));
       this.idle = setTimeout(() => void this.close(), IDLE_MS).unref();
     });
     const gone = (error: Error) => {
@@ -108,4 +115,11 @@ export class CompactionWorker {
     worker.on('exit', (code) => gone(new Error(`the compaction worker exited (code ${code})`)));
     return worker;
   }
+}
+
+/** The worker's error as an Error of this thread: its message as the message, its stack kept. */
+function workerError(message: string, stack: string | undefined): Error {
+  const error = new Error(message);
+  if (stack !== undefined) error.stack = stack;
+  return error;
 }

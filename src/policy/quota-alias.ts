@@ -56,12 +56,14 @@ export function isQuotaShaped(raw: unknown): boolean {
   return !hasOwn(raw, 'algorithm') && !hasOwn(raw, 'policy_id') && (hasOwn(raw, 'config') || hasOwn(raw, 'action_deny'));
 }
 
+/** Policy fields that may ride along with the quota shape, passed through unchanged. */
+export const QUOTA_PASS_THROUGH = ['name', 'description', 'enabled', 'priority', 'failure_mode', 'rollout_percent', 'valid_from_unix', 'valid_to_unix', 'metadata', 'enforcement_mode', 'action', 'source_ip_prefix', 'budget', 'lease'] as const;
+
 /** A whole quota-shaped body as the Policy shape to validate, with the problems only the alias can see. */
 export function quotaBodyToPolicy(raw: Obj): { policy: Obj; errors: FieldError[] } {
   const errors: FieldError[] = [];
   const normalised: Obj = Object.create(null);
-  // Policy fields that may ride along with the quota shape pass through unchanged.
-  for (const k of ['name', 'description', 'enabled', 'priority', 'failure_mode', 'rollout_percent', 'valid_from_unix', 'valid_to_unix', 'metadata', 'enforcement_mode', 'action', 'source_ip_prefix', 'budget', 'lease']) {
+  for (const k of QUOTA_PASS_THROUGH) {
     if (hasOwn(raw, k)) normalised[k] = raw[k];
   }
   const id = hasOwn(raw, 'id') ? raw.id : hasOwn(raw, 'policy_id') ? raw.policy_id : undefined;

@@ -227,6 +227,7 @@ export const QuotaPolicyInputSchema = Type.Object(
     valid_to_unix: Type.Optional(inputFields.valid_to_unix),
     source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
     budget: inputFields.budget,
+    lease: Type.Optional(LeaseSchema),
   },
   { title: 'QuotaPolicyInput', description: 'The quota-shaped body: stored and returned in the Policy shape.' },
 );

@@ -23,6 +23,8 @@ const POLICIES = [
   makePolicy({ policy_id: 'exact', scope: { service: 'exact', source_ip: '2001:db8::1' }, algorithm: window }),
   // Envoy traffic: remote_address fills source_ip.
   makePolicy({ policy_id: 'edge', scope: { source_ip: '*', tags: { domain: 'edge' } }, algorithm: window }),
+  // Leases of one /56: a slot per address, whatever its spelling.
+  makePolicy({ policy_id: 'jobs', scope: { service: 'jobs', source_ip: '*' }, algorithm: { type: 'concurrency', max_concurrency: 2 } }),
 ];
 
 /** Allowed flags of successive decisions, one per source_ip, in order. */
@@ -72,6 +74,26 @@ describe('client networks: source_ip_prefix', () => {
       service = new DecisionService({ policies: new LiveMatcher(POLICIES), counters: store, keyPrefix: prefix, now: () => clock.now, clockToStore: true, denyCache: false });
     });
     scenarios(() => (svc, ip) => service.check(parseRequestContext({ service: svc, source_ip: ip })));
+
+    it('a lease is named by the address, not its spelling: a release in another spelling frees it, another address of the network takes its own slot', async () => {
+      const lease = (operation: 'acquire' | 'release', ip: string) => service[operation](parseRequestContext({ service: 'jobs', source_ip: ip }));
+      const first = await lease('acquire', '2001:DB8::1');
+      expect(first).to.deep.include({ allowed: true, reason: 'lease_acquired', remaining: 1 });
+      // Another address of the same /56: the same counter, a lease of its own.
+      const second = await lease('acquire', '2001:db8::2');
+      expect(second).to.deep.include({ allowed: true, reason: 'lease_acquired', remaining: 0 });
+      expect(second.metadata.lease_id).to.not.equal(first.metadata.lease_id);
+      expect(await lease('acquire', '2001:db8::3')).to.deep.include({ allowed: false, reason: 'limit_exceeded' });
+      // Re-acquiring in another spelling refreshes the lease, takes no slot.
+      expect(await lease('acquire', '2001:0db8:0:0:0:0:0:1')).to.deep.include({ allowed: true, reason: 'lease_acquired', remaining: 0 });
+      const released = await lease('release', '2001:db8:0:0::1%eth0');
+      expect(released).to.deep.include({ allowed: true, reason: 'lease_released', remaining: 1 });
+      expect(released.metadata.lease_id).to.equal(first.metadata.lease_id);
+      expect(await lease('release', '2001:db8::2')).to.deep.include({ reason: 'lease_released', remaining: 2 });
+      // An IPv4-mapped address is its IPv4 address.
+      await lease('acquire', '10.0.0.1');
+      expect(await lease('release', '::ffff:10.0.0.1')).to.deep.include({ reason: 'lease_released', remaining: 2 });
+    });
 
     it('the denied-identities report names the network', async () => {
       const matcher = new LiveMatcher(POLICIES);

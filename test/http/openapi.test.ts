@@ -28,6 +28,7 @@ import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { PolicyService } from '../../src/policy-service/policy-service.js';
+import { QUOTA_PASS_THROUGH } from '../../src/policy/quota-alias.js';
 import { PolicyInputSchema, QuotaPolicyInputSchema } from '../../src/schema/policy.js';
 import { COMPONENT_SCHEMAS, OPERATIONS, openApiDocument, openApiJson } from '../../src/schema/openapi.js';
 import { setLogLevel } from '../../src/util/log.js';
@@ -280,5 +281,9 @@ describe('OpenAPI document (GET /rl/v1/openapi.json) against the server', functi
     for (const body of valid) expect(Value.Check(patch, references, body), JSON.stringify(body)).to.equal(true);
     const invalid = [{ priority: 'high' }, { rollout_percent: 500 }, { algorithm: { limit: 0 } }, { enabled: 'yes' }, { name: 7 }];
     for (const body of invalid) expect(Value.Check(patch, references, body), JSON.stringify(body)).to.equal(false);
+  });
+
+  it('the quota shape documents every policy field the server passes through with it', () => {
+    expect(Object.keys(QuotaPolicyInputSchema.properties)).to.include.members([...QUOTA_PASS_THROUGH]);
   });
 });

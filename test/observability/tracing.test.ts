@@ -13,6 +13,8 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import type * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
+import { spanDecisionOf } from '../../src/grpc/envoy.js';
+import type { Decision } from '../../src/model/decision.js';
 import { failureModeOf } from '../../src/observability/tracing.js';
 import { envoyClient, rateLimitClient, unary } from '../grpc/helpers.js';
 import { postJson } from '../support/http.js';
@@ -242,27 +244,36 @@ describe('OpenTelemetry traces (real server, real OTLP/HTTP receiver)', function
       const envoySpan = await childOf(edge, 'rl.envoy', 'rl-json');
       expect(envoySpan.parentSpanId).to.equal(edge.spanId);
       expect(envoySpan.attributes).to.deep.equal({ 'rl.policy_id': 'traced', 'rl.allowed': true, 'rl.reason': 'within_limit', 'rl.remaining': 4 });
+
+      // A call no policy decided says so, as rl.check does.
+      const unmatched = callerContext();
+      const nobody = [{ entries: [{ key: 'service', value: 'untraced' }] }];
+      expect((await unary(envoy, 'ShouldRateLimit', { domain: 'edge', descriptors: nobody }, { metadata: { traceparent: unmatched.traceparent } })).overall_code).to.equal('OK');
+      expect((await childOf(unmatched, 'rl.envoy', 'rl-json')).attributes).to.deep.equal({ 'rl.policy_id': '', 'rl.allowed': true, 'rl.reason': 'no_matching_policy', 'rl.remaining': 0 });
     });
 
     it('policy changes: rl.policy.<action> with rl.policy_id and rl.version', async () => {
-      const steps: [string, string, () => Promise<Response>][] = [
-        ['create', 'rl.policy.create', () => fetchJson('POST', '/rl/v1/policies', { policy_id: 'traced-new', algorithm: { type: 'fixed_window', limit: 1, window: '1m' } })],
-        ['patch', 'rl.policy.patch', () => fetchJson('PATCH', '/rl/v1/policies/traced-new', { priority: 2 })],
-        ['update', 'rl.policy.update', () => fetchJson('PUT', '/rl/v1/policies/traced-new', { policy_id: 'traced-new', algorithm: { type: 'fixed_window', limit: 2, window: '1m' } })],
-        ['delete', 'rl.policy.delete', () => fetchJson('DELETE', '/rl/v1/policies/traced-new')],
+      // [action, span, request, the version the span names]
+      const steps: [string, string, () => Promise<Response>, number][] = [
+        ['create', 'rl.policy.create', () => fetchJson('POST', '/rl/v1/policies', { policy_id: 'traced-new', algorithm: { type: 'fixed_window', limit: 1, window: '1m' } }), 1],
+        ['patch', 'rl.policy.patch', () => fetchJson('PATCH', '/rl/v1/policies/traced-new', { priority: 2 }), 2],
+        ['update', 'rl.policy.update', () => fetchJson('PUT', '/rl/v1/policies/traced-new', { policy_id: 'traced-new', algorithm: { type: 'fixed_window', limit: 2, window: '1m' } }), 3],
+        ['rollout', 'rl.policy.rollout', () => fetchJson('POST', '/rl/v1/policies/traced-new/rollout', { rollout_percent: 50 }), 4],
+        ['rollback', 'rl.policy.rollback', () => fetchJson('POST', '/rl/v1/policies/traced-new/rollback', { version: 1 }), 5],
+        // delete: the version deleted.
+        ['delete', 'rl.policy.delete', () => fetchJson('DELETE', '/rl/v1/policies/traced-new'), 5],
       ];
       let caller = callerContext();
       const fetchJson = (method: string, path: string, body?: unknown) =>
         fetch(`${server.url}${path}`, { method, headers: { 'content-type': 'application/json', traceparent: caller.traceparent }, body: body === undefined ? undefined : JSON.stringify(body) });
-      for (const [index, [action, name, send]] of steps.entries()) {
+      for (const [action, name, send, version] of steps) {
         caller = callerContext();
         const response = await send();
         expect(response.status, action).to.equal(action === 'create' ? 201 : 200);
         if (action === 'delete') expect(await response.json()).to.deep.equal({ deleted: true, policy_id: 'traced-new' });
         const span = await childOf(caller, name, 'rl-json');
         expect(span.parentSpanId).to.equal(caller.spanId);
-        // delete: the version deleted (the third).
-        expect(span.attributes).to.deep.equal({ 'rl.policy_id': 'traced-new', 'rl.version': Math.min(index + 1, 3) });
+        expect(span.attributes).to.deep.equal({ 'rl.policy_id': 'traced-new', 'rl.version': version });
       }
     });
   });
@@ -324,5 +335,28 @@ describe('rl.failure_mode: when a failure mode answered', () => {
     expect(failureModeOf('rl.check', decision(true, 'within_limit'))).to.equal(undefined);
     expect(failureModeOf('rl.check', decision(true, 'counter_store_unavailable', true))).to.equal(undefined);
     expect(failureModeOf('rl.refund', decision(true, 'counter_store_unavailable'))).to.equal(undefined);
+  });
+});
+
+describe('rl.envoy: the descriptor its span reports', () => {
+  const decision = (policy: string, allowed: boolean, reason: string, remaining = 0) =>
+    ({ allowed, reason, shadow_mode: false, action: allowed ? 'allow' : 'deny', matched_policy_id: policy, remaining, retry_after: 0, reset_after: 0, limit: 10, window: 1000, metadata: {} }) as Decision;
+  const within = decision('roomy', true, 'within_limit', 3);
+  const failedClosed = decision('down', false, 'counter_store_unavailable');
+  const unmatched = decision('', true, 'no_matching_policy');
+
+  it('a refused call reports a refusal: the limiting one, else a failure mode\'s (which speaks for no limit)', () => {
+    const reported = spanDecisionOf([within, failedClosed]);
+    expect(reported).to.equal(failedClosed);
+    expect(failureModeOf('rl.envoy', reported)).to.equal('fail_closed');
+    const limited = decision('tight', false, 'limit_exceeded');
+    expect(spanDecisionOf([failedClosed, within, limited])).to.equal(limited);
+  });
+
+  it('an admitted call reports the limiting descriptor, else the first a policy decided, else the first', () => {
+    const closer = decision('closer', true, 'within_limit', 1);
+    expect(spanDecisionOf([within, closer])).to.equal(closer);
+    expect(spanDecisionOf([unmatched, within])).to.equal(within);
+    expect(spanDecisionOf([unmatched, decision('', true, 'no_matching_policy')])).to.equal(unmatched);
   });
 });

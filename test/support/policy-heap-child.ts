@@ -4,8 +4,11 @@
  * prints one JSON line: the live heap they hold (after forced GCs) per policy, and whether V8 keeps
  * the stored objects in fast mode with one hidden class. Usage: node ... policy-heap-child.ts N
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
-import { parsePolicyDocument } from '../../src/policy/policy-file.js';
+import { loadPolicyFile } from '../../src/policy/policy-file.js';
 
 const count = Number(process.argv[2]);
 const gc = (globalThis as { gc?: () => void }).gc!;
@@ -17,7 +20,7 @@ const liveHeap = () => {
 const hasFastProperties = new Function('o', 'return %HasFastProperties(o)') as (o: object) => boolean;
 const haveSameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
 
-/** The policies of a multi-tenant deployment, as a policy file holds them (text: parsed like one). */
+/** The policies of a multi-tenant deployment, as a policy file holds them. */
 function policyFileText(n: number): string {
   const policies = [];
   for (let i = 0; i < n; i++) {
@@ -33,12 +36,16 @@ function policyFileText(n: number): string {
   return JSON.stringify({ policies });
 }
 
-let text: string | undefined = policyFileText(count);
+// Written and read back as a server reads RL_POLICY_FILE; the text is gone before either measure, so
+// neither holds it (or what making it left behind) and the difference is the policies and the matcher.
+const dir = mkdtempSync(join(tmpdir(), 'rl-policy-heap-'));
+const file = join(dir, 'policies.json');
+writeFileSync(file, policyFileText(count));
 const before = liveHeap();
-const policies = parsePolicyDocument('policies.json', JSON.parse(text));
-text = undefined;
+const policies = loadPolicyFile(file);
 const matcher = new LiveMatcher(policies);
 const after = liveHeap();
+rmSync(dir, { recursive: true, force: true });
 const [a, b] = [policies[1], policies[count - 1]];
 process.stdout.write(
   `${JSON.stringify({
