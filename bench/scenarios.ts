@@ -723,7 +723,7 @@ async function leaseHotKey(ctx: Context): Promise<ScenarioResult> {
     const capacityRatio = cpuCapacityRatio(subject, baseline);
     const scripts = runs.a.commands.scripts_per_decision;
     return finish({
-      id: 11,
+      id: 12,
       key: 'lease_hot_key',
       name: 'Hot key with a process lease, Redis mode',
       subject,
