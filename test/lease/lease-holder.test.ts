@@ -220,6 +220,23 @@ describe('LeaseHolder', () => {
     expect((await again).remaining).to.equal(peek.remaining + 2);
   });
 
+  it('a refund never adds more units than were spent from the ones held (usage never below zero): no admission beyond the limit', async () => {
+    const f = fixture(fixed(10), 10);
+    let admitted = 0;
+    const decide = async (): Promise<void> => {
+      const answer = f.holder.consume(1);
+      await f.answerAll();
+      if ((await answer).allowed) admitted++;
+    };
+    for (let i = 0; i < 3; i++) await decide();
+    // A client refunds far more than it was admitted: at most the 3 units spent can go back.
+    const { accepted } = await f.holder.refund(100);
+    expect(accepted).to.be.at.most(3);
+    for (let i = 0; i < 30; i++) await decide();
+    // What one exact counter admits: the limit, plus what the refund gave back.
+    expect(admitted - accepted).to.equal(10);
+  });
+
   it('lets go after max_hold without use: unspent units go back to the window they were taken in', async () => {
     const f = fixture(fixed(100), 10, 300);
     for (let i = 0; i < 5; i++) await f.consume(1);
