@@ -96,21 +96,23 @@ describe('two regions, real processes: a global budget', function () {
   };
 
   /**
-   * `1.5 × LIMIT` checks on `resource`, spread over every live server (8 in flight each); `victim`, if
-   * given, is SIGKILLed halfway through its share.
+   * `1.5 × LIMIT` checks on `resource`, 8 in flight on every live server, until that many are sent
+   * (one count for all: no region runs out of demand while the other still has some, which would leave
+   * its unspent units idle, not lost, and make the utilisation depend on which region is faster);
+   * `victim`, if given, is SIGKILLed once half of them are sent.
    */
   async function saturate(resource: string, victim?: (typeof servers)[number]) {
-    const perServer = Math.ceil((1.5 * LIMIT) / servers.filter((s) => !s.killed).length);
+    const total = Math.ceil(1.5 * LIMIT);
+    let next = 0;
     const outcome = { admitted: 0, denied: 0, failureMode: 0, other: 0, decisions: 0 };
     await Promise.all(
       servers
         .filter((s) => !s.killed)
         .map(async (server) => {
-          let sent = 0;
           const worker = async () => {
-            while (sent < perServer && !server.killed) {
-              sent++;
-              if (server === victim && sent === Math.floor(perServer / 2)) {
+            while (next < total && !server.killed) {
+              next++;
+              if (server === victim && next >= total / 2) {
                 server.killed = true;
                 await server.node.kill();
                 return;
