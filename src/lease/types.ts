@@ -95,9 +95,13 @@ export interface LeaseClock {
   clearTimer(handle: unknown): void;
 }
 
-/** Wall clock and unref'd Node timers: production. */
+/**
+ * Production: a monotonic clock and unref'd Node timers. A holder only measures durations (a window's
+ * end is the send time plus what the store said was left of it); a wall clock stepped back (NTP) would
+ * let a window's units be spent after the window ended.
+ */
 export const systemClock: LeaseClock = {
-  now: Date.now,
+  now: () => performance.now(),
   setTimer(callback, ms) {
     const timer = setTimeout(callback, ms);
     timer.unref();
