@@ -194,6 +194,15 @@ export class RegionCounterStore implements CounterStore {
     await Promise.all(changed.map(([key, t]) => this.returnUnits(key, t, 0)));
   }
 
+  /**
+   * The same for a server that learns of changes only as a new policy set (a sidecar's sync): the pools
+   * whose policy is gone or no longer compiles to the spec they were spent under go back.
+   */
+  async policiesChanged(current: (policyId: string) => { spec: unknown } | undefined): Promise<void> {
+    const changed = [...this.tracked].filter(([, t]) => current(t.spec.global.policyId)?.spec !== t.spec);
+    await Promise.all(changed.map(([key, t]) => this.returnUnits(key, t, 0)));
+  }
+
   async close(): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper);
     await Promise.all([this.regional.close(), this.global.close()]);

@@ -190,6 +190,24 @@ describe('global budget across regions (RegionCounterStore)', function () {
     expect(counts.returned).to.equal(before);
   });
 
+  it('a new policy set (a sidecar’s sync) sends back the units of the policies whose spec changed, and only those', async function () {
+    const { stores, counts } = await servers();
+    const limit = 1000;
+    const spec = globalSpec(limit);
+    const keys = counterKeys(randomPrefix(), 'g', spec, []);
+    let admitted = (await saturate([stores[0]], keys, spec, 50, 5)).allowed;
+    for (let i = 0; i < 50 && (await held(stores[0], keys, spec)) === 0; i++) admitted += (await saturate([stores[0]], keys, spec, 5, 5)).allowed;
+    const before = await held(stores[0], keys, spec);
+    expect(before).to.be.above(0);
+    // The same compiled spec: nothing changed for this pool, its units stay.
+    await stores[0].policiesChanged(() => ({ spec }));
+    expect(await held(stores[0], keys, spec)).to.equal(before);
+    // Another spec (a new version) for the policy: the units go back.
+    await stores[0].policiesChanged(() => ({ spec: { ...spec } }));
+    expect((await direct.peek(keys, spec)).remaining).to.equal(limit - admitted);
+    expect(counts.returned).to.equal(before);
+  });
+
   it('process leases below the regions (a lease on a global budget): never over, and their returns go back', async function () {
     const { stores } = await servers();
     const limit = 1500;
