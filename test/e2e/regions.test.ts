@@ -156,12 +156,16 @@ describe('two regions, real processes: a global budget', function () {
   });
 
   it('a server SIGKILLed mid-run does not break never-over (a token bucket refilling one unit a day)', async function () {
+    const started = performance.now();
     const outcome = await saturate('killed', servers[2]);
+    const elapsedMs = performance.now() - started;
     console.log(`      admitted ${outcome.admitted}/${LIMIT} in ${outcome.decisions} decisions with a server killed halfway`);
     expect(outcome.other).to.equal(0);
     // Failure-mode answers are outside the guarantee (CONTRACT); counted apart, and none expected here.
     expect(outcome.failureMode).to.equal(0);
-    expect(outcome.admitted).to.be.at.most(LIMIT + 1);
+    // CONTRACT: burst + rate × (T + H), H = max_hold (1 s, one level of holders), T at most the run's length
+    // (the bucket refills one unit in 72 s: a slow machine may see one more, never a fast one).
+    expect(outcome.admitted).to.be.at.most(Math.floor(LIMIT + (LIMIT / 86_400_000) * (elapsedMs + 1000)));
     expect(outcome.admitted).to.be.above(0);
   });
 
