@@ -10,7 +10,7 @@
  * outages of the parent.
  *
  * What must hold in every run, for every supported algorithm (usage = admitted units minus refunds the
- * holders accepted, as an exact counter counts a refund: never below zero in a window or period):
+ * holders accepted, as an exact counter counts a refund: never below zero in a window, period or sub-window):
  * - fixed_window, quota: usage in any window (quota period) ≤ limit;
  * - sliding_window_counter: at every admission, the sliding estimate of the admitted usage (what one
  *   exact counter would compute there, this admission included) ≤ limit;
@@ -335,8 +335,17 @@ function checkNeverOver(sim: Simulation): void {
       const perBucket = new Map<number, number>();
       for (const u of usage) {
         const current = Math.floor(u.t / bucketMs);
+        if (u.units < 0) {
+          // As the exact counter takes a refund: from the newest live bucket back, none below zero.
+          let left = -u.units;
+          for (let b = current; b >= current - spec.subWindows && left > 0; b--) {
+            const back = Math.min(perBucket.get(b) ?? 0, left);
+            perBucket.set(b, (perBucket.get(b) ?? 0) - back);
+            left -= back;
+          }
+          continue;
+        }
         perBucket.set(current, (perBucket.get(current) ?? 0) + u.units);
-        if (u.units <= 0) continue;
         let estimate = 0;
         for (let b = current - spec.subWindows + 1; b <= current; b++) estimate += perBucket.get(b) ?? 0;
         const elapsed = u.t - current * bucketMs;
