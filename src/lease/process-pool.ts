@@ -104,6 +104,12 @@ export class ProcessUnitPool implements UnitPool {
     return { units, windowTag: newest?.windowTag ?? null, lapsed };
   }
 
+  takeExpired(): number {
+    const expired = this.expired;
+    this.expired = 0;
+    return expired;
+  }
+
   private held(): number {
     let held = 0;
     for (const batch of this.batches) held += batch.units;

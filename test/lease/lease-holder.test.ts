@@ -293,6 +293,29 @@ describe('LeaseHolder', () => {
     expect((await f.exact.peek(['k'], bucket)).remaining).to.equal(95);
   });
 
+  it('a busy bucket holder gives back the units it held past max_hold with its next refill, not only when it lets go', async () => {
+    const bucket: LeasedSpec = { type: 'token_bucket', capacity: 100, rateUnits: 1, ratePeriodMs: 3_600_000 };
+    const f = fixture(bucket, 10, 300);
+    for (let i = 0; i < 5; i++) await f.consume(1);
+    await f.answerAll();
+    const taken = 100 - (await f.exact.peek(['k'], bucket)).remaining;
+    const held = taken - 5;
+    expect(held).to.be.greaterThan(0);
+    // max_hold passes without the idle check (the holder stays in use): the held units may no longer be spent.
+    f.clock.now += 300;
+    const next = await f.consume(1);
+    expect(next.allowed).to.equal(true);
+    await f.answerAll();
+    expect(f.holder.isClosed).to.equal(false);
+    expect(f.calls.filter((c) => c.startsWith('give'))).to.deep.equal([`give ${held}`]);
+    expect(f.events.returned).to.equal(held);
+    expect(f.events.lapsed).to.equal(0);
+    // Nothing lost: the counter plus the units held now lack exactly the 6 spent.
+    const peek = f.holder.peek();
+    await f.answerAll();
+    expect((await peek).remaining).to.equal(94);
+  });
+
   it('units whose window ends while the take is on its way lapse on arrival, and the waiting decision is refused (not sent round again)', async () => {
     const spec: LeasedSpec = { type: 'sliding_window_counter', limit: 100, windowMs: 40, subWindows: 4 };
     const f = fixture(spec, 10);
