@@ -79,14 +79,18 @@ describe('global budget across regions (RegionCounterStore)', function () {
     return { type: 'fixed_window', limit, windowMs: windowMs(), global: { policyId: 'g', maxHoldMs } };
   }
 
-  /** `demand` decisions of cost 1 per store, `concurrency` in flight per store. */
+  /**
+   * `demand` decisions of cost 1 per store, `concurrency` in flight per store, counted for all stores
+   * together (no region runs out of demand while another still has some, leaving its units idle).
+   */
   async function saturate(stores: RegionCounterStore[], keys: string[], spec: RateSpec, demand: number, concurrency = 25) {
     const outcome = { allowed: 0, denied: 0, unavailable: 0 };
+    const total = demand * stores.length;
+    let sent = 0;
     await Promise.all(
       stores.map(async (store) => {
-        let sent = 0;
         const worker = async () => {
-          while (sent < demand) {
+          while (sent < total) {
             sent++;
             try {
               const result = await store.consume(keys, spec, 1);
@@ -219,10 +223,13 @@ describe('global budget across regions (RegionCounterStore)', function () {
     );
     let admitted = 0;
     let other = 0;
+    let sent = 0;
     await Promise.all(
       holders.map(async (holder) => {
         const worker = async () => {
-          for (let i = 0; i < 100; i++) {
+          // 500 decisions per holder, counted for all together (as `saturate`).
+          while (sent < 500 * holders.length) {
+            sent++;
             try {
               if ((await holder.consume(1)).allowed) admitted++;
             } catch (error) {
