@@ -180,7 +180,8 @@ describe('global budget across regions (RegionCounterStore)', function () {
     expect(counts.lapsed).to.equal(0);
   });
 
-  it('a policy change sends the region’s units back at once', async function () {
+  /** A region server whose pool holds units of a fresh global budget of 1,000 (refill ahead, sized by the rate). */
+  async function holdingUnits() {
     const { stores, counts } = await servers();
     const limit = 1000;
     const spec = globalSpec(limit);
@@ -189,25 +190,23 @@ describe('global budget across regions (RegionCounterStore)', function () {
     for (let i = 0; i < 50 && (await held(stores[0], keys, spec)) === 0; i++) admitted += (await saturate([stores[0]], keys, spec, 5, 5)).allowed;
     const before = await held(stores[0], keys, spec);
     expect(before).to.be.above(0);
-    await stores[0].policyChanged('g');
+    return { store: stores[0], counts, limit, spec, keys, admitted, before };
+  }
+
+  it('a policy change sends the region’s units back at once', async function () {
+    const { store, counts, limit, spec, keys, admitted, before } = await holdingUnits();
+    await store.policyChanged('g');
     expect((await direct.peek(keys, spec)).remaining).to.equal(limit - admitted);
     expect(counts.returned).to.equal(before);
   });
 
   it('a new policy set (a sidecar’s sync) sends back the units of the policies whose spec changed, and only those', async function () {
-    const { stores, counts } = await servers();
-    const limit = 1000;
-    const spec = globalSpec(limit);
-    const keys = counterKeys(randomPrefix(), 'g', spec, []);
-    let admitted = (await saturate([stores[0]], keys, spec, 50, 5)).allowed;
-    for (let i = 0; i < 50 && (await held(stores[0], keys, spec)) === 0; i++) admitted += (await saturate([stores[0]], keys, spec, 5, 5)).allowed;
-    const before = await held(stores[0], keys, spec);
-    expect(before).to.be.above(0);
+    const { store, counts, limit, spec, keys, admitted, before } = await holdingUnits();
     // The same compiled spec: nothing changed for this pool, its units stay.
-    await stores[0].policiesChanged(() => ({ spec }));
-    expect(await held(stores[0], keys, spec)).to.equal(before);
+    await store.policiesChanged(() => ({ spec }));
+    expect(await held(store, keys, spec)).to.equal(before);
     // Another spec (a new version) for the policy: the units go back.
-    await stores[0].policiesChanged(() => ({ spec: { ...spec } }));
+    await store.policiesChanged(() => ({ spec: { ...spec } }));
     expect((await direct.peek(keys, spec)).remaining).to.equal(limit - admitted);
     expect(counts.returned).to.equal(before);
   });
