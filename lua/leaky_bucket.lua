@@ -33,6 +33,8 @@ if stored then
   end
 end
 if refunding then
+  -- What went back (a return answers it): never below empty, so an empty bucket takes nothing back.
+  local room = level
   level = math.max(0, level - refund)
   local settled_at = now + math.ceil((level * rate_period_ms) / rate_units)
   if stored then
@@ -40,7 +42,7 @@ if refunding then
     expire_in(key, settled_at)
   end
   if giving then
-    return lease_reply(true, math.max(0, math.floor(capacity - level)), 0, settled_at - now, refund, 0, 0)
+    return lease_reply(true, math.max(0, math.floor(capacity - level)), 0, settled_at - now, math.floor(math.min(refund, room)), 0, 0)
   end
   return reply(true, math.max(0, math.floor(capacity - level)), 0, settled_at - now)
 end

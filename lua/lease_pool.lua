@@ -9,8 +9,9 @@
 -- `expiresAtOf`; docs/distribution.md, "Clocks").
 --
 -- KEYS[1]  pool hash:
---            a_u a_e a_t  older generation: units, expires-at (this store's clock), window tag ('' = bucket)
---            b_u b_e b_t  newer generation
+--            a_u a_e a_t a_s  older generation: units, expires-at (this store's clock), window tag ('' = bucket),
+--                             units spent or taken from it (what refunds may put back)
+--            b_u b_e b_t b_s  newer generation
 --            lk le        refill lock: owner token, expires-at (one server of the region refills at a time)
 --            pr           what the parent could still admit after the last take (-1 = not known yet)
 --            lc           the chunk the last refill asked for (refill ahead once half of it is spent)
@@ -51,7 +52,7 @@ local op = ARGV[2]
 local POOL_TTL_MS = 600000
 
 -- Every field, with its value when absent; `p` holds them as numbers (strings for the tags and the lock).
-local FIELDS = { 'a_u', 'a_e', 'a_t', 'b_u', 'b_e', 'b_t', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la' }
+local FIELDS = { 'a_u', 'a_e', 'a_t', 'a_s', 'b_u', 'b_e', 'b_t', 'b_s', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la' }
 local STRINGS = { a_t = true, b_t = true, lk = true }
 local ABSENT = { pr = -1, rw = now, la = now }
 local p = {}
@@ -83,7 +84,7 @@ end
 -- The older live units are always in `a`.
 local function settle()
   if p.a_u == 0 and p.b_u > 0 then
-    p.a_u, p.a_e, p.a_t, p.b_u = p.b_u, p.b_e, p.b_t, 0
+    p.a_u, p.a_e, p.a_t, p.a_s, p.b_u, p.b_s = p.b_u, p.b_e, p.b_t, p.b_s, 0, 0
   end
 end
 
@@ -170,6 +171,8 @@ if op == 'spend' or op == 'take' then
     local from_a = math.min(units, p.a_u)
     p.a_u = p.a_u - from_a
     p.b_u = p.b_u - (units - from_a)
+    p.a_s = p.a_s + from_a
+    p.b_s = p.b_s + (units - from_a)
     if units > from_a then
       expires = math.min(expires, p.b_e)
     end
@@ -224,14 +227,15 @@ if op == 'add' then
       settle()
     end
     if p.a_u == 0 then
-      p.a_u, p.a_e, p.a_t = units, expires, tag
+      p.a_u, p.a_e, p.a_t, p.a_s = units, expires, tag, 0
     else
       if p.b_u > 0 then
         -- Two generations at most: the older two merge under the earlier expiry (never later).
         p.a_u = p.a_u + p.b_u
         p.a_e = math.min(p.a_e, p.b_e)
+        p.a_s = p.a_s + p.b_s
       end
-      p.b_u, p.b_e, p.b_t = units, expires, tag
+      p.b_u, p.b_e, p.b_t, p.b_s = units, expires, tag, 0
     end
     p.du = 0
   elseif units <= 0 then
@@ -284,8 +288,9 @@ if op == 'refund' then
   -- A decision's refund: back into the live generation that expires first, at most what was spent or
   -- taken lately (as a counter's usage never goes below zero). A return from a process lease below
   -- (`below`): its units, only into a generation of the same window whose expiry has not passed (even
-  -- one emptied meanwhile). With no such generation the units belonged to a window that is over and
-  -- stay spent. Answers, in `left`, how many went back.
+  -- one emptied meanwhile). Either way never more than was spent or taken from that generation, so no
+  -- refund adds units the global counter did not grant. With no such generation the units belonged
+  -- to a window that is over and stay spent. Answers, in `left`, how many went back.
   local units = tonumber(ARGV[3])
   local tag = ARGV[4] or ''
   local below = ARGV[5] == '1'
@@ -294,14 +299,16 @@ if op == 'refund' then
   end
   local into = nil
   for _, g in ipairs(GENERATIONS) do
-    if into == nil and p[g .. '_e'] > now and (p[g .. '_u'] > 0 or below) and (not below or p[g .. '_t'] == tag) then
+    if into == nil and p[g .. '_e'] > now and p[g .. '_s'] > 0 and (not below or p[g .. '_t'] == tag) then
       into = g
     end
   end
   if into == nil then
     units = 0
   else
+    units = math.min(units, p[into .. '_s'])
     p[into .. '_u'] = p[into .. '_u'] + units
+    p[into .. '_s'] = p[into .. '_s'] - units
     settle()
   end
   if not below then

@@ -32,6 +32,8 @@ if stored then
   end
 end
 if refunding then
+  -- What went back (a return answers it): never above capacity, so a full bucket takes nothing back.
+  local room = capacity - tokens
   tokens = math.min(capacity, tokens + refund)
   local settled_at = now + math.ceil(((capacity - tokens) * rate_period_ms) / rate_units)
   if stored then
@@ -39,7 +41,7 @@ if refunding then
     expire_in(key, settled_at)
   end
   if giving then
-    return lease_reply(true, math.floor(tokens), 0, settled_at - now, refund, 0, 0)
+    return lease_reply(true, math.floor(tokens), 0, settled_at - now, math.floor(math.min(refund, room)), 0, 0)
   end
   return reply(true, math.floor(tokens), 0, settled_at - now)
 end

@@ -48,6 +48,13 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
       : undefined;
   const store = regionStore ?? counterStore;
+  if (regionStore) {
+    // A changed global policy's region units go back (CONTRACT "Letting go"), as the servers' do.
+    sync.matcher.onChange(() => {
+      const matcher = sync.matcher.current();
+      void regionStore.policiesChanged((policyId) => matcher.get(policyId));
+    });
+  }
   const local = store
     ? new DecisionService({ policies: sync.matcher, counters: store, keyPrefix: config.keyPrefix, region: config.region?.name })
     : undefined;

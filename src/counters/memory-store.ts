@@ -492,10 +492,12 @@ export class MemoryCounterStore implements CounterStore {
       fullAt = stored.settledAt;
     }
     if (refunding) {
+      // What went back (a return answers it): never above capacity, so a full bucket takes nothing back.
+      const room = capacity - tokens;
       tokens = Math.min(capacity, tokens + refund);
       const settledAt = now + Math.ceil(((capacity - tokens) * ratePeriodMs) / rateUnits);
       if (stored) this.put<BucketState>(key, { amount: tokens, updatedAt: now, settledAt }, settledAt);
-      if (giving) return leaseResult(true, Math.floor(tokens), 0, settledAt - now, refund, 0, 0);
+      if (giving) return leaseResult(true, Math.floor(tokens), 0, settledAt - now, Math.floor(Math.min(refund, room)), 0, 0);
       return result(true, Math.floor(tokens), 0, settledAt - now);
     }
     if (taking) {
@@ -532,10 +534,12 @@ export class MemoryCounterStore implements CounterStore {
       emptyAt = stored.settledAt;
     }
     if (refunding) {
+      // What went back (a return answers it): never below empty, so an empty bucket takes nothing back.
+      const room = level;
       level = Math.max(0, level - refund);
       const settledAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
       if (stored) this.put<BucketState>(key, { amount: level, updatedAt: now, settledAt }, settledAt);
-      if (giving) return leaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now, refund, 0, 0);
+      if (giving) return leaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now, Math.floor(Math.min(refund, room)), 0, 0);
       return result(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now);
     }
     if (taking) {

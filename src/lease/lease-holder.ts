@@ -200,6 +200,19 @@ export class LeaseHolder {
     await this.serveWaiters(exhausted);
     this.filledTo = await this.pool.available(this.clock.now());
     if (this.closed) await this.giveBackAll();
+    else void this.giveBackExpired();
+  }
+
+  /**
+   * A bucket's units held past max_hold are no longer spent here; they go back with the next refill
+   * (off the decision's path) rather than only when the holder lets go, so a busy holder does not keep
+   * them from the other holders.
+   */
+  private async giveBackExpired(): Promise<void> {
+    const expired = this.pool.takeExpired?.() ?? 0;
+    if (expired <= 0) return;
+    const lapsed = await this.returnUnits(expired, null);
+    if (lapsed > 0) this.events.lapsed?.(lapsed);
   }
 
   /** After a refill: waiters the pool can pay are admitted; when the parent is exhausted the rest are refused. */
@@ -267,18 +280,20 @@ export class LeaseHolder {
 
   private async giveBackAll(): Promise<void> {
     const drained = await this.pool.drain(this.clock.now());
-    let lapsed = drained.lapsed;
-    if (drained.units > 0) {
-      try {
-        const back = await this.parent.giveBack(drained.units, drained.windowTag);
-        if (back > 0) this.events.returned?.(back);
-        lapsed += drained.units - back;
-      } catch {
-        // The parent is unreachable: the units are lost (under-admission until their window ends).
-        lapsed += drained.units;
-      }
-    }
+    const lapsed = drained.lapsed + (drained.units > 0 ? await this.returnUnits(drained.units, drained.windowTag) : 0);
     if (lapsed > 0) this.events.lapsed?.(lapsed);
+  }
+
+  /** Gives `units` back to the parent (window-checked); answers how many of them lapsed. */
+  private async returnUnits(units: number, windowTag: string | null): Promise<number> {
+    try {
+      const back = await this.parent.giveBack(units, windowTag);
+      if (back > 0) this.events.returned?.(back);
+      return units - back;
+    } catch {
+      // The parent is unreachable: the units are lost (under-admission until their window ends).
+      return units;
+    }
   }
 
   private touch(now: number): void {

@@ -3,6 +3,8 @@ import type { DrainedUnits, Grant, Spend, TakenUnits, UnitPool } from './types.j
 /** Units of one grant still unspent. */
 interface Batch {
   units: number;
+  /** Units the parent granted into this batch: refunds never make it hold more (usage never below zero). */
+  granted: number;
   windowTag: string | null;
   spendBy: number;
 }
@@ -33,7 +35,9 @@ export class ProcessUnitPool implements UnitPool {
       due -= taken;
       if (due === 0) break;
     }
-    if (this.batches[0].units === 0) this.batches = this.batches.filter((b) => b.units > 0);
+    // The newest batch stays even when empty: a refund of what was spent from it can still go back.
+    const newest = this.batches[this.batches.length - 1];
+    if (this.batches[0].units === 0) this.batches = this.batches.filter((b) => b.units > 0 || b === newest);
     return { spent: true, left: held - cost, lapsed };
   }
 
@@ -44,31 +48,37 @@ export class ProcessUnitPool implements UnitPool {
     // From one batch only: the units handed down carry one window and one deadline.
     const units = Math.min(max, first.units);
     first.units -= units;
-    if (first.units === 0) this.batches.shift();
+    if (first.units === 0 && this.batches.length > 1) this.batches.shift();
     return { units, windowTag: first.windowTag, spendBy: first.spendBy, left: this.held(), lapsed };
   }
 
   add(grant: Grant, now: number): void {
     if (grant.granted <= 0 || grant.spendBy <= now) return;
     const same = this.batches.find((b) => b.windowTag === grant.windowTag && b.spendBy === grant.spendBy);
-    if (same) same.units += grant.granted;
-    else {
-      this.batches.push({ units: grant.granted, windowTag: grant.windowTag, spendBy: grant.spendBy });
+    if (same) {
+      same.units += grant.granted;
+      same.granted += grant.granted;
+    } else {
+      this.batches.push({ units: grant.granted, granted: grant.granted, windowTag: grant.windowTag, spendBy: grant.spendBy });
       this.batches.sort((a, b) => a.spendBy - b.spendBy);
     }
   }
 
   refund(units: number, now: number, windowTag?: string | null): number {
     this.dropLapsed(now);
-    // A decision's refund joins the newest units; a return from below only its own window's.
-    for (let i = this.batches.length - 1; i >= 0; i--) {
+    // A decision's refund joins the newest window's units, a return from below only its own window's;
+    // a batch never holds more than was granted into it, so no refund adds units the parent did not
+    // give (an exact counter's usage never goes below zero either). What does not fit has lapsed.
+    const tag = windowTag === undefined ? this.batches[this.batches.length - 1]?.windowTag : windowTag;
+    let left = units;
+    for (let i = this.batches.length - 1; i >= 0 && left > 0; i--) {
       const batch = this.batches[i];
-      if (windowTag === undefined || batch.windowTag === windowTag) {
-        batch.units += units;
-        return units;
-      }
+      if (batch.windowTag !== tag) continue;
+      const back = Math.min(left, batch.granted - batch.units);
+      batch.units += back;
+      left -= back;
     }
-    return 0;
+    return units - left;
   }
 
   available(now: number): number {
@@ -92,6 +102,12 @@ export class ProcessUnitPool implements UnitPool {
     }
     this.batches = [];
     return { units, windowTag: newest?.windowTag ?? null, lapsed };
+  }
+
+  takeExpired(): number {
+    const expired = this.expired;
+    this.expired = 0;
+    return expired;
   }
 
   private held(): number {

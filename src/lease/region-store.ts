@@ -54,6 +54,12 @@ const WAIT_POLL_MS = 2;
 
 type GlobalRateSpec = RateSpec & { global: GlobalBudget };
 
+/** A pool store's clock as one answer read it (`storeNow`), and this server's clock when it arrived. */
+interface StoreClock {
+  storeNow: number;
+  localAt: number;
+}
+
 interface Tracked {
   keys: string[];
   spec: GlobalRateSpec;
@@ -94,11 +100,6 @@ export class RegionCounterStore implements CounterStore {
   private readonly tracked = new Map<string, Tracked>();
   private readonly sweeper: NodeJS.Timeout | undefined;
   private sweeping = false;
-  /**
-   * The region store's clock as one pool answer read it (`storeNow`), and this server's clock when the
-   * answer arrived (`localAt`): from then on the store's clock reads at least `storeNow + elapsed`.
-   */
-  private storeClock: { storeNow: number; localAt: number } | undefined;
 
   constructor(private readonly options: RegionStoreOptions) {
     this.regional = options.regional;
@@ -194,6 +195,15 @@ export class RegionCounterStore implements CounterStore {
     await Promise.all(changed.map(([key, t]) => this.returnUnits(key, t, 0)));
   }
 
+  /**
+   * The same for a server that learns of changes only as a new policy set (a sidecar's sync): the pools
+   * whose policy is gone or no longer compiles to the spec they were spent under go back.
+   */
+  async policiesChanged(current: (policyId: string) => { spec: unknown } | undefined): Promise<void> {
+    const changed = [...this.tracked].filter(([, t]) => current(t.spec.global.policyId)?.spec !== t.spec);
+    await Promise.all(changed.map(([key, t]) => this.returnUnits(key, t, 0)));
+  }
+
   async close(): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper);
     await Promise.all([this.regional.close(), this.global.close()]);
@@ -221,10 +231,13 @@ export class RegionCounterStore implements CounterStore {
     let waitingSince: number | undefined;
     for (;;) {
       const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined, op);
-      this.storeClock = { storeNow: answer.storeNow, localAt: this.clock() };
+      // The pool's store clock as this answer read it, and this server's when it arrived: from then on
+      // that store's clock reads at least storeNow + elapsed. Per answer, not per server: a regional
+      // Redis Cluster's pools live on nodes whose clocks may differ.
+      const storeClock: StoreClock = { storeNow: answer.storeNow, localAt: this.clock() };
       this.track(key, keys, spec);
       this.noteLapsed(spec.global, answer.lapsed);
-      const refill = answer.lock ? this.refill(key, keys, spec, answer, cost) : undefined;
+      const refill = answer.lock ? this.refill(key, keys, spec, answer, storeClock, cost) : undefined;
       if (answer.spent || answer.retryAfterMs > 0) {
         this.waited(spec.global, waitingSince);
         return answer;
@@ -249,7 +262,7 @@ export class RegionCounterStore implements CounterStore {
    * Takes a chunk from the global counter into the pool (this server holds the region's refill lock).
    * Never rejects: a failure marks the pool's parent unreachable for a moment and releases the lock.
    */
-  private async refill(key: string, keys: string[], spec: GlobalRateSpec, seen: PoolAnswer, waiting: number): Promise<void> {
+  private async refill(key: string, keys: string[], spec: GlobalRateSpec, seen: PoolAnswer, storeClock: StoreClock, waiting: number): Promise<void> {
     const asked = chunkSize({
       recent: seen.recent,
       waiting,
@@ -277,7 +290,7 @@ export class RegionCounterStore implements CounterStore {
         key,
         {
           units: grant.granted,
-          expiresAt: this.expiresAtOf(spec, grant, sentAt),
+          expiresAt: this.expiresAtOf(spec, grant, sentAt, storeClock),
           tag: grant.windowTag ?? '',
           parentRemaining: grant.remaining,
           // Nothing taken: the pool refuses without asking again until the parent may admit, or for at
@@ -307,9 +320,8 @@ export class RegionCounterStore implements CounterStore {
    * therefore reached by the store no later than `spendBy`. The one assumption left is that the clocks
    * run at the same rate (drift, not offset: docs/distribution.md, "Clocks").
    */
-  private expiresAtOf(spec: GlobalRateSpec, grant: Grant, sentAt: number): number {
+  private expiresAtOf(spec: GlobalRateSpec, grant: Grant, sentAt: number, sample: StoreClock): number {
     const spendBy = grant.windowTag === null ? sentAt + spec.global.maxHoldMs : grant.spendBy;
-    const sample = this.storeClock!; // set by the spend that handed out the refill lock
     return Math.floor(sample.storeNow + (spendBy - sample.localAt));
   }
 

@@ -86,6 +86,8 @@ export interface UnitPool {
   available(now: number): MaybePromise<number>;
   /** Takes every unspent unit out (for a return); lapsed ones are reported apart. */
   drain(now: number): MaybePromise<DrainedUnits>;
+  /** A bucket's units past their spendBy, taken out to go back to the parent (none elsewhere). */
+  takeExpired?(): number;
 }
 
 /** The holder's clock and timers, injected (the simulation drives them). */
@@ -95,9 +97,13 @@ export interface LeaseClock {
   clearTimer(handle: unknown): void;
 }
 
-/** Wall clock and unref'd Node timers: production. */
+/**
+ * Production: a monotonic clock and unref'd Node timers. A holder only measures durations (a window's
+ * end is the send time plus what the store said was left of it); a wall clock stepped back (NTP) would
+ * let a window's units be spent after the window ended.
+ */
 export const systemClock: LeaseClock = {
-  now: Date.now,
+  now: () => performance.now(),
   setTimer(callback, ms) {
     const timer = setTimeout(callback, ms);
     timer.unref();

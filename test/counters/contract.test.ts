@@ -125,6 +125,24 @@ forEachStore((_name, getStore) => {
     });
   });
 
+  describe('capacity lease return (give) on the buckets', () => {
+    it('answers the units that went back: never more than the room left, as the bucket stays within its capacity', async () => {
+      const { store, keys } = getStore();
+      const buckets: RateSpec[] = [
+        { type: 'token_bucket', capacity: 10, rateUnits: 1, ratePeriodMs: 3_600_000 },
+        { type: 'leaky_bucket', capacity: 10, rateUnits: 1, ratePeriodMs: 3_600_000 },
+      ];
+      for (const spec of buckets) {
+        const k = keys('give', spec);
+        expect((await store.take!(k, spec, 3, at(0))).units, label(spec)).to.equal(3);
+        // 5 units offered back, 3 fit: the other 2 were never taken (they lapse, counted by the holder).
+        const back = await store.giveBack!(k, spec, 5, null, at(0));
+        expect(back, label(spec)).to.include({ units: 3, remaining: 10 });
+        expect((await store.giveBack!(k, spec, 1, null, at(0))).units, `${label(spec)} full`).to.equal(0);
+      }
+    });
+  });
+
   describe('concurrency (leases)', () => {
     const spec: LeaseSpec = { type: 'concurrency', maxConcurrency: 3, leaseTtlMs: 5_000 };
 

@@ -96,21 +96,23 @@ describe('two regions, real processes: a global budget', function () {
   };
 
   /**
-   * `1.5 × LIMIT` checks on `resource`, spread over every live server (8 in flight each); `victim`, if
-   * given, is SIGKILLed halfway through its share.
+   * `1.5 × LIMIT` checks on `resource`, 8 in flight on every live server, until that many are sent
+   * (one count for all: no region runs out of demand while the other still has some, which would leave
+   * its unspent units idle, not lost, and make the utilisation depend on which region is faster);
+   * `victim`, if given, is SIGKILLed once half of them are sent.
    */
   async function saturate(resource: string, victim?: (typeof servers)[number]) {
-    const perServer = Math.ceil((1.5 * LIMIT) / servers.filter((s) => !s.killed).length);
+    const total = Math.ceil(1.5 * LIMIT);
+    let next = 0;
     const outcome = { admitted: 0, denied: 0, failureMode: 0, other: 0, decisions: 0 };
     await Promise.all(
       servers
         .filter((s) => !s.killed)
         .map(async (server) => {
-          let sent = 0;
           const worker = async () => {
-            while (sent < perServer && !server.killed) {
-              sent++;
-              if (server === victim && sent === Math.floor(perServer / 2)) {
+            while (next < total && !server.killed) {
+              next++;
+              if (server === victim && next >= total / 2) {
                 server.killed = true;
                 await server.node.kill();
                 return;
@@ -154,12 +156,16 @@ describe('two regions, real processes: a global budget', function () {
   });
 
   it('a server SIGKILLed mid-run does not break never-over (a token bucket refilling one unit a day)', async function () {
+    const started = performance.now();
     const outcome = await saturate('killed', servers[2]);
+    const elapsedMs = performance.now() - started;
     console.log(`      admitted ${outcome.admitted}/${LIMIT} in ${outcome.decisions} decisions with a server killed halfway`);
     expect(outcome.other).to.equal(0);
     // Failure-mode answers are outside the guarantee (CONTRACT); counted apart, and none expected here.
     expect(outcome.failureMode).to.equal(0);
-    expect(outcome.admitted).to.be.at.most(LIMIT + 1);
+    // CONTRACT: burst + rate × (T + H), H = max_hold (1 s, one level of holders), T at most the run's length
+    // (the bucket refills one unit in 72 s: a slow machine may see one more, never a fast one).
+    expect(outcome.admitted).to.be.at.most(Math.floor(LIMIT + (LIMIT / 86_400_000) * (elapsedMs + 1000)));
     expect(outcome.admitted).to.be.above(0);
   });
 

@@ -220,6 +220,23 @@ describe('LeaseHolder', () => {
     expect((await again).remaining).to.equal(peek.remaining + 2);
   });
 
+  it('a refund never adds more units than were spent from the ones held (usage never below zero): no admission beyond the limit', async () => {
+    const f = fixture(fixed(10), 10);
+    let admitted = 0;
+    const decide = async (): Promise<void> => {
+      const answer = f.holder.consume(1);
+      await f.answerAll();
+      if ((await answer).allowed) admitted++;
+    };
+    for (let i = 0; i < 3; i++) await decide();
+    // A client refunds far more than it was admitted: at most the 3 units spent can go back.
+    const { accepted } = await f.holder.refund(100);
+    expect(accepted).to.be.at.most(3);
+    for (let i = 0; i < 30; i++) await decide();
+    // What one exact counter admits: the limit, plus what the refund gave back.
+    expect(admitted - accepted).to.equal(10);
+  });
+
   it('lets go after max_hold without use: unspent units go back to the window they were taken in', async () => {
     const f = fixture(fixed(100), 10, 300);
     for (let i = 0; i < 5; i++) await f.consume(1);
@@ -261,19 +278,43 @@ describe('LeaseHolder', () => {
     expect((await f.exact.peek(['k'], fixed(100))).remaining).to.equal(97);
   });
 
-  it('a bucket gives its unspent units back when it lets go, even those held longer than max_hold (a refund is safe for a bucket)', async () => {
-    const bucket: LeasedSpec = { type: 'token_bucket', capacity: 100, rateUnits: 1, ratePeriodMs: 60_000 };
+  /** A token bucket holder (max_hold 300 ms) that spent 5 units and holds more: `taken` from the bucket in all. */
+  async function bucketHolding(ratePeriodMs: number) {
+    const bucket: LeasedSpec = { type: 'token_bucket', capacity: 100, rateUnits: 1, ratePeriodMs };
     const f = fixture(bucket, 10, 300);
     for (let i = 0; i < 5; i++) await f.consume(1);
     await f.answerAll();
     const taken = 100 - (await f.exact.peek(['k'], bucket)).remaining;
     expect(taken).to.be.greaterThan(5);
+    return { bucket, f, taken };
+  }
+
+  it('a bucket gives its unspent units back when it lets go, even those held longer than max_hold (a refund is safe for a bucket)', async () => {
+    const { bucket, f, taken } = await bucketHolding(60_000);
     await f.advance(300); // idle for max_hold: every held unit is past its spendBy too
     await f.answerAll();
     expect(f.holder.isClosed).to.equal(true);
     expect(f.events.lapsed).to.equal(0);
     expect(f.events.returned).to.equal(taken - 5);
     expect((await f.exact.peek(['k'], bucket)).remaining).to.equal(95);
+  });
+
+  it('a busy bucket holder gives back the units it held past max_hold with its next refill, not only when it lets go', async () => {
+    const { f, taken } = await bucketHolding(3_600_000);
+    const held = taken - 5;
+    // max_hold passes without the idle check (the holder stays in use): the held units may no longer be spent.
+    f.clock.now += 300;
+    const next = await f.consume(1);
+    expect(next.allowed).to.equal(true);
+    await f.answerAll();
+    expect(f.holder.isClosed).to.equal(false);
+    expect(f.calls.filter((c) => c.startsWith('give'))).to.deep.equal([`give ${held}`]);
+    expect(f.events.returned).to.equal(held);
+    expect(f.events.lapsed).to.equal(0);
+    // Nothing lost: the counter plus the units held now lack exactly the 6 spent.
+    const peek = f.holder.peek();
+    await f.answerAll();
+    expect((await peek).remaining).to.equal(94);
   });
 
   it('units whose window ends while the take is on its way lapse on arrival, and the waiting decision is refused (not sent round again)', async () => {

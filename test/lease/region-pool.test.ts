@@ -138,6 +138,25 @@ describe('region pool (lua/lease_pool.lua)', function () {
     expect((await pool.refund(key, 1)).left).to.equal(0);
   });
 
+  it('a refund never puts back more than was spent from the units (demand the pool could not meet is not spending)', async function () {
+    await pool.add(key, grant(2, 60_000), 'a', MEASURE);
+    // Two decisions of 5 find 2 units: refused, but their demand is measured for the chunk rule.
+    expect((await pool.spend(key, 5, 500, 'a', MEASURE)).spent).to.equal(false);
+    expect((await pool.spend(key, 5, 500, 'a', MEASURE)).spent).to.equal(false);
+    // Nothing was spent: a refund (however large) adds nothing to the 2 units the global counter granted.
+    expect((await pool.refund(key, 5)).left).to.equal(0);
+    expect((await pool.peek(key)).left).to.equal(2);
+    // One unit spent: at most that one goes back, and the pool never holds more than it was granted.
+    await pool.spend(key, 1, 500, 'a', MEASURE);
+    expect((await pool.refund(key, 5)).left).to.equal(1);
+    expect((await pool.peek(key)).left).to.equal(2);
+    // A process lease cannot return more than it took either.
+    const taken = await pool.spend(key, 1, 500, 'a', MEASURE, true, 'take');
+    expect(taken).to.include({ spent: true, left: 1 });
+    expect((await pool.refund(key, 3, { tag: taken.tag })).left).to.equal(1);
+    expect((await pool.peek(key)).left).to.equal(2);
+  });
+
   it('a process lease takes up to n units, with their window and expiry, and returns them only into that window', async function () {
     await pool.add(key, grant(3, 1_000, 'w1'), 'a', MEASURE);
     await pool.add(key, grant(4, 5_000, 'w1'), 'a', MEASURE);

@@ -79,14 +79,18 @@ describe('global budget across regions (RegionCounterStore)', function () {
     return { type: 'fixed_window', limit, windowMs: windowMs(), global: { policyId: 'g', maxHoldMs } };
   }
 
-  /** `demand` decisions of cost 1 per store, `concurrency` in flight per store. */
+  /**
+   * `demand` decisions of cost 1 per store, `concurrency` in flight per store, counted for all stores
+   * together (no region runs out of demand while another still has some, leaving its units idle).
+   */
   async function saturate(stores: RegionCounterStore[], keys: string[], spec: RateSpec, demand: number, concurrency = 25) {
     const outcome = { allowed: 0, denied: 0, unavailable: 0 };
+    const total = demand * stores.length;
+    let sent = 0;
     await Promise.all(
       stores.map(async (store) => {
-        let sent = 0;
         const worker = async () => {
-          while (sent < demand) {
+          while (sent < total) {
             sent++;
             try {
               const result = await store.consume(keys, spec, 1);
@@ -176,7 +180,8 @@ describe('global budget across regions (RegionCounterStore)', function () {
     expect(counts.lapsed).to.equal(0);
   });
 
-  it('a policy change sends the region’s units back at once', async function () {
+  /** A region server whose pool holds units of a fresh global budget of 1,000 (refill ahead, sized by the rate). */
+  async function holdingUnits() {
     const { stores, counts } = await servers();
     const limit = 1000;
     const spec = globalSpec(limit);
@@ -185,7 +190,23 @@ describe('global budget across regions (RegionCounterStore)', function () {
     for (let i = 0; i < 50 && (await held(stores[0], keys, spec)) === 0; i++) admitted += (await saturate([stores[0]], keys, spec, 5, 5)).allowed;
     const before = await held(stores[0], keys, spec);
     expect(before).to.be.above(0);
-    await stores[0].policyChanged('g');
+    return { store: stores[0], counts, limit, spec, keys, admitted, before };
+  }
+
+  it('a policy change sends the region’s units back at once', async function () {
+    const { store, counts, limit, spec, keys, admitted, before } = await holdingUnits();
+    await store.policyChanged('g');
+    expect((await direct.peek(keys, spec)).remaining).to.equal(limit - admitted);
+    expect(counts.returned).to.equal(before);
+  });
+
+  it('a new policy set (a sidecar’s sync) sends back the units of the policies whose spec changed, and only those', async function () {
+    const { store, counts, limit, spec, keys, admitted, before } = await holdingUnits();
+    // The same compiled spec: nothing changed for this pool, its units stay.
+    await store.policiesChanged(() => ({ spec }));
+    expect(await held(store, keys, spec)).to.equal(before);
+    // Another spec (a new version) for the policy: the units go back.
+    await store.policiesChanged(() => ({ spec: { ...spec } }));
     expect((await direct.peek(keys, spec)).remaining).to.equal(limit - admitted);
     expect(counts.returned).to.equal(before);
   });
@@ -201,10 +222,13 @@ describe('global budget across regions (RegionCounterStore)', function () {
     );
     let admitted = 0;
     let other = 0;
+    let sent = 0;
     await Promise.all(
       holders.map(async (holder) => {
         const worker = async () => {
-          for (let i = 0; i < 100; i++) {
+          // 500 decisions per holder, counted for all together (as `saturate`).
+          while (sent < 500 * holders.length) {
+            sent++;
             try {
               if ((await holder.consume(1)).allowed) admitted++;
             } catch (error) {
