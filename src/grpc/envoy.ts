@@ -261,21 +261,19 @@ function gatewayAnswer(
   return answer;
 }
 
-/** The decision that speaks for a whole answer: the limiting one, else the first a policy made. */
+/**
+ * The decision that speaks for a whole answer, in Envoy's access log and the call's trace span alike:
+ * a refused call's refusal (the limiting one, else the first, e.g. a failure mode's, which speaks for no
+ * limit), else the limiting descriptor, else the first a policy made.
+ */
 export function deciderOf(results: readonly Decision[], limiting = limitingDecision(results)): Decision | undefined {
-  return limiting ?? results.find((d) => d.matched_policy_id !== '' || d.metadata.shadow_policy_id !== undefined);
+  if (limiting !== undefined && !limiting.allowed) return limiting;
+  return results.find((d) => !d.allowed) ?? limiting ?? results.find((d) => d.matched_policy_id !== '' || d.metadata.shadow_policy_id !== undefined);
 }
 
-/**
- * The decision a trace span reports for a whole answer, so that its `rl.allowed` is the call's: a
- * refused call reports a refusal (the limiting one, else the first, e.g. a failure mode's, which
- * speaks for no limit), an admitted one the decider, and a call no policy decided its first descriptor's
- * `no_matching_policy`.
- */
+/** The decision a trace span reports: the decider, or for a call no policy decided its first descriptor's `no_matching_policy`. */
 export function spanDecisionOf(results: readonly Decision[]): Decision {
-  const decider = deciderOf(results);
-  if (decider !== undefined && !decider.allowed) return decider;
-  return results.find((d) => !d.allowed) ?? decider ?? results[0];
+  return deciderOf(results) ?? results[0];
 }
 
 /**

@@ -1,7 +1,9 @@
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
 import { RlError } from '../../src/errors.js';
-import { rateLimitUnitOf } from '../../src/grpc/envoy.js';
+import { rateLimitUnitOf, shouldRateLimit } from '../../src/grpc/envoy.js';
+import type { Decision } from '../../src/model/decision.js';
+import type { DecisionService } from '../../src/decision/decision-service.js';
 import { loadPackageDefinition, SERVICE_NAMES } from '../../src/grpc/protos.js';
 import type { GrpcAuthenticate } from '../../src/grpc/server.js';
 import { counterSpecOf } from '../../src/matching/counter-spec-of.js';
@@ -507,5 +509,32 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
         ['X-RateLimit-Reset', '10'],
       ]);
     });
+  });
+});
+
+describe('Envoy access-log metadata: the decision that speaks for the answer', () => {
+  const decision = (policy: string, allowed: boolean, reason: string, remaining = 0) =>
+    ({ allowed, reason, shadow_mode: false, action: allowed ? 'allow' : 'deny', matched_policy_id: policy, remaining, retry_after: 0, reset_after: 0, limit: 10, window: 1000, metadata: {} }) as Decision;
+  const answerFor = async (results: Decision[]) => {
+    let next = 0;
+    const decisions = { check: async () => results[next++] } as unknown as DecisionService;
+    const request = { domain: 'edge', descriptors: results.map((_, i) => ({ entries: [{ key: 'user_id', value: `u${i}` }] })) };
+    const response = await shouldRateLimit(decisions, request, { unitOf: () => 'SECOND', headers: 'off' });
+    const fields = response.dynamic_metadata?.fields ?? {};
+    return { code: response.overall_code, logged: Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, (v as { stringValue: string }).stringValue])) };
+  };
+
+  it('a call refused by a failure mode logs that refusal, not an admitted descriptor beside it', async () => {
+    const { code, logged } = await answerFor([decision('roomy', true, 'within_limit', 3), decision('down', false, 'counter_store_unavailable')]);
+    expect(code).to.equal('OVER_LIMIT');
+    expect(logged).to.include({ policy_id: 'down', reason: 'counter_store_unavailable', action: 'deny' });
+  });
+
+  it('a refusal that speaks for a limit comes first; an admitted call logs its limiting descriptor', async () => {
+    const refused = await answerFor([decision('down', false, 'counter_store_unavailable'), decision('tight', false, 'limit_exceeded')]);
+    expect(refused.logged).to.include({ policy_id: 'tight', reason: 'limit_exceeded' });
+    const admitted = await answerFor([decision('roomy', true, 'within_limit', 3), decision('closer', true, 'within_limit', 1)]);
+    expect(admitted.code).to.equal('OK');
+    expect(admitted.logged).to.include({ policy_id: 'closer' });
   });
 });
