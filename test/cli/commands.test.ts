@@ -364,6 +364,9 @@ describe('rl status against a server with Redis counters (built binary, real Red
     const status = await rlJson<{ ok: boolean; info: Record<string, unknown> }>(['status'], { RL_URL: server.url });
     expect(status.code).to.equal(0);
     expect(status.body.info).to.deep.include({ counters: 'redis', policy_store: 'redis', auth: 'off' });
+    const human = await rl(['status'], { RL_URL: server.url });
+    // One Redis: one master, healthy, by the name /rl/v1/info gives it.
+    expect(human.stdout).to.match(/\nmaster\s+master breaker closed, 0 failures in a row, \d+ calls pending\n/);
     const first = await rlJson<Decision>(['check', '--org_id', 'acme', '--user_id', 'redis-user'], { RL_URL: server.url });
     const second = await rlJson<Decision>(['check', '--org_id', 'acme', '--user_id', 'redis-user'], { RL_URL: server.url });
     expect([first.body.remaining, second.body.remaining]).to.deep.equal([2, 1]);

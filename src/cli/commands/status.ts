@@ -6,7 +6,8 @@ import { printJson, printLines } from '../output.js';
 
 /**
  * `rl status`: liveness (/healthz), readiness (/readyz), and the server's version and modes
- * (/rl/v1/info: counters memory|redis, policy store, auth, TLS). Exit 0 only when live and ready.
+ * (/rl/v1/info: counters memory|redis, policy store, auth, TLS; in Redis mode each master's breaker and
+ * calls in flight). Exit 0 only when live and ready.
  * Info needs a credential when auth is on; without one the probes still answer and info says why not.
  */
 export function registerStatusCommand(program: Command): void {
@@ -35,6 +36,9 @@ export function registerStatusCommand(program: Command): void {
           lines.push(`counters   ${String(info.counters)}`);
           lines.push(`policies   ${String(info.policy_store)} store`);
           lines.push(`auth       ${String(info.auth)}${info.tls ? ', TLS' : ''}`);
+          for (const master of mastersOf(info)) {
+            lines.push(`master     ${master.master} breaker ${master.breaker}, ${master.consecutive_failures} failures in a row, ${master.pending_calls} calls pending`);
+          }
         } else {
           lines.push(`info       unavailable (${infoError})`);
         }
@@ -42,6 +46,18 @@ export function registerStatusCommand(program: Command): void {
       }
       if (!ok) process.exitCode = EXIT_ERROR;
     });
+}
+
+interface MasterHealth {
+  master: string;
+  breaker: string;
+  consecutive_failures: number;
+  pending_calls: number;
+}
+
+/** `counter_store_masters` of /rl/v1/info (Redis mode; absent in memory mode or from an older server). */
+function mastersOf(info: Record<string, unknown>): MasterHealth[] {
+  return Array.isArray(info.counter_store_masters) ? (info.counter_store_masters as MasterHealth[]) : [];
 }
 
 function probe(p: ProbeResult): { ok: boolean; status: number; message: string } {
