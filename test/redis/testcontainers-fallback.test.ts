@@ -7,15 +7,17 @@
  * start-up questions, holds one image and refuses every pull, as an engine without registry access does:
  * with Ryuk on, the Ryuk image cannot be pulled (Ryuk unavailable); with TESTCONTAINERS_RYUK_DISABLED=true
  * an image it does not hold cannot be pulled (pull refused), and the one it holds does not start (start
- * failure). Redis itself is real throughout. (Testcontainers remembers a working engine and a disabled
- * Ryuk for the process, hence the order.)
+ * failure). Redis itself is real throughout. Each case runs `startRedis()` in a process of its own
+ * (test/support/start-redis-child.ts): Testcontainers remembers the engine it found and a disabled Ryuk for
+ * the life of a process, which would otherwise leak into the rest of the suite.
  */
 import { expect } from 'chai';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { command, startRedis, type RedisHandle } from '../support/redis.js';
+import { promisify } from 'node:util';
 
 const UNPULLABLE = 'rl-test.invalid/no-such-redis:never';
 /** The one image the stand-in engine holds. */
@@ -23,68 +25,61 @@ const PRESENT = 'rl-test.invalid/present-redis:1';
 
 describe('startRedis: the Testcontainers attempt falls back to redis-server', function () {
   this.timeout(60_000);
-  const saved = { ...process.env };
   const dir = mkdtempSync(join(tmpdir(), 'rl-fake-docker-'));
   const socket = join(dir, 'docker.sock');
   const pulls: string[] = [];
   let engine: Server | undefined;
-  const handles: RedisHandle[] = [];
 
-  before(() => {
-    delete process.env.REDIS_URL;
-    process.env.DOCKER_HOST = `unix://${socket}`;
-    process.env.REDIS_IMAGE = UNPULLABLE;
+  before(async () => {
+    engine = await fakeEngine(join(dir, 'engine.sock'), pulls);
   });
 
   after(async () => {
-    await Promise.all(handles.map((h) => h.stop()));
     await new Promise<void>((resolve) => (engine ? engine.close(() => resolve()) : resolve()));
     rmSync(dir, { recursive: true, force: true });
-    for (const name of ['REDIS_URL', 'DOCKER_HOST', 'REDIS_IMAGE', 'TESTCONTAINERS_RYUK_DISABLED']) {
-      if (saved[name] === undefined) delete process.env[name];
-      else process.env[name] = saved[name];
-    }
   });
 
-  /** startRedis with its log captured; the handle must be a private redis-server that answers. */
-  async function fallBack(image: string): Promise<string[]> {
-    process.env.REDIS_IMAGE = image;
-    const lines: string[] = [];
-    const redis = await startRedis({ log: (line) => lines.push(line), containerTimeoutMs: 20_000 });
-    handles.push(redis);
-    expect(redis.host).to.equal('127.0.0.1');
-    expect(await command(redis.host, redis.port, ['PING'])).to.equal('PONG');
-    const info = String(await command(redis.host, redis.port, ['INFO', 'server']));
-    expect(info, 'a redis-server process of our own').to.match(/executable:.*redis-server/);
-    expect(lines, "one line").to.have.length(1);
-    expect(lines[0]).to.include(image).and.to.include('using a private redis-server instead');
-    return lines;
+  /** startRedis in a fresh process, its log captured; what it got must be a private redis-server that answers. */
+  async function fallBack(image: string, env: { DOCKER_HOST: string; TESTCONTAINERS_RYUK_DISABLED?: string }): Promise<string[]> {
+    const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env, REDIS_IMAGE: image };
+    delete childEnv.REDIS_URL;
+    if (env.TESTCONTAINERS_RYUK_DISABLED === undefined) delete childEnv.TESTCONTAINERS_RYUK_DISABLED;
+    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'test/support/start-redis-child.ts'], { env: childEnv, timeout: 50_000 });
+    const got = JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as { lines: string[]; host: string; ping: string; executable: string };
+    expect(got.host).to.equal('127.0.0.1');
+    expect(got.ping).to.equal('PONG');
+    expect(got.executable, 'a redis-server process of our own').to.match(/redis-server/);
+    expect(got.lines, 'one line').to.have.length(1);
+    expect(got.lines[0]).to.include(image).and.to.include('using a private redis-server instead');
+    return got.lines;
   }
 
+  const nobody = { DOCKER_HOST: `unix://${socket}` };
+  const standIn = (): { DOCKER_HOST: string } => ({ DOCKER_HOST: `unix://${join(dir, 'engine.sock')}` });
+
   it('no engine answering at DOCKER_HOST', async () => {
-    const [line] = await fallBack(UNPULLABLE);
+    const [line] = await fallBack(UNPULLABLE, nobody);
     expect(line).to.match(/container runtime|ENOENT|connect/i);
   });
 
   it('Ryuk unavailable: the engine refuses to pull its image', async () => {
-    engine = await fakeEngine(socket, pulls);
-    const [line] = await fallBack(PRESENT);
+    pulls.length = 0;
+    const [line] = await fallBack(PRESENT, standIn());
     expect(pulls, 'pulls asked').to.have.length(1);
     expect(pulls[0]).to.match(/ryuk/);
     expect(line).to.match(/pull access denied for .*ryuk/);
   });
 
   it('pull refused: the Redis image cannot be pulled (Ryuk disabled)', async () => {
-    process.env.TESTCONTAINERS_RYUK_DISABLED = 'true';
     pulls.length = 0;
-    const [line] = await fallBack(UNPULLABLE);
+    const [line] = await fallBack(UNPULLABLE, { ...standIn(), TESTCONTAINERS_RYUK_DISABLED: 'true' });
     expect(pulls).to.deep.equal([UNPULLABLE]);
     expect(line).to.match(/pull access denied for rl-test.invalid\/no-such-redis/);
   });
 
   it('start failure: the image is there, the container does not start', async () => {
     pulls.length = 0;
-    const [line] = await fallBack(PRESENT);
+    const [line] = await fallBack(PRESENT, { ...standIn(), TESTCONTAINERS_RYUK_DISABLED: 'true' });
     expect(pulls, 'nothing to pull').to.deep.equal([]);
     expect(line).to.match(/cannot create containers/);
   });
