@@ -21,7 +21,7 @@ import type { Policy } from '../../src/policy/types.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { makePolicy } from '../support/policies.js';
 import { postJson, serve, type TestServer } from '../support/http.js';
-import { randomPrefix, startRedis, type RedisHandle } from '../support/redis.js';
+import { command, randomPrefix, startRedis, type RedisHandle } from '../support/redis.js';
 
 const API_KEY = 'agent-key-1';
 
@@ -497,6 +497,45 @@ describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directl
     const refund = (await postJson(`${url}/rl/v1/refund`, { service: 'llm', quantity: 50 })).body;
     expect(refund).to.include({ allowed: true, reason: 'refunded', remaining: 70 });
     expect((await server.check({ service: 'llm', quantity: 0, tags: {} })).remaining).to.equal(70);
+    expect(upstream.calls.check).to.equal(0);
+  });
+
+  it('a process lease: answers from units taken ahead (metadata.lease "local"), never over with a server beside it, unspent units back on close', async () => {
+    const prefix = randomPrefix();
+    upstream = await new FakeUpstream().start();
+    const LIMIT = 60;
+    upstream.set([
+      makePolicy({ policy_id: 'hot', scope: { service: 'hot' }, lease: { max_units: 10, max_hold: '1m' }, algorithm: { type: 'fixed_window', limit: LIMIT, window: '1h' } }),
+    ]);
+    agent = await startAgent(loadAgentConfig(redisDirectEnv(prefix)));
+    await agent.counterStore!.waitUntilReady();
+    const url = `http://127.0.0.1:${agent.port}`;
+    serverStore = connectRedisCounterStore(redis.url, { commandTimeoutMs: 500 });
+    // No deny cache: its refusals would hide the units the agent gives back for up to RL_DENY_CACHE_MAX_AGE_MS.
+    const server = new DecisionService({ policies: new LiveMatcher(upstream.policies), counters: serverStore, keyPrefix: prefix, denyCache: false });
+    const scriptCalls = async () => Number(/calls=(\d+)/.exec(String(await command(redis.host, redis.port, ['INFO', 'commandstats'])).split('\n').filter((l) => l.startsWith('cmdstat_evalsha')).join(''))?.[1] ?? 0);
+
+    const before = await scriptCalls();
+    let admitted = 0;
+    for (let i = 0; i < 40; i++) {
+      const answer = (await postJson(`${url}/rl/v1/check`, { service: 'hot' })).body;
+      expect(answer.metadata.lease).to.equal('local');
+      admitted += Number(answer.allowed);
+    }
+    expect(admitted).to.equal(40);
+    expect(await scriptCalls(), 'refills, not one script call per decision').to.be.below(before + 20);
+    // The server beside it counts what the agent holds as used: together never over the limit.
+    let byServer = 0;
+    for (let i = 0; i < LIMIT; i++) byServer += Number((await server.check({ service: 'hot', quantity: 1, tags: {} })).allowed);
+    expect(admitted + byServer).to.be.at.most(LIMIT);
+    // Closing the agent gives its unspent units back: the server can then spend them.
+    const held = LIMIT - admitted - byServer;
+    await agent.close();
+    agent = undefined as unknown as RunningAgent;
+    let afterClose = 0;
+    for (let i = 0; i < LIMIT; i++) afterClose += Number((await server.check({ service: 'hot', quantity: 1, tags: {} })).allowed);
+    expect(afterClose, 'units the agent held and returned').to.equal(held);
+    expect(admitted + byServer + afterClose).to.equal(LIMIT);
     expect(upstream.calls.check).to.equal(0);
   });
 
