@@ -1,5 +1,3 @@
-import type { RedisCounterStore } from '../counters/redis-store.js';
-
 /**
  * A region's units of one `budget: "global"` counter, kept in the region's store by
  * `lua/lease_pool.lua` (one script for every algorithm), so every server of the region spends from the
@@ -36,10 +34,40 @@ export function poolKey(counterKey: string): string {
   return `${counterKey}:pool`;
 }
 
-export class RegionPool {
+/** A region pool's operations (RegionCounterStore's view of the region's store); see RegionPool. */
+export interface RegionPoolStore {
+  spend(key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh?: boolean, op?: 'spend' | 'take'): Promise<PoolAnswer>;
+  add(key: string, grant: PoolGrant, token: string, measureMs: number): Promise<PoolAnswer>;
+  fail(key: string, token: string, downMs: number): Promise<PoolAnswer>;
+  drain(key: string, idleMs: number): Promise<PoolAnswer>;
+  refund(key: string, units: number, below?: { tag: string }): Promise<PoolAnswer>;
+  peek(key: string): Promise<PoolAnswer>;
+}
+
+/** What a refill brings to the pool. */
+export interface PoolGrant {
+  units: number;
+  /** This store's clock. */
+  expiresAt: number;
+  tag: string;
+  parentRemaining: number;
+  retryAfterMs: number;
+  asked: number;
+}
+
+/**
+ * Where the pool script runs: the region's Redis (RedisCounterStore, lua/lease_pool.lua) or its
+ * in-memory port (MemoryLeasePool). `args` are the script's ARGV after `now` (absent: the store's clock).
+ */
+export interface LeasePoolScript {
+  leasePool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T>;
+}
+
+/** The pool's operations as ARGV of the pool script, and its replies as PoolAnswers. */
+export class RegionPool implements RegionPoolStore {
   /** `now`: tests only, an explicit time for the script instead of the store's TIME. */
   constructor(
-    private readonly store: RedisCounterStore,
+    private readonly store: LeasePoolScript,
     private readonly now?: () => number,
   ) {}
 
@@ -56,7 +84,7 @@ export class RegionPool {
    * Adds what a refill took from the parent, live until `expiresAt` by this store's clock, and releases
    * the lock `token` holds. `units` 0: the parent admits nothing for `retryAfterMs`.
    */
-  add(key: string, grant: { units: number; expiresAt: number; tag: string; parentRemaining: number; retryAfterMs: number; asked: number }, token: string, measureMs: number): Promise<PoolAnswer> {
+  add(key: string, grant: PoolGrant, token: string, measureMs: number): Promise<PoolAnswer> {
     return this.run(key, [
       'add',
       String(grant.units),
