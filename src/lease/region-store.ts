@@ -253,10 +253,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       const storeClock: StoreClock = { storeNow: answer.storeNow, localAt: this.clock.now() };
       this.track(key, keys, spec);
       this.noteLapsed(spec.global, answer.lapsed);
-      // One refill of a pool per server at a time: a lock given again to this server (its refill took
-      // longer than the lock lasts) is released by the refill already on its way.
-      let refill = this.refills.get(key);
-      if (answer.lock && refill === undefined) refill = this.startRefill(key, keys, spec, answer, storeClock, cost);
+      // The lock is this server's: refill (even with a refill of its own on its way, whose add may have
+      // released an earlier lock already). Else wait for this server's refill of the pool, if any.
+      const refill = answer.lock ? this.startRefill(key, keys, spec, answer, storeClock, cost) : this.refills.get(key);
       if (answer.spent || answer.retryAfterMs > 0) {
         this.waited(spec.global, waitingSince);
         return answer;
@@ -279,7 +278,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   }
 
   private startRefill(key: string, keys: string[], spec: GlobalRateSpec, seen: PoolAnswer, storeClock: StoreClock, waiting: number): Promise<void> {
-    const refill = this.refill(key, keys, spec, seen, storeClock, waiting).finally(() => this.refills.delete(key));
+    const refill = this.refill(key, keys, spec, seen, storeClock, waiting).finally(() => {
+      if (this.refills.get(key) === refill) this.refills.delete(key);
+    });
     this.refills.set(key, refill);
     return refill;
   }
