@@ -200,19 +200,6 @@ export class LeaseHolder {
     await this.serveWaiters(exhausted);
     this.filledTo = await this.pool.available(this.clock.now());
     if (this.closed) await this.giveBackAll();
-    else void this.giveBackExpired();
-  }
-
-  /**
-   * A bucket's units held past max_hold are no longer spent here; they go back with the next refill
-   * (off the decision's path) rather than only when the holder lets go, so a busy holder does not keep
-   * them from the other holders.
-   */
-  private async giveBackExpired(): Promise<void> {
-    const expired = this.pool.takeExpired?.() ?? 0;
-    if (expired <= 0) return;
-    const lapsed = await this.returnUnits(expired, null);
-    if (lapsed > 0) this.events.lapsed?.(lapsed);
   }
 
   /** After a refill: waiters the pool can pay are admitted; when the parent is exhausted the rest are refused. */

@@ -17,12 +17,6 @@ interface Batch {
  */
 export class ProcessUnitPool implements UnitPool {
   private batches: Batch[] = [];
-  /**
-   * A bucket's units past their spendBy: no longer spendable here, but still good to give back (a
-   * bucket's return is an ordinary refund, safe at any time), so they go back with the next drain
-   * instead of lapsing.
-   */
-  private expired = 0;
 
   spend(cost: number, now: number): Spend {
     const lapsed = this.dropLapsed(now);
@@ -91,10 +85,6 @@ export class ProcessUnitPool implements UnitPool {
     let lapsed = this.dropLapsed(now);
     const newest = this.batches[this.batches.length - 1];
     let units = 0;
-    if (newest === undefined || newest.windowTag === null) {
-      units = this.expired;
-      this.expired = 0;
-    }
     for (const batch of this.batches) {
       // Units of an older window than the newest cannot go back to a parent that has moved on.
       if (batch.windowTag === newest.windowTag) units += batch.units;
@@ -104,26 +94,22 @@ export class ProcessUnitPool implements UnitPool {
     return { units, windowTag: newest?.windowTag ?? null, lapsed };
   }
 
-  takeExpired(): number {
-    const expired = this.expired;
-    this.expired = 0;
-    return expired;
-  }
-
   private held(): number {
     let held = 0;
     for (const batch of this.batches) held += batch.units;
     return held;
   }
 
-  /** Drops the batches whose spendBy has come; answers how many units lapsed with them (a bucket's are kept to give back). */
+  /**
+   * Drops the batches whose spendBy has come; answers how many units lapsed with them. A bucket's too:
+   * given back later than max_hold after it left, a unit would join the tokens the bucket refilled
+   * meanwhile, and it could admit more than burst + rate × (T + H).
+   */
   private dropLapsed(now: number): number {
     if (this.batches.length === 0 || this.batches[0].spendBy > now) return 0;
     let lapsed = 0;
     for (const batch of this.batches) {
-      if (batch.spendBy > now) continue;
-      if (batch.windowTag === null) this.expired += batch.units;
-      else lapsed += batch.units;
+      if (batch.spendBy <= now) lapsed += batch.units;
     }
     this.batches = this.batches.filter((b) => b.spendBy > now);
     return lapsed;

@@ -86,8 +86,6 @@ export interface UnitPool {
   available(now: number): MaybePromise<number>;
   /** Takes every unspent unit out (for a return); lapsed ones are reported apart. */
   drain(now: number): MaybePromise<DrainedUnits>;
-  /** A bucket's units past their spendBy, taken out to go back to the parent (none elsewhere). */
-  takeExpired?(): number;
 }
 
 /** The holder's clock and timers, injected (the simulation drives them). */
