@@ -32,9 +32,14 @@ export interface PoolFields {
   rs: number;
   rp: number;
   la: number;
+  ln: number;
+  an: number;
+  wd: number;
+  lw: number;
+  sh: number;
 }
 
-const POOL_FIELDS = ['a_u', 'a_e', 'a_t', 'a_s', 'b_u', 'b_e', 'b_t', 'b_s', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la'] as const;
+const POOL_FIELDS = ['a_u', 'a_e', 'a_t', 'a_s', 'b_u', 'b_e', 'b_t', 'b_s', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la', 'ln', 'an', 'wd', 'lw', 'sh'] as const;
 
 /** A pool as its store holds it: the hash, and when the key expires (this store's clock). */
 export interface StoredPool {
@@ -81,7 +86,7 @@ export class MemoryLeasePool implements LeasePoolScript {
     const freshPool = held === undefined;
     const stored: PoolFields = held
       ? { ...held.fields }
-      : { a_u: 0, a_e: 0, a_t: '', a_s: 0, b_u: 0, b_e: 0, b_t: '', b_s: 0, lk: '', le: 0, pr: -1, lc: 0, du: 0, dd: 0, rw: now, rs: 0, rp: 0, la: now };
+      : { a_u: 0, a_e: 0, a_t: '', a_s: 0, b_u: 0, b_e: 0, b_t: '', b_s: 0, lk: '', le: 0, pr: -1, lc: 0, du: 0, dd: 0, rw: now, rs: 0, rp: 0, la: now, ln: 0, an: 0, wd: 0, lw: 0, sh: 0 };
     const p: PoolFields = { ...stored };
 
     let lapsed = 0;
@@ -140,7 +145,7 @@ export class MemoryLeasePool implements LeasePoolScript {
       let recent = p.rs;
       if (p.rp > recent) recent = p.rp;
       const down = p.dd > now ? 1 : 0;
-      return [spent ? 1 : 0, left(), retry, lock ? 1 : 0, recent, p.pr, lapsed, down, resetAfter(), tag ?? newestTag(), now];
+      return [spent ? 1 : 0, left(), retry, lock ? 1 : 0, recent, p.pr, lapsed, down, resetAfter(), tag ?? newestTag(), now, p.wd, 0];
     };
 
     if (op === 'spend' || op === 'take') {
@@ -166,14 +171,34 @@ export class MemoryLeasePool implements LeasePoolScript {
       if (taken > 0 || arg(7) === '1') p.rs = p.rs + cost;
       let retry = 0;
       if (p.du > now) retry = p.du - now;
+      let waitsFor = 0;
+      if (taken === 0 && retry === 0 && p.dd <= now) {
+        waitsFor = num(8);
+        const needs = op === 'take' ? 1 : cost;
+        if (waitsFor > 0 && waitsFor <= p.an && (p.sh === 1 || (p.pr >= 0 && p.pr < needs))) {
+          retry = 1;
+          waitsFor = 0;
+        } else if (waitsFor <= p.an) {
+          p.wd = p.wd + needs;
+          waitsFor = p.ln + 1;
+        }
+      }
       let lock = false;
       if ((taken < cost || left() * 2 <= p.lc) && retry === 0 && p.dd <= now && (p.lk === '' || p.le <= now)) {
         p.lk = token;
         p.le = now + lockMs;
         lock = true;
       }
+      const waiting = p.wd;
+      if (lock) {
+        p.ln = p.ln + 1;
+        p.lw = p.wd;
+        p.wd = 0;
+      }
       save();
       const reply = answer(taken > 0, retry, lock);
+      reply[11] = waiting;
+      reply[12] = waitsFor;
       if (op === 'take') {
         reply[1] = taken;
         if (taken > 0) {
@@ -218,6 +243,8 @@ export class MemoryLeasePool implements LeasePoolScript {
       }
       p.dd = 0;
       if (p.lk === token) {
+        p.an = p.ln;
+        p.sh = added < p.lw ? 1 : 0;
         p.lk = '';
         p.le = 0;
       }

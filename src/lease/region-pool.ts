@@ -27,6 +27,13 @@ export interface PoolAnswer {
   tag: string;
   /** This store's clock when the script ran (epoch ms). */
   storeNow: number;
+  /**
+   * Units the decisions waiting for a refill want; spend, take: those the refill this answer's lock
+   * starts must ask for at least.
+   */
+  waiting: number;
+  /** spend, take: the refill this decision now waits for (pass it with its next look); 0: it does not wait. */
+  waitsFor: number;
 }
 
 /** The pool's key: beside the counter's keys, in the same hash slot (its `{tag}`). */
@@ -36,7 +43,7 @@ export function poolKey(counterKey: string): string {
 
 /** A region pool's operations (RegionCounterStore's view of the region's store); see RegionPool. */
 export interface RegionPoolStore {
-  spend(key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh?: boolean, op?: 'spend' | 'take'): Promise<PoolAnswer>;
+  spend(key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh?: boolean, op?: 'spend' | 'take', waitsFor?: number): Promise<PoolAnswer>;
   add(key: string, grant: PoolGrant, token: string, measureMs: number): Promise<PoolAnswer>;
   fail(key: string, token: string, downMs: number): Promise<PoolAnswer>;
   drain(key: string, idleMs: number): Promise<PoolAnswer>;
@@ -74,10 +81,13 @@ export class RegionPool implements RegionPoolStore {
   /**
    * spend: `cost` units if the pool holds them, all or nothing. take: up to `cost` (a process lease
    * below the region; `left` answers how many, `tag` and `resetAfterMs` theirs). Either asks for the
-   * refill lock when the region should refill.
+   * refill lock when the region should refill. `fresh`: a decision's first look (its demand counts in
+   * the rate). `waitsFor`: the refill a waiting decision waits for, as its last look answered (0 on
+   * the first): once that one has landed and the pool still cannot pay it, it is refused if the parent
+   * admits no more now, else it waits for the next.
    */
-  spend(key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh = true, op: 'spend' | 'take' = 'spend'): Promise<PoolAnswer> {
-    return this.run(key, [op, String(cost), String(Math.ceil(lockMs)), token, String(measureMs), fresh ? '1' : '0']);
+  spend(key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh = true, op: 'spend' | 'take' = 'spend', waitsFor = 0): Promise<PoolAnswer> {
+    return this.run(key, [op, String(cost), String(Math.ceil(lockMs)), token, String(measureMs), fresh ? '1' : '0', String(waitsFor)]);
   }
 
   /**
@@ -126,7 +136,7 @@ export class RegionPool implements RegionPoolStore {
 }
 
 function parsePoolReply(reply: unknown): PoolAnswer {
-  if (!Array.isArray(reply) || reply.length !== 11) throw new Error(`unexpected lease_pool reply ${JSON.stringify(reply)}`);
+  if (!Array.isArray(reply) || reply.length !== 13) throw new Error(`unexpected lease_pool reply ${JSON.stringify(reply)}`);
   const n = (i: number) => {
     const value = Number(reply[i]);
     if (!Number.isFinite(value)) throw new Error(`unexpected number ${JSON.stringify(reply[i])} in lease_pool reply`);
@@ -144,5 +154,7 @@ function parsePoolReply(reply: unknown): PoolAnswer {
     resetAfterMs: n(8),
     tag: String(reply[9] ?? ''),
     storeNow: n(10),
+    waiting: n(11),
+    waitsFor: n(12),
   };
 }

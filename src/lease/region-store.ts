@@ -20,8 +20,12 @@ import { systemClock, type Grant, type LeaseClock, type LeaseEvents } from './ty
  *
  * - Refill ahead: the spend that leaves the pool half empty (or finds it short) hands its server the
  *   region's refill lock (SET NX PX semantics, in the pool), and that server takes a chunk from the
- *   global counter (the algorithm's own script, partial take) off the decision's path. Only a decision
- *   the pool cannot serve waits, and then for one refill of the region, whichever server makes it.
+ *   global counter (the algorithm's own script, partial take) off the decision's path.
+ * - Waiting: only a decision the pool cannot serve waits, for the next refill of the region to start,
+ *   whichever server makes it (that refill asks for what all of them want). Once it has landed, one the
+ *   pool still cannot pay is refused if the global counter could not give them all (it admits no more
+ *   now), as a holder refuses its waiters after a short take; else it waits for the next. A server's
+ *   own refill is awaited; another server's is looked for every WAIT_POLL_MS.
  * - The chunk rule (chunk.ts) without the max_units cap, on what the whole region spent lately (the
  *   pool measures it).
  * - Letting go: units unspent for max_hold, and those of a policy that changed, go back (the
@@ -245,8 +249,10 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const { maxHoldMs } = spec.global;
     const lockMs = this.lockMs;
     let waitingSince: number | undefined;
+    /** The refill of the region this decision waits for (the pool counts it there; 0: none yet). */
+    let waitsFor = 0;
     for (;;) {
-      const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined, op);
+      const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined, op, waitsFor);
       // The pool's store clock as this answer read it, and this server's when it arrived: from then on
       // that store's clock reads at least storeNow + elapsed. Per answer, not per server: a regional
       // Redis Cluster's pools live on nodes whose clocks may differ.
@@ -264,6 +270,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
         this.waited(spec.global, waitingSince);
         throw new CounterStoreUnavailableError('global store unreachable, and this region holds too few units of the global budget');
       }
+      waitsFor = answer.waitsFor;
       waitingSince ??= this.clock.now();
       // Past one lock's life, the lock of a server that died mid-refill has expired and this one takes it.
       if (this.clock.now() - waitingSince > 2 * lockMs) {
@@ -294,11 +301,15 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
    * Never rejects: a failure marks the pool's parent unreachable for a moment and releases the lock.
    */
   private async refill(key: string, keys: string[], spec: GlobalRateSpec, seen: PoolAnswer, storeClock: StoreClock, waiting: number): Promise<void> {
+    const parentRemaining = seen.parentRemaining < 0 ? Infinity : seen.parentRemaining;
     const asked = chunkSize({
       recent: seen.recent,
-      waiting,
+      // The decisions of the region waiting for this refill (CONTRACT: at least the cost of the decisions
+      // waiting), but no more than the parent had left, if that is more than this one's cost: asking
+      // for more gets nothing more, and a parent's retry_after for it would pause the pool for longer.
+      waiting: Math.max(waiting, Math.min(seen.waiting, parentRemaining)),
       maxUnits: Infinity,
-      parentRemaining: seen.parentRemaining < 0 ? Infinity : seen.parentRemaining,
+      parentRemaining,
     });
     if (asked === 0) {
       // Nothing worth asking for ahead of need: let the lock go.

@@ -45,7 +45,7 @@ const stepArb = fc.oneof(
 );
 
 type PoolOp =
-  | { op: 'spend' | 'take'; cost: number; lockMs: number; token: string; measureMs: number; fresh: boolean }
+  | { op: 'spend' | 'take'; cost: number; lockMs: number; token: string; measureMs: number; fresh: boolean; waitsFor: number }
   | { op: 'add'; units: number; expiresIn: number; tag: string; parentRemaining: number; token: string; retryAfterMs: number; asked: number; measureMs: number }
   | { op: 'fail'; token: string; downMs: number }
   | { op: 'drain'; idleMs: number }
@@ -64,6 +64,9 @@ const poolOpArb: fc.Arbitrary<PoolOp> = fc.oneof(
       token: tokenArb,
       measureMs: measureArb,
       fresh: fc.boolean(),
+      // The refill a waiting decision waits for: none yet, or one of the first few (refused or counted
+      // again once it has landed).
+      waitsFor: fc.oneof({ weight: 2, arbitrary: fc.constant(0) }, { weight: 3, arbitrary: fc.integer({ min: 1, max: 4 }) }),
     }),
   },
   {
@@ -73,7 +76,7 @@ const poolOpArb: fc.Arbitrary<PoolOp> = fc.oneof(
       units: fc.oneof({ weight: 1, arbitrary: fc.constant(0) }, { weight: 4, arbitrary: fc.integer({ min: 1, max: 30 }) }),
       expiresIn: fc.constantFrom(-1, 0, 1, 50, 500, 1_000, 5_000, 700_000),
       tag: tagArb,
-      parentRemaining: fc.integer({ min: -1, max: 60 }),
+      parentRemaining: fc.oneof(fc.constantFrom(-1, 0, 0, 1, 2), fc.integer({ min: 0, max: 60 })),
       token: tokenArb,
       retryAfterMs: fc.constantFrom(0, 1, 40, 500),
       asked: fc.integer({ min: 1, max: 30 }),
@@ -97,7 +100,7 @@ function apply(pool: RegionPool, key: string, s: Step, now: number): Promise<Poo
   switch (s.op) {
     case 'spend':
     case 'take':
-      return pool.spend(key, s.cost, s.lockMs, s.token, s.measureMs, s.fresh, s.op);
+      return pool.spend(key, s.cost, s.lockMs, s.token, s.measureMs, s.fresh, s.op, s.waitsFor);
     case 'add':
       return pool.add(
         key,
