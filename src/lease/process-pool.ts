@@ -1,4 +1,4 @@
-import type { DrainedUnits, Grant, Spend, TakenUnits, UnitPool } from './types.js';
+import type { DrainedUnits, Grant, Spend, UnitPool } from './types.js';
 
 /** Units of one grant still unspent. */
 interface Batch {
@@ -35,17 +35,6 @@ export class ProcessUnitPool implements UnitPool {
     return { spent: true, left: held - cost, lapsed };
   }
 
-  take(max: number, now: number): TakenUnits {
-    const lapsed = this.dropLapsed(now);
-    const first = this.batches[0];
-    if (first === undefined) return { units: 0, windowTag: null, spendBy: now, left: 0, lapsed };
-    // From one batch only: the units handed down carry one window and one deadline.
-    const units = Math.min(max, first.units);
-    first.units -= units;
-    if (first.units === 0 && this.batches.length > 1) this.batches.shift();
-    return { units, windowTag: first.windowTag, spendBy: first.spendBy, left: this.held(), lapsed };
-  }
-
   add(grant: Grant, now: number): void {
     if (grant.granted <= 0 || grant.spendBy <= now) return;
     const same = this.batches.find((b) => b.windowTag === grant.windowTag && b.spendBy === grant.spendBy);
@@ -58,12 +47,12 @@ export class ProcessUnitPool implements UnitPool {
     }
   }
 
-  refund(units: number, now: number, windowTag?: string | null): number {
+  refund(units: number, now: number): number {
     this.dropLapsed(now);
-    // A decision's refund joins the newest window's units, a return from below only its own window's;
-    // a batch never holds more than was granted into it, so no refund adds units the parent did not
-    // give (an exact counter's usage never goes below zero either). What does not fit has lapsed.
-    const tag = windowTag === undefined ? this.batches[this.batches.length - 1]?.windowTag : windowTag;
+    // A decision's refund joins the newest window's units; a batch never holds more than was granted
+    // into it, so no refund adds units the parent did not give (an exact counter's usage never goes
+    // below zero either). What does not fit has lapsed.
+    const tag = this.batches[this.batches.length - 1]?.windowTag;
     let left = units;
     for (let i = this.batches.length - 1; i >= 0 && left > 0; i--) {
       const batch = this.batches[i];
