@@ -151,18 +151,28 @@ describe('parity: lua/lease_pool.lua ≡ MemoryLeasePool (fast-check)', function
     return Object.fromEntries(Object.entries(hash).map(([f, v]) => [f, STRING_FIELDS.has(f) ? v : Number(v)]));
   }
 
+  /** The script on Redis and the port, each behind a RegionPool, at the instants of `clock`; two fresh pool keys. */
+  function bothPools() {
+    const clock = { now: T0 };
+    const memory = new MemoryLeasePool(() => clock.now);
+    const prefix = randomPrefix();
+    return {
+      clock,
+      redisPool: new RegionPool(store, () => clock.now),
+      memory,
+      memoryPool: new RegionPool(memory),
+      keys: [poolKey(`${prefix}{k0}:fixed_window`), poolKey(`${prefix}{k1}:fixed_window`)],
+    };
+  }
+
   it('random operation sequences give identical answers and leave identical pools', async () => {
     await fc.assert(
       fc.asyncProperty(stepsArb(stepArb), async (steps) => {
-        let now = T0;
-        const redisPool = new RegionPool(store, () => now);
-        const memory = new MemoryLeasePool(() => now);
-        const memoryPool = new RegionPool(memory);
-        const prefix = randomPrefix();
-        const keys = [poolKey(`${prefix}{k0}:fixed_window`), poolKey(`${prefix}{k1}:fixed_window`)];
+        const { clock, redisPool, memory, memoryPool, keys } = bothPools();
         const trace: string[] = [];
         for (const [i, s] of steps.entries()) {
-          now += s.step;
+          clock.now += s.step;
+          const now = clock.now;
           const key = keys[s.key];
           const what = describeStep(i, s, now);
           // The store's expiry, by the simulated clock: the port's, checked below against the script's TTL.
@@ -202,21 +212,16 @@ describe('parity: lua/lease_pool.lua ≡ MemoryLeasePool (fast-check)', function
     const shortStep = fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 3, arbitrary: fc.integer({ min: 1, max: 1_500 }) });
     await fc.assert(
       fc.asyncProperty(stepsArb(shortStep), fc.array(fc.integer({ min: 1, max: 12 }), { minLength: 1, maxLength: 4 }), async (steps, groupSizes) => {
-        let now = T0;
-        const redisPool = new RegionPool(store, () => now);
-        const memory = new MemoryLeasePool(() => now);
-        const memoryPool = new RegionPool(memory);
-        const prefix = randomPrefix();
-        const keys = [poolKey(`${prefix}{k0}:fixed_window`), poolKey(`${prefix}{k1}:fixed_window`)];
+        const { clock, redisPool, memory, memoryPool, keys } = bothPools();
         for (let start = 0, group = 0; start < steps.length; group++) {
           const batch = steps.slice(start, start + groupSizes[group % groupSizes.length]);
           // All issued in one turn (one batch script call), each at its own instant.
           const fromRedis = batch.map((s) => {
-            now += s.step;
-            return { s, now, answer: apply(redisPool, keys[s.key], s, now) };
+            clock.now += s.step;
+            return { s, at: clock.now, answer: apply(redisPool, keys[s.key], s, clock.now) };
           });
-          for (const [i, { s, now: at, answer }] of fromRedis.entries()) {
-            now = at;
+          for (const [i, { s, at, answer }] of fromRedis.entries()) {
+            clock.now = at;
             const fromMemory = await apply(memoryPool, keys[s.key], s, at);
             expect(fromMemory, describeStep(start + i, s, at)).to.deep.equal(await answer);
           }
