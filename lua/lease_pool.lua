@@ -19,10 +19,14 @@
 --            dd           parent unreachable until (decisions that do not fit fail at once)
 --            rw rs rp     demand measure: period start, units spent (or wanted and not found) in it, in the previous period
 --            la           last spend (idle return)
+--            ln an        refills started (refill locks given), and the last of them that landed (its add)
+--            wd           units the decisions waiting for the next refill want (it asks for them at least)
+--            lw sh        what those waiting for the last refill started wanted, and 1 when the last refill
+--                         that landed brought fewer units than that (the parent could not serve them all)
 -- ARGV[1]  now, epoch ms; '' = Redis TIME
 -- ARGV[2]  operation; its arguments follow (ARGV[3] onwards):
---            spend  cost lock_ms token measure_ms fresh
---            take   n lock_ms token measure_ms fresh (up to n: a process lease below the region)
+--            spend  cost lock_ms token measure_ms fresh waits_for
+--            take   n lock_ms token measure_ms fresh waits_for (up to n: a process lease below the region)
 --            add    units expires_at tag parent_remaining token retry_after_ms asked measure_ms
 --            fail   token down_ms          (a refill could not reach the parent)
 --            drain  idle_ms                (every live unit out if none was spent for idle_ms; 0 = now)
@@ -33,14 +37,18 @@
 -- ARGV[5]  spend, take: token; add: tag; refund: below
 -- ARGV[6]  spend, take: measure_ms; add: parent_remaining
 -- ARGV[7]  spend, take: fresh (1: a first try, so its demand counts once); add: token
--- ARGV[8]  add: retry_after_ms (when no unit was granted)
+-- ARGV[8]  spend, take: waits_for (the refill this decision waits for, as the last answer said; 0: none);
+--          add: retry_after_ms (when no unit was granted)
 -- ARGV[9]  add: asked (the chunk asked for)
 -- ARGV[10] add: measure_ms
 -- Returns  {spent 1/0, left, retry_after_ms, lock 1/0, recent, parent_remaining, lapsed, down 1/0,
---          reset_after_ms, tag, now}: `left` the live units after the operation, `recent` the units
---          wanted over the last measure period (the chunk rule's rate), `lapsed` units that expired
+--          reset_after_ms, tag, now, waiting, waits_for}: `left` the live units after the operation,
+--          `recent` the units wanted over the last measure period (the chunk rule's rate), `lapsed` units that expired
 --          unspent (or were dropped) during this call, `reset_after_ms` until the newest live units
---          expire, `tag` their window tag, `now` this store's clock as the script read it. Except:
+--          expire, `tag` their window tag, `now` this store's clock as the script read it, `waiting`
+--          the units the decisions waiting for a refill want (spend, take: those the refill this call
+--          starts must ask for), `waits_for` (spend, take) the refill this decision now waits for (0:
+--          it does not wait). Except:
 --          take answers in `left` the units taken, with their tag and reset_after_ms until they expire;
 --          drain the units taken out and their tag; refund the units taken back.
 
@@ -52,7 +60,7 @@ local op = ARGV[2]
 local POOL_TTL_MS = 600000
 
 -- Every field, with its value when absent; `p` holds them as numbers (strings for the tags and the lock).
-local FIELDS = { 'a_u', 'a_e', 'a_t', 'a_s', 'b_u', 'b_e', 'b_t', 'b_s', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la' }
+local FIELDS = { 'a_u', 'a_e', 'a_t', 'a_s', 'b_u', 'b_e', 'b_t', 'b_s', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la', 'ln', 'an', 'wd', 'lw', 'sh' }
 local STRINGS = { a_t = true, b_t = true, lk = true }
 local ABSENT = { pr = -1, rw = now, la = now }
 local p = {}
@@ -148,7 +156,8 @@ local function answer(spent, retry, lock, tag)
   local down = 0
   if p.dd > now then down = 1 end
   return { spent and 1 or 0, reply_number(left()), reply_number(retry), lock and 1 or 0, reply_number(recent),
-    reply_number(p.pr), reply_number(lapsed), down, reply_number(reset_after()), tag or newest_tag(), reply_number(now) }
+    reply_number(p.pr), reply_number(lapsed), down, reply_number(reset_after()), tag or newest_tag(), reply_number(now),
+    reply_number(p.wd), 0 }
 end
 
 if op == 'spend' or op == 'take' then
@@ -185,6 +194,26 @@ if op == 'spend' or op == 'take' then
   end
   local retry = 0
   if p.du > now then retry = p.du - now end
+  -- A decision the pool cannot pay waits for a refill: it counts in what the next refill to start asks
+  -- for, and counts again only once that one has landed without it being paid.
+  local waits_for = 0
+  if units == 0 and retry == 0 and p.dd <= now then
+    waits_for = tonumber(ARGV[8])
+    local needs = cost
+    if op == 'take' then needs = 1 end
+    if waits_for > 0 and waits_for <= p.an and (p.sh == 1 or (p.pr >= 0 and p.pr < needs)) then
+      -- The refill it waited for has landed, the pool still cannot pay it, and the parent could not
+      -- give what the decisions waiting wanted, or had less than it needs left: the parent admits no
+      -- more now. Refused, as a holder refuses its waiters after a short take (under demand beyond the
+      -- limit, waiting on would never end).
+      retry = 1
+      waits_for = 0
+    elseif waits_for <= p.an then
+      -- (A process lease's take counts one unit: any unit serves it.)
+      p.wd = p.wd + needs
+      waits_for = p.ln + 1
+    end
+  end
   -- Refill ahead once half of the last chunk is spent, or now for a demand that does not fit; never
   -- while the parent is exhausted or unreachable, and only one server at a time.
   local lock = false
@@ -193,8 +222,17 @@ if op == 'spend' or op == 'take' then
     p.le = now + lock_ms
     lock = true
   end
+  local waiting = p.wd
+  if lock then
+    -- This refill serves the decisions waiting so far (`waiting`); later ones wait for the next.
+    p.ln = p.ln + 1
+    p.lw = p.wd
+    p.wd = 0
+  end
   save()
   local reply = answer(units > 0, retry, lock)
+  reply[12] = reply_number(waiting)
+  reply[13] = reply_number(waits_for)
   if op == 'take' then
     -- The units taken, their window tag, and how long they may still be spent.
     reply[2] = reply_number(units)
@@ -244,6 +282,9 @@ if op == 'add' then
   end
   p.dd = 0
   if p.lk == token then
+    -- The latest refill started has landed: the decisions that waited for it look again.
+    p.an = p.ln
+    if units < p.lw then p.sh = 1 else p.sh = 0 end
     p.lk = ''
     p.le = 0
   end

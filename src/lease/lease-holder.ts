@@ -1,7 +1,7 @@
 import { CounterStoreUnavailableError } from '../errors.js';
 import type { CounterResult } from '../counters/counter-store.js';
 import { chunkSize, SpendRate } from './chunk.js';
-import type { Grant, LeaseClock, LeaseEvents, LeaseLimits, LeaseParent, MaybePromise, Spend, UnitPool } from './types.js';
+import type { LeaseClock, LeaseEvents, LeaseLimits, LeaseParent, MaybePromise, Spend, UnitPool } from './types.js';
 
 export interface LeaseHolderOptions extends LeaseLimits {
   parent: LeaseParent;
@@ -10,13 +10,13 @@ export interface LeaseHolderOptions extends LeaseLimits {
   events?: LeaseEvents;
 }
 
-/**
- * Waiting for a refill because the pool could not pay: a decision (`spend` its cost) or a holder below
- * this one (`take` up to `cost` units).
- */
-type Waiter =
-  | { kind: 'spend'; cost: number; since: number; resolve(result: CounterResult): void; reject(error: unknown): void }
-  | { kind: 'take'; cost: number; since: number; resolve(grant: Grant): void; reject(error: unknown): void };
+/** A decision waiting for a refill because the pool could not pay its cost. */
+interface Waiter {
+  cost: number;
+  since: number;
+  resolve(result: CounterResult): void;
+  reject(error: unknown): void;
+}
 
 /**
  * One counter's capacity lease at one level (CONTRACT "Capacity lease: the mechanism"): answers
@@ -102,22 +102,6 @@ export class LeaseHolder {
     return { ...this.answer(true, await this.pool.available(now), 0, now), accepted };
   }
 
-  /**
-   * This holder as the parent of holders below it (region → process): a partial take from its units,
-   * waiting for a refill only when it holds none; returns go back to the units of their window.
-   */
-  asParent(): LeaseParent {
-    return {
-      take: (n) => this.takeForChild(n),
-      giveBack: async (units, windowTag) => {
-        const now = this.clock.now();
-        const accepted = await this.pool.refund(units, now, windowTag);
-        return accepted;
-      },
-      peek: () => this.peek(),
-    };
-  }
-
   /** Returns every unspent unit to the parent (window-checked) and closes; waits for a refill in flight. */
   async letGo(): Promise<void> {
     if (this.closed) return;
@@ -142,7 +126,7 @@ export class LeaseHolder {
 
   private wait(cost: number, now: number): Promise<CounterResult> {
     return new Promise<CounterResult>((resolve, reject) => {
-      this.waiters.push({ kind: 'spend', cost, since: now, resolve, reject });
+      this.waiters.push({ cost, since: now, resolve, reject });
       this.startRefill();
     });
   }
@@ -200,19 +184,6 @@ export class LeaseHolder {
     await this.serveWaiters(exhausted);
     this.filledTo = await this.pool.available(this.clock.now());
     if (this.closed) await this.giveBackAll();
-    else void this.giveBackExpired();
-  }
-
-  /**
-   * A bucket's units held past max_hold are no longer spent here; they go back with the next refill
-   * (off the decision's path) rather than only when the holder lets go, so a busy holder does not keep
-   * them from the other holders.
-   */
-  private async giveBackExpired(): Promise<void> {
-    const expired = this.pool.takeExpired?.() ?? 0;
-    if (expired <= 0) return;
-    const lapsed = await this.returnUnits(expired, null);
-    if (lapsed > 0) this.events.lapsed?.(lapsed);
   }
 
   /** After a refill: waiters the pool can pay are admitted; when the parent is exhausted the rest are refused. */
@@ -220,17 +191,6 @@ export class LeaseHolder {
     const waiting = this.waiters.splice(0);
     for (const waiter of waiting) {
       const now = this.clock.now();
-      if (waiter.kind === 'take') {
-        const taken = await this.pool.take(waiter.cost, now);
-        if (taken.lapsed > 0) this.events.lapsed?.(taken.lapsed);
-        if (taken.units > 0 || exhausted || this.closed) {
-          if (taken.units > 0) this.spending.add(taken.units, now);
-          waiter.resolve(this.grantOf(taken.units, taken.windowTag, taken.spendBy, now, taken.left));
-        } else {
-          this.waiters.push(waiter);
-        }
-        continue;
-      }
       const spend = await this.pool.spend(waiter.cost, now);
       if (spend.lapsed > 0) this.events.lapsed?.(spend.lapsed);
       this.events.waited?.(Math.max(0, now - waiter.since) / 1000);
@@ -248,28 +208,6 @@ export class LeaseHolder {
   private failWaiters(error: unknown): void {
     const failed = error instanceof CounterStoreUnavailableError ? error : new CounterStoreUnavailableError('lease parent failed', error);
     for (const waiter of this.waiters.splice(0)) waiter.reject(failed);
-  }
-
-  private async takeForChild(n: number): Promise<Grant> {
-    const now = this.clock.now();
-    this.touch(now);
-    const taken = await this.pool.take(n, now);
-    if (taken.lapsed > 0) this.events.lapsed?.(taken.lapsed);
-    if (taken.units === 0) {
-      // Nothing held: wait for a refill, then take what it brought.
-      return new Promise<Grant>((resolve, reject) => {
-        this.waiters.push({ kind: 'take', cost: n, since: now, resolve, reject });
-        this.startRefill();
-      });
-    }
-    this.spending.add(taken.units, now);
-    if (taken.left * 2 <= this.filledTo) this.refillAhead();
-    return this.grantOf(taken.units, taken.windowTag, taken.spendBy, now, taken.left);
-  }
-
-  private grantOf(units: number, windowTag: string | null, spendBy: number, now: number, left = 0): Grant {
-    const result = this.answer(units > 0, left, units > 0 ? 0 : Math.max(1, this.parentRetryAfterMs), now);
-    return { granted: units, remaining: result.remaining, retryAfterMs: result.retryAfterMs, resetAfterMs: result.resetAfterMs, windowTag, spendBy };
   }
 
   /** remaining = what the parent could still admit at its last answer plus what this holder holds. */

@@ -1,4 +1,4 @@
-import type { DrainedUnits, Grant, Spend, TakenUnits, UnitPool } from './types.js';
+import type { DrainedUnits, Grant, Spend, UnitPool } from './types.js';
 
 /** Units of one grant still unspent. */
 interface Batch {
@@ -17,12 +17,6 @@ interface Batch {
  */
 export class ProcessUnitPool implements UnitPool {
   private batches: Batch[] = [];
-  /**
-   * A bucket's units past their spendBy: no longer spendable here, but still good to give back (a
-   * bucket's return is an ordinary refund, safe at any time), so they go back with the next drain
-   * instead of lapsing.
-   */
-  private expired = 0;
 
   spend(cost: number, now: number): Spend {
     const lapsed = this.dropLapsed(now);
@@ -41,17 +35,6 @@ export class ProcessUnitPool implements UnitPool {
     return { spent: true, left: held - cost, lapsed };
   }
 
-  take(max: number, now: number): TakenUnits {
-    const lapsed = this.dropLapsed(now);
-    const first = this.batches[0];
-    if (first === undefined) return { units: 0, windowTag: null, spendBy: now, left: 0, lapsed };
-    // From one batch only: the units handed down carry one window and one deadline.
-    const units = Math.min(max, first.units);
-    first.units -= units;
-    if (first.units === 0 && this.batches.length > 1) this.batches.shift();
-    return { units, windowTag: first.windowTag, spendBy: first.spendBy, left: this.held(), lapsed };
-  }
-
   add(grant: Grant, now: number): void {
     if (grant.granted <= 0 || grant.spendBy <= now) return;
     const same = this.batches.find((b) => b.windowTag === grant.windowTag && b.spendBy === grant.spendBy);
@@ -64,12 +47,12 @@ export class ProcessUnitPool implements UnitPool {
     }
   }
 
-  refund(units: number, now: number, windowTag?: string | null): number {
+  refund(units: number, now: number): number {
     this.dropLapsed(now);
-    // A decision's refund joins the newest window's units, a return from below only its own window's;
-    // a batch never holds more than was granted into it, so no refund adds units the parent did not
-    // give (an exact counter's usage never goes below zero either). What does not fit has lapsed.
-    const tag = windowTag === undefined ? this.batches[this.batches.length - 1]?.windowTag : windowTag;
+    // A decision's refund joins the newest window's units; a batch never holds more than was granted
+    // into it, so no refund adds units the parent did not give (an exact counter's usage never goes
+    // below zero either). What does not fit has lapsed.
+    const tag = this.batches[this.batches.length - 1]?.windowTag;
     let left = units;
     for (let i = this.batches.length - 1; i >= 0 && left > 0; i--) {
       const batch = this.batches[i];
@@ -91,10 +74,6 @@ export class ProcessUnitPool implements UnitPool {
     let lapsed = this.dropLapsed(now);
     const newest = this.batches[this.batches.length - 1];
     let units = 0;
-    if (newest === undefined || newest.windowTag === null) {
-      units = this.expired;
-      this.expired = 0;
-    }
     for (const batch of this.batches) {
       // Units of an older window than the newest cannot go back to a parent that has moved on.
       if (batch.windowTag === newest.windowTag) units += batch.units;
@@ -104,26 +83,22 @@ export class ProcessUnitPool implements UnitPool {
     return { units, windowTag: newest?.windowTag ?? null, lapsed };
   }
 
-  takeExpired(): number {
-    const expired = this.expired;
-    this.expired = 0;
-    return expired;
-  }
-
   private held(): number {
     let held = 0;
     for (const batch of this.batches) held += batch.units;
     return held;
   }
 
-  /** Drops the batches whose spendBy has come; answers how many units lapsed with them (a bucket's are kept to give back). */
+  /**
+   * Drops the batches whose spendBy has come; answers how many units lapsed with them. A bucket's too:
+   * given back later than max_hold after it left, a unit would join the tokens the bucket refilled
+   * meanwhile, and it could admit more than burst + rate × (T + H).
+   */
   private dropLapsed(now: number): number {
     if (this.batches.length === 0 || this.batches[0].spendBy > now) return 0;
     let lapsed = 0;
     for (const batch of this.batches) {
-      if (batch.spendBy > now) continue;
-      if (batch.windowTag === null) this.expired += batch.units;
-      else lapsed += batch.units;
+      if (batch.spendBy <= now) lapsed += batch.units;
     }
     this.batches = this.batches.filter((b) => b.spendBy > now);
     return lapsed;

@@ -1,5 +1,3 @@
-import type { RedisCounterStore } from '../counters/redis-store.js';
-
 /**
  * A region's units of one `budget: "global"` counter, kept in the region's store by
  * `lua/lease_pool.lua` (one script for every algorithm), so every server of the region spends from the
@@ -29,6 +27,13 @@ export interface PoolAnswer {
   tag: string;
   /** This store's clock when the script ran (epoch ms). */
   storeNow: number;
+  /**
+   * Units the decisions waiting for a refill want; spend, take: those the refill this answer's lock
+   * starts must ask for at least.
+   */
+  waiting: number;
+  /** spend, take: the refill this decision now waits for (pass it with its next look); 0: it does not wait. */
+  waitsFor: number;
 }
 
 /** The pool's key: beside the counter's keys, in the same hash slot (its `{tag}`). */
@@ -36,27 +41,60 @@ export function poolKey(counterKey: string): string {
   return `${counterKey}:pool`;
 }
 
-export class RegionPool {
+/** A region pool's operations (RegionCounterStore's view of the region's store); see RegionPool. */
+export interface RegionPoolStore {
+  spend(key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh?: boolean, op?: 'spend' | 'take', waitsFor?: number): Promise<PoolAnswer>;
+  add(key: string, grant: PoolGrant, token: string, measureMs: number): Promise<PoolAnswer>;
+  fail(key: string, token: string, downMs: number): Promise<PoolAnswer>;
+  drain(key: string, idleMs: number): Promise<PoolAnswer>;
+  refund(key: string, units: number, below?: { tag: string }): Promise<PoolAnswer>;
+  peek(key: string): Promise<PoolAnswer>;
+}
+
+/** What a refill brings to the pool. */
+export interface PoolGrant {
+  units: number;
+  /** This store's clock. */
+  expiresAt: number;
+  tag: string;
+  parentRemaining: number;
+  retryAfterMs: number;
+  asked: number;
+}
+
+/**
+ * Where the pool script runs: the region's Redis (RedisCounterStore, lua/lease_pool.lua) or its
+ * in-memory port (MemoryLeasePool). `args` are the script's ARGV after `now` (absent: the store's clock).
+ */
+export interface LeasePoolScript {
+  leasePool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T>;
+}
+
+/** The pool's operations as ARGV of the pool script, and its replies as PoolAnswers. */
+export class RegionPool implements RegionPoolStore {
   /** `now`: tests only, an explicit time for the script instead of the store's TIME. */
   constructor(
-    private readonly store: RedisCounterStore,
+    private readonly store: LeasePoolScript,
     private readonly now?: () => number,
   ) {}
 
   /**
    * spend: `cost` units if the pool holds them, all or nothing. take: up to `cost` (a process lease
    * below the region; `left` answers how many, `tag` and `resetAfterMs` theirs). Either asks for the
-   * refill lock when the region should refill.
+   * refill lock when the region should refill. `fresh`: a decision's first look (its demand counts in
+   * the rate). `waitsFor`: the refill a waiting decision waits for, as its last look answered (0 on
+   * the first): once that one has landed and the pool still cannot pay it, it is refused if the parent
+   * admits no more now, else it waits for the next.
    */
-  spend(key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh = true, op: 'spend' | 'take' = 'spend'): Promise<PoolAnswer> {
-    return this.run(key, [op, String(cost), String(Math.ceil(lockMs)), token, String(measureMs), fresh ? '1' : '0']);
+  spend(key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh = true, op: 'spend' | 'take' = 'spend', waitsFor = 0): Promise<PoolAnswer> {
+    return this.run(key, [op, String(cost), String(Math.ceil(lockMs)), token, String(measureMs), fresh ? '1' : '0', String(waitsFor)]);
   }
 
   /**
    * Adds what a refill took from the parent, live until `expiresAt` by this store's clock, and releases
    * the lock `token` holds. `units` 0: the parent admits nothing for `retryAfterMs`.
    */
-  add(key: string, grant: { units: number; expiresAt: number; tag: string; parentRemaining: number; retryAfterMs: number; asked: number }, token: string, measureMs: number): Promise<PoolAnswer> {
+  add(key: string, grant: PoolGrant, token: string, measureMs: number): Promise<PoolAnswer> {
     return this.run(key, [
       'add',
       String(grant.units),
@@ -98,7 +136,7 @@ export class RegionPool {
 }
 
 function parsePoolReply(reply: unknown): PoolAnswer {
-  if (!Array.isArray(reply) || reply.length !== 11) throw new Error(`unexpected lease_pool reply ${JSON.stringify(reply)}`);
+  if (!Array.isArray(reply) || reply.length !== 13) throw new Error(`unexpected lease_pool reply ${JSON.stringify(reply)}`);
   const n = (i: number) => {
     const value = Number(reply[i]);
     if (!Number.isFinite(value)) throw new Error(`unexpected number ${JSON.stringify(reply[i])} in lease_pool reply`);
@@ -116,5 +154,7 @@ function parsePoolReply(reply: unknown): PoolAnswer {
     resetAfterMs: n(8),
     tag: String(reply[9] ?? ''),
     storeNow: n(10),
+    waiting: n(11),
+    waitsFor: n(12),
   };
 }

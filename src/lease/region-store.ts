@@ -6,9 +6,10 @@ import type { GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec
 import { connectRedisCounterStore, type CounterStoreErrorEvent, type RedisCounterStore } from '../counters/redis-store.js';
 import type { RegionConfig } from '../config.js';
 import { chunkSize } from './chunk.js';
-import { poolKey, RegionPool, type PoolAnswer } from './region-pool.js';
+import type { LendingStore } from './process-leases.js';
+import { poolKey, RegionPool, type PoolAnswer, type RegionPoolStore } from './region-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
-import type { Grant, LeaseClock, LeaseEvents } from './types.js';
+import { systemClock, type Grant, type LeaseClock, type LeaseEvents } from './types.js';
 
 /**
  * The counter store of a server in a region (docs/distribution.md). Policies with a regional budget
@@ -19,8 +20,12 @@ import type { Grant, LeaseClock, LeaseEvents } from './types.js';
  *
  * - Refill ahead: the spend that leaves the pool half empty (or finds it short) hands its server the
  *   region's refill lock (SET NX PX semantics, in the pool), and that server takes a chunk from the
- *   global counter (the algorithm's own script, partial take) off the decision's path. Only a decision
- *   the pool cannot serve waits, and then for one refill of the region, whichever server makes it.
+ *   global counter (the algorithm's own script, partial take) off the decision's path.
+ * - Waiting: only a decision the pool cannot serve waits, for the next refill of the region to start,
+ *   whichever server makes it (that refill asks for what all of them want). Once it has landed, one the
+ *   pool still cannot pay is refused if the global counter could not give them all (it admits no more
+ *   now), as a holder refuses its waiters after a short take; else it waits for the next. A server's
+ *   own refill is awaited; another server's is looked for every WAIT_POLL_MS.
  * - The chunk rule (chunk.ts) without the max_units cap, on what the whole region spent lately (the
  *   pool measures it).
  * - Letting go: units unspent for max_hold, and those of a policy that changed, go back (the
@@ -29,23 +34,34 @@ import type { Grant, LeaseClock, LeaseEvents } from './types.js';
  *
  * `sliding_window_log` and concurrency have no leases: with a global budget each of their operations
  * goes to the global store (exact, at the global store's latency).
+ *
+ * Stores, pool, clock and timers are injected: production wires Redis stores and the system clock
+ * (`connectRegionCounterStore`); the lease simulation runs this very code against in-memory ones.
  */
-export interface RegionStoreOptions {
+export interface RegionStoreOptions<Regional extends RegionSideStore = RedisCounterStore> {
   /** This region's store (RL_COUNTERSTORE_ADDR). */
-  regional: RedisCounterStore;
+  regional: Regional;
+  /** The pool of the region's units, in the region's store (RegionPool over `regional` in production). */
+  pool: RegionPoolStore;
   /** The global store (RL_GLOBAL_COUNTERSTORE_ADDR). */
-  global: RedisCounterStore;
+  global: RegionSideStore;
   /** RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: the longest a refill may take. */
   globalTimeoutMs: number;
   /** RL_COUNTERSTORE_TIMEOUT_MS: with the global timeout, how long the region's refill lock lasts. */
   regionalTimeoutMs: number;
   /** The metric hooks of the region holder of one policy (level `region`). */
   events?: (policyId: string) => LeaseEvents;
-  /** A monotonic clock in ms (default performance.now): only durations are taken from it. */
-  clock?: () => number;
+  /**
+   * This server's clock (default systemClock: performance.now, unref'd timers). Only durations are taken
+   * from it; its timers pace the idle sweep and a waiting decision's looks at the pool.
+   */
+  clock?: LeaseClock;
   /** How often units unspent for max_hold are looked for (default 250 ms; 0 = never, for tests). */
   sweepIntervalMs?: number;
 }
+
+/** A store on either side of a region: the counter operations with leases, and (Redis) its failures. */
+export type RegionSideStore = LendingStore & { onError?(listener: (event: CounterStoreErrorEvent) => void): () => void };
 
 const LEASED_TYPES = new Set(['fixed_window', 'sliding_window_counter', 'token_bucket', 'leaky_bucket', 'quota']);
 const WINDOW_TYPES = new Set(['fixed_window', 'sliding_window_counter', 'quota']);
@@ -74,8 +90,10 @@ export function connectRegionCounterStore(options: {
   events?: (policyId: string) => LeaseEvents;
 }): RegionCounterStore {
   const { region } = options;
+  const regional = connectRedisCounterStore(options.counterStoreAddr, { commandTimeoutMs: options.counterStoreTimeoutMs });
   return new RegionCounterStore({
-    regional: connectRedisCounterStore(options.counterStoreAddr, { commandTimeoutMs: options.counterStoreTimeoutMs }),
+    regional,
+    pool: new RegionPool(regional),
     global: connectRedisCounterStore(region.globalStoreAddr, { commandTimeoutMs: region.globalTimeoutMs, connectionName: 'rl-global-counter-store' }),
     globalTimeoutMs: region.globalTimeoutMs,
     regionalTimeoutMs: options.counterStoreTimeoutMs,
@@ -83,14 +101,14 @@ export function connectRegionCounterStore(options: {
   });
 }
 
-export class RegionCounterStore implements CounterStore {
+export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterStore> implements CounterStore {
   /** This region's store (RL_COUNTERSTORE_ADDR). */
-  readonly regional: RedisCounterStore;
-  private readonly global: RedisCounterStore;
-  private readonly pool: RegionPool;
-  private readonly clock: () => number;
-  /** The same clock for the store parent (only `now` is used). */
-  private readonly leaseClock: LeaseClock;
+  readonly regional: Regional;
+  private readonly global: RegionSideStore;
+  private readonly pool: RegionPoolStore;
+  private readonly clock: LeaseClock;
+  /** ms a refill may take, its lock held: one global call and one regional one. */
+  private readonly lockMs: number;
   private readonly eventsOf: (policyId: string) => LeaseEvents;
   /** The hooks of each policy's holder, made once per policy version. */
   private readonly events = new WeakMap<GlobalBudget, LeaseEvents>();
@@ -98,21 +116,21 @@ export class RegionCounterStore implements CounterStore {
   private readonly token = randomUUID();
   /** Pools this server spent from lately, by pool key: the idle sweep and policy changes return their units. */
   private readonly tracked = new Map<string, Tracked>();
-  private readonly sweeper: NodeJS.Timeout | undefined;
+  /** This server's refill in flight, by pool key: its waiting decisions wait for it, not for a timer. */
+  private readonly refills = new Map<string, Promise<void>>();
+  private sweeper: unknown;
   private sweeping = false;
+  private closed = false;
 
-  constructor(private readonly options: RegionStoreOptions) {
+  constructor(private readonly options: RegionStoreOptions<Regional>) {
     this.regional = options.regional;
     this.global = options.global;
-    this.pool = new RegionPool(options.regional);
-    this.clock = options.clock ?? (() => performance.now());
-    this.leaseClock = { now: this.clock, setTimer: () => undefined, clearTimer: () => undefined };
+    this.pool = options.pool;
+    this.clock = options.clock ?? systemClock;
+    this.lockMs = options.globalTimeoutMs + options.regionalTimeoutMs;
     this.eventsOf = options.events ?? (() => ({}));
     const interval = options.sweepIntervalMs ?? 250;
-    if (interval > 0) {
-      this.sweeper = setInterval(() => void this.sweep(), interval);
-      this.sweeper.unref();
-    }
+    if (interval > 0) this.armSweep(interval);
   }
 
   consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
@@ -185,8 +203,8 @@ export class RegionCounterStore implements CounterStore {
 
   /** Failed operations of either store (the dashboard shows the last one's kind). */
   onError(listener: (event: CounterStoreErrorEvent) => void): () => void {
-    const off = [this.regional.onError(listener), this.global.onError(listener)];
-    return () => off.forEach((unsubscribe) => unsubscribe());
+    const off = [this.regional.onError?.(listener), this.global.onError?.(listener)];
+    return () => off.forEach((unsubscribe) => unsubscribe?.());
   }
 
   /** A policy changed (or went): its pools' unspent units go back, counted under the limit they were taken for. */
@@ -205,7 +223,8 @@ export class RegionCounterStore implements CounterStore {
   }
 
   async close(): Promise<void> {
-    if (this.sweeper) clearInterval(this.sweeper);
+    this.closed = true;
+    if (this.sweeper !== undefined) this.clock.clearTimer(this.sweeper);
     await Promise.all([this.regional.close(), this.global.close()]);
   }
 
@@ -220,24 +239,29 @@ export class RegionCounterStore implements CounterStore {
 
   /**
    * Spends `cost` from the region's pool (`take`: up to `cost`, for a process lease below the region),
-   * waiting only when the pool cannot serve it: for this server's refill, or for another's. Answers
-   * once served or refused (the parent admits nothing now); throws CounterStoreUnavailableError when
-   * the pool is short and the global store unreachable (the failure mode then answers).
+   * waiting only when the pool cannot serve it: for this server's refill of the pool, or for another
+   * server's. Answers once served or refused (the parent admits nothing now); throws
+   * CounterStoreUnavailableError when the pool is short and the global store unreachable (the failure
+   * mode then answers).
    */
   private async fromPool(op: 'spend' | 'take', keys: string[], spec: GlobalRateSpec, cost: number): Promise<PoolAnswer> {
     const key = poolKey(keys[0]);
     const { maxHoldMs } = spec.global;
-    const lockMs = this.options.globalTimeoutMs + this.options.regionalTimeoutMs;
+    const lockMs = this.lockMs;
     let waitingSince: number | undefined;
+    /** The refill of the region this decision waits for (the pool counts it there; 0: none yet). */
+    let waitsFor = 0;
     for (;;) {
-      const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined, op);
+      const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined, op, waitsFor);
       // The pool's store clock as this answer read it, and this server's when it arrived: from then on
       // that store's clock reads at least storeNow + elapsed. Per answer, not per server: a regional
       // Redis Cluster's pools live on nodes whose clocks may differ.
-      const storeClock: StoreClock = { storeNow: answer.storeNow, localAt: this.clock() };
+      const storeClock: StoreClock = { storeNow: answer.storeNow, localAt: this.clock.now() };
       this.track(key, keys, spec);
       this.noteLapsed(spec.global, answer.lapsed);
-      const refill = answer.lock ? this.refill(key, keys, spec, answer, storeClock, cost) : undefined;
+      // The lock is this server's: refill (even with a refill of its own on its way, whose add may have
+      // released an earlier lock already). Else wait for this server's refill of the pool, if any.
+      const refill = answer.lock ? this.startRefill(key, keys, spec, answer, storeClock, cost) : this.refills.get(key);
       if (answer.spent || answer.retryAfterMs > 0) {
         this.waited(spec.global, waitingSince);
         return answer;
@@ -246,16 +270,30 @@ export class RegionCounterStore implements CounterStore {
         this.waited(spec.global, waitingSince);
         throw new CounterStoreUnavailableError('global store unreachable, and this region holds too few units of the global budget');
       }
-      waitingSince ??= this.clock();
+      waitsFor = answer.waitsFor;
+      waitingSince ??= this.clock.now();
       // Past one lock's life, the lock of a server that died mid-refill has expired and this one takes it.
-      if (this.clock() - waitingSince > 2 * lockMs) {
+      if (this.clock.now() - waitingSince > 2 * lockMs) {
         this.waited(spec.global, waitingSince);
         throw new CounterStoreUnavailableError(`no refill of the region's units within ${Math.round(2 * lockMs)} ms`);
       }
-      // This server refills: wait for it. Another does: look again shortly.
+      // This server refills the pool: wait for that refill. Another server does: look again shortly
+      // (its refill's end reaches this server only through the pool).
       if (refill) await refill;
-      else await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
+      else await this.sleep(WAIT_POLL_MS);
     }
+  }
+
+  private startRefill(key: string, keys: string[], spec: GlobalRateSpec, seen: PoolAnswer, storeClock: StoreClock, waiting: number): Promise<void> {
+    const refill = this.refill(key, keys, spec, seen, storeClock, waiting).finally(() => {
+      if (this.refills.get(key) === refill) this.refills.delete(key);
+    });
+    this.refills.set(key, refill);
+    return refill;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => this.clock.setTimer(resolve, ms));
   }
 
   /**
@@ -263,21 +301,25 @@ export class RegionCounterStore implements CounterStore {
    * Never rejects: a failure marks the pool's parent unreachable for a moment and releases the lock.
    */
   private async refill(key: string, keys: string[], spec: GlobalRateSpec, seen: PoolAnswer, storeClock: StoreClock, waiting: number): Promise<void> {
+    const parentRemaining = seen.parentRemaining < 0 ? Infinity : seen.parentRemaining;
     const asked = chunkSize({
       recent: seen.recent,
-      waiting,
+      // The decisions of the region waiting for this refill (CONTRACT: at least the cost of the decisions
+      // waiting), but no more than the parent had left, if that is more than this one's cost: asking
+      // for more gets nothing more, and a parent's retry_after for it would pause the pool for longer.
+      waiting: Math.max(waiting, Math.min(seen.waiting, parentRemaining)),
       maxUnits: Infinity,
-      parentRemaining: seen.parentRemaining < 0 ? Infinity : seen.parentRemaining,
+      parentRemaining,
     });
     if (asked === 0) {
       // Nothing worth asking for ahead of need: let the lock go.
       await this.pool.fail(key, this.token, 0).catch(() => undefined);
       return;
     }
-    const sentAt = this.leaseClock.now();
+    const sentAt = this.clock.now();
     let grant: Grant;
     try {
-      grant = await storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.leaseClock).take(asked);
+      grant = await storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock).take(asked);
     } catch (error) {
       log.warn('region refill failed: the global store did not answer', { error: (error as Error).message });
       // The global store's own breaker paces the next attempts; until then, short decisions fail at once.
@@ -327,8 +369,17 @@ export class RegionCounterStore implements CounterStore {
 
   private track(key: string, keys: string[], spec: GlobalRateSpec): void {
     const known = this.tracked.get(key);
-    if (known && known.spec === spec) known.lastUsed = this.clock();
-    else this.tracked.set(key, { keys, spec, lastUsed: this.clock() });
+    if (known && known.spec === spec) known.lastUsed = this.clock.now();
+    else this.tracked.set(key, { keys, spec, lastUsed: this.clock.now() });
+  }
+
+  /** Every `interval` ms, as long as this store is open (a timer of the injected clock, re-armed). */
+  private armSweep(interval: number): void {
+    this.sweeper = this.clock.setTimer(() => {
+      if (this.closed) return;
+      this.armSweep(interval);
+      void this.sweep();
+    }, interval);
   }
 
   /** Returns the units of pools unspent for max_hold (whichever server of the region looks first). */
@@ -336,7 +387,7 @@ export class RegionCounterStore implements CounterStore {
     if (this.sweeping) return;
     this.sweeping = true;
     try {
-      const now = this.clock();
+      const now = this.clock.now();
       for (const [key, tracked] of this.tracked) {
         const idleMs = tracked.spec.global.maxHoldMs;
         if (now - tracked.lastUsed < idleMs) continue;
@@ -361,7 +412,7 @@ export class RegionCounterStore implements CounterStore {
     this.noteLapsed(spec.global, drained.lapsed);
     if (!drained.spent || drained.left <= 0) return;
     try {
-      const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.leaseClock);
+      const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock);
       const back = await parent.giveBack(drained.left, drained.tag === '' ? null : drained.tag);
       this.eventsFor(spec.global).returned?.(back);
       this.noteLapsed(spec.global, drained.left - back);
@@ -385,7 +436,7 @@ export class RegionCounterStore implements CounterStore {
   }
 
   private waited(budget: GlobalBudget, since: number | undefined): void {
-    if (since !== undefined) this.eventsFor(budget).waited?.((this.clock() - since) / 1000);
+    if (since !== undefined) this.eventsFor(budget).waited?.((this.clock.now() - since) / 1000);
   }
 }
 

@@ -2,9 +2,9 @@ import type { CounterResult } from '../counters/counter-store.js';
 
 /**
  * The pieces of a capacity lease (CONTRACT: "Capacity lease: the mechanism"): a holder (LeaseHolder)
- * answers decisions from units it took in advance from its parent, and keeps them in a UnitPool. One
- * holder per counter key and level; the process level keeps its units in this process's memory
- * (process-pool.ts), the region level in the region's Redis.
+ * answers decisions from units it took in advance from its parent, and keeps them in a UnitPool: a
+ * process's holders, one per counter key, in this process's memory (process-pool.ts). The region level
+ * is the servers' RegionCounterStore over the region's pool (region-store.ts, region-pool.ts).
  */
 
 export type MaybePromise<T> = T | Promise<T>;
@@ -49,15 +49,6 @@ export interface Spend {
   lapsed: number;
 }
 
-/** Units taken out of a pool for a holder below it (region → process). */
-export interface TakenUnits {
-  units: number;
-  windowTag: string | null;
-  spendBy: number;
-  left: number;
-  lapsed: number;
-}
-
 export interface DrainedUnits {
   /** Unspent units to give back, all of one window (`windowTag`). */
   units: number;
@@ -66,28 +57,20 @@ export interface DrainedUnits {
   lapsed: number;
 }
 
-/**
- * Where a holder keeps its unspent units. process level: this process's memory. region level: the
- * region's Redis (one small pool script for every algorithm). Every method may answer at once or later.
- */
+/** Where a holder keeps its unspent units. Every method may answer at once or later. */
 export interface UnitPool {
   /** Spends `cost` units if the pool holds them and they are still spendable at `now` (all or nothing). */
   spend(cost: number, now: number): MaybePromise<Spend>;
-  /** Takes up to `max` spendable units out at once (a partial take by a holder below this one). */
-  take(max: number, now: number): MaybePromise<TakenUnits>;
   add(grant: Grant, now: number): MaybePromise<void>;
   /**
-   * Puts `units` back among the unspent ones: a decision's refund (windowTag undefined: to the newest
-   * live units) or a return from a holder below (only to live units of `windowTag`). Answers how many
-   * were accepted (none when no live units of that window are held: they lapsed).
+   * Puts a decision's refund back among the newest live units. Answers how many were accepted (none
+   * when no live units are held: they lapsed).
    */
-  refund(units: number, now: number, windowTag?: string | null): MaybePromise<number>;
+  refund(units: number, now: number): MaybePromise<number>;
   /** Spendable units at `now`. */
   available(now: number): MaybePromise<number>;
   /** Takes every unspent unit out (for a return); lapsed ones are reported apart. */
   drain(now: number): MaybePromise<DrainedUnits>;
-  /** A bucket's units past their spendBy, taken out to go back to the parent (none elsewhere). */
-  takeExpired?(): number;
 }
 
 /** The holder's clock and timers, injected (the simulation drives them). */

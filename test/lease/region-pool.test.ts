@@ -109,6 +109,31 @@ describe('region pool (lua/lease_pool.lua)', function () {
     expect(await pool.spend(key, 1, 500, 'a', MEASURE)).to.include({ spent: false, retryAfterMs: 0, lock: true });
   });
 
+  it('decisions waiting count once in what the next refill asks for, and are refused after it if the parent admits no more', async function () {
+    // a waits (and takes the lock: its refill, 1, serves it); b and c wait for the refill after it.
+    const a = await pool.spend(key, 1, 500, 's1', MEASURE);
+    expect(a).to.include({ spent: false, lock: true, waiting: 1, waitsFor: 1 });
+    const b = await pool.spend(key, 2, 500, 's2', MEASURE);
+    expect(b).to.include({ spent: false, lock: false, waitsFor: 2 });
+    const c = await pool.spend(key, 3, 500, 's2', MEASURE);
+    expect(c).to.include({ waiting: 5, waitsFor: 2 });
+    // Looking again while their refill has not landed counts nothing more.
+    expect(await pool.spend(key, 2, 500, 's2', MEASURE, false, 'spend', b.waitsFor)).to.include({ spent: false, waiting: 5, waitsFor: 2 });
+    // Refill 1 lands with 1 unit (the parent had plenty left); a spends it and takes the lock (the
+    // chunk is spent): refill 2 must ask for the 5 units b and c want.
+    await pool.add(key, grant(1, 60_000, 'w1', { parentRemaining: 50 }), 's1', MEASURE);
+    expect(await pool.spend(key, 1, 500, 's1', MEASURE, false, 'spend', a.waitsFor)).to.include({ spent: true, lock: true, waiting: 5 });
+    expect(await pool.spend(key, 2, 500, 's2', MEASURE, false, 'spend', b.waitsFor)).to.include({ spent: false, lock: false, waiting: 0, waitsFor: 2 });
+    // Refill 2 gets 2 of the 5 and leaves the parent empty: b is paid (and takes the lock of refill 3);
+    // c, still short, is refused (the parent admits no more now) instead of waiting on.
+    await pool.add(key, grant(2, 60_000, 'w1', { parentRemaining: 0, asked: 5 }), 's1', MEASURE);
+    expect(await pool.spend(key, 2, 500, 's2', MEASURE, false, 'spend', b.waitsFor)).to.include({ spent: true, lock: true });
+    expect(await pool.spend(key, 3, 500, 's2', MEASURE, false, 'spend', c.waitsFor)).to.include({ spent: false, retryAfterMs: 1, lock: false, waitsFor: 0 });
+    // Had the parent had more left after refill 3, c would wait for the next one, counted in it again.
+    await pool.add(key, grant(1, 60_000, 'w1', { parentRemaining: 10 }), 's2', MEASURE);
+    expect(await pool.spend(key, 3, 500, 's2', MEASURE, false, 'spend', c.waitsFor)).to.include({ spent: false, retryAfterMs: 0, lock: true, waiting: 3, waitsFor: 4 });
+  });
+
   it('a failed refill releases the lock and marks the parent down for a while', async function () {
     expect((await pool.spend(key, 1, 500, 'a', MEASURE)).lock).to.equal(true);
     await pool.fail(key, 'a', 1000);

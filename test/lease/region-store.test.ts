@@ -9,7 +9,7 @@ import { poolKey, RegionPool } from '../../src/lease/region-pool.js';
 import { RegionCounterStore } from '../../src/lease/region-store.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import { systemClock } from '../../src/lease/types.js';
-import type { LeaseEvents } from '../../src/lease/types.js';
+import type { LeaseClock, LeaseEvents } from '../../src/lease/types.js';
 import { startDelayProxy, type DelayProxy } from '../support/delay-proxy.js';
 import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
 
@@ -48,8 +48,8 @@ describe('global budget across regions (RegionCounterStore)', function () {
     lapsed: number;
   }
 
-  /** Two servers per region, each with its own connections (`clock`: the servers' clock, ms). */
-  async function servers(sweepIntervalMs = 0, clock?: () => number): Promise<{ stores: RegionCounterStore[]; counts: Counts }> {
+  /** Two servers per region, each with its own connections (`clock`: the servers' clock). */
+  async function servers(sweepIntervalMs = 0, clock?: LeaseClock, timeouts = { globalMs: 1000, regionalMs: 500 }): Promise<{ stores: RegionCounterStore[]; counts: Counts }> {
     const counts: Counts = { refills: 0, waits: 0, returned: 0, lapsed: 0 };
     const events: LeaseEvents = {
       refilled: () => counts.refills++,
@@ -62,7 +62,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
       const regional = connectRedisCounterStore(region.url, { commandTimeoutMs: 500 });
       const globalStore = connectRedisCounterStore(proxy.url, { commandTimeoutMs: 1000 });
       await Promise.all([regional.waitUntilReady(), globalStore.waitUntilReady()]);
-      const store = new RegionCounterStore({ regional, global: globalStore, globalTimeoutMs: 1000, regionalTimeoutMs: 500, events: () => events, sweepIntervalMs, clock });
+      const store = new RegionCounterStore({ regional, pool: new RegionPool(regional), global: globalStore, globalTimeoutMs: timeouts.globalMs, regionalTimeoutMs: timeouts.regionalMs, events: () => events, sweepIntervalMs, clock });
       opened.push(store);
       stores.push(store);
     }
@@ -127,6 +127,19 @@ describe('global budget across regions (RegionCounterStore)', function () {
     expect(limit - parent.remaining).to.be.at.least(outcome.allowed);
     expect(counts.waits).to.be.below(0.5 * decisions);
     expect(counts.refills).to.be.at.most(0.05 * decisions);
+  });
+
+  it('a global token bucket under demand beyond its rate: the excess is refused, never left waiting for the failure mode', async function () {
+    // Short timeouts: a decision that waited past two refill locks' life (600 ms) would fail.
+    const { stores, counts } = await servers(0, undefined, { globalMs: 200, regionalMs: 100 });
+    const spec: RateSpec = { type: 'token_bucket', capacity: 20, rateUnits: 100, ratePeriodMs: 1000, global: { policyId: 'g', maxHoldMs: 1000 } };
+    const keys = counterKeys(randomPrefix(), 'g', spec, []);
+    const outcome = await saturate(stores, keys, spec, 400);
+    console.log(`      admitted ${outcome.allowed}, refused ${outcome.denied}, failure mode ${outcome.unavailable}; ${counts.refills} global takes, ${counts.waits} waited`);
+    expect(outcome.allowed + outcome.denied + outcome.unavailable).to.equal(4 * 400);
+    expect(outcome.unavailable).to.equal(0);
+    expect(outcome.allowed).to.be.above(0);
+    expect(outcome.denied).to.be.above(0);
   });
 
   it('global store unreachable: a region answers from the units it holds, then fails (failure_mode), and recovers', async function () {
@@ -254,7 +267,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
 
   for (const offsetMs of [-3_600_000, 3_600_000]) {
     it(`region units never outlive the global window, whatever the servers' clock says (${offsetMs > 0 ? 'an hour ahead' : 'an hour behind'})`, async function () {
-      const { stores } = await servers(0, () => performance.now() + offsetMs);
+      const { stores } = await servers(0, { ...systemClock, now: () => performance.now() + offsetMs });
       const spec = globalSpec(1_000_000);
       const keys = counterKeys(randomPrefix(), 'g', spec, []);
       await saturate([stores[0]], keys, spec, 50, 5);
