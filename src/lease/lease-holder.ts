@@ -1,7 +1,8 @@
 import { CounterStoreUnavailableError } from '../errors.js';
 import type { CounterResult } from '../counters/counter-store.js';
 import { chunkSize, SpendRate } from './chunk.js';
-import type { LeaseClock, LeaseEvents, LeaseLimits, LeaseParent, MaybePromise, Spend, UnitPool } from './types.js';
+import type { LeaseLimits } from '../policy/lease-limits.js';
+import type { LeaseClock, LeaseEvents, LeaseParent, MaybePromise, Spend, UnitPool } from './types.js';
 
 export interface LeaseHolderOptions extends LeaseLimits {
   parent: LeaseParent;

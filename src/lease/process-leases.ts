@@ -1,12 +1,11 @@
 import type { CounterResult, CounterStore } from '../counters/counter-store.js';
 import type { CompiledPolicy } from '../matching/matcher.js';
 import type { Policy } from '../policy/types.js';
-import { LEASE_MAX_HOLD_MS, LEASE_MAX_UNITS } from '../schema/policy.js';
-import { parseDuration } from '../util/duration.js';
+import { leaseLimitsOf } from '../policy/lease-limits.js';
 import { LeaseHolder } from './lease-holder.js';
 import { ProcessUnitPool } from './process-pool.js';
 import { isLeasable, storeParent } from './store-parent.js';
-import { systemClock, type LeaseClock, type LeaseEvents, type LeaseLimits, type MaybePromise } from './types.js';
+import { systemClock, type LeaseClock, type LeaseEvents, type MaybePromise } from './types.js';
 
 /** A counter store that can lend units: the Redis store (the emulator can too, but memory mode needs no lease). */
 export type LendingStore = CounterStore & Required<Pick<CounterStore, 'take' | 'giveBack'>>;
@@ -31,17 +30,6 @@ export interface ProcessLeasesOptions {
   clock?: LeaseClock;
   /** Metric hooks for a holder of this policy (Metrics.leaseEvents('process', policyId)). */
   events?: (policyId: string) => LeaseEvents;
-}
-
-/** A policy's `lease` in numbers, defaults applied; undefined when it has none. */
-export function leaseLimitsOf(policy: Policy): LeaseLimits | undefined {
-  const lease = policy.lease;
-  if (lease === undefined) return undefined;
-  const hold = lease.max_hold === undefined ? undefined : parseDuration(lease.max_hold);
-  return {
-    maxUnits: lease.max_units ?? LEASE_MAX_UNITS.default,
-    maxHoldMs: hold !== undefined && 'ms' in hold ? hold.ms : LEASE_MAX_HOLD_MS.default,
-  };
 }
 
 /**

@@ -108,10 +108,3 @@ export interface LeaseEvents {
   /** A decision waited for a refill this long (rl_lease_parent_wait_seconds). */
   waited?(seconds: number): void;
 }
-
-/** A policy's `lease` in numbers (validated: max_units 1–1,000,000, max_hold 100ms–60s). */
-export interface LeaseLimits {
-  /** Most units one take asks for; Infinity at the region level (CONTRACT: no max_units cap there). */
-  maxUnits: number;
-  maxHoldMs: number;
-}

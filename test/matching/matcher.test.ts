@@ -344,6 +344,15 @@ describe('Matcher', () => {
       expect(m.get('c')!.spec).to.deep.equal({ type: 'fixed_window', limit: 11, windowMs: 60_000 });
     });
 
+    it("a global budget's spec carries the policy's lease.max_hold for the region holder, 1s without a lease", () => {
+      const global = (id: string, lease?: Record<string, unknown>) =>
+        policy({ policy_id: id, scope: { org_id: 'acme', tenant_id: id }, budget: 'global', ...(lease ? { lease } : {}) });
+      const g = Matcher.build([global('held', { max_hold: '5s' }), global('default'), global('units-only', { max_units: 7 })]);
+      expect(g.get('held')!.spec).to.deep.include({ global: { policyId: 'held', maxHoldMs: 5000 } });
+      expect(g.get('default')!.spec).to.deep.include({ global: { policyId: 'default', maxHoldMs: 1000 } });
+      expect(g.get('units-only')!.spec).to.deep.include({ global: { policyId: 'units-only', maxHoldMs: 1000 } });
+    });
+
     it('policies with the same * fields share one wildcard list', () => {
       expect(m.get('a')!.wildcards).to.equal(m.get('b')!.wildcards);
       expect(m.get('a')!.wildFields).to.equal(m.get('c')!.wildFields);
