@@ -23,8 +23,8 @@
 --            wd           units the decisions waiting for the next refill want (it asks for them at least)
 --            lw sh        what those waiting for the last refill started wanted, and 1 when the last refill
 --                         that landed brought fewer units than that (the parent could not serve them all)
---            su           parent short until: the last refill's answer that the parent admits no more for now
---                         (its retry_after); a waiting decision refused meanwhile says how long is left of it
+--            su           parent short until: when the last refill that landed said the parent may admit more
+--                         (its retry_after; 0: at once); a waiting decision refused before is told what is left
 -- ARGV[1]  now, epoch ms; '' = Redis TIME
 -- ARGV[2]  operation; its arguments follow (ARGV[3] onwards):
 --            spend  cost lock_ms token measure_ms fresh waits_for
@@ -41,7 +41,7 @@
 -- ARGV[7]  spend, take: fresh (1: a first try, so its demand counts once); add: token
 -- ARGV[8]  spend, take: waits_for (the refill this decision waits for, as the last answer said; 0: none);
 --          add: retry_after_ms (> 0: the parent admits no more for that long, as its take answered when
---          it granted fewer units than asked, at most max_hold; 0: it may admit more now)
+--          it granted fewer units than asked or its last ones, at most max_hold; 0: it may admit more now)
 -- ARGV[9]  add: asked (the chunk asked for)
 -- ARGV[10] add: measure_ms
 -- Returns  {spent 1/0, left, retry_after_ms, lock 1/0, recent, parent_remaining, lapsed, down 1/0,

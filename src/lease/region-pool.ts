@@ -62,7 +62,7 @@ export interface PoolGrant {
   expiresAt: number;
   tag: string;
   parentRemaining: number;
-  /** > 0: the parent admits no more for this long (its retry_after when it granted fewer than `asked`); 0: it may. */
+  /** > 0: the parent admits no more for this long (its retry_after when it granted fewer than `asked`, or its last units); 0: it may. */
   retryAfterMs: number;
   asked: number;
 }

@@ -336,10 +336,11 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
           expiresAt: this.expiresAtOf(spec, grant, sentAt, storeClock),
           tag: grant.windowTag ?? '',
           parentRemaining: grant.remaining,
-          // Less than asked: the parent admits no more until its retry_after, or for at most max_hold
-          // (other regions may return units before the window ends). Nothing taken, the pool refuses
-          // without asking again until then; else the waiting decisions it refuses are told so.
-          retryAfterMs: grant.granted < asked ? Math.max(1, Math.min(grant.retryAfterMs, spec.global.maxHoldMs)) : 0,
+          // Less than asked, or the last units: the parent admits no more until its retry_after, or for
+          // at most max_hold (other regions may return units before the window ends). Nothing taken,
+          // the pool refuses without asking again until then; else the waiting decisions it refuses
+          // are told so.
+          retryAfterMs: grant.granted < asked || grant.retryAfterMs > 0 ? Math.max(1, Math.min(grant.retryAfterMs, spec.global.maxHoldMs)) : 0,
           asked,
         },
         this.token,
