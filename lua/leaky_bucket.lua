@@ -48,9 +48,14 @@ if refunding then
 end
 if taking then
   local granted = math.max(0, math.min(cost, math.floor(capacity - level)))
-  local retry = 0
+  -- The retry_after of the rest, or, all of it granted, of one more unit (0 while the bucket has room).
+  local retry_for = cost + 1
   if granted < cost then
-    retry = math.ceil(((level + cost - capacity) * rate_period_ms) / rate_units)
+    retry_for = cost
+  end
+  local retry = 0
+  if level + retry_for > capacity then
+    retry = math.ceil(((level + retry_for - capacity) * rate_period_ms) / rate_units)
   end
   if granted > 0 then
     level = level + granted

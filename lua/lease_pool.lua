@@ -23,6 +23,8 @@
 --            wd           units the decisions waiting for the next refill want (it asks for them at least)
 --            lw sh        what those waiting for the last refill started wanted, and 1 when the last refill
 --                         that landed brought fewer units than that (the parent could not serve them all)
+--            su           parent short until: when the last refill that landed said the parent may admit more
+--                         (its retry_after; 0: at once); a waiting decision refused before is told what is left
 -- ARGV[1]  now, epoch ms; '' = Redis TIME
 -- ARGV[2]  operation; its arguments follow (ARGV[3] onwards):
 --            spend  cost lock_ms token measure_ms fresh waits_for
@@ -38,11 +40,14 @@
 -- ARGV[6]  spend, take: measure_ms; add: parent_remaining
 -- ARGV[7]  spend, take: fresh (1: a first try, so its demand counts once); add: token
 -- ARGV[8]  spend, take: waits_for (the refill this decision waits for, as the last answer said; 0: none);
---          add: retry_after_ms (when no unit was granted)
+--          add: retry_after_ms (> 0: the parent admits no more for that long, as its take answered when
+--          it granted fewer units than asked or its last ones, at most max_hold; 0: it may admit more now)
 -- ARGV[9]  add: asked (the chunk asked for)
 -- ARGV[10] add: measure_ms
 -- Returns  {spent 1/0, left, retry_after_ms, lock 1/0, recent, parent_remaining, lapsed, down 1/0,
 --          reset_after_ms, tag, now, waiting, waits_for}: `left` the live units after the operation,
+--          `retry_after_ms` (spend, take: > 0 refused) until the parent may admit again: while it admits
+--          nothing (`du`), or, for a waiting decision refused, what is left of `su` (at least 1),
 --          `recent` the units wanted over the last measure period (the chunk rule's rate), `lapsed` units that expired
 --          unspent (or were dropped) during this call, `reset_after_ms` until the newest live units
 --          expire, `tag` their window tag, `now` this store's clock as the script read it, `waiting`
@@ -60,7 +65,7 @@ local op = ARGV[2]
 local POOL_TTL_MS = 600000
 
 -- Every field, with its value when absent; `p` holds them as numbers (strings for the tags and the lock).
-local FIELDS = { 'a_u', 'a_e', 'a_t', 'a_s', 'b_u', 'b_e', 'b_t', 'b_s', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la', 'ln', 'an', 'wd', 'lw', 'sh' }
+local FIELDS = { 'a_u', 'a_e', 'a_t', 'a_s', 'b_u', 'b_e', 'b_t', 'b_s', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la', 'ln', 'an', 'wd', 'lw', 'sh', 'su' }
 local STRINGS = { a_t = true, b_t = true, lk = true }
 local ABSENT = { pr = -1, rw = now, la = now }
 local p = {}
@@ -205,8 +210,8 @@ if op == 'spend' or op == 'take' then
       -- The refill it waited for has landed, the pool still cannot pay it, and the parent could not
       -- give what the decisions waiting wanted, or had less than it needs left: the parent admits no
       -- more now. Refused, as a holder refuses its waiters after a short take (under demand beyond the
-      -- limit, waiting on would never end).
-      retry = 1
+      -- limit, waiting on would never end), with what is left of the parent's retry_after.
+      retry = math.max(1, p.su - now)
       waits_for = 0
     elseif waits_for <= p.an then
       -- (A process lease's take counts one unit: any unit serves it.)
@@ -280,6 +285,8 @@ if op == 'add' then
     -- The parent admits nothing now: no refill and no waiting until it may again.
     p.du = now + math.max(1, retry)
   end
+  -- Until when the parent admits no more (0: it may now): what waiting decisions refused are told.
+  if retry > 0 then p.su = now + retry else p.su = 0 end
   p.dd = 0
   if p.lk == token then
     -- The latest refill started has landed: the decisions that waited for it look again.

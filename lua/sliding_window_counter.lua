@@ -136,16 +136,21 @@ if refunding then
 end
 
 local estimate = full + (oldest * (bucket_ms - elapsed)) / bucket_ms
--- A take is granted what fits now; the rest is refused as a consume of `cost` would be.
+-- A take is granted what fits now; the rest is refused as a consume of `cost` would be, and a take
+-- granted all of it answers the retry_after of one more unit (0 while one more fits).
 local granted = cost
 if taking then
   granted = math.max(0, math.min(cost, math.floor(limit - estimate)))
 end
+local retry_for = cost
+if taking and granted == cost then
+  retry_for = cost + 1
+end
 local retry = 0
-if estimate + cost > limit then
+if estimate + retry_for > limit then
   retry = bucket_ms - elapsed
-  if full + cost <= limit and oldest > 0 then
-    retry = math.ceil(bucket_ms - ((limit - cost - full) * bucket_ms) / oldest) - elapsed
+  if full + retry_for <= limit and oldest > 0 then
+    retry = math.ceil(bucket_ms - ((limit - retry_for - full) * bucket_ms) / oldest) - elapsed
     if retry < 1 then
       retry = 1
     end

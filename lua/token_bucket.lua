@@ -47,9 +47,14 @@ if refunding then
 end
 if taking then
   local granted = math.max(0, math.min(cost, math.floor(tokens)))
-  local retry = 0
+  -- The retry_after of the rest, or, all of it granted, of one more unit (0 while the bucket has one).
+  local retry_for = cost + 1
   if granted < cost then
-    retry = math.ceil(((cost - tokens) * rate_period_ms) / rate_units)
+    retry_for = cost
+  end
+  local retry = 0
+  if tokens < retry_for then
+    retry = math.ceil(((retry_for - tokens) * rate_period_ms) / rate_units)
   end
   if granted > 0 then
     tokens = tokens - granted

@@ -4,7 +4,9 @@
 --        removal of stale state, which no answer can observe)
 --   < 0  refund: -ARGV[2] units go back to the current window, bucket or period, within its bounds
 -- and the two operations of a capacity lease (src/lease), which answer with lease_reply (include "number"):
---   'take:<n>'        partial take: min(n, what the counter admits now) units, possibly 0
+--   'take:<n>'        partial take: min(n, what the counter admits now) units, possibly 0; its retry_after
+--                     is that of a consume of the rest when it took less, and of one more unit when it
+--                     took all n (0 while the counter admits one more): how long the counter admits no more
 --   'give:<n>:<tag>'  window-checked return: a refund of n units, made only while the window (quota
 --                     period, sub-window) <tag> that a take answered is still the current one; the
 --                     units of a window that has ended have lapsed and go nowhere (buckets: a refund)

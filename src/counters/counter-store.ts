@@ -55,7 +55,8 @@ export interface CounterStore {
   refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult>;
   /**
    * Capacity leases (src/lease), in the algorithm's own script: takes min(`n`, what the counter admits
-   * now) units, possibly none; `retryAfterMs` is that of a refused consume of `n` when less was granted.
+   * now) units, possibly none; `retryAfterMs` is that of a refused consume of `n` when less was granted,
+   * and when all `n` were, that of a consume of one more unit (0 while the counter admits one more).
    */
   take?(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult>;
   /**

@@ -400,13 +400,15 @@ export class MemoryCounterStore implements CounterStore {
       return result(true, remaining, 0, reset);
     }
     const estimate = full + (oldest * (bucketMs - elapsed)) / bucketMs;
-    // A take is granted what fits now; the rest is refused as a consume of `cost` would be.
+    // A take is granted what fits now; the rest is refused as a consume of `cost` would be, and a take
+    // granted all of it answers the retry_after of one more unit (0 while one more fits).
     const granted = taking ? Math.max(0, Math.min(cost, Math.floor(limit - estimate))) : cost;
+    const retryFor = taking && granted === cost ? cost + 1 : cost;
     let retry = 0;
-    if (estimate + cost > limit) {
+    if (estimate + retryFor > limit) {
       retry = bucketMs - elapsed;
-      if (full + cost <= limit && oldest > 0) {
-        retry = Math.ceil(bucketMs - ((limit - cost - full) * bucketMs) / oldest) - elapsed;
+      if (full + retryFor <= limit && oldest > 0) {
+        retry = Math.ceil(bucketMs - ((limit - retryFor - full) * bucketMs) / oldest) - elapsed;
         if (retry < 1) retry = 1;
       }
     }
@@ -502,7 +504,9 @@ export class MemoryCounterStore implements CounterStore {
     }
     if (taking) {
       const granted = Math.max(0, Math.min(cost, Math.floor(tokens)));
-      const retry = granted < cost ? Math.ceil(((cost - tokens) * ratePeriodMs) / rateUnits) : 0;
+      // The retry_after of the rest, or, all of it granted, of one more unit.
+      const retryFor = granted < cost ? cost : cost + 1;
+      const retry = tokens < retryFor ? Math.ceil(((retryFor - tokens) * ratePeriodMs) / rateUnits) : 0;
       if (granted > 0) {
         tokens = tokens - granted;
         fullAt = now + Math.ceil(((capacity - tokens) * ratePeriodMs) / rateUnits);
@@ -544,7 +548,9 @@ export class MemoryCounterStore implements CounterStore {
     }
     if (taking) {
       const granted = Math.max(0, Math.min(cost, Math.floor(capacity - level)));
-      const retry = granted < cost ? Math.ceil(((level + cost - capacity) * ratePeriodMs) / rateUnits) : 0;
+      // The retry_after of the rest, or, all of it granted, of one more unit.
+      const retryFor = granted < cost ? cost : cost + 1;
+      const retry = level + retryFor > capacity ? Math.ceil(((level + retryFor - capacity) * ratePeriodMs) / rateUnits) : 0;
       if (granted > 0) {
         level = level + granted;
         emptyAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
@@ -655,13 +661,14 @@ const TAKE: LeaseOperation = { kind: 'take' };
 
 /**
  * The partial take of fixed_window and quota (lua/includes/window_take.lua): min(cost, what is left),
- * possibly nothing; `write(used)` stores the new count when something was taken.
+ * possibly nothing, refused (or, all taken, the next unit) until the window ends; `write(used)` stores
+ * the new count when something was taken.
  */
 function windowTake(
   cost: number, used: number, limit: number, windowStart: number, windowEnd: number, reset: number, now: number, write: (used: number) => void,
 ): LeaseCounterResult {
   const granted = Math.max(0, Math.min(cost, limit - used));
-  const retry = granted < cost ? windowEnd - now : 0;
+  const retry = granted < cost || used + granted >= limit ? windowEnd - now : 0;
   if (granted > 0) {
     used = used + granted;
     write(used);

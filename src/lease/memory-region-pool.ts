@@ -37,9 +37,10 @@ export interface PoolFields {
   wd: number;
   lw: number;
   sh: number;
+  su: number;
 }
 
-const POOL_FIELDS = ['a_u', 'a_e', 'a_t', 'a_s', 'b_u', 'b_e', 'b_t', 'b_s', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la', 'ln', 'an', 'wd', 'lw', 'sh'] as const;
+const POOL_FIELDS = ['a_u', 'a_e', 'a_t', 'a_s', 'b_u', 'b_e', 'b_t', 'b_s', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la', 'ln', 'an', 'wd', 'lw', 'sh', 'su'] as const;
 
 /** A pool as its store holds it: the hash, and when the key expires (this store's clock). */
 export interface StoredPool {
@@ -86,7 +87,7 @@ export class MemoryLeasePool implements LeasePoolScript {
     const freshPool = held === undefined;
     const stored: PoolFields = held
       ? { ...held.fields }
-      : { a_u: 0, a_e: 0, a_t: '', a_s: 0, b_u: 0, b_e: 0, b_t: '', b_s: 0, lk: '', le: 0, pr: -1, lc: 0, du: 0, dd: 0, rw: now, rs: 0, rp: 0, la: now, ln: 0, an: 0, wd: 0, lw: 0, sh: 0 };
+      : { a_u: 0, a_e: 0, a_t: '', a_s: 0, b_u: 0, b_e: 0, b_t: '', b_s: 0, lk: '', le: 0, pr: -1, lc: 0, du: 0, dd: 0, rw: now, rs: 0, rp: 0, la: now, ln: 0, an: 0, wd: 0, lw: 0, sh: 0, su: 0 };
     const p: PoolFields = { ...stored };
 
     let lapsed = 0;
@@ -176,7 +177,7 @@ export class MemoryLeasePool implements LeasePoolScript {
         waitsFor = num(8);
         const needs = op === 'take' ? 1 : cost;
         if (waitsFor > 0 && waitsFor <= p.an && (p.sh === 1 || (p.pr >= 0 && p.pr < needs))) {
-          retry = 1;
+          retry = Math.max(1, p.su - now);
           waitsFor = 0;
         } else if (waitsFor <= p.an) {
           p.wd = p.wd + needs;
@@ -241,6 +242,7 @@ export class MemoryLeasePool implements LeasePoolScript {
       } else if (added <= 0) {
         p.du = now + Math.max(1, retry);
       }
+      p.su = retry > 0 ? now + retry : 0;
       p.dd = 0;
       if (p.lk === token) {
         p.an = p.ln;

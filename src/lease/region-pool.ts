@@ -9,7 +9,11 @@ export interface PoolAnswer {
   spent: boolean;
   /** Live units after the operation (drain: the units taken out). */
   left: number;
-  /** > 0: the parent admits nothing for this long; nothing is refilled meanwhile. */
+  /**
+   * spend, take: > 0 refused, until the parent may admit again: while it admits nothing (nothing is
+   * refilled meanwhile), or, for a waiting decision refused, what is left of the last refill's
+   * retry_after (at least 1).
+   */
   retryAfterMs: number;
   /** spend: this caller holds the region's refill lock and should refill now. */
   lock: boolean;
@@ -58,6 +62,7 @@ export interface PoolGrant {
   expiresAt: number;
   tag: string;
   parentRemaining: number;
+  /** > 0: the parent admits no more for this long (its retry_after when it granted fewer than `asked`, or its last units); 0: it may. */
   retryAfterMs: number;
   asked: number;
 }
@@ -92,7 +97,8 @@ export class RegionPool implements RegionPoolStore {
 
   /**
    * Adds what a refill took from the parent, live until `expiresAt` by this store's clock, and releases
-   * the lock `token` holds. `units` 0: the parent admits nothing for `retryAfterMs`.
+   * the lock `token` holds. `retryAfterMs` > 0: the parent admits no more for that long (`units` 0: the
+   * pool refuses and does not refill meanwhile; else the waiting decisions it refuses are told so).
    */
   add(key: string, grant: PoolGrant, token: string, measureMs: number): Promise<PoolAnswer> {
     return this.run(key, [

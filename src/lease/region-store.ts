@@ -24,8 +24,9 @@ import { systemClock, type Grant, type LeaseClock, type LeaseEvents } from './ty
  * - Waiting: only a decision the pool cannot serve waits, for the next refill of the region to start,
  *   whichever server makes it (that refill asks for what all of them want). Once it has landed, one the
  *   pool still cannot pay is refused if the global counter could not give them all (it admits no more
- *   now), as a holder refuses its waiters after a short take; else it waits for the next. A server's
- *   own refill is awaited; another server's is looked for every WAIT_POLL_MS.
+ *   now), as a holder refuses its waiters after a short take, with what is left of the counter's
+ *   retry_after (at most max_hold); else it waits for the next. A server's own refill is awaited;
+ *   another server's is looked for every WAIT_POLL_MS.
  * - The chunk rule (chunk.ts) without the max_units cap, on what the whole region spent lately (the
  *   pool measures it).
  * - Letting go: units unspent for max_hold, and those of a policy that changed, go back (the
@@ -335,9 +336,11 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
           expiresAt: this.expiresAtOf(spec, grant, sentAt, storeClock),
           tag: grant.windowTag ?? '',
           parentRemaining: grant.remaining,
-          // Nothing taken: the pool refuses without asking again until the parent may admit, or for at
-          // most max_hold (other regions may return units before the window ends).
-          retryAfterMs: grant.granted === 0 ? Math.max(1, Math.min(grant.retryAfterMs, spec.global.maxHoldMs)) : 0,
+          // Less than asked, or the last units: the parent admits no more until its retry_after, or for
+          // at most max_hold (other regions may return units before the window ends). Nothing taken,
+          // the pool refuses without asking again until then; else the waiting decisions it refuses
+          // are told so.
+          retryAfterMs: grant.granted < asked || grant.retryAfterMs > 0 ? Math.max(1, Math.min(grant.retryAfterMs, spec.global.maxHoldMs)) : 0,
           asked,
         },
         this.token,

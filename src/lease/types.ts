@@ -15,7 +15,10 @@ export interface Grant {
   granted: number;
   /** What the parent can still admit after this take (units held by holders count as used). */
   remaining: number;
-  /** When less than asked was granted: the parent's retry_after for the rest (ms); else 0. */
+  /**
+   * How long the parent admits no more (ms): when less than asked was granted, its retry_after for the
+   * rest; when all was, for one more unit (0 while it admits one more).
+   */
   retryAfterMs: number;
   resetAfterMs: number;
   /** Opaque identity of the window/sub-window the units belong to (window algorithms), or null (buckets). */

@@ -125,6 +125,26 @@ forEachStore((_name, getStore) => {
     });
   });
 
+  describe('capacity lease take', () => {
+    it('a take that leaves nothing answers when one more unit may be taken: the retry_after of a consume then', async () => {
+      const { store, keys } = getStore();
+      for (const spec of rateSpecs(7).filter((s) => s.type !== 'sliding_window_log')) {
+        const k = keys('take-last', spec);
+        // Units left after the take: it may admit more, so no retry_after.
+        expect(await store.take!(k, spec, 3, at(0)), label(spec)).to.include({ units: 3, remaining: 4, retryAfterMs: 0 });
+        // The last 4: how long the counter admits no more is what a consume of one unit is told now.
+        const last = await store.take!(k, spec, 4, at(0));
+        const refused = await store.consume(k, spec, 1, at(0));
+        expect(refused.allowed, label(spec)).to.equal(false);
+        expect(last, label(spec)).to.include({ units: 4, remaining: 0, retryAfterMs: refused.retryAfterMs });
+        expect(last.retryAfterMs, label(spec)).to.be.above(0);
+        // Nothing left to take: the retry_after of a refused consume of what was asked, as before.
+        const none = await store.take!(k, spec, 2, at(0));
+        expect(none, label(spec)).to.include({ units: 0, retryAfterMs: (await store.consume(k, spec, 2, at(0))).retryAfterMs });
+      }
+    });
+  });
+
   describe('capacity lease return (give) on the buckets', () => {
     it('answers the units that went back: never more than the room left, as the bucket stays within its capacity', async () => {
       const { store, keys } = getStore();

@@ -65,20 +65,23 @@ const poolOpArb: fc.Arbitrary<PoolOp> = fc.oneof(
       measureMs: measureArb,
       fresh: fc.boolean(),
       // The refill a waiting decision waits for: none yet, or one of the first few (refused or counted
-      // again once it has landed).
-      waitsFor: fc.oneof({ weight: 2, arbitrary: fc.constant(0) }, { weight: 3, arbitrary: fc.integer({ min: 1, max: 4 }) }),
+      // again once it has landed; mostly the first, which lands more often than the later ones).
+      waitsFor: fc.oneof({ weight: 2, arbitrary: fc.constant(0) }, { weight: 3, arbitrary: fc.constant(1) }, { weight: 2, arbitrary: fc.integer({ min: 2, max: 4 }) }),
     }),
   },
   {
     weight: 4,
     arbitrary: fc.record({
       op: fc.constant('add' as const),
-      units: fc.oneof({ weight: 1, arbitrary: fc.constant(0) }, { weight: 4, arbitrary: fc.integer({ min: 1, max: 30 }) }),
+      // Often only a few: the pool runs short, and waiting decisions are refused or wait on.
+      units: fc.oneof({ weight: 1, arbitrary: fc.constant(0) }, { weight: 2, arbitrary: fc.integer({ min: 1, max: 3 }) }, { weight: 3, arbitrary: fc.integer({ min: 1, max: 30 }) }),
       expiresIn: fc.constantFrom(-1, 0, 1, 50, 500, 1_000, 5_000, 700_000),
       tag: tagArb,
       parentRemaining: fc.oneof(fc.constantFrom(-1, 0, 0, 1, 2), fc.integer({ min: 0, max: 60 })),
       token: tokenArb,
-      retryAfterMs: fc.constantFrom(0, 1, 40, 500),
+      // The parent's retry_after (0: it may admit more): the pool pauses on it (nothing granted) or tells
+      // the waiting decisions it refuses what is left of it, so steps land before, on and after its end.
+      retryAfterMs: fc.oneof(fc.constantFrom(0, 0, 1, 40, 500), fc.integer({ min: 2, max: 2_000 })),
       asked: fc.integer({ min: 1, max: 30 }),
       measureMs: measureArb,
     }),

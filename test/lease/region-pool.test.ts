@@ -124,11 +124,16 @@ describe('region pool (lua/lease_pool.lua)', function () {
     await pool.add(key, grant(1, 60_000, 'w1', { parentRemaining: 50 }), 's1', MEASURE);
     expect(await pool.spend(key, 1, 500, 's1', MEASURE, false, 'spend', a.waitsFor)).to.include({ spent: true, lock: true, waiting: 5 });
     expect(await pool.spend(key, 2, 500, 's2', MEASURE, false, 'spend', b.waitsFor)).to.include({ spent: false, lock: false, waiting: 0, waitsFor: 2 });
-    // Refill 2 gets 2 of the 5 and leaves the parent empty: b is paid (and takes the lock of refill 3);
-    // c, still short, is refused (the parent admits no more now) instead of waiting on.
-    await pool.add(key, grant(2, 60_000, 'w1', { parentRemaining: 0, asked: 5 }), 's1', MEASURE);
+    // Refill 2 gets 2 of the 5 and leaves the parent empty for 700 ms (its retry_after): b is paid (and
+    // takes the lock of refill 3); c, still short, is refused (the parent admits no more now) instead of
+    // waiting on, told what is left of the parent's retry_after.
+    await pool.add(key, grant(2, 60_000, 'w1', { parentRemaining: 0, asked: 5, retryAfterMs: 700 }), 's1', MEASURE);
     expect(await pool.spend(key, 2, 500, 's2', MEASURE, false, 'spend', b.waitsFor)).to.include({ spent: true, lock: true });
-    expect(await pool.spend(key, 3, 500, 's2', MEASURE, false, 'spend', c.waitsFor)).to.include({ spent: false, retryAfterMs: 1, lock: false, waitsFor: 0 });
+    now += 200;
+    expect(await pool.spend(key, 3, 500, 's2', MEASURE, false, 'spend', c.waitsFor)).to.include({ spent: false, retryAfterMs: 500, lock: false, waitsFor: 0 });
+    // Past it, a refusal says 1 ms (the parent may admit again: look again at once).
+    now += 500;
+    expect(await pool.spend(key, 3, 500, 's2', MEASURE, false, 'spend', c.waitsFor)).to.include({ spent: false, retryAfterMs: 1, waitsFor: 0 });
     // Had the parent had more left after refill 3, c would wait for the next one, counted in it again.
     await pool.add(key, grant(1, 60_000, 'w1', { parentRemaining: 10 }), 's2', MEASURE);
     expect(await pool.spend(key, 3, 500, 's2', MEASURE, false, 'spend', c.waitsFor)).to.include({ spent: false, retryAfterMs: 0, lock: true, waiting: 3, waitsFor: 4 });

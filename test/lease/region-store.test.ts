@@ -82,9 +82,10 @@ describe('global budget across regions (RegionCounterStore)', function () {
   /**
    * `demand` decisions of cost 1 per store, `concurrency` in flight per store, counted for all stores
    * together (no region runs out of demand while another still has some, leaving its units idle).
+   * `retries`: the retry_after of each refusal.
    */
   async function saturate(stores: RegionCounterStore[], keys: string[], spec: RateSpec, demand: number, concurrency = 25) {
-    const outcome = { allowed: 0, denied: 0, unavailable: 0 };
+    const outcome = { allowed: 0, denied: 0, unavailable: 0, retries: [] as number[] };
     const total = demand * stores.length;
     let sent = 0;
     await Promise.all(
@@ -95,7 +96,10 @@ describe('global budget across regions (RegionCounterStore)', function () {
             try {
               const result = await store.consume(keys, spec, 1);
               if (result.allowed) outcome.allowed++;
-              else outcome.denied++;
+              else {
+                outcome.denied++;
+                outcome.retries.push(result.retryAfterMs);
+              }
             } catch (error) {
               if (!(error instanceof CounterStoreUnavailableError)) throw error;
               outcome.unavailable++;
@@ -141,6 +145,39 @@ describe('global budget across regions (RegionCounterStore)', function () {
     expect(outcome.allowed).to.be.above(0);
     expect(outcome.denied).to.be.above(0);
   });
+
+  // Beyond the limit, the decisions waiting for the refill that took the last units (the chunk rule asks
+  // for no more than the counter had left, or another region took some first) are refused as the global
+  // counter would refuse them: with what is left of its retry_after (here what is left of the window),
+  // never 1 ms (an immediate retry), and capped at max_hold (other regions may give units back before).
+  for (const capped of [true, false]) {
+    it(`demand beyond a global fixed window: every refusal carries the counter's retry_after${capped ? ', capped at max_hold' : ''}`, async function () {
+      const { stores, counts } = await servers();
+      const window = windowMs();
+      const spec = globalSpec(30, capped ? 1000 : 2 * window);
+      const keys = counterKeys(randomPrefix(), 'g', spec, []);
+      const startedAt = performance.now();
+      const outcome = await saturate(stores, keys, spec, 50);
+      // The counter's own retry_after, after every refusal: what is left of the window then.
+      const own = await direct.consume(keys, spec, 1);
+      const elapsed = performance.now() - startedAt;
+      console.log(`      admitted ${outcome.allowed}, refused ${outcome.denied} (retry_after ${Math.min(...outcome.retries)}–${Math.max(...outcome.retries)} ms), ${counts.waits} waited; the counter's own ${own.retryAfterMs} ms`);
+      expect(outcome.unavailable).to.equal(0);
+      expect(outcome.allowed).to.be.at.most(30);
+      expect(outcome.denied).to.be.at.least(4 * 50 - 30);
+      expect(own.allowed).to.equal(false);
+      for (const retry of outcome.retries) {
+        expect(retry).to.be.above(1);
+        expect(retry).to.be.at.most(spec.global!.maxHoldMs);
+        if (!capped) {
+          // What was left of the window when refused: no less than the counter says after them all, and
+          // more by at most the test's own span (and a refill's span between its take and its add).
+          expect(retry).to.be.at.least(own.retryAfterMs);
+          expect(retry).to.be.at.most(own.retryAfterMs + 2 * elapsed);
+        }
+      }
+    });
+  }
 
   it('global store unreachable: a region answers from the units it holds, then fails (failure_mode), and recovers', async function () {
     const { stores, counts } = await servers();
