@@ -415,19 +415,20 @@ export class FilePolicyStore implements PolicyStore {
    */
   private async adopt(index: SnapshotIndex): Promise<void> {
     const opened = await SnapshotReader.open(join(dirname(this.path), SNAPSHOT_FILE));
-    const held = index.ids.map((id) => this.records.get(id));
-    if (held.length !== this.records.size || held.some((record) => record === undefined)) {
-      // Not expected (the worker rebuilt exactly these records); the store keeps what it reads from.
+    // The worker rebuilt the records from the same files, so it wrote them in this map's order.
+    if (!inOrder(this.records, index.ids)) {
       await opened.close();
       log.error('policy store: the new snapshot does not list the ids the store holds; history stays where it was', { path: this.path });
       return;
     }
-    held.forEach((record, k) => {
-      record!.coldAt = index.ranges[2 * k];
-      record!.coldLength = index.ranges[2 * k + 1];
-      record!.coldCurrent = record!.current;
-      record!.versions = record!.audit = undefined;
-    });
+    let k = 0;
+    for (const record of this.records.values()) {
+      record.coldAt = index.ranges[2 * k];
+      record.coldLength = index.ranges[2 * k + 1];
+      record.coldCurrent = record.current;
+      record.versions = record.audit = undefined;
+      k++;
+    }
     const previous = this.snapshot;
     this.snapshot = opened;
     await previous?.close();
@@ -532,6 +533,14 @@ export class FilePolicyStore implements PolicyStore {
       logListenerError,
     );
   }
+}
+
+/** Whether `map`'s keys are `ids`, in that order. */
+function inOrder(map: Map<string, unknown>, ids: readonly string[]): boolean {
+  if (map.size !== ids.length) return false;
+  let k = 0;
+  for (const id of map.keys()) if (id !== ids[k++]) return false;
+  return true;
 }
 
 function logListenerError(error: unknown): void {
