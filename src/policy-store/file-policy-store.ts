@@ -128,6 +128,8 @@ export interface StorageStats {
   compactions: number;
   /** Journal bytes this instance has appended (what the journal would hold without compaction). */
   appendedBytes: number;
+  /** Versions and audit entries held in memory: those after the snapshot (the rest is read from it when asked). */
+  historyInMemory: number;
 }
 
 export class FilePolicyStore implements PolicyStore {
@@ -141,6 +143,7 @@ export class FilePolicyStore implements PolicyStore {
   private snapshotBytes: number;
   private compactions = 0;
   private appendedBytes = 0;
+  private historyInMemory = 0;
   private compactionQueued = false;
   /** After a failed compaction, the journal size to wait for before trying again. */
   private retryCompactionAt = 0;
@@ -169,6 +172,8 @@ export class FilePolicyStore implements PolicyStore {
     this.journalRecords = records.length;
     this.snapshotBytes = snapshotBytes;
     this.compactMinBytes = options.compactMinBytes ?? COMPACT_MIN_BYTES;
+    // A snapshot of the first format holds everything in memory.
+    for (const held of this.records.values()) this.historyInMemory += (held.versions?.length ?? 0) + (held.audit?.length ?? 0);
     const strings = new StringPool();
     for (const record of records) this.apply(this.revived(record, strings));
   }
@@ -278,6 +283,7 @@ export class FilePolicyStore implements PolicyStore {
       journalRecords: this.journalRecords,
       compactions: this.compactions,
       appendedBytes: this.appendedBytes,
+      historyInMemory: this.historyInMemory,
     };
   }
 
@@ -429,6 +435,7 @@ export class FilePolicyStore implements PolicyStore {
       record.versions = record.audit = undefined;
       k++;
     }
+    this.historyInMemory = 0;
     const previous = this.snapshot;
     this.snapshot = opened;
     await previous?.close();
@@ -517,6 +524,7 @@ export class FilePolicyStore implements PolicyStore {
 
   private apply(record: JournalRecord): void {
     applyRecord({ rev: this.rev, records: this.records }, record);
+    for (const c of record.changes) this.historyInMemory += c.policy ? 2 : 1;
     this.rev = record.rev;
     this.sorted = undefined;
   }

@@ -107,6 +107,8 @@ describe('FilePolicyStore compaction (snapshot + journal)', function () {
       await churn(store, 1, undefined, 4, i);
       await store.settled();
     }
+    // The change that asked for the compaction is in the new snapshot: nothing is left in memory.
+    expect(store.storageStats().historyInMemory).to.equal(0);
     const after = await everything(store);
     expect(reads).to.have.length(2);
     for (const read of reads) expect(await read).to.deep.equal(after);

@@ -30,6 +30,8 @@ describe('policy snapshot', function () {
     await store.settled();
     expect(store.storageStats().compactions).to.be.greaterThan(0);
     const expected = { list: store.list(), versions: await store.versions('churn-0'), audit: await store.audit('churn-0') };
+    // In memory: what the journal holds after the last snapshot, no more.
+    const { historyInMemory, journalRecords } = store.storageStats();
     await store.close();
 
     // churn-1's history line damaged in a way only its parse notices (the digest made to match).
@@ -40,6 +42,7 @@ describe('policy snapshot', function () {
 
     const again = await FilePolicyStore.open(dir);
     try {
+      expect(again.storageStats()).to.deep.include({ journalRecords, historyInMemory });
       expect(again.list()).to.deep.equal(expected.list);
       expect((await again.fetch('churn-1')).head).to.be.greaterThan(0);
       expect(await again.versions('churn-0')).to.deep.equal(expected.versions);

@@ -55,6 +55,9 @@ describe('FilePolicyStore reads the first snapshot format', function () {
     expect(await seen(store)).to.deep.equal({ revision, list, ids });
     const { snapshotBytes, journalBytes, journalRecords } = expected.stats;
     expect(store.storageStats()).to.deep.include({ snapshotBytes, journalBytes, journalRecords });
+    // That format holds every version and audit entry in memory.
+    const entries = Object.values(expected.ids as Record<string, { versions: unknown[]; audit: unknown[] }>);
+    expect(store.storageStats().historyInMemory).to.equal(entries.reduce((sum, id) => sum + id.versions.length + id.audit.length, 0));
   });
 
   it('a damaged snapshot in the first format is refused, as before', async () => {
