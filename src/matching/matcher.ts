@@ -68,10 +68,10 @@ export interface CompiledPolicy {
 /** A policy being indexed: its compiled form plus what only the build reads. */
 interface Draft {
   compiled: CompiledPolicy;
-  /** Exact-valued scope fields (not tags), as [field, value] pairs. */
-  exactFields: [ScopeField, string][];
-  /** Exact-valued tags, as [key, value] pairs. */
-  exactTags: [string, string][];
+  /** Exact-valued scope fields (not tags) in SCOPE_FIELDS order, flat: [field, value, field, value, ...]. */
+  exactFields: string[];
+  /** Exact-valued tags, flat: [key, value, ...]. */
+  exactTags: string[];
 }
 
 export interface Wildcard {
@@ -175,12 +175,17 @@ export class Matcher {
   static build(policies: readonly Policy[]): Matcher {
     const skipped = new Map<string, SkippedPolicy>();
     const drafts: Draft[] = [];
+    const byId = new Map<string, CompiledPolicy>();
     const common = sharing(SHARING_MAX);
     for (const policy of policies) {
       if (!policy.enabled) continue;
       const d = compile(policy, common);
-      if ('reason' in d) skipped.set(policy.policy_id, { policy_id: policy.policy_id, reason: d.reason });
-      else drafts.push(d);
+      if ('reason' in d) {
+        skipped.set(policy.policy_id, { policy_id: policy.policy_id, reason: d.reason });
+      } else {
+        drafts.push(d);
+        byId.set(policy.policy_id, d.compiled);
+      }
     }
     inWinnerOrder(drafts);
     const gap = rankGap(drafts.length);
@@ -189,38 +194,37 @@ export class Matcher {
     // How many policies share each exact (field, value) and (tag, value): each policy is indexed under its rarest one.
     const fieldsShared = new Map<string, Map<string, number>>();
     const tagsShared = new Map<string, Map<string, number>>();
-    for (const d of drafts) {
-      for (const [field, value] of d.exactFields) countPair(fieldsShared, field, value);
-      for (const [tag, value] of d.exactTags) countPair(tagsShared, tag, value);
+    for (const { exactFields: fields, exactTags: tags } of drafts) {
+      for (let i = 0; i < fields.length; i += 2) countPair(fieldsShared, fields[i], fields[i + 1]);
+      for (let i = 0; i < tags.length; i += 2) countPair(tagsShared, tags[i], tags[i + 1]);
     }
 
     const families: Record<PolicyFamily, FamilyIndex> = { rate: new FamilyIndex(), concurrency: new FamilyIndex() };
-    const byId = new Map<string, CompiledPolicy>();
     // Check lists are mostly distinct (they hold the policy's own values): shared within the build only.
     const local = sharing();
     for (const d of drafts) {
-      // In rank order, so every bucket ends up sorted by rank.
-      byId.set(d.compiled.policy.policy_id, d.compiled);
-      let slot = -1;
-      let fewest = Infinity;
-      let k = 0;
-      for (const [field, value] of d.exactFields) {
-        const count = fieldsShared.get(field)!.get(value)!;
-        if (count < fewest) [fewest, slot] = [count, k];
-        k++;
+      const { exactFields: fields, exactTags: tags } = d;
+      // With one exact pair there is nothing to choose.
+      let slot = fields.length + tags.length === 2 ? 0 : -1;
+      if (slot < 0) {
+        let fewest = Infinity;
+        for (let i = 0; i < fields.length; i += 2) {
+          const count = fieldsShared.get(fields[i])!.get(fields[i + 1])!;
+          if (count < fewest) [fewest, slot] = [count, i / 2];
+        }
+        for (let i = 0; i < tags.length; i += 2) {
+          const count = tagsShared.get(tags[i])!.get(tags[i + 1])!;
+          if (count < fewest) [fewest, slot] = [count, (fields.length + i) / 2];
+        }
       }
-      for (const [tag, value] of d.exactTags) {
-        const count = tagsShared.get(tag)!.get(value)!;
-        if (count < fewest) [fewest, slot] = [count, k];
-        k++;
-      }
-      place(families[d.compiled.family], d, slot, local).push(d.compiled);
+      // In rank order, so each policy goes at the end of its bucket.
+      place(families[d.compiled.family], d, slot, local);
     }
     for (const index of Object.values(families)) {
       index.refreshFields();
-      // Most buckets hold one policy; push() left each with room for 16 more.
+      // A bucket that grew by inserts has room for more than it holds.
       for (const byValue of [...index.byField.values(), ...index.byTag.values()]) {
-        for (const [value, bucket] of byValue) byValue.set(value, bucket.slice());
+        for (const [value, bucket] of byValue) if (bucket.length > 1) byValue.set(value, bucket.slice());
       }
     }
     return new Matcher(families, byId, drafts.map((d) => d.compiled), skipped, common);
@@ -298,21 +302,19 @@ export class Matcher {
     const index = this.families[c.family];
     // Indexed under the exact pair whose bucket is smallest now (a build picks the rarest pair; both
     // only affect how long a scan is, never what matches).
+    const { exactFields: fields, exactTags: tags } = d;
     let slot = -1;
     let fewest = Infinity;
-    let k = 0;
-    for (const [field, value] of d.exactFields) {
-      const size = index.byField.get(field)?.get(value)?.length ?? 0;
-      if (size < fewest) [fewest, slot] = [size, k];
-      k++;
+    for (let i = 0; i < fields.length; i += 2) {
+      const size = index.byField.get(fields[i] as ScopeField)?.get(fields[i + 1])?.length ?? 0;
+      if (size < fewest) [fewest, slot] = [size, i / 2];
     }
-    for (const [tag, value] of d.exactTags) {
-      const size = index.byTag.get(tag)?.get(value)?.length ?? 0;
-      if (size < fewest) [fewest, slot] = [size, k];
-      k++;
+    for (let i = 0; i < tags.length; i += 2) {
+      const size = index.byTag.get(tags[i])?.get(tags[i + 1])?.length ?? 0;
+      if (size < fewest) [fewest, slot] = [size, (fields.length + i) / 2];
     }
     const fieldsBefore = index.byField.size;
-    insertByRank(place(index, d, slot, sharing()), c);
+    place(index, d, slot, sharing());
     if (index.byField.size !== fieldsBefore) index.refreshFields();
   }
 
@@ -524,6 +526,39 @@ export function wildcardValue(w: Wildcard, ctx: RequestContext): string {
   return w.network === undefined ? value : w.network.identityOf(value);
 }
 
+/** Each scope field's position in SCOPE_FIELDS (a bit in a 32-bit mask: there are fewer than 32). */
+const FIELD_POSITION = new Map<string, number>(SCOPE_FIELDS.map((field, at) => [field, at]));
+const SOURCE_IP = 1 << FIELD_POSITION.get('source_ip')!;
+
+/** compile's scratch: the scope's value of each field present, by position (compiling is synchronous). */
+const fieldValues: string[] = SCOPE_FIELDS.map(() => '');
+
+/** The `*` parts of a policy, in identity order (by name), and the field and tag names among them. */
+interface WildParts {
+  wildcards: readonly Wildcard[];
+  fields: ScopeField[];
+  tags: string[];
+}
+
+/** The wildcards of the `*` fields in `mask` and the `*` tags `tagKeys`, sorted by identity name. */
+function wildcardsOf(mask: number, tagKeys: readonly string[] | undefined, sourceIpPrefix: Policy['source_ip_prefix']): Wildcard[] {
+  const wildcards: Wildcard[] = [];
+  for (let bits = mask; bits !== 0; bits &= bits - 1) {
+    const field = SCOPE_FIELDS[31 - Math.clz32(bits & -bits)];
+    wildcards.push(field === 'source_ip' ? { name: field, field, network: clientNetwork(sourceIpPrefix) } : { name: field, field });
+  }
+  for (const tag of tagKeys ?? []) wildcards.push({ name: `tags.${tag}`, tag });
+  return wildcards.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+function wildParts(wildcards: Wildcard[], shared: Sharing): WildParts {
+  return {
+    wildcards: shared.wildcards(wildcards),
+    fields: shared.strings(wildcards.filter((w) => w.field !== undefined).map((w) => w.field!)) as ScopeField[],
+    tags: shared.strings(wildcards.filter((w) => w.tag !== undefined).map((w) => w.tag!)),
+  };
+}
+
 function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
   let spec: CounterSpec;
   try {
@@ -539,37 +574,52 @@ function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
     if (!compiled.ok) return { reason: `metadata.match_expr: ${compiled.message}` };
     matchExpr = compiled.evaluate;
   }
-  const exactFields: [ScopeField, string][] = [];
-  const exactTags: [string, string][] = [];
-  const wildcards: Wildcard[] = [];
-  let specificity = matchExpr ? 1 : 0;
   const scope = policy.scope ?? {};
-  for (const field of SCOPE_FIELDS) {
-    const value = scope[field];
+  // The scope's own fields, by position in SCOPE_FIELDS (the order checks and index slots follow),
+  // without asking the scope for each of the twenty field names.
+  let present = 0;
+  for (const key in scope) {
+    const at = FIELD_POSITION.get(key);
+    if (at === undefined) continue;
+    const value = scope[key as ScopeField];
     if (value === undefined || value === '') continue;
-    if (value === '*') {
-      wildcards.push(field === 'source_ip' ? { name: field, field, network: clientNetwork(policy.source_ip_prefix) } : { name: field, field });
+    present |= 1 << at;
+    fieldValues[at] = value;
+  }
+  const exactFields: string[] = [];
+  let wildMask = 0;
+  let specificity = matchExpr ? 1 : 0;
+  for (let bits = present; bits !== 0; bits &= bits - 1) {
+    const at = 31 - Math.clz32(bits & -bits);
+    if (fieldValues[at] === '*') {
+      wildMask |= 1 << at;
       specificity += 1;
     } else {
-      exactFields.push([field, value]);
+      exactFields.push(SCOPE_FIELDS[at], fieldValues[at]);
       specificity += 2;
     }
   }
+  const exactTags: string[] = [];
+  let wildTagKeys: string[] | undefined;
   const tags = scope.tags;
   if (tags) {
     for (const key of Object.keys(tags)) {
       const value = tags[key];
       if (typeof value !== 'string' || value === '') continue;
       if (value === '*') {
-        wildcards.push({ name: `tags.${key}`, tag: key });
+        (wildTagKeys ??= []).push(key);
         specificity += 1;
       } else {
-        exactTags.push([key, value]);
+        exactTags.push(key, value);
         specificity += 2;
       }
     }
   }
-  wildcards.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  // Wildcards of plain fields depend on which fields only: worked out once per combination.
+  const wild =
+    wildTagKeys === undefined && (wildMask & SOURCE_IP) === 0
+      ? shared.fieldWildcards(wildMask, () => wildParts(wildcardsOf(wildMask, undefined, undefined), shared))
+      : wildParts(wildcardsOf(wildMask, wildTagKeys, policy.source_ip_prefix), shared);
   // Hot fields first: V8 lays out in-object properties in this order, so a scan touches one cache line.
   const compiled: CompiledPolicy = {
     rank: 0,
@@ -578,15 +628,15 @@ function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
     validFromMs: (policy.valid_from_unix ?? 0) * 1000,
     validToMs: (policy.valid_to_unix ?? 0) * 1000,
     checkFields: EMPTY,
-    wildFields: shared.strings(wildcards.filter((w) => w.field !== undefined).map((w) => w.field!)) as ScopeField[],
+    wildFields: wild.fields,
     checkTags: EMPTY,
-    wildTags: shared.strings(wildcards.filter((w) => w.tag !== undefined).map((w) => w.tag!)),
+    wildTags: wild.tags,
     matchExpr,
     policy,
     spec,
     specificity,
     family: spec.type === 'concurrency' ? 'concurrency' : 'rate',
-    wildcards: shared.wildcards(wildcards),
+    wildcards: wild.wildcards,
   };
   return { compiled, exactFields, exactTags };
 }
@@ -652,6 +702,8 @@ interface Sharing {
   strings(parts: string[]): string[];
   wildcards(list: Wildcard[]): readonly Wildcard[];
   spec(spec: CounterSpec): CounterSpec;
+  /** The parts of the `*` plain fields in `mask` (no source_ip, no tags), made once by `make`. */
+  fieldWildcards(mask: number, make: () => WildParts): WildParts;
 }
 
 const SHARING_MAX = 10_000;
@@ -660,6 +712,7 @@ const SHARING_MAX = 10_000;
 function sharing(max = Infinity): Sharing {
   const lists = new Map<string, unknown[]>();
   const specs = new Map<string, CounterSpec>();
+  const byMask = new Map<number, WildParts>();
   const list = <T>(kind: string, items: T[], keyOf: (item: T) => string): T[] => {
     if (items.length === 0) return EMPTY as T[];
     let key = kind;
@@ -688,6 +741,15 @@ function sharing(max = Infinity): Sharing {
       if (specs.size >= max) specs.clear();
       specs.set(key, spec);
       return spec;
+    },
+    fieldWildcards: (mask, make) => {
+      let parts = byMask.get(mask);
+      if (parts === undefined) {
+        parts = make();
+        if (byMask.size >= max) byMask.clear();
+        byMask.set(mask, parts);
+      }
+      return parts;
     },
   };
 }
@@ -721,18 +783,23 @@ function compileCached(expr: string): CompileResult {
 }
 
 /**
- * Sets the check lists of a policy indexed under its exact pair number `slot` (fields first, then
- * tags; -1 = none) and returns the bucket it belongs in.
+ * Indexes a policy under its exact pair number `slot` (fields first, then tags; -1 = none): sets its
+ * check lists (the other pairs) and puts it in that pair's bucket, or in the fallback list.
  */
-function place(index: FamilyIndex, d: Draft, slot: number, checks: Sharing): CompiledPolicy[] {
+function place(index: FamilyIndex, d: Draft, slot: number, checks: Sharing): void {
   const { compiled: c, exactFields, exactTags } = d;
-  const nFields = exactFields.length;
-  c.checkFields = checks.strings(exactFields.filter((_, k) => k !== slot).flat());
-  c.checkTags = checks.strings(exactTags.filter((_, k) => k + nFields !== slot).flat());
-  if (slot < 0) return index.fallback;
-  if (slot < nFields) return bucketOf(index.byField, exactFields[slot][0], exactFields[slot][1]);
-  const [tag, value] = exactTags[slot - nFields];
-  return bucketOf(index.byTag, tag, value);
+  const nFields = exactFields.length / 2;
+  c.checkFields = checks.strings(withoutPair(exactFields, slot));
+  c.checkTags = checks.strings(withoutPair(exactTags, slot - nFields));
+  if (slot < 0) insertByRank(index.fallback, c);
+  else if (slot < nFields) addToBucket(index.byField, exactFields[2 * slot] as ScopeField, exactFields[2 * slot + 1], c);
+  else addToBucket(index.byTag, exactTags[2 * (slot - nFields)], exactTags[2 * (slot - nFields) + 1], c);
+}
+
+/** A flat [name, value, ...] list without pair `k` (the list itself when it has no such pair). */
+function withoutPair(pairs: string[], k: number): string[] {
+  if (k < 0 || 2 * k >= pairs.length) return pairs;
+  return [...pairs.slice(0, 2 * k), ...pairs.slice(2 * k + 2)];
 }
 
 /** Does `c` come before `other` in winner order (or tie with it: never, ids are unique)? */
@@ -773,12 +840,13 @@ function isExact(value: unknown): value is string {
   return typeof value === 'string' && value !== '' && value !== '*';
 }
 
-function bucketOf<K>(index: Map<K, Map<string, CompiledPolicy[]>>, key: K, value: string): CompiledPolicy[] {
+/** Puts `c` in the bucket of (key, value) by rank; a new bucket is made holding just it (at its exact size: most hold one). */
+function addToBucket<K>(index: Map<K, Map<string, CompiledPolicy[]>>, key: K, value: string, c: CompiledPolicy): void {
   let byValue = index.get(key);
   if (!byValue) index.set(key, (byValue = new Map()));
-  let bucket = byValue.get(value);
-  if (!bucket) byValue.set(value, (bucket = []));
-  return bucket;
+  const bucket = byValue.get(value);
+  if (bucket) insertByRank(bucket, c);
+  else byValue.set(value, [c]);
 }
 
 /**

@@ -5,7 +5,9 @@ import { RlError } from '../errors.js';
 import { log } from '../util/log.js';
 import { DataDirLock, type LockOptions } from './journal-lock.js';
 import { CompactionWorker } from './journal-compaction.js';
-import { emptyState, readSnapshot, SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, type StoreState } from './journal-snapshot.js';
+import { SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, type History, type SnapshotIndex } from './journal-snapshot.js';
+import { SnapshotReader } from './journal-snapshot-reader.js';
+import { applyRecord, emptyState, type PolicyRecord, type StoreState } from './journal-state.js';
 import {
   byPolicyId,
   ChangeListeners,
@@ -49,6 +51,11 @@ import type { Policy } from '../policy/types.js';
  *   new is appended. A bad record FOLLOWED by good ones cannot come from a torn append: that is
  *   corruption, and the store refuses to start rather than silently drop acknowledged changes.
  * - Everything (current, versions, audit) is replayed from the same records, so they cannot disagree.
+ *
+ * In memory: one record per policy id (journal-state.ts) with its head and current policy. Its versions
+ * and audit entries up to the snapshot stay in the snapshot file, which the store keeps open and reads
+ * an id's history from when asked (`versions`, `audit`); those since are held until the next compaction,
+ * after which the store reads the new snapshot instead.
  *
  * Compaction keeps start-up and disk bounded by the state instead of by the number of changes ever
  * made. When the journal has grown to max(compactMinBytes, size of the last snapshot) (the rule of
@@ -121,20 +128,22 @@ export interface StorageStats {
   compactions: number;
   /** Journal bytes this instance has appended (what the journal would hold without compaction). */
   appendedBytes: number;
+  /** Versions and audit entries held in memory: those after the snapshot (the rest is read from it when asked). */
+  historyInMemory: number;
 }
 
 export class FilePolicyStore implements PolicyStore {
-  private readonly current: Map<string, Policy>;
-  private readonly heads: Map<string, number>;
-  private readonly history: Map<string, Policy[]>;
-  private readonly audits: Map<string, AuditEntry[]>;
+  private readonly records: Map<string, PolicyRecord>;
+  /** The snapshot the records' older history lies in (none before the first compaction). */
+  private snapshot: SnapshotReader | undefined;
   private sorted: Policy[] | undefined;
   private rev: number;
   private size: number;
-  private records: number;
+  private journalRecords: number;
   private snapshotBytes: number;
   private compactions = 0;
   private appendedBytes = 0;
+  private historyInMemory = 0;
   private compactionQueued = false;
   /** After a failed compaction, the journal size to wait for before trying again. */
   private retryCompactionAt = 0;
@@ -149,21 +158,22 @@ export class FilePolicyStore implements PolicyStore {
     readonly path: string,
     private readonly file: fsp.FileHandle,
     private readonly lock: DataDirLock,
+    snapshot: SnapshotReader | undefined,
     state: StoreState,
     records: JournalRecord[],
     size: number,
     snapshotBytes: number,
     private readonly options: FilePolicyStoreOptions,
   ) {
-    this.current = state.current;
-    this.heads = state.heads;
-    this.history = state.history;
-    this.audits = state.audits;
+    this.snapshot = snapshot;
+    this.records = state.records;
     this.rev = state.rev;
     this.size = size;
-    this.records = records.length;
+    this.journalRecords = records.length;
     this.snapshotBytes = snapshotBytes;
     this.compactMinBytes = options.compactMinBytes ?? COMPACT_MIN_BYTES;
+    // A snapshot of the first format holds everything in memory.
+    for (const held of this.records.values()) this.historyInMemory += (held.versions?.length ?? 0) + (held.audit?.length ?? 0);
     const strings = new StringPool();
     for (const record of records) this.apply(this.revived(record, strings));
   }
@@ -189,7 +199,22 @@ export class FilePolicyStore implements PolicyStore {
   private static async load(dir: string, lock: DataDirLock, options: FilePolicyStoreOptions): Promise<FilePolicyStore> {
     // A temporary snapshot is what a compaction interrupted before its rename left: never complete.
     await fsp.rm(join(dir, SNAPSHOT_TEMP_FILE), { force: true });
-    const snapshot = await readSnapshot(join(dir, SNAPSHOT_FILE));
+    const snapshot = await SnapshotReader.load(join(dir, SNAPSHOT_FILE));
+    try {
+      return await FilePolicyStore.loadJournal(dir, lock, snapshot, options);
+    } catch (error) {
+      await snapshot?.reader.close();
+      throw error;
+    }
+  }
+
+  /** The journal after the snapshot, a torn last record dropped. */
+  private static async loadJournal(
+    dir: string,
+    lock: DataDirLock,
+    snapshot: { reader: SnapshotReader; state: StoreState; bytes: number } | undefined,
+    options: FilePolicyStoreOptions,
+  ): Promise<FilePolicyStore> {
     const state = snapshot?.state ?? emptyState();
     const path = join(dir, JOURNAL_FILE);
     let created = false;
@@ -222,28 +247,29 @@ export class FilePolicyStore implements PolicyStore {
       await file.close();
       throw error;
     }
-    return new FilePolicyStore(path, file, lock, state, records, size, snapshot?.bytes ?? 0, options);
+    return new FilePolicyStore(path, file, lock, snapshot?.reader, state, records, size, snapshot?.bytes ?? 0, options);
   }
 
   list(): Policy[] {
-    this.sorted ??= [...this.current.values()].sort(byPolicyId);
+    this.sorted ??= this.currentPolicies().sort(byPolicyId);
     return [...this.sorted];
   }
 
   get(policyId: string): Policy | undefined {
-    return this.current.get(policyId);
+    return this.records.get(policyId)?.current;
   }
 
   async fetch(policyId: string): Promise<PolicyHead> {
-    return { policy: this.current.get(policyId), head: this.heads.get(policyId) ?? 0 };
+    const record = this.records.get(policyId);
+    return { policy: record?.current, head: record?.head ?? 0 };
   }
 
   async versions(policyId: string): Promise<PolicyVersion[]> {
-    return (this.history.get(policyId) ?? []).map(versionRecordOf);
+    return (await this.history(policyId)).versions.map(versionRecordOf);
   }
 
   async audit(policyId: string): Promise<AuditEntry[]> {
-    return [...(this.audits.get(policyId) ?? [])];
+    return (await this.history(policyId)).audit;
   }
 
   revision(): number {
@@ -254,9 +280,10 @@ export class FilePolicyStore implements PolicyStore {
     return {
       snapshotBytes: this.snapshotBytes,
       journalBytes: this.size,
-      journalRecords: this.records,
+      journalRecords: this.journalRecords,
       compactions: this.compactions,
       appendedBytes: this.appendedBytes,
+      historyInMemory: this.historyInMemory,
     };
   }
 
@@ -271,8 +298,9 @@ export class FilePolicyStore implements PolicyStore {
 
   commit(change: PolicyChange): Promise<CommitResult> {
     return this.serial(async () => {
-      const head = this.heads.get(change.policy_id) ?? 0;
-      const exists = this.current.has(change.policy_id);
+      const held = this.records.get(change.policy_id);
+      const head = held?.head ?? 0;
+      const exists = held?.current !== undefined;
       if (head !== change.expectedHead || exists !== change.mustExist) {
         return { ok: false, reason: 'conflict', head, exists } as const;
       }
@@ -291,7 +319,7 @@ export class FilePolicyStore implements PolicyStore {
 
   seedIfEmpty(load: () => Policy[] | Promise<Policy[]>): Promise<boolean> {
     return this.serial(async () => {
-      if (this.rev > 0 || this.heads.size > 0) return false;
+      if (this.rev > 0 || this.records.size > 0) return false;
       const policies = await load();
       if (policies.length === 0) return false;
       const record: JournalRecord = {
@@ -317,6 +345,7 @@ export class FilePolicyStore implements PolicyStore {
     await this.queue.catch(() => undefined);
     await this.compactor.close();
     await this.file.close();
+    await this.snapshot?.close();
     await this.lock.release();
   }
 
@@ -352,10 +381,11 @@ export class FilePolicyStore implements PolicyStore {
     const step = this.options.onCompactionStep ?? (() => undefined);
     const temp = join(dir, SNAPSHOT_TEMP_FILE);
     let bytes: number;
+    let index: SnapshotIndex;
     try {
       // Serialised in a worker thread from the files themselves (the snapshot and the journal hold exactly
       // the state in memory: nothing is appended while this runs), so decisions never wait for it.
-      bytes = await this.compactor.run({ dir, journalBytes: this.size, rev: this.rev }, () => step('snapshot-started'));
+      ({ bytes, index } = await this.compactor.run({ dir, journalBytes: this.size, rev: this.rev }, () => step('snapshot-started')));
       step('snapshot-written');
       await fsp.rename(temp, join(dir, SNAPSHOT_FILE));
     } catch (error) {
@@ -366,6 +396,7 @@ export class FilePolicyStore implements PolicyStore {
     step('snapshot-renamed');
     await fsyncDir(dir);
     step('snapshot-durable');
+    await this.adopt(index);
     await this.checkLock();
     try {
       await this.file.truncate(0);
@@ -376,7 +407,7 @@ export class FilePolicyStore implements PolicyStore {
       throw error;
     }
     this.size = 0;
-    this.records = 0;
+    this.journalRecords = 0;
     this.snapshotBytes = bytes;
     this.retryCompactionAt = 0;
     this.compactions++;
@@ -384,8 +415,52 @@ export class FilePolicyStore implements PolicyStore {
     log.info('policy store: journal compacted', { path: this.path, snapshot_bytes: bytes, revision: this.rev });
   }
 
-  private stateView(): StoreState {
-    return { rev: this.rev, heads: this.heads, current: this.current, history: this.history, audits: this.audits };
+  /**
+   * Reads history from the snapshot just written from now on, dropping what memory held since the last
+   * one: every record's history is in it (nothing was appended while it was written), at `index`.
+   */
+  private async adopt(index: SnapshotIndex): Promise<void> {
+    const opened = await SnapshotReader.open(join(dirname(this.path), SNAPSHOT_FILE));
+    // The worker rebuilt the records from the same files, so it wrote them in this map's order.
+    if (!inOrder(this.records, index.ids)) {
+      await opened.close();
+      log.error('policy store: the new snapshot does not list the ids the store holds; history stays where it was', { path: this.path });
+      return;
+    }
+    let k = 0;
+    for (const record of this.records.values()) {
+      record.coldAt = index.ranges[2 * k];
+      record.coldLength = index.ranges[2 * k + 1];
+      record.coldCurrent = record.current;
+      record.versions = record.audit = undefined;
+      k++;
+    }
+    this.historyInMemory = 0;
+    const previous = this.snapshot;
+    this.snapshot = opened;
+    await previous?.close();
+  }
+
+  /**
+   * The id's versions and audit trail: the part in the snapshot read from it, the rest from memory, both
+   * as they are at the call (a compaction that ends meanwhile moves them, not changes them).
+   */
+  private async history(policyId: string): Promise<History> {
+    const record = this.records.get(policyId);
+    if (record === undefined) return { versions: [], audit: [] };
+    const versions = record.versions?.slice() ?? [];
+    const audit = record.audit?.slice() ?? [];
+    if (record.coldLength === 0) return { versions, audit };
+    if (this.closed) throw new RlError('unavailable', 'policy store is closed');
+    const older = await this.snapshot!.history(record);
+    return { versions: [...older.versions, ...versions], audit: [...older.audit, ...audit] };
+  }
+
+  /** The current policies, in record order. */
+  private currentPolicies(): Policy[] {
+    const policies: Policy[] = [];
+    for (const record of this.records.values()) if (record.current !== undefined) policies.push(record.current);
+    return policies;
   }
 
   private serial<T>(task: () => Promise<T>): Promise<T> {
@@ -411,7 +486,7 @@ export class FilePolicyStore implements PolicyStore {
       if (!WRITE_THROUGH) await this.file.datasync();
       this.size += line.length;
       this.appendedBytes += line.length;
-      this.records++;
+      this.journalRecords++;
     } catch (error) {
       // The record may be partly on disk. Cut it off so the next append does not follow garbage; if
       // even that fails, stop accepting changes (the torn tail is then dropped at the next start).
@@ -434,7 +509,7 @@ export class FilePolicyStore implements PolicyStore {
   private revived(record: JournalRecord, strings: StringPool): JournalRecord {
     const changes = record.changes.map((c): JournalChange => {
       const policy = c.policy === null ? null : revivedPolicy(c.policy, strings);
-      const previous = this.current.get(c.policy_id) ?? null;
+      const previous = this.records.get(c.policy_id)?.current ?? null;
       const held = (value: Policy | null): Policy | null => {
         if (value === null || value === undefined) return null;
         if (policy !== null && value.version === policy.version) return policy;
@@ -448,7 +523,8 @@ export class FilePolicyStore implements PolicyStore {
   }
 
   private apply(record: JournalRecord): void {
-    applyRecord(this.stateView(), record);
+    applyRecord({ rev: this.rev, records: this.records }, record);
+    for (const c of record.changes) this.historyInMemory += c.policy ? 2 : 1;
     this.rev = record.rev;
     this.sorted = undefined;
   }
@@ -467,23 +543,12 @@ export class FilePolicyStore implements PolicyStore {
   }
 }
 
-/** One record's changes applied to `state` (the store's own maps at run time, a copy in the compaction worker). */
-export function applyRecord(state: StoreState, record: JournalRecord): void {
-  state.rev = record.rev;
-  for (const c of record.changes) {
-    state.heads.set(c.policy_id, c.head);
-    if (c.policy) {
-      state.current.set(c.policy_id, c.policy);
-      const versions = state.history.get(c.policy_id) ?? [];
-      versions.push(c.policy);
-      state.history.set(c.policy_id, versions);
-    } else {
-      state.current.delete(c.policy_id);
-    }
-    const audit = state.audits.get(c.policy_id) ?? [];
-    audit.push(c.audit);
-    state.audits.set(c.policy_id, audit);
-  }
+/** Whether `map`'s keys are `ids`, in that order. */
+function inOrder(map: Map<string, unknown>, ids: readonly string[]): boolean {
+  if (map.size !== ids.length) return false;
+  let k = 0;
+  for (const id of map.keys()) if (id !== ids[k++]) return false;
+  return true;
 }
 
 function logListenerError(error: unknown): void {

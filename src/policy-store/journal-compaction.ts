@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import type { SnapshotIndex } from './journal-snapshot.js';
 
 /**
  * Compaction's heavy part, writing the snapshot, runs in a worker thread: at 100,000 policies it
@@ -22,7 +23,16 @@ export interface CompactionJob {
 }
 
 /** What the worker posts. */
-export type CompactionMessage = { type: 'header-written' } | { type: 'done'; bytes: number } | { type: 'failed'; message: string; stack?: string };
+export type CompactionMessage =
+  | { type: 'header-written' }
+  | { type: 'done'; bytes: number; index: SnapshotIndex }
+  | { type: 'failed'; message: string; stack?: string };
+
+/** A temporary snapshot written: its size, and where each id's history line is in it. */
+export interface CompactionResult {
+  bytes: number;
+  index: SnapshotIndex;
+}
 
 /** Built, the worker is the .js next to this one. */
 const WORKER_URL = new URL('./journal-compaction-worker.js', import.meta.url);
@@ -51,15 +61,15 @@ export class CompactionWorker {
   private worker: Worker | undefined;
   private idle: NodeJS.Timeout | undefined;
   private pending:
-    | { resolve: (bytes: number) => void; reject: (error: Error) => void; afterHeader?: () => void; resume: Int32Array; afterHeaderFailed?: Error }
+    | { resolve: (result: CompactionResult) => void; reject: (error: Error) => void; afterHeader?: () => void; resume: Int32Array; afterHeaderFailed?: Error }
     | undefined;
 
   /**
-   * Writes the temporary snapshot of `job`; resolves with its size in bytes. `afterHeader` runs on this
+   * Writes the temporary snapshot of `job`; resolves with its size and index. `afterHeader` runs on this
    * thread once the header is on disk, while the worker waits for it (crash tests stop the process there);
    * if it throws, the job fails with its error once the worker has finished.
    */
-  run(job: CompactionJob, afterHeader?: () => void): Promise<number> {
+  run(job: CompactionJob, afterHeader?: () => void): Promise<CompactionResult> {
     if (this.pending) return Promise.reject(new Error('a compaction is already running'));
     clearTimeout(this.idle);
     const worker = (this.worker ??= this.start());
@@ -67,7 +77,7 @@ export class CompactionWorker {
     worker.ref();
     // The worker blocks on this flag after the header until afterHeader has run.
     const resume = new Int32Array(new SharedArrayBuffer(4));
-    return new Promise<number>((resolve, reject) => {
+    return new Promise<CompactionResult>((resolve, reject) => {
       this.pending = { resolve, reject, afterHeader, resume };
       worker.postMessage({ job, resume });
     });
@@ -101,7 +111,7 @@ export class CompactionWorker {
       this.pending = undefined;
       worker.unref();
       if (pending.afterHeaderFailed) pending.reject(pending.afterHeaderFailed);
-      else if (message.type === 'done') pending.resolve(message.bytes);
+      else if (message.type === 'done') pending.resolve({ bytes: message.bytes, index: message.index });
       else pending.reject(workerError(message.message, message.stack));
       this.idle = setTimeout(() => void this.close(), IDLE_MS).unref();
     });

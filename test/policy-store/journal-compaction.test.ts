@@ -91,6 +91,31 @@ describe('FilePolicyStore compaction (snapshot + journal)', function () {
     await expectAcknowledged(again, acks);
   });
 
+  it('answers versions and audit alike while a compaction moves them into the new snapshot, after it, and after a restart', async () => {
+    let store: FilePolicyStore | undefined;
+    // Reads started while a compaction runs: at its start, and just before the store turns to the new snapshot.
+    let reads: ReturnType<typeof everything>[] = [];
+    store = await open({
+      onCompactionStep: (step) => {
+        if (step === 'snapshot-started' || step === 'snapshot-durable') reads.push(everything(store!));
+      },
+    });
+    // One change at a time, each compaction finished before the next change: what a reader may see is
+    // fixed while a compaction runs. The second compaction finds history both in a snapshot and in memory.
+    for (let i = 0; store.storageStats().compactions < 2; i++) {
+      reads = [];
+      await churn(store, 1, undefined, 4, i);
+      await store.settled();
+    }
+    // The change that asked for the compaction is in the new snapshot: nothing is left in memory.
+    expect(store.storageStats().historyInMemory).to.equal(0);
+    const after = await everything(store);
+    expect(reads).to.have.length(2);
+    for (const read of reads) expect(await read).to.deep.equal(after);
+    await closeAll();
+    expect(await everything(await open())).to.deep.equal(after);
+  });
+
   it('deletes a temporary snapshot left by an interrupted compaction, ignoring its content', async () => {
     const store = await open();
     const acks = await churn(store, 40);

@@ -15,4 +15,4 @@ const job = { dir, journalBytes: 0, rev: 0 };
 void worker
   .run(job)
   .then(() => worker.run(job))
-  .then((bytes) => writeSync(1, `${JSON.stringify({ bytes })}\n`));
+  .then(({ bytes }) => writeSync(1, `${JSON.stringify({ bytes })}\n`));
