@@ -45,7 +45,9 @@ export class StringPool {
 
 /** The stored policy: `input`'s fields in canonical order with the server-set ones after them. */
 export function storedPolicy(input: PolicyInput, version: number, createdAt: string, updatedAt: string, pool?: StringPool): Policy {
-  return {
+  // One object literal without spreads: V8 then gives every policy its fields inside the object (a
+  // literal with a spread in it adds the fields after the spread one by one, into a separate array).
+  const policy: Policy = {
     policy_id: input.policy_id,
     name: input.name,
     description: pool?.of(input.description) ?? input.description,
@@ -60,13 +62,27 @@ export function storedPolicy(input: PolicyInput, version: number, createdAt: str
     metadata: metadataOf(input.metadata),
     valid_from_unix: input.valid_from_unix,
     valid_to_unix: input.valid_to_unix,
-    // Fields most policies do not have stay absent (a policy is returned as it was given).
+    version,
+    created_at: pool?.of(createdAt) ?? createdAt,
+    updated_at: pool?.of(updatedAt) ?? updatedAt,
+  };
+  return input.source_ip_prefix || input.budget !== undefined || input.lease ? withOptionalFields(policy, input) : policy;
+}
+
+/**
+ * The fields most policies do not have, where canonical order puts them (before the server-set ones);
+ * absent when not given, so a policy is returned as it was given.
+ */
+function withOptionalFields(policy: Policy, input: PolicyInput): Policy {
+  const { version, created_at, updated_at, ...given } = policy;
+  return {
+    ...given,
     ...(input.source_ip_prefix && { source_ip_prefix: { v4: input.source_ip_prefix.v4, v6: input.source_ip_prefix.v6 } }),
     ...(input.budget !== undefined && { budget: input.budget }),
     ...(input.lease && { lease: { ...input.lease } }),
     version,
-    created_at: pool?.of(createdAt) ?? createdAt,
-    updated_at: pool?.of(updatedAt) ?? updatedAt,
+    created_at,
+    updated_at,
   };
 }
 
