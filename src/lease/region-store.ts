@@ -261,8 +261,12 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       this.track(key, keys, spec);
       this.noteLapsed(spec.global, answer.lapsed);
       // The lock is this server's: refill (even with a refill of its own on its way, whose add may have
-      // released an earlier lock already). Else wait for this server's refill of the pool, if any.
-      const refill = answer.lock ? this.startRefill(key, keys, spec, answer, storeClock, cost) : this.refills.get(key);
+      // released an earlier lock already): for this decision's cost if the pool could not pay it, for
+      // none if it did (a refill ahead: the chunk rule alone, never more than half of what the parent
+      // has left), for a process lease's whole take either way (what the process below asks for). Else
+      // wait for this server's refill of the pool, if any.
+      const waiting = answer.spent && op === 'spend' ? 0 : cost;
+      const refill = answer.lock ? this.startRefill(key, keys, spec, answer, storeClock, waiting) : this.refills.get(key);
       if (answer.spent || answer.retryAfterMs > 0) {
         this.waited(spec.global, waitingSince);
         return answer;

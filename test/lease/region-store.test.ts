@@ -1,9 +1,11 @@
 import { expect } from 'chai';
 import type { RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
+import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
 import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { LeaseHolder } from '../../src/lease/lease-holder.js';
+import { MemoryLeasePool } from '../../src/lease/memory-region-pool.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
 import { poolKey, RegionPool } from '../../src/lease/region-pool.js';
 import { RegionCounterStore } from '../../src/lease/region-store.js';
@@ -326,5 +328,64 @@ describe('global budget across regions (RegionCounterStore)', function () {
     const b = await saturate([stores[1]], keys, spec, 15, 1);
     expect([a.allowed, b.allowed]).to.deep.equal([10, 10]);
     expect((await direct.peek(keys, spec)).remaining).to.equal(10);
+  });
+});
+
+/**
+ * RegionCounterStore's own rules, one server of one region in one process: the global store is the exact
+ * emulator, the region's pool the script's in-memory port (as the simulation wires them), the clock
+ * injected and standing still unless a test moves it.
+ */
+describe('RegionCounterStore rules (in memory)', () => {
+  const T0 = 1_800_000_000_000;
+
+  function flush(): Promise<void> {
+    return new Promise((resolve) => setImmediate(resolve));
+  }
+
+  function region() {
+    const clock = { now: T0 };
+    const leaseClock: LeaseClock = { now: () => clock.now, setTimer: () => undefined, clearTimer: () => undefined };
+    const global = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
+    const regional = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
+    const takes: number[] = [];
+    // The global store, its takes counted.
+    const observed = new Proxy(global, {
+      get(target, name) {
+        if (name !== 'take') return Reflect.get(target, name, target) as unknown;
+        return (keys: string[], spec: RateSpec, n: number) => {
+          takes.push(n);
+          return target.take(keys, spec, n);
+        };
+      },
+    });
+    const store = new RegionCounterStore<MemoryCounterStore>({
+      regional,
+      pool: new RegionPool(new MemoryLeasePool(() => clock.now)),
+      global: observed,
+      globalTimeoutMs: 1000,
+      regionalTimeoutMs: 500,
+      clock: leaseClock,
+      sweepIntervalMs: 0,
+    });
+    return { clock, global, store, takes };
+  }
+
+  it('a refill ahead asks for no more than half of what the global counter can still admit (CONTRACT chunk rule): with 1 left, none', async () => {
+    const { global, store, takes } = region();
+    const spec: RateSpec = { type: 'fixed_window', limit: 3, windowMs: 3_600_000, global: { policyId: 'g', maxHoldMs: 1000 } };
+    const keys = ['{g}:chunk'];
+    for (let i = 0; i < 2; i++) {
+      expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
+      await flush();
+    }
+    // Two admitted; the refills so far took the 1 the first decision waited for, then 1 ahead (half of 2).
+    expect(takes).to.deep.equal([1, 1]);
+    // One unit is left in the global counter, for whichever region needs it first: no refill ahead takes it.
+    expect((await global.peek(keys, spec)).remaining).to.equal(1);
+    // A decision that finds the pool empty waits for a take of its cost, and gets the last unit.
+    expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
+    expect(takes).to.deep.equal([1, 1, 1]);
+    expect((await global.peek(keys, spec)).remaining).to.equal(0);
   });
 });
