@@ -310,7 +310,7 @@ class Simulation {
       },
       add: (key, grant, token, measureMs) => pool.add(key, grant, token, measureMs),
       fail: (key, token, downMs) => pool.fail(key, token, downMs),
-      drain: (key, idleMs) => pool.drain(key, idleMs),
+      drain: (key, idleMs, window) => pool.drain(key, idleMs, window),
       peek: (key) => pool.peek(key),
     };
   }
