@@ -146,12 +146,14 @@ forEachStore((_name, getStore) => {
   });
 
   describe('capacity lease return (give) on the buckets', () => {
+    // Refilled one unit an hour: nothing refills within a test.
+    const buckets: RateSpec[] = [
+      { type: 'token_bucket', capacity: 10, rateUnits: 1, ratePeriodMs: 3_600_000 },
+      { type: 'leaky_bucket', capacity: 10, rateUnits: 1, ratePeriodMs: 3_600_000 },
+    ];
+
     it('answers the units that went back: never more than the room left, as the bucket stays within its capacity', async () => {
       const { store, keys } = getStore();
-      const buckets: RateSpec[] = [
-        { type: 'token_bucket', capacity: 10, rateUnits: 1, ratePeriodMs: 3_600_000 },
-        { type: 'leaky_bucket', capacity: 10, rateUnits: 1, ratePeriodMs: 3_600_000 },
-      ];
       for (const spec of buckets) {
         const k = keys('give', spec);
         const taken = await store.take!(k, spec, 3, at(0));
@@ -166,10 +168,6 @@ forEachStore((_name, getStore) => {
 
     it('takes nothing back from the instant the units had to be back by: they lapsed (back later, they would join the tokens it refilled meanwhile)', async () => {
       const { store, keys } = getStore();
-      const buckets: RateSpec[] = [
-        { type: 'token_bucket', capacity: 10, rateUnits: 1, ratePeriodMs: 3_600_000 },
-        { type: 'leaky_bucket', capacity: 10, rateUnits: 1, ratePeriodMs: 3_600_000 },
-      ];
       for (const spec of buckets) {
         const k = keys('give-late', spec);
         const taken = await store.take!(k, spec, 3, at(0));
