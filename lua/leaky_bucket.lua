@@ -10,7 +10,8 @@
 -- ARGV[4]  rate units (units drained per rate period)
 -- ARGV[5]  rate period ms
 -- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
---          {units, 0, 0} (include "mode"; a return is an ordinary refund)
+--          {units, tag, 0} (include "mode": a take's tag is when it ran, a return one made in time is an
+--          ordinary refund)
 
 -- @include "time"
 -- @include "number"
@@ -31,6 +32,10 @@ if stored then
     level = math.max(0, tonumber(stored[2]) - (math.max(0, now - tonumber(stored[3])) * rate_units) / rate_period_ms)
     empty_at = settled_at
   end
+end
+if giving and now >= give_tag then
+  -- A return that arrives after the instant it had to be back by: the units lapsed, and nothing goes back.
+  return lease_reply(true, math.max(0, math.floor(capacity - level)), 0, empty_at - now, 0, 0, 0)
 end
 if refunding then
   -- What went back (a return answers it): never below empty, so an empty bucket takes nothing back.
@@ -63,7 +68,7 @@ if taking then
     redis.call('HSET', key, 'x', fmt(empty_at), 'a', fmt(level), 'u', fmt(now))
     expire_in(key, empty_at)
   end
-  return lease_reply(granted > 0, math.max(0, math.floor(capacity - level)), retry, empty_at - now, granted, 0, 0)
+  return lease_reply(granted > 0, math.max(0, math.floor(capacity - level)), retry, empty_at - now, granted, now, 0)
 end
 if peeking and level + cost <= capacity then
   return reply(true, math.max(0, math.floor(capacity - level)), 0, empty_at - now)

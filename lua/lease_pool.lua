@@ -9,8 +9,9 @@
 -- `expiresAtOf`; docs/distribution.md, "Clocks").
 --
 -- KEYS[1]  pool hash:
---            a_u a_e a_t a_s  older generation: units, expires-at (this store's clock), window tag ('' = bucket),
---                             units spent or taken from it (what refunds may put back)
+--            a_u a_e a_t a_s  older generation: units, expires-at (this store's clock), tag (windows: the
+--                             window's; buckets: the instant, in the global store's clock, they must be back
+--                             there by), units spent or taken from it (what refunds may put back)
 --            b_u b_e b_t b_s  newer generation
 --            lk le        refill lock: owner token, expires-at (one server of the region refills at a time)
 --            pr           what the parent could still admit after the last take (-1 = not known yet)
@@ -29,13 +30,14 @@
 -- ARGV[2]  operation; its arguments follow (ARGV[3] onwards):
 --            spend  cost lock_ms token measure_ms fresh waits_for
 --            take   n lock_ms token measure_ms fresh waits_for (up to n: a process lease below the region)
---            add    units expires_at tag parent_remaining token retry_after_ms asked measure_ms
+--            add    units expires_at tag parent_remaining token retry_after_ms asked measure_ms window
 --            fail   token down_ms          (a refill could not reach the parent)
---            drain  idle_ms                (every live unit out if none was spent for idle_ms; 0 = now)
+--            drain  idle_ms window         (every live unit out if none was spent for idle_ms; 0 = now)
 --            refund units tag below             (below 1: a return from a process lease, into units of window tag)
 --            peek
 -- ARGV[3]  spend, take, add: cost / n / units; fail: token; drain: idle_ms; refund: units
--- ARGV[4]  spend, take: lock_ms; add: expires_at (this store's clock); fail: down_ms; refund: tag
+-- ARGV[4]  spend, take: lock_ms; add: expires_at (this store's clock); fail: down_ms; drain: window;
+--          refund: tag
 -- ARGV[5]  spend, take: token; add: tag; refund: below
 -- ARGV[6]  spend, take: measure_ms; add: parent_remaining
 -- ARGV[7]  spend, take: fresh (1: a first try, so its demand counts once); add: token
@@ -44,6 +46,8 @@
 --          it granted fewer units than asked or its last ones, at most max_hold; 0: it may admit more now)
 -- ARGV[9]  add: asked (the chunk asked for)
 -- ARGV[10] add: measure_ms
+-- ARGV[11] add: window ('1': the tags are windows, and units of another window lapse; '0': a bucket's,
+--          whose generations stay side by side, and merged go back by the earlier tag). drain: ARGV[4]
 -- Returns  {spent 1/0, left, retry_after_ms, lock 1/0, recent, parent_remaining, lapsed, down 1/0,
 --          reset_after_ms, tag, now, waiting, waits_for}: `left` the live units after the operation,
 --          `retry_after_ms` (spend, take: > 0 refused) until the parent may admit again: while it admits
@@ -147,6 +151,14 @@ local function save(refresh)
   if refresh or fresh_pool then
     expire_in(key, now + POOL_TTL_MS)
   end
+end
+
+-- A bucket's tags are the instants its units must be back by: of two, the earlier ('' unknown: they
+-- never go back).
+local function earlier_tag(x, y)
+  if x == '' or y == '' then return '' end
+  if tonumber(y) < tonumber(x) then return y end
+  return x
 end
 
 local function newest_tag()
@@ -258,12 +270,13 @@ if op == 'add' then
   local retry = tonumber(ARGV[8])
   p.lc = tonumber(ARGV[9])
   measure(tonumber(ARGV[10]))
+  local window = ARGV[11] == '1'
   if units > 0 and expires <= now then
     -- Already past their window (a slow round trip): they lapse here.
     lapsed = lapsed + units
   elseif units > 0 then
     -- Units of another window never mix with these: the older ones are over (or about to be).
-    if tag ~= '' then
+    if window and tag ~= '' then
       for _, g in ipairs(GENERATIONS) do
         if p[g .. '_u'] > 0 and p[g .. '_t'] ~= tag then lapse(g) end
       end
@@ -273,10 +286,12 @@ if op == 'add' then
       p.a_u, p.a_e, p.a_t, p.a_s = units, expires, tag, 0
     else
       if p.b_u > 0 then
-        -- Two generations at most: the older two merge under the earlier expiry (never later).
+        -- Two generations at most: the older two merge under the earlier expiry (never later), and a
+        -- bucket's under the earlier tag (never back later than either may).
         p.a_u = p.a_u + p.b_u
         p.a_e = math.min(p.a_e, p.b_e)
         p.a_s = p.a_s + p.b_s
+        if not window then p.a_t = earlier_tag(p.a_t, p.b_t) end
       end
       p.b_u, p.b_e, p.b_t, p.b_s = units, expires, tag, 0
     end
@@ -315,14 +330,19 @@ if op == 'drain' then
     if lapsed > 0 then save() end
     return answer(false, 0, false, '')
   end
-  -- The units leave under the newest tag; an older window's units (never live beside a newer one
-  -- after `add`) would not be refunded by the parent anyway.
   local units = left()
   local tag = p.a_t
-  if p.b_u > 0 then tag = p.b_t end
-  if p.b_u > 0 and p.a_u > 0 and p.a_t ~= p.b_t then
-    lapsed = lapsed + p.a_u
-    units = p.b_u
+  if ARGV[4] ~= '1' then
+    -- A bucket's units all leave, by the earlier tag.
+    if p.b_u > 0 then tag = earlier_tag(p.a_t, p.b_t) end
+  else
+    -- The units leave under the newest tag; an older window's units (never live beside a newer one
+    -- after `add`) would not be refunded by the parent anyway.
+    if p.b_u > 0 then tag = p.b_t end
+    if p.b_u > 0 and p.a_u > 0 and p.a_t ~= p.b_t then
+      lapsed = lapsed + p.a_u
+      units = p.b_u
+    end
   end
   p.a_u = 0
   p.b_u = 0

@@ -9,7 +9,8 @@
 -- ARGV[4]  rate units (tokens added per rate period)
 -- ARGV[5]  rate period ms
 -- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
---          {units, 0, 0} (include "mode"; a return is an ordinary refund)
+--          {units, tag, 0} (include "mode": a take's tag is when it ran, a return one made in time is an
+--          ordinary refund)
 
 -- @include "time"
 -- @include "number"
@@ -30,6 +31,10 @@ if stored then
     tokens = math.min(capacity, tonumber(stored[2]) + (math.max(0, now - tonumber(stored[3])) * rate_units) / rate_period_ms)
     full_at = settled_at
   end
+end
+if giving and now >= give_tag then
+  -- A return that arrives after the instant it had to be back by: the units lapsed, and nothing goes back.
+  return lease_reply(true, math.floor(tokens), 0, full_at - now, 0, 0, 0)
 end
 if refunding then
   -- What went back (a return answers it): never above capacity, so a full bucket takes nothing back.
@@ -62,7 +67,7 @@ if taking then
     redis.call('HSET', key, 'x', fmt(full_at), 'a', fmt(tokens), 'u', fmt(now))
     expire_in(key, full_at)
   end
-  return lease_reply(granted > 0, math.floor(tokens), retry, full_at - now, granted, 0, 0)
+  return lease_reply(granted > 0, math.floor(tokens), retry, full_at - now, granted, now, 0)
 end
 if peeking and tokens >= cost then
   return reply(true, math.floor(tokens), 0, full_at - now)

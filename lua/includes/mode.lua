@@ -9,7 +9,10 @@
 --                     took all n (0 while the counter admits one more): how long the counter admits no more
 --   'give:<n>:<tag>'  window-checked return: a refund of n units, made only while the window (quota
 --                     period, sub-window) <tag> that a take answered is still the current one; the
---                     units of a window that has ended have lapsed and go nowhere (buckets: a refund)
+--                     units of a window that has ended have lapsed and go nowhere. Buckets: a take's tag
+--                     is the instant it ran (this clock), a give's tag the instant the units had to be
+--                     back by (the taker adds its max_hold): a refund made only before then, since units
+--                     back later would join the tokens the bucket refilled meanwhile (src/lease)
 -- Port of the `mode` of MemoryCounterStore (src/counters/memory-store.ts): change both together.
 local signed_cost = tonumber(ARGV[2])
 local taking = false

@@ -57,12 +57,15 @@ export interface CounterStore {
    * Capacity leases (src/lease), in the algorithm's own script: takes min(`n`, what the counter admits
    * now) units, possibly none; `retryAfterMs` is that of a refused consume of `n` when less was granted,
    * and when all `n` were, that of a consume of one more unit (0 while the counter admits one more).
+   * `windowTag`: the window (period, sub-window) the units belong to; buckets: when the take ran (this
+   * store's clock).
    */
   take?(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult>;
   /**
    * Gives back `units` a take answered with `windowTag`, only while that window (period, sub-window)
    * is the current one; otherwise they lapsed (`units` of the answer: how many went back).
-   * Buckets: an ordinary refund (`windowTag` null).
+   * Buckets: `windowTag` is the instant (this store's clock) they had to be back by, the take's tag plus
+   * the taker's max_hold; an ordinary refund before it, nothing from then on (null: nothing).
    */
   giveBack?(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult>;
   /** Takes a lease slot for `leaseId`, or refreshes the lease if it is already held. */

@@ -484,7 +484,7 @@ export class MemoryCounterStore implements CounterStore {
   private tokenBucket(
     key: string, capacity: number, rateUnits: number, ratePeriodMs: number, signedCost: number, now: number, lease?: LeaseOperation,
   ): CounterResult {
-    const { peeking, refunding, cost, refund, taking, giving } = mode(signedCost, lease);
+    const { peeking, refunding, cost, refund, taking, giving, giveTag } = mode(signedCost, lease);
     // amount = tokens in the bucket; settledAt = when it is full again.
     const stored = this.get<BucketState>(key, now);
     let tokens = capacity;
@@ -493,6 +493,8 @@ export class MemoryCounterStore implements CounterStore {
       tokens = Math.min(capacity, stored.amount + (Math.max(0, now - stored.updatedAt) * rateUnits) / ratePeriodMs);
       fullAt = stored.settledAt;
     }
+    // A return that arrives after the instant it had to be back by: the units lapsed, and nothing goes back.
+    if (giving && now >= giveTag!) return leaseResult(true, Math.floor(tokens), 0, fullAt - now, 0, 0, 0);
     if (refunding) {
       // What went back (a return answers it): never above capacity, so a full bucket takes nothing back.
       const room = capacity - tokens;
@@ -512,7 +514,7 @@ export class MemoryCounterStore implements CounterStore {
         fullAt = now + Math.ceil(((capacity - tokens) * ratePeriodMs) / rateUnits);
         this.put<BucketState>(key, { amount: tokens, updatedAt: now, settledAt: fullAt }, fullAt);
       }
-      return leaseResult(granted > 0, Math.floor(tokens), retry, fullAt - now, granted, 0, 0);
+      return leaseResult(granted > 0, Math.floor(tokens), retry, fullAt - now, granted, now, 0);
     }
     if (peeking && tokens >= cost) return result(true, Math.floor(tokens), 0, fullAt - now);
     if (tokens >= cost) {
@@ -528,7 +530,7 @@ export class MemoryCounterStore implements CounterStore {
   private leakyBucket(
     key: string, capacity: number, rateUnits: number, ratePeriodMs: number, signedCost: number, now: number, lease?: LeaseOperation,
   ): CounterResult {
-    const { peeking, refunding, cost, refund, taking, giving } = mode(signedCost, lease);
+    const { peeking, refunding, cost, refund, taking, giving, giveTag } = mode(signedCost, lease);
     // amount = level of the bucket; settledAt = when it has drained empty.
     const stored = this.get<BucketState>(key, now);
     let level = 0;
@@ -537,6 +539,8 @@ export class MemoryCounterStore implements CounterStore {
       level = Math.max(0, stored.amount - (Math.max(0, now - stored.updatedAt) * rateUnits) / ratePeriodMs);
       emptyAt = stored.settledAt;
     }
+    // A return that arrives after the instant it had to be back by: the units lapsed, and nothing goes back.
+    if (giving && now >= giveTag!) return leaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now, 0, 0, 0);
     if (refunding) {
       // What went back (a return answers it): never below empty, so an empty bucket takes nothing back.
       const room = level;
@@ -556,7 +560,7 @@ export class MemoryCounterStore implements CounterStore {
         emptyAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
         this.put<BucketState>(key, { amount: level, updatedAt: now, settledAt: emptyAt }, emptyAt);
       }
-      return leaseResult(granted > 0, Math.max(0, Math.floor(capacity - level)), retry, emptyAt - now, granted, 0, 0);
+      return leaseResult(granted > 0, Math.max(0, Math.floor(capacity - level)), retry, emptyAt - now, granted, now, 0);
     }
     if (peeking && level + cost <= capacity) return result(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now);
     if (level + cost <= capacity) {

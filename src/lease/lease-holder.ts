@@ -171,14 +171,12 @@ export class LeaseHolder {
     this.parentRetryAfterMs = grant.retryAfterMs;
     this.parentResetAt = sentAt + grant.resetAfterMs;
     const now = this.clock.now();
-    // A bucket's unit waits at most max_hold between leaving the parent and being spent.
-    const spendBy = grant.windowTag === null ? Math.min(grant.spendBy, sentAt + this.maxHoldMs) : grant.spendBy;
     // Units whose window ended on the way (a window shorter than the round trip) lapse on arrival; the
     // waiters are then refused, not sent round again, which could go on for ever.
-    const arrivedLate = grant.granted > 0 && spendBy <= now;
+    const arrivedLate = grant.granted > 0 && grant.spendBy <= now;
     if (arrivedLate) this.events.lapsed?.(grant.granted);
     else if (grant.granted > 0) {
-      await this.pool.add({ ...grant, spendBy }, now);
+      await this.pool.add(grant, now);
       this.armIdleTimer();
     }
     const exhausted = grant.granted < n || arrivedLate;

@@ -51,6 +51,12 @@ export interface StoredPool {
 type Generation = 'a' | 'b';
 const GENERATIONS: readonly Generation[] = ['a', 'b'];
 
+/** As the script's `earlier_tag`: of two bucket tags (instants), the earlier; '' if either is unknown. */
+function earlierTag(x: string, y: string): string {
+  if (x === '' || y === '') return '';
+  return Number(y) < Number(x) ? y : x;
+}
+
 export class MemoryLeasePool implements LeasePoolScript {
   private readonly pools = new Map<string, StoredPool>();
 
@@ -219,10 +225,11 @@ export class MemoryLeasePool implements LeasePoolScript {
       const retry = num(8);
       p.lc = num(9);
       measure(num(10));
+      const window = arg(11) === '1';
       if (added > 0 && expires <= now) {
         lapsed = lapsed + added;
       } else if (added > 0) {
-        if (tag !== '') {
+        if (window && tag !== '') {
           for (const g of GENERATIONS) {
             if (units(g) > 0 && p[`${g}_t` as const] !== tag) lapse(g);
           }
@@ -235,6 +242,7 @@ export class MemoryLeasePool implements LeasePoolScript {
             p.a_u = p.a_u + p.b_u;
             p.a_e = Math.min(p.a_e, p.b_e);
             p.a_s = p.a_s + p.b_s;
+            if (!window) p.a_t = earlierTag(p.a_t, p.b_t);
           }
           [p.b_u, p.b_e, p.b_t, p.b_s] = [added, expires, tag, 0];
         }
@@ -272,10 +280,14 @@ export class MemoryLeasePool implements LeasePoolScript {
       }
       let out = left();
       let tag = p.a_t;
-      if (p.b_u > 0) tag = p.b_t;
-      if (p.b_u > 0 && p.a_u > 0 && p.a_t !== p.b_t) {
-        lapsed = lapsed + p.a_u;
-        out = p.b_u;
+      if (arg(4) !== '1') {
+        if (p.b_u > 0) tag = earlierTag(p.a_t, p.b_t);
+      } else {
+        if (p.b_u > 0) tag = p.b_t;
+        if (p.b_u > 0 && p.a_u > 0 && p.a_t !== p.b_t) {
+          lapsed = lapsed + p.a_u;
+          out = p.b_u;
+        }
       }
       p.a_u = 0;
       p.b_u = 0;

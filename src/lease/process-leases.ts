@@ -4,7 +4,7 @@ import type { Policy } from '../policy/types.js';
 import { leaseLimitsOf } from '../policy/lease-limits.js';
 import { LeaseHolder } from './lease-holder.js';
 import { ProcessUnitPool } from './process-pool.js';
-import { isLeasable, storeParent } from './store-parent.js';
+import { isBucket, isLeasable, storeParent } from './store-parent.js';
 import { systemClock, type LeaseClock, type LeaseEvents, type MaybePromise } from './types.js';
 
 /** A counter store that can lend units: the Redis store (the emulator can too, but memory mode needs no lease). */
@@ -87,8 +87,8 @@ export class ProcessLeases {
     const limits = leaseLimitsOf(policy);
     if (limits === undefined || !isLeasable(spec)) return undefined;
     const holder = new LeaseHolder({
-      parent: storeParent(this.store, keys, spec, this.clock),
-      pool: new ProcessUnitPool(),
+      parent: storeParent(this.store, keys, spec, this.clock, limits.maxHoldMs),
+      pool: new ProcessUnitPool(isBucket(spec)),
       clock: this.clock,
       events: this.events?.(policy.policy_id),
       ...limits,

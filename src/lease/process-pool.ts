@@ -5,7 +5,7 @@ interface Batch {
   units: number;
   /** Units the parent granted into this batch: refunds never make it hold more (usage never below zero). */
   granted: number;
-  windowTag: string | null;
+  windowTag: string;
   spendBy: number;
 }
 
@@ -17,6 +17,12 @@ interface Batch {
  */
 export class ProcessUnitPool implements UnitPool {
   private batches: Batch[] = [];
+
+  /**
+   * `bucket`: the tags are the instants the units must be back by, one per take, not windows: a refund
+   * joins any batch, and every live unit goes back by the earliest.
+   */
+  constructor(private readonly bucket = false) {}
 
   spend(cost: number, now: number): Spend {
     const lapsed = this.dropLapsed(now);
@@ -49,14 +55,14 @@ export class ProcessUnitPool implements UnitPool {
 
   refund(units: number, now: number): number {
     this.dropLapsed(now);
-    // A decision's refund joins the newest window's units; a batch never holds more than was granted
+    // A decision's refund joins the newest window's units (a bucket's: any); a batch never holds more than was granted
     // into it, so no refund adds units the parent did not give (an exact counter's usage never goes
     // below zero either). What does not fit has lapsed.
     const tag = this.batches[this.batches.length - 1]?.windowTag;
     let left = units;
     for (let i = this.batches.length - 1; i >= 0 && left > 0; i--) {
       const batch = this.batches[i];
-      if (batch.windowTag !== tag) continue;
+      if (!this.bucket && batch.windowTag !== tag) continue;
       const back = Math.min(left, batch.granted - batch.units);
       batch.units += back;
       left -= back;
@@ -73,14 +79,18 @@ export class ProcessUnitPool implements UnitPool {
   drain(now: number): DrainedUnits {
     let lapsed = this.dropLapsed(now);
     const newest = this.batches[this.batches.length - 1];
+    if (newest === undefined) return { units: 0, windowTag: null, lapsed };
     let units = 0;
+    let windowTag = newest.windowTag;
     for (const batch of this.batches) {
       // Units of an older window than the newest cannot go back to a parent that has moved on.
-      if (batch.windowTag === newest.windowTag) units += batch.units;
+      if (this.bucket || batch.windowTag === newest.windowTag) units += batch.units;
       else lapsed += batch.units;
+      // A bucket's go back by the earliest instant any of them must be back by.
+      if (this.bucket && Number(batch.windowTag) < Number(windowTag)) windowTag = batch.windowTag;
     }
     this.batches = [];
-    return { units, windowTag: newest?.windowTag ?? null, lapsed };
+    return { units, windowTag, lapsed };
   }
 
   private held(): number {

@@ -27,7 +27,10 @@ export interface PoolAnswer {
   down: boolean;
   /** ms until the newest live units expire. */
   resetAfterMs: number;
-  /** Window tag of the newest units ('' for the buckets and for an empty pool). */
+  /**
+   * Tag of the newest units ('' for an empty pool): their window's, or a bucket's return-by (PoolGrant).
+   * take: the units taken's; drain: the tag they go back by.
+   */
   tag: string;
   /** This store's clock when the script ran (epoch ms). */
   storeNow: number;
@@ -50,7 +53,7 @@ export interface RegionPoolStore {
   spend(key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh?: boolean, op?: 'spend' | 'take', waitsFor?: number): Promise<PoolAnswer>;
   add(key: string, grant: PoolGrant, token: string, measureMs: number): Promise<PoolAnswer>;
   fail(key: string, token: string, downMs: number): Promise<PoolAnswer>;
-  drain(key: string, idleMs: number): Promise<PoolAnswer>;
+  drain(key: string, idleMs: number, window: boolean): Promise<PoolAnswer>;
   refund(key: string, units: number, below?: { tag: string }): Promise<PoolAnswer>;
   peek(key: string): Promise<PoolAnswer>;
 }
@@ -60,7 +63,10 @@ export interface PoolGrant {
   units: number;
   /** This store's clock. */
   expiresAt: number;
+  /** The window's tag, or a bucket's (the instant, by the global store's clock, the units must be back there by). */
   tag: string;
+  /** The tag is a window's (units of another window lapse), not a bucket's. */
+  window: boolean;
   parentRemaining: number;
   /** > 0: the parent admits no more for this long (its retry_after when it granted fewer than `asked`, or its last units); 0: it may. */
   retryAfterMs: number;
@@ -111,6 +117,7 @@ export class RegionPool implements RegionPoolStore {
       String(Math.ceil(grant.retryAfterMs)),
       String(grant.asked),
       String(measureMs),
+      grant.window ? '1' : '0',
     ]);
   }
 
@@ -119,9 +126,12 @@ export class RegionPool implements RegionPoolStore {
     return this.run(key, ['fail', token, String(Math.ceil(downMs))]);
   }
 
-  /** Takes every live unit out (to give back), if none was spent for `idleMs` (0: whatever the use). */
-  drain(key: string, idleMs: number): Promise<PoolAnswer> {
-    return this.run(key, ['drain', String(idleMs)]);
+  /**
+   * Takes every live unit out (to give back), if none was spent for `idleMs` (0: whatever the use):
+   * `window`, those of the newest window (older ones lapse); a bucket's, all, by the earlier tag.
+   */
+  drain(key: string, idleMs: number, window: boolean): Promise<PoolAnswer> {
+    return this.run(key, ['drain', String(idleMs), window ? '1' : '0']);
   }
 
   /**

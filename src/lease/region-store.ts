@@ -163,27 +163,33 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   /**
    * A process lease's take (CONTRACT: a `lease` on a global-budget policy puts process leases below the
    * region's: holder = process, parent = the region's units): up to `n` units out of the region pool,
-   * with their window tag and how long they may still be spent (so never past the global window).
+   * with their tag as the algorithm's take answers it, and how long they may still be spent (so never
+   * past the global window). A bucket's tag is when its units left the global counter: the process
+   * adds its max_hold, the policy's (src/policy/lease-limits.ts) as this region's, and so names the
+   * pool's units they came from when it gives them back (a return to any others would let them outlive
+   * max_hold).
    */
   async take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
     if (!spec.global) return this.regional.take(keys, spec, n, nowMs);
-    const answer = await this.fromPool('take', keys, spec as GlobalRateSpec, n);
+    const global = spec as GlobalRateSpec;
+    const answer = await this.fromPool('take', keys, global, n);
     const window = WINDOW_TYPES.has(spec.type);
+    const tag = answer.tag === '' ? 0 : Number(answer.tag);
     return {
       allowed: answer.spent,
       remaining: Math.max(0, answer.parentRemaining),
       retryAfterMs: answer.spent ? 0 : answer.retryAfterMs,
       resetAfterMs: answer.resetAfterMs,
       units: answer.spent ? answer.left : 0,
-      windowTag: window && answer.tag !== '' ? Number(answer.tag) : 0,
+      windowTag: window || tag === 0 ? tag : tag - global.global.maxHoldMs,
       windowLeftMs: window && answer.spent ? answer.resetAfterMs : 0,
     };
   }
 
-  /** A process lease's return: back into the region pool, only into live units of the same window. */
+  /** A process lease's return: back into the region pool, only into live units of the same tag (take). */
   async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
     if (!spec.global) return this.regional.giveBack(keys, spec, units, windowTag, nowMs);
-    const tag = WINDOW_TYPES.has(spec.type) && windowTag !== null ? String(windowTag) : '';
+    const tag = windowTag === null ? '' : String(windowTag);
     const answer = await this.pool.refund(poolKey(keys[0]), units, { tag });
     this.noteLapsed(spec.global, answer.lapsed);
     return { allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, units: answer.left, windowTag: windowTag ?? 0, windowLeftMs: 0 };
@@ -261,8 +267,12 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       this.track(key, keys, spec);
       this.noteLapsed(spec.global, answer.lapsed);
       // The lock is this server's: refill (even with a refill of its own on its way, whose add may have
-      // released an earlier lock already). Else wait for this server's refill of the pool, if any.
-      const refill = answer.lock ? this.startRefill(key, keys, spec, answer, storeClock, cost) : this.refills.get(key);
+      // released an earlier lock already): for this decision's cost if the pool could not pay it, for
+      // none if it did (a refill ahead: the chunk rule alone, never more than half of what the parent
+      // has left), for a process lease's whole take either way (what the process below asks for). Else
+      // wait for this server's refill of the pool, if any.
+      const waiting = answer.spent && op === 'spend' ? 0 : cost;
+      const refill = answer.lock ? this.startRefill(key, keys, spec, answer, storeClock, waiting) : this.refills.get(key);
       if (answer.spent || answer.retryAfterMs > 0) {
         this.waited(spec.global, waitingSince);
         return answer;
@@ -320,7 +330,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const sentAt = this.clock.now();
     let grant: Grant;
     try {
-      grant = await storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock).take(asked);
+      grant = await storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.maxHoldMs).take(asked);
     } catch (error) {
       log.warn('region refill failed: the global store did not answer', { error: (error as Error).message });
       // The global store's own breaker paces the next attempts; until then, short decisions fail at once.
@@ -333,8 +343,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
         key,
         {
           units: grant.granted,
-          expiresAt: this.expiresAtOf(spec, grant, sentAt, storeClock),
-          tag: grant.windowTag ?? '',
+          expiresAt: this.expiresAtOf(grant, storeClock),
+          tag: grant.windowTag,
+          window: WINDOW_TYPES.has(spec.type),
           parentRemaining: grant.remaining,
           // Less than asked, or the last units: the parent admits no more until its retry_after, or for
           // at most max_hold (other regions may return units before the window ends). Nothing taken,
@@ -355,7 +366,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   /**
    * When, by the region store's clock, the units just taken must no longer be spent: never later than
-   * the global window's end (windows) or max_hold after they left the parent (buckets).
+   * the global window's end (windows) or max_hold after they left the parent (buckets): the grant's
+   * `spendBy`, by this server's clock.
    *
    * Only durations are trusted across machines. Windows: the global script said how much of the window
    * was left when it ran, which was after this server sent the take, so `spendBy` (send time + that) by
@@ -365,9 +377,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
    * therefore reached by the store no later than `spendBy`. The one assumption left is that the clocks
    * run at the same rate (drift, not offset: docs/distribution.md, "Clocks").
    */
-  private expiresAtOf(spec: GlobalRateSpec, grant: Grant, sentAt: number, sample: StoreClock): number {
-    const spendBy = grant.windowTag === null ? sentAt + spec.global.maxHoldMs : grant.spendBy;
-    return Math.floor(sample.storeNow + (spendBy - sample.localAt));
+  private expiresAtOf(grant: Grant, sample: StoreClock): number {
+    return Math.floor(sample.storeNow + (grant.spendBy - sample.localAt));
   }
 
   private track(key: string, keys: string[], spec: GlobalRateSpec): void {
@@ -408,14 +419,14 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const { keys, spec } = tracked;
     let drained: PoolAnswer;
     try {
-      drained = await this.pool.drain(key, idleMs);
+      drained = await this.pool.drain(key, idleMs, WINDOW_TYPES.has(spec.type));
     } catch {
       return;
     }
     this.noteLapsed(spec.global, drained.lapsed);
     if (!drained.spent || drained.left <= 0) return;
     try {
-      const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock);
+      const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.maxHoldMs);
       const back = await parent.giveBack(drained.left, drained.tag === '' ? null : drained.tag);
       this.eventsFor(spec.global).returned?.(back);
       this.noteLapsed(spec.global, drained.left - back);

@@ -21,12 +21,16 @@ export interface Grant {
    */
   retryAfterMs: number;
   resetAfterMs: number;
-  /** Opaque identity of the window/sub-window the units belong to (window algorithms), or null (buckets). */
-  windowTag: string | null;
+  /**
+   * What a return of these units names (opaque): the window/sub-window they belong to (window
+   * algorithms); for buckets the instant, by the parent's clock, they must be back by (they left it at
+   * most max_hold before; later they lapse there).
+   */
+  windowTag: string;
   /**
    * Local time (holder's clock, ms) after which these units must no longer be spent: for the window
    * algorithms the window's end, computed conservatively (send time + what the parent said was left of
-   * the window); for buckets the parent's own limit or Infinity (the holder adds its max_hold).
+   * the window); for buckets send time + max_hold.
    */
   spendBy: number;
 }
@@ -37,7 +41,7 @@ export interface LeaseParent {
   take(n: number): Promise<Grant>;
   /**
    * Returns unspent units taken with `windowTag`; they go back only while that window is the current
-   * one (window algorithms), else they lapsed. Buckets: an ordinary refund. Answers how many went back.
+   * one (window algorithms), or before that instant (buckets), else they lapsed. Answers how many went back.
    */
   giveBack(units: number, windowTag: string | null): Promise<number>;
   /** The parent's own peek: units held by holders count as used there. */
@@ -53,7 +57,7 @@ export interface Spend {
 }
 
 export interface DrainedUnits {
-  /** Unspent units to give back, all of one window (`windowTag`). */
+  /** Unspent units to give back, all of one window (`windowTag`; buckets: by the earliest tag). */
   units: number;
   windowTag: string | null;
   /** Units past their spendBy (or of an older window than `windowTag`): lapsed. */

@@ -146,19 +146,35 @@ forEachStore((_name, getStore) => {
   });
 
   describe('capacity lease return (give) on the buckets', () => {
+    // Refilled one unit an hour: nothing refills within a test.
+    const buckets: RateSpec[] = [
+      { type: 'token_bucket', capacity: 10, rateUnits: 1, ratePeriodMs: 3_600_000 },
+      { type: 'leaky_bucket', capacity: 10, rateUnits: 1, ratePeriodMs: 3_600_000 },
+    ];
+
     it('answers the units that went back: never more than the room left, as the bucket stays within its capacity', async () => {
       const { store, keys } = getStore();
-      const buckets: RateSpec[] = [
-        { type: 'token_bucket', capacity: 10, rateUnits: 1, ratePeriodMs: 3_600_000 },
-        { type: 'leaky_bucket', capacity: 10, rateUnits: 1, ratePeriodMs: 3_600_000 },
-      ];
       for (const spec of buckets) {
         const k = keys('give', spec);
-        expect((await store.take!(k, spec, 3, at(0))).units, label(spec)).to.equal(3);
-        // 5 units offered back, 3 fit: the other 2 were never taken (they lapse, counted by the holder).
-        const back = await store.giveBack!(k, spec, 5, null, at(0));
+        const taken = await store.take!(k, spec, 3, at(0));
+        expect(taken, label(spec)).to.include({ units: 3, windowTag: at(0) });
+        // Back by the take's instant plus a max_hold of 100 ms: 5 units offered back, 3 fit (the other 2
+        // were never taken: they lapse, counted by the holder).
+        const back = await store.giveBack!(k, spec, 5, taken.windowTag + 100, at(0));
         expect(back, label(spec)).to.include({ units: 3, remaining: 10 });
-        expect((await store.giveBack!(k, spec, 1, null, at(0))).units, `${label(spec)} full`).to.equal(0);
+        expect((await store.giveBack!(k, spec, 1, taken.windowTag + 100, at(0))).units, `${label(spec)} full`).to.equal(0);
+      }
+    });
+
+    it('takes nothing back from the instant the units had to be back by: they lapsed (back later, they would join the tokens it refilled meanwhile)', async () => {
+      const { store, keys } = getStore();
+      for (const spec of buckets) {
+        const k = keys('give-late', spec);
+        const taken = await store.take!(k, spec, 3, at(0));
+        const late = await store.giveBack!(k, spec, 3, taken.windowTag + 100, at(100));
+        expect(late, label(spec)).to.include({ units: 0, remaining: 7 });
+        // Nothing went back: the 7 left are all the bucket admits.
+        expect((await store.take!(k, spec, 10, at(100))).units, label(spec)).to.equal(7);
       }
     });
   });

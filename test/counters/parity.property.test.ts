@@ -207,6 +207,9 @@ function advance(now: number, step: Step, spec: CounterSpec): number {
 // Replay
 // ---------------------------------------------------------------------------------------------------
 
+/** A bucket's max_hold in the gives: steps land before, on and after the instant it ends. */
+const BUCKET_HOLD_MS = 1000;
+
 /** The window tag of the last take per key (as the emulator answered it): what a give names. */
 type TakenTags = Map<string, number>;
 
@@ -216,8 +219,12 @@ async function apply(store: CounterStore, op: Op, spec: CounterSpec, keys: strin
     const leased = spec.type !== 'sliding_window_log';
     if (op.op === 'take' && leased) return store.take!(keys, spec as RateSpec, op.cost, now);
     if ((op.op === 'give' || op.op === 'give_stale') && leased) {
-      const tag = (tags.get(keys[0]) ?? 0) - (op.op === 'give_stale' ? 1 : 0);
-      return store.giveBack!(keys, spec as RateSpec, op.cost, spec.type.endsWith('bucket') ? null : tag, now);
+      const last = tags.get(keys[0]) ?? 0;
+      const stale = op.op === 'give_stale';
+      // A bucket's give names the instant its units must be back by: the take's plus a max_hold (stale:
+      // the take's own, already past); a window's, the window of the last take or the one before it.
+      const tag = spec.type.endsWith('bucket') ? last + (stale ? 0 : BUCKET_HOLD_MS) : last - (stale ? 1 : 0);
+      return store.giveBack!(keys, spec as RateSpec, op.cost, tag, now);
     }
     if (op.op === 'peek') return store.peek(keys, spec as RateSpec, now);
     if (op.op === 'refund') return store.refund(keys, spec as RateSpec, op.cost, now);

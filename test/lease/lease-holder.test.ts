@@ -55,7 +55,7 @@ function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000): Fixture {
       if (i >= 0) timers.splice(i, 1);
     },
   };
-  const real = storeParent(exact, ['k'], spec, leaseClock);
+  const real = storeParent(exact, ['k'], spec, leaseClock, maxHoldMs);
   const calls: string[] = [];
   const held: (() => void)[] = [];
   const down = { value: false };
@@ -298,6 +298,33 @@ describe('LeaseHolder', () => {
     // interval of length 0, where burst + rate × (T + max_hold) allows 1.5.
     expect((await f.exact.consume(['k'], bucket, 1)).allowed).to.equal(false);
   });
+
+  for (const type of ['token_bucket', 'leaky_bucket'] as const) {
+    it(`a ${type}'s units given back within max_hold but arriving later lapse at the bucket: a return delayed on its way would join the tokens it refilled meanwhile`, async () => {
+      // Five tokens, refilled at 5 a second; max_hold 100 ms.
+      const bucket: LeasedSpec = { type, capacity: 5, rateUnits: 5, ratePeriodMs: 1000 };
+      const f = fixture(bucket, 5, 100);
+      // A decision of 6 takes the 5 tokens there are and is refused; the 5 stay held.
+      const first = f.consume(6);
+      await f.answerAll();
+      expect((await first).allowed).to.equal(false);
+      // Within max_hold the holder lets go: its return leaves at once and is on its way for a second.
+      f.clock.now += 50;
+      const letGo = f.holder.letGo();
+      await settle();
+      expect(f.calls.filter((c) => c.startsWith('give'))).to.deep.equal(['give 5']);
+      f.clock.now += 950;
+      // Meanwhile the bucket refilled its 5 tokens, which another holder spends now.
+      expect((await f.exact.consume(['k'], bucket, 5)).allowed).to.equal(true);
+      await f.answerAll();
+      await letGo;
+      expect(f.events.returned).to.equal(0);
+      expect(f.events.lapsed).to.equal(5);
+      // Given back, the 5 would let the bucket admit 10 at this instant, where burst + rate × (T + max_hold)
+      // allows 5.5.
+      expect((await f.exact.consume(['k'], bucket, 1)).allowed).to.equal(false);
+    });
+  }
 
   it('a bucket gives back, when it lets go, the units it still holds within max_hold', async () => {
     const bucket: LeasedSpec = { type: 'token_bucket', capacity: 100, rateUnits: 1, ratePeriodMs: 60_000 };

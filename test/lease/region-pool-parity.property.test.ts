@@ -29,8 +29,8 @@ const STRING_FIELDS = new Set<string>(['a_t', 'b_t', 'lk']);
 // ---------------------------------------------------------------------------------------------------
 
 const tokenArb = fc.constantFrom('s1', 's2', 's3');
-/** '' is a bucket's (no window); the others stand for window tags. */
-const tagArb = fc.constantFrom('', 'w1', 'w2', '1800000000000');
+/** Tags as RegionCounterStore passes them: windows' or buckets' instants (numbers), or '' (unknown). */
+const tagArb = fc.constantFrom('', '1800000000000', '1800000000100', '1800000000250');
 const measureArb = fc.constantFrom(100, 1000, 1000);
 
 /** Steps of the clock before an operation: mostly none or small, some past lock, hold and window lengths, a few past the key's TTL. */
@@ -46,9 +46,9 @@ const stepArb = fc.oneof(
 
 type PoolOp =
   | { op: 'spend' | 'take'; cost: number; lockMs: number; token: string; measureMs: number; fresh: boolean; waitsFor: number }
-  | { op: 'add'; units: number; expiresIn: number; tag: string; parentRemaining: number; token: string; retryAfterMs: number; asked: number; measureMs: number }
+  | { op: 'add'; units: number; expiresIn: number; tag: string; window: boolean; parentRemaining: number; token: string; retryAfterMs: number; asked: number; measureMs: number }
   | { op: 'fail'; token: string; downMs: number }
-  | { op: 'drain'; idleMs: number }
+  | { op: 'drain'; idleMs: number; window: boolean }
   | { op: 'refund'; units: number; below: string | undefined }
   | { op: 'peek' };
 
@@ -77,6 +77,8 @@ const poolOpArb: fc.Arbitrary<PoolOp> = fc.oneof(
       units: fc.oneof({ weight: 1, arbitrary: fc.constant(0) }, { weight: 2, arbitrary: fc.integer({ min: 1, max: 3 }) }, { weight: 3, arbitrary: fc.integer({ min: 1, max: 30 }) }),
       expiresIn: fc.constantFrom(-1, 0, 1, 50, 500, 1_000, 5_000, 700_000),
       tag: tagArb,
+      // A window's tags (other windows' units lapse) or a bucket's (generations side by side).
+      window: fc.boolean(),
       parentRemaining: fc.oneof(fc.constantFrom(-1, 0, 0, 1, 2), fc.integer({ min: 0, max: 60 })),
       token: tokenArb,
       // The parent's retry_after (0: it may admit more): the pool pauses on it (nothing granted) or tells
@@ -87,15 +89,22 @@ const poolOpArb: fc.Arbitrary<PoolOp> = fc.oneof(
     }),
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('fail' as const), token: tokenArb, downMs: fc.constantFrom(0, 30, 1_000) }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('drain' as const), idleMs: fc.constantFrom(0, 100, 1_000) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('drain' as const), idleMs: fc.constantFrom(0, 100, 1_000), window: fc.boolean() }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('refund' as const), units: fc.integer({ min: 1, max: 8 }), below: fc.option(tagArb, { nil: undefined }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('peek' as const) }) },
 );
 
+/**
+ * Mostly, as in production, every add and drain of a sequence says the same of its tags (a pool holds one
+ * algorithm's units: a window's or a bucket's), so that a bucket's generations pile up side by side.
+ */
 function stepsArb(step: fc.Arbitrary<number>): fc.Arbitrary<Step[]> {
-  return fc.array(
+  const steps = fc.array(
     fc.tuple(poolOpArb, fc.constantFrom(0, 0, 0, 1), step).map(([op, key, ms]): Step => ({ ...op, key, step: ms })),
     { minLength: 1, maxLength: 60 },
+  );
+  return fc.tuple(steps, fc.constantFrom<boolean | undefined>(true, false, undefined)).map(([all, window]) =>
+    window === undefined ? all : all.map((s) => (s.op === 'add' || s.op === 'drain' ? { ...s, window } : s)),
   );
 }
 
@@ -107,14 +116,14 @@ function apply(pool: RegionPool, key: string, s: Step, now: number): Promise<Poo
     case 'add':
       return pool.add(
         key,
-        { units: s.units, expiresAt: now + s.expiresIn, tag: s.tag, parentRemaining: s.parentRemaining, retryAfterMs: s.retryAfterMs, asked: s.asked },
+        { units: s.units, expiresAt: now + s.expiresIn, tag: s.tag, window: s.window, parentRemaining: s.parentRemaining, retryAfterMs: s.retryAfterMs, asked: s.asked },
         s.token,
         s.measureMs,
       );
     case 'fail':
       return pool.fail(key, s.token, s.downMs);
     case 'drain':
-      return pool.drain(key, s.idleMs);
+      return pool.drain(key, s.idleMs, s.window);
     case 'refund':
       return pool.refund(key, s.units, s.below === undefined ? undefined : { tag: s.below });
     case 'peek':

@@ -31,11 +31,12 @@ describe('region pool (lua/lease_pool.lua)', function () {
     await redis?.stop();
   });
 
-  /** A refill's grant, live for `ttlMs` from the current instant. */
-  const grant = (units: number, ttlMs: number, tag = 'w1', extra: Partial<{ parentRemaining: number; retryAfterMs: number; asked: number }> = {}) => ({
+  /** A refill's grant, live for `ttlMs` from the current instant (a window's unless `window` is false). */
+  const grant = (units: number, ttlMs: number, tag = 'w1', extra: Partial<{ parentRemaining: number; retryAfterMs: number; asked: number; window: boolean }> = {}) => ({
     units,
     expiresAt: now + ttlMs,
     tag,
+    window: extra.window ?? true,
     parentRemaining: extra.parentRemaining ?? 100,
     retryAfterMs: extra.retryAfterMs ?? 0,
     asked: extra.asked ?? units,
@@ -151,10 +152,10 @@ describe('region pool (lua/lease_pool.lua)', function () {
     await pool.add(key, grant(10, 60_000, 'w9'), 'a', MEASURE);
     await pool.spend(key, 1, 500, 'a', MEASURE);
     now += 999;
-    expect(await pool.drain(key, 1000)).to.include({ spent: false });
+    expect(await pool.drain(key, 1000, true)).to.include({ spent: false });
     now += 1;
-    expect(await pool.drain(key, 1000)).to.include({ spent: true, left: 9, tag: 'w9' });
-    expect(await pool.drain(key, 0)).to.include({ spent: false, left: 0 });
+    expect(await pool.drain(key, 1000, true)).to.include({ spent: true, left: 9, tag: 'w9' });
+    expect(await pool.drain(key, 0, true)).to.include({ spent: false, left: 0 });
   });
 
   it('a refund goes back to live units, at most what was spent lately', async function () {
@@ -204,6 +205,27 @@ describe('region pool (lua/lease_pool.lua)', function () {
     // Not once the window's units have expired.
     now += 5_000;
     expect((await pool.refund(key, 2, { tag: 'w1' })).left).to.equal(0);
+  });
+
+  it("a bucket's units of two refills stay side by side, go back by the earlier tag, and a process's return only into the units it came from", async function () {
+    // A bucket's tag: the instant, by the global store's clock, its units must be back there by.
+    const bucket = (units: number, ttlMs: number, tag: string) => grant(units, ttlMs, tag, { window: false });
+    await pool.add(key, bucket(3, 1_000, '1100'), 'a', MEASURE);
+    expect(await pool.add(key, bucket(4, 5_000, '1500'), 'a', MEASURE)).to.include({ left: 7, lapsed: 0 });
+    // A process lease takes 2 of the older units, and names them when it gives them back: into the newer
+    // ones they would outlive max_hold, so they go only into those they came from.
+    const taken = await pool.spend(key, 2, 500, 'a', MEASURE, true, 'take');
+    expect(taken).to.include({ spent: true, left: 2, tag: '1100', resetAfterMs: 1_000 });
+    expect((await pool.refund(key, 2, { tag: '1500' })).left).to.equal(0);
+    expect((await pool.refund(key, 2, { tag: '1100' })).left).to.equal(2);
+    // A third refill merges the older two, under the earlier expiry and tag; drained, all of a bucket's
+    // units go back by the earlier tag.
+    await pool.add(key, bucket(5, 9_000, '1900'), 'a', MEASURE);
+    expect(await pool.drain(key, 0, false)).to.include({ spent: true, left: 12, tag: '1100', lapsed: 0 });
+    // A window's drain (the tags are windows) lets an older window's units lapse instead.
+    await pool.add(key, bucket(3, 1_000, '1100'), 'a', MEASURE);
+    await pool.add(key, bucket(4, 5_000, '1500'), 'a', MEASURE);
+    expect(await pool.drain(key, 0, true)).to.include({ spent: true, left: 4, tag: '1500', lapsed: 3 });
   });
 
   it('measures what the region spent over the last measure period (the chunk rule’s rate)', async function () {

@@ -1,9 +1,11 @@
 import { expect } from 'chai';
 import type { RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
+import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
 import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { LeaseHolder } from '../../src/lease/lease-holder.js';
+import { MemoryLeasePool } from '../../src/lease/memory-region-pool.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
 import { poolKey, RegionPool } from '../../src/lease/region-pool.js';
 import { RegionCounterStore } from '../../src/lease/region-store.js';
@@ -12,6 +14,13 @@ import { systemClock } from '../../src/lease/types.js';
 import type { LeaseClock, LeaseEvents } from '../../src/lease/types.js';
 import { startDelayProxy, type DelayProxy } from '../support/delay-proxy.js';
 import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
+
+interface Counts {
+  refills: number;
+  waits: number;
+  returned: number;
+  lapsed: number;
+}
 
 /**
  * A global budget across two regions, in one process: one global and two regional redis-servers, the
@@ -40,13 +49,6 @@ describe('global budget across regions (RegionCounterStore)', function () {
     await proxy?.close();
     await Promise.all([global?.stop(), ...regions.map((r) => r?.stop())]);
   });
-
-  interface Counts {
-    refills: number;
-    waits: number;
-    returned: number;
-    lapsed: number;
-  }
 
   /** Two servers per region, each with its own connections (`clock`: the servers' clock). */
   async function servers(sweepIntervalMs = 0, clock?: LeaseClock, timeouts = { globalMs: 1000, regionalMs: 500 }): Promise<{ stores: RegionCounterStore[]; counts: Counts }> {
@@ -268,7 +270,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
     const keys = counterKeys(randomPrefix(), 'g', spec, []);
     const holders = stores.map(
       (store) =>
-        new LeaseHolder({ parent: storeParent(store, keys, spec as LeasedSpec, systemClock), pool: new ProcessUnitPool(), clock: systemClock, maxUnits: 50, maxHoldMs: 1000 }),
+        new LeaseHolder({ parent: storeParent(store, keys, spec as LeasedSpec, systemClock, 1000), pool: new ProcessUnitPool(), clock: systemClock, maxUnits: 50, maxHoldMs: 1000 }),
     );
     let admitted = 0;
     let other = 0;
@@ -326,5 +328,149 @@ describe('global budget across regions (RegionCounterStore)', function () {
     const b = await saturate([stores[1]], keys, spec, 15, 1);
     expect([a.allowed, b.allowed]).to.deep.equal([10, 10]);
     expect((await direct.peek(keys, spec)).remaining).to.equal(10);
+  });
+});
+
+/**
+ * RegionCounterStore's own rules, one server of one region in one process: the global store is the exact
+ * emulator, the region's pool the script's in-memory port (as the simulation wires them), the clock
+ * injected and standing still unless a test moves it.
+ */
+describe('RegionCounterStore rules (in memory)', () => {
+  const T0 = 1_800_000_000_000;
+
+  function flush(): Promise<void> {
+    return new Promise((resolve) => setImmediate(resolve));
+  }
+
+  /**
+   * One server of a region. `gate.returns`: its returns to the global counter wait in `held` until the
+   * test lets them arrive (a message on its way).
+   */
+  function region() {
+    const clock = { now: T0 };
+    const leaseClock: LeaseClock = { now: () => clock.now, setTimer: () => undefined, clearTimer: () => undefined };
+    const global = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
+    const regional = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
+    const takes: number[] = [];
+    const held: (() => void)[] = [];
+    const gate = { returns: false };
+    // The global store, its takes counted and its returns held when the test says so.
+    const observed = new Proxy(global, {
+      get(target, name) {
+        if (name === 'take') {
+          return (keys: string[], spec: RateSpec, n: number) => {
+            takes.push(n);
+            return target.take(keys, spec, n);
+          };
+        }
+        if (name === 'giveBack' && gate.returns) {
+          return (...args: Parameters<MemoryCounterStore['giveBack']>) =>
+            new Promise((resolve, reject) => held.push(() => target.giveBack(...args).then(resolve, reject)));
+        }
+        return Reflect.get(target, name, target) as unknown;
+      },
+    });
+    const counts: Counts = { refills: 0, waits: 0, returned: 0, lapsed: 0 };
+    const pool = new RegionPool(new MemoryLeasePool(() => clock.now));
+    const store = new RegionCounterStore<MemoryCounterStore>({
+      regional,
+      pool,
+      global: observed,
+      globalTimeoutMs: 1000,
+      regionalTimeoutMs: 500,
+      clock: leaseClock,
+      sweepIntervalMs: 0,
+      events: () => ({ returned: (units) => (counts.returned += units), lapsed: (units) => (counts.lapsed += units) }),
+    });
+    return { clock, leaseClock, global, pool, store, takes, held, gate, counts };
+  }
+
+  it('a refill ahead asks for no more than half of what the global counter can still admit (CONTRACT chunk rule): with 1 left, none', async () => {
+    const { global, store, takes } = region();
+    const spec: RateSpec = { type: 'fixed_window', limit: 3, windowMs: 3_600_000, global: { policyId: 'g', maxHoldMs: 1000 } };
+    const keys = ['{g}:chunk'];
+    for (let i = 0; i < 2; i++) {
+      expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
+      await flush();
+    }
+    // Two admitted; the refills so far took the 1 the first decision waited for, then 1 ahead (half of 2).
+    expect(takes).to.deep.equal([1, 1]);
+    // One unit is left in the global counter, for whichever region needs it first: no refill ahead takes it.
+    expect((await global.peek(keys, spec)).remaining).to.equal(1);
+    // A decision that finds the pool empty waits for a take of its cost, and gets the last unit.
+    expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
+    expect(takes).to.deep.equal([1, 1, 1]);
+    expect((await global.peek(keys, spec)).remaining).to.equal(0);
+  });
+
+  for (const type of ['token_bucket', 'leaky_bucket'] as const) {
+    it(`a global ${type}: the region's units given back within max_hold but arriving later lapse at the global bucket (a return delayed on its way would join the tokens it refilled meanwhile)`, async () => {
+      const { clock, global, store, held, gate, counts } = region();
+      // Five tokens, refilled at 5 a second; max_hold 100 ms.
+      const spec: RateSpec = { type, capacity: 5, rateUnits: 5, ratePeriodMs: 1000, global: { policyId: 'g', maxHoldMs: 100 } };
+      const keys = ['{g}:late'];
+      // A decision of 6: the region's refill takes the 5 tokens there are, and it is refused; the 5 stay in the pool.
+      expect((await store.consume(keys, spec, 6)).allowed).to.equal(false);
+      // Within max_hold the policy changes: the region's units leave for the global bucket, on their way for a second.
+      clock.now += 50;
+      gate.returns = true;
+      const changed = store.policyChanged('g');
+      await flush();
+      expect(held).to.have.length(1);
+      clock.now += 950;
+      // Meanwhile the bucket refilled its 5 tokens, which another region spends now.
+      expect((await global.consume(keys, spec, 5)).allowed).to.equal(true);
+      held.shift()!();
+      await changed;
+      expect(counts.returned).to.equal(0);
+      expect(counts.lapsed).to.equal(5);
+      // Given back, the 5 would let the bucket admit 10 at this instant, where burst + rate × (T + max_hold) allows 5.5.
+      expect((await global.consume(keys, spec, 1)).allowed).to.equal(false);
+    });
+  }
+
+  it("a global bucket's units a process lease below the region gives back go only into the region units they came from: arriving after those expired, they lapse instead of joining newer ones (they would outlive max_hold)", async () => {
+    const { clock, leaseClock, pool, store } = region();
+    const spec: RateSpec = { type: 'token_bucket', capacity: 20, rateUnits: 20, ratePeriodMs: 1000, global: { policyId: 'g', maxHoldMs: 100 } };
+    const keys = ['{g}:below-late'];
+    const key = poolKey(keys[0]);
+    // Another server of the region spends 10: the region takes them, then 5 ahead (half of what is left).
+    expect((await store.consume(keys, spec, 10)).allowed).to.equal(true);
+    await flush();
+    expect((await pool.peek(key)).left).to.equal(5);
+    // A process lease below the region takes 2 of those 5 for a decision that is then refunded: it holds them.
+    const processEvents = { returned: 0, lapsed: 0 };
+    const real = storeParent(store, keys, spec as LeasedSpec, leaseClock, 100);
+    const returns: (() => void)[] = [];
+    const parent = { ...real, giveBack: (units: number, tag: string | null) => new Promise<number>((resolve, reject) => returns.push(() => real.giveBack(units, tag).then(resolve, reject))) };
+    const holder = new LeaseHolder({
+      parent,
+      pool: new ProcessUnitPool(true),
+      clock: leaseClock,
+      maxUnits: 100,
+      maxHoldMs: 100,
+      events: { returned: (units) => (processEvents.returned += units), lapsed: (units) => (processEvents.lapsed += units) },
+    });
+    expect((await holder.consume(2)).allowed).to.equal(true);
+    expect((await holder.refund(2)).accepted).to.equal(2);
+    expect((await pool.peek(key)).left).to.equal(3);
+    // It lets go within max_hold; its return is on its way for a second.
+    clock.now += 50;
+    const letGo = holder.letGo();
+    await flush();
+    expect(returns).to.have.length(1);
+    clock.now += 950;
+    // The region's units it took them from have expired; the region took new ones and spent some.
+    expect((await store.consume(keys, spec, 10)).allowed).to.equal(true);
+    await flush();
+    expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
+    const before = (await pool.peek(key)).left;
+    expect(before).to.be.above(0);
+    returns.shift()!();
+    await letGo;
+    // Nothing joined the newer units: the 2 lapsed.
+    expect((await pool.peek(key)).left).to.equal(before);
+    expect(processEvents).to.deep.equal({ returned: 0, lapsed: 2 });
   });
 });
