@@ -122,6 +122,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private sweeper: unknown;
   private sweeping = false;
   private closed = false;
+  private closing: Promise<void> | undefined;
 
   constructor(private readonly options: RegionStoreOptions<Regional>) {
     this.regional = options.regional;
@@ -229,10 +230,19 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     await Promise.all(changed.map(([key, t]) => this.returnUnits(key, t, 0)));
   }
 
-  async close(): Promise<void> {
-    this.closed = true;
-    if (this.sweeper !== undefined) this.clock.clearTimer(this.sweeper);
-    await Promise.all([this.regional.close(), this.global.close()]);
+  /**
+   * Drain (CONTRACT "Letting go"): the units of the pools this server spent from go back to the global
+   * counter first, so the last server of a region to stop leaves none held until the window ends; the
+   * region's other servers refill on their next need.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.closed = true;
+      if (this.sweeper !== undefined) this.clock.clearTimer(this.sweeper);
+      await Promise.all([...this.tracked].map(([key, t]) => this.returnUnits(key, t, 0)));
+      await Promise.all([this.regional.close(), this.global.close()]);
+    })();
+    return this.closing;
   }
 
   // -------------------------------------------------------------------------------------------------

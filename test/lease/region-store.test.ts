@@ -252,6 +252,13 @@ describe('global budget across regions (RegionCounterStore)', function () {
     expect(counts.returned).to.equal(before);
   });
 
+  it('a server that drains gives the region’s units back (the last server of a region leaves none held)', async function () {
+    const { store, counts, limit, spec, keys, admitted, before } = await holdingUnits();
+    await store.close();
+    expect((await direct.peek(keys, spec)).remaining).to.equal(limit - admitted);
+    expect(counts.returned).to.equal(before);
+  });
+
   it('a new policy set (a sidecar’s sync) sends back the units of the policies whose spec changed, and only those', async function () {
     const { store, counts, limit, spec, keys, admitted, before } = await holdingUnits();
     // The same compiled spec: nothing changed for this pool, its units stay.
