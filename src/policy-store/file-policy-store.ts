@@ -7,7 +7,7 @@ import { DataDirLock, type LockOptions } from './journal-lock.js';
 import { CompactionWorker } from './journal-compaction.js';
 import { SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, type History, type SnapshotIndex } from './journal-snapshot.js';
 import { SnapshotReader } from './journal-snapshot-reader.js';
-import { applyRecord, emptyState, type PolicyRecord, type StoreState } from './journal-state.js';
+import { applyRecord, emptyState, type JournalChange, type JournalRecord, type PolicyRecord, type StoreState } from './journal-state.js';
 import {
   byPolicyId,
   ChangeListeners,
@@ -74,18 +74,6 @@ import type { Policy } from '../policy/types.js';
  */
 
 export const JOURNAL_FILE = 'policies.journal';
-
-export interface JournalChange {
-  policy_id: string;
-  head: number;
-  policy: Policy | null;
-  audit: AuditEntry;
-}
-
-export interface JournalRecord {
-  rev: number;
-  changes: JournalChange[];
-}
 
 export class JournalCorruptError extends Error {
   constructor(readonly path: string, readonly line: number, problem: string) {

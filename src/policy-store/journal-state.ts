@@ -1,6 +1,19 @@
-import type { JournalRecord } from './file-policy-store.js';
 import type { AuditEntry } from './policy-store.js';
 import type { Policy } from '../policy/types.js';
+
+/** One change as the journal holds it: the policy's new head version, the policy (null: deleted) and its audit entry. */
+export interface JournalChange {
+  policy_id: string;
+  head: number;
+  policy: Policy | null;
+  audit: AuditEntry;
+}
+
+/** One journal line: a revision and its changes (seeding writes every file policy in one). */
+export interface JournalRecord {
+  rev: number;
+  changes: JournalChange[];
+}
 
 /**
  * What a FilePolicyStore holds: one record per policy id ever written (deleted ones too: their head
