@@ -9,7 +9,6 @@ import {
   REPO_DIR,
   commandStats,
   nextMessage,
-  request,
   sleep,
   spawnChild,
   startPrivateRedis,

@@ -32,7 +32,7 @@ import { loadPolicyFile } from './policy/policy-file.js';
 import { PolicyService } from './policy-service/policy-service.js';
 import type { PolicyStore } from './policy-store/policy-store.js';
 import { RedisPolicyStore } from './policy-store/redis-policy-store.js';
-import { connectRegionCounterStore, RegionCounterStore } from './lease/region-store.js';
+import { connectRegionCounterStore } from './lease/region-store.js';
 import { redactAddress } from './redis/redis-connection.js';
 import { grpcServerCredentials, httpsServerOptions, loadTlsMaterial } from './tls.js';
 import { log } from './util/log.js';

@@ -6,7 +6,6 @@ import { CounterStoreUnavailableError } from '../errors.js';
 import { bodyOf, jsonBody } from '../http/body.js';
 import { errorHandler, sendError } from '../http/errors.js';
 import { responseHeaders } from '../http/headers.js';
-import type { Decision } from '../model/decision.js';
 import { parseOperationContext, type RequestContext } from '../model/request-context.js';
 import type { PolicyFamily } from '../matching/matcher.js';
 import { log } from '../util/log.js';

@@ -1,6 +1,5 @@
 import type { CounterResult, CounterStore } from '../counters/counter-store.js';
 import type { CompiledPolicy } from '../matching/matcher.js';
-import type { Policy } from '../policy/types.js';
 import { leaseLimitsOf } from '../policy/lease-limits.js';
 import { LeaseHolder } from './lease-holder.js';
 import { ProcessUnitPool } from './process-pool.js';

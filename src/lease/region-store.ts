@@ -337,7 +337,6 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       await this.pool.fail(key, this.token, 0).catch(() => undefined);
       return;
     }
-    const sentAt = this.clock.now();
     let grant: Grant;
     try {
       grant = await storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.maxHoldMs).take(asked);
