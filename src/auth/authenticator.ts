@@ -75,6 +75,8 @@ function unauthenticated(message: string): RlError {
 export class Authenticator {
   readonly enabled: boolean;
   readonly mode: AuthConfig['mode'];
+  /** Whether some credential may be limited to organisations (a JWT may always carry the claim). */
+  readonly mayLimitOrgs: boolean;
   private readonly keys: KeyEntry[];
   private readonly jwtSecret: string | undefined;
   private readonly roleClaim: string;
@@ -90,6 +92,7 @@ export class Authenticator {
       principal: Object.freeze(orgs ? { subject: apiKeyFingerprint(key), role, orgs: Object.freeze([...orgs]) } : { subject: apiKeyFingerprint(key), role }),
     }));
     this.jwtSecret = config.jwtSecret;
+    this.mayLimitOrgs = this.enabled && (this.mode === 'jwt' || this.keys.some((k) => k.principal.orgs !== undefined));
     // config.ts already refuses these at start-up; repeated here so a hand-built config cannot open the door.
     if (this.enabled) {
       if (this.mode === 'apikey' && this.keys.length === 0) throw new Error('auth: apikey mode without any key');
