@@ -56,10 +56,13 @@ export function requireUnrestricted(orgs: Orgs, what: string): void {
   if (orgs !== undefined) throw new RlError('permission_denied', `${what} needs a credential that is not limited to organisations`);
 }
 
-/** The 403 of a value outside the caller's organisations, naming the field (`org_id`, `scope.org_id`). */
+/**
+ * The 403 of a value outside the caller's organisations, naming the field (`org_id`, `scope.org_id`) in
+ * its message and as the error body's `field` (so a sidecar can tell it from a refused credential).
+ */
 export function outsideOrgs(field: string, value: string | undefined, orgs: readonly string[]): RlError {
   const given = value === undefined ? 'is absent' : value === '*' ? 'is "*" (every organisation)' : `is ${JSON.stringify(value)}`;
-  return new RlError('permission_denied', `${field} ${given}: this credential acts only for ${listOrgs(orgs)}`, field);
+  return new RlError('permission_denied', `${field} ${given}: this credential acts only for ${listOrgs(orgs)}`, field, { field });
 }
 
 function listOrgs(orgs: readonly string[]): string {
