@@ -21,25 +21,18 @@ import { validatePolicy } from '../../src/policy/validate.js';
 
 const SECRET = 'test-secret-that-is-long-enough-for-hs256';
 
-function configError(fn: () => unknown): ConfigError {
+/** The error `fn` throws, which must be a `type`. */
+function thrown<T>(type: new (...args: never[]) => T, fn: () => unknown): T {
   try {
     fn();
   } catch (error) {
-    expect(error).to.be.instanceOf(ConfigError);
-    return error as ConfigError;
+    expect(error).to.be.instanceOf(type);
+    return error as T;
   }
-  expect.fail('expected a ConfigError');
+  expect.fail(`expected a ${type.name}`);
 }
-
-function rlError(fn: () => unknown): RlError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).to.be.instanceOf(RlError);
-    return error as RlError;
-  }
-  expect.fail('expected an RlError');
-}
+const configError = (fn: () => unknown) => thrown(ConfigError, fn);
+const rlError = (fn: () => unknown) => thrown(RlError, fn);
 
 describe('tenants: credentials limited to organisations', () => {
   describe('RL_AUTH_API_KEYS entries', () => {
