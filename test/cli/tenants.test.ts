@@ -52,10 +52,12 @@ describe('rl with a key limited to an organisation (built binary, real server)',
     const all = (await createAdminClient({ url: server.url, apiKey: PLATFORM }).listPolicies()).map((p) => p.policy_id);
     expect(all).to.deep.equal(['a-new', 'b-limit', 'global']);
 
-    // A file that would put a policy in another organisation: the server's 403 names scope.org_id, exit 2.
+    // A file that would put a policy in another organisation: the server's 403 names scope.org_id (exit 1, as
+    // every refusal of the credential), and nothing is created.
     const outside = await rl(['apply', '-f', policyDir({ 'b.json': JSON.stringify([seed('b-new', 'team-b')]) })], team);
-    expect(outside.code).to.equal(2);
+    expect(outside.code).to.equal(1);
     expect(outside.stdout + outside.stderr).to.contain('scope.org_id');
+    expect((await createAdminClient({ url: server.url, apiKey: PLATFORM }).listPolicies()).map((p) => p.policy_id)).not.to.include('b-new');
 
     const audit = await rl(['policies', 'audit', 'a-new'], team);
     expect(audit.code, audit.stderr).to.equal(0);
