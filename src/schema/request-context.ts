@@ -50,10 +50,26 @@ export const RequestContextSchema = Type.Object(
   },
 );
 
+/**
+ * Where a parsed RequestContext keeps the names of the input's fields it ignored (absent when none).
+ * A symbol, so the note is no field: JSON.stringify (the sidecar forwarding a context), scope matching
+ * and match_expr never see it.
+ */
+export const IGNORED_FIELDS: unique symbol = Symbol('ignoredFields');
+
+/** The ignored fields of one request, as `metadata.ignored_fields` names them and as the metric counts them. */
+export interface IgnoredFields {
+  /** Every ignored field (the metric counts them all). */
+  count: number;
+  /** `metadata.ignored_fields`: the first names, each cut short, comma-separated (model/request-context.ts). */
+  names: string;
+}
+
 /** The RequestContext after parsing: quantity resolved and tags always present. */
 export type RequestContext = { [K in ContextStringField]?: string } & {
   quantity: number;
   tags: Record<string, string>;
+  [IGNORED_FIELDS]?: IgnoredFields;
 };
 
 /** What a client may send (quantity and tags optional, quantity possibly a decimal string). */
