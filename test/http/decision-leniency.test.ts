@@ -15,11 +15,12 @@ import { makePolicy } from '../support/policies.js';
 /**
  * CONTRACT "Strict policies, visible leniency", request side, through every HTTP way in: the Koa routes,
  * the decision fast path, and the sidecar (forwarding to a server). An empty body is a 400; an unknown
- * field is ignored and named in `metadata.ignored_fields`.
+ * field is ignored and named in `metadata.ignored_fields`; HTTP method names compare case-insensitively.
  */
 
 const POLICIES = [
   makePolicy({ policy_id: 'orders', scope: { endpoint: '/orders' }, algorithm: { type: 'fixed_window', limit: 100, window: '1m' } }),
+  makePolicy({ policy_id: 'posts', scope: { endpoint: '/posts', method: 'post' }, algorithm: { type: 'fixed_window', limit: 2, window: '1m' } }),
   makePolicy({ policy_id: 'exports', scope: { job_type: 'export' }, algorithm: { type: 'concurrency', max_concurrency: 5 } }),
 ];
 const OPERATIONS = ['check', 'acquire', 'release', 'refund'] as const;
@@ -75,8 +76,8 @@ describe('decision requests: empty bodies and ignored fields, every HTTP path', 
   for (const target of TARGETS) {
     describe(target.name, () => {
       let server: TestServer;
-      before(async () => (server = await target.start()));
-      after(() => server.close());
+      beforeEach(async () => (server = await target.start()));
+      afterEach(() => server.close());
 
       it('answers an empty or blank body with a 400 on check, acquire, release and refund', async () => {
         const empties: [string, string | undefined, Record<string, string>][] = [
@@ -113,6 +114,16 @@ describe('decision requests: empty bodies and ignored fields, every HTTP path', 
         expect(acquired.body.metadata).to.deep.equal({ lease_id: 'j1', ignored_fields: 'jobtype' });
         const clean = await postJson(`${server.url}/rl/v1/check`, { endpoint: '/orders', user_id: 'carol', quantity: 1, tags: {} });
         expect(clean.body.metadata).to.deep.equal({});
+      });
+
+      it('compares HTTP method names case-insensitively: a `post` scope counts POST, Post and post on one counter', async () => {
+        const reasons = [];
+        for (const method of ['POST', 'post', 'Post']) {
+          const res = await postJson(`${server.url}/rl/v1/check`, { endpoint: '/posts', method });
+          expect(res.body.matched_policy_id, method).to.equal('posts');
+          reasons.push(res.body.reason);
+        }
+        expect(reasons).to.deep.equal(['within_limit', 'within_limit', 'limit_exceeded']);
       });
 
       it('names at most 8, each cut at 64 characters', async () => {
