@@ -54,6 +54,19 @@ describe('FilePolicyStore', () => {
     await check(store);
   });
 
+  it("keeps a rollback's restored version in its audit entry across a restart", async () => {
+    let store = await open();
+    const v1 = policy('r', 1);
+    await store.commit(create(v1));
+    const change = update(policy('r', 2), v1);
+    await store.commit({ ...change, action: 'rollback', audit: { ...change.audit, action_type: 'rollback', restored_version: 1 } });
+    const restored = async (s: FilePolicyStore) => (await s.audit('r')).map((e) => [e.action_type, e.restored_version]);
+    expect(await restored(store)).to.deep.equal([['create', undefined], ['rollback', 1]]);
+    await store.close();
+    store = await open();
+    expect(await restored(store)).to.deep.equal([['create', undefined], ['rollback', 1]]);
+  });
+
   // Where the journal is written through (O_DSYNC), an append is durable once its write returns.
   if (process.platform === 'linux') {
     it('opens the journal write-through (O_DSYNC): an acknowledged append is on disk without a separate fdatasync', async () => {
