@@ -62,7 +62,7 @@ function fieldInput(name: string, schema: FieldSchema, changed: () => void): Fie
 
 /** A map of strings (tags): key/value rows, one more added on demand. */
 function mapInput(name: string, schema: FieldSchema, label: HTMLElement, changed: () => void): FieldInput {
-  const rows = h('div', { 'data-field': name, 'data-testid': `${name}-rows` });
+  const rows = h('div', { 'data-testid': `${name}-rows` });
   const addRow = () => {
     if (schema.maxProperties !== undefined && rows.children.length >= schema.maxProperties) return;
     rows.append(
@@ -78,7 +78,7 @@ function mapInput(name: string, schema: FieldSchema, label: HTMLElement, changed
   const add = h('button', { type: 'button', 'data-testid': `${name}-add`, onclick: addRow }, `+ ${name} row`);
   return {
     name,
-    elements: [label, h('div', {}, rows, add)],
+    elements: [label, h('div', { 'data-field': name }, rows, add)],
     read: () => {
       const map: Record<string, string> = {};
       for (const row of rows.querySelectorAll('.map-row')) {
