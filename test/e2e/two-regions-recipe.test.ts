@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { REPO_ROOT } from '../support/server-process.js';
+import { REPO_ROOT, processAlive } from '../support/server-process.js';
 
 /**
  * examples/two-regions.ts, the README's `npm run example:regions`, as a user runs it: started as a
@@ -42,15 +42,6 @@ describe('examples/two-regions.ts: two regions on one machine', function () {
       look();
     });
 
-  const alive = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-
   it('admits exactly the limit across both regions and leaves no process behind on Ctrl-C', async () => {
     script = spawn(process.execPath, ['--import', 'tsx', 'examples/two-regions.ts', '--limit', String(LIMIT), '--window', window], {
       cwd: REPO_ROOT,
@@ -73,7 +64,7 @@ describe('examples/two-regions.ts: two regions on one machine', function () {
     expect(regions.map((r) => r.name)).to.deep.equal(['eu-west', 'us-east']);
     const pids = [...output.match(/^Processes: (.*);/m)![1].matchAll(/ (\d+)(?:,|$)/g)].map((m) => Number(m[1]));
     expect(pids).to.have.length(5);
-    for (const pid of pids) expect(alive(pid), `process ${pid} while the recipe runs`).to.equal(true);
+    for (const pid of pids) expect(processAlive(pid), `process ${pid} while the recipe runs`).to.equal(true);
     expect(output).to.include('curl -s -X POST "$url/rl/v1/check"');
 
     // The dashboard of each region answers.
@@ -116,6 +107,6 @@ describe('examples/two-regions.ts: two regions on one machine', function () {
     script.kill('SIGINT');
     expect(await exited).to.deep.equal({ code: 0, signal: null });
     expect(output).to.include('nothing left running');
-    for (const pid of pids) expect(alive(pid), `process ${pid} after Ctrl-C`).to.equal(false);
+    for (const pid of pids) expect(processAlive(pid), `process ${pid} after Ctrl-C`).to.equal(false);
   });
 });

@@ -24,6 +24,8 @@ export const tryView: View = (root) => {
   const result = h('div', { 'data-testid': 'try-result' });
   const submit = h('button', { type: 'submit', class: 'primary', 'data-testid': 'try-submit' }, '');
   const form = h('form', { class: 'grid', 'data-testid': 'try-form' }, ...context.rows, h('span'), h('div', {}, submit));
+  const quantity = form.querySelector<HTMLInputElement>('input[name="quantity"]');
+  if (quantity) quantity.placeholder = '0: a peek, nothing consumed';
   const label = () => {
     const quantity = Number(context.read().quantity ?? 0);
     submit.textContent = quantity > 0 ? `Check (consumes ${quantity})` : 'Peek (consumes nothing)';
