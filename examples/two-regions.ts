@@ -165,7 +165,7 @@ function listeningPort(log: string): number | undefined {
 }
 
 function startChild(name: string, command: string, args: string[], env: Record<string, string>): Child {
-  const log = join(dir, `${name.replace(/[^a-z0-9-]+/g, '-')}.log`);
+  const log = join(dir, `${name.replace(/[^a-z0-9-]+/g, '-').replace(/-$/, '')}.log`);
   // The child writes its log itself: it goes on while this script waits for anything.
   const fd = openSync(log, 'a');
   const child = spawn(command, args, { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', fd, fd], detached: true });

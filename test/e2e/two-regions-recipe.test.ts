@@ -17,8 +17,13 @@ describe('examples/two-regions.ts: two regions on one machine', function () {
   let output = '';
   let exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 
-  after(() => {
-    if (script && script.exitCode === null && script.signalCode === null) script.kill('SIGKILL');
+  // A failed test still stops the recipe as a user would (Ctrl-C), so it stops its children; SIGKILL if that hangs.
+  after(async () => {
+    if (!script || script.exitCode !== null || script.signalCode !== null) return;
+    script.kill('SIGINT');
+    const timer = setTimeout(() => script!.kill('SIGKILL'), 30_000);
+    await exited;
+    clearTimeout(timer);
   });
 
   /** Resolves with the output once `pattern` appears in it; fails if the script exits first. */
