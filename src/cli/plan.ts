@@ -3,8 +3,6 @@ import type { PolicyInput } from '../policy/validate.js';
 import { diffFields, withoutServerFields, type FieldChange } from '../policy/policy-changes.js';
 import type { DesiredPolicy } from './policy-files.js';
 
-export type { FieldChange } from '../policy/policy-changes.js';
-
 /**
  * The plan of `rl apply` / `rl diff`: what turns the server's policies into the files' policies.
  * Desired and current are compared in the same normalised shape (the validator's output against the
