@@ -8,7 +8,7 @@
  * default 100, per `--window`, default 1h, for `{"resource": "shared"}`), and prints each region's URL,
  * its dashboard, and a curl loop that shows the two regions together admitting exactly the limit.
  * Ctrl-C (SIGINT) or SIGTERM stops the servers, then the redis-servers, and removes the temporary
- * directory: nothing is left running. Needs `redis-server` on PATH (or RL_REDIS_SERVER=/path/to/it).
+ * directory: nothing is left running. Needs `redis-server` on PATH (or REDIS_SERVER_BIN=/path/to/it).
  *
  * The children run in their own process groups, so a Ctrl-C in the terminal reaches this script alone,
  * which stops them in order (servers first: they give their region's unspent units back to the global
@@ -25,7 +25,7 @@ import { buildDashboard } from '../dashboard/build.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url));
 const HOST = '127.0.0.1';
-const REDIS_SERVER = process.env.RL_REDIS_SERVER ?? 'redis-server';
+const REDIS_SERVER = process.env.REDIS_SERVER_BIN ?? 'redis-server';
 const REGIONS = ['eu-west', 'us-east'] as const;
 /** How long a child may take to start, and to stop before it is killed. */
 const START_TIMEOUT_MS = 30_000;
@@ -170,10 +170,12 @@ function startChild(name: string, command: string, args: string[], env: Record<s
   const fd = openSync(log, 'a');
   const child = spawn(command, args, { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', fd, fd], detached: true });
   closeSync(fd);
+  let startError: string | undefined;
   const exited = new Promise<void>((resolve) => {
     child.once('exit', () => resolve());
     child.once('error', (error) => {
-      appendFileSync(log, `could not start ${command}: ${error.message}\n`);
+      startError = `could not start ${command}: ${error.message}` + (command === REDIS_SERVER ? ' (install Redis, or set REDIS_SERVER_BIN to its redis-server)' : '');
+      appendFileSync(log, `${startError}\n`);
       resolve();
     });
   });
@@ -182,7 +184,8 @@ function startChild(name: string, command: string, args: string[], env: Record<s
   // A child that stops on its own leaves the recipe broken: stop the rest and say which one.
   void exited.then(() => {
     if (stopping) return;
-    console.error(`two-regions: ${name} stopped unexpectedly (exit ${child.exitCode ?? child.signalCode}); last lines of its log:\n${tail(log)}`);
+    if (startError !== undefined) console.error(`two-regions: ${startError}`);
+    else console.error(`two-regions: ${name} stopped unexpectedly (exit ${child.exitCode ?? child.signalCode}); last lines of its log:\n${tail(log)}`);
     void stop(1);
   });
   return entry;
