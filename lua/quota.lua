@@ -2,17 +2,22 @@
 -- Port of MemoryCounterStore.quota (src/counters/memory-store.ts): change both together.
 --
 -- KEYS[1]  counter hash: x = expire-at (period end), s = period start, u = units used (epoch ms)
+-- KEYS[2]  take and reclaim with a take id: the counter's take ledger (include "lease")
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  operation: consume, peek, refund; take, give (include "mode")
+-- ARGV[2]  operation: consume, peek, refund; take, give, reclaim (include "mode")
 -- ARGV[3]  units: what a consume takes, a refund gives back (a peek ignores it)
 -- ARGV[4]  limit (the budget)
 -- ARGV[5]  period ms
--- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
---          {units, period start, ms until the period ends} (include "mode")
+--          then a lease operation's own arguments (include "lease")
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add {units, tag,
+--          ms until the tag's window ends, now, outcome, units lapsed} (include "lease")
 
 -- @include "time"
 -- @include "number"
 -- @include "mode"
+-- Units belong to the window of their tag (include "lease").
+local lease_shape = 'window'
+-- @include "lease"
 -- @include "slot"
 -- @include "window_take"
 
