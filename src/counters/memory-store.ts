@@ -348,7 +348,7 @@ export class MemoryCounterStore implements CounterStore {
     }
     const periodEnd = periodStart + periodMs;
     const reset = used > 0 ? periodEnd - now : 0;
-    if (giving && !(used > 0 && giveTag === periodStart)) {
+    if (giving && giveTag !== periodStart) {
       // The units' period has ended: they lapsed, and nothing goes back.
       return leaseResult(true, Math.max(0, limit - used), 0, reset, 0, periodStart, periodEnd - now);
     }
@@ -683,7 +683,7 @@ function leaseResult(
 }
 
 /**
- * The partial take of fixed_window and quota (lua/includes/window_take.lua): min(cost, what is left),
+ * The partial take of fixed_window and quota (lua/includes/window_count.lua): min(cost, what is left),
  * possibly nothing, refused (or, all taken, the next unit) until the window ends; `write(used)` stores
  * the new count when something was taken.
  */
