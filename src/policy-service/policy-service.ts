@@ -230,7 +230,7 @@ export class PolicyService {
       }
       // Re-validated: the validator may have become stricter since that version was written.
       return validOrThrow(toPlain({ ...snapshot, policy_id: policyId }), true);
-    });
+    }, { restored_version: target });
   }
 
   /** The versions whose content the caller reaches (a policy that moved between organisations shows each its own). */
@@ -263,6 +263,7 @@ export class PolicyService {
     by: string | Actor,
     expectations: Expectation[],
     build: (current: Policy) => PolicyInput | null | Promise<PolicyInput | null>,
+    audited: Pick<AuditEntry, 'restored_version'> = {},
   ): Promise<Policy> {
     const { subject: changedBy, orgs } = actorOf(by);
     for (let attempt = 1; ; attempt++) {
@@ -280,7 +281,7 @@ export class PolicyService {
         expectedHead: head,
         mustExist: true,
         policy: next,
-        audit: this.auditEntry(action, changedBy, at, next?.version ?? current.version, current, next),
+        audit: { ...this.auditEntry(action, changedBy, at, next?.version ?? current.version, current, next), ...audited },
       });
       if (result.ok) return next ?? current;
       if (expectations.length > 0) {
