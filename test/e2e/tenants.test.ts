@@ -261,6 +261,18 @@ for (const mode of MODES) {
 
       expect(actual).to.deep.equal(expected);
 
+      // The listing's ETag is the caller's listing's: the platform's tag does not validate a team's copy.
+      const etag = async (headers: Record<string, string>, ifNoneMatch?: string) => {
+        const response = await fetch(`${base}/rl/v1/policies`, { headers: { ...headers, ...(ifNoneMatch && { 'if-none-match': ifNoneMatch }) } });
+        await response.arrayBuffer();
+        return { status: response.status, etag: response.headers.get('etag') ?? '' };
+      };
+      const platformTag = (await etag(p.http)).etag;
+      const teamTag = (await etag(mode.credentials['team-a'].http)).etag;
+      expect(teamTag).not.to.equal(platformTag);
+      expect((await etag(mode.credentials['team-a'].http, platformTag)).status).to.equal(200);
+      expect((await etag(mode.credentials['team-a'].http, teamTag)).status).to.equal(304);
+
       // The platform sees every team's policies and decisions; each team's decisions were counted in its own view.
       const all = details['platform GET /policies'].body.map((x: { policy_id: string }) => x.policy_id);
       expect(all).to.include.members(['a-limit', 'b-limit', 'global-limit', 'team-a-new', 'team-b-new']);
