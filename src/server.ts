@@ -16,6 +16,7 @@ import { Readiness } from './http/readiness.js';
 import { analyticsRoutes } from './http/routes/analytics.js';
 import { dashboardAssetRoutes, dashboardStreamRoutes } from './http/routes/dashboard.js';
 import { DashboardHub } from './observability/dashboard-hub.js';
+import { regionStatus } from './observability/region-status.js';
 import { infoRoutes, packageVersion } from './http/routes/info.js';
 import { metricsRoutes, type MetricsSource } from './http/routes/metrics.js';
 import { openApiRoutes } from './http/routes/openapi.js';
@@ -116,6 +117,13 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       leases: { events: (policyId) => metrics.leaseEvents('process', policyId) },
     });
 
+    const regionName = config.region?.name;
+    const region = regionCounters && regionName !== undefined ? () => regionStatus(regionName, regionCounters.globalStoreHealth()) : undefined;
+    // Ticks from now on, viewers or not: a dashboard opened later starts with the last hour.
+    const hub = new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities, region, viewOf });
+    hub.start();
+    closers.push(() => hub.stop());
+
     const notifier = invalidationNotifier(config, metrics);
     if (notifier) {
       closers.push(() => notifier.close());
@@ -137,14 +145,17 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         policyRoutes(policies, tracing),
         analyticsRoutes(analytics, viewOf),
         metricsRoutes(hooks.metricsSource?.(metrics) ?? metrics),
-        dashboardStreamRoutes(new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities, viewOf })),
-        infoRoutes({
-          version: packageVersion(),
-          counters: config.counterStoreAddr ? 'redis' : 'memory',
-          policy_store: config.counterStoreAddr ? 'redis' : 'file',
-          auth: (config.auth.enabled && config.auth.mode) || 'off',
-          tls: Boolean(tls),
-        }, counterStoreMasters),
+        dashboardStreamRoutes(hub),
+        infoRoutes(
+          {
+            version: packageVersion(),
+            counters: config.counterStoreAddr ? 'redis' : 'memory',
+            policy_store: config.counterStoreAddr ? 'redis' : 'file',
+            auth: (config.auth.enabled && config.auth.mode) || 'off',
+            tls: Boolean(tls),
+          },
+          { counterStoreMasters, region, leases: redisCounters && (() => metrics.leaseTotals()) },
+        ),
       ],
     });
     const httpOptions = httpServerOptions(config.http);
@@ -194,6 +205,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         policies.close();
         // Process leases give their unspent units back while the counter store is still open.
         await decisions.letGoLeases();
+        hub.stop();
         await Promise.all([store.close(), counters.close(), tracing?.shutdown()]);
       })();
       return draining;

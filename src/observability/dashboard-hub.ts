@@ -5,20 +5,24 @@ import type { CounterStoreErrorEvent } from '../counters/redis-store.js';
 import { RlError } from '../errors.js';
 import type { PolicyService } from '../policy-service/policy-service.js';
 import type { Analytics, AnalyticsSummary, AnalyticsView } from './analytics.js';
-import type { DeniedIdentities, DeniedIdentity } from './denied-identities.js';
+import type { Hello, OutcomeRates, Snapshot } from '../schema/dashboard-stream.js';
+import type { LeaseTotals, RegionStatus, StoreState } from '../schema/server-info.js';
+import type { DeniedIdentities } from './denied-identities.js';
 import type { Metrics } from './metrics.js';
+import { SeriesRing } from './series-ring.js';
 
 /**
- * What the live dashboard streams (GET /rl/v1/stream, http/routes/dashboard.ts): ONE shared timer
- * builds a snapshot per tick (an analytics summary cut to the top policies, the counter store state, a
- * policy-set revision), serialised once and written to every subscriber, so the stream costs the same
- * whatever the number of viewers. The timer runs only while someone is subscribed, and subscribers
- * are capped (a further one is refused as unavailable).
+ * What the live dashboard streams (GET /rl/v1/stream, http/routes/dashboard.ts): ONE shared timer, running
+ * from start-up whether or not anyone watches, builds a snapshot per tick (an analytics summary cut to the
+ * top policies, the counter store state, a policy-set revision), keeps its rates in a fixed-size ring (the
+ * last hour by default: a viewer's charts start filled), and writes it, serialised once, to every
+ * subscriber, so the stream costs the same whatever the number of viewers. Subscribers are capped (a
+ * further one is refused as unavailable). The messages' shapes are src/schema/dashboard-stream.ts.
  *
  * A viewer limited to organisations (CONTRACT "Tenants") subscribes to a hub of its own per set of
- * organisations, built over the same sources seen through its OrgView (`viewDeps`): its decisions,
- * its policies, its denied identities, and none of the service-wide figures. One snapshot per tick per
- * such set, shared by its viewers; the cap counts every stream.
+ * organisations, built over the same sources seen through its OrgView (`viewDeps`): its decisions, its
+ * policies, its denied identities, and none of the service-wide figures. Such a hub ticks from its first
+ * viewer until the parent's first tick after its last one left; the cap counts every stream.
  */
 
 /** The server's lifecycle as the hub reads it (http/readiness.ts): a draining server ends every stream. */
@@ -27,49 +31,10 @@ export interface Lifecycle {
   onChange(listener: (state: string) => void): void;
 }
 
-export type StoreState = 'up' | 'down' | 'circuit_open';
-
-export interface OutcomeRates {
-  allowed: number;
-  denied: number;
-  shadow: number;
-}
-
-/** One tick of the stream (`event: snapshot`). Rates are per second over the tick. */
-export interface DashboardSnapshot {
-  at: number;
-  totals: OutcomeRates & { total: number; since: string };
-  rates: OutcomeRates;
-  /** The top policies by decisions so far, each with its rates over the tick. */
-  policies: (OutcomeRates & { policy_id: string })[];
-  store: { kind: 'memory' | 'redis'; state: StoreState };
-  /** Decisions per second made by `fail_open` because the counter store could not answer. */
-  fail_open_rate: number;
-  /** Enabled policies with failure_mode fail_open while the counter store is not up: they admit unchecked now. */
-  failing_open: string[];
-  /** The most denied identities per policy so far (empty without a DeniedIdentities recorder). */
-  denied_identities: DeniedIdentity[];
-  /** Changes whenever the policy set does: the page reloads its policy list then. */
-  policies_revision: number;
-  readiness: string;
-  /** Capacity leases of this process so far (rl_lease_* counters, every level together): takes from a parent, units given back, units lapsed. */
-  leases: LeaseTotals;
-}
-
-export interface LeaseTotals {
-  refills: number;
-  units_returned: number;
-  units_lapsed: number;
-}
-
-/** The first event of a stream (`event: hello`): who the viewer is, and the recent snapshots for its charts. */
-export interface DashboardHello {
-  subject: string;
-  role: string | null;
-  can_edit: boolean;
-  interval_ms: number;
-  history: DashboardSnapshot[];
-}
+export type { StoreState, LeaseTotals, RegionStatus };
+export type { OutcomeRates };
+export type DashboardSnapshot = Snapshot;
+export type DashboardHello = Hello;
 
 export interface DashboardStreamDeps {
   analytics: Pick<Analytics, 'summary'>;
@@ -89,8 +54,12 @@ export interface DashboardStreamDeps {
   maxSubscribers?: number;
   /** Policies per snapshot (the busiest); default 50. */
   topPolicies?: number;
-  /** Snapshots kept for a new subscriber's charts; default 60. */
+  /** Ticks kept in the ring for a new subscriber's charts; default 3600 (an hour of 1 s ticks). */
   historyLength?: number;
+  /** Policies per tick kept in the ring (the busiest); default 10. */
+  historyPolicies?: number;
+  /** Region mode: the region and the global store's state, read each tick. */
+  region?: () => RegionStatus;
   /** Bytes a subscriber may leave unread before it is dropped (a stalled viewer must not pin memory); default 1 MiB. */
   maxBufferedBytes?: number;
   /** Clock in epoch ms (tests pin it to get exact rates); default Date.now. */
@@ -108,28 +77,41 @@ export class DashboardHub {
   private readonly subscribers = new Set<PassThrough>();
   /** The hubs of viewers limited to organisations, by their sorted organisations. */
   private readonly views = new Map<string, DashboardHub>();
-  private readonly history: DashboardSnapshot[] = [];
+  private readonly ring: SeriesRing;
   private timer: NodeJS.Timeout | undefined;
-  private previous: { at: number; summary: AnalyticsSummary; failOpen: number } | undefined;
+  private previous: Reading;
   private lastStoreError: CounterStoreErrorEvent['kind'] | undefined;
   readonly intervalMs: number;
   private readonly maxSubscribers: number;
   private readonly topPolicies: number;
   private readonly topIdentities = 100;
-  private readonly historyLength: number;
   private readonly maxBufferedBytes: number;
 
   constructor(private readonly deps: DashboardStreamDeps) {
     this.intervalMs = deps.intervalMs ?? 1000;
     this.maxSubscribers = deps.maxSubscribers ?? 16;
     this.topPolicies = deps.topPolicies ?? 50;
-    this.historyLength = deps.historyLength ?? 60;
     this.maxBufferedBytes = deps.maxBufferedBytes ?? 1024 * 1024;
+    this.ring = new SeriesRing(deps.historyLength ?? 3600, deps.historyPolicies ?? 10);
     const source = deps.counters as Partial<ErrorSource>;
     if (typeof source.onError === 'function') source.onError((event) => (this.lastStoreError = event.kind));
     deps.readiness.onChange((state) => {
       if (state === 'draining') this.endAll();
     });
+    this.previous = this.reading();
+  }
+
+  /** Ticks every `intervalMs` from now until `stop()`, viewers or not (the server calls it at start-up). */
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => this.tick(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    for (const hub of this.views.values()) hub.stop();
   }
 
   /** Streams open, restricted viewers' included. */
@@ -139,8 +121,13 @@ export class DashboardHub {
     return size;
   }
 
+  /** Ticks held for a new viewer's charts. */
+  get historySize(): number {
+    return this.ring.size;
+  }
+
   /**
-   * A new stream that starts with `hello` (who the caller is, the recent history); 503 past the cap.
+   * A new stream that starts with `hello` (who the caller is, the history so far); 503 past the cap.
    * `orgs`: the viewer's organisations when its credential is limited to some.
    */
   subscribe(viewer: Omit<DashboardHello, 'interval_ms' | 'history'>, orgs?: readonly string[]): PassThrough {
@@ -149,26 +136,22 @@ export class DashboardHub {
     }
     if (orgs !== undefined) return this.viewHub(orgs).subscribe(viewer);
     const stream = new PassThrough();
-    const hello: DashboardHello = { ...viewer, interval_ms: this.intervalMs, history: this.history };
+    const hello: DashboardHello = { ...viewer, interval_ms: this.intervalMs, history: this.ring.history() };
     stream.write(sseEvent('hello', hello));
     this.subscribers.add(stream);
     stream.once('close', () => this.unsubscribe(stream));
-    if (!this.timer) {
-      this.previous = this.reading();
-      this.timer = setInterval(() => this.tick(), this.intervalMs);
-      this.timer.unref();
-    }
     return stream;
   }
 
   /** Builds the next snapshot now (the timer calls this); exposed for tests. */
   tick(): DashboardSnapshot {
     const current = this.reading();
-    const previous = this.previous ?? current;
+    const previous = this.previous;
     this.previous = current;
     const snapshot = this.snapshot(previous, current);
-    this.history.push(snapshot);
-    if (this.history.length > this.historyLength) this.history.shift();
+    this.ring.push(snapshot.at, snapshot.rates, snapshot.policies);
+    this.dropIdleViews();
+    if (this.subscribers.size === 0) return snapshot;
     const frame = sseEvent('snapshot', snapshot);
     for (const stream of [...this.subscribers]) {
       // A viewer that stopped reading is dropped (its page reconnects) rather than buffered for without end.
@@ -190,35 +173,37 @@ export class DashboardHub {
     }
   }
 
-  /** The hub of viewers limited to exactly these organisations; idle ones are forgotten when another is made. */
+  /** The hub of viewers limited to exactly these organisations, ticking while it has viewers. */
   private viewHub(orgs: readonly string[]): DashboardHub {
     const key = JSON.stringify([...orgs].sort());
     let hub = this.views.get(key);
     if (hub === undefined) {
       const viewOf = this.deps.viewOf;
       if (viewOf === undefined) throw new RlError('permission_denied', 'this dashboard stream has no view for credentials limited to organisations');
-      for (const [idleKey, idle] of this.views) if (idle.size === 0) this.views.delete(idleKey);
       hub = new DashboardHub(viewDeps(this.deps, viewOf(orgs), orgs));
+      hub.start();
       this.views.set(key, hub);
     }
     return hub;
   }
 
-  private unsubscribe(stream: PassThrough): void {
-    if (!this.subscribers.delete(stream)) return;
-    if (this.subscribers.size === 0 && this.timer) {
-      clearInterval(this.timer);
-      this.timer = undefined;
-      this.previous = undefined;
-      this.history.length = 0;
+  private dropIdleViews(): void {
+    for (const [key, hub] of this.views) {
+      if (hub.size > 0) continue;
+      hub.stop();
+      this.views.delete(key);
     }
   }
 
-  private reading(): { at: number; summary: AnalyticsSummary; failOpen: number } {
+  private unsubscribe(stream: PassThrough): void {
+    this.subscribers.delete(stream);
+  }
+
+  private reading(): Reading {
     return { at: (this.deps.now ?? Date.now)(), summary: this.deps.analytics.summary(this.topPolicies), failOpen: failOpenCount(this.deps.metrics) };
   }
 
-  private snapshot(previous: { at: number; summary: AnalyticsSummary; failOpen: number }, current: typeof previous): DashboardSnapshot {
+  private snapshot(previous: Reading, current: Reading): DashboardSnapshot {
     const seconds = Math.max((current.at - previous.at) / 1000, 0.001);
     const rate = (now: number, before: number) => round(Math.max(now - before, 0) / seconds);
     const before = new Map(previous.summary.by_policy.map((p) => [p.policy_id, p]));
@@ -252,6 +237,7 @@ export class DashboardHub {
       policies_revision: this.deps.policies.revision(),
       readiness: this.deps.readiness.state,
       leases: this.deps.metrics.leaseTotals(),
+      region: this.deps.region?.() ?? null,
     };
   }
 
@@ -263,12 +249,20 @@ export class DashboardHub {
   }
 }
 
+
+/** What one tick reads; rates are the difference between two readings. */
+interface Reading {
+  at: number;
+  summary: AnalyticsSummary;
+  failOpen: number;
+}
+
 const NO_DECISIONS: OutcomeRates = { allowed: 0, denied: 0, shadow: 0 };
 
 /** The service-wide figures (fail-open rate, lease totals) are no one organisation's: a restricted view reads 0. */
 const NO_SERVICE_FIGURES: DashboardStreamDeps['metrics'] = {
   registry: new Registry(),
-  leaseTotals: () => ({ refills: 0, units_returned: 0, units_lapsed: 0 }),
+  leaseTotals: () => ({ refills: 0, units_returned: 0, units_lapsed: 0, units_lapsed_by_reason: {}, waits: 0 }),
 };
 
 /**
