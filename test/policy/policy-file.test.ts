@@ -112,7 +112,7 @@ describe('loadPolicyFile', () => {
     const err = loadError(path);
     const lines = err.message.split('\n');
     expect(lines).to.include(`${path}: policy at index 0: policy_id: is required`);
-    expect(lines.some((l) => l.startsWith(`${path}: policy "x" (index 1): scope.usr_id: unknown scope field`))).to.equal(true);
+    expect(lines.some((l) => l.startsWith(`${path}: policy "x" (index 1): scope.usr_id: unknown field; did you mean \`user_id\`?`))).to.equal(true);
     expect(lines.some((l) => l.startsWith(`${path}: policy "x" (index 1): algorithm.limit:`))).to.equal(true);
     expect(lines.some((l) => l.startsWith(`${path}: policy "x" (index 1): algorithm.window:`))).to.equal(true);
     expect(lines.some((l) => l.startsWith(`${path}: policy "q" (index 2): config.quota:`))).to.equal(true);
@@ -138,7 +138,8 @@ describe('loadPolicyFile', () => {
     expect(loadError(invalid).message).to.match(new RegExp(`^${invalid.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: invalid JSON: `));
     // An object without `policies` is one policy (see 'reads a single policy'), checked as such.
     const obj = file('obj.json', { rules: [] });
-    expect(loadError(obj).message.split('\n')[0]).to.equal(`${obj}: policy at index 0: policy_id: is required`);
+    expect(loadError(obj).message.split('\n')).to.include.members([`${obj}: policy at index 0: policy_id: is required`, `${obj}: policy at index 0: algorithm: is required (an object with "type": one of fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, concurrency, quota)`]);
+    expect(loadError(obj).message.split('\n')[0]).to.match(/policy at index 0: rules: unknown field \(policy fields: policy_id, /);
     const notArray = file('notarray.json', { policies: {} });
     expect(loadError(notArray).message).to.equal(`${notArray}: policies: must be a list of policies`);
     const nothing = file('null.json', 'null');
