@@ -311,7 +311,7 @@ describe('validatePolicy', () => {
         { field: 'algorithm.type', message: 'must be one of fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, concurrency, quota, got the string "fixed_windw"; did you mean `fixed_window`?' },
         { field: 'algorithm.burts', message: 'unknown field; did you mean `burst`?' },
         { field: 'algorithm.limit', message: 'must be a positive integer, got number 0' },
-        { field: 'algorithm.window', message: 'must be a duration string such as "60s" or "60ms" (a bare number is ambiguous), got 60' },
+        { field: 'algorithm.window', message: 'must be a duration string such as "60s" or "60ms" (a bare number is ambiguous), got number 60' },
       ]);
       expect(fields(withAlg({ limit: 'x', window: '1m' }))).to.deep.equal(['algorithm.type', 'algorithm.limit']);
     });
