@@ -282,6 +282,8 @@ export type StoredPolicy = Static<typeof PolicySchema>;
  */
 const keysOf = (schema: TObject): readonly string[] => Object.freeze(Object.keys(schema.properties));
 export const POLICY_KEYS = keysOf(PolicyInputSchema);
+/** The keys of a stored policy (what the server writes to its store and answers with). */
+export const STORED_POLICY_KEYS = keysOf(PolicySchema);
 export const QUOTA_POLICY_KEYS = keysOf(QuotaPolicyInputSchema);
 export const QUOTA_CONFIG_KEYS = keysOf(QuotaPolicyInputSchema.properties.config);
 export const LEASE_KEYS = keysOf(LeaseSchema);
