@@ -74,6 +74,46 @@ describe('policy seeding at start-up (real processes)', function () {
   });
 });
 
+describe('a bad RL_POLICY_FILE stops start-up, naming the file, the policy and the field (real processes)', function () {
+  this.timeout(60_000);
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'rl-strict-file-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** The error line of a server that exits before listening. */
+  async function startFailure(file: string, text: string): Promise<string> {
+    const path = join(dir, file);
+    writeFileSync(path, text);
+    const started = await startServerProcess({ RL_DATA_DIR: join(dir, 'data'), RL_POLICY_FILE: path, RL_COUNTERSTORE_ADDR: '' }).then(
+      async (handle) => {
+        await handle.kill();
+        return undefined;
+      },
+      (error: Error) => error.message,
+    );
+    expect(started, 'the server started').to.be.a('string');
+    expect(started).to.include('exited before listening (code 1, signal null)');
+    const line = started!.split('\n').find((l) => l.includes('"level":"error"'));
+    expect(line, started).to.be.a('string');
+    return JSON.parse(line!).message as string;
+  }
+
+  it('an unknown field, with the nearest known one', async () => {
+    const message = await startFailure('policies.yaml', 'policy_id: typo\nacton: delay\nalgorithm: {type: fixed_window, limit: 5, window: 1m}\n');
+    expect(message).to.equal(`cannot start: RL_POLICY_FILE: ${join(dir, 'policies.yaml')}: policy "typo" (index 0): acton: unknown field; did you mean \`action\`?`);
+  });
+
+  it('a JSON syntax error: file, line, column, the line and a caret', async () => {
+    const message = await startFailure('policies.json', '{"policies": [\n  {"policy_id": "a", "algorithm": {"type": "fixed_window",}}\n]}\n');
+    expect(message).to.equal(
+      `cannot start: RL_POLICY_FILE: ${join(dir, 'policies.json')}:2:59: invalid JSON: expected a property name in double quotes, got "}"\n` +
+        `    {"policy_id": "a", "algorithm": {"type": "fixed_window",}}\n  ${' '.repeat(58)}^`,
+    );
+  });
+});
+
 describe('a policy store written before policies were strict still starts (real processes)', function () {
   this.timeout(120_000);
   let dir: string;
