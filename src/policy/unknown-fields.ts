@@ -10,8 +10,9 @@ import type { FieldError } from './types.js';
  */
 export function unknownFieldErrors(value: Record<string, unknown>, known: readonly string[], path: string, where: string): readonly FieldError[] {
   let errors: FieldError[] | undefined;
+  const isKnown = knownSet(known);
   for (const key of Object.keys(value)) {
-    if (known.includes(key)) continue;
+    if (isKnown.has(key)) continue;
     // An empty key is named as written in JSON, so the path never ends in nothing.
     const name = key === '' ? '""' : key;
     (errors ??= []).push({ field: path === '' ? name : `${path}.${name}`, message: unknownFieldMessage(key, known, where) });
@@ -20,6 +21,14 @@ export function unknownFieldErrors(value: Record<string, unknown>, known: readon
 }
 
 const NONE: readonly FieldError[] = Object.freeze([]);
+
+/** The known keys of each level as a Set, made once per list (the lists are the schema's, fixed). */
+const sets = new WeakMap<readonly string[], ReadonlySet<string>>();
+function knownSet(known: readonly string[]): ReadonlySet<string> {
+  let set = sets.get(known);
+  if (set === undefined) sets.set(known, (set = new Set(known)));
+  return set;
+}
 
 /** "unknown field; did you mean `action`?", or the known keys when none is close. */
 export function unknownFieldMessage(key: string, known: readonly string[], where: string): string {

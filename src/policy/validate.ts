@@ -511,42 +511,17 @@ function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: Err
     }
     return { text: x as string, ms: parsed.ms };
   };
-  const subWindowCount = (window: { ms: number } | undefined): number | undefined => {
-    const subs = field('sub_window_count');
-    if (subs === undefined) return undefined;
-    if (typeof subs !== 'number' || !Number.isInteger(subs) || subs < 1 || subs > MAX_SUB_WINDOWS) {
-      fail('sub_window_count', `must be an integer from 1 to ${MAX_SUB_WINDOWS}, got ${describe(subs)}`);
-    } else if (window && window.ms % subs !== 0) {
-      fail('sub_window_count', `must divide the window (${window.ms}ms) evenly, got ${subs}`);
-    } else return subs;
-    return undefined;
-  };
-  const leaseTtl = (): string | number | undefined => {
-    const ttl = field('lease_ttl');
-    if (ttl === undefined) return undefined;
-    const what = `must be a duration string or a positive whole number of seconds, got ${describe(ttl)}`;
-    if (typeof ttl === 'number') {
-      if (Number.isSafeInteger(ttl) && ttl > 0 && Number.isSafeInteger(ttl * 1000)) return ttl;
-      fail('lease_ttl', what);
-      return undefined;
-    }
-    const parsed = parseDuration(ttl);
-    if ('error' in parsed) fail('lease_ttl', typeof ttl === 'string' ? parsed.error : what);
-    else return ttl as string;
-    return undefined;
-  };
-
   switch (type) {
     case undefined: {
       // Each field a known type would read, checked for its form alone (nothing is required).
       posInt('limit', false);
-      subWindowCount(duration('window', false));
+      subWindowCount(field('sub_window_count'), duration('window', false), fail);
       duration('quota_period', false);
       posInt('burst', false, 'a positive integer (the bucket capacity)');
       posRate('refill_rate');
       posRate('leak_rate');
       posInt('max_concurrency', false);
-      leaseTtl();
+      leaseTtl(field('lease_ttl'), fail);
       break;
     }
     case 'fixed_window':
@@ -559,7 +534,7 @@ function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: Err
       out.limit = posInt('limit', true);
       const window = duration('window', true);
       out.window = window?.text;
-      out.sub_window_count = subWindowCount(window);
+      out.sub_window_count = subWindowCount(field('sub_window_count'), window, fail);
       break;
     }
     case 'token_bucket':
@@ -582,7 +557,7 @@ function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: Err
       }
       out.max_concurrency = max;
       out.limit = limit;
-      out.lease_ttl = leaseTtl();
+      out.lease_ttl = leaseTtl(field('lease_ttl'), fail);
       break;
     }
     case 'quota': {
@@ -611,6 +586,31 @@ function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: Err
   // Drop the keys left undefined so the stored algorithm holds exactly what applies.
   for (const k of Object.keys(out) as (keyof AlgorithmConfig)[]) if (out[k] === undefined) delete out[k];
   return out;
+}
+
+/** `sub_window_count` (absent: undefined), which must divide the window evenly. */
+function subWindowCount(subs: unknown, window: { ms: number } | undefined, fail: ErrFn): number | undefined {
+  if (subs === undefined) return undefined;
+  if (typeof subs !== 'number' || !Number.isInteger(subs) || subs < 1 || subs > MAX_SUB_WINDOWS) {
+    fail('sub_window_count', `must be an integer from 1 to ${MAX_SUB_WINDOWS}, got ${describe(subs)}`);
+  } else if (window && window.ms % subs !== 0) {
+    fail('sub_window_count', `must divide the window (${window.ms}ms) evenly, got ${subs}`);
+  } else return subs;
+  return undefined;
+}
+
+/** concurrency's `lease_ttl` (absent: undefined): a duration string or whole seconds, kept as given. */
+function leaseTtl(ttl: unknown, fail: ErrFn): string | number | undefined {
+  if (ttl === undefined) return undefined;
+  if (typeof ttl === 'number') {
+    if (Number.isSafeInteger(ttl) && ttl > 0 && Number.isSafeInteger(ttl * 1000)) return ttl;
+    fail('lease_ttl', `must be a duration string or a positive whole number of seconds, got ${describe(ttl)}`);
+    return undefined;
+  }
+  const parsed = parseDuration(ttl);
+  if (!('error' in parsed)) return ttl as string;
+  fail('lease_ttl', typeof ttl === 'string' ? parsed.error : `must be a duration string or a positive whole number of seconds, got ${describe(ttl)}`);
+  return undefined;
 }
 
 // ---------------------------------------------------------------------------------------------------
