@@ -165,6 +165,7 @@ export class Metrics {
   private readonly cacheMisses: Series;
   private readonly storeErrors: Series;
   private readonly denyCacheHits: Series;
+  private readonly ignoredFields: Series;
   private readonly invalidationFailures: Series;
   private readonly failureMode: PlainCounter;
   private readonly tenantDecisions: PlainCounter;
@@ -208,6 +209,10 @@ export class Metrics {
     this.denyCacheHits = counter(
       'rl_deny_cache_hits_total',
       'Checks (and peeks) answered from the deny cache: a standing refusal of the same counter and cost, no counter store call (Redis mode).',
+    ).at();
+    this.ignoredFields = counter(
+      'rl_request_ignored_fields_total',
+      'Unknown RequestContext fields that decisions ignored (each named in that decision\'s metadata.ignored_fields): usually a misspelt field.',
     ).at();
     this.invalidationFailures = counter(
       'rl_invalidation_failures_total',
@@ -299,6 +304,11 @@ export class Metrics {
   /** One check answered from the deny cache instead of the counter store. */
   countDenyCacheHit(): void {
     this.denyCacheHits.value++;
+  }
+
+  /** `count` unknown fields one decision's request carried (and the decision ignored). */
+  countIgnoredFields(count: number): void {
+    this.ignoredFields.value += count;
   }
 
   /** The hooks of one lease holder (src/lease): level `process` or `region`, for this policy. */

@@ -95,9 +95,9 @@ const decision = (operationId: string, summary: string, description: string): Op
   operationId,
   tag: 'decisions',
   summary,
-  description: `${description} A refusal is still a 200: \`allowed\` is false and \`retry_after\` says when to retry.`,
+  description: `${description} A refusal is still a 200: \`allowed\` is false and \`retry_after\` says when to retry. An empty body is a 400: send \`{}\` for an empty context.`,
   access: 'decide',
-  body: { schema: ref('RequestContext'), required: false },
+  body: { schema: ref('RequestContext'), required: true },
   responses: { 200: ['The decision.', JSON_TYPE, ref('Decision')], ...BAD_BODY },
 });
 

@@ -23,6 +23,7 @@ const NAMES = [
   'rl_policy_cache_misses_total',
   'rl_counter_store_errors_total',
   'rl_deny_cache_hits_total',
+  'rl_request_ignored_fields_total',
   'rl_failure_mode_decisions_total',
   'rl_tenant_decisions_total',
   'rl_policy_decisions_total',
@@ -161,6 +162,8 @@ describe('observability/metrics', () => {
     m.countCounterStoreError();
     m.countDenyCacheHit();
     m.countDenyCacheHit();
+    m.countIgnoredFields(2);
+    m.countIgnoredFields(1);
     m.countInvalidationFailure();
     const lease = m.leaseEvents('process', 'policy-0');
     lease.refilled!(40);
@@ -232,6 +235,10 @@ rl_counter_store_errors_total 1
 # HELP rl_deny_cache_hits_total Checks (and peeks) answered from the deny cache: a standing refusal of the same counter and cost, no counter store call (Redis mode).
 # TYPE rl_deny_cache_hits_total counter
 rl_deny_cache_hits_total 2
+
+# HELP rl_request_ignored_fields_total Unknown RequestContext fields that decisions ignored (each named in that decision's metadata.ignored_fields): usually a misspelt field.
+# TYPE rl_request_ignored_fields_total counter
+rl_request_ignored_fields_total 3
 
 # HELP rl_invalidation_failures_total Sidecar invalidation notifications given up (attempts exhausted, or dropped from a full queue).
 # TYPE rl_invalidation_failures_total counter
