@@ -71,7 +71,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     // Off without an OTLP endpoint: then nothing of OpenTelemetry is loaded and no transport calls it.
     const tracing = await startTracing(config.tracing && { ...config.tracing, serviceVersion: packageVersion() });
     if (tracing) closers.push(() => tracing.shutdown());
-    const seeded = await store.seedIfEmpty(() => loadPolicyFile(config.policyFile));
+    const seeded = await seedPolicies(store, config.policyFile);
     const matcher = new LiveMatcher();
     // Keeps the matcher in sync with every local and remote change from here on.
     const policies = new PolicyService({ store, matcher });
@@ -234,6 +234,19 @@ function httpServerOptions(timeouts: HttpTimeouts): http.ServerOptions {
  * Redis hashes when a shared store is configured (multi node), else the journal in RL_DATA_DIR. With
  * regions, the global store holds them, so a change made in any region reaches every region.
  */
+/**
+ * Seeds an empty policy store from `policyFile` (CONTRACT "Seeding"); true when it did. Without a file
+ * (a shared counter store and no RL_POLICY_FILE) an empty store stays empty, and one line says how to
+ * load policies, since a server without any answers every decision `no_matching_policy`.
+ */
+async function seedPolicies(store: PolicyStore, policyFile: string | undefined): Promise<boolean> {
+  if (policyFile !== undefined) return store.seedIfEmpty(() => loadPolicyFile(policyFile));
+  if (store.list().length === 0) {
+    log.info('the policy store holds no policies and none were seeded (a shared counter store is seeded only from RL_POLICY_FILE): load them with RL_POLICY_FILE=<file> or `rl apply -f <file>`');
+  }
+  return false;
+}
+
 function openPolicyStore(config: ServerConfig): Promise<PolicyStore> {
   if (config.region) {
     return RedisPolicyStore.open({
