@@ -6,7 +6,9 @@ import type { CircuitBreaker, CircuitBreakerOptions } from '../redis/circuit-bre
 import { ANY_SLOT, MasterHealth, type MasterGuard } from '../redis/master-health.js';
 import type { CounterResult, CounterStore, LeaseCounterResult, NamedTake, TakeReclaim } from './counter-store.js';
 import { takesKey } from './keys.js';
-import { checkTakeId, LEASE_OUTCOMES } from './named-takes.js';
+import { checkTakeId } from './named-takes.js';
+import { parseReply } from './redis-script-reply.js';
+import { classify, isUnavailableReply, TimeoutError, UNAVAILABLE_REPLY, withDeadline, type CounterStoreErrorEvent, type CounterStoreErrorKind } from './redis-store-errors.js';
 import { scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
 import { loadBatchScript, SCRIPT_KEY_COUNTS, withTakeLedger, type BatchScript, type ScriptName } from '../redis/lua-scripts.js';
 import {
@@ -49,22 +51,8 @@ import {
  * trial is a single operation.
  */
 
-export type CounterStoreErrorKind =
-  /** Rejected by the open circuit breaker; Redis was not asked. */
-  | 'breaker_open'
-  /** No answer within the timeout (the command may or may not have run; it is not retried). */
-  | 'timeout'
-  /** Not connected: the command was not sent. */
-  | 'not_connected'
-  /** Redis answered with an error (or an unreadable reply). */
-  | 'redis_error';
-
-export interface CounterStoreErrorEvent {
-  kind: CounterStoreErrorKind;
-  /** The script that was to run. */
-  operation: ScriptName;
-  error: CounterStoreUnavailableError;
-}
+/** The store's error events are part of its interface (onError): importers find them here. */
+export type { CounterStoreErrorEvent, CounterStoreErrorKind } from './redis-store-errors.js';
 
 export interface RedisCounterStoreOptions {
   /**
@@ -610,13 +598,6 @@ export function connectRedisCounterStore(addr: string, options: ConnectRedisCoun
 
 // ---------------------------------------------------------------------------------------------------
 
-class TimeoutError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'TimeoutError';
-  }
-}
-
 /**
  * An ioredis Command with `args` as given. Every argument is a string already; the constructor would
  * copy them all again with Array#flat (the largest cost of building the command; BENCHMARKS.md), and
@@ -639,88 +620,4 @@ function nowArg(nowMs: number | undefined): string {
   if (nowMs === undefined) return '';
   if (!Number.isFinite(nowMs)) throw new Error(`nowMs must be a finite number, got ${nowMs}`);
   return String(nowMs);
-}
-
-function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new TimeoutError(`${what} timed out after ${Math.round(ms)} ms`)), ms);
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (err) => {
-        clearTimeout(timer);
-        reject(err);
-      },
-    );
-  });
-}
-
-/** Error replies that mean Redis cannot serve right now (loading, failover, cluster down, out of memory). */
-const UNAVAILABLE_REPLY = /^(LOADING|READONLY|CLUSTERDOWN|MASTERDOWN|TRYAGAIN|BUSY|OOM|NOREPLICAS|MISCONF)\b/;
-
-function isUnavailableReply(err: unknown): boolean {
-  return UNAVAILABLE_REPLY.test((err as Error)?.message ?? '');
-}
-
-function classify(err: unknown): CounterStoreErrorKind {
-  if (err instanceof TimeoutError) return 'timeout';
-  const message = err instanceof Error ? err.message : String(err);
-  if (/timed? ?out/i.test(message)) return 'timeout';
-  if (
-    /enableOfflineQueue|Connection is closed|isn't ready|max retries per request|Cluster is ended|ECONNREFUSED|ECONNRESET|EPIPE|ENOTFOUND|EHOSTUNREACH/i.test(
-      message,
-    ) ||
-    (err instanceof Error && err.name === 'MaxRetriesPerRequestError')
-  ) {
-    return 'not_connected';
-  }
-  return 'redis_error';
-}
-
-/**
- * The script reply: {allowed 1/0, remaining, retry_after_ms, reset_after_ms}, and for a lease operation
- * {units, window tag, window left ms, store now, outcome, lapsed} after it; see lua/includes/lease.lua.
- */
-function parseReply(reply: unknown): CounterResult {
-  if (!Array.isArray(reply) || (reply.length !== 4 && reply.length !== 10)) {
-    throw new Error(`unexpected script reply ${JSON.stringify(reply)}`);
-  }
-  if (reply.length === 10) {
-    const outcome = LEASE_OUTCOMES[toNumber(reply[8])];
-    if (outcome === undefined) throw new Error(`unexpected lease outcome in script reply ${JSON.stringify(reply)}`);
-    const lease: LeaseCounterResult = {
-      allowed: toNumber(reply[0]) === 1,
-      remaining: toNumber(reply[1]),
-      retryAfterMs: toNumber(reply[2]),
-      resetAfterMs: toNumber(reply[3]),
-      units: toNumber(reply[4]),
-      windowTag: toNumber(reply[5]),
-      windowLeftMs: toNumber(reply[6]),
-      storeNow: toNumber(reply[7]),
-      outcome,
-      lapsed: toNumber(reply[9]),
-    };
-    return lease;
-  }
-  return {
-    allowed: toNumber(reply[0]) === 1,
-    remaining: toNumber(reply[1]),
-    retryAfterMs: toNumber(reply[2]),
-    resetAfterMs: toNumber(reply[3]),
-  };
-}
-
-function toNumber(value: unknown): number {
-  if (typeof value === 'number') return value;
-  if (typeof value === 'string') {
-    // Lua's %.17g spells the special values the C way.
-    if (value === 'inf') return Infinity;
-    if (value === '-inf') return -Infinity;
-    if (value === 'nan' || value === '-nan') return NaN;
-    const n = Number(value);
-    if (value.trim() !== '' && !Number.isNaN(n)) return n;
-  }
-  throw new Error(`unexpected number ${JSON.stringify(value)} in script reply`);
 }
