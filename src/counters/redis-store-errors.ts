@@ -20,7 +20,6 @@ export interface CounterStoreErrorEvent {
   error: CounterStoreUnavailableError;
 }
 
-
 export class TimeoutError extends Error {
   constructor(message: string) {
     super(message);
@@ -64,4 +63,36 @@ export function classify(err: unknown): CounterStoreErrorKind {
     return 'not_connected';
   }
   return 'redis_error';
+}
+
+/** Counts failed operations and tells every subscriber of each (metrics: rl_counter_store_errors_total). */
+export class ErrorReporter {
+  private readonly listeners = new Set<(event: CounterStoreErrorEvent) => void>();
+  private failures = 0;
+
+  /** Failed operations so far, breaker rejections included. */
+  get count(): number {
+    return this.failures;
+  }
+
+  /** Returns the unsubscribe function. */
+  subscribe(listener: (event: CounterStoreErrorEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+
+  /** Counts one failed operation and tells every listener; returns its error, to throw or reject with. */
+  failed(kind: CounterStoreErrorKind, operation: ScriptName, error: CounterStoreUnavailableError): CounterStoreUnavailableError {
+    this.failures++;
+    for (const listener of this.listeners) {
+      try {
+        listener({ kind, operation, error });
+      } catch {
+        // A metrics hook must not turn an outage into a crash.
+      }
+    }
+    return error;
+  }
 }
