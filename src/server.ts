@@ -23,6 +23,7 @@ import { openApiRoutes } from './http/routes/openapi.js';
 import { policyRoutes } from './http/routes/policies.js';
 import { InvalidationNotifier } from './invalidation/notifier.js';
 import { Analytics } from './observability/analytics.js';
+import { OrgView } from './observability/org-view.js';
 import { DeniedIdentities, bothRecorders } from './observability/denied-identities.js';
 import { Metrics } from './observability/metrics.js';
 import { ObservabilityRecorder } from './observability/recorder.js';
@@ -77,7 +78,9 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     closers.push(() => policies.close());
 
     const metrics = new Metrics({ labelCap: config.metricsLabelCap });
-    const analytics = new Analytics();
+    // Per-organisation counts only where some credential can be limited to organisations (they cost a second count).
+    const analytics = new Analytics({ byOrg: authenticator.mayLimitOrgs });
+    const viewOf = (orgs: readonly string[]) => new OrgView(orgs, matcher);
     // Who is being limited, for the dashboard: touched by denied decisions only.
     const deniedIdentities = new DeniedIdentities(matcher);
     // With regions the region's store serves the counters (global budgets from its pool); its per-master
@@ -117,7 +120,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     const regionName = config.region?.name;
     const region = regionCounters && regionName !== undefined ? () => regionStatus(regionName, regionCounters.globalStoreHealth()) : undefined;
     // Ticks from now on, viewers or not: a dashboard opened later starts with the last hour.
-    const hub = new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities, region });
+    const hub = new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities, region, viewOf });
     hub.start();
     closers.push(() => hub.stop());
 
@@ -140,7 +143,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       tracing,
       routers: [
         policyRoutes(policies, tracing),
-        analyticsRoutes(analytics),
+        analyticsRoutes(analytics, viewOf),
         metricsRoutes(hooks.metricsSource?.(metrics) ?? metrics),
         dashboardStreamRoutes(hub),
         infoRoutes(
