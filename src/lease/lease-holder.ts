@@ -1,10 +1,12 @@
 import { CounterStoreUnavailableError } from '../errors.js';
 import type { CounterResult } from '../counters/counter-store.js';
 import { chunkSize, SpendRate } from './chunk.js';
-import type { LeaseLimits } from '../policy/lease-limits.js';
+import type { CompiledLease } from '../counters/counter-spec.js';
 import type { LeaseClock, LeaseEvents, LeaseParent, MaybePromise, Spend, UnitPool } from './types.js';
 
-export interface LeaseHolderOptions extends LeaseLimits {
+export interface LeaseHolderOptions {
+  /** The policy's compiled lease (max_units, max_hold). */
+  lease: Pick<CompiledLease, 'maxUnits' | 'maxHoldMs'>;
   parent: LeaseParent;
   pool: UnitPool;
   clock: LeaseClock;
@@ -59,9 +61,9 @@ export class LeaseHolder {
     this.pool = options.pool;
     this.clock = options.clock;
     this.events = options.events ?? {};
-    this.maxUnits = options.maxUnits;
-    this.maxHoldMs = options.maxHoldMs;
-    this.spending = new SpendRate(options.maxHoldMs);
+    this.maxUnits = options.lease.maxUnits;
+    this.maxHoldMs = options.lease.maxHoldMs;
+    this.spending = new SpendRate(this.maxHoldMs);
     this.lastUsed = this.clock.now();
     // From the start: a holder that never got units (only peeks, or its parent down) is let go too.
     this.armIdleTimer();

@@ -1,9 +1,8 @@
 import type { CounterResult, CounterStore } from '../counters/counter-store.js';
 import type { CompiledPolicy } from '../matching/matcher.js';
-import { leaseLimitsOf } from '../policy/lease-limits.js';
 import { LeaseHolder } from './lease-holder.js';
 import { ProcessUnitPool } from './process-pool.js';
-import { isBucket, isLeasable, storeParent } from './store-parent.js';
+import { storeParent, type LeasedSpec } from './store-parent.js';
 import { systemClock, type LeaseClock, type LeaseEvents, type MaybePromise } from './types.js';
 
 /** A counter store that can lend units: the Redis store (the emulator can too, but memory mode needs no lease). */
@@ -57,7 +56,7 @@ export class ProcessLeases {
 
   /** The holder's operations for this counter, or undefined when its policy takes no lease. */
   operationsFor(keys: string[], compiled: CompiledPolicy): LeaseOperations | undefined {
-    if (compiled.policy.lease === undefined || this.closed) return undefined;
+    if (compiled.lease === undefined || this.closed) return undefined;
     const key = keys[0];
     const entry = this.entries.get(key);
     if (entry !== undefined && entry.compiled === compiled && !entry.holder.isClosed) return entry.ops;
@@ -82,15 +81,15 @@ export class ProcessLeases {
   }
 
   private open(keys: string[], compiled: CompiledPolicy): Entry | undefined {
-    const { spec, policy } = compiled;
-    const limits = leaseLimitsOf(policy);
-    if (limits === undefined || !isLeasable(spec)) return undefined;
+    const { spec, policy, lease } = compiled;
+    if (lease === undefined) return undefined;
     const holder = new LeaseHolder({
-      parent: storeParent(this.store, keys, spec, this.clock, limits.maxHoldMs),
-      pool: new ProcessUnitPool(isBucket(spec)),
+      // A compiled lease exists only for the leasable algorithms (src/policy/lease-terms.ts).
+      parent: storeParent(this.store, keys, spec as LeasedSpec, this.clock, lease.maxHoldMs),
+      pool: new ProcessUnitPool(lease.shape === 'bucket'),
       clock: this.clock,
       events: this.events?.(policy.policy_id),
-      ...limits,
+      lease,
     });
     const key = keys[0];
     const entry: Entry = {

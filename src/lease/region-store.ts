@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { CounterStoreUnavailableError } from '../errors.js';
 import { log } from '../util/log.js';
 import type { CounterResult, CounterStore, LeaseCounterResult } from '../counters/counter-store.js';
-import type { GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec.js';
+import type { CompiledLease, GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec.js';
 import { connectRedisCounterStore, type CounterStoreErrorEvent, type RedisCounterStore } from '../counters/redis-store.js';
 import type { RegionConfig } from '../config.js';
 import { chunkSize } from './chunk.js';
@@ -64,12 +64,15 @@ export interface RegionStoreOptions<Regional extends RegionSideStore = RedisCoun
 /** A store on either side of a region: the counter operations with leases, and (Redis) its failures. */
 export type RegionSideStore = LendingStore & { onError?(listener: (event: CounterStoreErrorEvent) => void): () => void };
 
-const LEASED_TYPES = new Set(['fixed_window', 'sliding_window_counter', 'token_bucket', 'leaky_bucket', 'quota']);
-const WINDOW_TYPES = new Set(['fixed_window', 'sliding_window_counter', 'quota']);
 /** How long a waiting decision sleeps between looks at the pool while another server refills it. */
 const WAIT_POLL_MS = 2;
 
-type GlobalRateSpec = RateSpec & { global: GlobalBudget };
+/** A global budget's spec whose algorithm leases (its region holder's compiled lease is there). */
+type GlobalRateSpec = RateSpec & { global: GlobalBudget & { lease: CompiledLease } };
+
+function isLeased(spec: RateSpec): spec is GlobalRateSpec {
+  return spec.global?.lease !== undefined;
+}
 
 /** A pool store's clock as one answer read it (`storeNow`), and this server's clock when it arrived. */
 interface StoreClock {
@@ -137,14 +140,14 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
     if (!spec.global) return this.regional.consume(keys, spec, cost, nowMs);
-    if (!LEASED_TYPES.has(spec.type)) return this.global.consume(keys, spec, cost, nowMs);
-    return this.spend(keys, spec as GlobalRateSpec, cost);
+    if (!isLeased(spec)) return this.global.consume(keys, spec, cost, nowMs);
+    return this.spend(keys, spec, cost);
   }
 
   /** CONTRACT "Peek": the parent (units held by regions count as used) plus this region's unspent units. */
   async peek(keys: string[], spec: RateSpec, nowMs?: number): Promise<CounterResult> {
     if (!spec.global) return this.regional.peek(keys, spec, nowMs);
-    if (!LEASED_TYPES.has(spec.type)) return this.global.peek(keys, spec, nowMs);
+    if (!isLeased(spec)) return this.global.peek(keys, spec, nowMs);
     const [parent, held] = await Promise.all([this.global.peek(keys, spec), this.pool.peek(poolKey(keys[0]))]);
     this.noteLapsed(spec.global, held.lapsed);
     const remaining = parent.remaining + held.left;
@@ -155,7 +158,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   /** CONTRACT "Refund": the units go back to this region's unspent units. */
   async refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult> {
     if (!spec.global) return this.regional.refund(keys, spec, amount, nowMs);
-    if (!LEASED_TYPES.has(spec.type)) return this.global.refund(keys, spec, amount, nowMs);
+    if (!isLeased(spec)) return this.global.refund(keys, spec, amount, nowMs);
     const held = await this.pool.refund(poolKey(keys[0]), amount);
     this.noteLapsed(spec.global, held.lapsed);
     return { allowed: true, remaining: Math.max(0, held.parentRemaining), retryAfterMs: 0, resetAfterMs: held.resetAfterMs };
@@ -166,15 +169,15 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
    * region's: holder = process, parent = the region's units): up to `n` units out of the region pool,
    * with their tag as the algorithm's take answers it, and how long they may still be spent (so never
    * past the global window). A bucket's tag is when its units left the global counter: the process
-   * adds its max_hold, the policy's (src/policy/lease-limits.ts) as this region's, and so names the
+   * adds its max_hold, the policy's compiled lease as this region's, and so names the
    * pool's units they came from when it gives them back (a return to any others would let them outlive
    * max_hold).
    */
   async take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
     if (!spec.global) return this.regional.take(keys, spec, n, nowMs);
-    const global = spec as GlobalRateSpec;
-    const answer = await this.fromPool('take', keys, global, n);
-    const window = WINDOW_TYPES.has(spec.type);
+    if (!isLeased(spec)) return this.global.take(keys, spec, n, nowMs);
+    const answer = await this.fromPool('take', keys, spec, n);
+    const window = spec.global.lease.shape === 'window';
     const tag = answer.tag === '' ? 0 : Number(answer.tag);
     return {
       allowed: answer.spent,
@@ -182,7 +185,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       retryAfterMs: answer.spent ? 0 : answer.retryAfterMs,
       resetAfterMs: answer.resetAfterMs,
       units: answer.spent ? answer.left : 0,
-      windowTag: window || tag === 0 ? tag : tag - global.global.maxHoldMs,
+      windowTag: window || tag === 0 ? tag : tag - spec.global.lease.maxHoldMs,
       windowLeftMs: window && answer.spent ? answer.resetAfterMs : 0,
     };
   }
@@ -263,7 +266,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
    */
   private async fromPool(op: 'spend' | 'take', keys: string[], spec: GlobalRateSpec, cost: number): Promise<PoolAnswer> {
     const key = poolKey(keys[0]);
-    const { maxHoldMs } = spec.global;
+    const { maxHoldMs } = spec.global.lease;
     const lockMs = this.lockMs;
     let waitingSince: number | undefined;
     /** The refill of the region this decision waits for (the pool counts it there; 0: none yet). */
@@ -339,7 +342,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     }
     let grant: Grant;
     try {
-      grant = await storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.maxHoldMs).take(asked);
+      grant = await storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.lease.maxHoldMs).take(asked);
     } catch (error) {
       log.warn('region refill failed: the global store did not answer', { error: (error as Error).message });
       // The global store's own breaker paces the next attempts; until then, short decisions fail at once.
@@ -354,17 +357,17 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
           units: grant.granted,
           expiresAt: this.expiresAtOf(grant, storeClock),
           tag: grant.windowTag,
-          window: WINDOW_TYPES.has(spec.type),
+          window: spec.global.lease.shape === 'window',
           parentRemaining: grant.remaining,
           // Less than asked, or the last units: the parent admits no more until its retry_after, or for
           // at most max_hold (other regions may return units before the window ends). Nothing taken,
           // the pool refuses without asking again until then; else the waiting decisions it refuses
           // are told so.
-          retryAfterMs: grant.granted < asked || grant.retryAfterMs > 0 ? Math.max(1, Math.min(grant.retryAfterMs, spec.global.maxHoldMs)) : 0,
+          retryAfterMs: grant.granted < asked || grant.retryAfterMs > 0 ? Math.max(1, Math.min(grant.retryAfterMs, spec.global.lease.maxHoldMs)) : 0,
           asked,
         },
         this.token,
-        spec.global.maxHoldMs,
+        spec.global.lease.maxHoldMs,
       );
       this.noteLapsed(spec.global, added.lapsed);
     } catch (error) {
@@ -412,7 +415,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     try {
       const now = this.clock.now();
       for (const [key, tracked] of this.tracked) {
-        const idleMs = tracked.spec.global.maxHoldMs;
+        const idleMs = tracked.spec.global.lease.maxHoldMs;
         if (now - tracked.lastUsed < idleMs) continue;
         await this.returnUnits(key, tracked, idleMs);
         // Forgotten once returned: this server spends from it again only if a decision comes.
@@ -428,14 +431,14 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const { keys, spec } = tracked;
     let drained: PoolAnswer;
     try {
-      drained = await this.pool.drain(key, idleMs, WINDOW_TYPES.has(spec.type));
+      drained = await this.pool.drain(key, idleMs, spec.global.lease.shape === 'window');
     } catch {
       return;
     }
     this.noteLapsed(spec.global, drained.lapsed);
     if (!drained.spent || drained.left <= 0) return;
     try {
-      const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.maxHoldMs);
+      const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.lease.maxHoldMs);
       const back = await parent.giveBack(drained.left, drained.tag === '' ? null : drained.tag);
       this.eventsFor(spec.global).returned?.(back);
       this.noteLapsed(spec.global, drained.left - back);

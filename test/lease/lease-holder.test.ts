@@ -75,8 +75,7 @@ function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000): Fixture {
     parent,
     pool: new ProcessUnitPool(),
     clock: leaseClock,
-    maxUnits,
-    maxHoldMs,
+    lease: { maxUnits, maxHoldMs },
     events: {
       refilled: () => events.refills++,
       returned: (u) => (events.returned += u),

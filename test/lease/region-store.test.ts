@@ -78,7 +78,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
   }
 
   function globalSpec(limit: number, maxHoldMs = 1000): RateSpec {
-    return { type: 'fixed_window', limit, windowMs: windowMs(), global: { policyId: 'g', maxHoldMs } };
+    return { type: 'fixed_window', limit, windowMs: windowMs(), global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs } } };
   }
 
   /**
@@ -138,7 +138,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
   it('a global token bucket under demand beyond its rate: the excess is refused, never left waiting for the failure mode', async function () {
     // Short timeouts: a decision that waited past two refill locks' life (600 ms) would fail.
     const { stores, counts } = await servers(0, undefined, { globalMs: 200, regionalMs: 100 });
-    const spec: RateSpec = { type: 'token_bucket', capacity: 20, rateUnits: 100, ratePeriodMs: 1000, global: { policyId: 'g', maxHoldMs: 1000 } };
+    const spec: RateSpec = { type: 'token_bucket', capacity: 20, rateUnits: 100, ratePeriodMs: 1000, global: { policyId: 'g', lease: { shape: 'bucket', maxUnits: Infinity, maxHoldMs: 1000 } } };
     const keys = counterKeys(randomPrefix(), 'g', spec, []);
     const outcome = await saturate(stores, keys, spec, 400);
     console.log(`      admitted ${outcome.allowed}, refused ${outcome.denied}, failure mode ${outcome.unavailable}; ${counts.refills} global takes, ${counts.waits} waited`);
@@ -170,7 +170,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
       expect(own.allowed).to.equal(false);
       for (const retry of outcome.retries) {
         expect(retry).to.be.above(1);
-        expect(retry).to.be.at.most(spec.global!.maxHoldMs);
+        expect(retry).to.be.at.most(spec.global!.lease!.maxHoldMs);
         if (!capped) {
           // What was left of the window when refused: no less than the counter says after them all, and
           // more by at most the test's own span (and a refill's span between its take and its add).
@@ -277,7 +277,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
     const keys = counterKeys(randomPrefix(), 'g', spec, []);
     const holders = stores.map(
       (store) =>
-        new LeaseHolder({ parent: storeParent(store, keys, spec as LeasedSpec, systemClock, 1000), pool: new ProcessUnitPool(), clock: systemClock, maxUnits: 50, maxHoldMs: 1000 }),
+        new LeaseHolder({ parent: storeParent(store, keys, spec as LeasedSpec, systemClock, 1000), pool: new ProcessUnitPool(), clock: systemClock, lease: { maxUnits: 50, maxHoldMs: 1000 } }),
     );
     let admitted = 0;
     let other = 0;
@@ -395,7 +395,7 @@ describe('RegionCounterStore rules (in memory)', () => {
 
   it('a refill ahead asks for no more than half of what the global counter can still admit (CONTRACT chunk rule): with 1 left, none', async () => {
     const { global, store, takes } = region();
-    const spec: RateSpec = { type: 'fixed_window', limit: 3, windowMs: 3_600_000, global: { policyId: 'g', maxHoldMs: 1000 } };
+    const spec: RateSpec = { type: 'fixed_window', limit: 3, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
     const keys = ['{g}:chunk'];
     for (let i = 0; i < 2; i++) {
       expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
@@ -415,7 +415,7 @@ describe('RegionCounterStore rules (in memory)', () => {
     it(`a global ${type}: the region's units given back within max_hold but arriving later lapse at the global bucket (a return delayed on its way would join the tokens it refilled meanwhile)`, async () => {
       const { clock, global, store, held, gate, counts } = region();
       // Five tokens, refilled at 5 a second; max_hold 100 ms.
-      const spec: RateSpec = { type, capacity: 5, rateUnits: 5, ratePeriodMs: 1000, global: { policyId: 'g', maxHoldMs: 100 } };
+      const spec: RateSpec = { type, capacity: 5, rateUnits: 5, ratePeriodMs: 1000, global: { policyId: 'g', lease: { shape: 'bucket', maxUnits: Infinity, maxHoldMs: 100 } } };
       const keys = ['{g}:late'];
       // A decision of 6: the region's refill takes the 5 tokens there are, and it is refused; the 5 stay in the pool.
       expect((await store.consume(keys, spec, 6)).allowed).to.equal(false);
@@ -439,7 +439,7 @@ describe('RegionCounterStore rules (in memory)', () => {
 
   it("a global bucket's units a process lease below the region gives back go only into the region units they came from: arriving after those expired, they lapse instead of joining newer ones (they would outlive max_hold)", async () => {
     const { clock, leaseClock, pool, store } = region();
-    const spec: RateSpec = { type: 'token_bucket', capacity: 20, rateUnits: 20, ratePeriodMs: 1000, global: { policyId: 'g', maxHoldMs: 100 } };
+    const spec: RateSpec = { type: 'token_bucket', capacity: 20, rateUnits: 20, ratePeriodMs: 1000, global: { policyId: 'g', lease: { shape: 'bucket', maxUnits: Infinity, maxHoldMs: 100 } } };
     const keys = ['{g}:below-late'];
     const key = poolKey(keys[0]);
     // Another server of the region spends 10: the region takes them, then 5 ahead (half of what is left).
@@ -455,8 +455,7 @@ describe('RegionCounterStore rules (in memory)', () => {
       parent,
       pool: new ProcessUnitPool(true),
       clock: leaseClock,
-      maxUnits: 100,
-      maxHoldMs: 100,
+      lease: { maxUnits: 100, maxHoldMs: 100 },
       events: { returned: (units) => (processEvents.returned += units), lapsed: (units) => (processEvents.lapsed += units) },
     });
     expect((await holder.consume(2)).allowed).to.equal(true);

@@ -45,6 +45,7 @@ import { CounterStoreUnavailableError } from '../../src/errors.js';
 import type { CounterResult } from '../../src/counters/counter-store.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import type { CompiledPolicy } from '../../src/matching/matcher.js';
+import { leaseShapeOf } from '../../src/policy/lease-terms.js';
 import { MemoryLeasePool } from '../../src/lease/memory-region-pool.js';
 import { ProcessLeases, type LendingStore } from '../../src/lease/process-leases.js';
 import { RegionPool, type RegionPoolStore } from '../../src/lease/region-pool.js';
@@ -230,7 +231,8 @@ interface SimConfig {
 
 /** A policy as the matcher compiles it, with what ProcessLeases reads: its id, its `lease`, its spec. */
 function compiledPolicy(spec: LeasedSpec, config: SimConfig): CompiledPolicy {
-  return { policy: { policy_id: POLICY_ID, lease: { max_units: config.maxUnits, max_hold: `${config.maxHoldMs}ms` } }, spec } as unknown as CompiledPolicy;
+  const lease = { shape: leaseShapeOf(spec.type)!, maxUnits: config.maxUnits, maxHoldMs: config.maxHoldMs };
+  return { policy: { policy_id: POLICY_ID, lease: { max_units: config.maxUnits, max_hold: `${config.maxHoldMs}ms` } }, spec, lease } as unknown as CompiledPolicy;
 }
 
 class Simulation {
@@ -257,7 +259,7 @@ class Simulation {
   };
 
   constructor(readonly config: SimConfig) {
-    this.spec = config.topology === 'process' ? config.spec : { ...config.spec, global: { policyId: POLICY_ID, maxHoldMs: config.maxHoldMs } };
+    this.spec = config.topology === 'process' ? config.spec : { ...config.spec, global: { policyId: POLICY_ID, lease: { shape: leaseShapeOf(config.spec.type)!, maxUnits: Infinity, maxHoldMs: config.maxHoldMs } } };
     this.exact = new MemoryCounterStore({ now: () => this.world.now, sweepIntervalMs: 0 });
     const exact = this.exact;
     this.global = {
