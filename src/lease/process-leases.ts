@@ -3,7 +3,7 @@ import type { CompiledPolicy } from '../matching/matcher.js';
 import { LeaseHolder } from './lease-holder.js';
 import { ProcessUnitPool } from './process-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
-import { systemClock, type LeaseClock, type LeaseEvents, type MaybePromise } from './types.js';
+import { systemClock, type LeaseClock, type LeaseEvents, type MaybePromise, type UnitHolders } from './types.js';
 
 /** A counter store that can lend units: the Redis store (the emulator can too, but memory mode needs no lease). */
 export type LendingStore = CounterStore & Required<Pick<CounterStore, 'take' | 'giveBack'>>;
@@ -25,6 +25,8 @@ interface Entry {
 
 export interface ProcessLeasesOptions {
   store: LendingStore;
+  /** RL_LEASE_MAX_WAIT_MS. */
+  maxWaitMs: number;
   clock?: LeaseClock;
   /** Metric hooks for a holder of this policy (Metrics.leaseEvents('process', policyId)). */
   events?: (policyId: string) => LeaseEvents;
@@ -36,15 +38,17 @@ export interface ProcessLeasesOptions {
  * first decision, dropped when it lets go: after max_hold without use, when its policy changes
  * (`policiesChanged`), and on drain (`letGoAll`).
  */
-export class ProcessLeases {
+export class ProcessLeases implements UnitHolders {
   private readonly entries = new Map<string, Entry>();
   private readonly store: LendingStore;
+  private readonly maxWaitMs: number;
   private readonly clock: LeaseClock;
   private readonly events: ((policyId: string) => LeaseEvents) | undefined;
   private closed = false;
 
   constructor(options: ProcessLeasesOptions) {
     this.store = options.store;
+    this.maxWaitMs = options.maxWaitMs;
     this.clock = options.clock ?? systemClock;
     this.events = options.events;
   }
@@ -66,7 +70,7 @@ export class ProcessLeases {
   }
 
   /** Lets go of every holder whose policy is no longer `current(policy_id)` (changed, disabled or deleted). */
-  policiesChanged(current: (policyId: string) => CompiledPolicy | undefined): void {
+  policiesChanged(current: (policyId: string) => object | undefined): void {
     for (const [key, entry] of this.entries) {
       if (current(entry.compiled.policy.policy_id) !== entry.compiled) this.release(key, entry);
     }
@@ -88,6 +92,7 @@ export class ProcessLeases {
       parent: storeParent(this.store, keys, spec as LeasedSpec, this.clock, lease.maxHoldMs),
       pool: new ProcessUnitPool(lease.shape === 'bucket'),
       clock: this.clock,
+      maxWaitMs: this.maxWaitMs,
       events: this.events?.(policy.policy_id),
       lease,
     });
