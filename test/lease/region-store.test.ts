@@ -3,7 +3,7 @@ import type { RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
-import { CounterStoreUnavailableError } from '../../src/errors.js';
+import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../../src/errors.js';
 import { LeaseHolder } from '../../src/lease/lease-holder.js';
 import { MemoryLeasePool } from '../../src/lease/memory-region-pool.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
@@ -352,7 +352,7 @@ describe('RegionCounterStore rules (in memory)', () => {
    * One server of a region. `gate.returns`: its returns to the global counter wait in `held` until the
    * test lets them arrive (a message on its way).
    */
-  function region() {
+  function region(maxWaitMs = 10_000) {
     const clock = { now: T0 };
     const leaseClock: LeaseClock = { now: () => clock.now, setTimer: () => undefined, clearTimer: () => undefined };
     const global = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
@@ -384,13 +384,47 @@ describe('RegionCounterStore rules (in memory)', () => {
       global: observed,
       globalTimeoutMs: 1000,
       regionalTimeoutMs: 500,
-      maxWaitMs: 10_000,
+      maxWaitMs,
       clock: leaseClock,
       sweepIntervalMs: 0,
       events: () => ({ returned: (units) => (counts.returned += units), lapsed: (units) => (counts.lapsed += units) }),
     });
     return { clock, leaseClock, global, pool, store, takes, held, gate, counts };
   }
+
+  it('bounded wait: a decision its pool cannot pay is refused (lease_wait_timeout) once RL_LEASE_MAX_WAIT_MS has passed, 0 at once; the refill it started serves the next', async () => {
+    const { store, takes } = region(0);
+    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
+    const keys = ['{g}:wait'];
+    const error = await store.consume(keys, spec, 1).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).to.be.instanceOf(LeaseWaitTimeoutError);
+    expect((error as LeaseWaitTimeoutError).retryAfterMs).to.be.within(1, 1000);
+    await flush();
+    await flush();
+    expect(takes).to.deep.equal([1]);
+    expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
+  });
+
+  it('honest refusals: once the global counter admits no more, a refusal carries its own retry_after and reset_after (the window end), not max_hold', async () => {
+    const { store } = region();
+    const spec: RateSpec = { type: 'fixed_window', limit: 2, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
+    const keys = ['{g}:honest'];
+    for (let i = 0; i < 2; i++) {
+      expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
+      await flush();
+    }
+    const windowLeft = spec.windowMs - (T0 % spec.windowMs);
+    for (let i = 0; i < 3; i++) {
+      const refused = await store.consume(keys, spec, 1);
+      expect(refused.allowed).to.equal(false);
+      expect(refused.retryAfterMs).to.equal(windowLeft);
+      expect(refused.resetAfterMs).to.equal(windowLeft);
+      await flush();
+    }
+  });
 
   it('a refill ahead asks for no more than half of what the global counter can still admit (CONTRACT chunk rule): with 1 left, none', async () => {
     const { global, store, takes } = region();
