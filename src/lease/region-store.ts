@@ -196,6 +196,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       units: answer.spent ? answer.left : 0,
       windowTag: window || tag === 0 ? tag : tag - spec.global.lease.maxHoldMs,
       windowLeftMs: window && answer.spent ? answer.resetAfterMs : 0,
+      storeNow: answer.storeNow,
+      outcome: 'done',
+      lapsed: 0,
     };
   }
 
@@ -206,7 +209,10 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const tag = windowTag === null ? '' : String(windowTag);
     const answer = await this.pool.refund(poolKey(keys[0]), units, { tag });
     this.noteLapsed(spec.global, answer.lapsed);
-    return { allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, units: answer.left, windowTag: windowTag ?? 0, windowLeftMs: 0 };
+    return {
+      allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, units: answer.left, windowTag: windowTag ?? 0, windowLeftMs: 0,
+      storeNow: answer.storeNow, outcome: 'done', lapsed: units - answer.left,
+    };
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {

@@ -138,6 +138,8 @@ for (const backend of BACKENDS) {
       ]);
       expect(audit.map((e) => e.new_value)).to.deep.equal([v1, v2, v3, v4, v5, null]);
       expect(audit.map((e) => e.old_value)).to.deep.equal([null, v1, v2, v3, v4, v5]);
+      // A rollback names the version it restored; no other change carries the field.
+      expect(audit.map((e) => e.restored_version)).to.deep.equal([undefined, undefined, undefined, undefined, 1, undefined]);
       expect(new Set(audit.map((e) => e.audit_id)).size).to.equal(6);
       for (const e of audit) {
         expect(e.policy_id).to.equal('p1');
