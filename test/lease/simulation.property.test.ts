@@ -501,9 +501,9 @@ class Simulation {
   }
 
   /**
-   * Rule 4 at the end of a run: every live server lets go, everything in flight arrives, then a day
-   * passes and each region pool is looked at once (units left there by servers that died lapse, counted).
-   * Answers the units taken from the global counter that were neither admitted, given back nor counted.
+   * Rule 4 at the end of a run: every live server lets go, everything in flight arrives, and each region
+   * pool is looked at once. Answers the units taken from the global counter that were neither admitted,
+   * given back, counted lapsed nor still held in a pool.
    */
   async uncountedLoss(): Promise<number> {
     // Process holders first (below a region they give back into its pool), then the regions: each lets
@@ -521,16 +521,18 @@ class Simulation {
       if (!settled) throw new Error(`${level} holders did not let go within 50 simulated seconds`);
       await lettingGo;
     }
-    await this.world.advanceTo(this.world.now + 86_400_000);
-    await this.finish();
+    // Units still in a pool (left by servers that died, or taken for a decision that gave up waiting) are
+    // held, not lost: the region's next decision spends them, or they lapse there, counted.
+    let held = 0;
     for (const region of this.regions) {
-      const left = await region.pool.peek(`${KEYS[0]}:pool`);
-      if (left.lapsed > 0) this.events.lapsed!(left.lapsed, this.spec.type.endsWith('bucket') ? 'hold_expired' : 'window_ended');
+      const pool = await region.pool.peek(`${KEYS[0]}:pool`);
+      if (pool.lapsed > 0) this.events.lapsed!(pool.lapsed, this.spec.type.endsWith('bucket') ? 'hold_expired' : 'window_ended');
+      held += pool.left;
     }
     const admitted = this.ledger.admitted.reduce((sum, a) => sum + a.cost, 0);
     const refunded = this.ledger.refunded.reduce((sum, r) => sum + r.units, 0) + this.flow.refundedNotHeld;
     const lapsed = Object.values(this.flow.lapsedBy).reduce((sum, n) => sum + n, 0);
-    return this.flow.takenGlobal - this.flow.returnedGlobal - (admitted - refunded) - lapsed;
+    return this.flow.takenGlobal - this.flow.returnedGlobal - (admitted - refunded) - lapsed - held;
   }
 
   private pendingMessages(): number {
