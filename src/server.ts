@@ -90,6 +90,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
           counterStoreAddr: config.counterStoreAddr!,
           counterStoreTimeoutMs: config.counterStoreTimeoutMs,
           region: config.region,
+          maxWaitMs: config.leaseMaxWaitMs,
           events: (policyId) => metrics.leaseEvents('region', policyId),
         })
       : undefined;
@@ -100,10 +101,6 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     closers.push(() => counters.close());
     const counterStoreMasters = redisCounters && (() => redisCounters.health.states());
     if (counterStoreMasters) metrics.watchCounterStoreMasters(counterStoreMasters);
-    if (regionCounters) {
-      // A changed global policy's region units go back, counted under the limit they were taken for.
-      store.onChange((event) => void regionCounters.policyChanged(event.policy_id));
-    }
     const decisions = new DecisionService({
       policies: matcher,
       counters,
@@ -114,7 +111,9 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       onIgnoredFields: (count) => metrics.countIgnoredFields(count),
       denyCache: config.denyCache.size > 0 && { capacity: config.denyCache.size, maxAgeMs: config.denyCache.maxAgeMs },
       region: config.region?.name,
-      leases: { events: (policyId) => metrics.leaseEvents('process', policyId) },
+      // Process leases, and the region's units with regions: DecisionService lets go of both (policy
+      // change, drain); the holders report to the metrics.
+      leases: { events: (policyId) => metrics.leaseEvents('process', policyId), maxWaitMs: config.leaseMaxWaitMs },
     });
 
     const regionName = config.region?.name;
@@ -203,7 +202,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         await Promise.all([closeGracefully(httpServer, deadlineMs), shutdownGrpcServer(grpcServer, deadlineMs)]);
         notifier?.close();
         policies.close();
-        // Process leases give their unspent units back while the counter store is still open.
+        // Process leases and the region's units go back while the counter store is still open.
         await decisions.letGoLeases();
         hub.stop();
         await Promise.all([store.close(), counters.close(), tracing?.shutdown()]);

@@ -245,8 +245,8 @@ describe('dashboard routes', function () {
       region.refilled!(100);
       process.returned!(7);
       region.returned!(30);
-      process.lapsed!(2);
-      region.lapsed!(5);
+      process.lapsed!(2, 'window_ended');
+      region.lapsed!(5, 'parent_unreachable');
       process.waited!(0.01);
       expect(hub.tick().leases).to.deep.include({ refills: 3, units_returned: 37, units_lapsed: 7, waits: 1 });
       await w.store.close();

@@ -50,6 +50,7 @@ describe('two regions, real processes: a global budget', function () {
       // answers and the test sees the lease logic alone.
       RL_COUNTERSTORE_TIMEOUT_MS: '3000',
       RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: '5000',
+      RL_LEASE_MAX_WAIT_MS: '10000',
     });
     // One server seeds the global store first, so the others find it seeded.
     servers.push({ region: 'region-1', node: await startServerProcess(env(0)), killed: false });
