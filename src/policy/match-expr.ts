@@ -1,4 +1,5 @@
 import { Environment } from '@marcbachmann/cel-js';
+import { canonicalMethod } from '../model/http-method.js';
 import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
 import { MAX_FIELD_LENGTH, MAX_TAGS } from '../schema/limits.js';
 import { compileRegex, RegexBudget, regexMatches } from './match-regex.js';
@@ -90,6 +91,7 @@ export function compileMatchExpr(expr: string): CompileResult {
   program = env.parse(expr);
   const rewritten = useRe2(program.ast);
   if (rewritten !== undefined) return { ok: false, message: rewritten };
+  canonicalMethodLiterals(program.ast);
   const cost = estimatedCost(program.ast);
   if (cost > MAX_MATCH_EXPR_COST) {
     return {
@@ -161,6 +163,42 @@ function useRe2(root: unknown): string | undefined {
     for (const child of args) stack.push(child);
   }
   return undefined;
+}
+
+/** `method`, as a CEL identifier node. */
+function isMethod(node: unknown): boolean {
+  return isNode(node) && node.op === 'id' && node.args === 'method';
+}
+
+/** Upper-cases a string literal node that spells an HTTP method name (model/http-method.ts). */
+function canonicalLiteral(node: unknown): void {
+  if (isNode(node) && node.op === 'value' && typeof node.args === 'string') node.args = canonicalMethod(node.args);
+}
+
+/**
+ * The matcher hands match_expr the request's `method` upper-cased when it is an HTTP method name, so the
+ * literals it is compared with are brought to the same form: `method == "post"`, `"post" != method` and
+ * `method in ["get", "put"]` compare case-insensitively, as a scope does. (A function of `method`, such
+ * as `matches()` or `startsWith()`, sees the upper-case name: README, "Matching".)
+ */
+function canonicalMethodLiterals(root: unknown): void {
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (Array.isArray(node)) {
+      for (const child of node) stack.push(child);
+      continue;
+    }
+    if (!isNode(node) || !Array.isArray(node.args)) continue;
+    const [left, right] = node.args as unknown[];
+    if (node.op === '==' || node.op === '!=') {
+      if (isMethod(left)) canonicalLiteral(right);
+      if (isMethod(right)) canonicalLiteral(left);
+    } else if (node.op === 'in' && isMethod(left) && isNode(right) && right.op === 'list' && Array.isArray(right.args)) {
+      for (const item of right.args) canonicalLiteral(item);
+    }
+    for (const child of node.args as unknown[]) stack.push(child);
+  }
 }
 
 /** The macros that run their body once per element of their receiver. */
