@@ -343,8 +343,11 @@ describe('rl commands (built binary, real server with API keys)', function () {
       expect(typo.code, typo.stderr).to.equal(0);
       expect(typo.stdout).to.match(/^ALLOWED {2}action=allow {2}reason=no_matching_policy\n/);
       expect(typo.stdout).to.contain('\nignored      api_kye, usr_id  (not request fields: the server ignored them; misspelt?)\n');
+      // Said once, on stdout: not again by the SDK's warning on stderr (where --json puts only JSON errors).
+      expect(typo.stderr).to.equal('');
       const json = await rlJson<Decision>(['check', '-d', '{"api_kye": "key-Z"}'], admin);
       expect(json.body.metadata).to.deep.equal({ ignored_fields: 'api_kye' });
+      expect(json.stderr).to.equal('');
       const clean = await rl(['check', '--api_key', 'key-Z', '--endpoint', '/keyed'], admin);
       expect(clean.stdout).to.not.contain('ignored');
     });
