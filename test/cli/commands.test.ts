@@ -215,7 +215,8 @@ describe('rl commands (built binary, real server with API keys)', function () {
       expect(lines[0]).to.match(/^VERSION\s+ACTION\s+CHANGED_BY\s+CHANGED_AT\s+CHANGES$/);
       expect(lines[1]).to.match(/^1\s+create\s+policy-file\s+\S+\s+created$/);
       expect(lines[2]).to.match(/^2\s+rollout\s+\S+\s+\S+\s+rollout_percent: 100 -> 25$/);
-      expect(lines[3]).to.match(/^3\s+rollback\s+\S+\s+\S+\s+rollout_percent: 25 -> 100$/);
+      // The version a rollback restored, as the dashboard's audit trail names it.
+      expect(lines[3]).to.match(/^3\s+rollback to v1\s+\S+\s+\S+\s+rollout_percent: 25 -> 100$/);
 
       const missingVersion = await rl(['policies', 'rollback', 'history', '9'], admin);
       expect(missingVersion.code).to.equal(1);
