@@ -2,6 +2,10 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import type { RequestContext } from '../../src/model/request-context.js';
 import { canonicalMethod } from '../../src/model/http-method.js';
+import { MemoryCounterStore } from '../../src/counters/memory-store.js';
+import { DecisionService } from '../../src/decision/decision-service.js';
+import { leaseIdOf } from '../../src/decision/lease-id.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { Matcher } from '../../src/matching/matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 
@@ -86,5 +90,15 @@ describe('matching: HTTP method names', () => {
     const purge = Matcher.build([withExpr('purge', 'method == "purge"')]);
     expect(winner(purge, req({ endpoint: '/x', method: 'purge' }))).to.equal('purge');
     expect(winner(purge, req({ endpoint: '/x', method: 'PURGE' }))).to.equal(undefined);
+  });
+
+  it('a lease named by its fields is one lease whatever the method name\'s case: a release spelt `POST` frees an acquire spelt `post`', async () => {
+    expect(leaseIdOf(req({ job_type: 'export', method: 'post' }))).to.equal(leaseIdOf(req({ job_type: 'export', method: 'POST' })));
+    expect(leaseIdOf(req({ job_type: 'export', method: 'purge' }))).to.not.equal(leaseIdOf(req({ job_type: 'export', method: 'PURGE' })));
+    const jobs = { ...policy('jobs', { job_type: 'export' }), algorithm: { type: 'concurrency', max_concurrency: 1 } } as Policy;
+    const service = new DecisionService({ policies: new LiveMatcher([jobs]), counters: new MemoryCounterStore(), keyPrefix: '' });
+    expect(await service.acquire(req({ job_type: 'export', method: 'post' }))).to.deep.include({ allowed: true, reason: 'lease_acquired' });
+    expect(await service.release(req({ job_type: 'export', method: 'POST' }))).to.deep.include({ reason: 'lease_released', remaining: 1 });
+    expect(await service.acquire(req({ job_type: 'export', method: 'Post' }))).to.deep.include({ allowed: true, reason: 'lease_acquired' });
   });
 });
