@@ -34,6 +34,7 @@ export async function buildDashboard(outDir = DEFAULT_OUT_DIR): Promise<string> 
   await Promise.all([
     copyFile(join(HERE, 'static/index.html'), join(outDir, 'index.html')),
     copyFile(join(HERE, 'static/dashboard.css'), join(outDir, 'dashboard.css')),
+    copyFile(join(HERE, 'static/favicon.svg'), join(outDir, 'favicon.svg')),
     copyFile(uplotCss, join(outDir, 'uPlot.min.css')),
   ]);
   return outDir;

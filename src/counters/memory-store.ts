@@ -1,4 +1,6 @@
-import type { CounterResult, CounterStore, LeaseCounterResult, LeaseOperation, SyncCounterOperations } from './counter-store.js';
+import type { CounterResult, CounterStore, LeaseCounterResult, NamedTake, RateOperation, SyncCounterOperations, TakeReclaim } from './counter-store.js';
+import { takesKey } from './keys.js';
+import { finishLeaseOp, prepareLeaseOp, type LedgerSlot, type TakeLedger } from './named-takes.js';
 import type { LeaseSpec, RateSpec } from './counter-spec.js';
 
 /**
@@ -61,6 +63,9 @@ function markDropped(slot: Slot): void {
   if (slot instanceof FixedWindowSlot) slot.windowNumber = -1;
 }
 
+/** What an algorithm runs: a reclaim reaches it as a give (named-takes.ts). */
+type AlgorithmOperation = Exclude<RateOperation, 'reclaim'>;
+
 interface QuotaState { periodStart: number; used: number }
 interface SlidingCounterState { buckets: Map<number, number> }
 interface SlidingLogState { entries: { ts: number; cost: number }[]; sum: number }
@@ -86,7 +91,7 @@ export class MemoryCounterStore implements CounterStore {
   private sweepCursor: Iterator<[string, Slot]> | undefined;
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   /** The emulator never waits: DecisionService uses these directly; the async methods wrap them. */
-  readonly sync: SyncCounterOperations & Required<Pick<SyncCounterOperations, 'take' | 'giveBack'>>;
+  readonly sync: SyncCounterOperations & Required<Pick<SyncCounterOperations, 'take' | 'giveBack' | 'reclaim'>>;
   /** This store's property on the key arrays it is handed (SlotCarrier): two stores never read each other's. */
   private readonly slotTag: typeof SLOT_TAG_TYPE = Symbol('fixedWindowSlot') as typeof SLOT_TAG_TYPE;
 
@@ -94,14 +99,14 @@ export class MemoryCounterStore implements CounterStore {
     this.now = options.now ?? Date.now;
     this.sync = {
       clock: this.now,
-      consume: (keys, spec, cost, nowMs) => this.consumeNow(keys, spec, cost, nowMs ?? this.now()),
-      peek: (keys, spec, nowMs) => this.consumeNow(keys, spec, 0, nowMs ?? this.now()),
-      refund: (keys, spec, amount, nowMs) => this.consumeNow(keys, spec, -amount, nowMs ?? this.now()),
+      consume: (keys, spec, cost, nowMs) => this.consumeNow(keys, spec, 'consume', cost, nowMs ?? this.now()),
+      peek: (keys, spec, nowMs) => this.consumeNow(keys, spec, 'peek', 1, nowMs ?? this.now()),
+      refund: (keys, spec, amount, nowMs) => this.consumeNow(keys, spec, 'refund', amount, nowMs ?? this.now()),
       acquire: (keys, spec, leaseId, nowMs) => this.acquireNow(keys[0], spec, leaseId, nowMs ?? this.now()),
       release: (keys, spec, leaseId, nowMs) => this.releaseNow(keys[0], spec, leaseId, nowMs ?? this.now()),
-      take: (keys, spec, n, nowMs) => this.consumeNow(keys, spec, n, nowMs ?? this.now(), TAKE) as LeaseCounterResult,
-      giveBack: (keys, spec, units, windowTag, nowMs) =>
-        this.consumeNow(keys, spec, -units, nowMs ?? this.now(), { kind: 'give', tag: windowTag ?? 0 }) as LeaseCounterResult,
+      take: (keys, spec, n, nowMs, named) => this.leaseNow(keys, spec, 'take', n, nowMs ?? this.now(), named ?? {}),
+      giveBack: (keys, spec, units, windowTag, nowMs) => this.leaseNow(keys, spec, 'give', units, nowMs ?? this.now(), { tag: windowTag ?? 0 }),
+      reclaim: (keys, spec, take, nowMs) => this.leaseNow(keys, spec, 'reclaim', 0, nowMs ?? this.now(), take),
     };
     this.sweepBatch = options.sweepBatch ?? 20_000;
     this.sweepBudgetMs = options.sweepBudgetMs ?? 4;
@@ -155,12 +160,16 @@ export class MemoryCounterStore implements CounterStore {
     return this.sync.refund(keys, spec, amount, nowMs);
   }
 
-  async take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
-    return this.sync.take(keys, spec, n, nowMs);
+  async take(keys: string[], spec: RateSpec, n: number, nowMs?: number, named?: NamedTake): Promise<LeaseCounterResult> {
+    return this.sync.take(keys, spec, n, nowMs, named);
   }
 
   async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
     return this.sync.giveBack(keys, spec, units, windowTag, nowMs);
+  }
+
+  async reclaim(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): Promise<LeaseCounterResult> {
+    return this.sync.reclaim(keys, spec, take, nowMs);
   }
 
   async acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
@@ -182,26 +191,45 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   /**
-   * `cost` is signed as in the scripts (lua/includes/mode.lua): > 0 consume, 0 peek, < 0 refund; with
-   * `lease`, a partial take (cost > 0) or a window-checked return (cost < 0), answered as LeaseCounterResult.
+   * One operation of a rate script (lua/includes/mode.lua) on `units`; a take or a give is answered as a
+   * LeaseCounterResult, and a give names the window of its units (`tag`).
    */
-  private consumeNow(keys: string[], spec: RateSpec, cost: number, now: number, lease?: LeaseOperation): CounterResult {
+  private consumeNow(keys: string[], spec: RateSpec, op: AlgorithmOperation, units: number, now: number, tag = 0): CounterResult {
     const key = keys[0];
     switch (spec.type) {
       case 'fixed_window':
-        return this.fixedWindow(keys as SlotCarrier, spec.limit, spec.windowMs, cost, now, lease);
+        return this.fixedWindow(keys as SlotCarrier, spec.limit, spec.windowMs, op, units, now, tag);
       case 'quota':
-        return this.quota(key, spec.limit, spec.periodMs, cost, now, lease);
+        return this.quota(key, spec.limit, spec.periodMs, op, units, now, tag);
       case 'sliding_window_counter':
-        return this.slidingCounter(key, spec.limit, spec.windowMs, spec.subWindows, cost, now, lease);
+        return this.slidingCounter(key, spec.limit, spec.windowMs, spec.subWindows, op, units, now, tag);
       case 'sliding_window_log':
-        if (lease) throw new Error('sliding_window_log takes no capacity lease');
-        return this.slidingLog(key, spec.limit, spec.windowMs, cost, now);
+        if (op === 'take' || op === 'give') throw new Error('sliding_window_log takes no capacity lease');
+        return this.slidingLog(key, spec.limit, spec.windowMs, op, units, now);
       case 'token_bucket':
-        return this.tokenBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, cost, now, lease);
+        return this.tokenBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, op, units, now, tag);
       case 'leaky_bucket':
-        return this.leakyBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, cost, now, lease);
+        return this.leakyBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, op, units, now, tag);
     }
+  }
+
+  /**
+   * A lease operation: the take ledger read first, the algorithm's take or give, then the ledger
+   * written and the answer completed (named-takes.ts, the port of lua/includes/lease.lua).
+   */
+  private leaseNow(
+    keys: string[], spec: RateSpec, op: 'take' | 'give' | 'reclaim', units: number, now: number, args: NamedTake & Partial<TakeReclaim> & { tag?: number },
+  ): LeaseCounterResult {
+    if (spec.type === 'sliding_window_log') throw new Error('sliding_window_log takes no capacity lease');
+    const ledgerKey = takesKey(keys[0]);
+    const slot: LedgerSlot = {
+      read: () => this.get<TakeLedger>(ledgerKey, now),
+      expireAt: () => this.slots.get(ledgerKey)?.expireAt,
+      write: (ledger, expireAt) => this.put<TakeLedger>(ledgerKey, ledger, expireAt),
+    };
+    const prepared = prepareLeaseOp(op, units, args, now, slot);
+    const answer = this.consumeNow(keys, spec, prepared.op, prepared.units, now, prepared.tag) as LeaseCounterResult;
+    return finishLeaseOp(prepared, answer, now, spec.type === 'token_bucket' || spec.type === 'leaky_bucket' ? 'bucket' : 'window', slot);
   }
 
   private acquireNow(key: string, spec: LeaseSpec, leaseId: string, now: number): CounterResult {
@@ -233,7 +261,7 @@ export class MemoryCounterStore implements CounterStore {
 
   // --- algorithms: each mirrors lua/<name>.lua ---
 
-  private fixedWindow(keys: SlotCarrier, limit: number, windowMs: number, signedCost: number, now: number, lease?: LeaseOperation): CounterResult {
+  private fixedWindow(keys: SlotCarrier, limit: number, windowMs: number, op: AlgorithmOperation, units: number, now: number, tag: number): CounterResult {
     const key = keys[0];
     const windowStart = now - (now % windowMs);
     const windowEnd = windowStart + windowMs;
@@ -246,12 +274,12 @@ export class MemoryCounterStore implements CounterStore {
       if (slot !== undefined) keys[this.slotTag] = slot;
     }
     let used = slot && slot.windowStart === windowStart ? slot.used : 0;
-    if (lease !== undefined) return this.fixedWindowLease(keys, slot, used, limit, windowStart, windowMs, signedCost, now, lease);
-    if (signedCost <= 0) {
+    if (op !== 'consume') {
+      if (op === 'take' || op === 'give') return this.fixedWindowLease(keys, slot, used, limit, windowStart, windowMs, op, units, now, tag);
       const reset = used > 0 ? windowEnd - now : 0;
-      if (signedCost < 0) {
+      if (op === 'refund') {
         if (used > 0) {
-          used = Math.max(0, used + signedCost);
+          used = Math.max(0, used - units);
           slot!.used = used;
         }
         // Refunded to zero usage, the window is whole again: reset 0, as a peek would then say.
@@ -260,7 +288,7 @@ export class MemoryCounterStore implements CounterStore {
       if (used + 1 > limit) return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
       return result(true, Math.max(0, limit - used), 0, reset);
     }
-    const cost = signedCost;
+    const cost = units;
     if (used + cost > limit) {
       return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
     }
@@ -280,22 +308,22 @@ export class MemoryCounterStore implements CounterStore {
   /** fixed_window's lease operations, apart from its hot path: the `giving` and `taking` branches of the script. */
   private fixedWindowLease(
     keys: SlotCarrier, slot: FixedWindowSlot | undefined, used: number, limit: number, windowStart: number, windowMs: number,
-    signedCost: number, now: number, lease: LeaseOperation,
+    op: 'take' | 'give', units: number, now: number, tag: number,
   ): LeaseCounterResult {
     const windowEnd = windowStart + windowMs;
     let reset = used > 0 ? windowEnd - now : 0;
-    if (lease.kind === 'give') {
+    if (op === 'give') {
       // The units' window has ended: they lapsed, and nothing goes back.
-      if (lease.tag !== windowStart) return leaseResult(true, Math.max(0, limit - used), 0, reset, 0, windowStart, windowEnd - now);
+      if (tag !== windowStart) return leaseResult(true, Math.max(0, limit - used), 0, reset, 0, windowStart, windowEnd - now);
       const before = used;
       if (used > 0) {
-        used = Math.max(0, used + signedCost);
+        used = Math.max(0, used - units);
         slot!.used = used;
       }
       if (used === 0) reset = 0;
       return leaseResult(true, Math.max(0, limit - used), 0, reset, before - used, windowStart, windowEnd - now);
     }
-    return windowTake(signedCost, used, limit, windowStart, windowEnd, reset, now, (taken) => {
+    return windowTake(units, used, limit, windowStart, windowEnd, reset, now, (taken) => {
       if (slot) {
         slot.windowNumber = windowStart / windowMs;
         slot.windowMs = windowMs;
@@ -308,8 +336,8 @@ export class MemoryCounterStore implements CounterStore {
     });
   }
 
-  private quota(key: string, limit: number, periodMs: number, signedCost: number, now: number, lease?: LeaseOperation): CounterResult {
-    const { peeking, refunding, cost, refund, taking, giving, giveTag } = mode(signedCost, lease);
+  private quota(key: string, limit: number, periodMs: number, op: AlgorithmOperation, units: number, now: number, giveTag: number): CounterResult {
+    const { peeking, refunding, cost, refund, taking, giving } = mode(op, units);
     // The period starts with the first consumption and lasts periodMs.
     const stored = this.get<QuotaState>(key, now);
     let periodStart = now;
@@ -320,7 +348,7 @@ export class MemoryCounterStore implements CounterStore {
     }
     const periodEnd = periodStart + periodMs;
     const reset = used > 0 ? periodEnd - now : 0;
-    if (giving && !(used > 0 && giveTag === periodStart)) {
+    if (giving && giveTag !== periodStart) {
       // The units' period has ended: they lapsed, and nothing goes back.
       return leaseResult(true, Math.max(0, limit - used), 0, reset, 0, periodStart, periodEnd - now);
     }
@@ -344,10 +372,10 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private slidingCounter(
-    key: string, limit: number, windowMs: number, subWindows: number, signedCost: number, now: number, lease?: LeaseOperation,
+    key: string, limit: number, windowMs: number, subWindows: number, op: AlgorithmOperation, units: number, now: number, giveTag: number,
   ): CounterResult {
-    const { peeking, refunding, cost, taking, giving, giveTag } = mode(signedCost, lease);
-    let { refund } = mode(signedCost, lease);
+    const { peeking, refunding, cost, taking, giving } = mode(op, units);
+    let { refund } = mode(op, units);
     const bucketMs = windowMs / subWindows;
     const current = (now - (now % bucketMs)) / bucketMs;
     const elapsed = now - current * bucketMs;
@@ -430,8 +458,8 @@ export class MemoryCounterStore implements CounterStore {
     return result(true, Math.max(0, Math.floor(limit - (estimate + cost))), 0, resetAt - now);
   }
 
-  private slidingLog(key: string, limit: number, windowMs: number, signedCost: number, now: number): CounterResult {
-    const { peeking, refunding, cost, refund } = mode(signedCost);
+  private slidingLog(key: string, limit: number, windowMs: number, op: AlgorithmOperation, units: number, now: number): CounterResult {
+    const { peeking, refunding, cost, refund } = mode(op, units);
     const stored = this.get<SlidingLogState>(key, now);
     if (stored === undefined && peeking) return result(true, Math.max(0, limit), 0, 0);
     const log = stored ?? { entries: [], sum: 0 };
@@ -482,9 +510,9 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private tokenBucket(
-    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, signedCost: number, now: number, lease?: LeaseOperation,
+    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, op: AlgorithmOperation, units: number, now: number, giveTag: number,
   ): CounterResult {
-    const { peeking, refunding, cost, refund, taking, giving, giveTag } = mode(signedCost, lease);
+    const { peeking, refunding, cost, refund, taking, giving } = mode(op, units);
     // amount = tokens in the bucket; settledAt = when it is full again.
     const stored = this.get<BucketState>(key, now);
     let tokens = capacity;
@@ -494,7 +522,7 @@ export class MemoryCounterStore implements CounterStore {
       fullAt = stored.settledAt;
     }
     // A return that arrives after the instant it had to be back by: the units lapsed, and nothing goes back.
-    if (giving && now >= giveTag!) return leaseResult(true, Math.floor(tokens), 0, fullAt - now, 0, 0, 0);
+    if (giving && now >= giveTag) return leaseResult(true, Math.floor(tokens), 0, fullAt - now, 0, 0, 0);
     if (refunding) {
       // What went back (a return answers it): never above capacity, so a full bucket takes nothing back.
       const room = capacity - tokens;
@@ -528,9 +556,9 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private leakyBucket(
-    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, signedCost: number, now: number, lease?: LeaseOperation,
+    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, op: AlgorithmOperation, units: number, now: number, giveTag: number,
   ): CounterResult {
-    const { peeking, refunding, cost, refund, taking, giving, giveTag } = mode(signedCost, lease);
+    const { peeking, refunding, cost, refund, taking, giving } = mode(op, units);
     // amount = level of the bucket; settledAt = when it has drained empty.
     const stored = this.get<BucketState>(key, now);
     let level = 0;
@@ -540,7 +568,7 @@ export class MemoryCounterStore implements CounterStore {
       emptyAt = stored.settledAt;
     }
     // A return that arrives after the instant it had to be back by: the units lapsed, and nothing goes back.
-    if (giving && now >= giveTag!) return leaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now, 0, 0, 0);
+    if (giving && now >= giveTag) return leaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now, 0, 0, 0);
     if (refunding) {
       // What went back (a return answers it): never below empty, so an empty bucket takes nothing back.
       const room = level;
@@ -636,35 +664,26 @@ function slidingLogRefusal(
   return result(false, Math.max(0, limit - sum), retry, reset);
 }
 
-/** What the signed cost (and a lease operation) asks for, as lua/includes/mode.lua reads it. */
-function mode(
-  signedCost: number, lease?: LeaseOperation,
-): { peeking: boolean; refunding: boolean; cost: number; refund: number; taking: boolean; giving: boolean; giveTag: number | undefined } {
-  return {
-    peeking: signedCost === 0,
-    refunding: signedCost < 0,
-    cost: signedCost === 0 ? 1 : signedCost,
-    refund: signedCost < 0 ? -signedCost : 0,
-    taking: lease?.kind === 'take',
-    giving: lease?.kind === 'give',
-    giveTag: lease?.kind === 'give' ? lease.tag : undefined,
-  };
+/** What the operation asks of how many units, as lua/includes/mode.lua reads it (a peek: a consume of 1, writing nothing). */
+function mode(op: AlgorithmOperation, units: number): { peeking: boolean; refunding: boolean; cost: number; refund: number; taking: boolean; giving: boolean } {
+  const giving = op === 'give';
+  const refunding = giving || op === 'refund';
+  return { peeking: op === 'peek', refunding, cost: op === 'peek' ? 1 : units, refund: refunding ? units : 0, taking: op === 'take', giving };
 }
 
 function result(allowed: boolean, remaining: number, retryAfterMs: number, resetAfterMs: number): CounterResult {
   return { allowed, remaining, retryAfterMs, resetAfterMs };
 }
 
+/** A lease operation's answer as the algorithm gives it; finishLeaseOp (named-takes.ts) completes the rest. */
 function leaseResult(
   allowed: boolean, remaining: number, retryAfterMs: number, resetAfterMs: number, units: number, windowTag: number, windowLeftMs: number,
 ): LeaseCounterResult {
-  return { allowed, remaining, retryAfterMs, resetAfterMs, units, windowTag, windowLeftMs };
+  return { allowed, remaining, retryAfterMs, resetAfterMs, units, windowTag, windowLeftMs, storeNow: 0, outcome: 'done', lapsed: 0 };
 }
 
-const TAKE: LeaseOperation = { kind: 'take' };
-
 /**
- * The partial take of fixed_window and quota (lua/includes/window_take.lua): min(cost, what is left),
+ * The partial take of fixed_window and quota (lua/includes/window_count.lua): min(cost, what is left),
  * possibly nothing, refused (or, all taken, the next unit) until the window ends; `write(used)` stores
  * the new count when something was taken.
  */

@@ -4,9 +4,11 @@ import { CounterStoreUnavailableError } from '../errors.js';
 import { log } from '../util/log.js';
 import type { CircuitBreaker, CircuitBreakerOptions } from '../redis/circuit-breaker.js';
 import { ANY_SLOT, MasterHealth, type MasterGuard } from '../redis/master-health.js';
-import type { CounterResult, CounterStore, LeaseCounterResult } from './counter-store.js';
+import type { CounterResult, CounterStore, LeaseCounterResult, NamedTake, TakeReclaim } from './counter-store.js';
+import { takesKey } from './keys.js';
+import { checkTakeId, LEASE_OUTCOMES } from './named-takes.js';
 import { scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
-import { loadBatchScript, SCRIPT_KEY_COUNTS, type BatchScript, type ScriptName } from '../redis/lua-scripts.js';
+import { loadBatchScript, SCRIPT_KEY_COUNTS, withTakeLedger, type BatchScript, type ScriptName } from '../redis/lua-scripts.js';
 import {
   createRedisClient,
   DEFAULT_COMMAND_TIMEOUT_MS,
@@ -113,7 +115,7 @@ interface Batch {
   resent: boolean;
 }
 
-/** The ARGV of an operation after `now` and `cost`/`lease id`, and its ARGV count, as strings. */
+/** The ARGV of an operation after `now` and its operation (lease id), and its ARGV count, as strings. */
 interface SpecArgs {
   argc: string;
   params: string[];
@@ -184,35 +186,43 @@ export class RedisCounterStore implements CounterStore {
   }
 
   consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
-    return this.run(spec.type, keys, nowMs, String(cost), spec);
+    return this.run(spec.type, keys, nowMs, 'consume', String(cost), spec);
   }
 
-  /** The algorithm's own script with cost 0: its read-only mode (lua/includes/mode.lua). */
+  /** The algorithm's own script in its read-only mode (lua/includes/mode.lua). */
   peek(keys: string[], spec: RateSpec, nowMs?: number): Promise<CounterResult> {
-    return this.run(spec.type, keys, nowMs, '0', spec);
+    return this.run(spec.type, keys, nowMs, 'peek', '1', spec);
   }
 
-  /** The algorithm's own script with a negative cost: its refund mode (lua/includes/mode.lua). */
   refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult> {
-    return this.run(spec.type, keys, nowMs, String(-amount), spec);
+    return this.run(spec.type, keys, nowMs, 'refund', String(amount), spec);
   }
 
-  /** The algorithm's own script in its partial-take mode (lua/includes/mode.lua). */
-  take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
-    return this.run(spec.type, keys, nowMs, `take:${n}`, spec) as Promise<LeaseCounterResult>;
+  /** The algorithm's own script, its partial take (lua/includes/mode.lua), named or not (lua/includes/lease.lua). */
+  async take(keys: string[], spec: RateSpec, n: number, nowMs?: number, named: NamedTake = {}): Promise<LeaseCounterResult> {
+    const { takeId, deadline, holdMs } = named;
+    if (takeId !== undefined) checkTakeId(takeId);
+    const extra = [takeId ?? '', optionalNumber(deadline), String(holdMs ?? 0)];
+    return this.run(spec.type, keys, nowMs, 'take', String(n), spec, extra, takeId !== undefined) as Promise<LeaseCounterResult>;
   }
 
-  /** The algorithm's own script in its window-checked return mode (lua/includes/mode.lua). */
+  /** The algorithm's own script: gives back what a named take took (lua/includes/lease.lua). */
+  async reclaim(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): Promise<LeaseCounterResult> {
+    checkTakeId(take.takeId);
+    return this.run(spec.type, keys, nowMs, 'reclaim', '0', spec, [take.takeId, optionalNumber(take.deadline)], true) as Promise<LeaseCounterResult>;
+  }
+
+  /** The algorithm's own script, its window-checked return (lua/includes/mode.lua). */
   giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
-    return this.run(spec.type, keys, nowMs, `give:${units}:${windowTag ?? 0}`, spec) as Promise<LeaseCounterResult>;
+    return this.run(spec.type, keys, nowMs, 'give', String(units), spec, [String(windowTag ?? 0)]) as Promise<LeaseCounterResult>;
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.run('concurrency_acquire', keys, nowMs, leaseId, spec);
+    return this.run('concurrency_acquire', keys, nowMs, leaseId, undefined, spec);
   }
 
   release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.run('concurrency_release', keys, nowMs, leaseId, spec);
+    return this.run('concurrency_release', keys, nowMs, leaseId, undefined, spec);
   }
 
   /** Connected and no serving master's breaker open. */
@@ -283,9 +293,15 @@ export class RedisCounterStore implements CounterStore {
 
   /**
    * Queues one operation into the batch of its slot; the returned promise settles when that batch
-   * has answered (or failed, or timed out).
+   * has answered (or failed, or timed out). ARGV: `now`, `operation` (a rate script's operation, or a
+   * lease id), its `units` (rate scripts only), the spec's parameters, then `extra` (a lease
+   * operation's own arguments, lua/includes/lease.lua). `ledger`: the counter's take ledger goes along
+   * as one key more (a named take, a reclaim).
    */
-  private run(name: ScriptName, keys: string[], nowMs: number | undefined, costOrLease: string, spec: CounterSpec): Promise<CounterResult> {
+  private run(
+    name: ScriptName, keys: string[], nowMs: number | undefined, operation: string, units: string | undefined, spec: CounterSpec,
+    extra?: string[], ledger = false,
+  ): Promise<CounterResult> {
     if (keys.length !== SCRIPT_KEY_COUNTS[name]) {
       // A caller bug, not an outage: keys come from counterKeys().
       return Promise.reject(new Error(`${name} takes ${SCRIPT_KEY_COUNTS[name]} key(s), got ${keys.length}`));
@@ -297,7 +313,10 @@ export class RedisCounterStore implements CounterStore {
       return Promise.reject(err);
     }
     const args = this.argsOf(spec);
-    return this.enqueue(name, keys, args.argc, now, costOrLease, args.params);
+    if (extra === undefined) return this.enqueue(name, keys, args.argc, now, operation, units, args.params);
+    const argc = String(Number(args.argc) + extra.length);
+    if (!ledger) return this.enqueue(name, keys, argc, now, operation, units, [...args.params, ...extra]);
+    return this.enqueue(name, [...keys, takesKey(keys[0])], argc, now, operation, units, [...args.params, ...extra], undefined, withTakeLedger(name));
   }
 
   /**
@@ -311,21 +330,23 @@ export class RedisCounterStore implements CounterStore {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.enqueue('lease_pool', [key], String(1 + args.length), now, args[0], args.slice(1), parse);
+    return this.enqueue('lease_pool', [key], String(1 + args.length), now, args[0], undefined, args.slice(1), parse);
   }
 
   /**
    * Queues one operation into the batch of its slot, its ARGV as lua/batch.lua reads them: the count,
-   * `now`, the cost (lease id, pool operation), the rest.
+   * `now`, the operation (lease id, pool operation), its units (rate scripts only), the rest.
    */
   private enqueue<T>(
     name: ScriptName,
     keys: string[],
     argc: string,
     now: string,
-    first: string,
+    operation: string,
+    units: string | undefined,
     rest: string[],
     parse?: (reply: unknown) => T,
+    batchName: string = name,
   ): Promise<T> {
     if (this.closed) {
       return Promise.reject(this.failed('not_connected', name, new CounterStoreUnavailableError('counter store is closed')));
@@ -358,7 +379,8 @@ export class RedisCounterStore implements CounterStore {
       this.scheduleFlush();
     }
     for (const key of keys) batch.keys.push(key);
-    batch.argv.push(name, argc, now, first);
+    batch.argv.push(batchName, argc, now, operation);
+    if (units !== undefined) batch.argv.push(units);
     for (const arg of rest) batch.argv.push(arg);
     const queued = batch;
     const result = new Promise<T>((resolve, reject) => {
@@ -375,8 +397,8 @@ export class RedisCounterStore implements CounterStore {
     let args = this.specArgs.get(spec);
     if (!args) {
       const params = scriptParams(spec).map(String);
-      // now, cost or lease id, then the parameters.
-      args = { argc: String(2 + params.length), params };
+      // now, the operation and its units (a lease operation: the lease id), then the parameters.
+      args = { argc: String((spec.type === 'concurrency' ? 2 : 3) + params.length), params };
       this.specArgs.set(spec, args);
     }
     return args;
@@ -606,6 +628,13 @@ function scriptCommand(name: 'eval' | 'evalsha', args: string[]): Command {
   return command;
 }
 
+/** An optional number as a script reads it: '' when absent. */
+function optionalNumber(value: number | undefined): string {
+  if (value === undefined) return '';
+  if (!Number.isFinite(value)) throw new Error(`expected a finite number, got ${value}`);
+  return String(value);
+}
+
 function nowArg(nowMs: number | undefined): string {
   if (nowMs === undefined) return '';
   if (!Number.isFinite(nowMs)) throw new Error(`nowMs must be a finite number, got ${nowMs}`);
@@ -652,13 +681,15 @@ function classify(err: unknown): CounterStoreErrorKind {
 
 /**
  * The script reply: {allowed 1/0, remaining, retry_after_ms, reset_after_ms}, and for a lease operation
- * {units, window tag, window left ms} after it; see lua/includes/number.lua.
+ * {units, window tag, window left ms, store now, outcome, lapsed} after it; see lua/includes/lease.lua.
  */
 function parseReply(reply: unknown): CounterResult {
-  if (!Array.isArray(reply) || (reply.length !== 4 && reply.length !== 7)) {
+  if (!Array.isArray(reply) || (reply.length !== 4 && reply.length !== 10)) {
     throw new Error(`unexpected script reply ${JSON.stringify(reply)}`);
   }
-  if (reply.length === 7) {
+  if (reply.length === 10) {
+    const outcome = LEASE_OUTCOMES[toNumber(reply[8])];
+    if (outcome === undefined) throw new Error(`unexpected lease outcome in script reply ${JSON.stringify(reply)}`);
     const lease: LeaseCounterResult = {
       allowed: toNumber(reply[0]) === 1,
       remaining: toNumber(reply[1]),
@@ -667,6 +698,9 @@ function parseReply(reply: unknown): CounterResult {
       units: toNumber(reply[4]),
       windowTag: toNumber(reply[5]),
       windowLeftMs: toNumber(reply[6]),
+      storeNow: toNumber(reply[7]),
+      outcome,
+      lapsed: toNumber(reply[9]),
     };
     return lease;
   }

@@ -45,7 +45,7 @@ import { CounterStoreUnavailableError } from '../../src/errors.js';
 import type { CounterResult } from '../../src/counters/counter-store.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import type { CompiledPolicy } from '../../src/matching/matcher.js';
-import { MemoryLeasePool } from '../../src/lease/memory-region-pool.js';
+import { MemoryLeasePool } from './support/memory-region-pool.js';
 import { ProcessLeases, type LendingStore } from '../../src/lease/process-leases.js';
 import { RegionPool, type RegionPoolStore } from '../../src/lease/region-pool.js';
 import { RegionCounterStore } from '../../src/lease/region-store.js';

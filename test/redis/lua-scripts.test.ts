@@ -4,6 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import {
   expandIncludes,
+  keepsTakeLedger,
   LUA_DIR,
   loadBatchScript,
   POLICY_SCRIPT_NAMES,
@@ -17,6 +18,11 @@ import {
   type ScriptName,
 } from '../../src/redis/lua-scripts.js';
 import { startRedis, type RedisHandle } from '../support/redis.js';
+
+/** The keys a script's header names: its own, and the take ledger of a named take or a reclaim (include "lease"). */
+function keyCount(name: ScriptName): number {
+  return SCRIPT_KEY_COUNTS[name] + (keepsTakeLedger(readScript(name)) ? 1 : 0);
+}
 
 /** The leading comment block of a file: every line up to the first that is not a `--` comment. */
 function header(source: string): string {
@@ -42,7 +48,12 @@ describe('Lua scripts', function () {
         const wrapped = `local function op_${name}(KEYS, ARGV)\n${stripLuaComments(readScript(name).lua)}end\n`;
         expect(batch.lua, name).to.include(wrapped);
         expect(batch.lua, name).to.include(`${name} = { run = op_${name}, key_count = ${SCRIPT_KEY_COUNTS[name]} },`);
+        // A named take or a reclaim runs the same function with the take ledger as one key more.
+        const ledger = `['${name}+ledger'] = { run = op_${name}, key_count = ${SCRIPT_KEY_COUNTS[name] + 1} },`;
+        if (keepsTakeLedger(readScript(name))) expect(batch.lua, name).to.include(ledger);
+        else expect(batch.lua, name).not.to.include(ledger);
       }
+      expect(SCRIPT_NAMES.filter((name) => keepsTakeLedger(readScript(name)))).to.have.members(['fixed_window', 'sliding_window_counter', 'token_bucket', 'leaky_bucket', 'quota']);
       expect(batch.sha1).to.equal(createHash('sha1').update(batch.lua).digest('hex'));
       expect(loadBatchScript()).to.deep.equal(batch);
     });
@@ -100,7 +111,7 @@ describe('Lua scripts', function () {
       it('starts with a header comment naming KEYS, ARGV and the returned array', function () {
         expect(head, 'header comment').to.match(/^-- \w+: /);
         const keys = [...head.matchAll(/^-- +KEYS\[(\d+)\]/gm)].map((m) => Number(m[1]));
-        expect(keys, 'KEYS lines').to.deep.equal(Array.from({ length: SCRIPT_KEY_COUNTS[name] }, (_, i) => i + 1));
+        expect(keys, 'KEYS lines').to.deep.equal(Array.from({ length: keyCount(name) }, (_, i) => i + 1));
         const argv = [...head.matchAll(/^-- +ARGV\[(\d+)\]/gm)].map((m) => Number(m[1]));
         expect(argv.length, 'ARGV lines').to.be.at.least(3);
         expect(argv, 'ARGV lines in order').to.deep.equal(argv.map((_, i) => i + 1));
@@ -111,7 +122,7 @@ describe('Lua scripts', function () {
       it('reads no KEYS or ARGV beyond those its header lists', function () {
         const declaredArgv = [...head.matchAll(/^-- +ARGV\[(\d+)\]/gm)].length;
         const body = readScript(name).lua.split('\n').filter((l) => !l.trimStart().startsWith('--')).join('\n');
-        for (const m of body.matchAll(/KEYS\[(\d+)\]/g)) expect(Number(m[1])).to.be.at.most(SCRIPT_KEY_COUNTS[name]);
+        for (const m of body.matchAll(/KEYS\[(\d+)\]/g)) expect(Number(m[1])).to.be.at.most(keyCount(name));
         for (const m of body.matchAll(/ARGV\[(\d+)\]/g)) expect(Number(m[1])).to.be.at.most(declaredArgv);
       });
 
@@ -223,14 +234,14 @@ describe('Lua scripts', function () {
 
     /** The counter scripts (lease_pool.lua, which counts no algorithm, has its own tests: test/lease/region-pool.test.ts). */
     const COUNTER_SCRIPTS = SCRIPT_NAMES.filter((name): name is Exclude<ScriptName, 'lease_pool'> => name !== 'lease_pool');
-    /** ARGV after now for each script: cost or lease id, then scriptParams of a small spec. */
+    /** ARGV after now for each script: the operation and its units (or a lease id), then scriptParams of a small spec. */
     const sampleArgs: Record<Exclude<ScriptName, 'lease_pool'>, string[]> = {
-      fixed_window: ['1', '5', '10000'],
-      sliding_window_log: ['1', '5', '10000'],
-      sliding_window_counter: ['1', '5', '10000', '4'],
-      token_bucket: ['1', '5', '5', '10000'],
-      leaky_bucket: ['1', '5', '5', '10000'],
-      quota: ['1', '5', '10000'],
+      fixed_window: ['consume', '1', '5', '10000'],
+      sliding_window_log: ['consume', '1', '5', '10000'],
+      sliding_window_counter: ['consume', '1', '5', '10000', '4'],
+      token_bucket: ['consume', '1', '5', '5', '10000'],
+      leaky_bucket: ['consume', '1', '5', '5', '10000'],
+      quota: ['consume', '1', '5', '10000'],
       concurrency_acquire: ['lease-1', '5', '10000'],
       concurrency_release: ['lease-1', '5', '10000'],
     };
@@ -283,7 +294,8 @@ describe('Lua scripts', function () {
             const [first, ...params] = sampleArgs[name];
             // Two counters per algorithm, interleaved, so the batch mixes keys as well as algorithms.
             calls.push({ name, keys, argv: [T, lease ?? first, ...params] });
-            calls.push({ name, keys: keys.map((k) => k.replace('}', ':b}')), argv: [String(Number(T) + round), lease ?? '2', ...params] });
+            const second = lease ? [lease, ...params] : ['consume', '2', ...params.slice(1)];
+            calls.push({ name, keys: keys.map((k) => k.replace('}', ':b}')), argv: [String(Number(T) + round), ...second] });
           }
         }
         return calls;
@@ -324,9 +336,9 @@ describe('Lua scripts', function () {
           `${prefix}{ok}`,
           `${prefix}{broken}`,
           `${prefix}{ok}`,
-          'fixed_window', '4', T, '1', '5', '10000',
-          'fixed_window', '4', T, '1', '5', '10000',
-          'fixed_window', '4', 'soon', '1', '5', '10000',
+          'fixed_window', '5', T, 'consume', '1', '5', '10000',
+          'fixed_window', '5', T, 'consume', '1', '5', '10000',
+          'fixed_window', '5', 'soon', 'consume', '1', '5', '10000',
         )) as unknown[];
         expect(reply).to.have.lengthOf(3);
         expect(reply[0]).to.deep.equal([1, 4, 0, 10_000 - (Number(T) % 10_000)]);
@@ -338,9 +350,9 @@ describe('Lua scripts', function () {
       it('rejects a malformed call before running any operation', async function () {
         const key = `t:lua:batch:bad:${Date.now()}:{k}`;
         const attempts: [number, ...string[]][] = [
-          [1, key, 'fixed_window', '4', T, '1', '5', '10000', 'no_such_operation', '1', T],
-          [1, key, 'fixed_window', '9', T, '1', '5', '10000'],
-          [2, key, `${key}:2`, 'fixed_window', '4', T, '1', '5', '10000'],
+          [1, key, 'fixed_window', '5', T, 'consume', '1', '5', '10000', 'no_such_operation', '1', T],
+          [1, key, 'fixed_window', '9', T, 'consume', '1', '5', '10000'],
+          [2, key, `${key}:2`, 'fixed_window', '5', T, 'consume', '1', '5', '10000'],
         ];
         for (const args of attempts) {
           let message = '';
@@ -359,7 +371,7 @@ describe('Lua scripts', function () {
       const script = loadScripts().fixed_window;
       let message = '';
       try {
-        await client.eval(script.lua, 1, 't:lua:bad-now', 'soon', '1', '5', '1000');
+        await client.eval(script.lua, 1, 't:lua:bad-now', 'soon', 'consume', '1', '5', '1000');
       } catch (err) {
         message = (err as Error).message;
       }
