@@ -137,10 +137,10 @@ function isNode(x: unknown): x is AstNode {
 }
 
 /**
- * Renames every `<string>.matches(<pattern>)` call to the RE2 function, after checking that its pattern
- * is a string literal RE2 compiles. Returns why the expression is refused, or undefined.
+ * Visits every call-like node of the AST (one whose args are a list), parents before children; a visit
+ * that returns a message stops the walk with it.
  */
-function useRe2(root: unknown): string | undefined {
+function walkNodes(root: unknown, visit: (node: AstNode, args: unknown[]) => string | undefined): string | undefined {
   const stack: unknown[] = [root];
   while (stack.length > 0) {
     const node = stack.pop();
@@ -150,6 +150,19 @@ function useRe2(root: unknown): string | undefined {
     }
     if (!isNode(node) || !Array.isArray(node.args)) continue;
     const args = node.args as unknown[];
+    const stop = visit(node, args);
+    if (stop !== undefined) return stop;
+    for (const child of args) stack.push(child);
+  }
+  return undefined;
+}
+
+/**
+ * Renames every `<string>.matches(<pattern>)` call to the RE2 function, after checking that its pattern
+ * is a string literal RE2 compiles. Returns why the expression is refused, or undefined.
+ */
+function useRe2(root: unknown): string | undefined {
+  return walkNodes(root, (node, args) => {
     if ((node.op === 'rcall' || node.op === 'call') && args[0] === RE2_MATCHES) return `invalid CEL expression: unknown function ${RE2_MATCHES}`;
     if (node.op === 'rcall' && args[0] === 'matches' && Array.isArray(args[2]) && args[2].length === 1) {
       const pattern = args[2][0];
@@ -160,9 +173,8 @@ function useRe2(root: unknown): string | undefined {
       if (!compiled.ok) return compiled.message;
       args[0] = RE2_MATCHES;
     }
-    for (const child of args) stack.push(child);
-  }
-  return undefined;
+    return undefined;
+  });
 }
 
 /** `method`, as a CEL identifier node. */
@@ -182,23 +194,15 @@ function canonicalLiteral(node: unknown): void {
  * as `matches()` or `startsWith()`, sees the upper-case name: README, "Matching".)
  */
 function canonicalMethodLiterals(root: unknown): void {
-  const stack: unknown[] = [root];
-  while (stack.length > 0) {
-    const node = stack.pop();
-    if (Array.isArray(node)) {
-      for (const child of node) stack.push(child);
-      continue;
-    }
-    if (!isNode(node) || !Array.isArray(node.args)) continue;
-    const [left, right] = node.args as unknown[];
+  walkNodes(root, (node, [left, right]) => {
     if (node.op === '==' || node.op === '!=') {
       if (isMethod(left)) canonicalLiteral(right);
       if (isMethod(right)) canonicalLiteral(left);
     } else if (node.op === 'in' && isMethod(left) && isNode(right) && right.op === 'list' && Array.isArray(right.args)) {
       for (const item of right.args) canonicalLiteral(item);
     }
-    for (const child of node.args as unknown[]) stack.push(child);
-  }
+    return undefined;
+  });
 }
 
 /** The macros that run their body once per element of their receiver. */
