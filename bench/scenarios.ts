@@ -47,6 +47,7 @@ import {
 import { workersCapacity } from './workers-capacity.js';
 import { policyChanges } from './policy-changes.js';
 import { tracingCost } from './tracing-cost.js';
+import { linkFaults, refillAhead } from './region-faults.js';
 
 type Scenario = (ctx: Context) => Promise<ScenarioResult>;
 
@@ -64,6 +65,8 @@ export const SCENARIOS: Record<number, { key: string; run: Scenario }> = {
   11: { key: 'tracing_cost', run: (ctx) => tracingCost(ctx, 11) },
   12: { key: 'lease_hot_key', run: leaseHotKey },
   13: { key: 'regions', run: twoRegions },
+  14: { key: 'link_faults', run: (ctx) => linkFaults(ctx, 14) },
+  15: { key: 'refill_ahead', run: (ctx) => refillAhead(ctx, 15) },
 };
 
 // ---------------------------------------------------------------------------------------------------
