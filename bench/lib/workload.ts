@@ -253,21 +253,23 @@ export const REGION_POLICIES: Policy[] = [
 export const REGION_REFILL_LIMIT = 1_000;
 export const REGION_FAULTS_LIMIT = 2_000;
 export const REGION_WINDOW_POLICIES: Policy[] = [
-  { policy_id: 'region-refill', tenant: 'tenant-region-refill', limit: REGION_REFILL_LIMIT },
-  { policy_id: 'region-faults', tenant: 'tenant-region-faults', limit: REGION_FAULTS_LIMIT },
-].map(({ policy_id, tenant, limit }) => {
+  { policy_id: 'region-refill', tenant: 'tenant-region-refill', limit: REGION_REFILL_LIMIT, budget: 'global' },
+  { policy_id: 'region-faults', tenant: 'tenant-region-faults', limit: REGION_FAULTS_LIMIT, budget: 'global' },
+  // Scenario 15's baseline: the same window counted in each region's own store (one regional round trip, never a global one).
+  { policy_id: 'region-local', tenant: 'tenant-region-local', limit: REGION_REFILL_LIMIT, budget: 'regional' },
+].map(({ policy_id, tenant, limit, budget }) => {
   const result = validatePolicy({
     policy_id,
     scope: { tenant_id: tenant, user_id: '*' },
     algorithm: { type: 'fixed_window', limit, window: '1h' },
-    budget: 'global',
+    budget,
     failure_mode: 'fail_closed',
   });
   if (!result.ok) throw new Error(`region policy invalid: ${JSON.stringify(result.errors)}`);
   const now = new Date().toISOString();
   return { ...result.policy, version: 1, created_at: now, updated_at: now };
 });
-export const regionWindowBody = (policyId: 'region-refill' | 'region-faults', userId: string): Record<string, string> => ({
+export const regionWindowBody = (policyId: 'region-refill' | 'region-faults' | 'region-local', userId: string): Record<string, string> => ({
   request_id: 'req-region-window',
   tenant_id: `tenant-${policyId}`,
   signal_type: 'http',
