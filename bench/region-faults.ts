@@ -66,9 +66,16 @@ interface Outcome {
 /**
  * `count` checks paced at `rate` per second, round-robin over `ports` (open loop: each goes out when due,
  * answered or not); each one's latency from when it was sent to its answer, and its outcome.
- * `at(ms)`: called on each 1 ms tick with the time since the start (to inject faults).
+ * `at(ms)`: called on each 1 ms tick with the time since the start (to inject faults); `onAnswer`: on each answer.
  */
-async function pacedChecks(ports: number[], bodyOf: () => string, count: number, rate: number, at?: (elapsedMs: number) => void): Promise<Outcome[]> {
+async function pacedChecks(
+  ports: number[],
+  bodyOf: () => string,
+  count: number,
+  rate: number,
+  at?: (elapsedMs: number) => void,
+  onAnswer?: (outcome: Outcome) => void,
+): Promise<Outcome[]> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
   const body = bodyOf();
   const outcomes: Outcome[] = [];
@@ -86,7 +93,9 @@ async function pacedChecks(ports: number[], bodyOf: () => string, count: number,
         } catch {
           ok = false;
         }
-        outcomes.push({ index, latencyMs: performance.now() - sentAt, allowed: answer.allowed === true, reason: answer.reason ?? '', ok });
+        const outcome = { index, latencyMs: performance.now() - sentAt, allowed: answer.allowed === true, reason: answer.reason ?? '', ok };
+        outcomes.push(outcome);
+        onAnswer?.(outcome);
         if (++answered === count) resolve();
       };
       const req = http.request({ host: '127.0.0.1', port, path: '/rl/v1/check', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }, timeout: 30_000 }, (res) => {
@@ -225,9 +234,19 @@ export async function refillAhead(ctx: Context, id: number): Promise<ScenarioRes
   const runs = ctx.settings.mode === 'smoke' ? 1 : 3;
   /** One run on a fresh counter: the decisions sent at 35%-60% used, and the decisions of the run that waited for a refill. */
   const run = async (policy: 'region-refill' | 'region-local', user: string) => {
-    const before = await Promise.all(t.servers.map(statsOf));
-    const outcomes = await pacedChecks(ports, () => JSON.stringify(regionWindowBody(policy, user)), Math.round(1.3 * REGION_REFILL_LIMIT), RATE);
-    const after = await Promise.all(t.servers.map(statsOf));
+    const waits = () => Promise.all(t.servers.map(statsOf)).then((all) => all.reduce((n, s) => n + (s.lease_waits ?? 0), 0));
+    const before = await waits();
+    // The servers' count of decisions that waited for a refill, read as the 350th and the 600th admitted answers arrive.
+    let admitted = 0;
+    let at35: Promise<number> | undefined;
+    let at60: Promise<number> | undefined;
+    const outcomes = await pacedChecks(ports, () => JSON.stringify(regionWindowBody(policy, user)), Math.round(1.3 * REGION_REFILL_LIMIT), RATE, undefined, (o) => {
+      if (!o.allowed) return;
+      admitted++;
+      if (admitted === from) at35 = waits();
+      if (admitted === to) at60 = waits();
+    });
+    const after = await waits();
     const latencies = outcomes.slice(from, to).map((o) => o.latencyMs);
     return {
       latencies,
@@ -235,7 +254,9 @@ export async function refillAhead(ctx: Context, id: number): Promise<ScenarioRes
       took_25ms_or_more: latencies.filter((ms) => ms >= 25).length,
       decisions: latencies.length,
       // Over the whole run (the ramp and the window's end included): rl_lease_parent_wait_seconds_count.
-      run_waited_for_refill: after.reduce((n, s, i) => n + (s.lease_waits ?? 0) - (before[i].lease_waits ?? 0), 0),
+      run_waited_for_refill: after - before,
+      // Answered while the window was 35%-60% used (read over IPC as those answers arrive: approximate edges).
+      waited_for_refill_35_60: at35 && at60 ? (await at60) - (await at35) : null,
     };
   };
   try {
@@ -256,7 +277,7 @@ export async function refillAhead(ctx: Context, id: number): Promise<ScenarioRes
     const subject = sideOfRuns(`global budget: decisions #${from}-#${to - 1} of each run (window 35%-60% used), ${runs} runs`, global);
     const baseline = sideOfRuns('the same window counted in each region (no global store): the same decisions', local);
     const summary = (label: string, x: typeof global) =>
-      `${label}: p95 ${x.map((r) => r.p95_ms).join(', ')} ms; >= 25 ms ${x.map((r) => `${r.took_25ms_or_more}/${r.decisions}`).join(', ')}; decisions of the run that waited for a refill ${x.map((r) => r.run_waited_for_refill).join(', ')}`;
+      `${label}: p95 ${x.map((r) => r.p95_ms).join(', ')} ms; >= 25 ms ${x.map((r) => `${r.took_25ms_or_more}/${r.decisions}`).join(', ')}; decisions that waited for a refill, whole run ${x.map((r) => r.run_waited_for_refill).join(', ')}, answered at 35%-60% used ${x.map((r) => r.waited_for_refill_35_60).join(', ')}`;
     return finish({
       id,
       key: 'refill_ahead',
