@@ -3,9 +3,10 @@
 --
 -- KEYS[1]  counter hash: x = expire-at (window end), s = window start, u = units used (epoch ms)
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  signed cost: units this request takes; 0 = peek, negative = refund (include "mode")
--- ARGV[3]  limit
--- ARGV[4]  window ms
+-- ARGV[2]  operation: consume, peek, refund; take, give (include "mode")
+-- ARGV[3]  units: what a consume takes, a refund gives back (a peek ignores it)
+-- ARGV[4]  limit
+-- ARGV[5]  window ms
 -- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
 --          {units, window start, ms until the window ends} (include "mode")
 
@@ -16,8 +17,8 @@
 -- @include "window_take"
 
 local key = KEYS[1]
-local limit = tonumber(ARGV[3])
-local window_ms = tonumber(ARGV[4])
+local limit = tonumber(ARGV[4])
+local window_ms = tonumber(ARGV[5])
 
 local window_start = now - math.fmod(now, window_ms)
 local window_end = window_start + window_ms

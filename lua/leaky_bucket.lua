@@ -5,10 +5,11 @@
 -- KEYS[1]  bucket hash: x = settled-at (when it has drained empty; also its expire-at),
 --          a = level at the last update, u = time of the last update (epoch ms)
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  signed cost: units this request pours in; 0 = peek, negative = refund (include "mode")
--- ARGV[3]  capacity
--- ARGV[4]  rate units (units drained per rate period)
--- ARGV[5]  rate period ms
+-- ARGV[2]  operation: consume, peek, refund; take, give (include "mode")
+-- ARGV[3]  units: what a consume pours in, a refund gives back (a peek ignores it)
+-- ARGV[4]  capacity
+-- ARGV[5]  rate units (units drained per rate period)
+-- ARGV[6]  rate period ms
 -- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
 --          {units, tag, 0} (include "mode": a take's tag is when it ran, a return one made in time is an
 --          ordinary refund)
@@ -19,9 +20,9 @@
 -- @include "slot"
 
 local key = KEYS[1]
-local capacity = tonumber(ARGV[3])
-local rate_units = tonumber(ARGV[4])
-local rate_period_ms = tonumber(ARGV[5])
+local capacity = tonumber(ARGV[4])
+local rate_units = tonumber(ARGV[5])
+local rate_period_ms = tonumber(ARGV[6])
 
 local stored = load_slot(key, 'a', 'u')
 local level = 0

@@ -179,7 +179,7 @@ end
 
 if op == 'spend' or op == 'take' then
   -- spend: a decision's cost, all or nothing. take: up to n units for a process lease below the
-  -- region (a partial take, as the algorithm scripts' take:<n>), answered with how many and until when.
+  -- region (a partial take, as the algorithm scripts' operation take), answered with how many and until when.
   local cost = tonumber(ARGV[3])
   local lock_ms = tonumber(ARGV[4])
   local token = ARGV[5]

@@ -3,9 +3,10 @@
 --
 -- KEYS[1]  counter hash: x = expire-at (period end), s = period start, u = units used (epoch ms)
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  signed cost: units this request takes; 0 = peek, negative = refund (include "mode")
--- ARGV[3]  limit (the budget)
--- ARGV[4]  period ms
+-- ARGV[2]  operation: consume, peek, refund; take, give (include "mode")
+-- ARGV[3]  units: what a consume takes, a refund gives back (a peek ignores it)
+-- ARGV[4]  limit (the budget)
+-- ARGV[5]  period ms
 -- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
 --          {units, period start, ms until the period ends} (include "mode")
 
@@ -16,8 +17,8 @@
 -- @include "window_take"
 
 local key = KEYS[1]
-local limit = tonumber(ARGV[3])
-local period_ms = tonumber(ARGV[4])
+local limit = tonumber(ARGV[4])
+local period_ms = tonumber(ARGV[5])
 
 local stored = load_slot(key, 's', 'u')
 local period_start = now

@@ -5,10 +5,11 @@
 -- KEYS[1]  counter hash: one field per bucket, "<bucket index>" = units counted in it (index =
 --          bucket start / bucket ms), plus x = expire-at (epoch ms)
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  signed cost: units this request takes; 0 = peek, negative = refund (include "mode")
--- ARGV[3]  limit
--- ARGV[4]  window ms
--- ARGV[5]  sub-window count (1 = weighted previous window)
+-- ARGV[2]  operation: consume, peek, refund; take, give (include "mode")
+-- ARGV[3]  units: what a consume takes, a refund gives back (a peek ignores it)
+-- ARGV[4]  limit
+-- ARGV[5]  window ms
+-- ARGV[6]  sub-window count (1 = weighted previous window)
 -- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
 --          {units, sub-window index, ms until the sub-window ends} (include "mode")
 --
@@ -21,9 +22,9 @@
 -- @include "mode"
 
 local key = KEYS[1]
-local limit = tonumber(ARGV[3])
-local window_ms = tonumber(ARGV[4])
-local sub_windows = tonumber(ARGV[5])
+local limit = tonumber(ARGV[4])
+local window_ms = tonumber(ARGV[5])
+local sub_windows = tonumber(ARGV[6])
 
 local bucket_ms = window_ms / sub_windows
 local current = (now - math.fmod(now, bucket_ms)) / bucket_ms

@@ -7,9 +7,10 @@
 -- KEYS[2]  log state hash (the `:sum` key): x = expire-at (newest entry + window), s = running sum of
 --          the costs in the log, q = the last seq used
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  signed cost: units this request takes; 0 = peek, negative = refund (include "mode")
--- ARGV[3]  limit
--- ARGV[4]  window ms
+-- ARGV[2]  operation: consume, peek or refund (include "mode"; this script takes no lease)
+-- ARGV[3]  units: what a consume takes, a refund gives back (a peek ignores it)
+-- ARGV[4]  limit
+-- ARGV[5]  window ms
 -- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}
 
 -- @include "time"
@@ -18,8 +19,8 @@
 
 local log_key = KEYS[1]
 local state_key = KEYS[2]
-local limit = tonumber(ARGV[3])
-local window_ms = tonumber(ARGV[4])
+local limit = tonumber(ARGV[4])
+local window_ms = tonumber(ARGV[5])
 local BATCH = 256
 
 local function entry_cost(member)

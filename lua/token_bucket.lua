@@ -4,10 +4,11 @@
 -- KEYS[1]  bucket hash: x = settled-at (when it is full again; also its expire-at),
 --          a = tokens at the last update, u = time of the last update (epoch ms)
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  signed cost: tokens this request takes; 0 = peek, negative = refund (include "mode")
--- ARGV[3]  capacity
--- ARGV[4]  rate units (tokens added per rate period)
--- ARGV[5]  rate period ms
+-- ARGV[2]  operation: consume, peek, refund; take, give (include "mode")
+-- ARGV[3]  tokens: what a consume takes, a refund gives back (a peek ignores it)
+-- ARGV[4]  capacity
+-- ARGV[5]  rate units (tokens added per rate period)
+-- ARGV[6]  rate period ms
 -- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
 --          {units, tag, 0} (include "mode": a take's tag is when it ran, a return one made in time is an
 --          ordinary refund)
@@ -18,9 +19,9 @@
 -- @include "slot"
 
 local key = KEYS[1]
-local capacity = tonumber(ARGV[3])
-local rate_units = tonumber(ARGV[4])
-local rate_period_ms = tonumber(ARGV[5])
+local capacity = tonumber(ARGV[4])
+local rate_units = tonumber(ARGV[5])
+local rate_period_ms = tonumber(ARGV[6])
 
 local stored = load_slot(key, 'a', 'u')
 local tokens = capacity

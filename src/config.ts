@@ -51,6 +51,8 @@ export interface ServerConfig {
   /** undefined = in-memory counters and a file-backed policy store (single-node mode). */
   counterStoreAddr: string | undefined;
   counterStoreTimeoutMs: number;
+  /** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for its lease holder's refill, then refused (lease_wait_timeout). */
+  leaseMaxWaitMs: number;
   /** Redis mode's deny cache (docs/algorithms.md): counters held (0 = off), and how long one answers at most. */
   denyCache: { size: number; maxAgeMs: number };
   keyPrefix: string;
@@ -105,6 +107,7 @@ export function loadServerConfig(env: Env): ServerConfig {
     auth,
     counterStoreAddr,
     counterStoreTimeoutMs: read.int('RL_COUNTERSTORE_TIMEOUT_MS', 100, 1, 60_000),
+    leaseMaxWaitMs: readLeaseMaxWait(read),
     denyCache: {
       size: read.int('RL_DENY_CACHE_SIZE', 10_000, 0, 10_000_000),
       maxAgeMs: read.int('RL_DENY_CACHE_MAX_AGE_MS', 1_000, 1, 3_600_000),
@@ -123,6 +126,11 @@ export function loadServerConfig(env: Env): ServerConfig {
     tracing: readTracing(read),
     region: readRegion(read, counterStoreAddr),
   };
+}
+
+/** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for its lease holder's refill (CONTRACT "Bounded wait"). */
+export function readLeaseMaxWait(read: Reader): number {
+  return read.int('RL_LEASE_MAX_WAIT_MS', 100, 0, 10_000);
 }
 
 /** Both RL_REGION and RL_GLOBAL_COUNTERSTORE_ADDR or neither; with them RL_COUNTERSTORE_ADDR is this region's store. */

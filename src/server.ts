@@ -86,6 +86,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
           counterStoreAddr: config.counterStoreAddr!,
           counterStoreTimeoutMs: config.counterStoreTimeoutMs,
           region: config.region,
+          maxWaitMs: config.leaseMaxWaitMs,
           events: (policyId) => metrics.leaseEvents('region', policyId),
         })
       : undefined;
@@ -96,10 +97,6 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     closers.push(() => counters.close());
     const counterStoreMasters = redisCounters && (() => redisCounters.health.states());
     if (counterStoreMasters) metrics.watchCounterStoreMasters(counterStoreMasters);
-    if (regionCounters) {
-      // A changed global policy's region units go back, counted under the limit they were taken for.
-      store.onChange((event) => void regionCounters.policyChanged(event.policy_id));
-    }
     const decisions = new DecisionService({
       policies: matcher,
       counters,
@@ -109,7 +106,9 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       onDenyCacheHit: () => metrics.countDenyCacheHit(),
       denyCache: config.denyCache.size > 0 && { capacity: config.denyCache.size, maxAgeMs: config.denyCache.maxAgeMs },
       region: config.region?.name,
-      leases: { events: (policyId) => metrics.leaseEvents('process', policyId) },
+      // Process leases, and the region's units with regions: DecisionService lets go of both (policy
+      // change, drain); the holders report to the metrics.
+      leases: { events: (policyId) => metrics.leaseEvents('process', policyId), maxWaitMs: config.leaseMaxWaitMs },
     });
 
     const notifier = invalidationNotifier(config, metrics);
@@ -188,7 +187,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         await Promise.all([closeGracefully(httpServer, deadlineMs), shutdownGrpcServer(grpcServer, deadlineMs)]);
         notifier?.close();
         policies.close();
-        // Process leases give their unspent units back while the counter store is still open.
+        // Process leases and the region's units go back while the counter store is still open.
         await decisions.letGoLeases();
         await Promise.all([store.close(), counters.close(), tracing?.shutdown()]);
       })();

@@ -118,6 +118,7 @@ async function decisionService(
       counterStoreAddr: redisAddr,
       counterStoreTimeoutMs: CONFIG.counterStoreTimeoutMs,
       region: { name: options.region, globalStoreAddr: options.globalAddr, globalTimeoutMs: 1000 },
+      maxWaitMs: CONFIG.leaseMaxWaitMs,
       events: (policyId) => metrics.leaseEvents('region', policyId),
     });
     await store.regional.waitUntilReady(10_000);
@@ -138,7 +139,7 @@ async function decisionService(
     onCounterStoreError: () => metrics.countCounterStoreError(),
     onDenyCacheHit: () => metrics.countDenyCacheHit(),
     denyCache: options.denyCache ? undefined : false,
-    leases: { events: (policyId) => metrics.leaseEvents('process', policyId) },
+    leases: { events: (policyId) => metrics.leaseEvents('process', policyId), maxWaitMs: CONFIG.leaseMaxWaitMs },
     region: options.region || undefined,
   });
   // Read from the service's own metrics only when the parent asks: nothing is added to the hot path.

@@ -1,44 +1,42 @@
--- include "mode": what a rate script is asked to do, read from ARGV[2], the signed cost.
---   > 0  consume that many units: admitted whole or not at all
---   = 0  peek: answered as a cost of 1 would be answered now, and nothing is written (not even the
---        removal of stale state, which no answer can observe)
---   < 0  refund: -ARGV[2] units go back to the current window, bucket or period, within its bounds
--- and the two operations of a capacity lease (src/lease), which answer with lease_reply (include "number"):
---   'take:<n>'        partial take: min(n, what the counter admits now) units, possibly 0; its retry_after
---                     is that of a consume of the rest when it took less, and of one more unit when it
---                     took all n (0 while the counter admits one more): how long the counter admits no more
---   'give:<n>:<tag>'  window-checked return: a refund of n units, made only while the window (quota
---                     period, sub-window) <tag> that a take answered is still the current one; the
---                     units of a window that has ended have lapsed and go nowhere. Buckets: a take's tag
---                     is the instant it ran (this clock), a give's tag the instant the units had to be
---                     back by (the taker adds its max_hold): a refund made only before then, since units
---                     back later would join the tokens the bucket refilled meanwhile (src/lease)
--- Port of the `mode` of MemoryCounterStore (src/counters/memory-store.ts): change both together.
-local signed_cost = tonumber(ARGV[2])
-local taking = false
-local giving = false
-local give_tag = nil
-if not signed_cost then
-  local take = string.match(ARGV[2], '^take:(%d+)$')
-  local give, tag = string.match(ARGV[2], '^give:(%d+):(.+)$')
-  if take then
-    taking = true
-    signed_cost = tonumber(take)
-  elseif give and tonumber(tag) then
-    giving = true
-    signed_cost = -tonumber(give)
-    give_tag = tonumber(tag)
-  else
-    return redis.error_reply('ERR rl: ARGV[2] (cost) must be a number, take:<n> or give:<n>:<tag>, got ' .. ARGV[2])
-  end
+-- include "mode": what a rate script is asked to do. ARGV[2] names the operation and ARGV[3] is its
+-- units, always a number:
+--   consume  take ARGV[3] units: admitted whole or not at all
+--   peek     answered as a consume of 1 would be answered now, and nothing is written (not even the
+--            removal of stale state, which no answer can observe); ARGV[3] is ignored
+--   refund   ARGV[3] units go back to the current window, bucket or period, within its bounds
+-- and the operations of a capacity lease (src/lease), which answer with lease_reply (include "number").
+-- Their own arguments come last, after the script's parameters:
+--   take     partial take: min(ARGV[3], what the counter admits now) units, possibly 0; its retry_after
+--            is that of a consume of the rest when it took less, and of one more unit when it took
+--            them all (0 while the counter admits one more): how long the counter admits no more
+--   give     window-checked return of ARGV[3] units; ARGV[#ARGV] is the tag: a refund made only while
+--            the window (quota period, sub-window) <tag> that a take answered is still the current
+--            one; the units of a window that has ended have lapsed and go nowhere. Buckets: a take's
+--            tag is the instant it ran (this clock), a give's tag the instant the units had to be back
+--            by (the taker adds its max_hold): a refund made only before then, since units back later
+--            would join the tokens the bucket refilled meanwhile (src/lease)
+-- Port of `mode` in src/counters/memory-store.ts: change both together.
+local operation = ARGV[2]
+local units = tonumber(ARGV[3])
+local peeking = operation == 'peek'
+local taking = operation == 'take'
+local giving = operation == 'give'
+local refunding = giving or operation == 'refund'
+if not units or not (operation == 'consume' or peeking or refunding or taking) then
+  return redis.error_reply('ERR rl: ARGV[2..3] must be an operation (consume, peek, refund, take, give) and its units, got ' .. tostring(operation) .. ' ' .. tostring(ARGV[3]))
 end
-local peeking = signed_cost == 0
-local refunding = signed_cost < 0
-local cost = signed_cost
+local cost = units
 if peeking then
   cost = 1
 end
 local refund = 0
 if refunding then
-  refund = -signed_cost
+  refund = units
+end
+local give_tag = nil
+if giving then
+  give_tag = tonumber(ARGV[#ARGV])
+  if not give_tag then
+    return redis.error_reply('ERR rl: a give needs its window tag as the last ARGV, got ' .. tostring(ARGV[#ARGV]))
+  end
 end

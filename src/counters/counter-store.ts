@@ -12,8 +12,11 @@ export interface CounterResult {
   resetAfterMs: number;
 }
 
-/** A capacity lease's operation on a counter (lua/includes/mode.lua): a partial take, or a window-checked return. */
-export type LeaseOperation = { kind: 'take' } | { kind: 'give'; tag: number };
+/**
+ * What a rate script is asked to do (lua/includes/mode.lua, its ARGV[2]), beside a cost that stays a
+ * number: consume, peek and refund, and a capacity lease's partial take and window-checked return.
+ */
+export type RateOperation = 'consume' | 'peek' | 'refund' | 'take' | 'give';
 
 /** The answer to a lease operation: a CounterResult and what a holder needs (src/lease). */
 export interface LeaseCounterResult extends CounterResult {

@@ -1,4 +1,4 @@
-import type { CounterResult, CounterStore, LeaseCounterResult, LeaseOperation, SyncCounterOperations } from './counter-store.js';
+import type { CounterResult, CounterStore, LeaseCounterResult, RateOperation, SyncCounterOperations } from './counter-store.js';
 import type { LeaseSpec, RateSpec } from './counter-spec.js';
 
 /**
@@ -94,14 +94,13 @@ export class MemoryCounterStore implements CounterStore {
     this.now = options.now ?? Date.now;
     this.sync = {
       clock: this.now,
-      consume: (keys, spec, cost, nowMs) => this.consumeNow(keys, spec, cost, nowMs ?? this.now()),
-      peek: (keys, spec, nowMs) => this.consumeNow(keys, spec, 0, nowMs ?? this.now()),
-      refund: (keys, spec, amount, nowMs) => this.consumeNow(keys, spec, -amount, nowMs ?? this.now()),
+      consume: (keys, spec, cost, nowMs) => this.consumeNow(keys, spec, 'consume', cost, nowMs ?? this.now()),
+      peek: (keys, spec, nowMs) => this.consumeNow(keys, spec, 'peek', 1, nowMs ?? this.now()),
+      refund: (keys, spec, amount, nowMs) => this.consumeNow(keys, spec, 'refund', amount, nowMs ?? this.now()),
       acquire: (keys, spec, leaseId, nowMs) => this.acquireNow(keys[0], spec, leaseId, nowMs ?? this.now()),
       release: (keys, spec, leaseId, nowMs) => this.releaseNow(keys[0], spec, leaseId, nowMs ?? this.now()),
-      take: (keys, spec, n, nowMs) => this.consumeNow(keys, spec, n, nowMs ?? this.now(), TAKE) as LeaseCounterResult,
-      giveBack: (keys, spec, units, windowTag, nowMs) =>
-        this.consumeNow(keys, spec, -units, nowMs ?? this.now(), { kind: 'give', tag: windowTag ?? 0 }) as LeaseCounterResult,
+      take: (keys, spec, n, nowMs) => this.consumeNow(keys, spec, 'take', n, nowMs ?? this.now()) as LeaseCounterResult,
+      giveBack: (keys, spec, units, windowTag, nowMs) => this.consumeNow(keys, spec, 'give', units, nowMs ?? this.now(), windowTag ?? 0) as LeaseCounterResult,
     };
     this.sweepBatch = options.sweepBatch ?? 20_000;
     this.sweepBudgetMs = options.sweepBudgetMs ?? 4;
@@ -182,25 +181,25 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   /**
-   * `cost` is signed as in the scripts (lua/includes/mode.lua): > 0 consume, 0 peek, < 0 refund; with
-   * `lease`, a partial take (cost > 0) or a window-checked return (cost < 0), answered as LeaseCounterResult.
+   * One operation of a rate script (lua/includes/mode.lua) on `units`; a take or a give is answered as a
+   * LeaseCounterResult, and a give names the window of its units (`tag`).
    */
-  private consumeNow(keys: string[], spec: RateSpec, cost: number, now: number, lease?: LeaseOperation): CounterResult {
+  private consumeNow(keys: string[], spec: RateSpec, op: RateOperation, units: number, now: number, tag = 0): CounterResult {
     const key = keys[0];
     switch (spec.type) {
       case 'fixed_window':
-        return this.fixedWindow(keys as SlotCarrier, spec.limit, spec.windowMs, cost, now, lease);
+        return this.fixedWindow(keys as SlotCarrier, spec.limit, spec.windowMs, op, units, now, tag);
       case 'quota':
-        return this.quota(key, spec.limit, spec.periodMs, cost, now, lease);
+        return this.quota(key, spec.limit, spec.periodMs, op, units, now, tag);
       case 'sliding_window_counter':
-        return this.slidingCounter(key, spec.limit, spec.windowMs, spec.subWindows, cost, now, lease);
+        return this.slidingCounter(key, spec.limit, spec.windowMs, spec.subWindows, op, units, now, tag);
       case 'sliding_window_log':
-        if (lease) throw new Error('sliding_window_log takes no capacity lease');
-        return this.slidingLog(key, spec.limit, spec.windowMs, cost, now);
+        if (op === 'take' || op === 'give') throw new Error('sliding_window_log takes no capacity lease');
+        return this.slidingLog(key, spec.limit, spec.windowMs, op, units, now);
       case 'token_bucket':
-        return this.tokenBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, cost, now, lease);
+        return this.tokenBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, op, units, now, tag);
       case 'leaky_bucket':
-        return this.leakyBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, cost, now, lease);
+        return this.leakyBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, op, units, now, tag);
     }
   }
 
@@ -233,7 +232,7 @@ export class MemoryCounterStore implements CounterStore {
 
   // --- algorithms: each mirrors lua/<name>.lua ---
 
-  private fixedWindow(keys: SlotCarrier, limit: number, windowMs: number, signedCost: number, now: number, lease?: LeaseOperation): CounterResult {
+  private fixedWindow(keys: SlotCarrier, limit: number, windowMs: number, op: RateOperation, units: number, now: number, tag: number): CounterResult {
     const key = keys[0];
     const windowStart = now - (now % windowMs);
     const windowEnd = windowStart + windowMs;
@@ -246,12 +245,12 @@ export class MemoryCounterStore implements CounterStore {
       if (slot !== undefined) keys[this.slotTag] = slot;
     }
     let used = slot && slot.windowStart === windowStart ? slot.used : 0;
-    if (lease !== undefined) return this.fixedWindowLease(keys, slot, used, limit, windowStart, windowMs, signedCost, now, lease);
-    if (signedCost <= 0) {
+    if (op !== 'consume') {
+      if (op === 'take' || op === 'give') return this.fixedWindowLease(keys, slot, used, limit, windowStart, windowMs, op, units, now, tag);
       const reset = used > 0 ? windowEnd - now : 0;
-      if (signedCost < 0) {
+      if (op === 'refund') {
         if (used > 0) {
-          used = Math.max(0, used + signedCost);
+          used = Math.max(0, used - units);
           slot!.used = used;
         }
         // Refunded to zero usage, the window is whole again: reset 0, as a peek would then say.
@@ -260,7 +259,7 @@ export class MemoryCounterStore implements CounterStore {
       if (used + 1 > limit) return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
       return result(true, Math.max(0, limit - used), 0, reset);
     }
-    const cost = signedCost;
+    const cost = units;
     if (used + cost > limit) {
       return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
     }
@@ -280,22 +279,22 @@ export class MemoryCounterStore implements CounterStore {
   /** fixed_window's lease operations, apart from its hot path: the `giving` and `taking` branches of the script. */
   private fixedWindowLease(
     keys: SlotCarrier, slot: FixedWindowSlot | undefined, used: number, limit: number, windowStart: number, windowMs: number,
-    signedCost: number, now: number, lease: LeaseOperation,
+    op: 'take' | 'give', units: number, now: number, tag: number,
   ): LeaseCounterResult {
     const windowEnd = windowStart + windowMs;
     let reset = used > 0 ? windowEnd - now : 0;
-    if (lease.kind === 'give') {
+    if (op === 'give') {
       // The units' window has ended: they lapsed, and nothing goes back.
-      if (lease.tag !== windowStart) return leaseResult(true, Math.max(0, limit - used), 0, reset, 0, windowStart, windowEnd - now);
+      if (tag !== windowStart) return leaseResult(true, Math.max(0, limit - used), 0, reset, 0, windowStart, windowEnd - now);
       const before = used;
       if (used > 0) {
-        used = Math.max(0, used + signedCost);
+        used = Math.max(0, used - units);
         slot!.used = used;
       }
       if (used === 0) reset = 0;
       return leaseResult(true, Math.max(0, limit - used), 0, reset, before - used, windowStart, windowEnd - now);
     }
-    return windowTake(signedCost, used, limit, windowStart, windowEnd, reset, now, (taken) => {
+    return windowTake(units, used, limit, windowStart, windowEnd, reset, now, (taken) => {
       if (slot) {
         slot.windowNumber = windowStart / windowMs;
         slot.windowMs = windowMs;
@@ -308,8 +307,8 @@ export class MemoryCounterStore implements CounterStore {
     });
   }
 
-  private quota(key: string, limit: number, periodMs: number, signedCost: number, now: number, lease?: LeaseOperation): CounterResult {
-    const { peeking, refunding, cost, refund, taking, giving, giveTag } = mode(signedCost, lease);
+  private quota(key: string, limit: number, periodMs: number, op: RateOperation, units: number, now: number, giveTag: number): CounterResult {
+    const { peeking, refunding, cost, refund, taking, giving } = mode(op, units);
     // The period starts with the first consumption and lasts periodMs.
     const stored = this.get<QuotaState>(key, now);
     let periodStart = now;
@@ -344,10 +343,10 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private slidingCounter(
-    key: string, limit: number, windowMs: number, subWindows: number, signedCost: number, now: number, lease?: LeaseOperation,
+    key: string, limit: number, windowMs: number, subWindows: number, op: RateOperation, units: number, now: number, giveTag: number,
   ): CounterResult {
-    const { peeking, refunding, cost, taking, giving, giveTag } = mode(signedCost, lease);
-    let { refund } = mode(signedCost, lease);
+    const { peeking, refunding, cost, taking, giving } = mode(op, units);
+    let { refund } = mode(op, units);
     const bucketMs = windowMs / subWindows;
     const current = (now - (now % bucketMs)) / bucketMs;
     const elapsed = now - current * bucketMs;
@@ -430,8 +429,8 @@ export class MemoryCounterStore implements CounterStore {
     return result(true, Math.max(0, Math.floor(limit - (estimate + cost))), 0, resetAt - now);
   }
 
-  private slidingLog(key: string, limit: number, windowMs: number, signedCost: number, now: number): CounterResult {
-    const { peeking, refunding, cost, refund } = mode(signedCost);
+  private slidingLog(key: string, limit: number, windowMs: number, op: RateOperation, units: number, now: number): CounterResult {
+    const { peeking, refunding, cost, refund } = mode(op, units);
     const stored = this.get<SlidingLogState>(key, now);
     if (stored === undefined && peeking) return result(true, Math.max(0, limit), 0, 0);
     const log = stored ?? { entries: [], sum: 0 };
@@ -482,9 +481,9 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private tokenBucket(
-    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, signedCost: number, now: number, lease?: LeaseOperation,
+    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, op: RateOperation, units: number, now: number, giveTag: number,
   ): CounterResult {
-    const { peeking, refunding, cost, refund, taking, giving, giveTag } = mode(signedCost, lease);
+    const { peeking, refunding, cost, refund, taking, giving } = mode(op, units);
     // amount = tokens in the bucket; settledAt = when it is full again.
     const stored = this.get<BucketState>(key, now);
     let tokens = capacity;
@@ -494,7 +493,7 @@ export class MemoryCounterStore implements CounterStore {
       fullAt = stored.settledAt;
     }
     // A return that arrives after the instant it had to be back by: the units lapsed, and nothing goes back.
-    if (giving && now >= giveTag!) return leaseResult(true, Math.floor(tokens), 0, fullAt - now, 0, 0, 0);
+    if (giving && now >= giveTag) return leaseResult(true, Math.floor(tokens), 0, fullAt - now, 0, 0, 0);
     if (refunding) {
       // What went back (a return answers it): never above capacity, so a full bucket takes nothing back.
       const room = capacity - tokens;
@@ -528,9 +527,9 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private leakyBucket(
-    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, signedCost: number, now: number, lease?: LeaseOperation,
+    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, op: RateOperation, units: number, now: number, giveTag: number,
   ): CounterResult {
-    const { peeking, refunding, cost, refund, taking, giving, giveTag } = mode(signedCost, lease);
+    const { peeking, refunding, cost, refund, taking, giving } = mode(op, units);
     // amount = level of the bucket; settledAt = when it has drained empty.
     const stored = this.get<BucketState>(key, now);
     let level = 0;
@@ -540,7 +539,7 @@ export class MemoryCounterStore implements CounterStore {
       emptyAt = stored.settledAt;
     }
     // A return that arrives after the instant it had to be back by: the units lapsed, and nothing goes back.
-    if (giving && now >= giveTag!) return leaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now, 0, 0, 0);
+    if (giving && now >= giveTag) return leaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now, 0, 0, 0);
     if (refunding) {
       // What went back (a return answers it): never below empty, so an empty bucket takes nothing back.
       const room = level;
@@ -636,19 +635,11 @@ function slidingLogRefusal(
   return result(false, Math.max(0, limit - sum), retry, reset);
 }
 
-/** What the signed cost (and a lease operation) asks for, as lua/includes/mode.lua reads it. */
-function mode(
-  signedCost: number, lease?: LeaseOperation,
-): { peeking: boolean; refunding: boolean; cost: number; refund: number; taking: boolean; giving: boolean; giveTag: number | undefined } {
-  return {
-    peeking: signedCost === 0,
-    refunding: signedCost < 0,
-    cost: signedCost === 0 ? 1 : signedCost,
-    refund: signedCost < 0 ? -signedCost : 0,
-    taking: lease?.kind === 'take',
-    giving: lease?.kind === 'give',
-    giveTag: lease?.kind === 'give' ? lease.tag : undefined,
-  };
+/** What the operation asks of how many units, as lua/includes/mode.lua reads it (a peek: a consume of 1, writing nothing). */
+function mode(op: RateOperation, units: number): { peeking: boolean; refunding: boolean; cost: number; refund: number; taking: boolean; giving: boolean } {
+  const giving = op === 'give';
+  const refunding = giving || op === 'refund';
+  return { peeking: op === 'peek', refunding, cost: op === 'peek' ? 1 : units, refund: refunding ? units : 0, taking: op === 'take', giving };
 }
 
 function result(allowed: boolean, remaining: number, retryAfterMs: number, resetAfterMs: number): CounterResult {
@@ -660,8 +651,6 @@ function leaseResult(
 ): LeaseCounterResult {
   return { allowed, remaining, retryAfterMs, resetAfterMs, units, windowTag, windowLeftMs };
 }
-
-const TAKE: LeaseOperation = { kind: 'take' };
 
 /**
  * The partial take of fixed_window and quota (lua/includes/window_take.lua): min(cost, what is left),

@@ -113,7 +113,7 @@ interface Batch {
   resent: boolean;
 }
 
-/** The ARGV of an operation after `now` and `cost`/`lease id`, and its ARGV count, as strings. */
+/** The ARGV of an operation after `now` and its operation (lease id), and its ARGV count, as strings. */
 interface SpecArgs {
   argc: string;
   params: string[];
@@ -184,35 +184,34 @@ export class RedisCounterStore implements CounterStore {
   }
 
   consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
-    return this.run(spec.type, keys, nowMs, String(cost), spec);
+    return this.run(spec.type, keys, nowMs, 'consume', String(cost), spec);
   }
 
-  /** The algorithm's own script with cost 0: its read-only mode (lua/includes/mode.lua). */
+  /** The algorithm's own script in its read-only mode (lua/includes/mode.lua). */
   peek(keys: string[], spec: RateSpec, nowMs?: number): Promise<CounterResult> {
-    return this.run(spec.type, keys, nowMs, '0', spec);
+    return this.run(spec.type, keys, nowMs, 'peek', '1', spec);
   }
 
-  /** The algorithm's own script with a negative cost: its refund mode (lua/includes/mode.lua). */
   refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult> {
-    return this.run(spec.type, keys, nowMs, String(-amount), spec);
+    return this.run(spec.type, keys, nowMs, 'refund', String(amount), spec);
   }
 
-  /** The algorithm's own script in its partial-take mode (lua/includes/mode.lua). */
+  /** The algorithm's own script, its partial take (lua/includes/mode.lua). */
   take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
-    return this.run(spec.type, keys, nowMs, `take:${n}`, spec) as Promise<LeaseCounterResult>;
+    return this.run(spec.type, keys, nowMs, 'take', String(n), spec) as Promise<LeaseCounterResult>;
   }
 
-  /** The algorithm's own script in its window-checked return mode (lua/includes/mode.lua). */
+  /** The algorithm's own script, its window-checked return (lua/includes/mode.lua). */
   giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
-    return this.run(spec.type, keys, nowMs, `give:${units}:${windowTag ?? 0}`, spec) as Promise<LeaseCounterResult>;
+    return this.run(spec.type, keys, nowMs, 'give', String(units), spec, [String(windowTag ?? 0)]) as Promise<LeaseCounterResult>;
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.run('concurrency_acquire', keys, nowMs, leaseId, spec);
+    return this.run('concurrency_acquire', keys, nowMs, leaseId, undefined, spec);
   }
 
   release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.run('concurrency_release', keys, nowMs, leaseId, spec);
+    return this.run('concurrency_release', keys, nowMs, leaseId, undefined, spec);
   }
 
   /** Connected and no serving master's breaker open. */
@@ -283,9 +282,13 @@ export class RedisCounterStore implements CounterStore {
 
   /**
    * Queues one operation into the batch of its slot; the returned promise settles when that batch
-   * has answered (or failed, or timed out).
+   * has answered (or failed, or timed out). ARGV: `now`, `operation` (a rate script's operation, or a
+   * lease id), its `units` (rate scripts only), the spec's parameters, then `extra` (a lease
+   * operation's own arguments, lua/includes/mode.lua).
    */
-  private run(name: ScriptName, keys: string[], nowMs: number | undefined, costOrLease: string, spec: CounterSpec): Promise<CounterResult> {
+  private run(
+    name: ScriptName, keys: string[], nowMs: number | undefined, operation: string, units: string | undefined, spec: CounterSpec, extra?: string[],
+  ): Promise<CounterResult> {
     if (keys.length !== SCRIPT_KEY_COUNTS[name]) {
       // A caller bug, not an outage: keys come from counterKeys().
       return Promise.reject(new Error(`${name} takes ${SCRIPT_KEY_COUNTS[name]} key(s), got ${keys.length}`));
@@ -297,7 +300,8 @@ export class RedisCounterStore implements CounterStore {
       return Promise.reject(err);
     }
     const args = this.argsOf(spec);
-    return this.enqueue(name, keys, args.argc, now, costOrLease, args.params);
+    if (extra === undefined) return this.enqueue(name, keys, args.argc, now, operation, units, args.params);
+    return this.enqueue(name, keys, String(Number(args.argc) + extra.length), now, operation, units, [...args.params, ...extra]);
   }
 
   /**
@@ -311,19 +315,20 @@ export class RedisCounterStore implements CounterStore {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.enqueue('lease_pool', [key], String(1 + args.length), now, args[0], args.slice(1), parse);
+    return this.enqueue('lease_pool', [key], String(1 + args.length), now, args[0], undefined, args.slice(1), parse);
   }
 
   /**
    * Queues one operation into the batch of its slot, its ARGV as lua/batch.lua reads them: the count,
-   * `now`, the cost (lease id, pool operation), the rest.
+   * `now`, the operation (lease id, pool operation), its units (rate scripts only), the rest.
    */
   private enqueue<T>(
     name: ScriptName,
     keys: string[],
     argc: string,
     now: string,
-    first: string,
+    operation: string,
+    units: string | undefined,
     rest: string[],
     parse?: (reply: unknown) => T,
   ): Promise<T> {
@@ -358,7 +363,8 @@ export class RedisCounterStore implements CounterStore {
       this.scheduleFlush();
     }
     for (const key of keys) batch.keys.push(key);
-    batch.argv.push(name, argc, now, first);
+    batch.argv.push(name, argc, now, operation);
+    if (units !== undefined) batch.argv.push(units);
     for (const arg of rest) batch.argv.push(arg);
     const queued = batch;
     const result = new Promise<T>((resolve, reject) => {
@@ -375,8 +381,8 @@ export class RedisCounterStore implements CounterStore {
     let args = this.specArgs.get(spec);
     if (!args) {
       const params = scriptParams(spec).map(String);
-      // now, cost or lease id, then the parameters.
-      args = { argc: String(2 + params.length), params };
+      // now, the operation and its units (a lease operation: the lease id), then the parameters.
+      args = { argc: String((spec.type === 'concurrency' ? 2 : 3) + params.length), params };
       this.specArgs.set(spec, args);
     }
     return args;

@@ -1,5 +1,6 @@
-import type { CounterSpec } from '../counters/counter-spec.js';
+import type { CompiledLease, CounterSpec } from '../counters/counter-spec.js';
 import { counterSpecOf, policySpecOf } from './counter-spec-of.js';
+import { compileLease } from '../policy/lease-terms.js';
 import { lengthPrefixed } from '../counters/keys.js';
 import { SCOPE_FIELDS, type RequestContext, type ScopeField } from '../model/request-context.js';
 import { clientNetwork, type ClientNetwork } from './client-network.js';
@@ -54,6 +55,8 @@ export interface CompiledPolicy {
   /** `*` parts in identity order (sorted by identity name). */
   wildcards: readonly Wildcard[];
   matchExpr?: MatchExprEvaluator;
+  /** The process level's capacity lease (the policy's own `lease`), compiled once; undefined without one. */
+  lease?: CompiledLease;
   /**
    * Hot-path copies, flat to keep pointer chasing down: exact fields and tags still to compare as
    * [name, value, name, value, ...] (the pair the policy is indexed under is left out: its bucket
@@ -637,6 +640,7 @@ function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
     specificity,
     family: spec.type === 'concurrency' ? 'concurrency' : 'rate',
     wildcards: wild.wildcards,
+    lease: compileLease(policy, 'process'),
   };
   return { compiled, exactFields, exactTags };
 }

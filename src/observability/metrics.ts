@@ -232,8 +232,8 @@ export class Metrics {
     this.leaseReturned = counter('rl_lease_units_returned_total', 'Unspent lease units given back to the parent, by level (process, region).', ['level']);
     this.leaseLapsed = counter(
       'rl_lease_units_lapsed_total',
-      `Lease units that lapsed with their window (or were lost), per policy; capped at ${cap} distinct policy ids, later ones are "other".`,
-      ['policy_id'],
+      `Lease units neither admitted nor given back, per policy and reason (window_ended, hold_expired, holder_lost, parent_unreachable); capped at ${cap} distinct policy ids, later ones are "other".`,
+      ['policy_id', 'reason'],
     );
     this.leaseWait = new PlainHistogram(
       'rl_lease_parent_wait_seconds',
@@ -305,7 +305,7 @@ export class Metrics {
   leaseEvents(level: 'process' | 'region', policyId: string): LeaseEvents {
     const refills = this.leaseRefills.at(level);
     const returned = this.leaseReturned.at(level);
-    const lapsed = this.leaseLapsed.at(this.leasePolicies.label(policyId));
+    const policy = this.leasePolicies.label(policyId);
     return {
       refilled: () => {
         refills.value++;
@@ -313,9 +313,10 @@ export class Metrics {
       returned: (units) => {
         returned.value += units;
       },
-      lapsed: (units) => {
-        lapsed.value += units;
+      lapsed: (units, reason) => {
+        this.leaseLapsed.at(policy, reason).value += units;
       },
+      failed: () => this.countCounterStoreError(),
       waited: (seconds) => this.leaseWait.observe(seconds),
     };
   }

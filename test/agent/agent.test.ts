@@ -553,6 +553,7 @@ describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directl
       counterStoreAddr: otherRegion.url,
       counterStoreTimeoutMs: 500,
       region: { name: 'region-b', globalStoreAddr: global.url, globalTimeoutMs: 1000 },
+      maxWaitMs: 100,
     });
     try {
       const server = new DecisionService({ policies: new LiveMatcher(upstream.policies), counters: regionB, keyPrefix: prefix, region: 'region-b' });

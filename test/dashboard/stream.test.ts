@@ -238,8 +238,8 @@ describe('dashboard routes', function () {
       region.refilled!(100);
       process.returned!(7);
       region.returned!(30);
-      process.lapsed!(2);
-      region.lapsed!(5);
+      process.lapsed!(2, 'window_ended');
+      region.lapsed!(5, 'parent_unreachable');
       expect(hub.tick().leases).to.deep.equal({ refills: 3, units_returned: 37, units_lapsed: 7 });
       await w.store.close();
     });

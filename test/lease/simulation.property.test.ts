@@ -41,10 +41,11 @@
  */
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { CounterStoreUnavailableError } from '../../src/errors.js';
+import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../../src/errors.js';
 import type { CounterResult } from '../../src/counters/counter-store.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import type { CompiledPolicy } from '../../src/matching/matcher.js';
+import { leaseShapeOf } from '../../src/policy/lease-terms.js';
 import { MemoryLeasePool } from '../../src/lease/memory-region-pool.js';
 import { ProcessLeases, type LendingStore } from '../../src/lease/process-leases.js';
 import { RegionPool, type RegionPoolStore } from '../../src/lease/region-pool.js';
@@ -222,6 +223,8 @@ interface SimConfig {
   topology: Topology;
   maxUnits: number;
   maxHoldMs: number;
+  /** RL_LEASE_MAX_WAIT_MS (default 100). */
+  maxWaitMs?: number;
   /** Per region, its store's clock minus the reference (the global store's). */
   storeOffsets: number[];
   /** Per server, its clock minus the reference. */
@@ -230,7 +233,8 @@ interface SimConfig {
 
 /** A policy as the matcher compiles it, with what ProcessLeases reads: its id, its `lease`, its spec. */
 function compiledPolicy(spec: LeasedSpec, config: SimConfig): CompiledPolicy {
-  return { policy: { policy_id: POLICY_ID, lease: { max_units: config.maxUnits, max_hold: `${config.maxHoldMs}ms` } }, spec } as unknown as CompiledPolicy;
+  const lease = { shape: leaseShapeOf(spec.type)!, maxUnits: config.maxUnits, maxHoldMs: config.maxHoldMs };
+  return { policy: { policy_id: POLICY_ID, lease: { max_units: config.maxUnits, max_hold: `${config.maxHoldMs}ms` } }, spec, lease } as unknown as CompiledPolicy;
 }
 
 class Simulation {
@@ -257,7 +261,7 @@ class Simulation {
   };
 
   constructor(readonly config: SimConfig) {
-    this.spec = config.topology === 'process' ? config.spec : { ...config.spec, global: { policyId: POLICY_ID, maxHoldMs: config.maxHoldMs } };
+    this.spec = config.topology === 'process' ? config.spec : { ...config.spec, global: { policyId: POLICY_ID, lease: { shape: leaseShapeOf(config.spec.type)!, maxUnits: Infinity, maxHoldMs: config.maxHoldMs } } };
     this.exact = new MemoryCounterStore({ now: () => this.world.now, sweepIntervalMs: 0 });
     const exact = this.exact;
     this.global = {
@@ -337,11 +341,12 @@ class Simulation {
         global,
         globalTimeoutMs: GLOBAL_TIMEOUT_MS,
         regionalTimeoutMs: REGIONAL_TIMEOUT_MS,
+        maxWaitMs: this.config.maxWaitMs ?? 100,
         events: () => this.events,
         clock,
       });
     }
-    if (topology !== 'region') server.leases = new ProcessLeases({ store: server.store ?? global, clock, events: () => this.events });
+    if (topology !== 'region') server.leases = new ProcessLeases({ store: server.store ?? global, maxWaitMs: this.config.maxWaitMs ?? 100, clock, events: () => this.events });
     return server;
   }
 
@@ -350,6 +355,11 @@ class Simulation {
   }
 
   private failed(server: Server, error: unknown): void {
+    // Refused after RL_LEASE_MAX_WAIT_MS: a refusal (the decision's reason lease_wait_timeout).
+    if (error instanceof LeaseWaitTimeoutError) {
+      if (server.alive) this.ledger.refused++;
+      return;
+    }
     if (!(error instanceof CounterStoreUnavailableError)) this.ledger.unexpected.push(error);
     else if (server.alive) this.ledger.failed++; // the failure mode answers: outside the guarantee
   }
@@ -409,7 +419,8 @@ class Simulation {
     const server = this.serverAt(s);
     server.compiled = compiledPolicy(this.spec, this.config);
     server.leases?.policiesChanged(() => server.compiled);
-    void server.store?.policyChanged(POLICY_ID);
+    // The region's units were taken under the old version: they go back (a spec that is not theirs).
+    void server.store?.policiesChanged(() => ({ spec: server.compiled }));
   }
 
   /** SIGKILL: answers on their way are dropped, and its requests on their way arrive or (`lose`) not. */
@@ -617,6 +628,7 @@ const configArb: fc.Arbitrary<SimConfig> = fc.record({
   topology: fc.constantFrom<Topology>('process', 'region', 'region+process'),
   maxUnits: fc.oneof(fc.integer({ min: 1, max: 10 }), fc.constant(100)),
   maxHoldMs: fc.constantFrom(100, 250, 1000),
+  maxWaitMs: fc.constantFrom(0, 100, 100, 10_000),
   storeOffsets: fc.array(storeOffsetArb, { minLength: 3, maxLength: 3 }),
   serverOffsets: fc.array(serverOffsetArb, { minLength: 9, maxLength: 9 }),
 });

@@ -166,7 +166,7 @@ describe('observability/metrics', () => {
     lease.refilled!(40);
     lease.refilled!(0);
     lease.returned!(5);
-    lease.lapsed!(2);
+    lease.lapsed!(2, 'window_ended');
     lease.waited!(0.003);
     m.leaseEvents('region', 'policy-9').refilled!(7);
     
@@ -274,10 +274,9 @@ rl_lease_refills_total{level="region"} 1
 rl_lease_units_returned_total{level="process"} 5
 rl_lease_units_returned_total{level="region"} 0
 
-# HELP rl_lease_units_lapsed_total Lease units that lapsed with their window (or were lost), per policy; capped at 3 distinct policy ids, later ones are "other".
+# HELP rl_lease_units_lapsed_total Lease units neither admitted nor given back, per policy and reason (window_ended, hold_expired, holder_lost, parent_unreachable); capped at 3 distinct policy ids, later ones are "other".
 # TYPE rl_lease_units_lapsed_total counter
-rl_lease_units_lapsed_total{policy_id="policy-0"} 2
-rl_lease_units_lapsed_total{policy_id="policy-9"} 0
+rl_lease_units_lapsed_total{policy_id="policy-0",reason="window_ended"} 2
 
 # HELP rl_lease_parent_wait_seconds Decisions that waited for a lease refill: how long, in seconds.
 # TYPE rl_lease_parent_wait_seconds histogram

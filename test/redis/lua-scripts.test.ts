@@ -223,14 +223,14 @@ describe('Lua scripts', function () {
 
     /** The counter scripts (lease_pool.lua, which counts no algorithm, has its own tests: test/lease/region-pool.test.ts). */
     const COUNTER_SCRIPTS = SCRIPT_NAMES.filter((name): name is Exclude<ScriptName, 'lease_pool'> => name !== 'lease_pool');
-    /** ARGV after now for each script: cost or lease id, then scriptParams of a small spec. */
+    /** ARGV after now for each script: the operation and its units (or a lease id), then scriptParams of a small spec. */
     const sampleArgs: Record<Exclude<ScriptName, 'lease_pool'>, string[]> = {
-      fixed_window: ['1', '5', '10000'],
-      sliding_window_log: ['1', '5', '10000'],
-      sliding_window_counter: ['1', '5', '10000', '4'],
-      token_bucket: ['1', '5', '5', '10000'],
-      leaky_bucket: ['1', '5', '5', '10000'],
-      quota: ['1', '5', '10000'],
+      fixed_window: ['consume', '1', '5', '10000'],
+      sliding_window_log: ['consume', '1', '5', '10000'],
+      sliding_window_counter: ['consume', '1', '5', '10000', '4'],
+      token_bucket: ['consume', '1', '5', '5', '10000'],
+      leaky_bucket: ['consume', '1', '5', '5', '10000'],
+      quota: ['consume', '1', '5', '10000'],
       concurrency_acquire: ['lease-1', '5', '10000'],
       concurrency_release: ['lease-1', '5', '10000'],
     };
@@ -283,7 +283,8 @@ describe('Lua scripts', function () {
             const [first, ...params] = sampleArgs[name];
             // Two counters per algorithm, interleaved, so the batch mixes keys as well as algorithms.
             calls.push({ name, keys, argv: [T, lease ?? first, ...params] });
-            calls.push({ name, keys: keys.map((k) => k.replace('}', ':b}')), argv: [String(Number(T) + round), lease ?? '2', ...params] });
+            const second = lease ? [lease, ...params] : ['consume', '2', ...params.slice(1)];
+            calls.push({ name, keys: keys.map((k) => k.replace('}', ':b}')), argv: [String(Number(T) + round), ...second] });
           }
         }
         return calls;
@@ -324,9 +325,9 @@ describe('Lua scripts', function () {
           `${prefix}{ok}`,
           `${prefix}{broken}`,
           `${prefix}{ok}`,
-          'fixed_window', '4', T, '1', '5', '10000',
-          'fixed_window', '4', T, '1', '5', '10000',
-          'fixed_window', '4', 'soon', '1', '5', '10000',
+          'fixed_window', '5', T, 'consume', '1', '5', '10000',
+          'fixed_window', '5', T, 'consume', '1', '5', '10000',
+          'fixed_window', '5', 'soon', 'consume', '1', '5', '10000',
         )) as unknown[];
         expect(reply).to.have.lengthOf(3);
         expect(reply[0]).to.deep.equal([1, 4, 0, 10_000 - (Number(T) % 10_000)]);
@@ -338,9 +339,9 @@ describe('Lua scripts', function () {
       it('rejects a malformed call before running any operation', async function () {
         const key = `t:lua:batch:bad:${Date.now()}:{k}`;
         const attempts: [number, ...string[]][] = [
-          [1, key, 'fixed_window', '4', T, '1', '5', '10000', 'no_such_operation', '1', T],
-          [1, key, 'fixed_window', '9', T, '1', '5', '10000'],
-          [2, key, `${key}:2`, 'fixed_window', '4', T, '1', '5', '10000'],
+          [1, key, 'fixed_window', '5', T, 'consume', '1', '5', '10000', 'no_such_operation', '1', T],
+          [1, key, 'fixed_window', '9', T, 'consume', '1', '5', '10000'],
+          [2, key, `${key}:2`, 'fixed_window', '5', T, 'consume', '1', '5', '10000'],
         ];
         for (const args of attempts) {
           let message = '';
@@ -359,7 +360,7 @@ describe('Lua scripts', function () {
       const script = loadScripts().fixed_window;
       let message = '';
       try {
-        await client.eval(script.lua, 1, 't:lua:bad-now', 'soon', '1', '5', '1000');
+        await client.eval(script.lua, 1, 't:lua:bad-now', 'soon', 'consume', '1', '5', '1000');
       } catch (err) {
         message = (err as Error).message;
       }
