@@ -8,7 +8,7 @@
  * Deterministic for a seed; no wall clock. TRACE=1 prints each refill and each wait at 35%-60%.
  */
 import { MemoryCounterStore } from '../src/counters/memory-store.js';
-import { MemoryLeasePool } from '../src/lease/memory-region-pool.js';
+import { MemoryLeasePool } from '../test/lease/support/memory-region-pool.js';
 import { RegionPool } from '../src/lease/region-pool.js';
 import { RegionCounterStore } from '../src/lease/region-store.js';
 import type { LeaseClock } from '../src/lease/types.js';

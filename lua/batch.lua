@@ -3,13 +3,15 @@
 -- operation is too, and the results are those of running the operations one by one in this order.
 -- Built by src/redis/lua-scripts.ts (readBatchScript): the line `-- @operations` below becomes
 -- one Lua function per operation script, `local function op_<name>(KEYS, ARGV) <script> end`, and
--- the table OPERATIONS mapping each name to that function and its key count. The algorithms
+-- the table OPERATIONS mapping each name to that function and its key count, and `<name>+ledger` to
+-- the same function with one key more, the counter's take ledger (a named take or a reclaim:
+-- lua/includes/lease.lua). The algorithms
 -- themselves are never written here: lua/<operation>.lua stays their only source. The built script
 -- goes to Redis without comments and blank lines (stripLuaComments), so comments here cost nothing.
 --
 -- KEYS     the keys of every operation in order, as many per operation as its script takes
 -- ARGV     per operation: its script name, n = the number of its ARGV, then its n ARGV
---          (now, cost or lease id, parameters: see the script's header)
+--          (now, the operation and its units or a lease id, parameters: see the script's header)
 -- Returns  one entry per operation, in order: the script's reply {allowed 1/0, remaining,
 --          retry_after_ms, reset_after_ms}, or, when that operation failed (an error reply, a failed
 --          Redis command, a Lua error), the error message as a string. A failed operation fails

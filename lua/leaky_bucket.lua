@@ -4,19 +4,23 @@
 --
 -- KEYS[1]  bucket hash: x = settled-at (when it has drained empty; also its expire-at),
 --          a = level at the last update, u = time of the last update (epoch ms)
+-- KEYS[2]  take and reclaim with a take id: the counter's take ledger (include "lease")
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  operation: consume, peek, refund; take, give (include "mode")
+-- ARGV[2]  operation: consume, peek, refund; take, give, reclaim (include "mode")
 -- ARGV[3]  units: what a consume pours in, a refund gives back (a peek ignores it)
 -- ARGV[4]  capacity
 -- ARGV[5]  rate units (units drained per rate period)
 -- ARGV[6]  rate period ms
--- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
---          {units, tag, 0} (include "mode": a take's tag is when it ran, a return one made in time is an
---          ordinary refund)
+--          then a lease operation's own arguments (include "lease")
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add {units, tag,
+--          ms until the tag's window ends, now, outcome, units lapsed} (include "lease")
 
 -- @include "time"
 -- @include "number"
 -- @include "mode"
+-- Units go back only within their hold of the take (include "lease").
+local lease_shape = 'bucket'
+-- @include "lease"
 -- @include "slot"
 
 local key = KEYS[1]

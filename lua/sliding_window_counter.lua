@@ -4,22 +4,23 @@
 --
 -- KEYS[1]  counter hash: one field per bucket, "<bucket index>" = units counted in it (index =
 --          bucket start / bucket ms), plus x = expire-at (epoch ms)
+-- KEYS[2]  take and reclaim with a take id: the counter's take ledger (include "lease")
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  operation: consume, peek, refund; take, give (include "mode")
+-- ARGV[2]  operation: consume, peek, refund; take, give, reclaim (include "mode")
 -- ARGV[3]  units: what a consume takes, a refund gives back (a peek ignores it)
 -- ARGV[4]  limit
 -- ARGV[5]  window ms
 -- ARGV[6]  sub-window count (1 = weighted previous window)
--- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add
---          {units, sub-window index, ms until the sub-window ends} (include "mode")
---
--- The emulator sums the buckets in insertion order; so does this (HGETALL of a listpack-encoded hash
--- is in insertion order, and a policy has at most 60 sub-windows, far below the listpack limit). The
--- order matters only for non-integer costs, which validation does not produce.
+--          then a lease operation's own arguments (include "lease")
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add {units, tag,
+--          ms until the tag's window ends, now, outcome, units lapsed} (include "lease")
 
 -- @include "time"
 -- @include "number"
 -- @include "mode"
+-- Units belong to the window of their tag (include "lease").
+local lease_shape = 'window'
+-- @include "lease"
 
 local key = KEYS[1]
 local limit = tonumber(ARGV[4])

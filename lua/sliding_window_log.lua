@@ -16,6 +16,9 @@
 -- @include "time"
 -- @include "number"
 -- @include "mode"
+if taking or giving or operation == 'reclaim' then
+  return redis.error_reply('ERR rl: sliding_window_log takes no capacity lease')
+end
 
 local log_key = KEYS[1]
 local state_key = KEYS[2]

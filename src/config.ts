@@ -39,8 +39,16 @@ export interface TlsConfig {
   keyFile: string | undefined;
 }
 
+/** RL_POLICY_FILE's default: the demo policies, which seed only a memory-mode server (CONTRACT "Seeding"). */
+export const DEMO_POLICY_FILE = 'examples/policies.json';
+
 export interface ServerConfig {
-  policyFile: string;
+  /**
+   * The file an empty policy store is seeded from: RL_POLICY_FILE, or without it the demo policies in
+   * memory mode only. undefined: no seeding (a shared counter store without RL_POLICY_FILE), so demo
+   * policies never land in a store other servers read.
+   */
+  policyFile: string | undefined;
   httpAddr: ListenAddress;
   grpcAddr: ListenAddress;
   invalidationTargets: string[];
@@ -98,7 +106,7 @@ export function loadServerConfig(env: Env): ServerConfig {
   const tls = readTls(read);
   const counterStoreAddr = read.counterStoreAddr();
   return {
-    policyFile: read.string('RL_POLICY_FILE', 'examples/policies.json'),
+    policyFile: read.optional('RL_POLICY_FILE') ?? (counterStoreAddr === undefined ? DEMO_POLICY_FILE : undefined),
     httpAddr: read.listen('RL_HTTP_ADDR', ':8080'),
     grpcAddr: read.listen('RL_GRPC_ADDR', ':9090'),
     invalidationTargets: read.list('RL_INVALIDATION_TARGETS').map((t) => read.httpUrl('RL_INVALIDATION_TARGETS', t)),

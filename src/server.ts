@@ -16,6 +16,7 @@ import { Readiness } from './http/readiness.js';
 import { analyticsRoutes } from './http/routes/analytics.js';
 import { dashboardAssetRoutes, dashboardStreamRoutes } from './http/routes/dashboard.js';
 import { DashboardHub } from './observability/dashboard-hub.js';
+import { regionStatus } from './observability/region-status.js';
 import { infoRoutes, packageVersion } from './http/routes/info.js';
 import { metricsRoutes, type MetricsSource } from './http/routes/metrics.js';
 import { openApiRoutes } from './http/routes/openapi.js';
@@ -69,7 +70,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     // Off without an OTLP endpoint: then nothing of OpenTelemetry is loaded and no transport calls it.
     const tracing = await startTracing(config.tracing && { ...config.tracing, serviceVersion: packageVersion() });
     if (tracing) closers.push(() => tracing.shutdown());
-    const seeded = await store.seedIfEmpty(() => loadPolicyFile(config.policyFile));
+    const seeded = await seedPolicies(store, config.policyFile);
     const matcher = new LiveMatcher();
     // Keeps the matcher in sync with every local and remote change from here on.
     const policies = new PolicyService({ store, matcher });
@@ -104,12 +105,20 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       recorder: bothRecorders(new ObservabilityRecorder(metrics, analytics), deniedIdentities),
       onCounterStoreError: () => metrics.countCounterStoreError(),
       onDenyCacheHit: () => metrics.countDenyCacheHit(),
+      onIgnoredFields: (count) => metrics.countIgnoredFields(count),
       denyCache: config.denyCache.size > 0 && { capacity: config.denyCache.size, maxAgeMs: config.denyCache.maxAgeMs },
       region: config.region?.name,
       // Process leases, and the region's units with regions: DecisionService lets go of both (policy
       // change, drain); the holders report to the metrics.
       leases: { events: (policyId) => metrics.leaseEvents('process', policyId), maxWaitMs: config.leaseMaxWaitMs },
     });
+
+    const regionName = config.region?.name;
+    const region = regionCounters && regionName !== undefined ? () => regionStatus(regionName, regionCounters.globalStoreHealth()) : undefined;
+    // Ticks from now on, viewers or not: a dashboard opened later starts with the last hour.
+    const hub = new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities, region });
+    hub.start();
+    closers.push(() => hub.stop());
 
     const notifier = invalidationNotifier(config, metrics);
     if (notifier) {
@@ -132,14 +141,17 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         policyRoutes(policies, tracing),
         analyticsRoutes(analytics),
         metricsRoutes(hooks.metricsSource?.(metrics) ?? metrics),
-        dashboardStreamRoutes(new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities })),
-        infoRoutes({
-          version: packageVersion(),
-          counters: config.counterStoreAddr ? 'redis' : 'memory',
-          policy_store: config.counterStoreAddr ? 'redis' : 'file',
-          auth: (config.auth.enabled && config.auth.mode) || 'off',
-          tls: Boolean(tls),
-        }, counterStoreMasters),
+        dashboardStreamRoutes(hub),
+        infoRoutes(
+          {
+            version: packageVersion(),
+            counters: config.counterStoreAddr ? 'redis' : 'memory',
+            policy_store: config.counterStoreAddr ? 'redis' : 'file',
+            auth: (config.auth.enabled && config.auth.mode) || 'off',
+            tls: Boolean(tls),
+          },
+          { counterStoreMasters, region, leases: redisCounters && (() => metrics.leaseTotals()) },
+        ),
       ],
     });
     const httpOptions = httpServerOptions(config.http);
@@ -189,6 +201,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         policies.close();
         // Process leases and the region's units go back while the counter store is still open.
         await decisions.letGoLeases();
+        hub.stop();
         await Promise.all([store.close(), counters.close(), tracing?.shutdown()]);
       })();
       return draining;
@@ -217,6 +230,19 @@ function httpServerOptions(timeouts: HttpTimeouts): http.ServerOptions {
  * Redis hashes when a shared store is configured (multi node), else the journal in RL_DATA_DIR. With
  * regions, the global store holds them, so a change made in any region reaches every region.
  */
+/**
+ * Seeds an empty policy store from `policyFile` (CONTRACT "Seeding"); true when it did. Without a file
+ * (a shared counter store and no RL_POLICY_FILE) an empty store stays empty, and one line says how to
+ * load policies, since a server without any answers every decision `no_matching_policy`.
+ */
+async function seedPolicies(store: PolicyStore, policyFile: string | undefined): Promise<boolean> {
+  if (policyFile !== undefined) return store.seedIfEmpty(() => loadPolicyFile(policyFile));
+  if (store.list().length === 0) {
+    log.info('the policy store holds no policies and none were seeded (a shared counter store is seeded only from RL_POLICY_FILE): load them with RL_POLICY_FILE=<file> or `rl apply -f <file>`');
+  }
+  return false;
+}
+
 function openPolicyStore(config: ServerConfig): Promise<PolicyStore> {
   if (config.region) {
     return RedisPolicyStore.open({

@@ -57,7 +57,7 @@ function showLogin(message?: string): void {
 async function start(): Promise<void> {
   const open = credential() === null;
   const liveDot = h('span', { class: 'live-dot' });
-  const live = new LiveStream(120, (connected) => liveDot.classList.toggle('on', connected));
+  const live = new LiveStream((connected) => liveDot.classList.toggle('on', connected));
   stream = live;
   let hello;
   try {

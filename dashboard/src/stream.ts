@@ -1,4 +1,5 @@
 import { ApiError, authHeaders, unauthenticated } from './api.js';
+import { LiveSeries } from './series.js';
 import type { Hello, Snapshot } from './types.js';
 
 /**
@@ -7,17 +8,17 @@ import type { Hello, Snapshot } from './types.js';
  * ends it on purpose); a 401/403 is reported and not retried.
  */
 export class LiveStream {
-  readonly snapshots: Snapshot[] = [];
+  /** The per-second series since the server started (its last hour), extended by every snapshot. */
+  readonly series = new LiveSeries();
+  /** The newest snapshot. */
+  latest: Snapshot | undefined;
   hello: Hello | undefined;
   private readonly listeners = new Set<(snapshot: Snapshot) => void>();
   private abort: AbortController | undefined;
   private stopped = false;
   connected = false;
 
-  constructor(
-    private readonly historyLength = 120,
-    private readonly onStatus: (connected: boolean) => void = () => undefined,
-  ) {}
+  constructor(private readonly onStatus: (connected: boolean) => void = () => undefined) {}
 
   /** Resolves with the hello of the first connection, or rejects with its ApiError. */
   start(): Promise<Hello> {
@@ -59,10 +60,6 @@ export class LiveStream {
     return () => this.listeners.delete(listener);
   }
 
-  get latest(): Snapshot | undefined {
-    return this.snapshots[this.snapshots.length - 1];
-  }
-
   private async read(onHello: (hello: Hello) => void): Promise<void> {
     this.abort = new AbortController();
     const response = await fetch('/rl/v1/stream', { headers: { Accept: 'text/event-stream', ...authHeaders() }, signal: this.abort.signal, cache: 'no-store' });
@@ -102,15 +99,14 @@ export class LiveStream {
     if (event === 'hello') {
       const hello = JSON.parse(data) as Hello;
       this.hello = hello;
-      // A reconnect brings the server's recent history: it replaces ours rather than duplicating it.
-      this.snapshots.length = 0;
-      this.snapshots.push(...hello.history.slice(-this.historyLength));
+      // A reconnect brings the server's history: it replaces ours rather than duplicating it.
+      this.series.reset(hello.history);
       onHello(hello);
       if (this.latest) this.emit(this.latest);
     } else if (event === 'snapshot') {
       const snapshot = JSON.parse(data) as Snapshot;
-      this.snapshots.push(snapshot);
-      if (this.snapshots.length > this.historyLength) this.snapshots.shift();
+      this.latest = snapshot;
+      this.series.push(snapshot);
       this.emit(snapshot);
     }
   }

@@ -4,8 +4,8 @@
 --   peek     answered as a consume of 1 would be answered now, and nothing is written (not even the
 --            removal of stale state, which no answer can observe); ARGV[3] is ignored
 --   refund   ARGV[3] units go back to the current window, bucket or period, within its bounds
--- and the operations of a capacity lease (src/lease), which answer with lease_reply (include "number").
--- Their own arguments come last, after the script's parameters:
+-- and the operations of a capacity lease (src/lease), which answer with lease_reply (include "lease",
+-- which also reads their own arguments: they come last, after the script's parameters):
 --   take     partial take: min(ARGV[3], what the counter admits now) units, possibly 0; its retry_after
 --            is that of a consume of the rest when it took less, and of one more unit when it took
 --            them all (0 while the counter admits one more): how long the counter admits no more
@@ -15,6 +15,7 @@
 --            tag is the instant it ran (this clock), a give's tag the instant the units had to be back
 --            by (the taker adds its max_hold): a refund made only before then, since units back later
 --            would join the tokens the bucket refilled meanwhile (src/lease)
+--   reclaim  gives back what a named take took (include "lease"); ARGV[3] is ignored
 -- Port of `mode` in src/counters/memory-store.ts: change both together.
 local operation = ARGV[2]
 local units = tonumber(ARGV[3])
@@ -22,8 +23,8 @@ local peeking = operation == 'peek'
 local taking = operation == 'take'
 local giving = operation == 'give'
 local refunding = giving or operation == 'refund'
-if not units or not (operation == 'consume' or peeking or refunding or taking) then
-  return redis.error_reply('ERR rl: ARGV[2..3] must be an operation (consume, peek, refund, take, give) and its units, got ' .. tostring(operation) .. ' ' .. tostring(ARGV[3]))
+if not units or not (operation == 'consume' or peeking or refunding or taking or operation == 'reclaim') then
+  return redis.error_reply('ERR rl: ARGV[2..3] must be an operation (consume, peek, refund, take, give, reclaim) and its units, got ' .. tostring(operation) .. ' ' .. tostring(ARGV[3]))
 end
 local cost = units
 if peeking then

@@ -21,14 +21,3 @@ end
 local function reply(allowed, remaining, retry_after, reset_after)
   return { allowed and 1 or 0, reply_number(remaining), reply_number(retry_after), reply_number(reset_after) }
 end
-
--- A lease operation's reply (include "mode"): the reply above, then the units taken (or returned),
--- the tag of the window (quota period, sub-window) they belong to (0 for the buckets), and the ms
--- until that window ends (0 for the buckets).
-local function lease_reply(allowed, remaining, retry_after, reset_after, units, tag, window_left)
-  local r = reply(allowed, remaining, retry_after, reset_after)
-  r[5] = reply_number(units)
-  r[6] = reply_number(tag)
-  r[7] = reply_number(window_left)
-  return r
-end

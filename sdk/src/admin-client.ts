@@ -122,6 +122,8 @@ export interface PolicyAuditEntry {
   version: number;
   old_value: StoredPolicy | null;
   new_value: StoredPolicy | null;
+  /** A rollback only: the version whose content it restored. */
+  restored_version?: number;
 }
 
 export interface AnalyticsSummaryBody {

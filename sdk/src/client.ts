@@ -3,6 +3,7 @@ import { DenyCache, denyCacheKey, type DenyCacheOptions } from './deny-cache.js'
 import { RateLimitUnavailableError } from './errors.js';
 import { GrpcTransport } from './grpc-transport.js';
 import { HttpTransport } from './http-transport.js';
+import { IgnoredFieldWarnings, consoleLogger, type ClientLogger } from './ignored-fields.js';
 import { ServiceUnavailable, type Transport } from './transport.js';
 import type { Decision, Operation, RateLimitClient, RequestContext } from './types.js';
 
@@ -36,6 +37,11 @@ export interface ClientOptions {
   grpcTls?: boolean;
   /** HTTP sockets kept open to the service (default 64). */
   maxSockets?: number;
+  /**
+   * Where warnings go (default `console`; `false`: nowhere). Today one kind: a request field the service
+   * ignored (`metadata.ignored_fields`, usually a misspelt field), warned about once per name.
+   */
+  logger?: ClientLogger | false;
 }
 
 /** What every client of this package offers beyond the interface: its deny cache and breaker state. */
@@ -62,6 +68,7 @@ export function createClient(options: ClientOptions): Client {
     failMode,
     denyCache: options.denyCache === false ? undefined : new DenyCache(options.denyCache),
     breaker: new CircuitBreaker(options.breaker),
+    ignoredFields: new IgnoredFieldWarnings(options.logger === false ? undefined : (options.logger ?? consoleLogger)),
   });
 }
 
@@ -82,6 +89,7 @@ interface Policy {
   failMode: FailMode;
   denyCache?: DenyCache;
   breaker: CircuitBreaker;
+  ignoredFields: IgnoredFieldWarnings;
 }
 
 class ServiceClient implements Client {
@@ -145,7 +153,7 @@ class ServiceClient implements Client {
     try {
       const decision = await this.transport.call(operation, ctx, this.policy.timeoutMs);
       breaker.recordSuccess();
-      return decision;
+      return this.policy.ignoredFields.note(decision);
     } catch (error) {
       if (!(error instanceof ServiceUnavailable)) {
         breaker.recordSuccess(); // the service answered (with a complaint about the request)

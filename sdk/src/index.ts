@@ -1,4 +1,5 @@
 export { createClient, failModeDecision, type Client, type ClientOptions, type FailMode } from './client.js';
+export { IgnoredFieldWarnings, consoleLogger, type ClientLogger } from './ignored-fields.js';
 export { RateLimitAuthError, RateLimitError, RateLimitInputError, RateLimitUnavailableError } from './errors.js';
 export {
   AdminApiError,

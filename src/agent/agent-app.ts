@@ -6,7 +6,8 @@ import { CounterStoreUnavailableError } from '../errors.js';
 import { bodyOf, jsonBody } from '../http/body.js';
 import { errorHandler, sendError } from '../http/errors.js';
 import { responseHeaders } from '../http/headers.js';
-import { parseOperationContext, type RequestContext } from '../model/request-context.js';
+import { decisionContextOf } from '../http/decide-body.js';
+import { withIgnoredFields, type RequestContext } from '../model/request-context.js';
 import type { PolicyFamily } from '../matching/matcher.js';
 import { log } from '../util/log.js';
 import { matchesSecret, secretDigest } from '../util/secrets.js';
@@ -81,7 +82,8 @@ export function createAgentApp(deps: AgentAppDeps): AgentApp {
     }
     counters.forwarded++;
     const result = await deps.upstream.forward(operation, rc, requestId);
-    if (result.kind === 'decision') return result.decision;
+    // The server saw only the fields the agent forwards: the ones it ignored are the agent's to name.
+    if (result.kind === 'decision') return withIgnoredFields(result.decision, rc);
     if (result.kind === 'rejected') {
       if (!isErrorBody(result.body)) {
         sendError(koa, result.status, `the server refused the request (HTTP ${result.status})`);
@@ -93,7 +95,7 @@ export function createAgentApp(deps: AgentAppDeps): AgentApp {
     counters.failureMode++;
     log.debug('upstream gave no answer: failure_mode decides', { request_id: requestId, error: result.error });
     // No policy known yet and no server answer: allowed, as fail_open (the default failure_mode) would.
-    if (!synced) return unmatchedDecision('counter_store_unavailable');
+    if (!synced) return withIgnoredFields(unmatchedDecision('counter_store_unavailable'), rc);
     return fallback[operation](rc);
   };
 
@@ -104,7 +106,7 @@ export function createAgentApp(deps: AgentAppDeps): AgentApp {
   });
   for (const operation of ['check', 'acquire', 'release', 'refund'] as const) {
     router.post(`/rl/v1/${operation}`, async (ctx) => {
-      const rc = parseOperationContext(operation, bodyOf(ctx));
+      const rc = decisionContextOf(operation, bodyOf(ctx));
       const body = await decide(operation, rc, String(ctx.state.requestId ?? ''), ctx);
       ctx.body = body;
     });

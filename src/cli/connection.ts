@@ -4,7 +4,8 @@ import { CliError } from './exit-codes.js';
 /** The global options every command takes (flags win over the environment). */
 export interface GlobalOptions {
   url?: string;
-  apiKey?: string;
+  /** `--auth-key`: this service's API key (never the request field api_key). */
+  authKey?: string;
   token?: string;
   timeout?: string;
   json?: boolean;
@@ -20,7 +21,7 @@ export interface Connection {
 const DEFAULT_URL = 'http://127.0.0.1:8080';
 const DEFAULT_TIMEOUT_MS = 10_000;
 
-/** `--url` / RL_URL, `--api-key` / RL_API_KEY, `--token` / RL_TOKEN, `--timeout` (ms); flags win. */
+/** `--url` / RL_URL, `--auth-key` / RL_API_KEY, `--token` / RL_TOKEN, `--timeout` (ms); flags win. */
 export function resolveConnection(options: GlobalOptions, env: NodeJS.ProcessEnv = process.env): Connection {
   const url = (options.url ?? env.RL_URL ?? DEFAULT_URL).trim();
   let parsed: URL;
@@ -34,11 +35,11 @@ export function resolveConnection(options: GlobalOptions, env: NodeJS.ProcessEnv
   }
   const connection: Connection = { url, timeoutMs: parseTimeout(options.timeout) };
   // A credential flag replaces both variables: `--token T` with RL_API_KEY set means the token.
-  const byFlag = options.apiKey !== undefined || options.token !== undefined;
-  const apiKey = byFlag ? options.apiKey : nonEmpty(env.RL_API_KEY);
+  const byFlag = options.authKey !== undefined || options.token !== undefined;
+  const apiKey = byFlag ? options.authKey : nonEmpty(env.RL_API_KEY);
   const token = byFlag ? options.token : nonEmpty(env.RL_TOKEN);
   // The server reads X-Api-Key first in apikey mode and the bearer token in jwt mode: sending both hides mistakes.
-  if (apiKey && token) throw new CliError('give one credential: --api-key / RL_API_KEY or --token / RL_TOKEN, not both');
+  if (apiKey && token) throw new CliError('give one credential: --auth-key / RL_API_KEY or --token / RL_TOKEN, not both');
   if (apiKey) connection.apiKey = apiKey;
   if (token) connection.token = token;
   return connection;

@@ -22,8 +22,3 @@ function cell(value: unknown): string {
   if (typeof value === 'object') return JSON.stringify(value);
   return String(value);
 }
-
-/** A value for a diff line: strings quoted, absent as `(none)`. */
-export function showValue(value: unknown): string {
-  return value === undefined ? '(none)' : JSON.stringify(value);
-}

@@ -1,6 +1,6 @@
 import type { StoredPolicy } from '@rl/client';
 import type { PolicyInput } from '../policy/validate.js';
-import { isObject } from '../util/json-shape.js';
+import { diffFields, withoutServerFields, type FieldChange } from '../policy/policy-changes.js';
 import type { DesiredPolicy } from './policy-files.js';
 
 /**
@@ -12,13 +12,6 @@ import type { DesiredPolicy } from './policy-files.js';
  * Each update and delete remembers the `version` it was planned against: applying sends it as
  * If-Match, so a change someone made after the plan was read is a 409, never silently overwritten.
  */
-
-export interface FieldChange {
-  /** Dotted path: `algorithm.limit`, `scope.tags.env`. */
-  field: string;
-  from?: unknown;
-  to?: unknown;
-}
 
 export type PlannedAction =
   | { action: 'create'; policy_id: string; source: string; policy: PolicyInput }
@@ -38,9 +31,6 @@ export interface Plan {
 }
 
 export const PLAN_KIND = 'rl-plan/v1';
-
-/** Fields the server sets; never part of the desired state. */
-const SERVER_FIELDS = new Set(['version', 'created_at', 'updated_at']);
 
 export function buildPlan(url: string, desired: DesiredPolicy[], current: StoredPolicy[], prune: boolean): Plan {
   const byId = new Map(current.map((p) => [p.policy_id, p]));
@@ -78,48 +68,6 @@ export function buildPlan(url: string, desired: DesiredPolicy[], current: Stored
 /** Changes the plan would make (creates, updates, deletes). */
 export function pendingChanges(plan: Plan): number {
   return plan.summary.create + plan.summary.update + plan.summary.delete;
-}
-
-/** Every leaf that differs between two JSON values, as dotted paths (objects recursed, the rest compared whole). */
-export function diffFields(from: Record<string, unknown>, to: Record<string, unknown>, prefix = ''): FieldChange[] {
-  const changes: FieldChange[] = [];
-  const keys = [...new Set([...Object.keys(from), ...Object.keys(to)])].sort();
-  for (const key of keys) {
-    const a = from[key];
-    const b = to[key];
-    const field = prefix + key;
-    if (isObject(a) && isObject(b)) {
-      changes.push(...diffFields(a, b, `${field}.`));
-      continue;
-    }
-    if (sameJson(a, b)) continue;
-    const change: FieldChange = { field };
-    if (a !== undefined) change.from = a;
-    if (b !== undefined) change.to = b;
-    changes.push(change);
-  }
-  return changes;
-}
-
-function withoutServerFields(p: StoredPolicy): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(p)) if (!SERVER_FIELDS.has(k)) out[k] = v;
-  return out;
-}
-
-function sameJson(a: unknown, b: unknown): boolean {
-  return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
-}
-
-/** Key order does not matter in a comparison. */
-function canonical(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(canonical);
-  if (isObject(v)) {
-    const out: Record<string, unknown> = {};
-    for (const k of Object.keys(v).sort()) out[k] = canonical(v[k]);
-    return out;
-  }
-  return v;
 }
 
 /** The server's order (GET /policies sorts by policy_id with plain string comparison). */

@@ -7,18 +7,30 @@ import { registerStatusCommand } from './commands/status.js';
 import { registerTopCommand } from './commands/top.js';
 import { reportError } from './report-error.js';
 
+/**
+ * `--api-key` was the credential until it proved one character away from the request field `--api_key`
+ * (`rl check --api-key K` counted nothing under api_key K). It is now the request field itself, on the
+ * decision commands; anywhere else it is an unknown option, explained by this note.
+ */
+const OLD_CREDENTIAL_FLAG_NOTE =
+  '--api-key is no longer the credential: use --auth-key <key> (or RL_API_KEY). On check, acquire, release and refund, --api-key and --api_key are the request field api_key.';
+
 /** The `rl` program: global connection options, every command, and one place that turns failures into exit statuses. */
-function buildProgram(): Command {
+export function buildProgram(): Command {
   const program = new Command('rl')
     .description('command line of the rate-limit decision service')
     .version(packageVersion(), '-V, --version')
     // The environment is read in connection.ts, where a credential flag can override both variables.
     .option('--url <url>', 'service base URL (env RL_URL; default http://127.0.0.1:8080)')
-    .option('--api-key <key>', 'API key, sent as X-Api-Key (env RL_API_KEY)')
+    .option('--auth-key <key>', "this service's API key, sent as X-Api-Key (env RL_API_KEY); not the request field api_key")
     .option('--token <token>', 'bearer token (JWT), sent as Authorization: Bearer (env RL_TOKEN)')
     .option('--timeout <ms>', 'per-request timeout in milliseconds (default 10000)')
     .option('--json', 'machine-readable JSON output (errors as JSON on stderr)')
     .showHelpAfterError()
+    // Before the commands are added: subcommands inherit the output settings.
+    .configureOutput({
+      outputError: (message, write) => write(/'--api-key(=[^']*)?'/.test(message) ? `${message}(${OLD_CREDENTIAL_FLAG_NOTE})\n` : message),
+    })
     .exitOverride();
   registerPolicyCommands(program);
   registerApplyCommands(program);

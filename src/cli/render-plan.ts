@@ -1,4 +1,4 @@
-import { showValue } from './output.js';
+import { changeLine } from '../policy/policy-changes.js';
 import type { Plan } from './plan.js';
 
 /** The plan as people read it: one line per policy, the changed fields of each update below it. */
@@ -11,7 +11,7 @@ export function renderPlan(plan: Plan): string[] {
         break;
       case 'update':
         lines.push(`~ update     ${a.policy_id}  (version ${a.version}, ${a.source})`);
-        for (const c of a.changes) lines.push(`      ${c.field}: ${showValue(c.from)} -> ${showValue(c.to)}`);
+        for (const c of a.changes) lines.push(`      ${changeLine(c)}`);
         break;
       case 'unchanged':
         lines.push(`= unchanged  ${a.policy_id}  (version ${a.version})`);

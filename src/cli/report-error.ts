@@ -46,7 +46,7 @@ export function statusHeadline(status: number): string {
     case 400:
       return 'bad request (400)';
     case 401:
-      return 'not authenticated (401; set RL_API_KEY or RL_TOKEN, or pass --api-key/--token)';
+      return 'not authenticated (401; set RL_API_KEY or RL_TOKEN, or pass --auth-key/--token)';
     case 403:
       return 'permission denied (403; this needs a credential with the admin role)';
     case 404:

@@ -16,7 +16,31 @@ export interface CounterResult {
  * What a rate script is asked to do (lua/includes/mode.lua, its ARGV[2]), beside a cost that stays a
  * number: consume, peek and refund, and a capacity lease's partial take and window-checked return.
  */
-export type RateOperation = 'consume' | 'peek' | 'refund' | 'take' | 'give';
+export type RateOperation = 'consume' | 'peek' | 'refund' | 'take' | 'give' | 'reclaim';
+
+/**
+ * What a lease operation did (lua/includes/lease.lua): `done` it ran; a take `late` (past its deadline),
+ * `repeat` (its id was seen: the recorded grant, nothing more taken) or `reclaimed` (its id was
+ * reclaimed first: nothing taken); a reclaim `repeat` (the recorded answer, nothing more given back) or
+ * `ahead` (before its take: nothing given back, and the take will take nothing).
+ */
+export type LeaseOutcome = 'done' | 'late' | 'repeat' | 'reclaimed' | 'ahead';
+
+/** A take's optional name and limits (lua/includes/lease.lua). */
+export interface NamedTake {
+  /** Recorded with what the take took, in the counter's take ledger (keys.ts takesKey): asked again, the take answers the same and takes nothing more; `reclaim` gives it back. 1 to 128 characters. */
+  takeId?: string;
+  /** The last instant, by the store's clock (epoch ms), the take may run; later it takes nothing (`late`). */
+  deadline?: number;
+  /** Buckets: how long the taker may hold the units (its max_hold), after which a reclaim finds them lapsed. */
+  holdMs?: number;
+}
+
+/** A reclaim names a take, and that take's deadline, until which its tombstone refuses the take if the reclaim came first. */
+export interface TakeReclaim {
+  takeId: string;
+  deadline?: number;
+}
 
 /** The answer to a lease operation: a CounterResult and what a holder needs (src/lease). */
 export interface LeaseCounterResult extends CounterResult {
@@ -24,8 +48,13 @@ export interface LeaseCounterResult extends CounterResult {
   units: number;
   /** The window start, quota period start or sub-window index the units belong to; 0 for the buckets. */
   windowTag: number;
-  /** ms until that window (period, sub-window) ends, by the store's clock; 0 for the buckets. */
+  /** ms until that window (period, sub-window) ends, by the store's clock; 0 for the buckets (and for a repeated take whose window has ended). */
   windowLeftMs: number;
+  /** The store's clock when the operation ran (epoch ms): what a holder samples to set its takes' deadlines. */
+  storeNow: number;
+  outcome: LeaseOutcome;
+  /** give, reclaim: units that did not go back (their window ended, a bucket's hold passed, or the bucket was full). */
+  lapsed: number;
 }
 
 /**
@@ -34,8 +63,9 @@ export interface LeaseCounterResult extends CounterResult {
  * event-loop turn). `keys` come from keys.ts; callers hand the
  * same array to many operations (DecisionService caches them), so a store never modifies it.
  *
- * `nowMs` exists for tests only: the Redis store otherwise reads Redis `TIME`, the memory store its
- * injected clock. Every operation either completes atomically or throws CounterStoreUnavailableError.
+ * `nowMs` is an explicit time: tests drive both stores with it, and DecisionService hands the
+ * synchronous store the clock reading it has just made (`sync.clock`) instead of a second read. Without
+ * it the Redis store reads Redis `TIME`, the memory store its injected clock. Every operation either completes atomically or throws CounterStoreUnavailableError.
  */
 export interface CounterStore {
   /**
@@ -61,9 +91,10 @@ export interface CounterStore {
    * now) units, possibly none; `retryAfterMs` is that of a refused consume of `n` when less was granted,
    * and when all `n` were, that of a consume of one more unit (0 while the counter admits one more).
    * `windowTag`: the window (period, sub-window) the units belong to; buckets: when the take ran (this
-   * store's clock).
+   * store's clock). `named`: a deadline, and an id that makes the take answerable again and reclaimable
+   * (NamedTake); `storeNow` answers this store's clock, from which a taker sets its deadlines.
    */
-  take?(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult>;
+  take?(keys: string[], spec: RateSpec, n: number, nowMs?: number, named?: NamedTake): Promise<LeaseCounterResult>;
   /**
    * Gives back `units` a take answered with `windowTag`, only while that window (period, sub-window)
    * is the current one; otherwise they lapsed (`units` of the answer: how many went back).
@@ -71,6 +102,13 @@ export interface CounterStore {
    * the taker's max_hold; an ordinary refund before it, nothing from then on (null: nothing).
    */
   giveBack?(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult>;
+  /**
+   * Gives back what the take named `take.takeId` took, under the rules of `giveBack` (what does not go
+   * back is `lapsed`), exactly once. `units`: how many went back; `outcome` `repeat` when it was
+   * reclaimed before (the same answer again), `ahead` when that take has not come (yet): it will take
+   * nothing.
+   */
+  reclaim?(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): Promise<LeaseCounterResult>;
   /** Takes a lease slot for `leaseId`, or refreshes the lease if it is already held. */
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult>;
   /** Returns the lease; `allowed` false when no such lease was held. */
@@ -90,8 +128,9 @@ export interface SyncCounterOperations {
   consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): CounterResult;
   peek(keys: string[], spec: RateSpec, nowMs?: number): CounterResult;
   refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): CounterResult;
-  take?(keys: string[], spec: RateSpec, n: number, nowMs?: number): LeaseCounterResult;
+  take?(keys: string[], spec: RateSpec, n: number, nowMs?: number, named?: NamedTake): LeaseCounterResult;
   giveBack?(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): LeaseCounterResult;
+  reclaim?(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): LeaseCounterResult;
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): CounterResult;
   release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): CounterResult;
 }

@@ -30,6 +30,14 @@ export function counterKeys(
   return spec.type === 'sliding_window_log' ? [base, `${base}:sum`] : [base];
 }
 
+/**
+ * A counter's take ledger (named takes, lua/includes/lease.lua): beside its counter key, with the same
+ * `{tag}`, so in the same Redis Cluster slot.
+ */
+export function takesKey(counterKey: string): string {
+  return `${counterKey}:takes`;
+}
+
 /** Longest tag kept readable; longer ones become a 128-bit digest (marked `#`, which encoding never yields first). */
 const MAX_READABLE_TAG = 160;
 

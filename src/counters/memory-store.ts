@@ -1,4 +1,6 @@
-import type { CounterResult, CounterStore, LeaseCounterResult, RateOperation, SyncCounterOperations } from './counter-store.js';
+import type { CounterResult, CounterStore, LeaseCounterResult, NamedTake, RateOperation, SyncCounterOperations, TakeReclaim } from './counter-store.js';
+import { takesKey } from './keys.js';
+import { finishLeaseOp, prepareLeaseOp, type LedgerSlot, type TakeLedger } from './named-takes.js';
 import type { LeaseSpec, RateSpec } from './counter-spec.js';
 
 /**
@@ -61,6 +63,9 @@ function markDropped(slot: Slot): void {
   if (slot instanceof FixedWindowSlot) slot.windowNumber = -1;
 }
 
+/** What an algorithm runs: a reclaim reaches it as a give (named-takes.ts). */
+type AlgorithmOperation = Exclude<RateOperation, 'reclaim'>;
+
 interface QuotaState { periodStart: number; used: number }
 interface SlidingCounterState { buckets: Map<number, number> }
 interface SlidingLogState { entries: { ts: number; cost: number }[]; sum: number }
@@ -86,7 +91,7 @@ export class MemoryCounterStore implements CounterStore {
   private sweepCursor: Iterator<[string, Slot]> | undefined;
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   /** The emulator never waits: DecisionService uses these directly; the async methods wrap them. */
-  readonly sync: SyncCounterOperations & Required<Pick<SyncCounterOperations, 'take' | 'giveBack'>>;
+  readonly sync: SyncCounterOperations & Required<Pick<SyncCounterOperations, 'take' | 'giveBack' | 'reclaim'>>;
   /** This store's property on the key arrays it is handed (SlotCarrier): two stores never read each other's. */
   private readonly slotTag: typeof SLOT_TAG_TYPE = Symbol('fixedWindowSlot') as typeof SLOT_TAG_TYPE;
 
@@ -99,8 +104,9 @@ export class MemoryCounterStore implements CounterStore {
       refund: (keys, spec, amount, nowMs) => this.consumeNow(keys, spec, 'refund', amount, nowMs ?? this.now()),
       acquire: (keys, spec, leaseId, nowMs) => this.acquireNow(keys[0], spec, leaseId, nowMs ?? this.now()),
       release: (keys, spec, leaseId, nowMs) => this.releaseNow(keys[0], spec, leaseId, nowMs ?? this.now()),
-      take: (keys, spec, n, nowMs) => this.consumeNow(keys, spec, 'take', n, nowMs ?? this.now()) as LeaseCounterResult,
-      giveBack: (keys, spec, units, windowTag, nowMs) => this.consumeNow(keys, spec, 'give', units, nowMs ?? this.now(), windowTag ?? 0) as LeaseCounterResult,
+      take: (keys, spec, n, nowMs, named) => this.leaseNow(keys, spec, 'take', n, nowMs ?? this.now(), named ?? {}),
+      giveBack: (keys, spec, units, windowTag, nowMs) => this.leaseNow(keys, spec, 'give', units, nowMs ?? this.now(), { tag: windowTag ?? 0 }),
+      reclaim: (keys, spec, take, nowMs) => this.leaseNow(keys, spec, 'reclaim', 0, nowMs ?? this.now(), take),
     };
     this.sweepBatch = options.sweepBatch ?? 20_000;
     this.sweepBudgetMs = options.sweepBudgetMs ?? 4;
@@ -154,12 +160,16 @@ export class MemoryCounterStore implements CounterStore {
     return this.sync.refund(keys, spec, amount, nowMs);
   }
 
-  async take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
-    return this.sync.take(keys, spec, n, nowMs);
+  async take(keys: string[], spec: RateSpec, n: number, nowMs?: number, named?: NamedTake): Promise<LeaseCounterResult> {
+    return this.sync.take(keys, spec, n, nowMs, named);
   }
 
   async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
     return this.sync.giveBack(keys, spec, units, windowTag, nowMs);
+  }
+
+  async reclaim(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): Promise<LeaseCounterResult> {
+    return this.sync.reclaim(keys, spec, take, nowMs);
   }
 
   async acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
@@ -184,7 +194,7 @@ export class MemoryCounterStore implements CounterStore {
    * One operation of a rate script (lua/includes/mode.lua) on `units`; a take or a give is answered as a
    * LeaseCounterResult, and a give names the window of its units (`tag`).
    */
-  private consumeNow(keys: string[], spec: RateSpec, op: RateOperation, units: number, now: number, tag = 0): CounterResult {
+  private consumeNow(keys: string[], spec: RateSpec, op: AlgorithmOperation, units: number, now: number, tag = 0): CounterResult {
     const key = keys[0];
     switch (spec.type) {
       case 'fixed_window':
@@ -201,6 +211,25 @@ export class MemoryCounterStore implements CounterStore {
       case 'leaky_bucket':
         return this.leakyBucket(key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, op, units, now, tag);
     }
+  }
+
+  /**
+   * A lease operation: the take ledger read first, the algorithm's take or give, then the ledger
+   * written and the answer completed (named-takes.ts, the port of lua/includes/lease.lua).
+   */
+  private leaseNow(
+    keys: string[], spec: RateSpec, op: 'take' | 'give' | 'reclaim', units: number, now: number, args: NamedTake & Partial<TakeReclaim> & { tag?: number },
+  ): LeaseCounterResult {
+    if (spec.type === 'sliding_window_log') throw new Error('sliding_window_log takes no capacity lease');
+    const ledgerKey = takesKey(keys[0]);
+    const slot: LedgerSlot = {
+      read: () => this.get<TakeLedger>(ledgerKey, now),
+      expireAt: () => this.slots.get(ledgerKey)?.expireAt,
+      write: (ledger, expireAt) => this.put<TakeLedger>(ledgerKey, ledger, expireAt),
+    };
+    const prepared = prepareLeaseOp(op, units, args, now, slot);
+    const answer = this.consumeNow(keys, spec, prepared.op, prepared.units, now, prepared.tag) as LeaseCounterResult;
+    return finishLeaseOp(prepared, answer, now, spec.type === 'token_bucket' || spec.type === 'leaky_bucket' ? 'bucket' : 'window', slot);
   }
 
   private acquireNow(key: string, spec: LeaseSpec, leaseId: string, now: number): CounterResult {
@@ -232,7 +261,7 @@ export class MemoryCounterStore implements CounterStore {
 
   // --- algorithms: each mirrors lua/<name>.lua ---
 
-  private fixedWindow(keys: SlotCarrier, limit: number, windowMs: number, op: RateOperation, units: number, now: number, tag: number): CounterResult {
+  private fixedWindow(keys: SlotCarrier, limit: number, windowMs: number, op: AlgorithmOperation, units: number, now: number, tag: number): CounterResult {
     const key = keys[0];
     const windowStart = now - (now % windowMs);
     const windowEnd = windowStart + windowMs;
@@ -307,7 +336,7 @@ export class MemoryCounterStore implements CounterStore {
     });
   }
 
-  private quota(key: string, limit: number, periodMs: number, op: RateOperation, units: number, now: number, giveTag: number): CounterResult {
+  private quota(key: string, limit: number, periodMs: number, op: AlgorithmOperation, units: number, now: number, giveTag: number): CounterResult {
     const { peeking, refunding, cost, refund, taking, giving } = mode(op, units);
     // The period starts with the first consumption and lasts periodMs.
     const stored = this.get<QuotaState>(key, now);
@@ -319,7 +348,7 @@ export class MemoryCounterStore implements CounterStore {
     }
     const periodEnd = periodStart + periodMs;
     const reset = used > 0 ? periodEnd - now : 0;
-    if (giving && !(used > 0 && giveTag === periodStart)) {
+    if (giving && giveTag !== periodStart) {
       // The units' period has ended: they lapsed, and nothing goes back.
       return leaseResult(true, Math.max(0, limit - used), 0, reset, 0, periodStart, periodEnd - now);
     }
@@ -343,7 +372,7 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private slidingCounter(
-    key: string, limit: number, windowMs: number, subWindows: number, op: RateOperation, units: number, now: number, giveTag: number,
+    key: string, limit: number, windowMs: number, subWindows: number, op: AlgorithmOperation, units: number, now: number, giveTag: number,
   ): CounterResult {
     const { peeking, refunding, cost, taking, giving } = mode(op, units);
     let { refund } = mode(op, units);
@@ -429,7 +458,7 @@ export class MemoryCounterStore implements CounterStore {
     return result(true, Math.max(0, Math.floor(limit - (estimate + cost))), 0, resetAt - now);
   }
 
-  private slidingLog(key: string, limit: number, windowMs: number, op: RateOperation, units: number, now: number): CounterResult {
+  private slidingLog(key: string, limit: number, windowMs: number, op: AlgorithmOperation, units: number, now: number): CounterResult {
     const { peeking, refunding, cost, refund } = mode(op, units);
     const stored = this.get<SlidingLogState>(key, now);
     if (stored === undefined && peeking) return result(true, Math.max(0, limit), 0, 0);
@@ -481,7 +510,7 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private tokenBucket(
-    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, op: RateOperation, units: number, now: number, giveTag: number,
+    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, op: AlgorithmOperation, units: number, now: number, giveTag: number,
   ): CounterResult {
     const { peeking, refunding, cost, refund, taking, giving } = mode(op, units);
     // amount = tokens in the bucket; settledAt = when it is full again.
@@ -527,7 +556,7 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private leakyBucket(
-    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, op: RateOperation, units: number, now: number, giveTag: number,
+    key: string, capacity: number, rateUnits: number, ratePeriodMs: number, op: AlgorithmOperation, units: number, now: number, giveTag: number,
   ): CounterResult {
     const { peeking, refunding, cost, refund, taking, giving } = mode(op, units);
     // amount = level of the bucket; settledAt = when it has drained empty.
@@ -636,7 +665,7 @@ function slidingLogRefusal(
 }
 
 /** What the operation asks of how many units, as lua/includes/mode.lua reads it (a peek: a consume of 1, writing nothing). */
-function mode(op: RateOperation, units: number): { peeking: boolean; refunding: boolean; cost: number; refund: number; taking: boolean; giving: boolean } {
+function mode(op: AlgorithmOperation, units: number): { peeking: boolean; refunding: boolean; cost: number; refund: number; taking: boolean; giving: boolean } {
   const giving = op === 'give';
   const refunding = giving || op === 'refund';
   return { peeking: op === 'peek', refunding, cost: op === 'peek' ? 1 : units, refund: refunding ? units : 0, taking: op === 'take', giving };
@@ -646,14 +675,15 @@ function result(allowed: boolean, remaining: number, retryAfterMs: number, reset
   return { allowed, remaining, retryAfterMs, resetAfterMs };
 }
 
+/** A lease operation's answer as the algorithm gives it; finishLeaseOp (named-takes.ts) completes the rest. */
 function leaseResult(
   allowed: boolean, remaining: number, retryAfterMs: number, resetAfterMs: number, units: number, windowTag: number, windowLeftMs: number,
 ): LeaseCounterResult {
-  return { allowed, remaining, retryAfterMs, resetAfterMs, units, windowTag, windowLeftMs };
+  return { allowed, remaining, retryAfterMs, resetAfterMs, units, windowTag, windowLeftMs, storeNow: 0, outcome: 'done', lapsed: 0 };
 }
 
 /**
- * The partial take of fixed_window and quota (lua/includes/window_take.lua): min(cost, what is left),
+ * The partial take of fixed_window and quota (lua/includes/window_count.lua): min(cost, what is left),
  * possibly nothing, refused (or, all taken, the next unit) until the window ends; `write(used)` stores
  * the new count when something was taken.
  */

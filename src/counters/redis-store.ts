@@ -4,9 +4,11 @@ import { CounterStoreUnavailableError } from '../errors.js';
 import { log } from '../util/log.js';
 import type { CircuitBreaker, CircuitBreakerOptions } from '../redis/circuit-breaker.js';
 import { ANY_SLOT, MasterHealth, type MasterGuard } from '../redis/master-health.js';
-import type { CounterResult, CounterStore, LeaseCounterResult } from './counter-store.js';
+import type { CounterResult, CounterStore, LeaseCounterResult, NamedTake, TakeReclaim } from './counter-store.js';
+import { takesKey } from './keys.js';
+import { checkTakeId, LEASE_OUTCOMES } from './named-takes.js';
 import { scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
-import { loadBatchScript, SCRIPT_KEY_COUNTS, type BatchScript, type ScriptName } from '../redis/lua-scripts.js';
+import { loadBatchScript, SCRIPT_KEY_COUNTS, withTakeLedger, type BatchScript, type ScriptName } from '../redis/lua-scripts.js';
 import {
   createRedisClient,
   DEFAULT_COMMAND_TIMEOUT_MS,
@@ -196,9 +198,18 @@ export class RedisCounterStore implements CounterStore {
     return this.run(spec.type, keys, nowMs, 'refund', String(amount), spec);
   }
 
-  /** The algorithm's own script, its partial take (lua/includes/mode.lua). */
-  take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
-    return this.run(spec.type, keys, nowMs, 'take', String(n), spec) as Promise<LeaseCounterResult>;
+  /** The algorithm's own script, its partial take (lua/includes/mode.lua), named or not (lua/includes/lease.lua). */
+  async take(keys: string[], spec: RateSpec, n: number, nowMs?: number, named: NamedTake = {}): Promise<LeaseCounterResult> {
+    const { takeId, deadline, holdMs } = named;
+    if (takeId !== undefined) checkTakeId(takeId);
+    const extra = [takeId ?? '', optionalNumber(deadline), String(holdMs ?? 0)];
+    return this.run(spec.type, keys, nowMs, 'take', String(n), spec, extra, takeId !== undefined) as Promise<LeaseCounterResult>;
+  }
+
+  /** The algorithm's own script: gives back what a named take took (lua/includes/lease.lua). */
+  async reclaim(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): Promise<LeaseCounterResult> {
+    checkTakeId(take.takeId);
+    return this.run(spec.type, keys, nowMs, 'reclaim', '0', spec, [take.takeId, optionalNumber(take.deadline)], true) as Promise<LeaseCounterResult>;
   }
 
   /** The algorithm's own script, its window-checked return (lua/includes/mode.lua). */
@@ -284,10 +295,12 @@ export class RedisCounterStore implements CounterStore {
    * Queues one operation into the batch of its slot; the returned promise settles when that batch
    * has answered (or failed, or timed out). ARGV: `now`, `operation` (a rate script's operation, or a
    * lease id), its `units` (rate scripts only), the spec's parameters, then `extra` (a lease
-   * operation's own arguments, lua/includes/mode.lua).
+   * operation's own arguments, lua/includes/lease.lua). `ledger`: the counter's take ledger goes along
+   * as one key more (a named take, a reclaim).
    */
   private run(
-    name: ScriptName, keys: string[], nowMs: number | undefined, operation: string, units: string | undefined, spec: CounterSpec, extra?: string[],
+    name: ScriptName, keys: string[], nowMs: number | undefined, operation: string, units: string | undefined, spec: CounterSpec,
+    extra?: string[], ledger = false,
   ): Promise<CounterResult> {
     if (keys.length !== SCRIPT_KEY_COUNTS[name]) {
       // A caller bug, not an outage: keys come from counterKeys().
@@ -301,7 +314,9 @@ export class RedisCounterStore implements CounterStore {
     }
     const args = this.argsOf(spec);
     if (extra === undefined) return this.enqueue(name, keys, args.argc, now, operation, units, args.params);
-    return this.enqueue(name, keys, String(Number(args.argc) + extra.length), now, operation, units, [...args.params, ...extra]);
+    const argc = String(Number(args.argc) + extra.length);
+    if (!ledger) return this.enqueue(name, keys, argc, now, operation, units, [...args.params, ...extra]);
+    return this.enqueue(name, [...keys, takesKey(keys[0])], argc, now, operation, units, [...args.params, ...extra], undefined, withTakeLedger(name));
   }
 
   /**
@@ -331,6 +346,7 @@ export class RedisCounterStore implements CounterStore {
     units: string | undefined,
     rest: string[],
     parse?: (reply: unknown) => T,
+    batchName: string = name,
   ): Promise<T> {
     if (this.closed) {
       return Promise.reject(this.failed('not_connected', name, new CounterStoreUnavailableError('counter store is closed')));
@@ -363,7 +379,7 @@ export class RedisCounterStore implements CounterStore {
       this.scheduleFlush();
     }
     for (const key of keys) batch.keys.push(key);
-    batch.argv.push(name, argc, now, operation);
+    batch.argv.push(batchName, argc, now, operation);
     if (units !== undefined) batch.argv.push(units);
     for (const arg of rest) batch.argv.push(arg);
     const queued = batch;
@@ -612,6 +628,13 @@ function scriptCommand(name: 'eval' | 'evalsha', args: string[]): Command {
   return command;
 }
 
+/** An optional number as a script reads it: '' when absent. */
+function optionalNumber(value: number | undefined): string {
+  if (value === undefined) return '';
+  if (!Number.isFinite(value)) throw new Error(`expected a finite number, got ${value}`);
+  return String(value);
+}
+
 function nowArg(nowMs: number | undefined): string {
   if (nowMs === undefined) return '';
   if (!Number.isFinite(nowMs)) throw new Error(`nowMs must be a finite number, got ${nowMs}`);
@@ -658,13 +681,15 @@ function classify(err: unknown): CounterStoreErrorKind {
 
 /**
  * The script reply: {allowed 1/0, remaining, retry_after_ms, reset_after_ms}, and for a lease operation
- * {units, window tag, window left ms} after it; see lua/includes/number.lua.
+ * {units, window tag, window left ms, store now, outcome, lapsed} after it; see lua/includes/lease.lua.
  */
 function parseReply(reply: unknown): CounterResult {
-  if (!Array.isArray(reply) || (reply.length !== 4 && reply.length !== 7)) {
+  if (!Array.isArray(reply) || (reply.length !== 4 && reply.length !== 10)) {
     throw new Error(`unexpected script reply ${JSON.stringify(reply)}`);
   }
-  if (reply.length === 7) {
+  if (reply.length === 10) {
+    const outcome = LEASE_OUTCOMES[toNumber(reply[8])];
+    if (outcome === undefined) throw new Error(`unexpected lease outcome in script reply ${JSON.stringify(reply)}`);
     const lease: LeaseCounterResult = {
       allowed: toNumber(reply[0]) === 1,
       remaining: toNumber(reply[1]),
@@ -673,6 +698,9 @@ function parseReply(reply: unknown): CounterResult {
       units: toNumber(reply[4]),
       windowTag: toNumber(reply[5]),
       windowLeftMs: toNumber(reply[6]),
+      storeNow: toNumber(reply[7]),
+      outcome,
+      lapsed: toNumber(reply[9]),
     };
     return lease;
   }

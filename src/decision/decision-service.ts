@@ -4,7 +4,7 @@ import type { CounterResult, CounterStore, SyncCounterOperations } from '../coun
 import { capacityOf, windowMsOf, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
 import { CounterKeyCache } from '../counters/keys.js';
 import type { Decision, DecisionReason } from '../model/decision.js';
-import type { RequestContext } from '../model/request-context.js';
+import { IGNORED_FIELDS, withIgnoredFields, type RequestContext } from '../model/request-context.js';
 import type { Matcher, MatchResult, PolicyFamily, PolicyMatch } from '../matching/matcher.js';
 import type { MatcherSource } from '../matching/live-matcher.js';
 import type { FailureMode, LimitAction } from '../policy/types.js';
@@ -54,6 +54,8 @@ export interface DecisionServiceDeps {
   denyCache?: DenyCacheOptions | false;
   /** Called once per decision (or peek) answered from the deny cache instead of the counter store. */
   onDenyCacheHit?: () => void;
+  /** Called once per decision (or peek) whose request had fields the parse ignored, with their number. */
+  onIgnoredFields?: (count: number) => void;
   /**
    * Tests only: hand this service's clock reading to an asynchronous store as the operation's time
    * (the Redis scripts then count at that instant instead of Redis TIME), so a test with an injected
@@ -335,6 +337,11 @@ export class DecisionService {
     if ((enforced ?? shadowed)?.match.compiled.spec.global) {
       decision.metadata.budget = 'global';
       if (this.deps.region !== undefined) decision.metadata.region = this.deps.region;
+    }
+    const ignored = ctx[IGNORED_FIELDS];
+    if (ignored !== undefined) {
+      withIgnoredFields(decision, ctx);
+      this.deps.onIgnoredFields?.(ignored.count);
     }
 
     if (operation === 'check' && ctx.quantity === 0) {

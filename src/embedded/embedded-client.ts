@@ -10,7 +10,7 @@
  * The dependency points one way (the SDK must stay free of the server's code): this module
  * implements the SDK's RateLimitClient; the SDK knows nothing of it.
  */
-import { RateLimitInputError, type Decision as ClientDecision, type RateLimitClient, type RequestContext as ClientContext } from '@rl/client';
+import { IgnoredFieldWarnings, RateLimitInputError, consoleLogger, type ClientLogger, type Decision as ClientDecision, type RateLimitClient, type RequestContext as ClientContext } from '@rl/client';
 import type { CounterStore } from '../counters/counter-store.js';
 import { MemoryCounterStore } from '../counters/memory-store.js';
 import { connectRedisCounterStore } from '../counters/redis-store.js';
@@ -35,6 +35,8 @@ export interface EmbeddedClientOptions {
   keyPrefix?: string;
   /** Redis command timeout, ms (the service's RL_COUNTERSTORE_TIMEOUT_MS; default 100). */
   commandTimeoutMs?: number;
+  /** Where warnings go, as the SDK client's `logger` (default `console`; `false`: nowhere). */
+  logger?: ClientLogger | false;
 }
 
 /** An embedded client; `close()` releases its Redis connections and timers. */
@@ -63,7 +65,8 @@ export async function createEmbeddedClient(options: EmbeddedClientOptions): Prom
     closePolicies = async () => undefined;
   }
   const decisions = new DecisionService({ policies: matcher, counters, keyPrefix });
-  return new InProcessClient(decisions, async () => {
+  const warnings = new IgnoredFieldWarnings(options.logger === false ? undefined : (options.logger ?? consoleLogger));
+  return new InProcessClient(decisions, warnings, async () => {
     await closePolicies();
     await decisions.letGoLeases();
     await counters.close();
@@ -79,6 +82,7 @@ class InProcessClient implements EmbeddedClient {
 
   constructor(
     private readonly decisions: DecisionService,
+    private readonly ignoredFields: IgnoredFieldWarnings,
     private readonly shutdown: () => Promise<void>,
   ) {}
 
@@ -111,7 +115,7 @@ class InProcessClient implements EmbeddedClient {
   private async decide(operation: Operation, ctx: ClientContext): Promise<ClientDecision> {
     try {
       const request = parseOperationContext(operation, ctx);
-      return await this.decisions.decideNow(operation, request);
+      return this.ignoredFields.note(await this.decisions.decideNow(operation, request));
     } catch (error) {
       if (error instanceof RlError && error.kind === 'invalid_argument') throw new RateLimitInputError(error.message, 400, error.field);
       throw error;

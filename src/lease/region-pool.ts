@@ -75,7 +75,7 @@ export interface PoolGrant {
 
 /**
  * Where the pool script runs: the region's Redis (RedisCounterStore, lua/lease_pool.lua) or its
- * in-memory port (MemoryLeasePool). `args` are the script's ARGV after `now` (absent: the store's clock).
+ * in-memory port (MemoryLeasePool, test/lease/support: tests only). `args` are the script's ARGV after `now` (absent: the store's clock).
  */
 export interface LeasePoolScript {
   leasePool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T>;

@@ -4,6 +4,7 @@ import type { CounterResult, CounterStore, LeaseCounterResult } from '../counter
 import type { CompiledLease, GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec.js';
 import { connectRedisCounterStore, type CounterStoreErrorEvent, type RedisCounterStore } from '../counters/redis-store.js';
 import type { RegionConfig } from '../config.js';
+import type { MasterState } from '../redis/master-health.js';
 import { chunkSize } from './chunk.js';
 import type { LendingStore } from './process-leases.js';
 import { poolKey, RegionPool, type PoolAnswer, type RegionPoolStore } from './region-pool.js';
@@ -196,6 +197,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       units: answer.spent ? answer.left : 0,
       windowTag: window || tag === 0 ? tag : tag - spec.global.lease.maxHoldMs,
       windowLeftMs: window && answer.spent ? answer.resetAfterMs : 0,
+      storeNow: answer.storeNow,
+      outcome: 'done',
+      lapsed: 0,
     };
   }
 
@@ -206,7 +210,10 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const tag = windowTag === null ? '' : String(windowTag);
     const answer = await this.pool.refund(poolKey(keys[0]), units, { tag });
     this.noteLapsed(spec.global, answer.lapsed);
-    return { allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, units: answer.left, windowTag: windowTag ?? 0, windowLeftMs: 0 };
+    return {
+      allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, units: answer.left, windowTag: windowTag ?? 0, windowLeftMs: 0,
+      storeNow: answer.storeNow, outcome: 'done', lapsed: units - answer.left,
+    };
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
@@ -215,6 +222,12 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
     return (spec.global ? this.global : this.regional).release(keys, spec, leaseId, nowMs);
+  }
+
+  /** The global store as this server sees it (for /rl/v1/info and the dashboard): reachable, and each master's breaker. */
+  globalStoreHealth(): { reachable: boolean; masters: MasterState[] } {
+    const masters = (this.global as { health?: { states(): MasterState[] } }).health?.states() ?? [];
+    return { reachable: this.global.isHealthy(), masters };
   }
 
   /** The region's store: decisions need it; the global store only for refills. */

@@ -32,15 +32,52 @@ export interface Grant {
   /**
    * Local time (holder's clock, ms) after which these units must no longer be spent: for the window
    * algorithms the window's end, computed conservatively (send time + what the parent said was left of
-   * the window); for buckets send time + max_hold.
+   * the window); for buckets send time + max_hold (less what they have been out already, for a
+   * repeated take).
    */
   spendBy: number;
+  /** The parent's clock when the take ran (epoch ms): the holder's sample for its takes' deadlines. */
+  parentNow: number;
+  /**
+   * `done`: the take ran (`granted` may be 0: the parent had nothing); `late`: it came past its deadline
+   * and took nothing; `repeat`: its id was seen, this is the grant recorded then (nothing more taken);
+   * `reclaimed`: its id was reclaimed before it came, and it took nothing.
+   */
+  outcome: 'done' | 'late' | 'repeat' | 'reclaimed';
+}
+
+/** A named take's limits (LeaseParent.take). */
+export interface NamedTakeLimits {
+  /** The parent records the take under this id (1 to 128 characters; unique per take, e.g. holder id + sequence). */
+  takeId?: string;
+  /** The last instant, by the PARENT's clock (epoch ms: from the `parentNow` of earlier answers), the take may run. */
+  deadline?: number;
+}
+
+/** What a reclaim answered. */
+export interface Reclaimed {
+  /** Units that went back to the parent's counter. */
+  returned: number;
+  /** Units the take took that could not go back (their window ended, a bucket's hold passed, or it was full). */
+  lapsed: number;
+  /**
+   * `done`: given back now; `repeat`: given back by an earlier reclaim (its answer again, nothing more
+   * given back); `ahead`: the take has not run (0 and 0): it never will, it takes nothing if it comes.
+   */
+  outcome: 'done' | 'repeat' | 'ahead';
+  parentNow: number;
 }
 
 /** The counter a holder takes units from: one atomic call per operation. */
 export interface LeaseParent {
-  /** Partial take of up to `n` (≥ 1) units. Throws CounterStoreUnavailableError when unreachable. */
-  take(n: number): Promise<Grant>;
+  /**
+   * Partial take of up to `n` (≥ 1) units. Throws CounterStoreUnavailableError when unreachable (the
+   * take may still run later: name it, and reclaim it once the parent answers again). `named`: an id
+   * (asked again, the parent answers the recorded grant and takes nothing more) and a deadline in the
+   * parent's clock (past it, the take takes nothing: `late`). Only a parent with `reclaim` takes them;
+   * others throw an Error.
+   */
+  take(n: number, named?: NamedTakeLimits): Promise<Grant>;
   /**
    * Returns unspent units taken with `windowTag`; they go back only while that window is the current
    * one (window algorithms), or before that instant (buckets), else they lapsed. Answers how many went back.
@@ -48,6 +85,15 @@ export interface LeaseParent {
   giveBack(units: number, windowTag: string | null): Promise<number>;
   /** The parent's own peek: units held by holders count as used there. */
   peek(): Promise<CounterResult>;
+  /**
+   * Gives back what the take named `takeId` took, exactly once, under the rules of `giveBack`. A reclaim
+   * that comes before its take leaves a tombstone (`ahead`) until the take's `deadline` (give the same
+   * as the take's) and at least a minute: the take then takes nothing (`reclaimed`). The parent
+   * remembers a take for a minute past the latest of its deadline and the end of its units' window (a
+   * bucket's: its hold), at most 256 per counter. Absent when the parent keeps no take ledger (a
+   * region's pool, whose units are reached over the region's own link).
+   */
+  reclaim?(takeId: string, deadline?: number): Promise<Reclaimed>;
 }
 
 export interface Spend {

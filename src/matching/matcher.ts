@@ -4,6 +4,7 @@ import { compileLease } from '../policy/lease-terms.js';
 import { lengthPrefixed } from '../counters/keys.js';
 import { SCOPE_FIELDS, type RequestContext, type ScopeField } from '../model/request-context.js';
 import { clientNetwork, type ClientNetwork } from './client-network.js';
+import { canonicalMethod } from './http-method.js';
 import { compileMatchExpr, type CompileResult, type MatchExprEvaluator } from '../policy/match-expr.js';
 import { RegexBudget } from '../policy/match-regex.js';
 import { RankOrder } from './rank-order.js';
@@ -347,8 +348,10 @@ export class Matcher {
     // It sits in the bucket of one of its exact pairs, or in the fallback list.
     const scope = c.policy.scope ?? {};
     for (const field of SCOPE_FIELDS) {
-      const value = scope[field];
-      if (!isExact(value)) continue;
+      const scoped = scope[field];
+      if (!isExact(scoped)) continue;
+      // The value it was indexed under (compile's form).
+      const value = field === 'method' ? canonicalMethod(scoped) : scoped;
       const byValue = index.byField.get(field);
       const bucket = byValue?.get(value);
       if (bucket === undefined || !removeByRank(bucket, c)) continue;
@@ -375,8 +378,17 @@ export class Matcher {
     removeByRank(index.fallback, c);
   }
 
-  /** The best enforce-mode and the best shadow-mode candidate for this request. */
+  /**
+   * The best enforce-mode and the best shadow-mode candidate for this request. Puts `ctx.method` in
+   * the form scopes are compiled to (http-method.ts) first, so counter identities, match_expr and
+   * everything after the match see the one spelling.
+   */
   match(ctx: RequestContext, family: PolicyFamily, nowMs: number): MatchResult {
+    const method = ctx.method;
+    if (method !== undefined) {
+      const canonical = canonicalMethod(method);
+      if (canonical !== method) ctx.method = canonical;
+    }
     const index = this.families[family];
     // One scratch state, reset per call: matching is synchronous and never re-entered.
     const state = scratch;
@@ -532,6 +544,7 @@ export function wildcardValue(w: Wildcard, ctx: RequestContext): string {
 /** Each scope field's position in SCOPE_FIELDS (a bit in a 32-bit mask: there are fewer than 32). */
 const FIELD_POSITION = new Map<string, number>(SCOPE_FIELDS.map((field, at) => [field, at]));
 const SOURCE_IP = 1 << FIELD_POSITION.get('source_ip')!;
+const METHOD = FIELD_POSITION.get('method')!;
 
 /** compile's scratch: the scope's value of each field present, by position (compiling is synchronous). */
 const fieldValues: string[] = SCOPE_FIELDS.map(() => '');
@@ -587,7 +600,7 @@ function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
     const value = scope[key as ScopeField];
     if (value === undefined || value === '') continue;
     present |= 1 << at;
-    fieldValues[at] = value;
+    fieldValues[at] = at === METHOD ? canonicalMethod(value) : value;
   }
   const exactFields: string[] = [];
   let wildMask = 0;

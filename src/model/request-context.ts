@@ -1,8 +1,9 @@
 import { invalidField } from '../errors.js';
+import type { Decision } from './decision.js';
 import { MAX_FIELD_LENGTH, MAX_TAGS, MAX_TAG_KEY_LENGTH, MAX_TAG_VALUE_LENGTH, keyCountUpTo } from '../schema/limits.js';
-import { CONTEXT_STRING_FIELDS, SIGNAL_TYPES, type ContextStringField, type RequestContext } from '../schema/request-context.js';
+import { CONTEXT_STRING_FIELDS, IGNORED_FIELDS, SIGNAL_TYPES, type ContextStringField, type RequestContext } from '../schema/request-context.js';
 
-export { CONTEXT_STRING_FIELDS, SIGNAL_TYPES, type ContextStringField, type RequestContext, type SignalType } from '../schema/request-context.js';
+export { CONTEXT_STRING_FIELDS, IGNORED_FIELDS, SIGNAL_TYPES, type ContextStringField, type IgnoredFields, type RequestContext, type SignalType } from '../schema/request-context.js';
 
 /** Fields a policy scope may constrain (CONTRACT.md: every string field except request_id, plus tags). */
 export const SCOPE_FIELDS = CONTEXT_STRING_FIELDS.filter((f) => f !== 'request_id') as Exclude<
@@ -15,7 +16,7 @@ const MAX_QUANTITY = Number.MAX_SAFE_INTEGER; // 2^53 - 1
 
 /**
  * Validates an untrusted decoded body into a RequestContext (schema/request-context.ts describes it).
- * Unknown fields are ignored (CONTRACT.md); wrong types, bad values and sizes over the bounds of
+ * Unknown fields are ignored (CONTRACT.md) but noted under IGNORED_FIELDS (see ignoredFieldsOf); wrong types, bad values and sizes over the bounds of
  * schema/limits.ts throw a 400 naming the field.
  *
  * Hand-written rather than a compiled schema check: it is on every decision, and its messages are part
@@ -29,8 +30,11 @@ export function parseRequestContext(body: unknown): RequestContext {
   }
   const input = body as Record<string, unknown>;
   const ctx: RequestContext = { quantity: 1, tags: {} };
+  // Keys of the input this parse knows: more keys than that means some were ignored.
+  let known = 0;
   for (const field of CONTEXT_STRING_FIELDS) {
     if (!Object.prototype.hasOwnProperty.call(input, field)) continue;
+    known++;
     const value = input[field];
     if (value === undefined || value === null) continue;
     if (typeof value !== 'string') throw invalidField(field, `must be a string, got ${describe(value)}`);
@@ -40,13 +44,45 @@ export function parseRequestContext(body: unknown): RequestContext {
   if (ctx.signal_type !== undefined && !(SIGNAL_TYPES as readonly string[]).includes(ctx.signal_type)) {
     throw invalidField('signal_type', `must be one of ${SIGNAL_TYPES.join(', ')}; got "${ctx.signal_type}"`);
   }
-  if (Object.prototype.hasOwnProperty.call(input, 'quantity') && input.quantity !== null && input.quantity !== undefined) {
-    ctx.quantity = parseQuantity(input.quantity);
+  if (Object.prototype.hasOwnProperty.call(input, 'quantity')) {
+    known++;
+    if (input.quantity !== null && input.quantity !== undefined) ctx.quantity = parseQuantity(input.quantity);
   }
-  if (Object.prototype.hasOwnProperty.call(input, 'tags') && input.tags !== null && input.tags !== undefined) {
-    ctx.tags = parseTags(input.tags);
+  if (Object.prototype.hasOwnProperty.call(input, 'tags')) {
+    known++;
+    if (input.tags !== null && input.tags !== undefined) ctx.tags = parseTags(input.tags);
   }
+  // The common body has no unknown key: one count of its keys, stopping past `known`, and nothing else.
+  if (keyCountUpTo(input, known) > known) noteIgnoredFields(ctx, input);
   return ctx;
+}
+
+/** CONTRACT "Strict policies, visible leniency": at most 8 names, each cut at 64 characters. */
+export const MAX_IGNORED_NAMES = 8;
+export const MAX_IGNORED_NAME_LENGTH = 64;
+
+const KNOWN_KEYS: ReadonlySet<string> = new Set<string>([...CONTEXT_STRING_FIELDS, 'quantity', 'tags']);
+
+function noteIgnoredFields(ctx: RequestContext, input: Record<string, unknown>): void {
+  let count = 0;
+  const names: string[] = [];
+  for (const key of Object.keys(input)) {
+    if (KNOWN_KEYS.has(key)) continue;
+    count++;
+    if (names.length < MAX_IGNORED_NAMES) names.push(key.length > MAX_IGNORED_NAME_LENGTH ? key.slice(0, MAX_IGNORED_NAME_LENGTH) : key);
+  }
+  if (count > 0) ctx[IGNORED_FIELDS] = { count, names: names.join(',') };
+}
+
+/**
+ * Names the ignored fields of `ctx` in `decision.metadata.ignored_fields` (CONTRACT): every answer to a
+ * request that had some says so, whoever made the decision (the DecisionService, or a sidecar that
+ * forwarded the request). Returns the decision.
+ */
+export function withIgnoredFields(decision: Decision, ctx: RequestContext): Decision {
+  const ignored = ctx[IGNORED_FIELDS];
+  if (ignored !== undefined) decision.metadata.ignored_fields = ignored.names;
+  return decision;
 }
 
 function parseQuantity(value: unknown): number {

@@ -1,17 +1,19 @@
 import type { DecisionEvent } from '../decision/decision-service.js';
 import type { AnalyticsSummaryBody } from '../schema/analytics.js';
-import { DENIED, SHADOW, decisionOutcomeIndex, deciderOutcome, shadowBeside, type OutcomeIndex } from './metrics.js';
+import { DENIED, answeredOutcome, type OutcomeIndex } from './metrics.js';
 
 /**
  * Analytics of decision events (spec §6, CONTRACT.md `GET /analytics/summary`), in BOUNDED memory:
  *
- * - totals: `total`, `allowed`, `denied`, `shadow`, with the outcome rule of `decisionOutcome` (metrics.ts),
- *   so allowed + denied + shadow = total and the numbers agree with `rl_decisions_total`.
+ * - totals: `total`, `allowed`, `denied`, `shadow`, with the outcome rule of metrics.ts (CONTRACT "Outcomes:
+ *   one meaning each"): allowed + denied = total; `shadow` counts the decisions a shadow policy would have
+ *   limited, whatever was answered, so they are also in allowed or denied. They agree with `rl_decisions_total`.
  * - `by_action`: decisions per `decision.action` (a small server-defined set; capped at 64 names anyway).
  * - `by_policy`: `[{policy_id, total, allowed, denied, shadow}]`, sorted by total desc then policy_id asc,
- *   cut to `top`. A policy counts for the decisions it made, and a shadow policy evaluated beside an
- *   enforcing one counts as `shadow` (the same rule as `rl_policy_decisions_total`), so the sum of
- *   by_policy totals may exceed `total` (shadow evaluations) or fall short of it (no matching policy).
+ *   cut to `top`. The rule of `rl_policy_decisions_total`: the deciding policy counts the decision as
+ *   allowed or denied, the shadow policy counts `shadow` when it would have limited; a row's `total` is the
+ *   decisions the policy took part in, deciding or evaluated in shadow (so a busy shadow policy sorts high). The sum of by_policy
+ *   totals may exceed `total` (shadow evaluations) or fall short of it (no matching policy).
  *   The first `policyCapacity` distinct policy ids (default 10,000) are counted exactly; later ones are
  *   folded into one row with policy_id `(other)`, which no real policy can have (ids cannot contain `(`).
  * - `top_tags`: the heavy hitters among `key=value` of every decision's `ctx.tags`, by Space-Saving
@@ -52,10 +54,8 @@ interface OutcomeCounts {
   shadow: number;
 }
 
-function countOutcome(counts: OutcomeCounts, outcome: OutcomeIndex): void {
-  counts.total++;
+function countAnswer(counts: OutcomeCounts, outcome: OutcomeIndex): void {
   if (outcome === DENIED) counts.denied++;
-  else if (outcome === SHADOW) counts.shadow++;
   else counts.allowed++;
 }
 
@@ -79,11 +79,26 @@ export class Analytics {
   /** Called for every decision (via ObservabilityRecorder): one Map lookup per action and per policy, two per tag. */
   record(event: DecisionEvent): void {
     const { decision } = event;
-    countOutcome(this.totals, decisionOutcomeIndex(event));
+    const outcome = answeredOutcome(decision);
+    const totals = this.totals;
+    totals.total++;
+    countAnswer(totals, outcome);
     (this.actions.get(decision.action) ?? this.addAction(decision.action)).count++;
-    if (decision.matched_policy_id !== '') this.countPolicy(decision.matched_policy_id, deciderOutcome(decision));
-    const beside = shadowBeside(event);
-    if (beside !== undefined) this.countPolicy(beside, SHADOW);
+    const decider = decision.matched_policy_id !== '' ? this.policyRow(decision.matched_policy_id) : undefined;
+    if (decider) {
+      decider.total++;
+      countAnswer(decider, outcome);
+    }
+    const { shadow } = event;
+    if (shadow !== undefined) {
+      const row = this.policyRow(shadow.policyId);
+      // A shadow-only answer's policy is the decider too: one decision, counted once in its total.
+      if (row !== decider) row.total++;
+      if (shadow.limited) {
+        row.shadow++;
+        totals.shadow++;
+      }
+    }
 
     const tags = event.ctx.tags;
     for (const key in tags) {
@@ -115,7 +130,8 @@ export class Analytics {
     return counter;
   }
 
-  private countPolicy(policyId: string, outcome: OutcomeIndex): void {
+  /** The row of a policy (or of `(other)` past the capacity). */
+  private policyRow(policyId: string): PolicySummary {
     let row = this.policies.get(policyId);
     if (!row) {
       const id = this.policies.size < this.policyCapacity ? policyId : OTHER_POLICY;
@@ -125,7 +141,7 @@ export class Analytics {
         this.policies.set(id, row);
       }
     }
-    countOutcome(row, outcome);
+    return row;
   }
 }
 

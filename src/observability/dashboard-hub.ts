@@ -4,15 +4,19 @@ import type { CounterStoreErrorEvent } from '../counters/redis-store.js';
 import { RlError } from '../errors.js';
 import type { PolicyService } from '../policy-service/policy-service.js';
 import type { Analytics, AnalyticsSummary } from './analytics.js';
-import type { DeniedIdentities, DeniedIdentity } from './denied-identities.js';
+import type { Hello, OutcomeRates, Snapshot } from '../schema/dashboard-stream.js';
+import type { LeaseTotals, RegionStatus, StoreState } from '../schema/server-info.js';
+import type { DeniedIdentities } from './denied-identities.js';
 import type { Metrics } from './metrics.js';
+import { SeriesRing } from './series-ring.js';
 
 /**
- * What the live dashboard streams (GET /rl/v1/stream, http/routes/dashboard.ts): ONE shared timer
- * builds a snapshot per tick (an analytics summary cut to the top policies, the counter store state, a
- * policy-set revision), serialised once and written to every subscriber, so the stream costs the same
- * whatever the number of viewers. The timer runs only while someone is subscribed, and subscribers
- * are capped (a further one is refused as unavailable).
+ * What the live dashboard streams (GET /rl/v1/stream, http/routes/dashboard.ts): ONE shared timer, running
+ * from start-up whether or not anyone watches, builds a snapshot per tick (an analytics summary cut to the
+ * top policies, the counter store state, a policy-set revision), keeps its rates in a fixed-size ring (the
+ * last hour by default: a viewer's charts start filled), and writes it, serialised once, to every
+ * subscriber, so the stream costs the same whatever the number of viewers. Subscribers are capped (a
+ * further one is refused as unavailable). The messages' shapes are src/schema/dashboard-stream.ts.
  */
 
 /** The server's lifecycle as the hub reads it (http/readiness.ts): a draining server ends every stream. */
@@ -21,49 +25,10 @@ export interface Lifecycle {
   onChange(listener: (state: string) => void): void;
 }
 
-export type StoreState = 'up' | 'down' | 'circuit_open';
-
-export interface OutcomeRates {
-  allowed: number;
-  denied: number;
-  shadow: number;
-}
-
-/** One tick of the stream (`event: snapshot`). Rates are per second over the tick. */
-export interface DashboardSnapshot {
-  at: number;
-  totals: OutcomeRates & { total: number; since: string };
-  rates: OutcomeRates;
-  /** The top policies by decisions so far, each with its rates over the tick. */
-  policies: (OutcomeRates & { policy_id: string })[];
-  store: { kind: 'memory' | 'redis'; state: StoreState };
-  /** Decisions per second made by `fail_open` because the counter store could not answer. */
-  fail_open_rate: number;
-  /** Enabled policies with failure_mode fail_open while the counter store is not up: they admit unchecked now. */
-  failing_open: string[];
-  /** The most denied identities per policy so far (empty without a DeniedIdentities recorder). */
-  denied_identities: DeniedIdentity[];
-  /** Changes whenever the policy set does: the page reloads its policy list then. */
-  policies_revision: number;
-  readiness: string;
-  /** Capacity leases of this process so far (rl_lease_* counters, every level together): takes from a parent, units given back, units lapsed. */
-  leases: LeaseTotals;
-}
-
-export interface LeaseTotals {
-  refills: number;
-  units_returned: number;
-  units_lapsed: number;
-}
-
-/** The first event of a stream (`event: hello`): who the viewer is, and the recent snapshots for its charts. */
-export interface DashboardHello {
-  subject: string;
-  role: string | null;
-  can_edit: boolean;
-  interval_ms: number;
-  history: DashboardSnapshot[];
-}
+export type { StoreState, LeaseTotals, RegionStatus };
+export type { OutcomeRates };
+export type DashboardSnapshot = Snapshot;
+export type DashboardHello = Hello;
 
 export interface DashboardStreamDeps {
   analytics: Analytics;
@@ -80,8 +45,12 @@ export interface DashboardStreamDeps {
   maxSubscribers?: number;
   /** Policies per snapshot (the busiest); default 50. */
   topPolicies?: number;
-  /** Snapshots kept for a new subscriber's charts; default 60. */
+  /** Ticks kept in the ring for a new subscriber's charts; default 3600 (an hour of 1 s ticks). */
   historyLength?: number;
+  /** Policies per tick kept in the ring (the busiest); default 10. */
+  historyPolicies?: number;
+  /** Region mode: the region and the global store's state, read each tick. */
+  region?: () => RegionStatus;
   /** Bytes a subscriber may leave unread before it is dropped (a stalled viewer must not pin memory); default 1 MiB. */
   maxBufferedBytes?: number;
   /** Clock in epoch ms (tests pin it to get exact rates); default Date.now. */
@@ -97,60 +66,72 @@ type ErrorSource = { onError(listener: (event: CounterStoreErrorEvent) => void):
  */
 export class DashboardHub {
   private readonly subscribers = new Set<PassThrough>();
-  private readonly history: DashboardSnapshot[] = [];
+  private readonly ring: SeriesRing;
   private timer: NodeJS.Timeout | undefined;
-  private previous: { at: number; summary: AnalyticsSummary; failOpen: number } | undefined;
+  private previous: Reading;
   private lastStoreError: CounterStoreErrorEvent['kind'] | undefined;
   readonly intervalMs: number;
   private readonly maxSubscribers: number;
   private readonly topPolicies: number;
   private readonly topIdentities = 100;
-  private readonly historyLength: number;
   private readonly maxBufferedBytes: number;
 
   constructor(private readonly deps: DashboardStreamDeps) {
     this.intervalMs = deps.intervalMs ?? 1000;
     this.maxSubscribers = deps.maxSubscribers ?? 16;
     this.topPolicies = deps.topPolicies ?? 50;
-    this.historyLength = deps.historyLength ?? 60;
     this.maxBufferedBytes = deps.maxBufferedBytes ?? 1024 * 1024;
+    this.ring = new SeriesRing(deps.historyLength ?? 3600, deps.historyPolicies ?? 10);
     const source = deps.counters as Partial<ErrorSource>;
     if (typeof source.onError === 'function') source.onError((event) => (this.lastStoreError = event.kind));
     deps.readiness.onChange((state) => {
       if (state === 'draining') this.endAll();
     });
+    this.previous = this.reading();
+  }
+
+  /** Ticks every `intervalMs` from now until `stop()`, viewers or not (the server calls it at start-up). */
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => this.tick(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
   }
 
   get size(): number {
     return this.subscribers.size;
   }
 
-  /** A new stream that starts with `hello` (who the caller is, the recent history); 503 past the cap. */
+  /** Ticks held for a new viewer's charts. */
+  get historySize(): number {
+    return this.ring.size;
+  }
+
+  /** A new stream that starts with `hello` (who the caller is, the history so far); 503 past the cap. */
   subscribe(viewer: Omit<DashboardHello, 'interval_ms' | 'history'>): PassThrough {
     if (this.subscribers.size >= this.maxSubscribers) {
       throw new RlError('unavailable', `too many dashboard streams (at most ${this.maxSubscribers}); close another dashboard tab`);
     }
     const stream = new PassThrough();
-    const hello: DashboardHello = { ...viewer, interval_ms: this.intervalMs, history: this.history };
+    const hello: DashboardHello = { ...viewer, interval_ms: this.intervalMs, history: this.ring.history() };
     stream.write(sseEvent('hello', hello));
     this.subscribers.add(stream);
     stream.once('close', () => this.unsubscribe(stream));
-    if (!this.timer) {
-      this.previous = this.reading();
-      this.timer = setInterval(() => this.tick(), this.intervalMs);
-      this.timer.unref();
-    }
     return stream;
   }
 
   /** Builds the next snapshot now (the timer calls this); exposed for tests. */
   tick(): DashboardSnapshot {
     const current = this.reading();
-    const previous = this.previous ?? current;
+    const previous = this.previous;
     this.previous = current;
     const snapshot = this.snapshot(previous, current);
-    this.history.push(snapshot);
-    if (this.history.length > this.historyLength) this.history.shift();
+    this.ring.push(snapshot.at, snapshot.rates, snapshot.policies);
+    if (this.subscribers.size === 0) return snapshot;
     const frame = sseEvent('snapshot', snapshot);
     for (const stream of [...this.subscribers]) {
       // A viewer that stopped reading is dropped (its page reconnects) rather than buffered for without end.
@@ -172,20 +153,14 @@ export class DashboardHub {
   }
 
   private unsubscribe(stream: PassThrough): void {
-    if (!this.subscribers.delete(stream)) return;
-    if (this.subscribers.size === 0 && this.timer) {
-      clearInterval(this.timer);
-      this.timer = undefined;
-      this.previous = undefined;
-      this.history.length = 0;
-    }
+    this.subscribers.delete(stream);
   }
 
-  private reading(): { at: number; summary: AnalyticsSummary; failOpen: number } {
+  private reading(): Reading {
     return { at: (this.deps.now ?? Date.now)(), summary: this.deps.analytics.summary(this.topPolicies), failOpen: failOpenCount(this.deps.metrics) };
   }
 
-  private snapshot(previous: { at: number; summary: AnalyticsSummary; failOpen: number }, current: typeof previous): DashboardSnapshot {
+  private snapshot(previous: Reading, current: Reading): DashboardSnapshot {
     const seconds = Math.max((current.at - previous.at) / 1000, 0.001);
     const rate = (now: number, before: number) => round(Math.max(now - before, 0) / seconds);
     const before = new Map(previous.summary.by_policy.map((p) => [p.policy_id, p]));
@@ -219,6 +194,7 @@ export class DashboardHub {
       policies_revision: this.deps.policies.revision(),
       readiness: this.deps.readiness.state,
       leases: this.deps.metrics.leaseTotals(),
+      region: this.deps.region?.() ?? null,
     };
   }
 
@@ -228,6 +204,14 @@ export class DashboardHub {
     if (counters.isHealthy()) return { kind, state: 'up' };
     return { kind, state: this.lastStoreError === 'breaker_open' ? 'circuit_open' : 'down' };
   }
+}
+
+
+/** What one tick reads; rates are the difference between two readings. */
+interface Reading {
+  at: number;
+  summary: AnalyticsSummary;
+  failOpen: number;
 }
 
 const NO_DECISIONS: OutcomeRates = { allowed: 0, denied: 0, shadow: 0 };

@@ -6,23 +6,24 @@ import { PlainCounter, PlainHistogram, ReadCounter, SeriesRow, type Series } fro
 import type { LeaseEvents } from '../lease/types.js';
 import type { DecisionEvent, Operation } from '../decision/decision-service.js';
 import type { Decision } from '../model/decision.js';
+import type { LeaseTotals } from '../schema/server-info.js';
 
 /**
  * Prometheus metrics of CONTRACT.md ("Metrics"), on the service's OWN prom-client Registry (never the
  * global one, so tests and embedders can hold several instances side by side).
  *
- * Outcome of a decision (`outcome` label; the same rule feeds analytics, see `decisionOutcome`):
- * - `denied`  when `decision.allowed` is false: the caller was really refused, and that is never hidden.
- * - `shadow`  when the decision was answered in shadow mode (`shadow_mode` true: a shadow policy and no
- *             enforcing one), or when an enforcing decision allowed the request and the shadow policy
- *             evaluated beside it would have limited it ("allowed only because the shadow policy is not
- *             enforced yet").
- * - `allowed` otherwise.
- * Every decision has exactly one outcome, so allowed + denied + shadow = total.
+ * Outcomes (CONTRACT "Outcomes: one meaning each"; the same rule feeds analytics, see `answeredOutcome`):
+ * - `allowed` counts every decision answered `allowed: true`, `denied` every other one: each decision is
+ *   exactly one of them, so allowed + denied = total.
+ * - `shadow` counts decisions a shadow policy would have limited, whatever the enforced outcome (a
+ *   shadow-only answer that would have limited, or a shadow policy evaluated beside an enforcing one that
+ *   would have limited). It is a series of its own beside the other two, never subtracted from them: a
+ *   decision can be counted `allowed` and `shadow`. Sums over `outcome` therefore double-count shadow;
+ *   a total is `outcome=~"allowed|denied"`.
  *
- * Per-policy series (`rl_policy_decisions_total`): the deciding policy with its own outcome (allowed or
- * denied by `decision.allowed`; `shadow` for a shadow-only answer), and the shadow policy evaluated beside
- * an enforcing one as its own series with outcome `shadow`. Decisions without a matching policy add no
+ * Per-policy series (`rl_policy_decisions_total`): the deciding policy (`matched_policy_id`) counts the
+ * decision as allowed or denied, by the answer; the shadow policy (beside an enforcing one, or answering
+ * alone) counts `shadow` when it would have limited. Decisions without a matching policy add no
  * per-policy series; decisions without a `tenant_id` add no per-tenant series (both are in
  * `rl_decisions_total`).
  *
@@ -91,37 +92,14 @@ export class LabelAllowList {
   }
 }
 
-/** The outcome of one decision, as an index into OUTCOMES; see the module comment. */
-export function decisionOutcomeIndex(event: DecisionEvent): OutcomeIndex {
-  const { decision } = event;
-  if (!decision.allowed) return DENIED;
-  if (decision.shadow_mode || event.shadow?.limited === true) return SHADOW;
-  return ALLOWED;
+/** What the decision answered: ALLOWED or DENIED (every decision is exactly one). */
+export function answeredOutcome(decision: Decision): OutcomeIndex {
+  return decision.allowed ? ALLOWED : DENIED;
 }
 
-/** The outcome of one decision; see the module comment. */
-export function decisionOutcome(event: DecisionEvent): Outcome {
-  return OUTCOMES[decisionOutcomeIndex(event)];
-}
-
-/*
- * The policies one decision counts for, each with its own outcome (the per-policy rule of the module
- * comment, shared by rl_policy_decisions_total and analytics' by_policy): the deciding policy
- * (`matched_policy_id`, when not empty) with `deciderOutcome`, and the shadow policy evaluated beside an
- * enforcing one (`shadowBeside`) with outcome `shadow`. A shadow-only answer counts once, as the decider.
- * Two functions rather than a list, so the common one-policy decision allocates nothing.
- */
-
-/** The deciding policy's own outcome: `shadow` for a shadow-only answer, else allowed or denied. */
-export function deciderOutcome(decision: Decision): OutcomeIndex {
-  return decision.shadow_mode ? SHADOW : decision.allowed ? ALLOWED : DENIED;
-}
-
-/** The shadow policy evaluated beside the deciding one (counted as `shadow`), if any. */
-export function shadowBeside(event: DecisionEvent): string | undefined {
-  const { decision, shadow } = event;
-  if (shadow === undefined || (decision.shadow_mode && shadow.policyId === decision.matched_policy_id)) return undefined;
-  return shadow.policyId;
+/** True when a shadow policy (beside an enforcing one, or answering alone) would have limited the decision. */
+export function shadowLimited(event: DecisionEvent): boolean {
+  return event.shadow?.limited === true;
 }
 
 /**
@@ -165,6 +143,7 @@ export class Metrics {
   private readonly cacheMisses: Series;
   private readonly storeErrors: Series;
   private readonly denyCacheHits: Series;
+  private readonly ignoredFields: Series;
   private readonly invalidationFailures: Series;
   private readonly failureMode: PlainCounter;
   private readonly tenantDecisions: PlainCounter;
@@ -187,7 +166,7 @@ export class Metrics {
     const counter = (name: string, help: string, labelNames: string[] = []) => new PlainCounter(name, help, labelNames, registry);
     this.decisions = counter(
       'rl_decisions_total',
-      'Decisions made, by operation (check, acquire, release, refund) and outcome (allowed, denied, shadow).',
+      'Decisions made, by operation (check, acquire, release, refund) and outcome: allowed or denied (what was answered; their sum is every decision), and shadow (decisions a shadow policy would have limited, also counted as allowed or denied).',
       ['operation', 'outcome'],
     );
     this.duration = new PlainHistogram(
@@ -209,6 +188,10 @@ export class Metrics {
       'rl_deny_cache_hits_total',
       'Checks (and peeks) answered from the deny cache: a standing refusal of the same counter and cost, no counter store call (Redis mode).',
     ).at();
+    this.ignoredFields = counter(
+      'rl_request_ignored_fields_total',
+      'Unknown RequestContext fields that decisions ignored (each named in that decision\'s metadata.ignored_fields): usually a misspelt field.',
+    ).at();
     this.invalidationFailures = counter(
       'rl_invalidation_failures_total',
       'Sidecar invalidation notifications given up (attempts exhausted, or dropped from a full queue).',
@@ -225,7 +208,7 @@ export class Metrics {
     );
     this.policyDecisions = counter(
       'rl_policy_decisions_total',
-      `Decisions per policy and outcome (shadow policies evaluated beside an enforcing one count as outcome "shadow"); capped at ${cap} distinct policy ids, later ones are "other".`,
+      `Decisions per policy: allowed or denied for the deciding policy, shadow for a shadow policy that would have limited; capped at ${cap} distinct policy ids, later ones are "other".`,
       ['policy_id', 'outcome'],
     );
     this.leaseRefills = counter('rl_lease_refills_total', 'Takes of units from a lease parent, by level (process, region).', ['level']);
@@ -270,9 +253,12 @@ export class Metrics {
   /** Called for every decision (via ObservabilityRecorder): no allocation, no key built per series. */
   recordDecision(event: DecisionEvent): void {
     const { decision } = event;
-    const outcome = decisionOutcomeIndex(event);
+    const outcome = answeredOutcome(decision);
+    const shadow = shadowLimited(event);
     const operation = operationIndex(event.operation);
-    (operation >= 0 ? this.operationRows[operation] : this.otherOperations.row(event.operation)).inc(outcome);
+    const operationRow = operation >= 0 ? this.operationRows[operation] : this.otherOperations.row(event.operation);
+    operationRow.inc(outcome);
+    if (shadow) operationRow.inc(SHADOW);
     // Every decision looks its policy up in the compiled in-memory snapshot: a hit found a policy, a
     // miss found none (traffic no policy covers, worth watching after a policy change).
     const policyId = decision.matched_policy_id;
@@ -280,10 +266,13 @@ export class Metrics {
     if (Number.isFinite(event.durationSeconds) && event.durationSeconds >= 0) this.duration.observe(event.durationSeconds);
     if (event.failureMode !== undefined) this.failureMode.inc(event.failureMode);
     const tenant = event.ctx.tenant_id;
-    if (tenant !== undefined && tenant !== '') this.tenantRows.row(tenant).inc(outcome);
-    if (policyId !== '') this.policyRows.row(policyId).inc(deciderOutcome(decision));
-    const beside = shadowBeside(event);
-    if (beside !== undefined) this.policyRows.row(beside).inc(SHADOW);
+    if (tenant !== undefined && tenant !== '') {
+      const tenantRow = this.tenantRows.row(tenant);
+      tenantRow.inc(outcome);
+      if (shadow) tenantRow.inc(SHADOW);
+    }
+    if (policyId !== '') this.policyRows.row(policyId).inc(outcome);
+    if (shadow) this.policyRows.row(event.shadow!.policyId).inc(SHADOW);
   }
 
   /** One policy lookup in the compiled snapshot: `hit` when a policy matched. */
@@ -299,6 +288,11 @@ export class Metrics {
   /** One check answered from the deny cache instead of the counter store. */
   countDenyCacheHit(): void {
     this.denyCacheHits.value++;
+  }
+
+  /** `count` unknown fields one decision's request carried (and the decision ignored). */
+  countIgnoredFields(count: number): void {
+    this.ignoredFields.value += count;
   }
 
   /** The hooks of one lease holder (src/lease): level `process` or `region`, for this policy. */
@@ -321,10 +315,25 @@ export class Metrics {
     };
   }
 
-  /** Lease totals so far, every level and policy together (the dashboard's overview): takes, units returned, units lapsed. */
-  leaseTotals(): { refills: number; units_returned: number; units_lapsed: number } {
+  /**
+   * Lease totals so far, every level and policy together (the dashboard's overview, /rl/v1/info): takes,
+   * units returned, units lapsed (also by the series' `reason` label, `unspecified` where it has none),
+   * and decisions that waited for a refill. Read from the series, like a scrape, never from the holders.
+   */
+  leaseTotals(): LeaseTotals {
     const sum = (counter: PlainCounter) => counter.get().values.reduce((total, series) => total + series.value, 0);
-    return { refills: sum(this.leaseRefills), units_returned: sum(this.leaseReturned), units_lapsed: sum(this.leaseLapsed) };
+    const byReason: Record<string, number> = {};
+    for (const { labels, value } of this.leaseLapsed.get().values) {
+      const reason = String((labels as Record<string, unknown>).reason ?? 'unspecified');
+      byReason[reason] = (byReason[reason] ?? 0) + value;
+    }
+    return {
+      refills: sum(this.leaseRefills),
+      units_returned: sum(this.leaseReturned),
+      units_lapsed: sum(this.leaseLapsed),
+      units_lapsed_by_reason: byReason,
+      waits: this.leaseWait.observations,
+    };
   }
 
   /** One invalidation notification to a sidecar that was given up. */

@@ -140,6 +140,11 @@ export class PlainHistogram {
     this.count++;
   }
 
+  /** Values observed so far (the `_count` series). */
+  get observations(): number {
+    return this.count;
+  }
+
   get(): MetricSnapshot {
     const values: MetricValue[] = [];
     let cumulative = 0;

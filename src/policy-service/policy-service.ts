@@ -209,7 +209,7 @@ export class PolicyService {
       }
       // Re-validated: the validator may have become stricter since that version was written.
       return validOrThrow(toPlain({ ...snapshot, policy_id: policyId }), true);
-    });
+    }, { restored_version: target });
   }
 
   async versions(policyId: string): Promise<PolicyVersion[]> {
@@ -237,6 +237,7 @@ export class PolicyService {
     changedBy: string,
     expectations: Expectation[],
     build: (current: Policy) => PolicyInput | null | Promise<PolicyInput | null>,
+    audited: Pick<AuditEntry, 'restored_version'> = {},
   ): Promise<Policy> {
     for (let attempt = 1; ; attempt++) {
       const { policy: current, head } = await this.store.fetch(policyId);
@@ -251,7 +252,7 @@ export class PolicyService {
         expectedHead: head,
         mustExist: true,
         policy: next,
-        audit: this.auditEntry(action, changedBy, at, next?.version ?? current.version, current, next),
+        audit: { ...this.auditEntry(action, changedBy, at, next?.version ?? current.version, current, next), ...audited },
       });
       if (result.ok) return next ?? current;
       if (expectations.length > 0) {

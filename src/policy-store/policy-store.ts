@@ -33,6 +33,8 @@ export interface AuditEntry {
   version: number;
   old_value: Policy | null;
   new_value: Policy | null;
+  /** A rollback only: the version whose content it restored. */
+  restored_version?: number;
 }
 
 export interface PolicyVersion {

@@ -127,6 +127,19 @@ export function readLuaScript(name: string, numberOfKeys: number, dir: URL = LUA
   return { name, lua, numberOfKeys, sha1: createHash('sha1').update(lua).digest('hex') };
 }
 
+/**
+ * The batch operation that runs `name` with the counter's take ledger (keys.ts takesKey) as one key
+ * more: a named take or a reclaim (lua/includes/lease.lua). Every script that includes "lease" has one.
+ */
+export function withTakeLedger(name: ScriptName): string {
+  return `${name}+ledger`;
+}
+
+/** Whether a script keeps a take ledger (includes "lease"): its named takes and reclaims take one key more. */
+export function keepsTakeLedger(script: LuaScript): boolean {
+  return script.lua.includes('-- >>> include "lease"');
+}
+
 /** One counter operation's script. */
 export function readScript(name: ScriptName, dir: URL = LUA_DIR): LuaScript {
   return readLuaScript(name, SCRIPT_KEY_COUNTS[name], dir);
@@ -172,11 +185,14 @@ export function readBatchScript(dir: URL = LUA_DIR): BatchScript {
   const driver = readFileSync(file, 'utf8');
   const markers = driver.match(new RegExp(OPERATIONS_LINE.source, 'gm'))?.length ?? 0;
   if (markers !== 1) throw new Error(`${fileURLToPath(file)}: expected one "-- @operations" line, found ${markers}`);
+  const ledgerScripts: ScriptName[] = [];
   const functions = SCRIPT_NAMES.map((name) => {
     const script = readScript(name, dir);
+    if (keepsTakeLedger(script)) ledgerScripts.push(name);
     return `-- >>> operation "${name}" (lua/${name}.lua)\nlocal function op_${name}(KEYS, ARGV)\n${script.lua.replace(/\n+$/, '')}\nend\n-- <<< operation "${name}"`;
   });
   const table = SCRIPT_NAMES.map((name) => `  ${name} = { run = op_${name}, key_count = ${SCRIPT_KEY_COUNTS[name]} },`);
+  for (const name of ledgerScripts) table.push(`  ['${withTakeLedger(name)}'] = { run = op_${name}, key_count = ${SCRIPT_KEY_COUNTS[name] + 1} },`);
   const operations = [...functions, 'local OPERATIONS = {', ...table, '}'].join('\n');
   // A replacer function: the scripts contain `$` patterns that a replacement string would interpret.
   const lua = stripLuaComments(driver.replace(OPERATIONS_LINE, () => operations));

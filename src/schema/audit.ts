@@ -25,6 +25,9 @@ export const AuditEntrySchema = Type.Object(
     version: Type.Integer({ minimum: 1, description: 'The version this change produced (delete: the version deleted).' }),
     old_value: Type.Union([PolicySchema, Type.Null()]),
     new_value: Type.Union([PolicySchema, Type.Null()]),
+    restored_version: Type.Optional(
+      Type.Integer({ minimum: 1, description: 'A rollback only: the version whose content it restored (entries written before this field existed lack it).' }),
+    ),
   },
   { title: 'AuditEntry' },
 );

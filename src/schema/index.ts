@@ -11,9 +11,11 @@
 
 export * from './analytics.js';
 export * from './audit.js';
+export * from './dashboard-stream.js';
 export * from './decision.js';
 export * from './errors.js';
 export * from './limits.js';
 export * from './policy.js';
 export * from './request-context.js';
+export * from './server-info.js';
 

@@ -6,6 +6,8 @@ import { ErrorSchema, ValidationReportSchema } from './errors.js';
 import { MAX_FIELD_LENGTH, MAX_METADATA_ENTRIES, MAX_TAGS, MAX_TAG_KEY_LENGTH, MAX_TAG_VALUE_LENGTH } from './limits.js';
 import { PolicyBodySchema, PolicyPatchSchema, PolicySchema, ROLLOUT_PERCENT } from './policy.js';
 import { RequestContextSchema } from './request-context.js';
+import { HelloSchema, SnapshotSchema } from './dashboard-stream.js';
+import { ServerInfoSchema } from './server-info.js';
 
 /**
  * The OpenAPI 3.1 document of the HTTP API (GET /rl/v1/openapi.json), built from the schemas of this
@@ -25,29 +27,9 @@ export const COMPONENT_SCHEMAS: Record<string, TSchema> = {
   DeleteResult: DeleteResultSchema,
   ValidationReport: ValidationReportSchema,
   AnalyticsSummary: AnalyticsSummarySchema,
-  ServerInfo: Type.Object(
-    {
-      service: Type.String(),
-      version: Type.String(),
-      counters: Type.Union([Type.Literal('redis'), Type.Literal('memory')]),
-      policy_store: Type.Union([Type.Literal('redis'), Type.Literal('file')]),
-      auth: Type.Union([Type.Literal('off'), Type.Literal('apikey'), Type.Literal('jwt')]),
-      tls: Type.Boolean(),
-      node: Type.String(),
-      counter_store_masters: Type.Optional(
-        Type.Array(
-          Type.Object({
-            master: Type.String({ description: '`host:port` of a Redis Cluster master; `master` for one Redis or Sentinel.' }),
-            breaker: Type.Union([Type.Literal('closed'), Type.Literal('half_open'), Type.Literal('open')]),
-            consecutive_failures: Type.Integer(),
-            pending_calls: Type.Integer({ description: 'Script calls sent to this master and not yet answered.' }),
-          }),
-          { description: 'Redis mode: the health of each master the counter store has used, as of this request.' },
-        ),
-      ),
-    },
-    { title: 'ServerInfo' },
-  ),
+  ServerInfo: ServerInfoSchema,
+  DashboardHello: HelloSchema,
+  DashboardSnapshot: SnapshotSchema,
   Error: ErrorSchema,
 };
 
@@ -95,9 +77,9 @@ const decision = (operationId: string, summary: string, description: string): Op
   operationId,
   tag: 'decisions',
   summary,
-  description: `${description} A refusal is still a 200: \`allowed\` is false and \`retry_after\` says when to retry.`,
+  description: `${description} A refusal is still a 200: \`allowed\` is false and \`retry_after\` says when to retry. An empty body is a 400: send \`{}\` for an empty context.`,
   access: 'decide',
-  body: { schema: ref('RequestContext'), required: false },
+  body: { schema: ref('RequestContext'), required: true },
   responses: { 200: ['The decision.', JSON_TYPE, ref('Decision')], ...BAD_BODY },
 });
 
@@ -124,7 +106,7 @@ export const OPERATIONS: readonly Operation[] = [
   },
   {
     method: 'get', path: '/rl/v1/stream', operationId: 'stream', tag: 'operations', access: 'read',
-    summary: 'Server-sent events for the dashboard: `hello` (the caller, recent history), then a `snapshot` per second.',
+    summary: 'Server-sent events for the dashboard: `hello` (the caller, the last hour of per-second rates; DashboardHello), then a `snapshot` per second (DashboardSnapshot).',
     responses: {
       200: ['An endless text/event-stream; it ends when the server drains.', 'text/event-stream', TEXT],
       503: error('Too many streams open.'),

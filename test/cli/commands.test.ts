@@ -84,7 +84,7 @@ describe('rl commands (built binary, real server with API keys)', function () {
     it('no credential: 401 with what to set, exit 1', async () => {
       const result = await rl(['policies', 'list'], { RL_URL: server.url });
       expect(result.code).to.equal(1);
-      expect(result.stderr).to.match(/^rl: not authenticated \(401; set RL_API_KEY or RL_TOKEN, or pass --api-key\/--token\): missing credentials/);
+      expect(result.stderr).to.match(/^rl: not authenticated \(401; set RL_API_KEY or RL_TOKEN, or pass --auth-key\/--token\): missing credentials/);
     });
 
     it('a read-only key reads but may not change: 403, exit 1', async () => {
@@ -98,7 +98,7 @@ describe('rl commands (built binary, real server with API keys)', function () {
 
     it('flags win over the environment; RL_TOKEN is sent as a bearer token; two credentials are refused', async () => {
       const dead = `http://127.0.0.1:${await closedPort()}`;
-      const byFlag = await rl(['policies', 'list', '--url', server.url, '--api-key', ADMIN], { RL_URL: dead, RL_API_KEY: 'wrong' });
+      const byFlag = await rl(['policies', 'list', '--url', server.url, '--auth-key', ADMIN], { RL_URL: dead, RL_API_KEY: 'wrong' });
       expect(byFlag.code, byFlag.stderr).to.equal(0);
       const byToken = await rl(['policies', 'get', 'history'], { RL_URL: server.url, RL_TOKEN: ADMIN });
       expect(byToken.code, byToken.stderr).to.equal(0);
@@ -292,6 +292,61 @@ describe('rl commands (built binary, real server with API keys)', function () {
       const unauthenticated = await rl(['check', '--org_id', 'acme'], { RL_URL: server.url });
       expect(unauthenticated.code).to.equal(1);
       expect(unauthenticated.stderr).to.match(/^rl: not authenticated \(401/);
+    });
+  });
+
+  describe('no flag means two things (request fields and the credential)', () => {
+    before(async () => {
+      const api = createAdminClient({ url: server.url, apiKey: ADMIN });
+      await api.createPolicy({ policy_id: 'per-api-key', scope: { endpoint: '/keyed', api_key: '*' }, algorithm: { type: 'fixed_window', limit: 10, window: '1h' } });
+    });
+    after(async () => {
+      await createAdminClient({ url: server.url, apiKey: ADMIN }).deletePolicy('per-api-key');
+    });
+
+    it('--api_key and --api-key are both the request field api_key (one counter); --auth-key / RL_API_KEY is the credential', async () => {
+      const remaining: number[] = [];
+      for (const args of [
+        ['check', '--api-key', 'key-Z', '--endpoint', '/keyed'],
+        ['check', '--api_key', 'key-Z', '--endpoint', '/keyed'],
+        ['--auth-key', ADMIN, 'check', '--endpoint', '/keyed', '--api-key', 'key-Z'],
+        ['check', '--endpoint', '/keyed', '--api_key', 'key-Z', '--auth-key', ADMIN],
+      ]) {
+        const d = await rlJson<Decision>(args, args.includes('--auth-key') ? { RL_URL: server.url } : admin);
+        expect(d.code, `${args.join(' ')}: ${d.stderr}`).to.equal(0);
+        expect(d.body.matched_policy_id, args.join(' ')).to.equal('per-api-key');
+        remaining.push(d.body.remaining);
+      }
+      expect(remaining).to.deep.equal([9, 8, 7, 6]);
+      // Every field with an underscore takes both spellings.
+      const dashed = await rlJson<Decision>(['check', '--org-id', 'acme', '--user-id', 'gina'], admin);
+      expect(dashed.body).to.deep.include({ matched_policy_id: 'per-user', remaining: 2 });
+    });
+
+    it('the old credential spelling --api-key is a clear usage error outside the decision commands, not a silent reinterpretation', async () => {
+      for (const args of [
+        ['policies', 'list', '--api-key', ADMIN],
+        ['--api-key', ADMIN, 'policies', 'list'],
+        ['--api-key', ADMIN, 'check', '--endpoint', '/keyed'],
+        ['status', `--api-key=${ADMIN}`],
+      ]) {
+        const result = await rl(args, { RL_URL: server.url });
+        expect(result.code, args.join(' ')).to.equal(1);
+        expect(result.stdout, args.join(' ')).to.equal('');
+        expect(result.stderr, args.join(' ')).to.contain("error: unknown option '--api-key");
+        expect(result.stderr, args.join(' ')).to.contain('--api-key is no longer the credential: use --auth-key <key> (or RL_API_KEY)');
+      }
+    });
+
+    it('rl check prints the fields the server ignored', async () => {
+      const typo = await rl(['check', '-d', '{"api_kye": "key-Z", "endpoint": "/keyed", "usr_id": "x"}'], admin);
+      expect(typo.code, typo.stderr).to.equal(0);
+      expect(typo.stdout).to.match(/^ALLOWED {2}action=allow {2}reason=no_matching_policy\n/);
+      expect(typo.stdout).to.contain('\nignored      api_kye, usr_id  (not request fields: the server ignored them; misspelt?)\n');
+      const json = await rlJson<Decision>(['check', '-d', '{"api_kye": "key-Z"}'], admin);
+      expect(json.body.metadata).to.deep.equal({ ignored_fields: 'api_kye' });
+      const clean = await rl(['check', '--api_key', 'key-Z', '--endpoint', '/keyed'], admin);
+      expect(clean.stdout).to.not.contain('ignored');
     });
   });
 

@@ -145,6 +145,117 @@ forEachStore((_name, getStore) => {
     });
   });
 
+  describe('named takes (a take that reaches the counter after its taker gave up on it)', () => {
+    const leasable = (capacity: number) => rateSpecs(capacity).filter((spec) => spec.type !== 'sliding_window_log');
+    /** When the units of a take at at(0) have lapsed: the window (sub-window, period) has ended, or a bucket's hold of 100 ms passed. */
+    const lapseAt = (spec: RateSpec): number => {
+      switch (spec.type) {
+        case 'sliding_window_counter':
+          return spec.windowMs / spec.subWindows;
+        case 'quota':
+          return spec.periodMs;
+        case 'fixed_window':
+          return spec.windowMs;
+        default:
+          return 100;
+      }
+    };
+
+    it('every lease answer carries the store clock', async () => {
+      const { store, keys } = getStore();
+      for (const spec of leasable(10)) {
+        const k = keys(`clock-${label(spec)}`, spec);
+        expect((await store.take!(k, spec, 1, at(5))).storeNow, label(spec)).to.equal(at(5));
+        expect((await store.giveBack!(k, spec, 1, 0, at(6))).storeNow, label(spec)).to.equal(at(6));
+        expect((await store.reclaim!(k, spec, { takeId: 'x' }, at(7))).storeNow, label(spec)).to.equal(at(7));
+      }
+    });
+
+    it('a take past its deadline takes nothing and says so; at its deadline it still runs', async () => {
+      const { store, keys } = getStore();
+      for (const spec of leasable(10)) {
+        const k = keys(`deadline-${label(spec)}`, spec);
+        const late = await store.take!(k, spec, 4, at(10), { deadline: at(9) });
+        expect(late, label(spec)).to.include({ units: 0, outcome: 'late', allowed: false, remaining: 10 });
+        const inTime = await store.take!(k, spec, 4, at(10), { deadline: at(10) });
+        expect(inTime, label(spec)).to.include({ units: 4, outcome: 'done', remaining: 6 });
+        // "The counter had nothing" is another answer: done, 0 units.
+        await store.take!(k, spec, 6, at(10));
+        expect(await store.take!(k, spec, 1, at(10), { deadline: at(20) }), label(spec)).to.include({ units: 0, outcome: 'done' });
+      }
+    });
+
+    it('the same take id again answers the recorded grant and takes nothing more', async () => {
+      const { store, keys } = getStore();
+      for (const spec of leasable(10)) {
+        const k = keys(`repeat-${label(spec)}`, spec);
+        const first = await store.take!(k, spec, 3, at(0), { takeId: 'a', holdMs: 100 });
+        expect(first, label(spec)).to.include({ units: 3, outcome: 'done', remaining: 7 });
+        const again = await store.take!(k, spec, 5, at(1), { takeId: 'a', holdMs: 100 });
+        expect(again, label(spec)).to.include({ units: 3, windowTag: first.windowTag, outcome: 'repeat', allowed: true });
+        expect((await store.peek(k, spec, at(1))).remaining, label(spec)).to.equal(7);
+      }
+    });
+
+    it('a reclaim gives the named take back exactly once, and the take asked again takes nothing', async () => {
+      const { store, keys } = getStore();
+      for (const spec of leasable(10)) {
+        const k = keys(`reclaim-${label(spec)}`, spec);
+        // All at one instant: a bucket refills nothing meanwhile, so all 3 fit back.
+        await store.take!(k, spec, 3, at(0), { takeId: 'a', deadline: at(50), holdMs: 100 });
+        const back = await store.reclaim!(k, spec, { takeId: 'a', deadline: at(50) }, at(0));
+        expect(back, label(spec)).to.include({ units: 3, lapsed: 0, outcome: 'done' });
+        expect((await store.peek(k, spec, at(0))).remaining, label(spec)).to.equal(10);
+        const twice = await store.reclaim!(k, spec, { takeId: 'a' }, at(0));
+        expect(twice, label(spec)).to.include({ units: 3, lapsed: 0, outcome: 'repeat' });
+        expect((await store.peek(k, spec, at(0))).remaining, `${label(spec)} given back once`).to.equal(10);
+        expect(await store.take!(k, spec, 3, at(0), { takeId: 'a', holdMs: 100 }), label(spec)).to.include({ units: 0, outcome: 'reclaimed' });
+        expect((await store.peek(k, spec, at(0))).remaining, label(spec)).to.equal(10);
+      }
+    });
+
+    it('a reclaim that comes before its take leaves a tombstone: the take, when it comes, takes nothing', async () => {
+      const { store, keys } = getStore();
+      for (const spec of leasable(10)) {
+        const k = keys(`ahead-${label(spec)}`, spec);
+        expect(await store.reclaim!(k, spec, { takeId: 'b', deadline: at(50) }, at(0)), label(spec)).to.include({ units: 0, lapsed: 0, outcome: 'ahead' });
+        const late = await store.take!(k, spec, 4, at(10), { takeId: 'b', deadline: at(50), holdMs: 100 });
+        expect(late, label(spec)).to.include({ units: 0, outcome: 'reclaimed', allowed: false, remaining: 10 });
+        expect((await store.peek(k, spec, at(10))).remaining, label(spec)).to.equal(10);
+      }
+    });
+
+    it('a reclaim of units whose window ended (a bucket: whose hold passed) answers them lapsed', async () => {
+      const { store, keys } = getStore();
+      for (const spec of leasable(10)) {
+        const k = keys(`lapsed-${label(spec)}`, spec);
+        await store.take!(k, spec, 3, at(0), { takeId: 'c', holdMs: 100 });
+        const back = await store.reclaim!(k, spec, { takeId: 'c' }, at(lapseAt(spec)));
+        expect(back, label(spec)).to.include({ units: 0, lapsed: 3, outcome: 'done' });
+      }
+    });
+
+    it('a take is remembered at least a minute, and until its deadline', async () => {
+      const { store, keys } = getStore();
+      for (const spec of leasable(10)) {
+        const k = keys(`memory-${label(spec)}`, spec);
+        await store.take!(k, spec, 1, at(0), { takeId: 'm', holdMs: 100 });
+        expect((await store.take!(k, spec, 1, at(59_999), { takeId: 'm', holdMs: 100 })).outcome, label(spec)).to.equal('repeat');
+        await store.take!(k, spec, 1, at(0), { takeId: 'd', holdMs: 100, deadline: at(4_000_000) });
+        expect((await store.reclaim!(k, spec, { takeId: 'd' }, at(3_999_999))).outcome, label(spec)).to.equal('done');
+      }
+    });
+
+    it('the take ledger is bounded: past 256 ids the least recently written is forgotten', async () => {
+      const { store, keys } = getStore();
+      const spec: RateSpec = { type: 'fixed_window', limit: 1_000, windowMs: 60_000 };
+      const k = keys('bounded', spec);
+      for (let i = 0; i < 257; i++) await store.take!(k, spec, 1, at(0), { takeId: `t${i}` });
+      expect(await store.take!(k, spec, 1, at(1), { takeId: 't256' })).to.include({ units: 1, outcome: 'repeat' });
+      expect(await store.take!(k, spec, 1, at(1), { takeId: 't0' })).to.include({ units: 1, outcome: 'done', remaining: 1_000 - 258 });
+    });
+  });
+
   describe('capacity lease return (give) on the buckets', () => {
     // Refilled one unit an hour: nothing refills within a test.
     const buckets: RateSpec[] = [

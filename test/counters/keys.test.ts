@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { CounterKeyCache, counterKeys, counterTag } from '../../src/counters/keys.js';
+import { CounterKeyCache, counterKeys, counterTag, takesKey } from '../../src/counters/keys.js';
 import type { CounterSpec } from '../../src/counters/counter-spec.js';
 
 const fixed: CounterSpec = { type: 'fixed_window', limit: 1, windowMs: 1000 };
@@ -19,6 +19,16 @@ describe('counter keys', () => {
     expect(zset).to.equal('rl:{5:login9:source_ip8:10.0.0.1}:sliding_window_log');
     expect(sum).to.equal(`${zset}:sum`);
     expect(hashTag(zset)).to.equal(hashTag(sum));
+  });
+
+  it('keeps the take ledger of a counter beside it, in its hash slot, whatever the identity', () => {
+    fc.assert(
+      fc.property(fc.string(), fc.string({ maxLength: 300 }), (policy, value) => {
+        const [counter] = counterKeys('rl:', policy, fixed, ['user', value]);
+        expect(takesKey(counter)).to.equal(`${counter}:takes`);
+        expect(hashTag(takesKey(counter))).to.equal(hashTag(counter));
+      }),
+    );
   });
 
   it('never lets user input end the hash tag or collide', () => {

@@ -102,11 +102,16 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
   { weight: 1, arbitrary: fc.integer({ min: 10_000, max: 100_000_000 }).map((ms): Step => ({ kind: 'fixed', ms })) },
 );
 
-/** take/give: a capacity lease's partial take and window-checked return (give names the window of the key's last take, or the one before it). */
-type RateOpName = 'consume' | 'peek' | 'refund' | 'take' | 'give' | 'give_stale';
+/**
+ * take/give: a capacity lease's partial take and window-checked return (give names the window of the
+ * key's last take, or the one before it); take_named/reclaim: named takes (ids from a small pool, so
+ * repeats and reclaims before and after their take are common), each with a deadline (ms from now:
+ * before, at or after it) or none.
+ */
+type RateOpName = 'consume' | 'peek' | 'refund' | 'take' | 'give' | 'give_stale' | 'take_named' | 'reclaim';
 type Op =
   /** `cost`: units consumed, or refunded; ignored by a peek. */
-  | { op: RateOpName; spec: number; key: number; cost: number; step: Step }
+  | { op: RateOpName; spec: number; key: number; cost: number; step: Step; id?: number; deadline?: number }
   | { op: 'acquire' | 'release'; spec: number; key: number; lease: number; step: Step };
 
 const costArb = fc.oneof(
@@ -135,6 +140,21 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ op: fc.constantFrom<RateOpName>('peek', 'refund'), spec: fc.nat(), key: fc.nat({ max: 2 }), cost: costArb, step: stepArb }) },
   // Lease operations: the same scripts in their partial-take and window-checked return modes.
   { weight: 1, arbitrary: fc.record({ op: fc.constantFrom<RateOpName>('take', 'take', 'give', 'give_stale'), spec: fc.nat(), key: fc.nat({ max: 2 }), cost: costArb, step: stepArb }) },
+  {
+    weight: 2,
+    arbitrary: fc.record(
+      {
+        op: fc.constantFrom<RateOpName>('take_named', 'take_named', 'reclaim'),
+        spec: fc.nat(),
+        key: fc.nat({ max: 1 }),
+        cost: costArb,
+        step: leaseStepArb,
+        id: fc.nat({ max: 3 }),
+        deadline: fc.oneof(fc.integer({ min: -20, max: 20 }), fc.integer({ min: 21, max: 100_000 })),
+      },
+      { requiredKeys: ['op', 'spec', 'key', 'cost', 'step', 'id'] },
+    ),
+  },
   { weight: 1, arbitrary: leaseOpArb },
 );
 
@@ -218,6 +238,11 @@ async function apply(store: CounterStore, op: Op, spec: CounterSpec, keys: strin
     // sliding_window_log takes no lease: a lease operation on it is a plain consume.
     const leased = spec.type !== 'sliding_window_log';
     if (op.op === 'take' && leased) return store.take!(keys, spec as RateSpec, op.cost, now);
+    const deadline = op.deadline === undefined ? undefined : now + op.deadline;
+    if (op.op === 'take_named' && leased) {
+      return store.take!(keys, spec as RateSpec, op.cost, now, { takeId: `take-${op.id}`, deadline, holdMs: BUCKET_HOLD_MS });
+    }
+    if (op.op === 'reclaim' && leased) return store.reclaim!(keys, spec as RateSpec, { takeId: `take-${op.id}`, deadline }, now);
     if ((op.op === 'give' || op.op === 'give_stale') && leased) {
       const last = tags.get(keys[0]) ?? 0;
       const stale = op.op === 'give_stale';

@@ -16,7 +16,8 @@ import { createApp, createHttpListener } from '../../src/http/app.js';
 import { HttpAuth } from '../../src/http/auth-guard.js';
 import { Readiness } from '../../src/http/readiness.js';
 import { DASHBOARD_CSP, dashboardAssetRoutes, dashboardStreamRoutes } from '../../src/http/routes/dashboard.js';
-import { DashboardHub, type DashboardSnapshot } from '../../src/observability/dashboard-hub.js';
+import { DashboardHub } from '../../src/observability/dashboard-hub.js';
+import type { SeriesHistory } from '../../src/schema/dashboard-stream.js';
 import { Analytics } from '../../src/observability/analytics.js';
 import { DeniedIdentities, bothRecorders } from '../../src/observability/denied-identities.js';
 import { Metrics } from '../../src/observability/metrics.js';
@@ -217,9 +218,15 @@ describe('dashboard routes', function () {
       // The policy set's revision moves with every change, so pages know to reload their lists.
       await w.policies.rollout('login', { rollout_percent: 50 }, 't');
       expect(hub.tick().policies_revision).to.be.greaterThan(quiet.policies_revision);
-      // A new subscriber gets the recent history with its hello.
+      // A new subscriber gets the history kept since the hub started, in columns.
       const c = hub.subscribe(viewer());
-      expect(frames(c)[0].data.history.map((s: DashboardSnapshot) => s.at)).to.deep.equal([1_002_000, 1_003_000, 1_003_000]);
+      const history = frames(c)[0].data.history as SeriesHistory;
+      expect(history.at).to.deep.equal([1_002_000, 1_003_000, 1_003_000]);
+      expect([history.allowed, history.denied, history.shadow]).to.deep.equal([[2, 0, 0], [0.5, 0, 0], [0, 0, 0]]);
+      expect(history.policies).to.deep.equal([
+        { policy_id: 'per-user', allowed: [1, 0, 0], denied: [0.5, 0, 0], shadow: [0, 0, 0] },
+        { policy_id: 'login', allowed: [0.5, 0, 0], denied: [0, 0, 0], shadow: [0, 0, 0] },
+      ]);
       for (const s of [a, b, c]) s.destroy();
       await once(c, 'close');
       expect(hub.size).to.equal(0);
@@ -229,7 +236,7 @@ describe('dashboard routes', function () {
     it("carries the process's lease totals: refills, units returned and units lapsed, every level and policy together", async () => {
       const w = await world(dir, new MemoryCounterStore({ sweepIntervalMs: 0 }));
       const hub = new DashboardHub({ ...w, intervalMs: 3_600_000 });
-      expect(hub.tick().leases).to.deep.equal({ refills: 0, units_returned: 0, units_lapsed: 0 });
+      expect(hub.tick().leases).to.deep.equal({ refills: 0, units_returned: 0, units_lapsed: 0, units_lapsed_by_reason: {}, waits: 0 });
       // The hooks the lease holders call (src/lease): two levels, two policies.
       const process = w.metrics.leaseEvents('process', 'per-user');
       const region = w.metrics.leaseEvents('region', 'login');
@@ -240,7 +247,8 @@ describe('dashboard routes', function () {
       region.returned!(30);
       process.lapsed!(2, 'window_ended');
       region.lapsed!(5, 'parent_unreachable');
-      expect(hub.tick().leases).to.deep.equal({ refills: 3, units_returned: 37, units_lapsed: 7 });
+      process.waited!(0.01);
+      expect(hub.tick().leases).to.deep.include({ refills: 3, units_returned: 37, units_lapsed: 7, waits: 1 });
       await w.store.close();
     });
 
@@ -268,9 +276,11 @@ describe('dashboard routes', function () {
       const w = await world(dir, new MemoryCounterStore({ sweepIntervalMs: 0 }));
       let clock = 1_000_000;
       const hub = new DashboardHub({ ...w, intervalMs: 3_600_000, topPolicies: 1, now: () => clock });
-      // Before anyone subscribes: login is the busiest (3), per-user has 2; the top-1 list is cut.
+      // login is the busiest (3), per-user has 2; the top-1 list of this tick is cut.
       for (let i = 0; i < 3; i++) await w.decisions.check({ endpoint: '/login', quantity: 1, tags: {} });
       for (let i = 0; i < 2; i++) await w.decisions.check({ user_id: 'u1', quantity: 1, tags: {} });
+      clock += 1000;
+      hub.tick();
       const s = hub.subscribe(viewer());
       // per-user overtakes login within the tick with 2 more decisions (both over its limit of 2).
       for (let i = 0; i < 2; i++) await w.decisions.check({ user_id: 'u1', quantity: 1, tags: {} });

@@ -59,6 +59,8 @@ function buildPolicies(): Policy[] {
       algorithm: { type: 'fixed_window', limit: 1, window: '1m' },
       enforcement_mode: 'shadow',
     }),
+    makePolicy({ policy_id: 'by-method', scope: { service: 'methods', method: 'post' }, algorithm: { type: 'fixed_window', limit: 3, window: '1m' } }),
+    makePolicy({ policy_id: 'per-method', scope: { service: 'per-method', method: '*' }, algorithm: { type: 'fixed_window', limit: 1, window: '1m' } }),
     makePolicy({
       policy_id: 'expr',
       scope: { service: 'logs' },
@@ -184,6 +186,21 @@ describe('HTTP / gRPC parity', () => {
     for (const operation of ['acquire', 'release'] as const) {
       expect((await same(operation, { service: 'none' })).reason).to.equal('no_matching_policy');
     }
+  });
+
+  it('HTTP method names compare case-insensitively, other values exactly, alike on both', async () => {
+    grpcSide.clock.now = T0 + 4 * 3_600_000;
+    const spellings = ['POST', 'post', 'Post', 'pOST'];
+    const byMethod = [];
+    for (const method of spellings) byMethod.push(await same('check', { service: 'methods', method }));
+    expect(byMethod.map((d) => d.matched_policy_id)).to.deep.equal(['by-method', 'by-method', 'by-method', 'by-method']);
+    expect(byMethod.map((d) => d.reason)).to.deep.equal(['within_limit', 'within_limit', 'within_limit', 'limit_exceeded']);
+    expect((await same('check', { service: 'methods', method: 'posts' })).reason).to.equal('no_matching_policy');
+    // `method: "*"` counts by method: one counter for every spelling of POST, another for an unknown verb's exact spelling.
+    expect((await same('check', { service: 'per-method', method: 'post' })).allowed).to.equal(true);
+    expect((await same('check', { service: 'per-method', method: 'POST' })).allowed).to.equal(false);
+    expect((await same('check', { service: 'per-method', method: 'purge' })).allowed).to.equal(true);
+    expect((await same('check', { service: 'per-method', method: 'PURGE' })).allowed).to.equal(true);
   });
 
   it('rejects the same bad input with the same message (HTTP 400, gRPC INVALID_ARGUMENT)', async () => {

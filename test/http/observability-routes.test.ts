@@ -89,13 +89,14 @@ describe('http: /metrics and /rl/v1/analytics/summary', () => {
       expect(text, name).to.include(`# TYPE ${name} `);
     }
     const lines = text.split('\n');
-    expect(lines).to.include('rl_decisions_total{operation="check",outcome="allowed"} 2');
-    expect(lines).to.include('rl_decisions_total{operation="check",outcome="shadow"} 1');
+    // allowed and denied by the answer (3 + 1 = every decision); shadow beside them: the two the shadow policy would have limited.
+    expect(lines).to.include('rl_decisions_total{operation="check",outcome="allowed"} 3');
+    expect(lines).to.include('rl_decisions_total{operation="check",outcome="shadow"} 2');
     expect(lines).to.include('rl_decisions_total{operation="check",outcome="denied"} 1');
     expect(lines).to.include('rl_tenant_decisions_total{tenant="acme",outcome="denied"} 1');
     expect(lines).to.include('rl_policy_decisions_total{policy_id="tenant-limit",outcome="allowed"} 2');
     expect(lines).to.include('rl_policy_decisions_total{policy_id="tenant-limit",outcome="denied"} 1');
-    expect(lines).to.include('rl_policy_decisions_total{policy_id="tenant-shadow",outcome="shadow"} 3');
+    expect(lines).to.include('rl_policy_decisions_total{policy_id="tenant-shadow",outcome="shadow"} 2');
     expect(lines).to.include('rl_decision_duration_seconds_count 4');
     expect(text).to.include('process_resident_memory_bytes');
   });
@@ -114,11 +115,12 @@ describe('http: /metrics and /rl/v1/analytics/summary', () => {
     expect(s).to.have.all.keys('since', 'total', 'allowed', 'denied', 'shadow', 'by_action', 'by_policy', 'top_tags');
     expect(Date.parse(s.since)).to.be.a('number').and.not.NaN;
     expect(s.since).to.match(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
-    expect({ total: s.total, allowed: s.allowed, denied: s.denied, shadow: s.shadow }).to.deep.equal({ total: 4, allowed: 2, denied: 1, shadow: 1 });
+    expect({ total: s.total, allowed: s.allowed, denied: s.denied, shadow: s.shadow }).to.deep.equal({ total: 4, allowed: 3, denied: 1, shadow: 2 });
     expect(s.by_action).to.deep.equal({ allow: 3, deny: 1 });
     expect(s.by_policy).to.deep.equal([
       { policy_id: 'tenant-limit', total: 3, allowed: 2, denied: 1, shadow: 0 },
-      { policy_id: 'tenant-shadow', total: 3, allowed: 0, denied: 0, shadow: 3 },
+      // Evaluated beside tenant-limit three times, it would have limited two.
+      { policy_id: 'tenant-shadow', total: 3, allowed: 0, denied: 0, shadow: 2 },
     ]);
     expect(s.top_tags[0]).to.deep.equal({ key: 'env', value: 'prod', count: 3 });
     expect(s.top_tags).to.have.length(5);

@@ -5,7 +5,7 @@ import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
 import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { LeaseHolder } from '../../src/lease/lease-holder.js';
-import { MemoryLeasePool } from '../../src/lease/memory-region-pool.js';
+import { MemoryLeasePool } from './support/memory-region-pool.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
 import { poolKey, RegionPool } from '../../src/lease/region-pool.js';
 import { RegionCounterStore } from '../../src/lease/region-store.js';

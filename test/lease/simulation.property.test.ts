@@ -46,7 +46,7 @@ import type { CounterResult } from '../../src/counters/counter-store.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import type { CompiledPolicy } from '../../src/matching/matcher.js';
 import { leaseShapeOf } from '../../src/policy/lease-terms.js';
-import { MemoryLeasePool } from '../../src/lease/memory-region-pool.js';
+import { MemoryLeasePool } from './support/memory-region-pool.js';
 import { ProcessLeases, type LendingStore } from '../../src/lease/process-leases.js';
 import { RegionPool, type RegionPoolStore } from '../../src/lease/region-pool.js';
 import { RegionCounterStore } from '../../src/lease/region-store.js';

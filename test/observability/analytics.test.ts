@@ -21,12 +21,13 @@ describe('observability/analytics', () => {
     const s = a.summary();
     expect(s).to.have.all.keys('since', 'total', 'allowed', 'denied', 'shadow', 'by_action', 'by_policy', 'top_tags');
     expect(s.since).to.equal('2030-01-02T03:04:05.000Z');
-    expect({ total: s.total, allowed: s.allowed, denied: s.denied, shadow: s.shadow }).to.deep.equal({ total: 7, allowed: 3, denied: 2, shadow: 2 });
+    expect({ total: s.total, allowed: s.allowed, denied: s.denied, shadow: s.shadow }).to.deep.equal({ total: 7, allowed: 5, denied: 2, shadow: 2 });
     expect(s.by_action).to.deep.equal({ allow: 4, deny: 2, shadow_only: 1 });
     expect(s.by_policy).to.deep.equal([
       { policy_id: 'p1', total: 3, allowed: 2, denied: 1, shadow: 0 },
       { policy_id: 'p2', total: 2, allowed: 1, denied: 1, shadow: 0 },
-      { policy_id: 'sh', total: 2, allowed: 0, denied: 0, shadow: 2 },
+      // The shadow-only answer it gave (allowed, and limited in shadow) and its evaluation beside p2 (limited).
+      { policy_id: 'sh', total: 2, allowed: 1, denied: 0, shadow: 2 },
     ]);
     expect(s.top_tags).to.deep.equal([
       { key: 'env', value: 'prod', count: 2 },
@@ -196,13 +197,13 @@ describe('observability/analytics', () => {
   });
 });
 
-/** What the analytics of `fixedEventSequence()` summarised before the per-event work was trimmed. */
+/** What the analytics of `fixedEventSequence()` summarise (allowed + denied = total, shadow overlapping: CONTRACT "Outcomes: one meaning each"). */
 const PINNED_SUMMARY = {
   "since": "2030-01-02T03:04:05.000Z",
   "total": 40,
-  "allowed": 24,
+  "allowed": 31,
   "denied": 9,
-  "shadow": 7,
+  "shadow": 5,
   "by_action": {
     "allow": 29,
     "deny": 5,
@@ -213,9 +214,9 @@ const PINNED_SUMMARY = {
     {
       "policy_id": "(other)",
       "total": 15,
-      "allowed": 8,
+      "allowed": 12,
       "denied": 3,
-      "shadow": 4
+      "shadow": 2
     },
     {
       "policy_id": "policy-0",
@@ -243,7 +244,7 @@ const PINNED_SUMMARY = {
       "total": 6,
       "allowed": 0,
       "denied": 0,
-      "shadow": 6
+      "shadow": 3
     }
   ],
   "top_tags": [
@@ -274,9 +275,10 @@ const PINNED_SUMMARY = {
     },
     {
       "key": "k3",
-      "value": "vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv\u2026",
+      "value": "vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv…",
       "count": 6
     }
   ]
 };
-const PINNED_TOP_3 = '{"since":"2030-01-02T03:04:05.000Z","total":40,"allowed":24,"denied":9,"shadow":7,"by_action":{"allow":29,"deny":5,"shadow_only":2,"throttle":4},"by_policy":[{"policy_id":"(other)","total":15,"allowed":8,"denied":3,"shadow":4},{"policy_id":"policy-0","total":7,"allowed":5,"denied":2,"shadow":0},{"policy_id":"policy-2","total":7,"allowed":4,"denied":3,"shadow":0}],"top_tags":[{"key":"env","value":"dev","count":13},{"key":"env","value":"prod","count":13},{"key":"k1","value":"v2","count":7}]}';
+const PINNED_TOP_3 =
+  '{"since":"2030-01-02T03:04:05.000Z","total":40,"allowed":31,"denied":9,"shadow":5,"by_action":{"allow":29,"deny":5,"shadow_only":2,"throttle":4},"by_policy":[{"policy_id":"(other)","total":15,"allowed":12,"denied":3,"shadow":2},{"policy_id":"policy-0","total":7,"allowed":5,"denied":2,"shadow":0},{"policy_id":"policy-2","total":7,"allowed":4,"denied":3,"shadow":0}],"top_tags":[{"key":"env","value":"dev","count":13},{"key":"env","value":"prod","count":13},{"key":"k1","value":"v2","count":7}]}';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { register as globalRegistry } from 'prom-client';
-import { LabelAllowList, Metrics, decisionOutcome } from '../../src/observability/metrics.js';
+import { LabelAllowList, Metrics } from '../../src/observability/metrics.js';
 import { internalErrorCount } from '../../src/observability/internal-errors.js';
 import { event, allowedBy, deniedBy, shadowOnly, fixedEventSequence } from '../support/decision-events.js';
 
@@ -23,6 +23,7 @@ const NAMES = [
   'rl_policy_cache_misses_total',
   'rl_counter_store_errors_total',
   'rl_deny_cache_hits_total',
+  'rl_request_ignored_fields_total',
   'rl_failure_mode_decisions_total',
   'rl_tenant_decisions_total',
   'rl_policy_decisions_total',
@@ -69,25 +70,30 @@ describe('observability/metrics', () => {
     expect(sample(text, 'rl_decision_duration_seconds_bucket', { le: '0.00025' })).to.equal(6);
   });
 
-  it('classifies shadow decisions and records shadow policies as their own series', async () => {
+  it('counts allowed and denied by the answer, and shadow as its own series beside them (one meaning each)', async () => {
     const m = new Metrics({ defaultMetrics: false });
-    m.recordDecision(shadowOnly('sh', true, { tenant_id: 't' })); // shadow-only answer, would have limited
-    m.recordDecision(shadowOnly('sh', false, { tenant_id: 't' })); // shadow-only answer, within limit
-    // Enforcing policy allows, shadow beside it would have limited: shadow.
+    m.recordDecision(shadowOnly('sh', true, { tenant_id: 't' })); // shadow-only answer, would have limited: allowed + shadow
+    m.recordDecision(shadowOnly('sh', false, { tenant_id: 't' })); // shadow-only answer, within limit: allowed
+    // Enforcing policy allows, shadow beside it would have limited: allowed + shadow.
     m.recordDecision(event({ ctx: { tenant_id: 't' }, decision: { matched_policy_id: 'enf' }, shadow: { policyId: 'sh', limited: true } }));
     // Enforcing policy allows, shadow beside it within limit: allowed.
     m.recordDecision(event({ ctx: { tenant_id: 't' }, decision: { matched_policy_id: 'enf' }, shadow: { policyId: 'sh', limited: false } }));
-    // Enforcing policy denies: denied wins, whatever the shadow says.
+    // Enforcing policy denies, shadow would have limited too: denied + shadow.
     m.recordDecision(event({ ctx: { tenant_id: 't' }, decision: { matched_policy_id: 'enf', allowed: false, action: 'deny' }, shadow: { policyId: 'sh', limited: true } }));
     const text = await m.exposition();
-    expect(sample(text, 'rl_decisions_total', { operation: 'check', outcome: 'shadow' })).to.equal(3);
-    expect(sample(text, 'rl_decisions_total', { operation: 'check', outcome: 'allowed' })).to.equal(1);
+    expect(sample(text, 'rl_decisions_total', { operation: 'check', outcome: 'allowed' })).to.equal(4);
     expect(sample(text, 'rl_decisions_total', { operation: 'check', outcome: 'denied' })).to.equal(1);
+    expect(sample(text, 'rl_decisions_total', { operation: 'check', outcome: 'shadow' })).to.equal(3);
+    expect(sample(text, 'rl_tenant_decisions_total', { tenant: 't', outcome: 'allowed' })).to.equal(4);
+    expect(sample(text, 'rl_tenant_decisions_total', { tenant: 't', outcome: 'denied' })).to.equal(1);
     expect(sample(text, 'rl_tenant_decisions_total', { tenant: 't', outcome: 'shadow' })).to.equal(3);
-    expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'sh', outcome: 'shadow' })).to.equal(5);
+    // The shadow policy: allowed for the two shadow-only answers it gave, shadow for the three it would have limited.
+    expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'sh', outcome: 'allowed' })).to.equal(2);
+    expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'sh', outcome: 'shadow' })).to.equal(3);
+    expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'sh', outcome: 'denied' })).to.equal(undefined);
     expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'enf', outcome: 'allowed' })).to.equal(2);
     expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'enf', outcome: 'denied' })).to.equal(1);
-    expect(decisionOutcome(shadowOnly('x', false))).to.equal('shadow');
+    expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'enf', outcome: 'shadow' })).to.equal(undefined);
   });
 
   it('counts failure-mode decisions, policy cache hits and misses, and counter store errors', async () => {
@@ -161,6 +167,8 @@ describe('observability/metrics', () => {
     m.countCounterStoreError();
     m.countDenyCacheHit();
     m.countDenyCacheHit();
+    m.countIgnoredFields(2);
+    m.countIgnoredFields(1);
     m.countInvalidationFailure();
     const lease = m.leaseEvents('process', 'policy-0');
     lease.refilled!(40);
@@ -181,13 +189,13 @@ rl_internal_errors_total{transport="grpc"} ${internalErrorCount('grpc')}
   });
 });
 
-/** What the metrics of `fixedEventSequence()` rendered before the series were resolved once per label value. */
-const PINNED_EXPOSITION = `# HELP rl_decisions_total Decisions made, by operation (check, acquire, release, refund) and outcome (allowed, denied, shadow).
+/** What the metrics of `fixedEventSequence()` render: allowed and denied by the answer, shadow beside them (CONTRACT "Outcomes: one meaning each"). */
+const PINNED_EXPOSITION = `# HELP rl_decisions_total Decisions made, by operation (check, acquire, release, refund) and outcome: allowed or denied (what was answered; their sum is every decision), and shadow (decisions a shadow policy would have limited, also counted as allowed or denied).
 # TYPE rl_decisions_total counter
-rl_decisions_total{operation="check",outcome="allowed"} 15
+rl_decisions_total{operation="check",outcome="allowed"} 21
 rl_decisions_total{operation="check",outcome="denied"} 7
-rl_decisions_total{operation="check",outcome="shadow"} 6
-rl_decisions_total{operation="acquire",outcome="allowed"} 6
+rl_decisions_total{operation="check",outcome="shadow"} 4
+rl_decisions_total{operation="acquire",outcome="allowed"} 7
 rl_decisions_total{operation="acquire",outcome="denied"} 1
 rl_decisions_total{operation="acquire",outcome="shadow"} 1
 rl_decisions_total{operation="release",outcome="allowed"} 3
@@ -233,6 +241,10 @@ rl_counter_store_errors_total 1
 # TYPE rl_deny_cache_hits_total counter
 rl_deny_cache_hits_total 2
 
+# HELP rl_request_ignored_fields_total Unknown RequestContext fields that decisions ignored (each named in that decision's metadata.ignored_fields): usually a misspelt field.
+# TYPE rl_request_ignored_fields_total counter
+rl_request_ignored_fields_total 3
+
 # HELP rl_invalidation_failures_total Sidecar invalidation notifications given up (attempts exhausted, or dropped from a full queue).
 # TYPE rl_invalidation_failures_total counter
 rl_invalidation_failures_total 1
@@ -244,22 +256,22 @@ rl_failure_mode_decisions_total{mode="fail_closed"} 1
 
 # HELP rl_tenant_decisions_total Decisions per tenant_id and outcome; the first 3 distinct tenants keep their own series, later ones are "other".
 # TYPE rl_tenant_decisions_total counter
-rl_tenant_decisions_total{tenant="tenant-0",outcome="allowed"} 4
+rl_tenant_decisions_total{tenant="tenant-0",outcome="allowed"} 6
 rl_tenant_decisions_total{tenant="other",outcome="denied"} 7
+rl_tenant_decisions_total{tenant="tenant-2",outcome="allowed"} 4
 rl_tenant_decisions_total{tenant="tenant-2",outcome="shadow"} 1
-rl_tenant_decisions_total{tenant="other",outcome="allowed"} 15
-rl_tenant_decisions_total{tenant="other",outcome="shadow"} 4
+rl_tenant_decisions_total{tenant="other",outcome="allowed"} 19
+rl_tenant_decisions_total{tenant="other",outcome="shadow"} 2
 rl_tenant_decisions_total{tenant="tenant-0",outcome="denied"} 1
-rl_tenant_decisions_total{tenant="tenant-2",outcome="allowed"} 3
 rl_tenant_decisions_total{tenant="tenant-0",outcome="shadow"} 2
 
-# HELP rl_policy_decisions_total Decisions per policy and outcome (shadow policies evaluated beside an enforcing one count as outcome "shadow"); capped at 3 distinct policy ids, later ones are "other".
+# HELP rl_policy_decisions_total Decisions per policy: allowed or denied for the deciding policy, shadow for a shadow policy that would have limited; capped at 3 distinct policy ids, later ones are "other".
 # TYPE rl_policy_decisions_total counter
 rl_policy_decisions_total{policy_id="policy-0",outcome="allowed"} 5
 rl_policy_decisions_total{policy_id="policy-2",outcome="denied"} 3
 rl_policy_decisions_total{policy_id="policy-4",outcome="allowed"} 7
-rl_policy_decisions_total{policy_id="other",outcome="shadow"} 10
-rl_policy_decisions_total{policy_id="other",outcome="allowed"} 8
+rl_policy_decisions_total{policy_id="other",outcome="shadow"} 5
+rl_policy_decisions_total{policy_id="other",outcome="allowed"} 12
 rl_policy_decisions_total{policy_id="policy-0",outcome="denied"} 2
 rl_policy_decisions_total{policy_id="policy-2",outcome="allowed"} 4
 rl_policy_decisions_total{policy_id="other",outcome="denied"} 3

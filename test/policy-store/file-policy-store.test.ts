@@ -3,6 +3,7 @@ import { appendFileSync, constants, mkdtempSync, readdirSync, readFileSync, read
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FilePolicyStore, JOURNAL_FILE, JournalCorruptError } from '../../src/policy-store/file-policy-store.js';
+import { churn } from '../support/policy-churn.js';
 import { createChange as create, removeChange as remove, updateChange as update, versionedPolicy as policy } from '../support/policies.js';
 
 describe('FilePolicyStore', () => {
@@ -52,6 +53,25 @@ describe('FilePolicyStore', () => {
     await store.close();
     store = await open();
     await check(store);
+  });
+
+  it("keeps a rollback's restored version in its audit entry across a compaction and a restart", async () => {
+    let store = await FilePolicyStore.open(dir, { compactMinBytes: 16 * 1024 });
+    stores.push(store);
+    const v1 = policy('r', 1);
+    await store.commit(create(v1));
+    const change = update(policy('r', 2), v1);
+    await store.commit({ ...change, action: 'rollback', audit: { ...change.audit, action_type: 'rollback', restored_version: 1 } });
+    const restored = async (s: FilePolicyStore) => (await s.audit('r')).map((e) => [e.action_type, e.restored_version]);
+    expect(await restored(store)).to.deep.equal([['create', undefined], ['rollback', 1]]);
+    // Enough other changes that the entry moves from the journal into the snapshot.
+    await churn(store, 120, undefined, 3);
+    await store.settled();
+    expect(store.storageStats().compactions).to.be.greaterThan(0);
+    expect(await restored(store)).to.deep.equal([['create', undefined], ['rollback', 1]]);
+    await store.close();
+    store = await open();
+    expect(await restored(store)).to.deep.equal([['create', undefined], ['rollback', 1]]);
   });
 
   // Where the journal is written through (O_DSYNC), an append is durable once its write returns.

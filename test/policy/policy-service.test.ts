@@ -138,6 +138,8 @@ for (const backend of BACKENDS) {
       ]);
       expect(audit.map((e) => e.new_value)).to.deep.equal([v1, v2, v3, v4, v5, null]);
       expect(audit.map((e) => e.old_value)).to.deep.equal([null, v1, v2, v3, v4, v5]);
+      // A rollback names the version it restored; no other change carries the field.
+      expect(audit.map((e) => e.restored_version)).to.deep.equal([undefined, undefined, undefined, undefined, 1, undefined]);
       expect(new Set(audit.map((e) => e.audit_id)).size).to.equal(6);
       for (const e of audit) {
         expect(e.policy_id).to.equal('p1');
@@ -300,8 +302,9 @@ for (const backend of BACKENDS) {
     });
 
     it('keys such as __proto__ in bodies and patches pollute nothing', async () => {
-      const body = JSON.parse('{"policy_id":"p1","algorithm":{"type":"fixed_window","limit":1,"window":"1s"},"__proto__":{"polluted":true},"metadata":{"__proto__":"x"}}');
-      const created = await service.create(body, 'a');
+      const refused = JSON.parse('{"policy_id":"p1","algorithm":{"type":"fixed_window","limit":1,"window":"1s"},"__proto__":{"polluted":true},"metadata":{"__proto__":"x"}}');
+      expect((await rejectsWith(service.create(refused, 'a'))).kind).to.equal('failed_validation');
+      const created = await service.create(JSON.parse('{"policy_id":"p1","algorithm":{"type":"fixed_window","limit":1,"window":"1s"},"metadata":{"__proto__":"x"}}'), 'a');
       await service.patch('p1', JSON.parse('{"__proto__":{"polluted":true},"scope":{"__proto__":{"org_id":"x"}}}'), 'a').catch(() => undefined);
       expect(({} as Record<string, unknown>).polluted).to.equal(undefined);
       expect(Object.getPrototypeOf(service.get('p1'))).to.equal(Object.prototype);

@@ -4,6 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import {
   expandIncludes,
+  keepsTakeLedger,
   LUA_DIR,
   loadBatchScript,
   POLICY_SCRIPT_NAMES,
@@ -17,6 +18,11 @@ import {
   type ScriptName,
 } from '../../src/redis/lua-scripts.js';
 import { startRedis, type RedisHandle } from '../support/redis.js';
+
+/** The keys a script's header names: its own, and the take ledger of a named take or a reclaim (include "lease"). */
+function keyCount(name: ScriptName): number {
+  return SCRIPT_KEY_COUNTS[name] + (keepsTakeLedger(readScript(name)) ? 1 : 0);
+}
 
 /** The leading comment block of a file: every line up to the first that is not a `--` comment. */
 function header(source: string): string {
@@ -42,7 +48,12 @@ describe('Lua scripts', function () {
         const wrapped = `local function op_${name}(KEYS, ARGV)\n${stripLuaComments(readScript(name).lua)}end\n`;
         expect(batch.lua, name).to.include(wrapped);
         expect(batch.lua, name).to.include(`${name} = { run = op_${name}, key_count = ${SCRIPT_KEY_COUNTS[name]} },`);
+        // A named take or a reclaim runs the same function with the take ledger as one key more.
+        const ledger = `['${name}+ledger'] = { run = op_${name}, key_count = ${SCRIPT_KEY_COUNTS[name] + 1} },`;
+        if (keepsTakeLedger(readScript(name))) expect(batch.lua, name).to.include(ledger);
+        else expect(batch.lua, name).not.to.include(ledger);
       }
+      expect(SCRIPT_NAMES.filter((name) => keepsTakeLedger(readScript(name)))).to.have.members(['fixed_window', 'sliding_window_counter', 'token_bucket', 'leaky_bucket', 'quota']);
       expect(batch.sha1).to.equal(createHash('sha1').update(batch.lua).digest('hex'));
       expect(loadBatchScript()).to.deep.equal(batch);
     });
@@ -100,7 +111,7 @@ describe('Lua scripts', function () {
       it('starts with a header comment naming KEYS, ARGV and the returned array', function () {
         expect(head, 'header comment').to.match(/^-- \w+: /);
         const keys = [...head.matchAll(/^-- +KEYS\[(\d+)\]/gm)].map((m) => Number(m[1]));
-        expect(keys, 'KEYS lines').to.deep.equal(Array.from({ length: SCRIPT_KEY_COUNTS[name] }, (_, i) => i + 1));
+        expect(keys, 'KEYS lines').to.deep.equal(Array.from({ length: keyCount(name) }, (_, i) => i + 1));
         const argv = [...head.matchAll(/^-- +ARGV\[(\d+)\]/gm)].map((m) => Number(m[1]));
         expect(argv.length, 'ARGV lines').to.be.at.least(3);
         expect(argv, 'ARGV lines in order').to.deep.equal(argv.map((_, i) => i + 1));
@@ -111,7 +122,7 @@ describe('Lua scripts', function () {
       it('reads no KEYS or ARGV beyond those its header lists', function () {
         const declaredArgv = [...head.matchAll(/^-- +ARGV\[(\d+)\]/gm)].length;
         const body = readScript(name).lua.split('\n').filter((l) => !l.trimStart().startsWith('--')).join('\n');
-        for (const m of body.matchAll(/KEYS\[(\d+)\]/g)) expect(Number(m[1])).to.be.at.most(SCRIPT_KEY_COUNTS[name]);
+        for (const m of body.matchAll(/KEYS\[(\d+)\]/g)) expect(Number(m[1])).to.be.at.most(keyCount(name));
         for (const m of body.matchAll(/ARGV\[(\d+)\]/g)) expect(Number(m[1])).to.be.at.most(declaredArgv);
       });
 

@@ -45,6 +45,16 @@ export interface StartOptions {
   portField?: string;
 }
 
+/** Whether a process with this pid exists (signal 0 checks without sending anything). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const live = new Set<ChildProcess>();
 process.on('exit', () => {
   for (const child of live) {

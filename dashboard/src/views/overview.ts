@@ -2,9 +2,13 @@ import type { View } from '../app-context.js';
 import { RateChart, Sparkline } from '../charts.js';
 import { badge, h, replace } from '../dom.js';
 import { rate } from '../format.js';
-import type { Snapshot } from '../types.js';
+import { RANGES, type RangeSeconds } from '../series.js';
+import type { RegionStatus, Snapshot } from '../types.js';
 
 const STORE_LABEL = { up: 'up', down: 'down', circuit_open: 'circuit open' } as const;
+
+/** The chart range chosen last in this tab: it stays when the view is left and entered again. */
+let chosenRange: RangeSeconds = 300;
 
 /** Decisions per second (total and per policy, with sparklines), counter store state, policies failing open, lease totals. */
 export const overviewView: View = (root, app) => {
@@ -18,9 +22,27 @@ export const overviewView: View = (root, app) => {
   const leaseRefills = value('lease-refills');
   const leaseReturned = value('lease-returned');
   const leaseLapsed = value('lease-lapsed');
-  const chartBox = h('div', { class: 'chart' });
+  const leaseWaits = value('lease-waits');
+  const lapsedByReason = h('div', { class: 'muted', 'data-testid': 'lease-lapsed-by-reason' });
+  const regionPanel = h('div', { class: 'panel', 'data-testid': 'region', hidden: true });
+  const chartBox = h('div', { class: 'chart', 'data-testid': 'rate-chart' });
   const rows = h('tbody');
-  const since = h('span', { class: 'muted' });
+  const since = h('span', { class: 'muted', 'data-testid': 'totals' });
+  const rangeLabel = () => RANGES.find((r) => r.seconds === chosenRange)!.label;
+  const sparkHeading = h('th', { 'data-testid': 'spark-heading' }, `last ${rangeLabel()}`);
+  const rangeSelect = h(
+    'select',
+    {
+      'data-testid': 'chart-range',
+      'aria-label': 'chart range',
+      onchange: () => {
+        chosenRange = Number(rangeSelect.value) as RangeSeconds;
+        sparkHeading.textContent = `last ${rangeLabel()}`;
+        if (app.stream.latest) render(app.stream.latest);
+      },
+    },
+    RANGES.map((r) => h('option', { value: String(r.seconds), selected: r.seconds === chosenRange }, r.label)),
+  );
 
   replace(
     root,
@@ -33,14 +55,21 @@ export const overviewView: View = (root, app) => {
       card('shadow / s', shadow, 'shadow'),
       card('counter store', store),
     ),
-    h('div', { class: 'panel' }, h('h3', {}, 'Decisions per second'), chartBox, since),
+    h('div', { class: 'panel' }, h('div', { class: 'row spread' }, h('h3', {}, 'Decisions per second'), h('label', {}, 'range ', rangeSelect)), chartBox, since),
+    h(
+      'p',
+      { class: 'muted' },
+      'Allowed: decisions answered allowed. Denied: every other. Shadow: decisions a shadow policy would have limited, whatever was answered (they are also in allowed or denied).',
+    ),
+    regionPanel,
     h('div', { class: 'panel' }, h('h3', {}, 'Failing open right now'), failingOpen),
     h(
       'div',
       { class: 'panel' },
       h('h3', {}, 'Capacity leases (this server, since it started)'),
-      h('div', { class: 'cards' }, card('refills', leaseRefills), card('units returned', leaseReturned), card('units lapsed', leaseLapsed)),
-      h('p', { class: 'muted' }, 'Returned: unspent units given back (drain, policy change, idle). Lapsed: units that ended with their window unspent, or were lost with an unreachable parent.'),
+      h('div', { class: 'cards' }, card('refills', leaseRefills), card('units returned', leaseReturned), card('units lapsed', leaseLapsed), card('decisions that waited', leaseWaits)),
+      lapsedByReason,
+      h('p', { class: 'muted' }, 'Returned: unspent units given back (drain, policy change, idle). Lapsed: units neither spent nor given back, by reason. Waited: decisions that waited for a refill.'),
     ),
     h(
       'div',
@@ -49,7 +78,7 @@ export const overviewView: View = (root, app) => {
       h(
         'table',
         { 'data-testid': 'policy-rates' },
-        h('thead', {}, h('tr', {}, h('th', {}, 'policy'), h('th', {}, 'allowed/s'), h('th', {}, 'denied/s'), h('th', {}, 'shadow/s'), h('th', {}, 'last minutes'))),
+        h('thead', {}, h('tr', {}, h('th', {}, 'policy'), h('th', {}, 'allowed/s'), h('th', {}, 'denied/s'), h('th', {}, 'shadow/s'), sparkHeading)),
         rows,
       ),
     ),
@@ -65,6 +94,10 @@ export const overviewView: View = (root, app) => {
     leaseRefills.textContent = String(snapshot.leases.refills);
     leaseReturned.textContent = String(snapshot.leases.units_returned);
     leaseLapsed.textContent = String(snapshot.leases.units_lapsed);
+    leaseWaits.textContent = String(snapshot.leases.waits);
+    const reasons = Object.entries(snapshot.leases.units_lapsed_by_reason).filter(([, n]) => n > 0);
+    lapsedByReason.textContent = reasons.length === 0 ? '' : `Lapsed by reason: ${reasons.map(([reason, n]) => `${reason.replace(/_/g, ' ')} ${n}`).join(', ')}`;
+    renderRegion(snapshot.region);
     const s = snapshot.store;
     replace(store, badge(`${s.kind} · ${STORE_LABEL[s.state]}`, s.state === 'up' ? 'ok' : 'bad'));
     replace(
@@ -78,8 +111,22 @@ export const overviewView: View = (root, app) => {
             h('div', { class: 'row' }, snapshot.failing_open.map((id) => badge(id, 'warn'))),
           ),
     );
-    chart.update(app.stream.snapshots);
-    since.textContent = `Totals since ${new Date(snapshot.totals.since).toLocaleString()}: ${snapshot.totals.total} decisions (${snapshot.totals.denied} denied).`;
+    const to = app.stream.series.newest ?? snapshot.at;
+    chart.update(app.stream.series.totalsIn(to - chosenRange * 1000, to), chosenRange, to);
+    const t = snapshot.totals;
+    const total = (testid: string, n: number) => h('span', { 'data-testid': testid }, String(n));
+    replace(
+      since,
+      `Since ${new Date(t.since).toLocaleString()}: `,
+      total('total-decisions', t.total),
+      ' decisions, ',
+      total('total-allowed', t.allowed),
+      ' allowed, ',
+      total('total-denied', t.denied),
+      ' denied; ',
+      total('total-shadow', t.shadow),
+      ' of them limited in shadow.',
+    );
     renderPolicies(snapshot);
   };
 
@@ -105,11 +152,8 @@ export const overviewView: View = (root, app) => {
       entry.cells[0].textContent = rate(p.allowed);
       entry.cells[1].textContent = rate(p.denied);
       entry.cells[2].textContent = rate(p.shadow);
-      const points = app.stream.snapshots.map((snap) => ({
-        at: snap.at,
-        rates: snap.policies.find((x) => x.policy_id === p.policy_id) ?? { allowed: 0, denied: 0, shadow: 0 },
-      }));
-      entry.spark.update(points);
+      const to = app.stream.series.newest ?? snapshot.at;
+      entry.spark.update(app.stream.series.policyIn(p.policy_id, to - chosenRange * 1000, to), chosenRange, to);
     }
     for (const [id, entry] of sparks) {
       if (seen.has(id)) continue;
@@ -122,6 +166,28 @@ export const overviewView: View = (root, app) => {
     } else {
       for (const row of [...rows.children]) if (!row.hasAttribute('data-testid')) row.remove();
     }
+  };
+
+  /** Region mode (RL_REGION): the region, the global store's state and its masters' breakers; hidden otherwise. */
+  const renderRegion = (region: RegionStatus | null) => {
+    regionPanel.hidden = region === null;
+    if (region === null) return;
+    const g = region.global_store;
+    replace(
+      regionPanel,
+      h('h3', {}, 'Region'),
+      h(
+        'div',
+        { class: 'cards' },
+        card('region', h('div', { class: 'value', 'data-testid': 'region-name' }, region.name)),
+        card('global store', h('div', { class: 'value', 'data-testid': 'global-store-state' }, badge(STORE_LABEL[g.state], g.state === 'up' ? 'ok' : 'bad'))),
+      ),
+      h(
+        'p',
+        { class: 'muted', 'data-testid': 'global-store-masters' },
+        g.masters.length === 0 ? 'No global store call made yet.' : g.masters.map((m) => `${m.master}: breaker ${m.breaker.replace('_', ' ')}, ${m.pending_calls} calls pending`).join('; '),
+      ),
+    );
   };
 
   if (app.stream.latest) render(app.stream.latest);

@@ -3,13 +3,13 @@ import { onPolicyChange, type AppContext, type View } from '../app-context.js';
 import { diffRows } from '../diff.js';
 import { badge, h, replace } from '../dom.js';
 import { budgetOf, leaseSummary, limitSummary, time } from '../format.js';
+import { scopeChips } from '../scope.js';
+import { SERVER_SET_FIELDS, changeLine, policyChanges } from '../../../src/policy/policy-changes.js';
 import type { PolicyAuditEntry, PolicyVersionEntry, StoredPolicy } from '@rl/client/admin-client';
 import { showError, showNotice } from './edit-result.js';
 
 const ACTIONS = ['deny', 'delay', 'drop', 'sample', 'downgrade', 'drop_low_priority'];
 const FAILURE_MODES = ['fail_open', 'fail_closed'];
-/** Set by the server on every change: they differ between any two versions and say nothing. */
-const SERVER_SET = ['version', 'created_at', 'updated_at'];
 
 interface Loaded {
   policy: StoredPolicy;
@@ -58,7 +58,7 @@ export const policyDetailView: View = (root, app, [rawId]) => {
         diffPick = pick;
         renderDiff(diff, current!, diffPick, () => undefined);
       });
-      renderAudit(audit, auditList);
+      renderAudit(audit, auditList, versionList);
     } catch (error) {
       showError(result, undefined, error, load);
     }
@@ -83,13 +83,13 @@ function renderHeader(box: HTMLElement, p: StoredPolicy): void {
       ...kv('failure mode', p.failure_mode),
       ...kv('rollout', `${p.rollout_percent}%`),
       ...kv('priority', String(p.priority)),
-      ...kv('scope', JSON.stringify(p.scope)),
+      ...kv('scope', scopeChips(p.scope), 'policy-scope'),
       ...kv('updated', time(p.updated_at)),
     ),
   );
 }
 
-function kv(label: string, value: string, testid?: string): HTMLElement[] {
+function kv(label: string, value: string | HTMLElement, testid?: string): HTMLElement[] {
   return [h('div', {}, label), h('div', { 'data-testid': testid }, value)];
 }
 
@@ -168,7 +168,7 @@ function editPanel(p: StoredPolicy, result: HTMLElement, markDirty: () => void, 
   });
 
   const json = h('textarea', { rows: 18, 'data-field': 'body', 'data-testid': 'json-editor', oninput: markDirty });
-  json.value = JSON.stringify(Object.fromEntries(Object.entries(p).filter(([k]) => !SERVER_SET.includes(k))), null, 2);
+  json.value = JSON.stringify(Object.fromEntries(Object.entries(p).filter(([k]) => !SERVER_SET_FIELDS.includes(k))), null, 2);
   const jsonEditor = h(
     'details',
     {},
@@ -270,7 +270,7 @@ function renderDiff(box: HTMLElement, loaded: Loaded, pick: [number, number] | u
   a.addEventListener('change', change);
   b.addEventListener('change', change);
   const snapshot = (n: number) => loaded.versions.find((v) => v.version === n)?.snapshot;
-  const rows = diffRows(snapshot(left), snapshot(right), SERVER_SET);
+  const rows = diffRows(snapshot(left), snapshot(right), SERVER_SET_FIELDS);
   const changed = rows.filter((r) => r.changed).length;
   replace(
     box,
@@ -289,19 +289,50 @@ function renderDiff(box: HTMLElement, loaded: Loaded, pick: [number, number] | u
   );
 }
 
-function renderAudit(box: HTMLElement, entries: PolicyAuditEntry[]): void {
+/**
+ * The audit trail, newest first: each change with the fields it changed as `rl policies audit` prints
+ * them (src/policy/policy-changes.ts), and for a rollback the version it restored.
+ */
+function renderAudit(box: HTMLElement, entries: PolicyAuditEntry[], versions: PolicyVersionEntry[]): void {
   replace(
     box,
     h('h3', {}, 'Audit trail'),
     h(
       'table',
       { 'data-testid': 'audit' },
-      h('thead', {}, h('tr', {}, h('th', {}, 'when'), h('th', {}, 'what'), h('th', {}, 'by'), h('th', {}, 'version'))),
+      h('thead', {}, h('tr', {}, h('th', {}, 'when'), h('th', {}, 'what'), h('th', {}, 'by'), h('th', {}, 'version'), h('th', {}, 'changed'))),
       h(
         'tbody',
         {},
-        [...entries].reverse().map((e) => h('tr', {}, h('td', {}, time(e.changed_at)), h('td', {}, e.action_type), h('td', {}, e.changed_by), h('td', {}, `v${e.version}`))),
+        [...entries].reverse().map((e) =>
+          h(
+            'tr',
+            { 'data-testid': 'audit-entry', 'data-action': e.action_type, 'data-version': e.version },
+            h('td', {}, time(e.changed_at)),
+            h('td', { 'data-testid': 'audit-what' }, whatChanged(e, versions)),
+            h('td', {}, e.changed_by),
+            h('td', {}, `v${e.version}`),
+            h('td', {}, changesCell(e)),
+          ),
+        ),
       ),
     ),
   );
+}
+
+/** `rollback to v2`; an entry written before the server recorded the target names the earlier version with the same content. */
+function whatChanged(e: PolicyAuditEntry, versions: PolicyVersionEntry[]): string {
+  if (e.action_type !== 'rollback') return e.action_type;
+  const restored =
+    e.restored_version ??
+    versions.find((v) => v.version < e.version && e.new_value !== null && policyChanges(v.snapshot, e.new_value).length === 0)?.version;
+  return restored === undefined ? 'rollback' : `rollback to v${restored}`;
+}
+
+function changesCell(e: PolicyAuditEntry): HTMLElement {
+  if (e.old_value === null) return h('span', { class: 'muted' }, 'created');
+  if (e.new_value === null) return h('span', { class: 'muted' }, 'deleted');
+  const changes = policyChanges(e.old_value, e.new_value);
+  if (changes.length === 0) return h('span', { class: 'muted' }, 'no field changed');
+  return h('ul', { class: 'changes', 'data-testid': 'audit-changes' }, changes.map((c) => h('li', {}, changeLine(c))));
 }

@@ -4,9 +4,8 @@ import { badge, h, replace } from '../dom.js';
 import { ms } from '../format.js';
 import type { StoredPolicy } from '@rl/client/admin-client';
 import type { Decision } from '@rl/client/types';
+import { contextForm } from '../context-form.js';
 import { showError } from './edit-result.js';
-
-const FIELDS = ['org_id', 'tenant_id', 'application', 'service', 'environment', 'signal_type', 'operation', 'endpoint', 'method', 'user_id', 'client_id', 'source_ip', 'region', 'resource'];
 
 const REASONS: Record<string, string> = {
   within_limit: 'The matched policy has room: a request now would be admitted.',
@@ -15,31 +14,27 @@ const REASONS: Record<string, string> = {
   counter_store_unavailable: "The counter store did not answer: the policy's failure mode decided.",
 };
 
-/** Sends a peek (`quantity: 0`: nothing consumed) and explains which policy matched and why. */
+/**
+ * Sends a decision for any RequestContext (every field of its schema, context-form.ts) and explains it:
+ * the policy that decided and why it matched, the shadow policy's verdict, the metadata. A blank
+ * quantity is a peek (`quantity: 0`: nothing consumed); any other quantity is counted.
+ */
 export const tryView: View = (root) => {
-  const inputs = FIELDS.map((f) => h('input', { name: f, 'data-field': f, placeholder: '(absent)' }));
-  const tags = h('textarea', { rows: 3, name: 'tags', 'data-field': 'tags', placeholder: 'key=value, one per line' });
+  const context = contextForm();
   const result = h('div', { 'data-testid': 'try-result' });
-  const form = h(
-    'form',
-    { class: 'grid', 'data-testid': 'try-form' },
-    ...FIELDS.flatMap((f, i) => [h('label', {}, f), inputs[i]]),
-    h('label', {}, 'tags'),
-    tags,
-    h('span'),
-    h('div', {}, h('button', { type: 'submit', class: 'primary', 'data-testid': 'try-submit' }, 'Peek (consumes nothing)')),
-  );
+  const submit = h('button', { type: 'submit', class: 'primary', 'data-testid': 'try-submit' }, '');
+  const form = h('form', { class: 'grid', 'data-testid': 'try-form' }, ...context.rows, h('span'), h('div', {}, submit));
+  const quantity = form.querySelector<HTMLInputElement>('input[name="quantity"]');
+  if (quantity) quantity.placeholder = '0: a peek, nothing consumed';
+  const label = () => {
+    const quantity = Number(context.read().quantity ?? 0);
+    submit.textContent = quantity > 0 ? `Check (consumes ${quantity})` : 'Peek (consumes nothing)';
+  };
+  label();
+  context.onInput(label);
   form.addEventListener('submit', (event) => {
     event.preventDefault();
-    const body: Record<string, unknown> = { quantity: 0 };
-    for (const input of inputs) if (input.value.trim() !== '') body[input.name] = input.value.trim();
-    const tagMap: Record<string, string> = {};
-    for (const line of tags.value.split('\n')) {
-      const at = line.indexOf('=');
-      if (at > 0) tagMap[line.slice(0, at).trim()] = line.slice(at + 1).trim();
-    }
-    body.tags = tagMap;
-    void decide(body, result, form);
+    void decide({ quantity: 0, ...context.read() }, result, form);
   });
   replace(root, h('h2', {}, 'Try a decision'), h('div', { class: 'split' }, h('div', { class: 'panel' }, form), h('div', {}, result)));
 };
@@ -60,19 +55,26 @@ async function decide(body: Record<string, unknown>, box: HTMLElement, form: HTM
       if (!(error instanceof ApiError)) throw error;
     }
   }
-  const scope = Object.entries(policy?.scope ?? {});
+  const counted = Number(body.quantity) > 0;
+  const tags = (body.tags ?? {}) as Record<string, string>;
   replace(
     box,
     h(
       'div',
       { class: 'panel' },
-      h('h3', {}, 'Decision ', decision.allowed ? badge('would be allowed', 'ok') : badge('would be limited', 'bad'), decision.shadow_mode ? badge('shadow', 'shadow') : null),
+      h(
+        'h3',
+        {},
+        'Decision ',
+        decision.allowed ? badge(counted ? 'allowed' : 'would be allowed', 'ok') : badge(counted ? 'limited' : 'would be limited', 'bad'),
+        decision.shadow_mode ? badge('shadow', 'shadow') : null,
+      ),
       h('p', { 'data-testid': 'try-why' }, REASONS[decision.reason] ?? decision.reason),
       h(
         'div',
         { class: 'kv' },
         h('div', {}, 'matched policy'),
-        h('div', { 'data-testid': 'try-policy' }, decision.matched_policy_id === '' ? '(none)' : h('a', { href: `#/policies/${encodeURIComponent(decision.matched_policy_id)}` }, decision.matched_policy_id)),
+        h('div', { 'data-testid': 'try-policy' }, decision.matched_policy_id === '' ? '(none)' : policyLink(decision.matched_policy_id)),
         h('div', {}, 'reason'),
         h('div', { 'data-testid': 'try-reason' }, decision.reason),
         h('div', {}, 'remaining / limit'),
@@ -85,34 +87,70 @@ async function decide(body: Record<string, unknown>, box: HTMLElement, form: HTM
         h('div', {}, decision.allowed ? '—' : ms(decision.retry_after)),
         h('div', {}, 'action'),
         h('div', {}, decision.action),
+        h('div', {}, 'shadow policy'),
+        h('div', { 'data-testid': 'try-shadow' }, shadowVerdict(decision)),
       ),
-      policy
-        ? h(
-            'div',
-            {},
-            h('h3', {}, `Why ${policy.policy_id} matched`),
-            h('p', { class: 'muted' }, `Priority ${policy.priority}; the highest-priority enabled policy whose scope covers the context decides. When its limit is reached: ${policy.action}.`),
-            h(
-              'table',
-              {},
-              h('thead', {}, h('tr', {}, h('th', {}, 'scope field'), h('th', {}, 'policy wants'), h('th', {}, 'context has'))),
-              h(
-                'tbody',
-                {},
-                scope.length === 0 ? h('tr', {}, h('td', { colspan: 3, class: 'muted' }, 'Empty scope: the policy covers every context.')) : null,
-                scope.map(([field, wanted]) =>
-                  h(
-                    'tr',
-                    {},
-                    h('td', {}, field),
-                    h('td', {}, typeof wanted === 'string' ? (wanted === '*' ? '* (any value; one counter each)' : wanted) : JSON.stringify(wanted)),
-                    h('td', {}, field === 'tags' ? JSON.stringify(body.tags) : String(body[field] ?? '(absent)')),
-                  ),
-                ),
-              ),
-            ),
-          )
-        : null,
+      h('h3', {}, 'Metadata'),
+      metadataTable(decision.metadata),
+      policy ? whyMatched(policy, body, tags) : null,
+    ),
+  );
+}
+
+function policyLink(id: string): HTMLElement {
+  return h('a', { href: `#/policies/${encodeURIComponent(id)}` }, id);
+}
+
+/**
+ * What the shadow policy (evaluated beside the deciding one, never changing its answer) would have
+ * done: from `metadata.shadow_policy_id` / `shadow_action`, or, when a shadow policy answered alone
+ * (`shadow_mode`), from the decision itself (`shadow_only`: it would have limited).
+ */
+function shadowVerdict(decision: Decision): (HTMLElement | string)[] {
+  const { shadow_policy_id: id, shadow_action: action } = decision.metadata;
+  if (id !== undefined) return [policyLink(id), ' would have ', action === 'allow' ? badge('allowed', 'ok') : badge(`limited (${action})`, 'bad')];
+  if (decision.shadow_mode) {
+    const limited = decision.action === 'shadow_only';
+    return [policyLink(decision.matched_policy_id), ' (answered alone) would have ', limited ? badge('limited', 'bad') : badge('allowed', 'ok')];
+  }
+  return ['none matched'];
+}
+
+function metadataTable(metadata: Record<string, string>): HTMLElement {
+  const entries = Object.entries(metadata).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  if (entries.length === 0) return h('p', { class: 'muted', 'data-testid': 'try-metadata' }, 'None.');
+  return h(
+    'table',
+    { 'data-testid': 'try-metadata' },
+    h('tbody', {}, entries.map(([key, value]) => h('tr', { 'data-key': key }, h('td', {}, h('code', {}, key)), h('td', {}, value)))),
+  );
+}
+
+/** The deciding policy's scope beside the context's values, field by field (each tag on its own row). */
+function whyMatched(policy: StoredPolicy, body: Record<string, unknown>, tags: Record<string, string>): HTMLElement {
+  const rows: [string, string, string][] = [];
+  for (const [field, wanted] of Object.entries(policy.scope)) {
+    if (field === 'tags') {
+      for (const [key, value] of Object.entries(wanted as Record<string, string>)) rows.push([`tags.${key}`, value, tags[key] ?? '(absent)']);
+    } else {
+      rows.push([field, String(wanted), String(body[field] ?? '(absent)')]);
+    }
+  }
+  return h(
+    'div',
+    {},
+    h('h3', {}, `Why ${policy.policy_id} matched`),
+    h('p', { class: 'muted' }, `Priority ${policy.priority}; the highest-priority enabled policy whose scope covers the context decides. When its limit is reached: ${policy.action}.`),
+    h(
+      'table',
+      {},
+      h('thead', {}, h('tr', {}, h('th', {}, 'scope field'), h('th', {}, 'policy wants'), h('th', {}, 'context has'))),
+      h(
+        'tbody',
+        {},
+        rows.length === 0 ? h('tr', {}, h('td', { colspan: 3, class: 'muted' }, 'Empty scope: the policy covers every context.')) : null,
+        rows.map(([field, wanted, has]) => h('tr', {}, h('td', {}, field), h('td', {}, wanted === '*' ? '* (any value; one counter each)' : wanted), h('td', {}, has))),
+      ),
     ),
   );
 }

@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { CONTEXT_STRING_FIELDS, createClient, type Decision, type Operation, type RequestContext } from '@rl/client';
 import { resolveConnection, type GlobalOptions } from '../connection.js';
 import { invalidInput } from '../exit-codes.js';
@@ -6,7 +6,7 @@ import { printJson, printLines } from '../output.js';
 
 /**
  * `rl check|acquire|release|refund` with the RequestContext as `--field value` pairs
- * (`--org_id acme --user_id carol --quantity 2 --tag env=prod`), through the SDK's client with
+ * (`--org_id acme --user_id carol --quantity 2 --tag env=prod`; `--org-id` is the same field), through the SDK's client with
  * `failMode: 'throw'` (a tool must say the service is down, not pretend it allowed) and no deny cache
  * (every call asks the server).
  */
@@ -22,10 +22,22 @@ const OPERATIONS: { name: Operation; description: string }[] = [
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value];
 
+/**
+ * The option of one request field, under both spellings (`--api_key, --api-key`): no flag of `rl` may
+ * mean one thing with `_` and another with `-`.
+ */
+export function fieldOption(field: string): Option {
+  const dashed = field.replaceAll('_', '-');
+  return new Option(dashed === field ? `--${field} <value>` : `--${field}, --${dashed} <value>`, `the request field ${field}`);
+}
+
+/** Each request field's option, with the name commander stores its value under. */
+const FIELD_OPTIONS = CONTEXT_STRING_FIELDS.map((field) => ({ field, option: fieldOption(field) }));
+
 export function registerDecisionCommands(program: Command): void {
   for (const op of OPERATIONS) {
     const cmd = program.command(op.name).description(op.description);
-    for (const field of CONTEXT_STRING_FIELDS) cmd.option(`--${field} <value>`);
+    for (const { option } of FIELD_OPTIONS) cmd.addOption(option);
     cmd
       .option('--quantity <n>', op.name === 'refund' ? 'units to give back (required)' : 'units this request costs (default 1)')
       .option('--tag <key=value>', 'a tag of the request (repeatable)', collect, [])
@@ -61,7 +73,10 @@ function contextFrom(o: ContextOptions, operation: Operation): RequestContext {
     if (typeof data !== 'object' || data === null || Array.isArray(data)) throw invalidInput('--data: must be a JSON object (a RequestContext)');
     Object.assign(context, data);
   }
-  for (const field of CONTEXT_STRING_FIELDS) if (typeof o[field] === 'string') context[field] = o[field];
+  for (const { field, option } of FIELD_OPTIONS) {
+    const value = o[option.attributeName()];
+    if (typeof value === 'string') context[field] = value;
+  }
   if (o.quantity !== undefined) {
     if (!/^[0-9]{1,16}$/.test(o.quantity) || !Number.isSafeInteger(Number(o.quantity))) throw invalidInput(`--quantity: must be a whole number, got ${JSON.stringify(o.quantity)}`);
     context.quantity = Number(o.quantity);
@@ -92,7 +107,10 @@ function renderDecision(d: Decision): string[] {
     lines.push(`reset_after  ${ms(d.reset_after)}`);
   }
   if (d.retry_after > 0) lines.push(`retry_after  ${ms(d.retry_after)}`);
-  for (const [k, v] of Object.entries(d.metadata ?? {})) lines.push(`metadata     ${k}=${v}`);
+  const { ignored_fields: ignored, ...metadata } = d.metadata ?? {};
+  for (const [k, v] of Object.entries(metadata)) lines.push(`metadata     ${k}=${v}`);
+  // A misspelt field matches no policy: say so where it cannot be missed.
+  if (ignored !== undefined) lines.push(`ignored      ${ignored.split(',').join(', ')}  (not request fields: the server ignored them; misspelt?)`);
   return lines;
 }
 

@@ -1,10 +1,9 @@
 import type { Command } from 'commander';
 import { stringify } from 'yaml';
-import type { StoredPolicy } from '@rl/client';
 import { adminClient, type GlobalOptions } from '../connection.js';
 import { invalidInput } from '../exit-codes.js';
-import { printJson, printLines, showValue, table } from '../output.js';
-import { diffFields } from '../plan.js';
+import { printJson, printLines, table } from '../output.js';
+import { changeSummary } from '../../policy/policy-changes.js';
 import { budgetText, leaseComment, leaseText } from '../policy-lease.js';
 import { ROLLOUT_PERCENT } from '../../schema/policy.js';
 
@@ -117,16 +116,6 @@ export function registerPolicyCommands(program: Command): void {
       if (g.json) return printJson(policy);
       printLines([`${id}: rolled back to the content of version ${target}, now version ${policy.version}`]);
     });
-}
-
-/** `algorithm.limit: 10 -> 20, enabled: true -> false` (creates and deletes say so). */
-function changeSummary(oldValue: StoredPolicy | null, newValue: StoredPolicy | null): string {
-  if (oldValue === null) return 'created';
-  if (newValue === null) return 'deleted';
-  const strip = ({ version: _v, created_at: _c, updated_at: _u, ...rest }: StoredPolicy): Record<string, unknown> => rest;
-  const changes = diffFields(strip(oldValue), strip(newValue));
-  if (changes.length === 0) return 'no field changed';
-  return changes.map((c) => `${c.field}: ${showValue(c.from)} -> ${showValue(c.to)}`).join(', ');
 }
 
 export function integerArgument(name: string, text: string, min: number, max: number): number {

@@ -29,6 +29,7 @@ const DASHBOARD_FILES: Readonly<Record<string, string>> = {
   'app.js': 'text/javascript; charset=utf-8',
   'dashboard.css': 'text/css; charset=utf-8',
   'uPlot.min.css': 'text/css; charset=utf-8',
+  'favicon.svg': 'image/svg+xml',
 };
 
 /**
@@ -69,7 +70,7 @@ class AssetCache {
   }
 }
 
-/** GET /dashboard (redirect), /dashboard/ (the page) and /dashboard/<asset>. Mount before authentication. */
+/** GET /dashboard (redirect), /dashboard/ (the page), /dashboard/<asset> and /favicon.ico. Mount before authentication. */
 export function dashboardAssetRoutes(options: { assetDirs?: string[] } = {}): Router {
   const cache = new AssetCache(options.assetDirs ?? defaultAssetDirs());
   const router = new Router();
@@ -84,6 +85,8 @@ export function dashboardAssetRoutes(options: { assetDirs?: string[] } = {}): Ro
   // The router takes a trailing slash as optional: one route for both, so relative asset URLs resolve under /dashboard/.
   router.get('/dashboard', (ctx) => (ctx.path.endsWith('/') ? send(ctx, 'index.html') : ctx.redirect('/dashboard/')));
   router.get('/dashboard/:file', (ctx) => send(ctx, ctx.params.file));
+  // Browsers and tools ask the site root for an icon whatever the page links: the same image, not a 404.
+  router.get('/favicon.ico', (ctx) => send(ctx, 'favicon.svg'));
   return router;
 }
 

@@ -1,26 +1,34 @@
 import { readFileSync } from 'node:fs';
 import Router from '@koa/router';
 import type { MasterState } from '../../redis/master-health.js';
+import type { LeaseTotals, RegionStatus, ServerInfoBody } from '../../schema/server-info.js';
 
-/** What `GET /rl/v1/info` reports: the build and the modes chosen at start-up (for `rl status`). */
-export interface ServerInfo {
-  /** `version` of package.json. */
-  version: string;
-  counters: 'redis' | 'memory';
-  policy_store: 'redis' | 'file';
-  auth: 'off' | 'apikey' | 'jwt';
-  tls: boolean;
+/** The build and the modes chosen at start-up (for `rl status`); the body's shape is ServerInfoSchema. */
+export type ServerInfo = Pick<ServerInfoBody, 'version' | 'counters' | 'policy_store' | 'auth' | 'tls'>;
+
+/** What is read on each request: each one present only in the mode it belongs to. */
+export interface LiveInfo {
+  /** Redis mode: each counter store master's health. */
+  counterStoreMasters?: () => MasterState[];
+  /** Region mode: the region and the global store's state. */
+  region?: () => RegionStatus;
+  /** Redis mode (where leases run): this process's lease totals. */
+  leases?: () => LeaseTotals;
 }
 
 /**
- * GET /rl/v1/info: facts of this process, plus (Redis mode) each counter store master's health as of the
- * request; read-only, behind the same authentication as the API.
+ * GET /rl/v1/info: facts of this process, plus what is live in its mode (masters, region, leases) as of
+ * the request; read-only, behind the same authentication as the API.
  */
-export function infoRoutes(info: ServerInfo, counterStoreMasters?: () => MasterState[]): Router {
+export function infoRoutes(info: ServerInfo, live: LiveInfo = {}): Router {
   const router = new Router({ prefix: '/rl/v1' });
   const body = { service: 'rl-decision-service', ...info, node: process.version };
   router.get('/info', (ctx) => {
-    ctx.body = counterStoreMasters ? { ...body, counter_store_masters: counterStoreMasters() } : body;
+    const answer: ServerInfoBody = { ...body };
+    if (live.counterStoreMasters) answer.counter_store_masters = live.counterStoreMasters();
+    if (live.region) answer.region = live.region();
+    if (live.leases) answer.leases = live.leases();
+    ctx.body = answer;
   });
   return router;
 }

@@ -1,0 +1,160 @@
+import type { LeaseCounterResult, LeaseOutcome, NamedTake, TakeReclaim } from './counter-store.js';
+
+/**
+ * Named takes in the emulator: the port of lua/includes/lease.lua (its rules are written there);
+ * change both together. A lease operation reads the counter's take ledger first (`prepareLeaseOp`),
+ * which may turn it into a take of nothing (late, repeat, reclaimed) or a reclaim into a give of the
+ * recorded units; the algorithm runs that; `finishLeaseOp` then records it and completes the answer.
+ */
+
+const MAX_TAKES = 256;
+const MEMORY_MS = 60_000;
+
+/** One take id's entry: granted (units, tag, give tag) or reclaimed (back, lapsed; a tombstone: 0, 0). */
+export interface LedgerEntry {
+  expireAt: number;
+  seq: number;
+  kind: 'g' | 'r';
+  a: number;
+  b: number;
+  c: number;
+}
+
+/** The ledger of one counter; the slot that holds it expires with its longest-lived entry (`x`). */
+export interface TakeLedger {
+  entries: Map<string, LedgerEntry>;
+  /** Entries written (`n`): the next one's sequence number is one more. */
+  written: number;
+}
+
+/** Where the store keeps a counter's ledger: read (absent when expired) and write with its expiry. */
+export interface LedgerSlot {
+  read(): TakeLedger | undefined;
+  /** The slot's expire-at so far (`x`), or undefined when absent. */
+  expireAt(): number | undefined;
+  write(ledger: TakeLedger, expireAt: number): void;
+}
+
+/** A lease operation after reading the ledger: what the algorithm runs, and what the answer needs. */
+export interface PreparedLeaseOp {
+  op: 'take' | 'give';
+  units: number;
+  /** A give's tag (-1: nothing to give back, to no window). */
+  tag: number;
+  outcome: LeaseOutcome;
+  reclaiming: boolean;
+  takeId: string | undefined;
+  deadline: number | undefined;
+  holdMs: number;
+  /** What a give asks back: what does not go back lapsed. */
+  asked: number;
+  recorded: LedgerEntry | undefined;
+}
+
+export const LEASE_OUTCOMES: readonly LeaseOutcome[] = ['done', 'late', 'repeat', 'reclaimed', 'ahead'];
+
+/** A take id: the ledger's field name, so a non-empty string; bounded so the ledger stays small. */
+export function checkTakeId(takeId: string): void {
+  if (typeof takeId !== 'string' || takeId.length === 0 || takeId.length > 128) {
+    throw new Error(`a take id must be a string of 1 to 128 characters, got ${JSON.stringify(takeId)}`);
+  }
+}
+
+export function prepareLeaseOp(
+  op: 'take' | 'give' | 'reclaim', units: number, args: NamedTake & Partial<TakeReclaim> & { tag?: number }, now: number, slot: LedgerSlot,
+): PreparedLeaseOp {
+  const reclaiming = op === 'reclaim';
+  const takeId = args.takeId;
+  if (takeId !== undefined) checkTakeId(takeId);
+  else if (reclaiming) throw new Error('a reclaim needs a take id');
+  let recorded: LedgerEntry | undefined;
+  if (takeId !== undefined) {
+    const entry = slot.read()?.entries.get(takeId);
+    if (entry !== undefined && entry.expireAt > now) recorded = entry;
+  }
+  const prepared: PreparedLeaseOp = {
+    op: reclaiming ? 'give' : op, units, tag: args.tag ?? 0, outcome: 'done', reclaiming, takeId,
+    deadline: args.deadline, holdMs: args.holdMs ?? 0, asked: op === 'give' ? units : 0, recorded,
+  };
+  if (op === 'take' && recorded) {
+    // Asked again: nothing more is taken (the state answers as a take of nothing).
+    prepared.outcome = recorded.kind === 'g' ? 'repeat' : 'reclaimed';
+    prepared.units = 0;
+  } else if (op === 'take' && args.deadline !== undefined && now > args.deadline) {
+    prepared.outcome = 'late';
+    prepared.units = 0;
+  } else if (reclaiming) {
+    if (recorded && recorded.kind === 'g') {
+      prepared.units = recorded.a;
+      prepared.tag = recorded.c;
+    } else {
+      prepared.units = 0;
+      prepared.tag = -1;
+      prepared.outcome = recorded ? 'repeat' : 'ahead';
+    }
+    prepared.asked = prepared.units;
+  }
+  return prepared;
+}
+
+/** Records what the operation did and completes the algorithm's answer (lease_reply). */
+export function finishLeaseOp(
+  p: PreparedLeaseOp, answer: LeaseCounterResult, now: number, shape: 'window' | 'bucket', slot: LedgerSlot,
+): LeaseCounterResult {
+  let lapsed = 0;
+  if (p.op === 'take' && p.outcome === 'done' && p.takeId !== undefined) {
+    const giveBy = shape === 'bucket' ? now + p.holdMs : answer.windowTag;
+    writeEntry(slot, p, Math.max(now + answer.windowLeftMs, giveBy), 'g', answer.units, answer.windowTag, giveBy, now);
+  } else if (p.op === 'take' && p.outcome === 'repeat') {
+    const recorded = p.recorded!;
+    // Its window has ended.
+    if (recorded.b !== answer.windowTag) answer.windowLeftMs = 0;
+    answer.units = recorded.a;
+    answer.windowTag = recorded.b;
+    answer.allowed = answer.units > 0;
+  } else if (p.op === 'give') {
+    lapsed = p.asked - answer.units;
+    if (p.reclaiming && p.outcome === 'done') {
+      writeEntry(slot, p, p.recorded!.expireAt, 'r', answer.units, lapsed, 0, now);
+    } else if (p.outcome === 'repeat') {
+      answer.units = p.recorded!.a;
+      lapsed = p.recorded!.b;
+    } else if (p.outcome === 'ahead') {
+      writeEntry(slot, p, now, 'r', 0, 0, 0, now);
+    }
+  }
+  answer.storeNow = now;
+  answer.outcome = p.outcome;
+  answer.lapsed = lapsed;
+  return answer;
+}
+
+/** Writes take `p`'s entry, kept MEMORY_MS past the latest of `base`, now and the take's deadline. */
+function writeEntry(slot: LedgerSlot, p: PreparedLeaseOp, base: number, kind: 'g' | 'r', a: number, b: number, c: number, now: number): void {
+  const takeId = p.takeId!;
+  const expireAt = Math.max(base, now, p.deadline ?? now) + MEMORY_MS;
+  const ledger = slot.read() ?? { entries: new Map<string, LedgerEntry>(), written: 0 };
+  const x = slot.expireAt() ?? expireAt;
+  const seq = ledger.written + 1;
+  if (!ledger.entries.has(takeId) && ledger.entries.size >= MAX_TAKES) {
+    // Full: the expired go, then, if still full, the least recently written.
+    let live = 0;
+    let oldest: string | undefined;
+    let oldestSeq = Infinity;
+    for (const [id, entry] of ledger.entries) {
+      if (entry.expireAt <= now) {
+        ledger.entries.delete(id);
+      } else {
+        live++;
+        if (entry.seq < oldestSeq) {
+          oldest = id;
+          oldestSeq = entry.seq;
+        }
+      }
+    }
+    if (live >= MAX_TAKES) ledger.entries.delete(oldest!);
+  }
+  ledger.entries.set(takeId, { expireAt, seq, kind, a, b, c });
+  ledger.written = seq;
+  slot.write(ledger, Math.max(x, expireAt));
+}
