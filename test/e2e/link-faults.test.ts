@@ -114,7 +114,8 @@ describe('global budgets under link faults, real processes', function () {
         req.destroy();
         resolve(undefined);
       });
-      req.on('error', reject);
+      // A server that died says why (the tail of its log) rather than a bare ECONNRESET.
+      req.on('error', (error) => reject(new Error(`${error.message} from the server on port ${node.port}; its log ends:\n${node.stderr().split('\n').slice(-12).join('\n')}`)));
       req.end(body);
     });
 
