@@ -33,7 +33,7 @@ COPY --from=build /app/dist ./dist
 COPY --from=build /app/sdk/dist ./sdk/dist
 COPY sdk/proto ./sdk/proto
 # Read at run time relative to dist/ (Lua scripts, gRPC protos) and to the working directory
-# (RL_POLICY_FILE defaults to examples/policies.json).
+# (RL_POLICY_FILE defaults to examples/policies.json, the demo a memory-mode server seeds).
 COPY lua ./lua
 COPY proto ./proto
 COPY examples ./examples

@@ -23,6 +23,7 @@ import { openApiRoutes } from './http/routes/openapi.js';
 import { policyRoutes } from './http/routes/policies.js';
 import { InvalidationNotifier } from './invalidation/notifier.js';
 import { Analytics } from './observability/analytics.js';
+import { OrgView } from './observability/org-view.js';
 import { DeniedIdentities, bothRecorders } from './observability/denied-identities.js';
 import { Metrics } from './observability/metrics.js';
 import { ObservabilityRecorder } from './observability/recorder.js';
@@ -70,14 +71,16 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     // Off without an OTLP endpoint: then nothing of OpenTelemetry is loaded and no transport calls it.
     const tracing = await startTracing(config.tracing && { ...config.tracing, serviceVersion: packageVersion() });
     if (tracing) closers.push(() => tracing.shutdown());
-    const seeded = await store.seedIfEmpty(() => loadPolicyFile(config.policyFile));
+    const seeded = await seedPolicies(store, config.policyFile);
     const matcher = new LiveMatcher();
     // Keeps the matcher in sync with every local and remote change from here on.
     const policies = new PolicyService({ store, matcher });
     closers.push(() => policies.close());
 
     const metrics = new Metrics({ labelCap: config.metricsLabelCap });
-    const analytics = new Analytics();
+    // Per-organisation counts only where some credential can be limited to organisations (they cost a second count).
+    const analytics = new Analytics({ byOrg: authenticator.mayLimitOrgs });
+    const viewOf = (orgs: readonly string[]) => new OrgView(orgs, matcher);
     // Who is being limited, for the dashboard: touched by denied decisions only.
     const deniedIdentities = new DeniedIdentities(matcher);
     // With regions the region's store serves the counters (global budgets from its pool); its per-master
@@ -117,7 +120,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     const regionName = config.region?.name;
     const region = regionCounters && regionName !== undefined ? () => regionStatus(regionName, regionCounters.globalStoreHealth()) : undefined;
     // Ticks from now on, viewers or not: a dashboard opened later starts with the last hour.
-    const hub = new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities, region });
+    const hub = new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities, region, viewOf });
     hub.start();
     closers.push(() => hub.stop());
 
@@ -140,7 +143,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       tracing,
       routers: [
         policyRoutes(policies, tracing),
-        analyticsRoutes(analytics),
+        analyticsRoutes(analytics, viewOf),
         metricsRoutes(hooks.metricsSource?.(metrics) ?? metrics),
         dashboardStreamRoutes(hub),
         infoRoutes(
@@ -231,6 +234,19 @@ function httpServerOptions(timeouts: HttpTimeouts): http.ServerOptions {
  * Redis hashes when a shared store is configured (multi node), else the journal in RL_DATA_DIR. With
  * regions, the global store holds them, so a change made in any region reaches every region.
  */
+/**
+ * Seeds an empty policy store from `policyFile` (CONTRACT "Seeding"); true when it did. Without a file
+ * (a shared counter store and no RL_POLICY_FILE) an empty store stays empty, and one line says how to
+ * load policies, since a server without any answers every decision `no_matching_policy`.
+ */
+async function seedPolicies(store: PolicyStore, policyFile: string | undefined): Promise<boolean> {
+  if (policyFile !== undefined) return store.seedIfEmpty(() => loadPolicyFile(policyFile));
+  if (store.list().length === 0) {
+    log.info('the policy store holds no policies and none were seeded (a shared counter store is seeded only from RL_POLICY_FILE): load them with RL_POLICY_FILE=<file> or `rl apply -f <file>`');
+  }
+  return false;
+}
+
 function openPolicyStore(config: ServerConfig): Promise<PolicyStore> {
   if (config.region) {
     return RedisPolicyStore.open({

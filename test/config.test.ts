@@ -25,6 +25,17 @@ describe('server config', () => {
     expect(c.auth).to.deep.include({ enabled: false, roleClaim: 'role', exemptPaths: ['/healthz', '/readyz'] });
   });
 
+  it('seeds the demo policies in memory mode only; a shared counter store only from RL_POLICY_FILE', () => {
+    expect(loadServerConfig({}).policyFile).to.equal('examples/policies.json');
+    expect(loadServerConfig({ RL_POLICY_FILE: 'mine.yaml' }).policyFile).to.equal('mine.yaml');
+    expect(loadServerConfig({ RL_COUNTERSTORE_ADDR: 'redis://127.0.0.1:6379' }).policyFile).to.equal(undefined);
+    expect(loadServerConfig({ RL_COUNTERSTORE_ADDR: 'redis://127.0.0.1:6379', RL_POLICY_FILE: ' ' }).policyFile).to.equal(undefined);
+    expect(loadServerConfig({ RL_COUNTERSTORE_ADDR: 'redis://127.0.0.1:6379', RL_POLICY_FILE: 'mine.yaml' }).policyFile).to.equal('mine.yaml');
+    const regions = { RL_COUNTERSTORE_ADDR: 'redis://127.0.0.1:6379', RL_REGION: 'eu', RL_GLOBAL_COUNTERSTORE_ADDR: 'redis://127.0.0.1:6380' };
+    expect(loadServerConfig(regions).policyFile).to.equal(undefined);
+    expect(loadServerConfig({ ...regions, RL_POLICY_FILE: 'mine.yaml' }).policyFile).to.equal('mine.yaml');
+  });
+
   it('parses listen addresses: every interface, one host, IPv6, port 0', () => {
     const listen = (v: string) => loadServerConfig({ RL_HTTP_ADDR: v }).httpAddr;
     expect(listen(':8081')).to.deep.equal({ host: undefined, port: 8081 });

@@ -46,8 +46,13 @@ import { argOf, childMain, reportStats, send } from './common.js';
  * Answers `{type: 'ready', port}` once listening.
  */
 
-/** The production configuration with every variable at its default (auth off, 1 MiB bodies, 100 ms store timeout). */
-const CONFIG: ServerConfig = loadServerConfig({});
+/**
+ * The production configuration with every variable at its default (auth off, 1 MiB bodies, 100 ms store
+ * timeout); with RL_BENCH_AUTH_API_KEYS, API key auth on with those entries (the load then sends
+ * RL_BENCH_API_KEY, bench/lib/http-load.ts).
+ */
+const BENCH_KEYS = process.env.RL_BENCH_AUTH_API_KEYS;
+const CONFIG: ServerConfig = loadServerConfig(BENCH_KEYS ? { RL_AUTH_ENABLED: 'true', RL_AUTH_MODE: 'apikey', RL_AUTH_API_KEYS: BENCH_KEYS } : {});
 
 childMain(async () => {
   const kind = argOf('kind');

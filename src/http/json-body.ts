@@ -2,6 +2,8 @@ import type http from 'node:http';
 import zlib from 'node:zlib';
 import { RlError, invalidField } from '../errors.js';
 import { MAX_JSON_DEPTH, jsonShapeProblem } from '../util/json-shape.js';
+import { jsonSyntaxError } from '../util/json-syntax.js';
+import { lineColumnOf } from '../util/source-position.js';
 
 /**
  * The one reader of JSON request bodies, used by the decision fast path and by the Koa app alike, so
@@ -183,6 +185,14 @@ function oversized(req: http.IncomingMessage, maxBytes: number): BodyError {
 
 const OPENING_BRACE = 0x7b;
 
+/** "at line 2, column 5: unexpected "}"": where JSON.parse gave up, for a reader of the body. */
+function syntaxErrorOf(text: string): string | undefined {
+  const syntax = jsonSyntaxError(text);
+  if (syntax === undefined) return undefined;
+  const { line, column } = lineColumnOf(text, syntax.offset);
+  return `at line ${line}, column ${column}: ${syntax.problem}`;
+}
+
 /** Strict JSON (objects and arrays only), depth-bounded, without `__proto__` keys; blank text is no body. */
 export function parseJsonText(text: string): unknown {
   // Only an empty or blank body means "no body". One that opens with `{` (every real request) is
@@ -193,7 +203,7 @@ export function parseJsonText(text: string): unknown {
     // V8's JSON.parse does not recurse on the native stack, so deep nesting cannot overflow it.
     value = JSON.parse(text);
   } catch (error) {
-    throw bodyErrors.malformed((error as Error).message);
+    throw bodyErrors.malformed(syntaxErrorOf(text) ?? (error as Error).message);
   }
   if (typeof value !== 'object' || value === null) {
     throw bodyErrors.malformed('only objects and arrays are accepted');

@@ -2,6 +2,8 @@ import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { isObject } from '../util/json-shape.js';
+import { jsonSyntaxError } from '../util/json-syntax.js';
+import { caretExcerpt, lineColumnOf } from '../util/source-position.js';
 import type { Policy } from './types.js';
 import { StringPool, storedPolicy } from './stored-policy.js';
 import { validatePolicy, type PolicyInput, type ValidationResult } from './validate.js';
@@ -26,6 +28,10 @@ export interface PolicyFileProblem {
   policy_id?: string;
   field?: string;
   message: string;
+  /** For a syntax error: where it is (1-based), and that line with a caret under the column. */
+  line?: number;
+  column?: number;
+  excerpt?: string;
 }
 
 export interface FilePolicy {
@@ -45,8 +51,12 @@ export class PolicyFileError extends Error {
   }
 }
 
-/** `file: policy "id" (index 2): algorithm.window: must be a duration` */
+/**
+ * `file: policy "id" (index 2): algorithm.window: must be a duration`, or for a syntax error
+ * `file:3:14: invalid YAML: ...` followed by the line and a caret.
+ */
 export function formatProblem(p: PolicyFileProblem): string {
+  if (p.line !== undefined) return `${p.source}:${p.line}:${p.column}: ${p.message}${p.excerpt === undefined ? '' : `\n${p.excerpt}`}`;
   let where = `${p.source}: `;
   if (p.index !== undefined) where += p.policy_id !== undefined ? `policy ${JSON.stringify(p.policy_id)} (index ${p.index}): ` : `policy at index ${p.index}: `;
   return `${where}${p.field ? `${p.field}: ` : ''}${p.message}`;
@@ -126,11 +136,13 @@ function readDocuments(file: string, problems: PolicyFileProblem[]): { source: s
     } catch (error) {
       // A YAML file under another name would otherwise read as a puzzling JSON error.
       const hint = extension === '.json' ? '' : ' (a file is read as YAML only when named .yaml or .yml)';
-      problems.push({ source: file, message: `invalid JSON: ${(error as Error).message}${hint}` });
+      const syntax = jsonSyntaxError(text);
+      if (syntax === undefined) problems.push({ source: file, message: `invalid JSON: ${(error as Error).message}${hint}` });
+      else problems.push(syntaxProblem(file, text, syntax.offset, `invalid JSON: ${syntax.problem}${hint}`));
       return [];
     }
   }
-  const docs = parseAllDocuments(text, { uniqueKeys: true, prettyErrors: true });
+  const docs = parseAllDocuments(text, { uniqueKeys: true, prettyErrors: false });
   // An empty file parses to no document at all: say so rather than silently applying nothing from it.
   if (!Array.isArray(docs) || docs.length === 0) {
     problems.push({ source: file, message: 'holds no policy' });
@@ -140,7 +152,7 @@ function readDocuments(file: string, problems: PolicyFileProblem[]): { source: s
   docs.forEach((doc, i) => {
     const source = docs.length > 1 ? `${file}#${i}` : file;
     if (doc.errors.length > 0) {
-      for (const e of doc.errors) problems.push({ source, message: `invalid YAML: ${e.message.split('\n')[0]}` });
+      for (const e of doc.errors) problems.push(syntaxProblem(source, text, e.pos[0], `invalid YAML: ${e.message.split('\n')[0]}`));
       return;
     }
     const value: unknown = doc.toJS({ maxAliasCount: 100 });
@@ -148,6 +160,12 @@ function readDocuments(file: string, problems: PolicyFileProblem[]): { source: s
     if (value !== null && value !== undefined) out.push({ source, value });
   });
   return out;
+}
+
+/** A syntax error at `offset` of `text`: its line, column and the line with a caret. */
+function syntaxProblem(source: string, text: string, offset: number, message: string): PolicyFileProblem {
+  const position = lineColumnOf(text, offset);
+  return { source, message, ...position, excerpt: caretExcerpt(text, position) };
 }
 
 function policiesOfDocument(source: string, doc: unknown, problems: PolicyFileProblem[]): FilePolicy[] {

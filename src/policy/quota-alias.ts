@@ -1,10 +1,11 @@
 import { RlError } from '../errors.js';
 import { describe } from '../model/request-context.js';
 import { keyCountUpTo } from '../schema/limits.js';
-import { SCOPE_KEYS } from '../schema/policy.js';
+import { QUOTA_CONFIG_KEYS, QUOTA_POLICY_KEYS, SCOPE_KEYS } from '../schema/policy.js';
 import { isObject } from '../util/json-shape.js';
 import { mergePatch } from '../util/merge-patch.js';
 import type { FieldError } from './types.js';
+import { unknownFieldErrors } from './unknown-fields.js';
 
 /**
  * The quota-shaped alias of a policy (CONTRACT.md): `{id, resource, algorithm: "quota", config: {quota,
@@ -61,7 +62,7 @@ export const QUOTA_PASS_THROUGH = ['name', 'description', 'enabled', 'priority',
 
 /** A whole quota-shaped body as the Policy shape to validate, with the problems only the alias can see. */
 export function quotaBodyToPolicy(raw: Obj): { policy: Obj; errors: FieldError[] } {
-  const errors: FieldError[] = [];
+  const errors: FieldError[] = [...unknownFieldErrors(raw, QUOTA_POLICY_KEYS, '', 'quota-shaped policy')];
   const normalised: Obj = Object.create(null);
   for (const k of QUOTA_PASS_THROUGH) {
     if (hasOwn(raw, k)) normalised[k] = raw[k];
@@ -90,6 +91,7 @@ export function quotaBodyToPolicy(raw: Obj): { policy: Obj; errors: FieldError[]
   } else if (!isObject(config)) {
     errors.push({ field: 'config', message: `must be an object with quota and window_seconds, got ${describe(config)}` });
   } else {
+    errors.push(...unknownFieldErrors(config, QUOTA_CONFIG_KEYS, 'config', 'config'));
     const quota = own(config, 'quota');
     if (quota === undefined) errors.push({ field: 'config.quota', message: 'is required (a positive integer: the budget per window)' });
     else if (typeof quota !== 'number' || !Number.isSafeInteger(quota) || quota <= 0) {
@@ -161,6 +163,8 @@ export function quotaPatchToPolicyPatch(patch: Obj): Obj {
   if (has('config')) {
     const config = patch.config;
     if (isObject(config)) {
+      const unknown = unknownFieldErrors(config, QUOTA_CONFIG_KEYS, 'config', 'config');
+      if (unknown.length > 0) throw quotaPatchRefused(unknown);
       for (const key of Object.keys(config)) {
         const value = config[key];
         if (key === 'quota') algorithm.limit = value;
@@ -182,11 +186,12 @@ export function quotaPatchToPolicyPatch(patch: Obj): Obj {
   if (has('action_deny')) {
     const deny = patch.action_deny;
     if (typeof deny === 'boolean') applyActionDeny(deny, out, has);
-    else if (deny !== null) {
-      throw new RlError('failed_validation', `invalid policy: action_deny: must be true or false, got ${describe(deny)}`, 'action_deny', {
-        errors: [{ field: 'action_deny', message: `must be true or false, got ${describe(deny)}` }],
-      });
-    }
+    else if (deny !== null) throw quotaPatchRefused([{ field: 'action_deny', message: `must be true or false, got ${describe(deny)}` }]);
   }
   return out;
+}
+
+function quotaPatchRefused(errors: readonly FieldError[]): RlError {
+  const summary = errors.map((e) => `${e.field}: ${e.message}`).join('; ');
+  return new RlError('failed_validation', `invalid policy: ${summary}`, errors[0].field, { errors: [...errors] });
 }

@@ -1,4 +1,7 @@
 import { SCOPE_FIELDS } from '../model/request-context.js';
+import { ALGORITHM_KEYS, LEASE_KEYS, SCOPE_KEYS, SOURCE_IP_PREFIX_KEYS, STORED_POLICY_KEYS } from '../schema/policy.js';
+import { isObject } from '../util/json-shape.js';
+import { log } from '../util/log.js';
 import {
   ALGORITHM_TYPES,
   ENFORCEMENT_MODES,
@@ -92,6 +95,7 @@ function withOptionalFields(policy: Policy, input: PolicyInput): Policy {
  * they were written, so only the shared parts and strings are swapped in (no second copy is built).
  */
 export function revivedPolicy(parsed: Policy, pool?: StringPool): Policy {
+  dropUnknownKeys(parsed);
   parsed.description = pool?.of(parsed.description) ?? parsed.description;
   const scope = parsed.scope;
   if (pool !== undefined && scope !== undefined && scope !== null) {
@@ -110,6 +114,40 @@ export function revivedPolicy(parsed: Policy, pool?: StringPool): Policy {
     parsed.updated_at = pool.of(parsed.updated_at);
   }
   return parsed;
+}
+
+/**
+ * Policies are strict (CONTRACT "Strict policies"), but a store written before they were, or by a newer
+ * version, may hold a key this version does not know. The store must still start and the policy still
+ * be served and rewritable: the key is dropped, with one warning per policy and key.
+ */
+function dropUnknownKeys(parsed: Policy): void {
+  const record = parsed as unknown as Record<string, unknown>;
+  dropFrom(record, STORED_POLICY_KEYS, '', parsed);
+  if (isObject(record.scope)) dropFrom(record.scope, SCOPE_KEYS, 'scope.', parsed);
+  if (isObject(record.lease)) dropFrom(record.lease, LEASE_KEYS, 'lease.', parsed);
+  if (isObject(record.source_ip_prefix)) dropFrom(record.source_ip_prefix, SOURCE_IP_PREFIX_KEYS, 'source_ip_prefix.', parsed);
+  const algorithm = record.algorithm;
+  if (isObject(algorithm) && Object.prototype.hasOwnProperty.call(ALGORITHM_KEYS, algorithm.type as string)) {
+    dropFrom(algorithm, ALGORITHM_KEYS[algorithm.type as keyof typeof ALGORITHM_KEYS], 'algorithm.', parsed);
+  }
+}
+
+/** Warned-of `policy_id path` pairs: a journal replays every version of a policy, one warning is enough. */
+const warned = new Set<string>();
+const WARNED_MAX = 10_000;
+
+function dropFrom(object: Record<string, unknown>, known: readonly string[], path: string, policy: Policy): void {
+  for (const key of Object.keys(object)) {
+    if (known.includes(key)) continue;
+    delete object[key];
+    const field = `${path}${key}`;
+    const seen = `${policy.policy_id} ${field}`;
+    if (warned.has(seen)) continue;
+    if (warned.size >= WARNED_MAX) warned.clear();
+    warned.add(seen);
+    log.warn('policy store: dropping a field this version does not know from a stored policy', { policy_id: policy.policy_id, field });
+  }
 }
 
 /** The same string from `values` when there is one (one copy for every policy), else `value`. */

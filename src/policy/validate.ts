@@ -19,11 +19,18 @@ import {
   ROLLOUT_PERCENT,
   SCOPE_KEYS,
   SEVERITY_LEVELS,
+  ALGORITHM_KEYS,
+  ANY_ALGORITHM_KEYS,
+  LEASE_KEYS,
+  POLICY_KEYS,
+  SOURCE_IP_PREFIX_KEYS,
 } from '../schema/policy.js';
 import { parseDuration } from '../util/duration.js';
 import { isObject } from '../util/json-shape.js';
 import { compileMatchExpr } from './match-expr.js';
 import { isQuotaShaped, quotaBodyErrors, quotaBodyToPolicy } from './quota-alias.js';
+import { unknownFieldErrors, unknownFieldMessage } from './unknown-fields.js';
+import { nearestKey } from '../util/nearest-key.js';
 import { DEFAULT_SOURCE_IP_PREFIX, SOURCE_IP_PREFIX_BOUNDS, type SourceIpPrefix } from '../schema/policy.js';
 import {
   ALGORITHM_TYPES,
@@ -127,6 +134,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
     return { ok: false, errors: [{ field: 'body', message: `must be a JSON object (a policy), got ${describe(raw)}` }] };
   }
   const requireId = options.requireId ?? true;
+  errors.push(...unknownFieldErrors(raw, POLICY_KEYS, '', 'policy'));
 
   // policy_id
   let policyId = '';
@@ -254,7 +262,7 @@ function validateSourceIpPrefix(v: unknown, err: ErrFn): SourceIpPrefix | undefi
   const prefix: SourceIpPrefix = { ...DEFAULT_SOURCE_IP_PREFIX };
   for (const key of Object.keys(v)) {
     if (key !== 'v4' && key !== 'v6') {
-      err(`source_ip_prefix.${key}`, 'is not a field of source_ip_prefix (v4, v6)');
+      err(`source_ip_prefix.${key}`, unknownFieldMessage(key, SOURCE_IP_PREFIX_KEYS, 'source_ip_prefix'));
       continue;
     }
     const length = own(v, key);
@@ -288,7 +296,7 @@ function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {
       continue;
     }
     if (!(SCOPE_FIELDS as readonly string[]).includes(key)) {
-      err(`scope.${key}`, `unknown scope field (scope fields: ${oneOf(SCOPE_FIELDS)}, tags)`);
+      err(`scope.${key}`, unknownFieldMessage(key, SCOPE_KEYS, 'scope'));
       ok = false;
       continue;
     }
@@ -363,14 +371,12 @@ function validateLease(v: unknown, algorithmType: AlgorithmType | undefined, err
     err('lease', `must be an object ({"max_units": ..., "max_hold": ...}), got ${describe(v)}`);
     return undefined;
   }
+  for (const e of unknownFieldErrors(v, LEASE_KEYS, 'lease', 'lease')) err(e.field, e.message);
   if (algorithmType === 'sliding_window_log' || algorithmType === 'concurrency') {
     err('lease', `is not supported for ${algorithmType} (only fixed_window, sliding_window_counter, token_bucket, leaky_bucket and quota)`);
     return undefined;
   }
   const lease: LeaseConfig = {};
-  for (const key of Object.keys(v)) {
-    if (key !== 'max_units' && key !== 'max_hold') err(`lease.${key}`, 'unknown field (lease fields: max_units, max_hold)');
-  }
   const units = own(v, 'max_units');
   if (units !== undefined) {
     if (typeof units === 'number' && Number.isInteger(units) && units >= LEASE_MAX_UNITS.min && units <= LEASE_MAX_UNITS.max) lease.max_units = units;
@@ -438,17 +444,6 @@ function validateMetadata(v: unknown, err: ErrFn): Record<string, string> | unde
 // ---------------------------------------------------------------------------------------------------
 // AlgorithmConfig
 
-/** Fields that apply to each algorithm type besides the common `cost_per_request` and `sample_rate`. */
-const TYPE_FIELDS: Record<AlgorithmType, readonly (keyof AlgorithmConfig)[]> = {
-  fixed_window: ['limit', 'window'],
-  sliding_window_log: ['limit', 'window'],
-  sliding_window_counter: ['limit', 'window', 'sub_window_count'],
-  token_bucket: ['limit', 'window', 'burst', 'refill_rate'],
-  leaky_bucket: ['limit', 'window', 'burst', 'leak_rate'],
-  concurrency: ['max_concurrency', 'limit', 'lease_ttl'],
-  quota: ['limit', 'quota_period', 'window'],
-};
-
 function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: ErrFn): AlgorithmConfig | undefined {
   if (v === undefined) {
     err('algorithm', `is required (an object with "type": one of ${oneOf(ALGORITHM_TYPES)})`);
@@ -458,30 +453,34 @@ function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: Err
     err('algorithm', `must be an object with "type": one of ${oneOf(ALGORITHM_TYPES)}, got ${describe(v)}`);
     return undefined;
   }
-  const rawType = own(v, 'type');
-  if (rawType === undefined) {
-    err('algorithm.type', `is required (one of ${oneOf(ALGORITHM_TYPES)})`);
-    return undefined;
-  }
-  if (typeof rawType !== 'string' || !(ALGORITHM_TYPES as readonly string[]).includes(rawType)) {
-    err('algorithm.type', `must be one of ${oneOf(ALGORITHM_TYPES)}, got ${describe(rawType)}`);
-    return undefined;
-  }
-  const type = rawType as AlgorithmType;
-  const applies = new Set<string>(TYPE_FIELDS[type]);
-  const field = (k: keyof AlgorithmConfig): unknown => (applies.has(k) || k === 'cost_per_request' || k === 'sample_rate' ? own(v, k) : undefined);
-
   let ok = true;
   const fail = (k: string, message: string): void => {
     err(`algorithm.${k}`, message);
     ok = false;
   };
-  const out: AlgorithmConfig = { type };
+  const rawType = own(v, 'type');
+  let type: AlgorithmType | undefined;
+  if (rawType === undefined) fail('type', `is required (one of ${oneOf(ALGORITHM_TYPES)})`);
+  else if (typeof rawType !== 'string' || !(ALGORITHM_TYPES as readonly string[]).includes(rawType)) {
+    const nearest = typeof rawType === 'string' ? nearestKey(rawType, ALGORITHM_TYPES) : undefined;
+    fail('type', `must be one of ${oneOf(ALGORITHM_TYPES)}, got ${describe(rawType)}${nearest === undefined ? '' : `; did you mean \`${nearest}\`?`}`);
+  } else type = rawType as AlgorithmType;
+  // Without a known type, the fields are still checked (all problems at once), against every algorithm's.
+  const applies = type === undefined ? ANY_ALGORITHM_KEYS : ALGORITHM_KEYS[type];
+  for (const key of Object.keys(v)) {
+    if (applies.includes(key)) continue;
+    if (type !== undefined && ANY_ALGORITHM_KEYS.includes(key) && nearestKey(key, applies) === undefined) {
+      fail(key, `does not apply to ${type} (${type} fields: ${applies.join(', ')})`);
+    } else fail(key, unknownFieldMessage(key, applies, type ?? 'algorithm'));
+  }
+  const field = (k: keyof AlgorithmConfig): unknown => (applies.includes(k) ? own(v, k) : undefined);
+  const kind = type ?? 'this algorithm';
+  const out: AlgorithmConfig = { type: type! };
 
   const posInt = (k: keyof AlgorithmConfig, required: boolean, what = 'a positive integer'): number | undefined => {
     const x = field(k);
     if (x === undefined) {
-      if (required) fail(k, `is required for ${type} (${what})`);
+      if (required) fail(k, `is required for ${kind} (${what})`);
       return undefined;
     }
     if (typeof x === 'number' && Number.isSafeInteger(x) && x > 0) return x;
@@ -498,7 +497,7 @@ function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: Err
   const duration = (k: 'window' | 'quota_period', required: boolean): { text: string; ms: number } | undefined => {
     const x = field(k);
     if (x === undefined) {
-      if (required) fail(k, `is required for ${type} (a duration string such as "10s", "1m", "1h")`);
+      if (required) fail(k, `is required for ${kind} (a duration string such as "10s", "1m", "1h")`);
       return undefined;
     }
     if (typeof x === 'number') {
@@ -512,8 +511,19 @@ function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: Err
     }
     return { text: x as string, ms: parsed.ms };
   };
-
   switch (type) {
+    case undefined: {
+      // Each field a known type would read, checked for its form alone (nothing is required).
+      posInt('limit', false);
+      subWindowCount(field('sub_window_count'), duration('window', false), fail);
+      duration('quota_period', false);
+      posInt('burst', false, 'a positive integer (the bucket capacity)');
+      posRate('refill_rate');
+      posRate('leak_rate');
+      posInt('max_concurrency', false);
+      leaseTtl(field('lease_ttl'), fail);
+      break;
+    }
     case 'fixed_window':
     case 'sliding_window_log': {
       out.limit = posInt('limit', true);
@@ -524,16 +534,7 @@ function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: Err
       out.limit = posInt('limit', true);
       const window = duration('window', true);
       out.window = window?.text;
-      const subs = field('sub_window_count');
-      if (subs !== undefined) {
-        if (typeof subs !== 'number' || !Number.isInteger(subs) || subs < 1 || subs > MAX_SUB_WINDOWS) {
-          fail('sub_window_count', `must be an integer from 1 to ${MAX_SUB_WINDOWS}, got ${describe(subs)}`);
-        } else if (window && window.ms % subs !== 0) {
-          fail('sub_window_count', `must divide the window (${window.ms}ms) evenly, got ${subs}`);
-        } else {
-          out.sub_window_count = subs;
-        }
-      }
+      out.sub_window_count = subWindowCount(field('sub_window_count'), window, fail);
       break;
     }
     case 'token_bucket':
@@ -556,17 +557,7 @@ function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: Err
       }
       out.max_concurrency = max;
       out.limit = limit;
-      const ttl = field('lease_ttl');
-      if (ttl !== undefined) {
-        if (typeof ttl === 'number') {
-          if (Number.isSafeInteger(ttl) && ttl > 0 && Number.isSafeInteger(ttl * 1000)) out.lease_ttl = ttl;
-          else fail('lease_ttl', `must be a duration string or a positive whole number of seconds, got ${describe(ttl)}`);
-        } else {
-          const parsed = parseDuration(ttl);
-          if ('error' in parsed) fail('lease_ttl', typeof ttl === 'string' ? parsed.error : `must be a duration string or a positive whole number of seconds, got ${describe(ttl)}`);
-          else out.lease_ttl = ttl as string;
-        }
-      }
+      out.lease_ttl = leaseTtl(field('lease_ttl'), fail);
       break;
     }
     case 'quota': {
@@ -591,10 +582,35 @@ function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: Err
     fail('sample_rate', 'is required when action is sample (the fraction of over-limit requests let through, 0 to 1)');
   }
 
-  if (!ok) return undefined;
+  if (!ok || type === undefined) return undefined;
   // Drop the keys left undefined so the stored algorithm holds exactly what applies.
   for (const k of Object.keys(out) as (keyof AlgorithmConfig)[]) if (out[k] === undefined) delete out[k];
   return out;
+}
+
+/** `sub_window_count` (absent: undefined), which must divide the window evenly. */
+function subWindowCount(subs: unknown, window: { ms: number } | undefined, fail: ErrFn): number | undefined {
+  if (subs === undefined) return undefined;
+  if (typeof subs !== 'number' || !Number.isInteger(subs) || subs < 1 || subs > MAX_SUB_WINDOWS) {
+    fail('sub_window_count', `must be an integer from 1 to ${MAX_SUB_WINDOWS}, got ${describe(subs)}`);
+  } else if (window && window.ms % subs !== 0) {
+    fail('sub_window_count', `must divide the window (${window.ms}ms) evenly, got ${subs}`);
+  } else return subs;
+  return undefined;
+}
+
+/** concurrency's `lease_ttl` (absent: undefined): a duration string or whole seconds, kept as given. */
+function leaseTtl(ttl: unknown, fail: ErrFn): string | number | undefined {
+  if (ttl === undefined) return undefined;
+  if (typeof ttl === 'number') {
+    if (Number.isSafeInteger(ttl) && ttl > 0 && Number.isSafeInteger(ttl * 1000)) return ttl;
+    fail('lease_ttl', `must be a duration string or a positive whole number of seconds, got ${describe(ttl)}`);
+    return undefined;
+  }
+  const parsed = parseDuration(ttl);
+  if (!('error' in parsed)) return ttl as string;
+  fail('lease_ttl', typeof ttl === 'string' ? parsed.error : `must be a duration string or a positive whole number of seconds, got ${describe(ttl)}`);
+  return undefined;
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-import { FormatRegistry, Type, type Static, type TLiteral, type TOptional, type TSchema, type TString, type TUnion } from '@sinclair/typebox';
+import { FormatRegistry, Type, type Static, type TLiteral, type TObject, type TOptional, type TSchema, type TString, type TUnion } from '@sinclair/typebox';
 import {
   MAX_FIELD_LENGTH,
   MAX_METADATA_ENTRIES,
@@ -60,7 +60,7 @@ const common = {
 };
 
 function algorithm<T extends (typeof ALGORITHM_TYPES)[number], P extends Record<string, TSchema>>(type: T, description: string, fields: P) {
-  return Type.Object({ type: Type.Literal(type), ...fields, ...common }, { title: `Algorithm ${type}`, description });
+  return Type.Object({ type: Type.Literal(type), ...fields, ...common }, { title: `Algorithm ${type}`, description, additionalProperties: false });
 }
 
 export const AlgorithmConfigSchema = Type.Union(
@@ -159,6 +159,9 @@ export const LeaseSchema = Type.Object(
   },
 );
 
+/** `created_at`/`updated_at` in a body: the server sets them, so a policy read can be written back as it is. */
+const serverSetTime = Type.String({ readOnly: true, description: 'Set by the server; ignored when written.' });
+
 /** Fields of the Policy shape a client may send, all but `algorithm` optional (the server applies defaults). */
 const inputFields = {
   policy_id: Type.String({ pattern: POLICY_ID_PATTERN.source, description: 'Required on POST; on PUT it must equal the path id.' }),
@@ -197,22 +200,33 @@ export const PolicyInputSchema = Type.Object(
     budget: inputFields.budget,
     lease: Type.Optional(LeaseSchema),
     version: Type.Optional(PositiveInt('PUT/PATCH: the version being changed; a stale one is a 409 (as If-Match).')),
+    created_at: Type.Optional(serverSetTime),
+    updated_at: Type.Optional(serverSetTime),
   },
-  { title: 'PolicyInput', description: 'A policy as written. Defaults: enabled true, priority 0, action deny, failure_mode fail_open, enforcement_mode enforce, rollout_percent 100.' },
+  {
+    title: 'PolicyInput',
+    additionalProperties: false,
+    description: 'A policy as written; unknown fields are refused. Defaults: enabled true, priority 0, action deny, failure_mode fail_open, enforcement_mode enforce, rollout_percent 100.',
+  },
 );
 
 /** The quota-shaped alias, normalised to a Policy on arrival (CONTRACT.md). */
 export const QuotaPolicyInputSchema = Type.Object(
   {
     id: Type.Optional(inputFields.policy_id),
+    policy_id: Type.Optional({ ...inputFields.policy_id, description: 'The same as `id` (used when `id` is absent).' }),
     resource: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_FIELD_LENGTH })),
     algorithm: Type.Optional(Type.Literal('quota')),
-    config: Type.Object({
-      quota: PositiveInt('The budget per window.'),
-      window_seconds: PositiveInt('Whole seconds.'),
-      cost_per_request: common.cost_per_request,
-      sample_rate: common.sample_rate,
-    }),
+    config: Type.Object(
+      {
+        quota: PositiveInt('The budget per window.'),
+        window_seconds: PositiveInt('Whole seconds.'),
+        cost_per_request: common.cost_per_request,
+        sample_rate: common.sample_rate,
+      },
+      { additionalProperties: false },
+    ),
+    scope: Type.Optional({ ...ScopeSchema, description: 'Further scope fields; `resource` sets scope.resource.' }),
     action_deny: Type.Optional(Type.Boolean({ description: 'true: deny; false: shadow enforcement.' })),
     metadata: Type.Optional(metadata(Type.Union([MetadataValue, Type.Number(), Type.Boolean()]))),
     name: Type.Optional(inputFields.name),
@@ -228,8 +242,9 @@ export const QuotaPolicyInputSchema = Type.Object(
     source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
     budget: inputFields.budget,
     lease: Type.Optional(LeaseSchema),
+    version: Type.Optional(PositiveInt('PUT: the version being changed; a stale one is a 409 (as If-Match).')),
   },
-  { title: 'QuotaPolicyInput', description: 'The quota-shaped body: stored and returned in the Policy shape.' },
+  { title: 'QuotaPolicyInput', additionalProperties: false, description: 'The quota-shaped body: stored and returned in the Policy shape. Unknown fields are refused.' },
 );
 
 export const PolicyBodySchema = Type.Union([PolicyInputSchema, QuotaPolicyInputSchema], { title: 'PolicyBody' });
@@ -255,8 +270,27 @@ export const PolicySchema = Type.Object(
     created_at: Type.String({ format: 'date-time' }),
     updated_at: Type.String({ format: 'date-time' }),
   },
-  { title: 'Policy' },
+  { title: 'Policy', additionalProperties: false },
 );
 
 export type PolicyBody = Static<typeof PolicyBodySchema>;
 export type StoredPolicy = Static<typeof PolicySchema>;
+
+/**
+ * The keys each object of a policy may hold, read from the schemas above so that what the OpenAPI
+ * document declares (`additionalProperties: false`) and what the validator refuses are one list.
+ */
+const keysOf = (schema: TObject): readonly string[] => Object.freeze(Object.keys(schema.properties));
+export const POLICY_KEYS = keysOf(PolicyInputSchema);
+/** The keys of a stored policy (what the server writes to its store and answers with). */
+export const STORED_POLICY_KEYS = keysOf(PolicySchema);
+export const QUOTA_POLICY_KEYS = keysOf(QuotaPolicyInputSchema);
+export const QUOTA_CONFIG_KEYS = keysOf(QuotaPolicyInputSchema.properties.config);
+export const LEASE_KEYS = keysOf(LeaseSchema);
+export const SOURCE_IP_PREFIX_KEYS = keysOf(SourceIpPrefixSchema());
+/** Per algorithm type, the fields it takes (`type` among them). */
+export const ALGORITHM_KEYS = Object.freeze(
+  Object.fromEntries(AlgorithmConfigSchema.anyOf.map((variant) => [variant.properties.type.const, keysOf(variant)])),
+) as Readonly<Record<(typeof ALGORITHM_TYPES)[number], readonly string[]>>;
+/** Every field some algorithm takes: what an algorithm of an unknown type is checked against. */
+export const ANY_ALGORITHM_KEYS = Object.freeze([...new Set(Object.values(ALGORITHM_KEYS).flat())]);

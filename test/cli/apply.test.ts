@@ -78,13 +78,35 @@ describe('rl apply / diff / validate (built binary, real server)', function () {
     const result = await rl(['validate', '-f', dir]);
     expect(result.code).to.equal(2);
     expect(result.stderr).to.match(/bad\.yaml: policy "broken" \(index 0\): algorithm\.window: /);
-    expect(result.stderr).to.match(/worse\.json: invalid JSON/);
+    // A syntax error: file:line:column, the line, and a caret under the column.
+    expect(result.stderr).to.contain(`worse.json:1:65: invalid JSON: unexpected end of input\n  {"policies": [{"policy_id": "x", "algorithm": {"type": "nope"}}]\n  ${' '.repeat(64)}^`);
     expect(result.stderr).to.match(/dup-b\.yaml: policy "twice" \(index 0\): policy_id: duplicate policy_id \(first defined in .*dup-a\.yaml \(index 0\)\)/);
-    expect(result.stderr).to.match(/syntax\.yml: invalid YAML/);
+    expect(result.stderr).to.match(/syntax\.yml:2:1: invalid YAML: .+\n/);
     const json = await rlJson<{ valid: boolean; errors: { source: string; field?: string }[] }>(['validate', '-f', dir]);
     expect(json.code).to.equal(2);
     expect(json.body.valid).to.equal(false);
     expect(json.body.errors.map((e) => e.field)).to.include.members(['algorithm.window', 'policy_id']);
+  });
+
+  it('validate, diff and apply refuse unknown policy fields, naming each with the nearest known one; nothing changes', async () => {
+    const before = await api.listPolicies();
+    const dir = policyDir({
+      'typos.yaml': 'policy_id: typos\nacton: delay\ndescripton: checkout\nalgorithm: {type: token_bucket, limit: 5, window: 1s, burts: 2}\n',
+      'quota.json': JSON.stringify({ id: 'q-typo', algorithm: 'quota', config: { quoat: 5, window_seconds: 60 } }),
+    });
+    const expected = [
+      'typos.yaml: policy "typos" (index 0): acton: unknown field; did you mean `action`?',
+      'typos.yaml: policy "typos" (index 0): descripton: unknown field; did you mean `description`?',
+      'typos.yaml: policy "typos" (index 0): algorithm.burts: unknown field; did you mean `burst`?',
+      'quota.json: policy "q-typo" (index 0): config.quoat: unknown field; did you mean `quota`?',
+    ];
+    for (const args of [['validate', '-f', dir], ['diff', '-f', dir], ['apply', '-f', dir]]) {
+      const result = await rl(args, env);
+      expect(result.code, `${args[0]}: ${result.stderr}`).to.equal(2);
+      for (const line of expected) expect(result.stderr, args[0]).to.contain(line);
+      expect(result.stdout, args[0]).to.not.contain('valid:');
+    }
+    expect(await api.listPolicies()).to.deep.equal(before);
   });
 
   it('validate: a path that does not exist is a problem, exit 2', async () => {

@@ -112,7 +112,7 @@ describe('loadPolicyFile', () => {
     const err = loadError(path);
     const lines = err.message.split('\n');
     expect(lines).to.include(`${path}: policy at index 0: policy_id: is required`);
-    expect(lines.some((l) => l.startsWith(`${path}: policy "x" (index 1): scope.usr_id: unknown scope field`))).to.equal(true);
+    expect(lines.some((l) => l.startsWith(`${path}: policy "x" (index 1): scope.usr_id: unknown field; did you mean \`user_id\`?`))).to.equal(true);
     expect(lines.some((l) => l.startsWith(`${path}: policy "x" (index 1): algorithm.limit:`))).to.equal(true);
     expect(lines.some((l) => l.startsWith(`${path}: policy "x" (index 1): algorithm.window:`))).to.equal(true);
     expect(lines.some((l) => l.startsWith(`${path}: policy "q" (index 2): config.quota:`))).to.equal(true);
@@ -135,14 +135,23 @@ describe('loadPolicyFile', () => {
     expect(loadError(missing).message).to.equal(`${missing}: cannot read policy file: no such file or directory`);
     expect(loadError(dir).message).to.match(/cannot read policy file/);
     const invalid = file('invalid.json', '{"policies": [');
-    expect(loadError(invalid).message).to.match(new RegExp(`^${invalid.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: invalid JSON: `));
+    expect(loadError(invalid).message).to.equal(`${invalid}:1:15: invalid JSON: unexpected end of input\n  {"policies": [\n                ^`);
+    expect(loadError(invalid).problems[0]).to.include({ line: 1, column: 15 });
     // An object without `policies` is one policy (see 'reads a single policy'), checked as such.
     const obj = file('obj.json', { rules: [] });
-    expect(loadError(obj).message.split('\n')[0]).to.equal(`${obj}: policy at index 0: policy_id: is required`);
+    expect(loadError(obj).message.split('\n')).to.include.members([`${obj}: policy at index 0: policy_id: is required`, `${obj}: policy at index 0: algorithm: is required (an object with "type": one of fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, concurrency, quota)`]);
+    expect(loadError(obj).message.split('\n')[0]).to.match(/policy at index 0: rules: unknown field \(policy fields: policy_id, /);
     const notArray = file('notarray.json', { policies: {} });
     expect(loadError(notArray).message).to.equal(`${notArray}: policies: must be a list of policies`);
     const nothing = file('null.json', 'null');
     expect(loadError(nothing).message).to.equal(`${nothing}: must hold a policy, a list of policies or {"policies": [...]}`);
+  });
+
+  it('a YAML error gives file (and document), line, column, the line and a caret', () => {
+    const path = file('broken.yaml', 'policy_id: ok\nalgorithm: {type: fixed_window, limit: 5, window: 1m}\n---\npolicy_id: bad\nscope:\n  org_id: a\n   user_id: b\nalgorithm: {type: fixed_window, limit: 5, window: 1m}\n');
+    const err = loadError(path);
+    expect(err.problems[0]).to.include({ source: `${path}#1`, line: 6, column: 11 });
+    expect(err.message.split('\n').slice(0, 3)).to.deep.equal([`${path}#1:6:11: invalid YAML: Nested mappings are not allowed in compact mappings`, '    org_id: a', `  ${' '.repeat(10)}^`]);
   });
 
   it('reads a single policy, as `rl validate` does', () => {
@@ -156,9 +165,9 @@ describe('loadPolicyFile', () => {
     const bad = file('bad.yml', 'policy_id: y1\nalgorithm: {type: fixed_window, limit: 5, window: 1s}\n---\npolicy_id: y1\nalgorithm: {type: fixed_window, limit: 0, window: 1s}\n');
     expect(loadError(bad).message).to.match(new RegExp(`^${bad.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}#1: policy "y1" \\(index 0\\): algorithm\\.limit: `));
     // JSON stays JSON whatever the name (only .yaml and .yml are YAML).
-    expect(loadError(file('yaml-like.conf', 'policy_id: x')).message).to.match(/yaml-like\.conf: invalid JSON: /);
+    expect(loadError(file('yaml-like.conf', 'policy_id: x')).message).to.match(/yaml-like\.conf:1:1: invalid JSON: unexpected "p"/);
     // ...and says so where the name is not .json (a YAML file passed as /dev/stdin, say).
-    expect(loadError(file('yaml-like.conf', 'policy_id: x')).message).to.match(/invalid JSON: .* \(a file is read as YAML only when named \.yaml or \.yml\)$/);
+    expect(loadError(file('yaml-like.conf', 'policy_id: x')).message).to.match(/invalid JSON: .* \(a file is read as YAML only when named \.yaml or \.yml\)$/m);
     expect(loadError(file('broken.json', '{')).message).to.not.include('YAML');
   });
 });

@@ -302,8 +302,9 @@ for (const backend of BACKENDS) {
     });
 
     it('keys such as __proto__ in bodies and patches pollute nothing', async () => {
-      const body = JSON.parse('{"policy_id":"p1","algorithm":{"type":"fixed_window","limit":1,"window":"1s"},"__proto__":{"polluted":true},"metadata":{"__proto__":"x"}}');
-      const created = await service.create(body, 'a');
+      const refused = JSON.parse('{"policy_id":"p1","algorithm":{"type":"fixed_window","limit":1,"window":"1s"},"__proto__":{"polluted":true},"metadata":{"__proto__":"x"}}');
+      expect((await rejectsWith(service.create(refused, 'a'))).kind).to.equal('failed_validation');
+      const created = await service.create(JSON.parse('{"policy_id":"p1","algorithm":{"type":"fixed_window","limit":1,"window":"1s"},"metadata":{"__proto__":"x"}}'), 'a');
       await service.patch('p1', JSON.parse('{"__proto__":{"polluted":true},"scope":{"__proto__":{"org_id":"x"}}}'), 'a').catch(() => undefined);
       expect(({} as Record<string, unknown>).polluted).to.equal(undefined);
       expect(Object.getPrototypeOf(service.get('p1'))).to.equal(Object.prototype);

@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { counterSpecOf } from '../../src/matching/counter-spec-of.js';
 import { ALGORITHM_TYPES, type FieldError } from '../../src/policy/types.js';
 import { validatePolicy, type PolicyInput } from '../../src/policy/validate.js';
+import { ALGORITHM_KEYS, POLICY_KEYS } from '../../src/schema/policy.js';
 
 const base = () => ({
   policy_id: 'p1',
@@ -91,12 +92,28 @@ describe('validatePolicy', () => {
       expect(p.action).to.equal('deny');
     });
 
-    it('ignores server-set fields and unknown top-level fields', () => {
-      const p = ok({ ...base(), version: 7, created_at: 'x', updated_at: 'y', extra: 1 }) as unknown as Record<string, unknown>;
+    it('ignores server-set fields, so a policy read can be written back', () => {
+      const p = ok({ ...base(), version: 7, created_at: 'x', updated_at: 'y' }) as unknown as Record<string, unknown>;
       expect(p).to.not.have.property('version');
       expect(p).to.not.have.property('created_at');
       expect(p).to.not.have.property('updated_at');
-      expect(p).to.not.have.property('extra');
+    });
+
+    it('refuses unknown top-level fields, each by name, with the nearest known one', () => {
+      expect(errs({ ...base(), acton: 'delay', descripton: 'd', extra: 1 })).to.deep.equal([
+        { field: 'acton', message: 'unknown field; did you mean `action`?' },
+        { field: 'descripton', message: 'unknown field; did you mean `description`?' },
+        { field: 'extra', message: `unknown field (policy fields: ${POLICY_KEYS.join(', ')})` },
+      ]);
+      expect(errs({ policy_id: 'p1', '': 1, algorithm: base().algorithm })).to.deep.equal([{ field: '""', message: `unknown field (policy fields: ${POLICY_KEYS.join(', ')})` }]);
+    });
+
+    it('a misspelt required field gives both the unknown key and the missing one', () => {
+      const { algorithm, ...rest } = base();
+      expect(errs({ ...rest, algoritm: algorithm })).to.deep.equal([
+        { field: 'algoritm', message: 'unknown field; did you mean `algorithm`?' },
+        { field: 'algorithm', message: 'is required (an object with "type": one of fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, concurrency, quota)' },
+      ]);
     });
   });
 
@@ -278,9 +295,25 @@ describe('validatePolicy', () => {
       expect(e[0].message).to.contain('sample');
     });
 
-    it('drops fields that do not belong to the type, without error', () => {
-      const p = ok(withAlg({ type: 'fixed_window', limit: 1, window: '1s', burst: 'x', leak_rate: -1, max_concurrency: 2, lease_ttl: 'bad', quota_period: 5, frobnicate: 1 }));
-      expect(p.algorithm).to.deep.equal({ type: 'fixed_window', limit: 1, window: '1s' });
+    it('refuses fields that do not belong to the type, and unknown ones, each by name', () => {
+      const e = errs(withAlg({ type: 'fixed_window', limit: 1, window: '1s', burst: 'x', leak_rate: -1, max_concurrency: 2, lease_ttl: 'bad', quota_period: 5, frobnicate: 1, limt: 2 }));
+      const fixedFields = 'type, limit, window, cost_per_request, sample_rate';
+      expect(e).to.deep.equal([
+        ...['burst', 'leak_rate', 'max_concurrency', 'lease_ttl', 'quota_period'].map((k) => ({ field: `algorithm.${k}`, message: `does not apply to fixed_window (fixed_window fields: ${fixedFields})` })),
+        { field: 'algorithm.frobnicate', message: `unknown field (fixed_window fields: ${fixedFields})` },
+        { field: 'algorithm.limt', message: 'unknown field; did you mean `limit`?' },
+      ]);
+      expect(errs(withAlg({ type: 'token_bucket', limit: 5, window: '1s', burts: 2 }))).to.deep.equal([{ field: 'algorithm.burts', message: 'unknown field; did you mean `burst`?' }]);
+    });
+
+    it('a bad type hides none of the other problems', () => {
+      expect(errs(withAlg({ type: 'fixed_windw', limit: 0, window: 60, burts: 1 }))).to.deep.equal([
+        { field: 'algorithm.type', message: 'must be one of fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, concurrency, quota, got the string "fixed_windw"; did you mean `fixed_window`?' },
+        { field: 'algorithm.burts', message: 'unknown field; did you mean `burst`?' },
+        { field: 'algorithm.limit', message: 'must be a positive integer, got number 0' },
+        { field: 'algorithm.window', message: 'must be a duration string such as "60s" or "60ms" (a bare number is ambiguous), got number 60' },
+      ]);
+      expect(fields(withAlg({ limit: 'x', window: '1m' }))).to.deep.equal(['algorithm.type', 'algorithm.limit']);
     });
 
     it('every valid algorithm yields a counter spec', () => {
@@ -306,7 +339,7 @@ describe('validatePolicy', () => {
     it('names an unknown scope field', () => {
       const e = errs({ ...base(), scope: { usr_id: 'x' } });
       expect(e).to.deep.equal([{ field: 'scope.usr_id', message: e[0].message }]);
-      expect(e[0].message).to.contain('unknown scope field');
+      expect(e[0].message).to.equal('unknown field; did you mean `user_id`?');
       expect(fields({ ...base(), scope: { request_id: 'r' } })).to.deep.equal(['scope.request_id']);
       expect(fields({ ...base(), scope: { quantity: '1' } })).to.deep.equal(['scope.quantity']);
     });
@@ -446,11 +479,13 @@ describe('validatePolicy', () => {
   });
 
   describe('prototype pollution', () => {
-    it('__proto__ keys are harmless', () => {
-      const raw = JSON.parse(
-        '{"policy_id":"p1","__proto__":{"polluted":true},"algorithm":{"type":"fixed_window","limit":1,"window":"1s","__proto__":{"polluted":true}},' +
-          '"scope":{"tags":{"__proto__":"x"}},"metadata":{"__proto__":"y","constructor":"z"}}',
-      );
+    it('__proto__ keys of policy objects are unknown fields, and pollute nothing', () => {
+      const raw = JSON.parse('{"policy_id":"p1","__proto__":{"polluted":true},"algorithm":{"type":"fixed_window","limit":1,"window":"1s","__proto__":{"polluted":true}}}');
+      expect(fields(raw)).to.deep.equal(['__proto__', 'algorithm.__proto__']);
+      expect(Object.prototype).to.not.have.property('polluted');
+    });
+    it('__proto__ keys of free maps (tags, metadata) are harmless', () => {
+      const raw = JSON.parse('{"policy_id":"p1","algorithm":{"type":"fixed_window","limit":1,"window":"1s"},"scope":{"tags":{"__proto__":"x"}},"metadata":{"__proto__":"y","constructor":"z"}}');
       const p = ok(raw);
       expect(({} as Record<string, unknown>).polluted).to.equal(undefined);
       expect(Object.prototype).to.not.have.property('polluted');
@@ -495,7 +530,9 @@ describe('validatePolicy', () => {
             sample_rate: fc.constantFrom(0, 0.5, 1, 2),
           },
           { requiredKeys: ['type', 'limit', 'window'] },
-        ),
+        )
+          // Mostly the type's own fields (a foreign one is refused, naming it).
+          .chain((alg) => fc.boolean().map((keepAll) => (keepAll ? alg : Object.fromEntries(Object.entries(alg).filter(([k]) => ALGORITHM_KEYS[alg.type].includes(k)))))),
         action: fc.constantFrom('deny', 'sample', 'delay', 'drop'),
         metadata: fc.dictionary(fc.constantFrom('match_expr', 'min_severity', 'owner'), fc.constantFrom('severity == "info"', 'warn', 'severity =='), { maxKeys: 1 }),
       },

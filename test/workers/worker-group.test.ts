@@ -7,7 +7,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import { PROTO_DIR, PROTO_FILES } from '../../src/grpc/protos.js';
 import { getSuiteRedis } from '../support/counter-stores.js';
 import { randomPrefix } from '../support/redis.js';
-import { processAlive, startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { REPO_ROOT, processAlive, startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 import { healthClient, unary } from '../grpc/helpers.js';
 import { check, decisionsByWorker, request, scrape, startGroup, total, waitForLog } from './group.js';
 
@@ -188,6 +188,8 @@ describe('RL_WORKERS=2: SIGTERM drains the whole group (real processes)', functi
       RL_WORKERS: '2',
       RL_COUNTERSTORE_ADDR: redis.url,
       RL_KEY_PREFIX: randomPrefix(),
+      // A shared counter store is seeded only from a file given explicitly (CONTRACT "Seeding").
+      RL_POLICY_FILE: join(REPO_ROOT, 'examples/policies.json'),
       RL_DATA_DIR: dir,
       RL_SHUTDOWN_DELAY_SECS: '5',
       RL_DRAIN_SECS: '5',
