@@ -24,7 +24,7 @@ import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { startTracing } from '../../src/observability/start-tracing.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { connectRegionCounterStore } from '../../src/lease/region-store.js';
-import { FIXED_DECISION, HOT_KEY_POLICY, LEASE_POLICIES, REGION_POLICIES, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
+import { FIXED_DECISION, HOT_KEY_POLICY, LEASE_POLICIES, REGION_POLICIES, REGION_WINDOW_POLICIES, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
 import { argOf, childMain, reportStats, send } from './common.js';
 
 /**
@@ -114,7 +114,7 @@ async function decisionService(
     ...policies,
     ...(options.hotKey ? [HOT_KEY_POLICY] : []),
     ...(options.lease ? LEASE_POLICIES : []),
-    ...(options.regions ? REGION_POLICIES : []),
+    ...(options.regions ? [...REGION_POLICIES, ...REGION_WINDOW_POLICIES] : []),
   ]);
   const metrics = new Metrics({ labelCap: CONFIG.metricsLabelCap });
   let counters: CounterStore;
@@ -156,6 +156,10 @@ async function decisionService(
         stats.lease_capped_allowed = metric.values.find((v) => v.labels.policy_id === 'lease-capped' && v.labels.outcome === 'allowed')?.value ?? 0;
         // Scenario 13's never-over and utilisation count.
         stats.region_capped_allowed = metric.values.find((v) => v.labels.policy_id === 'region-capped' && v.labels.outcome === 'allowed')?.value ?? 0;
+      }
+      // Scenario 14's count of units lost with a reason.
+      if (metric.name === 'rl_lease_units_lapsed_total') {
+        stats.region_faults_lapsed = metric.values.filter((v) => v.labels.policy_id === 'region-faults').reduce((sum, v) => sum + v.value, 0);
       }
       if (metric.name === 'rl_lease_parent_wait_seconds') {
         stats.lease_waits = metric.values.find((v) => (v as { metricName?: string }).metricName === 'rl_lease_parent_wait_seconds_count')?.value ?? 0;

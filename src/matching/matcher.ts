@@ -4,7 +4,7 @@ import { compileLease } from '../policy/lease-terms.js';
 import { lengthPrefixed } from '../counters/keys.js';
 import { SCOPE_FIELDS, type RequestContext, type ScopeField } from '../model/request-context.js';
 import { clientNetwork, type ClientNetwork } from './client-network.js';
-import { canonicalMethod } from './http-method.js';
+import { canonicalMethod } from '../model/http-method.js';
 import { compileMatchExpr, type CompileResult, type MatchExprEvaluator } from '../policy/match-expr.js';
 import { RegexBudget } from '../policy/match-regex.js';
 import { RankOrder } from './rank-order.js';
@@ -380,7 +380,7 @@ export class Matcher {
 
   /**
    * The best enforce-mode and the best shadow-mode candidate for this request. Puts `ctx.method` in
-   * the form scopes are compiled to (http-method.ts) first, so counter identities, match_expr and
+   * the form scopes are compiled to (model/http-method.ts) first, so counter identities, match_expr and
    * everything after the match see the one spelling.
    */
   match(ctx: RequestContext, family: PolicyFamily, nowMs: number): MatchResult {

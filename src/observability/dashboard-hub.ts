@@ -70,8 +70,8 @@ export interface DashboardStreamDeps {
 type ErrorSource = { onError(listener: (event: CounterStoreErrorEvent) => void): () => void };
 
 /**
- * The shared producer of snapshots. Subscribers are writable streams; the timer starts with the first
- * and stops with the last. Draining ends every stream so clients reconnect to a node that stays.
+ * The shared producer of snapshots. Subscribers are writable streams; the timer runs from `start()` to
+ * `stop()`, viewers or not. Draining ends every stream so clients reconnect to a node that stays.
  */
 export class DashboardHub {
   private readonly subscribers = new Set<PassThrough>();
@@ -149,7 +149,7 @@ export class DashboardHub {
     const previous = this.previous;
     this.previous = current;
     const snapshot = this.snapshot(previous, current);
-    this.ring.push(snapshot.at, snapshot.rates, snapshot.policies);
+    this.ring.push(snapshot.at, snapshot.rates, busiestInTick(snapshot.policies));
     this.dropIdleViews();
     if (this.subscribers.size === 0) return snapshot;
     const frame = sseEvent('snapshot', snapshot);
@@ -258,6 +258,16 @@ interface Reading {
 }
 
 const NO_DECISIONS: OutcomeRates = { allowed: 0, denied: 0, shadow: 0 };
+
+/**
+ * The snapshot's policies by their rates in this tick, busiest first (the snapshot lists them by their
+ * totals since start-up): the ring keeps the busiest of each tick, so a policy busy now is in the history
+ * even while others lead on lifetime totals.
+ */
+function busiestInTick(policies: readonly (OutcomeRates & { policy_id: string })[]): (OutcomeRates & { policy_id: string })[] {
+  const busy = (p: OutcomeRates) => p.allowed + p.denied + p.shadow;
+  return [...policies].sort((a, b) => busy(b) - busy(a));
+}
 
 /** The service-wide figures (fail-open rate, lease totals) are no one organisation's: a restricted view reads 0. */
 const NO_SERVICE_FIGURES: DashboardStreamDeps['metrics'] = {

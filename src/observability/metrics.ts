@@ -23,7 +23,8 @@ import type { LeaseTotals } from '../schema/server-info.js';
  *
  * Per-policy series (`rl_policy_decisions_total`): the deciding policy (`matched_policy_id`) counts the
  * decision as allowed or denied, by the answer; the shadow policy (beside an enforcing one, or answering
- * alone) counts `shadow` when it would have limited. Decisions without a matching policy add no
+ * alone) counts `shadow` when it would have limited. Refunds count in `rl_decisions_total` only (operation
+ * `refund`), as analytics skips them. Decisions without a matching policy add no
  * per-policy series; decisions without a `tenant_id` add no per-tenant series (both are in
  * `rl_decisions_total`).
  *
@@ -265,6 +266,9 @@ export class Metrics {
     this.countPolicyCache(policyId !== '');
     if (Number.isFinite(event.durationSeconds) && event.durationSeconds >= 0) this.duration.observe(event.durationSeconds);
     if (event.failureMode !== undefined) this.failureMode.inc(event.failureMode);
+    // A refund gives units back: counted under its operation above, but per tenant and per policy (no
+    // operation label there) it is not a decision allowed, as in analytics.
+    if (event.operation === 'refund') return;
     const tenant = event.ctx.tenant_id;
     if (tenant !== undefined && tenant !== '') {
       const tenantRow = this.tenantRows.row(tenant);

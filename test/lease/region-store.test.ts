@@ -12,7 +12,7 @@ import { RegionCounterStore } from '../../src/lease/region-store.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import { systemClock } from '../../src/lease/types.js';
 import type { LeaseClock, LeaseEvents } from '../../src/lease/types.js';
-import { startDelayProxy, type DelayProxy } from '../support/delay-proxy.js';
+import { startLinkProxy, type LinkProxy } from '../support/link-proxy.js';
 import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
 
 interface Counts {
@@ -24,19 +24,19 @@ interface Counts {
 
 /**
  * A global budget across two regions, in one process: one global and two regional redis-servers, the
- * global one behind a delay proxy, two RegionCounterStores ("servers") per region. Counts, never time.
+ * global one behind a link proxy, two RegionCounterStores ("servers") per region. Counts, never time.
  */
 describe('global budget across regions (RegionCounterStore)', function () {
   this.timeout(60_000);
   let global: RedisHandle;
   const regions: RedisHandle[] = [];
-  let proxy: DelayProxy;
+  let proxy: LinkProxy;
   const opened: RegionCounterStore[] = [];
   let direct: RedisCounterStore;
 
   before(async function () {
     [global, regions[0], regions[1]] = await Promise.all([startPrivateRedis(), startPrivateRedis(), startPrivateRedis()]);
-    proxy = await startDelayProxy(global, 10);
+    proxy = await startLinkProxy(global, 10);
     direct = connectRedisCounterStore(global.url, { commandTimeoutMs: 2000 });
     await direct.waitUntilReady();
   });

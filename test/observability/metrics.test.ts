@@ -2,6 +2,8 @@ import { expect } from 'chai';
 import { register as globalRegistry } from 'prom-client';
 import { LabelAllowList, Metrics } from '../../src/observability/metrics.js';
 import { internalErrorCount } from '../../src/observability/internal-errors.js';
+import { Analytics } from '../../src/observability/analytics.js';
+import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { event, allowedBy, deniedBy, shadowOnly, fixedEventSequence } from '../support/decision-events.js';
 
 /** The value of one sample line `name{labels} value` of the exposition (labels in declaration order). */
@@ -94,6 +96,17 @@ describe('observability/metrics', () => {
     expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'enf', outcome: 'allowed' })).to.equal(2);
     expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'enf', outcome: 'denied' })).to.equal(1);
     expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'enf', outcome: 'shadow' })).to.equal(undefined);
+  });
+
+  it('counts a refund under its operation only: per policy and per tenant, like analytics, it is not a decision allowed', async () => {
+    const m = new Metrics({ defaultMetrics: false });
+    const a = new Analytics();
+    const events = [allowedBy('p', { tenant_id: 't' }), event({ operation: 'refund', ctx: { tenant_id: 't' }, decision: { matched_policy_id: 'p', reason: 'refunded' } })];
+    for (const e of events) new ObservabilityRecorder(m, a).record(e);
+    const text = await m.exposition();
+    expect(sample(text, 'rl_decisions_total', { operation: 'refund', outcome: 'allowed' })).to.equal(1);
+    expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'p', outcome: 'allowed' })).to.equal(a.summary().by_policy[0].allowed).and.to.equal(1);
+    expect(sample(text, 'rl_tenant_decisions_total', { tenant: 't', outcome: 'allowed' })).to.equal(1);
   });
 
   it('counts failure-mode decisions, policy cache hits and misses, and counter store errors', async () => {
