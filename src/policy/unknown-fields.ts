@@ -1,3 +1,4 @@
+import { ALGORITHM_KEYS, ANY_ALGORITHM_KEYS, LEASE_KEYS, POLICY_KEYS, SCOPE_KEYS, SOURCE_IP_PREFIX_KEYS } from '../schema/policy.js';
 import { nearestKey } from '../util/nearest-key.js';
 import type { FieldError } from './types.js';
 
@@ -57,8 +58,31 @@ function knownSet(known: readonly string[]): ReadonlySet<string> {
   return set;
 }
 
-/** "unknown field; did you mean `action`?", or the known keys when none is close. */
+/**
+ * "unknown field; did you mean `action`?"; for a field of another object of the policy, where it
+ * belongs ("did you mean `scope.endpoint`?"); else the known keys.
+ */
 export function unknownFieldMessage(key: string, known: readonly string[], where: string): string {
   const nearest = nearestKey(key, known);
-  return nearest !== undefined ? `unknown field; did you mean \`${nearest}\`?` : `unknown field (${where} fields: ${known.join(', ')})`;
+  if (nearest !== undefined) return `unknown field; did you mean \`${nearest}\`?`;
+  const home = homeOf(key, known);
+  if (home !== undefined) return `unknown field here; did you mean ${home === '' ? `\`${key}\` at the top level` : `\`${home}.${key}\``}?`;
+  return `unknown field (${where} fields: ${known.join(', ')})`;
+}
+
+/** The objects of the Policy shape by path, with their keys: where a key written in the wrong one belongs. */
+const POLICY_OBJECTS: readonly (readonly [path: string, keys: readonly string[]])[] = [
+  ['', POLICY_KEYS],
+  ['scope', SCOPE_KEYS],
+  ['algorithm', ANY_ALGORITHM_KEYS],
+  ['lease', LEASE_KEYS],
+  ['source_ip_prefix', SOURCE_IP_PREFIX_KEYS],
+];
+const ALGORITHM_LISTS = new Set<readonly string[]>([ANY_ALGORITHM_KEYS, ...Object.values(ALGORITHM_KEYS)]);
+
+/** The path of the other Policy object holding `key`, when `known` is one of the Policy shape's (not the quota body's). */
+function homeOf(key: string, known: readonly string[]): string | undefined {
+  const here = ALGORITHM_LISTS.has(known) ? 'algorithm' : POLICY_OBJECTS.find(([, keys]) => keys === known)?.[0];
+  if (here === undefined) return undefined;
+  return POLICY_OBJECTS.find(([path, keys]) => path !== here && keys.includes(key))?.[0];
 }

@@ -122,6 +122,18 @@ describe('validatePolicy', () => {
       expect(fields({ ...base(), [long]: 1, scope: { [long]: 'a' } })).to.deep.equal([`x${'y'.repeat(63)}…`, `scope.x${'y'.repeat(63)}…`]);
     });
 
+    it('a field written in the wrong object of the policy: says where it belongs', () => {
+      const e = errs({ ...base(), endpoint: '/x', limit: 5, max_units: 2, algorithm: { ...base().algorithm, action: 'deny' }, scope: { window: '1s' }, lease: { v4: 24 } });
+      expect(e).to.deep.equal([
+        { field: 'endpoint', message: 'unknown field here; did you mean `scope.endpoint`?' },
+        { field: 'limit', message: 'unknown field here; did you mean `algorithm.limit`?' },
+        { field: 'max_units', message: 'unknown field here; did you mean `lease.max_units`?' },
+        { field: 'scope.window', message: 'unknown field here; did you mean `algorithm.window`?' },
+        { field: 'algorithm.action', message: 'unknown field here; did you mean `action` at the top level?' },
+        { field: 'lease.v4', message: 'unknown field here; did you mean `source_ip_prefix.v4`?' },
+      ]);
+    });
+
     it('a misspelt required field gives both the unknown key and the missing one', () => {
       const { algorithm, ...rest } = base();
       expect(errs({ ...rest, algoritm: algorithm })).to.deep.equal([
