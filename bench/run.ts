@@ -9,6 +9,10 @@
  *   npm run bench -- --no-pin          no taskset pinning
  *   npm run bench -- --tsx             children run src/ through tsx instead of a tsc build
  *
+ * With RL_BENCH_AUTH_API_KEYS (entries as RL_AUTH_API_KEYS) the HTTP servers under test authenticate API
+ * keys, and the HTTP load sends RL_BENCH_API_KEY: e.g. `bench-key:admin:org-0` (the workload's org) for a
+ * credential limited to an organisation.
+ *
  * Cores (2 on the reference machine): every measured server and every in-process measurement runs in
  * its own child process pinned to core 0; this process (the load generator: autocannon and the grpc-js
  * clients) and the private redis-server are pinned to core 1. Without taskset nothing is pinned (the

@@ -47,6 +47,7 @@ import {
 import { workersCapacity } from './workers-capacity.js';
 import { policyChanges } from './policy-changes.js';
 import { tracingCost } from './tracing-cost.js';
+import { linkFaults, refillAhead } from './region-faults.js';
 
 type Scenario = (ctx: Context) => Promise<ScenarioResult>;
 
@@ -64,6 +65,8 @@ export const SCENARIOS: Record<number, { key: string; run: Scenario }> = {
   11: { key: 'tracing_cost', run: (ctx) => tracingCost(ctx, 11) },
   12: { key: 'lease_hot_key', run: leaseHotKey },
   13: { key: 'regions', run: twoRegions },
+  14: { key: 'link_faults', run: (ctx) => linkFaults(ctx, 14) },
+  15: { key: 'refill_ahead', run: (ctx) => refillAhead(ctx, 15) },
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -767,7 +770,7 @@ const REGION_RATE = { full: 1000, quick: 500, smoke: 100 } as const;
 async function twoRegions(ctx: Context): Promise<ScenarioResult> {
   const [global, storeA, storeB] = await Promise.all([startPrivateRedis(), startPrivateRedis(), startPrivateRedis()]);
   // The WAN link in a process of its own, on the load generator's core (where Redis runs too).
-  const proxyChild = spawnChild('delay-proxy.ts', ['--port', String(global.port), '--delay-ms', '25'], { core: LOAD_CORE });
+  const proxyChild = spawnChild('link-proxy.ts', ['--port', String(global.port), '--delay-ms', '25'], { core: LOAD_CORE });
   const proxy = await nextMessage<{ port: number }>(proxyChild, 'ready', 30_000);
   const inRegion = (store: PrivateRedis, region: string) =>
     startServer('rl-http', ['--redis', store.addr, '--regions', 'yes', '--region', region, '--global', `127.0.0.1:${proxy.port}`]);
@@ -852,7 +855,7 @@ async function twoRegions(ctx: Context): Promise<ScenarioResult> {
       ],
       notes: [
         ...loadNotes(sides.a, sides.b, sides.aAlone, sides.bAlone),
-        'Four servers, three redis-servers, the delay proxy and the load generators share this machine; the two regions run at once.',
+        'Four servers, three redis-servers, the link proxy and the load generators share this machine; the two regions run at once.',
         `Utilisation: ${admitted} of ${REGION_CAPPED_LIMIT} admitted (${round((admitted / REGION_CAPPED_LIMIT) * 100)}%) by ${cappedDecisions} decisions at full load in both regions ` +
           `(${failureMode} more answered by failure_mode, outside the guarantee); the rest was held by a region when the run ended, or is still on its way back.`,
       ],

@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import { isOrgName } from './model/org-scope.js';
 import { CounterStoreAddressError, parseCounterStoreAddress } from './redis/redis-connection.js';
 
 /**
@@ -27,10 +28,19 @@ const ROLES: readonly Role[] = ['admin', 'read-only'];
 export interface AuthConfig {
   enabled: boolean;
   mode: 'apikey' | 'jwt' | undefined;
-  apiKeys: { key: string; role: Role }[];
+  apiKeys: ApiKeyEntry[];
   jwtSecret: string | undefined;
   roleClaim: string;
+  /** The JWT claim naming the organisations a token acts for (absent from a token: unrestricted). */
+  orgClaim: string;
   exemptPaths: string[];
+}
+
+/** One `RL_AUTH_API_KEYS` entry: `orgs` absent = unrestricted (every organisation). */
+export interface ApiKeyEntry {
+  key: string;
+  role: Role;
+  orgs?: string[];
 }
 
 export interface TlsConfig {
@@ -59,6 +69,8 @@ export interface ServerConfig {
   /** undefined = in-memory counters and a file-backed policy store (single-node mode). */
   counterStoreAddr: string | undefined;
   counterStoreTimeoutMs: number;
+  /** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for its lease holder's refill, then refused (lease_wait_timeout). */
+  leaseMaxWaitMs: number;
   /** Redis mode's deny cache (docs/algorithms.md): counters held (0 = off), and how long one answers at most. */
   denyCache: { size: number; maxAgeMs: number };
   keyPrefix: string;
@@ -113,6 +125,7 @@ export function loadServerConfig(env: Env): ServerConfig {
     auth,
     counterStoreAddr,
     counterStoreTimeoutMs: read.int('RL_COUNTERSTORE_TIMEOUT_MS', 100, 1, 60_000),
+    leaseMaxWaitMs: readLeaseMaxWait(read),
     denyCache: {
       size: read.int('RL_DENY_CACHE_SIZE', 10_000, 0, 10_000_000),
       maxAgeMs: read.int('RL_DENY_CACHE_MAX_AGE_MS', 1_000, 1, 3_600_000),
@@ -131,6 +144,11 @@ export function loadServerConfig(env: Env): ServerConfig {
     tracing: readTracing(read),
     region: readRegion(read, counterStoreAddr),
   };
+}
+
+/** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for its lease holder's refill (CONTRACT "Bounded wait"). */
+export function readLeaseMaxWait(read: Reader): number {
+  return read.int('RL_LEASE_MAX_WAIT_MS', 100, 0, 10_000);
 }
 
 /** Both RL_REGION and RL_GLOBAL_COUNTERSTORE_ADDR or neither; with them RL_COUNTERSTORE_ADDR is this region's store. */
@@ -206,7 +224,7 @@ function readAuth(read: Reader): AuthConfig {
     throw new ConfigError('RL_AUTH_MODE', `must be "apikey" or "jwt", got "${modeText}"`);
   }
   const mode = modeText as AuthConfig['mode'];
-  const apiKeys = read.list('RL_AUTH_API_KEYS').map((entry) => parseApiKey(entry));
+  const apiKeys = read.list('RL_AUTH_API_KEYS').map((entry, at) => parseApiKeyEntry(entry, at + 1));
   const jwtSecret = read.optional('RL_AUTH_JWT_SECRET');
   if (enabled) {
     if (!mode) throw new ConfigError('RL_AUTH_MODE', 'must be "apikey" or "jwt" when RL_AUTH_ENABLED is true');
@@ -223,20 +241,44 @@ function readAuth(read: Reader): AuthConfig {
     apiKeys,
     jwtSecret,
     roleClaim: read.string('RL_AUTH_ROLE_CLAIM', 'role'),
+    orgClaim: read.string('RL_AUTH_ORG_CLAIM', 'orgs'),
     exemptPaths: read.list('RL_AUTH_EXEMPT_PATHS', ['/healthz', '/readyz']),
   };
 }
 
-/** `key` (admin) or `key:role`. The role is after the LAST colon so keys may contain colons. */
-function parseApiKey(entry: string): { key: string; role: Role } {
-  const at = entry.lastIndexOf(':');
-  if (at > 0) {
-    const role = entry.slice(at + 1);
-    if ((ROLES as string[]).includes(role)) return { key: entry.slice(0, at), role: role as Role };
+/**
+ * One `RL_AUTH_API_KEYS` entry (`position` counts from 1): `key` (admin, every organisation), `key:role`,
+ * or `key:role:org1|org2` (limited to those organisations). Parts are read from the end, so a key may
+ * contain colons, but then its role must follow: an entry with a colon that does not end in a role
+ * (and organisations) is refused rather than taken as an admin key, so a typo in a role or an
+ * organisation list cannot grant every organisation. Errors name the entry's position, never the key.
+ */
+export function parseApiKeyEntry(entry: string, position: number): ApiKeyEntry {
+  const refuse = (problem: string) => new ConfigError('RL_AUTH_API_KEYS', `entry ${position} ${problem}`);
+  if (entry === '') throw refuse('is empty');
+  const parts = entry.split(':');
+  if (parts.length === 1) return { key: entry, role: 'admin' };
+  const last = parts[parts.length - 1];
+  if (isRole(last)) {
+    const key = parts.slice(0, -1).join(':');
+    if (key === '') throw refuse('has no key before its role');
+    return { key, role: last };
   }
-  // Never echo the key itself: config errors end up in logs.
-  if (entry.length === 0) throw new ConfigError('RL_AUTH_API_KEYS', 'contains an empty key');
-  return { key: entry, role: 'admin' };
+  const role = parts.length >= 3 ? parts[parts.length - 2] : undefined;
+  if (role === undefined || !isRole(role)) {
+    throw refuse(`must be key, key:role or key:role:org1|org2 with role ${ROLES.join(' or ')} (a key containing ":" needs its role after it)`);
+  }
+  const key = parts.slice(0, -2).join(':');
+  if (key === '') throw refuse('has no key before its role');
+  const orgs = last.split('|');
+  if (orgs.some((org) => !isOrgName(org))) {
+    throw refuse('has an organisation list with an empty name, "*" or surrounding spaces (write org1|org2)');
+  }
+  return { key, role, orgs: [...new Set(orgs)] };
+}
+
+function isRole(value: string): value is Role {
+  return (ROLES as readonly string[]).includes(value);
 }
 
 function readTls(read: Reader): TlsConfig {

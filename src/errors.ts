@@ -43,6 +43,24 @@ export function notFound(message: string): RlError {
  * An expected outage signal, raised on every decision while Redis is down: it carries no stack trace,
  * whose capture through the async chain would cost more than the decision (BENCHMARKS.md, scenario 7).
  */
+/**
+ * A decision waited RL_LEASE_MAX_WAIT_MS for its lease holder's refill and is refused (CONTRACT "Bounded
+ * wait": reason lease_wait_timeout). Not a store failure: a slow parent is not a failed one, so the
+ * failure mode does not answer and never-over holds. No stack trace, as for CounterStoreUnavailableError.
+ */
+export class LeaseWaitTimeoutError extends Error {
+  constructor(
+    /** What the refusal's retry_after says: at most the policy's max_hold. */
+    readonly retryAfterMs: number,
+  ) {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    super('no lease refill within RL_LEASE_MAX_WAIT_MS');
+    Error.stackTraceLimit = limit;
+    this.name = 'LeaseWaitTimeoutError';
+  }
+}
+
 export class CounterStoreUnavailableError extends Error {
   override readonly cause?: unknown;
 

@@ -23,6 +23,7 @@ import { openApiRoutes } from './http/routes/openapi.js';
 import { policyRoutes } from './http/routes/policies.js';
 import { InvalidationNotifier } from './invalidation/notifier.js';
 import { Analytics } from './observability/analytics.js';
+import { OrgView } from './observability/org-view.js';
 import { DeniedIdentities, bothRecorders } from './observability/denied-identities.js';
 import { Metrics } from './observability/metrics.js';
 import { ObservabilityRecorder } from './observability/recorder.js';
@@ -77,7 +78,9 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     closers.push(() => policies.close());
 
     const metrics = new Metrics({ labelCap: config.metricsLabelCap });
-    const analytics = new Analytics();
+    // Per-organisation counts only where some credential can be limited to organisations (they cost a second count).
+    const analytics = new Analytics({ byOrg: authenticator.mayLimitOrgs });
+    const viewOf = (orgs: readonly string[]) => new OrgView(orgs, matcher);
     // Who is being limited, for the dashboard: touched by denied decisions only.
     const deniedIdentities = new DeniedIdentities(matcher);
     // With regions the region's store serves the counters (global budgets from its pool); its per-master
@@ -87,6 +90,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
           counterStoreAddr: config.counterStoreAddr!,
           counterStoreTimeoutMs: config.counterStoreTimeoutMs,
           region: config.region,
+          maxWaitMs: config.leaseMaxWaitMs,
           events: (policyId) => metrics.leaseEvents('region', policyId),
         })
       : undefined;
@@ -97,10 +101,6 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     closers.push(() => counters.close());
     const counterStoreMasters = redisCounters && (() => redisCounters.health.states());
     if (counterStoreMasters) metrics.watchCounterStoreMasters(counterStoreMasters);
-    if (regionCounters) {
-      // A changed global policy's region units go back, counted under the limit they were taken for.
-      store.onChange((event) => void regionCounters.policyChanged(event.policy_id));
-    }
     const decisions = new DecisionService({
       policies: matcher,
       counters,
@@ -111,13 +111,15 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       onIgnoredFields: (count) => metrics.countIgnoredFields(count),
       denyCache: config.denyCache.size > 0 && { capacity: config.denyCache.size, maxAgeMs: config.denyCache.maxAgeMs },
       region: config.region?.name,
-      leases: { events: (policyId) => metrics.leaseEvents('process', policyId) },
+      // Process leases, and the region's units with regions: DecisionService lets go of both (policy
+      // change, drain); the holders report to the metrics.
+      leases: { events: (policyId) => metrics.leaseEvents('process', policyId), maxWaitMs: config.leaseMaxWaitMs },
     });
 
     const regionName = config.region?.name;
     const region = regionCounters && regionName !== undefined ? () => regionStatus(regionName, regionCounters.globalStoreHealth()) : undefined;
     // Ticks from now on, viewers or not: a dashboard opened later starts with the last hour.
-    const hub = new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities, region });
+    const hub = new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities, region, viewOf });
     hub.start();
     closers.push(() => hub.stop());
 
@@ -140,7 +142,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       tracing,
       routers: [
         policyRoutes(policies, tracing),
-        analyticsRoutes(analytics),
+        analyticsRoutes(analytics, viewOf),
         metricsRoutes(hooks.metricsSource?.(metrics) ?? metrics),
         dashboardStreamRoutes(hub),
         infoRoutes(
@@ -200,7 +202,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         await Promise.all([closeGracefully(httpServer, deadlineMs), shutdownGrpcServer(grpcServer, deadlineMs)]);
         notifier?.close();
         policies.close();
-        // Process leases give their unspent units back while the counter store is still open.
+        // Process leases and the region's units go back while the counter store is still open.
         await decisions.letGoLeases();
         hub.stop();
         await Promise.all([store.close(), counters.close(), tracing?.shutdown()]);

@@ -126,6 +126,18 @@ describe('server config', () => {
     }
   });
 
+  it('reads RL_LEASE_MAX_WAIT_MS (default 100, 0–10000) and stops naming it when out of range', () => {
+    expect(loadServerConfig({}).leaseMaxWaitMs).to.equal(100);
+    expect(loadServerConfig({ RL_LEASE_MAX_WAIT_MS: '0' }).leaseMaxWaitMs).to.equal(0);
+    expect(loadServerConfig({ RL_LEASE_MAX_WAIT_MS: '10000' }).leaseMaxWaitMs).to.equal(10_000);
+    for (const bad of ['-1', '10001', '1.5', 'soon']) {
+      expect(() => loadServerConfig({ RL_LEASE_MAX_WAIT_MS: bad }))
+        .to.throw(ConfigError)
+        .with.property('message')
+        .that.matches(/^RL_LEASE_MAX_WAIT_MS: /);
+    }
+  });
+
   it('normalises invalidation targets', () => {
     const c = loadServerConfig({ RL_INVALIDATION_TARGETS: 'http://a:18080/, https://b:18080' });
     expect(c.invalidationTargets).to.deep.equal(['http://a:18080', 'https://b:18080']);

@@ -24,7 +24,7 @@ import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { startTracing } from '../../src/observability/start-tracing.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { connectRegionCounterStore } from '../../src/lease/region-store.js';
-import { FIXED_DECISION, HOT_KEY_POLICY, LEASE_POLICIES, REGION_POLICIES, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
+import { FIXED_DECISION, HOT_KEY_POLICY, LEASE_POLICIES, REGION_POLICIES, REGION_WINDOW_POLICIES, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
 import { argOf, childMain, reportStats, send } from './common.js';
 
 /**
@@ -46,8 +46,13 @@ import { argOf, childMain, reportStats, send } from './common.js';
  * Answers `{type: 'ready', port}` once listening.
  */
 
-/** The production configuration with every variable at its default (auth off, 1 MiB bodies, 100 ms store timeout). */
-const CONFIG: ServerConfig = loadServerConfig({});
+/**
+ * The production configuration with every variable at its default (auth off, 1 MiB bodies, 100 ms store
+ * timeout); with RL_BENCH_AUTH_API_KEYS, API key auth on with those entries (the load then sends
+ * RL_BENCH_API_KEY, bench/lib/http-load.ts).
+ */
+const BENCH_KEYS = process.env.RL_BENCH_AUTH_API_KEYS;
+const CONFIG: ServerConfig = loadServerConfig(BENCH_KEYS ? { RL_AUTH_ENABLED: 'true', RL_AUTH_MODE: 'apikey', RL_AUTH_API_KEYS: BENCH_KEYS } : {});
 
 childMain(async () => {
   const kind = argOf('kind');
@@ -109,7 +114,7 @@ async function decisionService(
     ...policies,
     ...(options.hotKey ? [HOT_KEY_POLICY] : []),
     ...(options.lease ? LEASE_POLICIES : []),
-    ...(options.regions ? REGION_POLICIES : []),
+    ...(options.regions ? [...REGION_POLICIES, ...REGION_WINDOW_POLICIES] : []),
   ]);
   const metrics = new Metrics({ labelCap: CONFIG.metricsLabelCap });
   let counters: CounterStore;
@@ -118,6 +123,7 @@ async function decisionService(
       counterStoreAddr: redisAddr,
       counterStoreTimeoutMs: CONFIG.counterStoreTimeoutMs,
       region: { name: options.region, globalStoreAddr: options.globalAddr, globalTimeoutMs: 1000 },
+      maxWaitMs: CONFIG.leaseMaxWaitMs,
       events: (policyId) => metrics.leaseEvents('region', policyId),
     });
     await store.regional.waitUntilReady(10_000);
@@ -138,7 +144,7 @@ async function decisionService(
     onCounterStoreError: () => metrics.countCounterStoreError(),
     onDenyCacheHit: () => metrics.countDenyCacheHit(),
     denyCache: options.denyCache ? undefined : false,
-    leases: { events: (policyId) => metrics.leaseEvents('process', policyId) },
+    leases: { events: (policyId) => metrics.leaseEvents('process', policyId), maxWaitMs: CONFIG.leaseMaxWaitMs },
     region: options.region || undefined,
   });
   // Read from the service's own metrics only when the parent asks: nothing is added to the hot path.
@@ -150,6 +156,10 @@ async function decisionService(
         stats.lease_capped_allowed = metric.values.find((v) => v.labels.policy_id === 'lease-capped' && v.labels.outcome === 'allowed')?.value ?? 0;
         // Scenario 13's never-over and utilisation count.
         stats.region_capped_allowed = metric.values.find((v) => v.labels.policy_id === 'region-capped' && v.labels.outcome === 'allowed')?.value ?? 0;
+      }
+      // Scenario 14's count of units lost with a reason.
+      if (metric.name === 'rl_lease_units_lapsed_total') {
+        stats.region_faults_lapsed = metric.values.filter((v) => v.labels.policy_id === 'region-faults').reduce((sum, v) => sum + v.value, 0);
       }
       if (metric.name === 'rl_lease_parent_wait_seconds') {
         stats.lease_waits = metric.values.find((v) => (v as { metricName?: string }).metricName === 'rl_lease_parent_wait_seconds_count')?.value ?? 0;

@@ -1,6 +1,11 @@
 import autocannon from 'autocannon';
 import { Samples, cpuPercentSince, emptyLatency, type LatencySummary } from './stats.js';
 
+/** With auth on in the server under test (RL_BENCH_AUTH_API_KEYS, bench/child/server.ts), its key. */
+const BENCH_HEADERS: Record<string, string> = process.env.RL_BENCH_API_KEY
+  ? { 'content-type': 'application/json', 'x-api-key': process.env.RL_BENCH_API_KEY }
+  : { 'content-type': 'application/json' };
+
 /**
  * One autocannon run against 127.0.0.1, in this (load generator) process. Latencies are taken from
  * autocannon's per-response event with sub-millisecond resolution (its own histogram keeps whole
@@ -51,7 +56,7 @@ async function once(options: HttpLoadOptions, samples: Samples | undefined): Pro
         requests: options.bodies.map((body) => ({
           method: 'POST' as const,
           path: options.path,
-          headers: { 'content-type': 'application/json' },
+          headers: BENCH_HEADERS,
           body,
         })),
       },

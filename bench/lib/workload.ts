@@ -245,6 +245,37 @@ export const REGION_POLICIES: Policy[] = [
   const now = new Date().toISOString();
   return { ...result.policy, version: 1, created_at: now, updated_at: now };
 });
+/**
+ * Scenarios 14 and 15 (link faults, refills ahead): global fixed windows per user, so every run spends a
+ * counter of its own (a fresh user_id) from its first unit. REGION_FAULTS fails closed: failure-mode
+ * answers are refusals, and every admitted decision was admitted by the budget.
+ */
+export const REGION_REFILL_LIMIT = 1_000;
+export const REGION_FAULTS_LIMIT = 2_000;
+export const REGION_WINDOW_POLICIES: Policy[] = [
+  { policy_id: 'region-refill', tenant: 'tenant-region-refill', limit: REGION_REFILL_LIMIT, budget: 'global' },
+  { policy_id: 'region-faults', tenant: 'tenant-region-faults', limit: REGION_FAULTS_LIMIT, budget: 'global' },
+  // Scenario 15's baseline: the same window counted in each region's own store (one regional round trip, never a global one).
+  { policy_id: 'region-local', tenant: 'tenant-region-local', limit: REGION_REFILL_LIMIT, budget: 'regional' },
+].map(({ policy_id, tenant, limit, budget }) => {
+  const result = validatePolicy({
+    policy_id,
+    scope: { tenant_id: tenant, user_id: '*' },
+    algorithm: { type: 'fixed_window', limit, window: '1h' },
+    budget,
+    failure_mode: 'fail_closed',
+  });
+  if (!result.ok) throw new Error(`region policy invalid: ${JSON.stringify(result.errors)}`);
+  const now = new Date().toISOString();
+  return { ...result.policy, version: 1, created_at: now, updated_at: now };
+});
+export const regionWindowBody = (policyId: 'region-refill' | 'region-faults' | 'region-local', userId: string): Record<string, string> => ({
+  request_id: 'req-region-window',
+  tenant_id: `tenant-${policyId}`,
+  signal_type: 'http',
+  endpoint: '/api/hot',
+  user_id: userId,
+});
 export const REGION_HOT_BODY: Record<string, string> = { request_id: 'req-region', tenant_id: 'tenant-region', signal_type: 'http', endpoint: '/api/hot', user_id: 'u1' };
 export const REGION_CAPPED_BODY: Record<string, string> = { ...REGION_HOT_BODY, tenant_id: 'tenant-region-capped' };
 

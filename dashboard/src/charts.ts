@@ -93,7 +93,8 @@ export class Sparkline {
         cursor: { show: false },
         legend: { show: false },
         select: { show: false, left: 0, top: 0, width: 0, height: 0 },
-        scales: { x: { time: false, range: () => this.range }, y: { range: (_u, _min, max) => [0, Math.max(1, max ?? 0)] } },
+        // Zero a little above the bottom edge: on it, a quiet policy's line would be clipped away and read as "no data".
+        scales: { x: { time: false, range: () => this.range }, y: { range: (_u, _min, max) => [-Math.max(1, max ?? 0) / 12, Math.max(1, max ?? 0)] } },
         axes: [{ show: false }, { show: false }],
         series: [{}, ...OUTCOMES.map((o) => ({ stroke: COLORS[o], width: 1.5 }))],
       },

@@ -35,6 +35,7 @@ export const DECISION_REASONS = [
   'lease_not_found',
   'refunded',
   'counter_store_unavailable',
+  'lease_wait_timeout',
 ] as const;
 
 export type DecisionReason =

@@ -40,7 +40,12 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   // With regions, as the region's servers: global budgets from the region's units, the rest in its store.
   const regionStore =
     config.counterStoreAddr && config.region
-      ? connectRegionCounterStore({ counterStoreAddr: config.counterStoreAddr, counterStoreTimeoutMs: config.counterStoreTimeoutMs, region: config.region })
+      ? connectRegionCounterStore({
+          counterStoreAddr: config.counterStoreAddr,
+          counterStoreTimeoutMs: config.counterStoreTimeoutMs,
+          region: config.region,
+          maxWaitMs: config.leaseMaxWaitMs,
+        })
       : undefined;
   const counterStore = regionStore
     ? regionStore.regional
@@ -48,15 +53,15 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
       ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
       : undefined;
   const store = regionStore ?? counterStore;
-  if (regionStore) {
-    // A changed global policy's region units go back (CONTRACT "Letting go"), as the servers' do.
-    sync.matcher.onChange(() => {
-      const matcher = sync.matcher.current();
-      void regionStore.policiesChanged((policyId) => matcher.get(policyId));
-    });
-  }
+  // Its DecisionService lets go of the units it holds (process leases, the region's) on policy changes and on close.
   const local = store
-    ? new DecisionService({ policies: sync.matcher, counters: store, keyPrefix: config.keyPrefix, region: config.region?.name })
+    ? new DecisionService({
+        policies: sync.matcher,
+        counters: store,
+        keyPrefix: config.keyPrefix,
+        region: config.region?.name,
+        leases: { maxWaitMs: config.leaseMaxWaitMs },
+      })
     : undefined;
   const { app, counters } = createAgentApp({
     sync,

@@ -1,4 +1,4 @@
-import { ConfigError, Reader, readRegion, type Env, type ListenAddress, type RegionConfig } from '../config.js';
+import { ConfigError, Reader, readLeaseMaxWait, readRegion, type Env, type ListenAddress, type RegionConfig } from '../config.js';
 
 /**
  * The sidecar agent's configuration, read once from `RL_*` variables by its composition root
@@ -18,6 +18,7 @@ import { ConfigError, Reader, readRegion, type Env, type ListenAddress, type Reg
  * | RL_COUNTERSTORE_TIMEOUT_MS | Redis command timeout | 100 |
  * | RL_KEY_PREFIX | counter key prefix; must equal the servers' | `rl:` |
  * | RL_REGION, RL_GLOBAL_COUNTERSTORE_ADDR, RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS | with RL_COUNTERSTORE_ADDR: as the servers of this region (global budgets from the region's units) | none |
+ * | RL_LEASE_MAX_WAIT_MS | with RL_COUNTERSTORE_ADDR: the longest a decision waits for a lease refill (0–10000), then refused with reason lease_wait_timeout | 100 |
  * | RL_MAX_BODY_BYTES | largest request body | 1048576 |
  * | RL_DRAIN_SECS | on SIGTERM, how long in-flight requests get | 10 |
  *
@@ -37,6 +38,8 @@ export interface AgentConfig {
   /** undefined = forward decisions to the upstream; set = decide against this Redis directly. */
   counterStoreAddr: string | undefined;
   counterStoreTimeoutMs: number;
+  /** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for a lease refill (process leases, region units). */
+  leaseMaxWaitMs: number;
   /** With RL_COUNTERSTORE_ADDR: this sidecar's region, as its servers' (docs/distribution.md). */
   region: RegionConfig | undefined;
   keyPrefix: string;
@@ -72,6 +75,7 @@ export function loadAgentConfig(env: Env): AgentConfig {
     invalidateToken: read.optional('RL_AGENT_INVALIDATE_TOKEN'),
     counterStoreAddr,
     counterStoreTimeoutMs: read.int('RL_COUNTERSTORE_TIMEOUT_MS', 100, 1, 60_000),
+    leaseMaxWaitMs: readLeaseMaxWait(read),
     region: readRegion(read, counterStoreAddr),
     keyPrefix: read.string('RL_KEY_PREFIX', 'rl:'),
     maxBodyBytes: read.int('RL_MAX_BODY_BYTES', 1024 * 1024, 1, 1024 * 1024 * 1024),

@@ -81,7 +81,7 @@ export class UpstreamClient {
       return { kind: 'unavailable', error: describeFetchError(error) };
     }
     if (response.status === 200 && isDecision(body)) return { kind: 'decision', decision: body };
-    if (PASS_THROUGH.has(response.status)) return { kind: 'rejected', status: response.status, body };
+    if (PASS_THROUGH.has(response.status) || isOrgRefusal(response.status, body)) return { kind: 'rejected', status: response.status, body };
     if (response.status === 401 || response.status === 403) {
       this.warnRarely('upstream refused the agent credential (RL_AGENT_API_KEY / RL_AGENT_TOKEN)', response.status);
     }
@@ -94,6 +94,14 @@ export class UpstreamClient {
     this.lastWarning = now;
     log.error(message, { upstream: redactUrl(this.options.upstream), status });
   }
+}
+
+/**
+ * A 403 naming `org_id`: the agent's credential is limited to organisations and this request's is not
+ * one of them (CONTRACT "Tenants"). An answer about the request, passed on; not an unreachable server.
+ */
+function isOrgRefusal(status: number, body: unknown): boolean {
+  return status === 403 && typeof body === 'object' && body !== null && (body as { field?: unknown }).field === 'org_id';
 }
 
 function isDecision(body: unknown): body is Decision {

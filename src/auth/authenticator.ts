@@ -10,14 +10,16 @@
 import jwt from 'jsonwebtoken';
 import type { AuthConfig, Role } from '../config.js';
 import { RlError } from '../errors.js';
+import { isOrgName, type Actor } from '../model/org-scope.js';
 import { matchesSecret, secretDigest } from '../util/secrets.js';
 
 /**
  * Who is calling. `role` is null for a valid JWT that carries neither `admin` nor `read-only` in the
  * role claim: it is authenticated (it may make decision calls, which need "any valid credential") but
- * every read or management call is 403.
+ * every read or management call is 403. `orgs` present: the credential acts only for those
+ * organisations (model/org-scope.ts applies the rule); absent: every organisation.
  */
-export type Principal = { subject: string; role: Role | null };
+export type Principal = Actor & { role: Role | null };
 
 /**
  * What a call needs:
@@ -55,15 +57,15 @@ export const ANONYMOUS: Principal = Object.freeze({ subject: 'anonymous', role: 
 
 interface KeyEntry {
   digest: Buffer;
-  role: Role;
-  subject: string;
+  /** What a match authenticates as: built once, shared by every call with this key. */
+  principal: Principal;
 }
 
 const BEARER = /^Bearer[ \t]+([^\s]+)[ \t]*$/i;
 
-/** `apikey:` + 8 hex chars of the key's SHA-256: stable for audits, not the key. */
+/** `key:` + the first 8 hex chars of the key's SHA-256: stable for audits, not the key. */
 export function apiKeyFingerprint(key: string): string {
-  return `apikey:${secretDigest(key).toString('hex').slice(0, 8)}`;
+  return `key:${secretDigest(key).toString('hex').slice(0, 8)}`;
 }
 
 function unauthenticated(message: string): RlError {
@@ -73,16 +75,24 @@ function unauthenticated(message: string): RlError {
 export class Authenticator {
   readonly enabled: boolean;
   readonly mode: AuthConfig['mode'];
+  /** Whether some credential may be limited to organisations (a JWT may always carry the claim). */
+  readonly mayLimitOrgs: boolean;
   private readonly keys: KeyEntry[];
   private readonly jwtSecret: string | undefined;
   private readonly roleClaim: string;
+  private readonly orgClaim: string;
 
   constructor(config: AuthConfig) {
     this.enabled = config.enabled;
     this.mode = config.mode;
     this.roleClaim = config.roleClaim;
-    this.keys = config.apiKeys.map(({ key, role }) => ({ digest: secretDigest(key), role, subject: apiKeyFingerprint(key) }));
+    this.orgClaim = config.orgClaim;
+    this.keys = config.apiKeys.map(({ key, role, orgs }) => ({
+      digest: secretDigest(key),
+      principal: Object.freeze(orgs ? { subject: apiKeyFingerprint(key), role, orgs: Object.freeze([...orgs]) } : { subject: apiKeyFingerprint(key), role }),
+    }));
     this.jwtSecret = config.jwtSecret;
+    this.mayLimitOrgs = this.enabled && (this.mode === 'jwt' || this.keys.some((k) => k.principal.orgs !== undefined));
     // config.ts already refuses these at start-up; repeated here so a hand-built config cannot open the door.
     if (this.enabled) {
       if (this.mode === 'apikey' && this.keys.length === 0) throw new Error('auth: apikey mode without any key');
@@ -131,7 +141,7 @@ export class Authenticator {
       if (equal && match === undefined) match = entry;
     }
     if (!match) throw unauthenticated('invalid API key');
-    return { subject: match.subject, role: match.role };
+    return match.principal;
   }
 
   private authenticateJwt(credentials: Credentials): Principal {
@@ -150,7 +160,9 @@ export class Authenticator {
     }
     const sub = payload.sub;
     const subject = typeof sub === 'string' && sub !== '' ? sub : 'jwt';
-    return { subject, role: roleOf(payload[this.roleClaim]) };
+    const role = roleOf(payload[this.roleClaim]);
+    if (!Object.prototype.hasOwnProperty.call(payload, this.orgClaim)) return { subject, role };
+    return { subject, role, orgs: orgsOf(payload[this.orgClaim], this.orgClaim) };
   }
 }
 
@@ -170,6 +182,18 @@ function roleOf(claim: unknown): Role | null {
   if (values.includes('admin')) return 'admin';
   if (values.includes('read-only')) return 'read-only';
   return null;
+}
+
+/**
+ * The organisations claim: one name or an array of names. A claim that is there but names nothing
+ * usable (another type, an empty or `*` name) refuses the token rather than reading it as unrestricted.
+ */
+function orgsOf(claim: unknown, name: string): string[] {
+  const values = typeof claim === 'string' ? [claim] : Array.isArray(claim) ? claim : undefined;
+  if (values === undefined || !values.every((v): v is string => typeof v === 'string' && isOrgName(v))) {
+    throw unauthenticated(`invalid token: the "${name}" claim must be an organisation name or an array of them (not empty, not "*")`);
+  }
+  return [...new Set(values)];
 }
 
 /**

@@ -23,7 +23,19 @@ export type RateSpec = (
  */
 export interface GlobalBudget {
   policyId: string;
-  /** How long a region's units wait unspent before they go back (the policy's lease.max_hold, default 1 s). */
+  /** The region holder's lease (src/policy/lease-terms.ts); undefined for an algorithm no lease supports. */
+  lease?: CompiledLease;
+}
+
+/** How a leased algorithm's units lapse: with their window, or max_hold after they left a bucket. */
+export type LeaseShape = 'window' | 'bucket';
+
+/** A policy's capacity lease as every level reads it, compiled once with the policy (src/policy/lease-terms.ts). */
+export interface CompiledLease {
+  shape: LeaseShape;
+  /** Most units one take asks for; Infinity at the region level (CONTRACT: no max_units cap there). */
+  maxUnits: number;
+  /** How long units wait unspent before they go back; a bucket's spend-by after they left it. */
   maxHoldMs: number;
 }
 

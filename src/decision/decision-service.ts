@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { CounterStoreUnavailableError, invalidField } from '../errors.js';
+import { CounterStoreUnavailableError, invalidField, LeaseWaitTimeoutError } from '../errors.js';
 import type { CounterResult, CounterStore, SyncCounterOperations } from '../counters/counter-store.js';
 import { capacityOf, windowMsOf, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
 import { CounterKeyCache } from '../counters/keys.js';
@@ -12,7 +12,7 @@ import { applyLimitAction } from './actions.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
 import { leaseIdOf } from './lease-id.js';
 import { ProcessLeases, type LendingStore } from '../lease/process-leases.js';
-import type { LeaseEvents } from '../lease/types.js';
+import { DEFAULT_LEASE_MAX_WAIT_MS, holdsUnits, type LeaseEvents, type UnitHolders } from '../lease/types.js';
 
 export type Operation = 'check' | 'acquire' | 'release' | 'refund';
 
@@ -67,16 +67,20 @@ export interface DecisionServiceDeps {
   /**
    * Process leases (CONTRACT "Process leases", src/lease): with a store that has to wait and can lend
    * units (Redis), the counters of policies with a `lease` are answered from units this process took
-   * in advance. `events` gives a holder its metric hooks; `false` turns leases off. A synchronous store
-   * (memory mode) never leases: the field is accepted and changes nothing.
+   * in advance. `events` gives a holder its metric hooks, `maxWaitMs` is RL_LEASE_MAX_WAIT_MS (default
+   * 100); `false` turns leases off. A synchronous store (memory mode) never leases: the field is
+   * accepted and changes nothing.
    */
-  leases?: { events?: (policyId: string) => LeaseEvents } | false;
+  leases?: { events?: (policyId: string) => LeaseEvents; maxWaitMs?: number } | false;
 }
 
 /** The result of running one matched policy's counter operation. */
 type Evaluation =
-  /** `leased`: answered by this process's capacity lease (metadata.lease "local"). */
-  | { match: PolicyMatch; result: CounterResult; failed?: undefined; leased?: boolean }
+  /**
+   * `leased`: answered by this process's capacity lease (metadata.lease "local"). `waitTimedOut`: a
+   * refusal because the lease's refill took longer than RL_LEASE_MAX_WAIT_MS (reason lease_wait_timeout).
+   */
+  | { match: PolicyMatch; result: CounterResult; failed?: undefined; leased?: boolean; waitTimedOut?: boolean }
   | { match: PolicyMatch; result?: undefined; failed: CounterStoreUnavailableError; leased?: undefined };
 
 /** The store's operations in either form: R is CounterResult (`CounterStore.sync`) or a promise of one. */
@@ -140,6 +144,11 @@ export class DecisionService {
   readonly denyCache: DenyCache | undefined;
   /** Only with a store that has to wait and can lend units (see DecisionServiceDeps.leases). */
   readonly leases: ProcessLeases | undefined;
+  /**
+   * Everything that holds units for this process: its process leases, then its counter store when that
+   * holds units itself (a region's). The one door to let go: policy changes and drain reach them here.
+   */
+  private readonly holders: UnitHolders[] = [];
 
   constructor(private readonly deps: DecisionServiceDeps) {
     this.now = deps.now ?? Date.now;
@@ -148,18 +157,28 @@ export class DecisionService {
     this.denyCache = deps.counters.sync === undefined && deps.denyCache !== false ? new DenyCache(deps.denyCache) : undefined;
     const store = deps.counters;
     if (store.sync === undefined && deps.leases !== false && store.take !== undefined && store.giveBack !== undefined) {
-      const leases = new ProcessLeases({ store: store as LendingStore, events: deps.leases?.events });
-      this.leases = leases;
+      this.leases = new ProcessLeases({
+        store: store as LendingStore,
+        events: deps.leases?.events,
+        maxWaitMs: deps.leases?.maxWaitMs ?? DEFAULT_LEASE_MAX_WAIT_MS,
+      });
+      this.holders.push(this.leases);
+    }
+    if (holdsUnits(store)) this.holders.push(store);
+    if (this.holders.length > 0) {
       deps.policies.onChange?.(() => {
         const matcher = deps.policies.current();
-        leases.policiesChanged((policyId) => matcher.get(policyId));
+        for (const holder of this.holders) void holder.policiesChanged((policyId) => matcher.get(policyId));
       });
     }
   }
 
-  /** Drain: every process lease gives its unspent units back (before the counter store closes). */
-  letGoLeases(): Promise<void> {
-    return this.leases?.letGoAll() ?? Promise.resolve();
+  /**
+   * Drain (before the counter store closes): process leases give their unspent units back first (to
+   * the region's units, when below a region), then the region's go back to the global counter.
+   */
+  async letGoLeases(): Promise<void> {
+    for (const holder of this.holders) await holder.letGoAll();
   }
 
   check(ctx: RequestContext): Promise<Decision> {
@@ -352,7 +371,7 @@ export class DecisionService {
     const decision = baseDecision(evaluation.match);
     if (evaluation.failed) return operation === 'refund' ? unrefundedDecision(decision) : failureModeDecision(decision, policy.failure_mode);
     if (evaluation.leased) decision.metadata.lease = 'local';
-    if (applyResult(decision, operation, evaluation.result) === 'limited') {
+    if (applyResult(decision, operation, evaluation) === 'limited') {
       if (ctx.quantity === 0) return peekLimitedDecision(decision, policy.action, evaluation.result.retryAfterMs);
       const outcome = applyLimitAction(policy, ctx, evaluation.result.retryAfterMs, this.random);
       decision.allowed = outcome.allowed;
@@ -368,7 +387,7 @@ export class DecisionService {
     decision.shadow_mode = true;
     if (evaluation.failed) {
       decision.reason = 'counter_store_unavailable';
-    } else if (applyResult(decision, operation, evaluation.result) === 'limited') {
+    } else if (applyResult(decision, operation, evaluation) === 'limited') {
       decision.action = 'shadow_only';
       decision.retry_after = evaluation.result.retryAfterMs;
     }
@@ -440,12 +459,22 @@ export class DecisionService {
       // An admitted consume or a refund changed the counter; an admitting peek changed nothing.
       if (!peek) cache.changed(key);
     } else if (operation === 'check') {
-      cache.refused(key, match.compiled, match.compiled.spec as RateSpec, deniedCostOf(match, ctx), result, sentAt);
+      const { compiled } = match;
+      const spec = compiled.spec as RateSpec;
+      const lease = compiled.lease ?? spec.global?.lease;
+      cache.refused(key, compiled, spec, deniedCostOf(match, ctx), result, sentAt, lease?.maxHoldMs);
     }
   }
 
-  /** The counter store could not answer: the policy's failure mode will decide. Anything else is a bug, rethrown. */
+  /**
+   * The counter store could not answer: the policy's failure mode will decide. A lease refill that took
+   * too long: refused (a slow parent is not a failed one). Anything else is a bug, rethrown.
+   */
   private failedEvaluation(match: PolicyMatch, error: unknown): Evaluation {
+    if (error instanceof LeaseWaitTimeoutError) {
+      const result = { allowed: false, remaining: 0, retryAfterMs: error.retryAfterMs, resetAfterMs: error.retryAfterMs };
+      return { match, result, waitTimedOut: true };
+    }
     if (!(error instanceof CounterStoreUnavailableError)) throw error;
     this.deps.onCounterStoreError?.(error);
     return { match, failed: error };
@@ -524,7 +553,7 @@ function unrefundedDecision(decision: Decision): Decision {
  * Fills in what the counter operation answered; returns 'limited' when a check or acquire exceeded
  * the limit, for the caller to apply its action (enforced) or shadow_only (shadow).
  */
-function applyResult(decision: Decision, operation: Operation, result: CounterResult): 'done' | 'limited' {
+function applyResult(decision: Decision, operation: Operation, { result, waitTimedOut }: Evaluation & { result: CounterResult }): 'done' | 'limited' {
   decision.remaining = result.remaining;
   decision.reset_after = result.resetAfterMs;
   if (operation === 'release') {
@@ -534,7 +563,7 @@ function applyResult(decision: Decision, operation: Operation, result: CounterRe
   } else if (result.allowed) {
     decision.reason = operation === 'acquire' ? 'lease_acquired' : 'within_limit';
   } else {
-    decision.reason = 'limit_exceeded';
+    decision.reason = waitTimedOut ? 'lease_wait_timeout' : 'limit_exceeded';
     return 'limited';
   }
   return 'done';

@@ -83,8 +83,13 @@ export class DenyCache {
     };
   }
 
-  /** The store refused a consume of `cost` (a peek: cost 1) sent at `sentAt`: keep it when it can stand. */
-  refused(key: string, owner: object, spec: RateSpec, cost: number, result: CounterResult, sentAt: number): void {
+  /**
+   * The store refused a consume of `cost` (a peek: cost 1) sent at `sentAt`: keep it when it can stand.
+   * `holdMs`: a leased counter's max_hold (CompiledLease). Its refusal carries the parent's own
+   * retry_after (a window's end), but units can come back sooner without this node seeing it (another
+   * holder's return, found by the next refill): kept no longer than that.
+   */
+  refused(key: string, owner: object, spec: RateSpec, cost: number, result: CounterResult, sentAt: number, holdMs = Infinity): void {
     if (result.allowed || !(result.retryAfterMs > 0) || !refusalHolds(spec, cost, result.remaining)) return;
     const retryAt = sentAt + result.retryAfterMs;
     const entry: Refusal = {
@@ -97,7 +102,7 @@ export class DenyCache {
       // Once the counter is whole again (reset_after) a cost within capacity fits, whatever retry_after
       // said: a bucket whose state was written under other parameters (a changed policy) can answer a
       // retry_after beyond its own reset_after, and the store itself admits from then on.
-      expiresAt: Math.min(Math.min(retryAt, sentAt + result.resetAfterMs) - edgeMs(spec), sentAt + this.maxAgeMs),
+      expiresAt: Math.min(Math.min(retryAt, sentAt + result.resetAfterMs) - edgeMs(spec), sentAt + Math.min(this.maxAgeMs, holdMs)),
     };
     // Re-inserted, so the entries stay in write order and the first one is the oldest.
     this.entries.delete(key);

@@ -1,5 +1,6 @@
 import { lengthPrefixed, shortDigest } from '../counters/keys.js';
 import { clientNetwork } from '../matching/client-network.js';
+import { canonicalMethod } from '../model/http-method.js';
 import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
 
 /**
@@ -10,14 +11,16 @@ const ADDRESS = clientNetwork({ v4: 32, v6: 128 });
 
 /**
  * A lease is named by `request_id` when the caller gives one; otherwise by a digest of every
- * identifying field, so an acquire and its release that carry the same fields find the same lease.
+ * identifying field, so an acquire and its release that carry the same fields find the same lease
+ * (an address and an HTTP method name in any spelling, as matching sees them: the id is taken before
+ * the matcher upper-cases the method).
  */
 export function leaseIdOf(ctx: RequestContext): string {
   if (ctx.request_id !== undefined && ctx.request_id !== '') return ctx.request_id;
   const parts: string[] = [];
   for (const field of CONTEXT_STRING_FIELDS) {
     const value = ctx[field];
-    if (value !== undefined) parts.push(field, field === 'source_ip' ? ADDRESS.identityOf(value) : value);
+    if (value !== undefined) parts.push(field, field === 'source_ip' ? ADDRESS.identityOf(value) : field === 'method' ? canonicalMethod(value) : value);
   }
   for (const key of Object.keys(ctx.tags).sort()) parts.push(`tags.${key}`, ctx.tags[key]);
   return shortDigest(lengthPrefixed(parts));

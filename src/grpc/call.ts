@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { RlError, invalidField } from '../errors.js';
 import type { Readiness } from '../http/readiness.js';
+import type { Actor } from '../model/org-scope.js';
 import type { GrpcAuthenticate } from './auth.js';
 import { MalformedRequest } from './protos.js';
 import { GrpcStatusError, toGrpcStatus } from './status.js';
@@ -13,12 +14,13 @@ export interface CallGuards {
 /**
  * Wraps the body of a decision RPC with what every one of them needs, in this order: UNAVAILABLE
  * unless the server is ready (starting or draining), nothing done for a call already cancelled or past
- * its deadline, authentication, a request that did not decode (INVALID_ARGUMENT), the body, and one error mapping (status.ts). A call cancelled while the
- * body ran gets no answer (there is nobody to send it to).
+ * its deadline, authentication, a request that did not decode (INVALID_ARGUMENT), the body (given the
+ * authenticated caller; undefined without authentication: unrestricted), and one error mapping
+ * (status.ts). A call cancelled while the body ran gets no answer (there is nobody to send it to).
  */
 export function guardedUnary<Req, Res>(
   guards: CallGuards,
-  body: (request: Req, call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res>,
+  body: (request: Req, call: grpc.ServerUnaryCall<Req, Res>, caller: Actor | undefined) => Promise<Res>,
 ): grpc.handleUnaryCall<Req, Res> {
   return (call, callback) => {
     const method = call.getPath();
@@ -26,11 +28,11 @@ export function guardedUnary<Req, Res>(
       // Draining still answers: load balancers keep sending for a while after SIGTERM (RL_SHUTDOWN_DELAY_SECS).
       if (guards.readiness.state === 'starting') throw new RlError('unavailable', 'server is starting');
       ensureLive(call);
-      guards.authenticate?.(call.metadata, method);
+      const caller = guards.authenticate?.(call.metadata, method);
       if (call.request instanceof MalformedRequest) {
         throw invalidField('request', `is not a valid protobuf message: ${call.request.problem}`);
       }
-      return body(call.request, call);
+      return body(call.request, call, caller);
     };
     run().then(
       (response) => {

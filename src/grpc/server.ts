@@ -3,6 +3,7 @@ import type { DecisionService, Operation } from '../decision/decision-service.js
 import type { MatcherSource } from '../matching/live-matcher.js';
 import type { Readiness } from '../http/readiness.js';
 import type { Decision } from '../model/decision.js';
+import { requireUnrestricted, scopeDecisionOrg } from '../model/org-scope.js';
 import { CONTEXT_STRING_FIELDS, parseOperationContext } from '../model/request-context.js';
 import { DECISION_SPANS, grpcTraceCarrier, itself, type Tracing } from '../observability/tracing.js';
 import { log } from '../util/log.js';
@@ -55,9 +56,9 @@ export function createGrpcServer(deps: GrpcServerDeps): grpc.Server {
   const { decisions, tracing } = deps;
 
   const decide = (operation: Operation) =>
-    guardedUnary<DecisionRequest, DecisionResponse>(guards, async (request, call) => {
+    guardedUnary<DecisionRequest, DecisionResponse>(guards, async (request, call, caller) => {
       const run = () => {
-        const ctx = parseOperationContext(operation, fromWire(request, QUANTITY_ZERO_IS_UNSET[operation]));
+        const ctx = scopeDecisionOrg(caller?.orgs, parseOperationContext(operation, fromWire(request, QUANTITY_ZERO_IS_UNSET[operation])));
         ensureLive(call);
         return decisions.decideNow(operation, ctx);
       };
@@ -73,7 +74,9 @@ export function createGrpcServer(deps: GrpcServerDeps): grpc.Server {
 
   const unitOf = unitLookup(deps.policies);
   server.addService(serviceDefinition(SERVICE_NAMES.envoy), {
-    ShouldRateLimit: guardedUnary<EnvoyRateLimitRequest, EnvoyRateLimitResponse>(guards, async (request, call) => {
+    ShouldRateLimit: guardedUnary<EnvoyRateLimitRequest, EnvoyRateLimitResponse>(guards, async (request, call, caller) => {
+      // A proxy's descriptors are shaped by its route config, not by a team: the adapter acts for every organisation.
+      requireUnrestricted(caller?.orgs, 'the Envoy rate-limit service (ShouldRateLimit)');
       const options = {
         unitOf,
         headers: deps.envoyHeaders ?? 'ietf',

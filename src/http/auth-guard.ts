@@ -1,6 +1,7 @@
 import type Koa from 'koa';
 import { ANONYMOUS, type Access, type Authenticator, type Principal } from '../auth/authenticator.js';
 import type { AuthConfig } from '../config.js';
+import type { Actor } from '../model/org-scope.js';
 import { RlError } from '../errors.js';
 import { log } from '../util/log.js';
 
@@ -103,3 +104,14 @@ export function httpAuthGuard(auth: HttpAuth): Koa.Middleware {
     return next();
   };
 }
+
+/**
+ * The caller the guard left on `ctx.state.principal` (its subject is the audit's `changed_by`, its
+ * organisations limit what it reaches), else an unrestricted `anonymous` (an exempt path, a test app
+ * without the guard).
+ */
+export function callerOf(ctx: Koa.Context): Actor {
+  return (ctx.state as { principal?: Actor }).principal ?? ANONYMOUS_CALLER;
+}
+
+const ANONYMOUS_CALLER: Actor = Object.freeze({ subject: 'anonymous' });

@@ -1,6 +1,7 @@
 import type http from 'node:http';
 import type { DecisionService, Operation } from '../decision/decision-service.js';
 import type { Decision } from '../model/decision.js';
+import type { Orgs } from '../model/org-scope.js';
 import type { Tracing } from '../observability/tracing.js';
 import type { HttpAuth } from './auth-guard.js';
 import { decideBody } from './decide-body.js';
@@ -55,15 +56,16 @@ export function withDecisionFastPath(deps: DecisionFastPathDeps, fallback: http.
     const headers = req.headers;
     if (!isPlainJson(headers)) return fallback(req, res);
     const requestId = requestIdFor(first(headers['x-request-id']));
+    let orgs: Orgs;
     try {
-      deps.auth.check(authCall.of(req.url!, first(headers['x-api-key']), first(headers['authorization']), requestId, res));
+      orgs = deps.auth.check(authCall.of(req.url!, first(headers['x-api-key']), first(headers['authorization']), requestId, res))?.orgs;
     } catch (error) {
       req.resume();
       return sendError(req, res, requestId, error);
     } finally {
       authCall.res = undefined;
     }
-    readBody(deps, operation, req, res, requestId);
+    readBody(deps, operation, orgs, req, res, requestId);
   };
 }
 
@@ -98,12 +100,13 @@ class AuthCall {
 function readBody(
   deps: DecisionFastPathDeps,
   operation: Operation,
+  orgs: Orgs,
   req: http.IncomingMessage,
   res: http.ServerResponse,
   requestId: string,
 ): void {
   readJsonBody(req, deps.maxBodyBytes, (error, body) => {
-    if (error === undefined) return decideAndAnswer(deps, operation, body, req, res, requestId);
+    if (error === undefined) return decideAndAnswer(deps, operation, orgs, body, req, res, requestId);
     if (error.closeConnection) res.setHeader('Connection', 'close');
     sendError(req, res, requestId, error);
   });
@@ -112,6 +115,7 @@ function readBody(
 function decideAndAnswer(
   deps: DecisionFastPathDeps,
   operation: Operation,
+  orgs: Orgs,
   body: unknown,
   req: http.IncomingMessage,
   res: http.ServerResponse,
@@ -119,7 +123,7 @@ function decideAndAnswer(
 ): void {
   let decided: Decision | Promise<Decision>;
   try {
-    decided = decideBody(deps.decisions, deps.tracing, operation, body, req.headers);
+    decided = decideBody(deps.decisions, deps.tracing, operation, body, req.headers, orgs);
   } catch (error) {
     return sendError(req, res, requestId, error);
   }

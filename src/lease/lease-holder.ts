@@ -1,13 +1,18 @@
-import { CounterStoreUnavailableError } from '../errors.js';
+import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../errors.js';
 import type { CounterResult } from '../counters/counter-store.js';
 import { chunkSize, SpendRate } from './chunk.js';
-import type { LeaseLimits } from '../policy/lease-limits.js';
-import type { LeaseClock, LeaseEvents, LeaseParent, MaybePromise, Spend, UnitPool } from './types.js';
+import type { CompiledLease } from '../counters/counter-spec.js';
+import { leaseFailureLog } from './failures.js';
+import { expiredReason, waitTimeout, type LapseReason, type LeaseClock, type LeaseEvents, type LeaseParent, type MaybePromise, type Spend, type UnitPool } from './types.js';
 
-export interface LeaseHolderOptions extends LeaseLimits {
+export interface LeaseHolderOptions {
+  /** The policy's compiled lease (shape, max_units, max_hold). */
+  lease: CompiledLease;
   parent: LeaseParent;
   pool: UnitPool;
   clock: LeaseClock;
+  /** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for a refill before it is refused. */
+  maxWaitMs: number;
   events?: LeaseEvents;
 }
 
@@ -15,6 +20,8 @@ export interface LeaseHolderOptions extends LeaseLimits {
 interface Waiter {
   cost: number;
   since: number;
+  /** Its RL_LEASE_MAX_WAIT_MS timer. */
+  timer: unknown;
   resolve(result: CounterResult): void;
   reject(error: unknown): void;
 }
@@ -28,10 +35,13 @@ interface Waiter {
  *   parent off the decision's path; one refill in flight at a time. A decision waits only when the
  *   pool cannot pay its cost; it is refused, with the parent's retry_after, when the parent granted
  *   less than asked (it can admit no more now) and the pool still cannot pay.
+ * - Bounded wait (CONTRACT "Bounded wait"): a decision waits at most `maxWaitMs`, then is refused
+ *   (LeaseWaitTimeoutError: reason lease_wait_timeout); the refill goes on for the next ones.
  * - Parent unreachable: decisions are answered from the units held; once they run out the take's
- *   CounterStoreUnavailableError reaches the caller (the policy's failure_mode answers).
+ *   CounterStoreUnavailableError reaches the caller (the policy's failure_mode answers), and from then
+ *   on, until a take succeeds, a decision the units cannot pay fails at once instead of waiting.
  * - Letting go (`letGo`: drain, policy change, and after max_hold without use): unspent units go back,
- *   window-checked by the parent; units that missed their window lapse and are counted.
+ *   window-checked by the parent; units that missed their window lapse and are counted, by reason.
  * Clock, parent, pool and timers are injected: the simulation drives this very code.
  */
 export class LeaseHolder {
@@ -41,6 +51,9 @@ export class LeaseHolder {
   private readonly events: LeaseEvents;
   private readonly maxUnits: number;
   private readonly maxHoldMs: number;
+  private readonly maxWaitMs: number;
+  /** Why this holder's units lapse when their spend-by comes. */
+  private readonly expired: LapseReason;
   private readonly spending: SpendRate;
   private readonly waiters: Waiter[] = [];
   private refilling: Promise<void> | undefined;
@@ -48,6 +61,8 @@ export class LeaseHolder {
   private parentRemaining = Infinity;
   private parentRetryAfterMs = 0;
   private parentResetAt = 0;
+  /** The last take failed: the parent is unreachable until a take succeeds. */
+  private parentDown = false;
   /** Units the pool held right after the last refill landed: refill ahead at half of it. */
   private filledTo = 0;
   private lastUsed: number;
@@ -59,9 +74,11 @@ export class LeaseHolder {
     this.pool = options.pool;
     this.clock = options.clock;
     this.events = options.events ?? {};
-    this.maxUnits = options.maxUnits;
-    this.maxHoldMs = options.maxHoldMs;
-    this.spending = new SpendRate(options.maxHoldMs);
+    this.maxUnits = options.lease.maxUnits;
+    this.maxHoldMs = options.lease.maxHoldMs;
+    this.maxWaitMs = options.maxWaitMs;
+    this.expired = expiredReason(options.lease.shape);
+    this.spending = new SpendRate(this.maxHoldMs);
     this.lastUsed = this.clock.now();
     // From the start: a holder that never got units (only peeks, or its parent down) is let go too.
     this.armIdleTimer();
@@ -99,7 +116,7 @@ export class LeaseHolder {
     const now = this.clock.now();
     this.touch(now);
     const accepted = await this.pool.refund(units, now);
-    if (accepted < units) this.events.lapsed?.(units - accepted);
+    if (accepted < units) this.events.lapsed?.(units - accepted, this.expired);
     return { ...this.answer(true, await this.pool.available(now), 0, now), accepted };
   }
 
@@ -116,7 +133,7 @@ export class LeaseHolder {
   // ---------------------------------------------------------------------------------------------
 
   private afterSpend(cost: number, spend: Spend, now: number): MaybePromise<CounterResult> {
-    if (spend.lapsed > 0) this.events.lapsed?.(spend.lapsed);
+    if (spend.lapsed > 0) this.events.lapsed?.(spend.lapsed, this.expired);
     if (spend.spent) {
       this.spending.add(cost, now);
       if (spend.left * 2 <= this.filledTo) this.refillAhead();
@@ -126,10 +143,35 @@ export class LeaseHolder {
   }
 
   private wait(cost: number, now: number): Promise<CounterResult> {
+    if (this.parentDown) {
+      // Known unreachable: the failure mode answers at once; one take looks whether it is back.
+      this.startRefill(cost);
+      return Promise.reject(new CounterStoreUnavailableError('lease parent unreachable, and this holder holds too few units'));
+    }
+    if (this.maxWaitMs <= 0) {
+      this.startRefill(cost);
+      return Promise.reject(new LeaseWaitTimeoutError(waitTimeout(this.maxWaitMs, this.maxHoldMs)));
+    }
     return new Promise<CounterResult>((resolve, reject) => {
-      this.waiters.push({ cost, since: now, resolve, reject });
+      const waiter: Waiter = { cost, since: now, timer: undefined, resolve, reject };
+      waiter.timer = this.clock.setTimer(() => this.giveUpWaiting(waiter), this.maxWaitMs);
+      this.waiters.push(waiter);
       this.startRefill();
     });
+  }
+
+  /** RL_LEASE_MAX_WAIT_MS passed: refused, not failed; the refill it waited for goes on. */
+  private giveUpWaiting(waiter: Waiter): void {
+    const at = this.waiters.indexOf(waiter);
+    if (at < 0) return;
+    this.waiters.splice(at, 1);
+    this.events.waited?.(Math.max(0, this.clock.now() - waiter.since) / 1000);
+    waiter.reject(new LeaseWaitTimeoutError(waitTimeout(this.maxWaitMs, this.maxHoldMs)));
+  }
+
+  /** A waiter leaves the queue: its timer goes. */
+  private settle(waiter: Waiter): void {
+    this.clock.clearTimer(waiter.timer);
   }
 
   private refillAhead(): void {
@@ -137,15 +179,16 @@ export class LeaseHolder {
     if (this.chunk() > 0) this.startRefill();
   }
 
-  private chunk(): number {
-    let waiting = 0;
+  private chunk(extra = 0): number {
+    let waiting = extra;
     for (const w of this.waiters) waiting += w.cost;
     return chunkSize({ recent: this.spending.total(this.clock.now()), waiting, maxUnits: this.maxUnits, parentRemaining: this.parentRemaining });
   }
 
-  private startRefill(): void {
+  /** `extra`: the cost of a decision refused at once that the take should serve next time. */
+  private startRefill(extra = 0): void {
     if (this.refilling) return;
-    const n = this.chunk();
+    const n = this.chunk(extra);
     if (n <= 0) return;
     this.refilling = this.refill(n).finally(() => {
       this.refilling = undefined;
@@ -159,6 +202,12 @@ export class LeaseHolder {
     try {
       await this.takeAndServe(n);
     } catch (error) {
+      // A process holder below a region may be told its region waited too long: slow, not down.
+      if (!(error instanceof LeaseWaitTimeoutError)) {
+        this.parentDown = true;
+        this.events.failed?.('refill');
+        leaseFailureLog.failed('refill', error);
+      }
       this.failWaiters(error);
     }
   }
@@ -166,6 +215,7 @@ export class LeaseHolder {
   private async takeAndServe(n: number): Promise<void> {
     const sentAt = this.clock.now();
     const grant = await this.parent.take(n);
+    this.parentDown = false;
     this.events.refilled?.(grant.granted);
     this.parentRemaining = grant.remaining;
     this.parentRetryAfterMs = grant.retryAfterMs;
@@ -174,7 +224,7 @@ export class LeaseHolder {
     // Units whose window ended on the way (a window shorter than the round trip) lapse on arrival; the
     // waiters are then refused, not sent round again, which could go on for ever.
     const arrivedLate = grant.granted > 0 && grant.spendBy <= now;
-    if (arrivedLate) this.events.lapsed?.(grant.granted);
+    if (arrivedLate) this.events.lapsed?.(grant.granted, this.expired);
     else if (grant.granted > 0) {
       await this.pool.add(grant, now);
       this.armIdleTimer();
@@ -191,8 +241,11 @@ export class LeaseHolder {
     for (const waiter of waiting) {
       const now = this.clock.now();
       const spend = await this.pool.spend(waiter.cost, now);
-      if (spend.lapsed > 0) this.events.lapsed?.(spend.lapsed);
-      this.events.waited?.(Math.max(0, now - waiter.since) / 1000);
+      if (spend.lapsed > 0) this.events.lapsed?.(spend.lapsed, this.expired);
+      if (spend.spent || exhausted || this.closed) {
+        this.settle(waiter);
+        this.events.waited?.(Math.max(0, now - waiter.since) / 1000);
+      }
       if (spend.spent) {
         this.spending.add(waiter.cost, now);
         waiter.resolve(this.answer(true, spend.left, 0, now));
@@ -205,8 +258,12 @@ export class LeaseHolder {
   }
 
   private failWaiters(error: unknown): void {
-    const failed = error instanceof CounterStoreUnavailableError ? error : new CounterStoreUnavailableError('lease parent failed', error);
-    for (const waiter of this.waiters.splice(0)) waiter.reject(failed);
+    const failed =
+      error instanceof CounterStoreUnavailableError || error instanceof LeaseWaitTimeoutError ? error : new CounterStoreUnavailableError('lease parent failed', error);
+    for (const waiter of this.waiters.splice(0)) {
+      this.settle(waiter);
+      waiter.reject(failed);
+    }
   }
 
   /** remaining = what the parent could still admit at its last answer plus what this holder holds. */
@@ -217,19 +274,21 @@ export class LeaseHolder {
 
   private async giveBackAll(): Promise<void> {
     const drained = await this.pool.drain(this.clock.now());
-    const lapsed = drained.lapsed + (drained.units > 0 ? await this.returnUnits(drained.units, drained.windowTag) : 0);
-    if (lapsed > 0) this.events.lapsed?.(lapsed);
+    if (drained.lapsed > 0) this.events.lapsed?.(drained.lapsed, this.expired);
+    if (drained.units > 0) await this.returnUnits(drained.units, drained.windowTag);
   }
 
-  /** Gives `units` back to the parent (window-checked); answers how many of them lapsed. */
-  private async returnUnits(units: number, windowTag: string | null): Promise<number> {
+  /** Gives `units` back to the parent (window-checked); those it did not take back lapsed. */
+  private async returnUnits(units: number, windowTag: string | null): Promise<void> {
     try {
       const back = await this.parent.giveBack(units, windowTag);
       if (back > 0) this.events.returned?.(back);
-      return units - back;
-    } catch {
-      // The parent is unreachable: the units are lost (under-admission until their window ends).
-      return units;
+      if (back < units) this.events.lapsed?.(units - back, this.expired);
+    } catch (error) {
+      // Unreachable: the units are lost (under-admission until their window ends), counted and logged.
+      this.events.lapsed?.(units, 'parent_unreachable');
+      this.events.failed?.('give_back');
+      leaseFailureLog.failed('give_back', error);
     }
   }
 

@@ -1,10 +1,9 @@
 import type { CounterResult, CounterStore } from '../counters/counter-store.js';
 import type { CompiledPolicy } from '../matching/matcher.js';
-import { leaseLimitsOf } from '../policy/lease-limits.js';
 import { LeaseHolder } from './lease-holder.js';
 import { ProcessUnitPool } from './process-pool.js';
-import { isBucket, isLeasable, storeParent } from './store-parent.js';
-import { systemClock, type LeaseClock, type LeaseEvents, type MaybePromise } from './types.js';
+import { storeParent, type LeasedSpec } from './store-parent.js';
+import { systemClock, type LeaseClock, type LeaseEvents, type MaybePromise, type UnitHolders } from './types.js';
 
 /** A counter store that can lend units: the Redis store (the emulator can too, but memory mode needs no lease). */
 export type LendingStore = CounterStore & Required<Pick<CounterStore, 'take' | 'giveBack'>>;
@@ -26,6 +25,8 @@ interface Entry {
 
 export interface ProcessLeasesOptions {
   store: LendingStore;
+  /** RL_LEASE_MAX_WAIT_MS. */
+  maxWaitMs: number;
   clock?: LeaseClock;
   /** Metric hooks for a holder of this policy (Metrics.leaseEvents('process', policyId)). */
   events?: (policyId: string) => LeaseEvents;
@@ -37,15 +38,17 @@ export interface ProcessLeasesOptions {
  * first decision, dropped when it lets go: after max_hold without use, when its policy changes
  * (`policiesChanged`), and on drain (`letGoAll`).
  */
-export class ProcessLeases {
+export class ProcessLeases implements UnitHolders {
   private readonly entries = new Map<string, Entry>();
   private readonly store: LendingStore;
+  private readonly maxWaitMs: number;
   private readonly clock: LeaseClock;
   private readonly events: ((policyId: string) => LeaseEvents) | undefined;
   private closed = false;
 
   constructor(options: ProcessLeasesOptions) {
     this.store = options.store;
+    this.maxWaitMs = options.maxWaitMs;
     this.clock = options.clock ?? systemClock;
     this.events = options.events;
   }
@@ -57,7 +60,7 @@ export class ProcessLeases {
 
   /** The holder's operations for this counter, or undefined when its policy takes no lease. */
   operationsFor(keys: string[], compiled: CompiledPolicy): LeaseOperations | undefined {
-    if (compiled.policy.lease === undefined || this.closed) return undefined;
+    if (compiled.lease === undefined || this.closed) return undefined;
     const key = keys[0];
     const entry = this.entries.get(key);
     if (entry !== undefined && entry.compiled === compiled && !entry.holder.isClosed) return entry.ops;
@@ -67,7 +70,7 @@ export class ProcessLeases {
   }
 
   /** Lets go of every holder whose policy is no longer `current(policy_id)` (changed, disabled or deleted). */
-  policiesChanged(current: (policyId: string) => CompiledPolicy | undefined): void {
+  policiesChanged(current: (policyId: string) => object | undefined): void {
     for (const [key, entry] of this.entries) {
       if (current(entry.compiled.policy.policy_id) !== entry.compiled) this.release(key, entry);
     }
@@ -82,15 +85,16 @@ export class ProcessLeases {
   }
 
   private open(keys: string[], compiled: CompiledPolicy): Entry | undefined {
-    const { spec, policy } = compiled;
-    const limits = leaseLimitsOf(policy);
-    if (limits === undefined || !isLeasable(spec)) return undefined;
+    const { spec, policy, lease } = compiled;
+    if (lease === undefined) return undefined;
     const holder = new LeaseHolder({
-      parent: storeParent(this.store, keys, spec, this.clock, limits.maxHoldMs),
-      pool: new ProcessUnitPool(isBucket(spec)),
+      // A compiled lease exists only for the leasable algorithms (src/policy/lease-terms.ts).
+      parent: storeParent(this.store, keys, spec as LeasedSpec, this.clock, lease.maxHoldMs),
+      pool: new ProcessUnitPool(lease.shape === 'bucket'),
       clock: this.clock,
+      maxWaitMs: this.maxWaitMs,
       events: this.events?.(policy.policy_id),
-      ...limits,
+      lease,
     });
     const key = keys[0];
     const entry: Entry = {

@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { CounterStoreUnavailableError } from '../errors.js';
-import { log } from '../util/log.js';
+import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../errors.js';
 import type { CounterResult, CounterStore, LeaseCounterResult } from '../counters/counter-store.js';
-import type { GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec.js';
+import type { CompiledLease, GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec.js';
 import { connectRedisCounterStore, type CounterStoreErrorEvent, type RedisCounterStore } from '../counters/redis-store.js';
 import type { RegionConfig } from '../config.js';
 import type { MasterState } from '../redis/master-health.js';
@@ -10,7 +9,9 @@ import { chunkSize } from './chunk.js';
 import type { LendingStore } from './process-leases.js';
 import { poolKey, RegionPool, type PoolAnswer, type RegionPoolStore } from './region-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
-import { systemClock, type Grant, type LeaseClock, type LeaseEvents } from './types.js';
+import { leaseFailureLog } from './failures.js';
+import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
+import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, waitTimeout, type Grant, type LapseReason, type LeaseClock, type LeaseEvents, type UnitHolders } from './types.js';
 
 /**
  * The counter store of a server in a region (docs/distribution.md). Policies with a regional budget
@@ -51,6 +52,8 @@ export interface RegionStoreOptions<Regional extends RegionSideStore = RedisCoun
   globalTimeoutMs: number;
   /** RL_COUNTERSTORE_TIMEOUT_MS: with the global timeout, how long the region's refill lock lasts. */
   regionalTimeoutMs: number;
+  /** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for a refill of the region's units (default 100). */
+  maxWaitMs?: number;
   /** The metric hooks of the region holder of one policy (level `region`). */
   events?: (policyId: string) => LeaseEvents;
   /**
@@ -65,12 +68,15 @@ export interface RegionStoreOptions<Regional extends RegionSideStore = RedisCoun
 /** A store on either side of a region: the counter operations with leases, and (Redis) its failures. */
 export type RegionSideStore = LendingStore & { onError?(listener: (event: CounterStoreErrorEvent) => void): () => void };
 
-const LEASED_TYPES = new Set(['fixed_window', 'sliding_window_counter', 'token_bucket', 'leaky_bucket', 'quota']);
-const WINDOW_TYPES = new Set(['fixed_window', 'sliding_window_counter', 'quota']);
 /** How long a waiting decision sleeps between looks at the pool while another server refills it. */
 const WAIT_POLL_MS = 2;
 
-type GlobalRateSpec = RateSpec & { global: GlobalBudget };
+/** A global budget's spec whose algorithm leases (its region holder's compiled lease is there). */
+type GlobalRateSpec = RateSpec & { global: GlobalBudget & { lease: CompiledLease } };
+
+function isLeased(spec: RateSpec): spec is GlobalRateSpec {
+  return spec.global?.lease !== undefined;
+}
 
 /** A pool store's clock as one answer read it (`storeNow`), and this server's clock when it arrived. */
 interface StoreClock {
@@ -89,6 +95,7 @@ export function connectRegionCounterStore(options: {
   counterStoreAddr: string;
   counterStoreTimeoutMs: number;
   region: RegionConfig;
+  maxWaitMs: number;
   events?: (policyId: string) => LeaseEvents;
 }): RegionCounterStore {
   const { region } = options;
@@ -99,11 +106,12 @@ export function connectRegionCounterStore(options: {
     global: connectRedisCounterStore(region.globalStoreAddr, { commandTimeoutMs: region.globalTimeoutMs, connectionName: 'rl-global-counter-store' }),
     globalTimeoutMs: region.globalTimeoutMs,
     regionalTimeoutMs: options.counterStoreTimeoutMs,
+    maxWaitMs: options.maxWaitMs,
     events: options.events,
   });
 }
 
-export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterStore> implements CounterStore {
+export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterStore> implements CounterStore, UnitHolders {
   /** This region's store (RL_COUNTERSTORE_ADDR). */
   readonly regional: Regional;
   private readonly global: RegionSideStore;
@@ -111,6 +119,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private readonly clock: LeaseClock;
   /** ms a refill may take, its lock held: one global call and one regional one. */
   private readonly lockMs: number;
+  private readonly maxWaitMs: number;
   private readonly eventsOf: (policyId: string) => LeaseEvents;
   /** The hooks of each policy's holder, made once per policy version. */
   private readonly events = new WeakMap<GlobalBudget, LeaseEvents>();
@@ -120,9 +129,12 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private readonly tracked = new Map<string, Tracked>();
   /** This server's refill in flight, by pool key: its waiting decisions wait for it, not for a timer. */
   private readonly refills = new Map<string, Promise<void>>();
+  /** The global counters' own retry_after and reset_after while they admit no more, by pool key. */
+  private readonly shortage = new ParentShortage();
   private sweeper: unknown;
   private sweeping = false;
   private closed = false;
+  private lettingGo: Promise<void> | undefined;
   private closing: Promise<void> | undefined;
 
   constructor(private readonly options: RegionStoreOptions<Regional>) {
@@ -131,6 +143,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     this.pool = options.pool;
     this.clock = options.clock ?? systemClock;
     this.lockMs = options.globalTimeoutMs + options.regionalTimeoutMs;
+    this.maxWaitMs = options.maxWaitMs ?? DEFAULT_LEASE_MAX_WAIT_MS;
     this.eventsOf = options.events ?? (() => ({}));
     const interval = options.sweepIntervalMs ?? 250;
     if (interval > 0) this.armSweep(interval);
@@ -138,14 +151,14 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
     if (!spec.global) return this.regional.consume(keys, spec, cost, nowMs);
-    if (!LEASED_TYPES.has(spec.type)) return this.global.consume(keys, spec, cost, nowMs);
-    return this.spend(keys, spec as GlobalRateSpec, cost);
+    if (!isLeased(spec)) return this.global.consume(keys, spec, cost, nowMs);
+    return this.spend(keys, spec, cost);
   }
 
   /** CONTRACT "Peek": the parent (units held by regions count as used) plus this region's unspent units. */
   async peek(keys: string[], spec: RateSpec, nowMs?: number): Promise<CounterResult> {
     if (!spec.global) return this.regional.peek(keys, spec, nowMs);
-    if (!LEASED_TYPES.has(spec.type)) return this.global.peek(keys, spec, nowMs);
+    if (!isLeased(spec)) return this.global.peek(keys, spec, nowMs);
     const [parent, held] = await Promise.all([this.global.peek(keys, spec), this.pool.peek(poolKey(keys[0]))]);
     this.noteLapsed(spec.global, held.lapsed);
     const remaining = parent.remaining + held.left;
@@ -156,7 +169,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   /** CONTRACT "Refund": the units go back to this region's unspent units. */
   async refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult> {
     if (!spec.global) return this.regional.refund(keys, spec, amount, nowMs);
-    if (!LEASED_TYPES.has(spec.type)) return this.global.refund(keys, spec, amount, nowMs);
+    if (!isLeased(spec)) return this.global.refund(keys, spec, amount, nowMs);
     const held = await this.pool.refund(poolKey(keys[0]), amount);
     this.noteLapsed(spec.global, held.lapsed);
     return { allowed: true, remaining: Math.max(0, held.parentRemaining), retryAfterMs: 0, resetAfterMs: held.resetAfterMs };
@@ -167,23 +180,22 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
    * region's: holder = process, parent = the region's units): up to `n` units out of the region pool,
    * with their tag as the algorithm's take answers it, and how long they may still be spent (so never
    * past the global window). A bucket's tag is when its units left the global counter: the process
-   * adds its max_hold, the policy's (src/policy/lease-limits.ts) as this region's, and so names the
+   * adds its max_hold, the policy's compiled lease as this region's, and so names the
    * pool's units they came from when it gives them back (a return to any others would let them outlive
    * max_hold).
    */
   async take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
     if (!spec.global) return this.regional.take(keys, spec, n, nowMs);
-    const global = spec as GlobalRateSpec;
-    const answer = await this.fromPool('take', keys, global, n);
-    const window = WINDOW_TYPES.has(spec.type);
+    if (!isLeased(spec)) return this.global.take(keys, spec, n, nowMs);
+    const answer = await this.fromPool('take', keys, spec, n);
+    const window = spec.global.lease.shape === 'window';
     const tag = answer.tag === '' ? 0 : Number(answer.tag);
     return {
       allowed: answer.spent,
       remaining: Math.max(0, answer.parentRemaining),
-      retryAfterMs: answer.spent ? 0 : answer.retryAfterMs,
-      resetAfterMs: answer.resetAfterMs,
+      ...(answer.spent ? { retryAfterMs: 0, resetAfterMs: answer.resetAfterMs } : await this.refusal(keys, spec, answer)),
       units: answer.spent ? answer.left : 0,
-      windowTag: window || tag === 0 ? tag : tag - global.global.maxHoldMs,
+      windowTag: window || tag === 0 ? tag : tag - spec.global.lease.maxHoldMs,
       windowLeftMs: window && answer.spent ? answer.resetAfterMs : 0,
       storeNow: answer.storeNow,
       outcome: 'done',
@@ -194,6 +206,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   /** A process lease's return: back into the region pool, only into live units of the same tag (take). */
   async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
     if (!spec.global) return this.regional.giveBack(keys, spec, units, windowTag, nowMs);
+    if (!isLeased(spec)) return this.global.giveBack(keys, spec, units, windowTag, nowMs);
     const tag = windowTag === null ? '' : String(windowTag);
     const answer = await this.pool.refund(poolKey(keys[0]), units, { tag });
     this.noteLapsed(spec.global, answer.lapsed);
@@ -228,15 +241,10 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     return () => off.forEach((unsubscribe) => unsubscribe?.());
   }
 
-  /** A policy changed (or went): its pools' unspent units go back, counted under the limit they were taken for. */
-  async policyChanged(policyId: string): Promise<void> {
-    const changed = [...this.tracked].filter(([, t]) => t.spec.global.policyId === policyId);
-    await Promise.all(changed.map(([key, t]) => this.returnUnits(key, t, 0)));
-  }
-
   /**
-   * The same for a server that learns of changes only as a new policy set (a sidecar's sync): the pools
-   * whose policy is gone or no longer compiles to the spec they were spent under go back.
+   * A policy changed (or went): the pools whose policy is gone or no longer compiles to the spec they
+   * were spent under go back, counted under the limit they were taken for (DecisionService calls this
+   * on every policy change, in server, sidecar and embedded use alike).
    */
   async policiesChanged(current: (policyId: string) => { spec: unknown } | undefined): Promise<void> {
     const changed = [...this.tracked].filter(([, t]) => current(t.spec.global.policyId)?.spec !== t.spec);
@@ -245,16 +253,21 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   /**
    * Drain (CONTRACT "Letting go"): the units of the pools this server spent from go back to the global
-   * counter first, so the last server of a region to stop leaves none held until the window ends; the
+   * counter, so the last server of a region to stop leaves none held until the window ends; the
    * region's other servers refill on their next need.
    */
-  close(): Promise<void> {
-    this.closing ??= (async () => {
+  letGoAll(): Promise<void> {
+    this.lettingGo ??= (async () => {
       this.closed = true;
       if (this.sweeper !== undefined) this.clock.clearTimer(this.sweeper);
       await Promise.all([...this.tracked].map(([key, t]) => this.returnUnits(key, t, 0)));
-      await Promise.all([this.regional.close(), this.global.close()]);
     })();
+    return this.lettingGo;
+  }
+
+  /** Lets go (if not yet done), then closes both stores. */
+  close(): Promise<void> {
+    this.closing ??= this.letGoAll().then(() => Promise.all([this.regional.close(), this.global.close()])).then(() => undefined);
     return this.closing;
   }
 
@@ -263,8 +276,26 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   /** One decision against the region's pool. */
   private async spend(keys: string[], spec: GlobalRateSpec, cost: number): Promise<CounterResult> {
     const answer = await this.fromPool('spend', keys, spec, cost);
-    if (!answer.spent) return { allowed: false, remaining: answer.left, retryAfterMs: answer.retryAfterMs, resetAfterMs: answer.retryAfterMs };
+    if (!answer.spent) return { allowed: false, remaining: answer.left, ...(await this.refusal(keys, spec, answer)) };
     return { allowed: true, remaining: answer.left + Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: answer.resetAfterMs };
+  }
+
+  /**
+   * A refusal's timing (CONTRACT "Honest refusals"): the global counter's own retry_after and reset_after,
+   * not the pool's pause (at most max_hold, after which the pool asks the parent again and finds units
+   * other regions gave back). Known from this server's last refill or peek while it lasts; else one peek
+   * of the global counter, bounded by RL_LEASE_MAX_WAIT_MS (slow or failed: the pool's own).
+   */
+  private async refusal(keys: string[], spec: GlobalRateSpec, answer: PoolAnswer): Promise<RefusalTiming> {
+    const key = poolKey(keys[0]);
+    const pool = { retryAfterMs: answer.retryAfterMs, resetAfterMs: answer.retryAfterMs };
+    const known = this.shortage.at(key, this.clock.now());
+    if (known) return longer(known, pool);
+    if (this.maxWaitMs <= 0) return pool;
+    const peek = await Promise.race([this.global.peek(keys, spec).catch(() => undefined), this.sleep(this.maxWaitMs)]);
+    if (peek === undefined) return pool;
+    this.shortage.note(key, peek, this.clock.now());
+    return longer(peek, pool);
   }
 
   /**
@@ -276,7 +307,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
    */
   private async fromPool(op: 'spend' | 'take', keys: string[], spec: GlobalRateSpec, cost: number): Promise<PoolAnswer> {
     const key = poolKey(keys[0]);
-    const { maxHoldMs } = spec.global;
+    const { maxHoldMs } = spec.global.lease;
     const lockMs = this.lockMs;
     let waitingSince: number | undefined;
     /** The refill of the region this decision waits for (the pool counts it there; 0: none yet). */
@@ -306,15 +337,16 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       }
       waitsFor = answer.waitsFor;
       waitingSince ??= this.clock.now();
-      // Past one lock's life, the lock of a server that died mid-refill has expired and this one takes it.
-      if (this.clock.now() - waitingSince > 2 * lockMs) {
+      // CONTRACT "Bounded wait": refused, not failed (a slow parent is not a failed one); the refill goes on.
+      const leftMs = waitingSince + this.maxWaitMs - this.clock.now();
+      if (leftMs <= 0) {
         this.waited(spec.global, waitingSince);
-        throw new CounterStoreUnavailableError(`no refill of the region's units within ${Math.round(2 * lockMs)} ms`);
+        throw new LeaseWaitTimeoutError(waitTimeout(this.maxWaitMs, maxHoldMs));
       }
       // This server refills the pool: wait for that refill. Another server does: look again shortly
       // (its refill's end reaches this server only through the pool).
-      if (refill) await refill;
-      else await this.sleep(WAIT_POLL_MS);
+      if (refill) await Promise.race([refill, this.sleep(leftMs)]);
+      else await this.sleep(Math.min(WAIT_POLL_MS, leftMs));
     }
   }
 
@@ -352,14 +384,17 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     }
     let grant: Grant;
     try {
-      grant = await storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.maxHoldMs).take(asked);
+      grant = await storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.lease.maxHoldMs).take(asked);
     } catch (error) {
-      log.warn('region refill failed: the global store did not answer', { error: (error as Error).message });
+      this.eventsFor(spec.global).failed?.('refill');
+      leaseFailureLog.failed('refill', error, { holder: 'region', policy_id: spec.global.policyId });
       // The global store's own breaker paces the next attempts; until then, short decisions fail at once.
       await this.pool.fail(key, this.token, this.options.globalTimeoutMs).catch(() => undefined);
       return;
     }
     this.eventsFor(spec.global).refilled?.(grant.granted);
+    // Short (less than asked, or its last units): what its refusals tell, until the parent's retry_after.
+    this.shortage.note(key, grant, this.clock.now());
     try {
       const added = await this.pool.add(
         key,
@@ -367,22 +402,23 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
           units: grant.granted,
           expiresAt: this.expiresAtOf(grant, storeClock),
           tag: grant.windowTag,
-          window: WINDOW_TYPES.has(spec.type),
+          window: spec.global.lease.shape === 'window',
           parentRemaining: grant.remaining,
           // Less than asked, or the last units: the parent admits no more until its retry_after, or for
           // at most max_hold (other regions may return units before the window ends). Nothing taken,
           // the pool refuses without asking again until then; else the waiting decisions it refuses
           // are told so.
-          retryAfterMs: grant.granted < asked || grant.retryAfterMs > 0 ? Math.max(1, Math.min(grant.retryAfterMs, spec.global.maxHoldMs)) : 0,
+          retryAfterMs: grant.granted < asked || grant.retryAfterMs > 0 ? Math.max(1, Math.min(grant.retryAfterMs, spec.global.lease.maxHoldMs)) : 0,
           asked,
         },
         this.token,
-        spec.global.maxHoldMs,
+        spec.global.lease.maxHoldMs,
       );
       this.noteLapsed(spec.global, added.lapsed);
     } catch (error) {
       // The region's store did not confirm: the units may be in the pool or lost (never twice).
-      log.warn('region refill: the units could not be added to the region pool', { error: (error as Error).message });
+      this.eventsFor(spec.global).failed?.('refill');
+      leaseFailureLog.failed('refill', error, { holder: 'region', policy_id: spec.global.policyId, units: grant.granted });
     }
   }
 
@@ -425,7 +461,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     try {
       const now = this.clock.now();
       for (const [key, tracked] of this.tracked) {
-        const idleMs = tracked.spec.global.maxHoldMs;
+        const idleMs = tracked.spec.global.lease.maxHoldMs;
         if (now - tracked.lastUsed < idleMs) continue;
         await this.returnUnits(key, tracked, idleMs);
         // Forgotten once returned: this server spends from it again only if a decision comes.
@@ -441,20 +477,25 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const { keys, spec } = tracked;
     let drained: PoolAnswer;
     try {
-      drained = await this.pool.drain(key, idleMs, WINDOW_TYPES.has(spec.type));
-    } catch {
+      drained = await this.pool.drain(key, idleMs, spec.global.lease.shape === 'window');
+    } catch (error) {
+      // The region's store did not answer: the units stay in the pool (the next drain, or their expiry, counts them).
+      this.eventsFor(spec.global).failed?.('drain');
+      leaseFailureLog.failed('drain', error, { holder: 'region', policy_id: spec.global.policyId });
       return;
     }
     this.noteLapsed(spec.global, drained.lapsed);
     if (!drained.spent || drained.left <= 0) return;
     try {
-      const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.maxHoldMs);
+      const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.lease.maxHoldMs);
       const back = await parent.giveBack(drained.left, drained.tag === '' ? null : drained.tag);
       this.eventsFor(spec.global).returned?.(back);
       this.noteLapsed(spec.global, drained.left - back);
-    } catch {
+    } catch (error) {
       // Unreachable: the units are lost to this window (under-admission only).
-      this.noteLapsed(spec.global, drained.left);
+      this.noteLapsed(spec.global, drained.left, 'parent_unreachable');
+      this.eventsFor(spec.global).failed?.('give_back');
+      leaseFailureLog.failed('give_back', error, { holder: 'region', policy_id: spec.global.policyId });
     }
   }
 
@@ -467,8 +508,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     return events;
   }
 
-  private noteLapsed(budget: GlobalBudget, units: number): void {
-    if (units > 0) this.eventsFor(budget).lapsed?.(units);
+  /** Units that lapsed: by default those whose spend-by came (their window ended, a bucket's max_hold passed). */
+  private noteLapsed(budget: GlobalRateSpec['global'], units: number, reason: LapseReason = expiredReason(budget.lease.shape)): void {
+    if (units > 0) this.eventsFor(budget).lapsed?.(units, reason);
   }
 
   private waited(budget: GlobalBudget, since: number | undefined): void {
@@ -476,3 +518,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   }
 }
 
+/** The later of two refusals' timings. */
+function longer(a: RefusalTiming, b: RefusalTiming): RefusalTiming {
+  return { retryAfterMs: Math.max(a.retryAfterMs, b.retryAfterMs), resetAfterMs: Math.max(a.resetAfterMs, b.resetAfterMs) };
+}

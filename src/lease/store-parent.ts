@@ -1,17 +1,18 @@
 import type { CounterResult, CounterStore, LeaseCounterResult } from '../counters/counter-store.js';
 import type { RateSpec } from '../counters/counter-spec.js';
+import { leaseShapeOf } from '../policy/lease-terms.js';
 import type { Grant, LeaseClock, LeaseParent, NamedTakeLimits, Reclaimed } from './types.js';
 
 /** The algorithms a capacity lease supports (CONTRACT: not sliding_window_log, not concurrency). */
 export type LeasedSpec = Exclude<RateSpec, { type: 'sliding_window_log' }>;
 
 export function isLeasable(spec: { type: string }): spec is LeasedSpec {
-  return spec.type !== 'sliding_window_log' && spec.type !== 'concurrency';
+  return leaseShapeOf(spec.type) !== undefined;
 }
 
 /** The buckets: their units lapse max_hold after they left the counter, whatever the window. */
 export function isBucket(spec: { type: string }): boolean {
-  return spec.type === 'token_bucket' || spec.type === 'leaky_bucket';
+  return leaseShapeOf(spec.type) === 'bucket';
 }
 
 /**

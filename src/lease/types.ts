@@ -1,4 +1,6 @@
+import type { LeaseShape } from '../counters/counter-spec.js';
 import type { CounterResult } from '../counters/counter-store.js';
+import type { LeaseFailureKind } from './failures.js';
 
 /**
  * The pieces of a capacity lease (CONTRACT: "Capacity lease: the mechanism"): a holder (LeaseHolder)
@@ -150,14 +152,57 @@ export const systemClock: LeaseClock = {
   },
 };
 
+/**
+ * Why units that left a parent were neither admitted nor given back (CONTRACT "Loss is bounded and
+ * counted"): their window ended, a bucket's max_hold passed, the holder holding them is gone, or the
+ * parent could not be reached to give them back.
+ */
+export type LapseReason = 'window_ended' | 'hold_expired' | 'holder_lost' | 'parent_unreachable';
+
+/** A unit's lapse when its spend-by came: with its window, or a bucket's max_hold after it left. */
+export function expiredReason(shape: LeaseShape): LapseReason {
+  return shape === 'bucket' ? 'hold_expired' : 'window_ended';
+}
+
+/** RL_LEASE_MAX_WAIT_MS's default: how long a decision waits for its holder's refill (CONTRACT "Bounded wait"). */
+export const DEFAULT_LEASE_MAX_WAIT_MS = 100;
+
+/**
+ * Whatever holds units on this process's behalf (ProcessLeases; a RegionCounterStore): the one door to
+ * let go, which DecisionService opens for every entry point alike (server, sidecar, embedded). Idle
+ * holders let go by themselves.
+ */
+export interface UnitHolders {
+  /** Lets go of the units of every counter whose policy is no longer `current(policyId)` (changed, disabled, deleted). */
+  policiesChanged(current: (policyId: string) => { spec: unknown } | undefined): void | Promise<void>;
+  /** Drain: every unspent unit goes back to its parent. */
+  letGoAll(): Promise<void>;
+}
+
+/** Whether a counter store holds units itself (a RegionCounterStore). */
+export function holdsUnits(store: object): store is UnitHolders {
+  const candidate = store as Partial<UnitHolders>;
+  return typeof candidate.policiesChanged === 'function' && typeof candidate.letGoAll === 'function';
+}
+
+/**
+ * The retry_after of a decision refused after RL_LEASE_MAX_WAIT_MS (CONTRACT: at most max_hold): about
+ * when the refill it waited for should have landed.
+ */
+export function waitTimeout(maxWaitMs: number, maxHoldMs: number): number {
+  return Math.max(1, Math.min(maxWaitMs, maxHoldMs));
+}
+
 /** What a holder reports, for the metrics of CONTRACT "Metrics for leases". */
 export interface LeaseEvents {
   /** One take from the parent answered (rl_lease_refills_total{level}). */
   refilled?(granted: number): void;
   /** Units given back to the parent (rl_lease_units_returned_total{level}). */
   returned?(units: number): void;
-  /** Units that lapsed with their window or were lost (rl_lease_units_lapsed_total{policy_id}). */
-  lapsed?(units: number): void;
+  /** Units neither admitted nor given back, and why (rl_lease_units_lapsed_total{policy_id,reason}). */
+  lapsed?(units: number, reason: LapseReason): void;
+  /** A lease operation failed (rl_counter_store_errors_total); logged by LeaseFailureLog. */
+  failed?(kind: LeaseFailureKind): void;
   /** A decision waited for a refill this long (rl_lease_parent_wait_seconds). */
   waited?(seconds: number): void;
 }

@@ -1,19 +1,19 @@
 import type { CounterSpec } from '../counters/counter-spec.js';
 import type { AlgorithmConfig, AlgorithmType, Policy } from '../policy/types.js';
-import { leaseLimitsOf } from '../policy/lease-limits.js';
-import { LEASE_MAX_HOLD_MS } from '../schema/policy.js';
+import { compileLease } from '../policy/lease-terms.js';
 import { parseDuration } from '../util/duration.js';
 
 const DEFAULT_LEASE_TTL_SECS = 120;
 
 /**
- * The counter spec of a policy: its algorithm's, marked when the policy's budget is global (CONTRACT: the
- * region's holder uses the policy's lease.max_hold, `1s` by default).
+ * The counter spec of a policy: its algorithm's, marked when the policy's budget is global, with the
+ * region holder's compiled lease (CONTRACT: the policy's lease.max_hold, `1s` by default).
  */
 export function policySpecOf(policy: Pick<Policy, 'policy_id' | 'algorithm' | 'budget' | 'lease'>): CounterSpec {
   const spec = counterSpecOf(policy.algorithm);
   if (policy.budget !== 'global') return spec;
-  return { ...spec, global: { policyId: policy.policy_id, maxHoldMs: leaseLimitsOf(policy)?.maxHoldMs ?? LEASE_MAX_HOLD_MS.default } };
+  const lease = compileLease(policy, 'region');
+  return { ...spec, global: lease ? { policyId: policy.policy_id, lease } : { policyId: policy.policy_id } };
 }
 
 /**

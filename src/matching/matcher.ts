@@ -1,9 +1,10 @@
-import type { CounterSpec } from '../counters/counter-spec.js';
+import type { CompiledLease, CounterSpec } from '../counters/counter-spec.js';
 import { counterSpecOf, policySpecOf } from './counter-spec-of.js';
+import { compileLease } from '../policy/lease-terms.js';
 import { lengthPrefixed } from '../counters/keys.js';
 import { SCOPE_FIELDS, type RequestContext, type ScopeField } from '../model/request-context.js';
 import { clientNetwork, type ClientNetwork } from './client-network.js';
-import { canonicalMethod } from './http-method.js';
+import { canonicalMethod } from '../model/http-method.js';
 import { compileMatchExpr, type CompileResult, type MatchExprEvaluator } from '../policy/match-expr.js';
 import { RegexBudget } from '../policy/match-regex.js';
 import { RankOrder } from './rank-order.js';
@@ -55,6 +56,8 @@ export interface CompiledPolicy {
   /** `*` parts in identity order (sorted by identity name). */
   wildcards: readonly Wildcard[];
   matchExpr?: MatchExprEvaluator;
+  /** The process level's capacity lease (the policy's own `lease`), compiled once; undefined without one. */
+  lease?: CompiledLease;
   /**
    * Hot-path copies, flat to keep pointer chasing down: exact fields and tags still to compare as
    * [name, value, name, value, ...] (the pair the policy is indexed under is left out: its bucket
@@ -377,7 +380,7 @@ export class Matcher {
 
   /**
    * The best enforce-mode and the best shadow-mode candidate for this request. Puts `ctx.method` in
-   * the form scopes are compiled to (http-method.ts) first, so counter identities, match_expr and
+   * the form scopes are compiled to (model/http-method.ts) first, so counter identities, match_expr and
    * everything after the match see the one spelling.
    */
   match(ctx: RequestContext, family: PolicyFamily, nowMs: number): MatchResult {
@@ -650,6 +653,7 @@ function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
     specificity,
     family: spec.type === 'concurrency' ? 'concurrency' : 'rate',
     wildcards: wild.wildcards,
+    lease: compileLease(policy, 'process'),
   };
   return { compiled, exactFields, exactTags };
 }

@@ -24,6 +24,12 @@ import { DENIED, answeredOutcome, type OutcomeIndex } from './metrics.js';
  *
  * `since` is when counting started (construction), RFC 3339. `top` (when given) cuts both lists;
  * without it every tracked row is returned (at most policyCapacity + 1 and tagCapacity rows).
+ *
+ * Organisations (CONTRACT "Tenants"): with `byOrg`, every decision is also counted in a smaller
+ * Analytics of its `org_id` (the first `orgCapacity` organisations seen), so a caller limited to
+ * organisations gets a summary of its organisations' decisions alone (`summary(top, view)`), its
+ * by_policy cut to the policies it reaches. Off unless some credential can be limited: it doubles the
+ * counting per decision.
  */
 
 export interface AnalyticsOptions {
@@ -35,6 +41,16 @@ export interface AnalyticsOptions {
   policyCapacity?: number;
   /** Longest tag key or value kept whole. Default 256. */
   maxTagLength?: number;
+  /** Count each organisation's decisions too, for restricted callers' views. Default false. */
+  byOrg?: boolean;
+  /** Organisations counted apart (later ones are in the totals only). Default 1000. */
+  orgCapacity?: number;
+}
+
+/** What a caller limited to organisations sees (observability/org-view.ts builds it from the one org rule). */
+export interface AnalyticsView {
+  seesOrg(orgId: string): boolean;
+  seesPolicy(policyId: string): boolean;
 }
 
 /** The answer's shape is the schema's (src/schema/analytics.ts, also the OpenAPI document's). */
@@ -68,12 +84,25 @@ export class Analytics {
   private readonly policyCapacity: number;
   private readonly maxTagLength: number;
   readonly tags: SpaceSaving;
+  /** Per organisation (`byOrg`), each with a tenth of the capacities. */
+  private readonly orgs: Map<string, Analytics> | undefined;
+  private readonly orgCapacity: number;
+  private readonly orgOptions: AnalyticsOptions;
 
   constructor(options: AnalyticsOptions = {}) {
-    this.sinceIso = new Date((options.now ?? Date.now)()).toISOString();
+    const now = options.now ?? Date.now;
+    this.sinceIso = new Date(now()).toISOString();
     this.policyCapacity = options.policyCapacity ?? 10_000;
     this.maxTagLength = options.maxTagLength ?? 256;
     this.tags = new SpaceSaving(options.tagCapacity ?? 1000);
+    this.orgs = options.byOrg ? new Map() : undefined;
+    this.orgCapacity = options.orgCapacity ?? 1000;
+    this.orgOptions = {
+      now,
+      maxTagLength: this.maxTagLength,
+      tagCapacity: Math.max(1, Math.ceil(this.tags.capacity / 10)),
+      policyCapacity: Math.max(1, Math.ceil(this.policyCapacity / 10)),
+    };
   }
 
   /** Called for every decision (via ObservabilityRecorder): one Map lookup per action and per policy, two per tag. */
@@ -105,9 +134,15 @@ export class Analytics {
       if (!Object.prototype.hasOwnProperty.call(tags, key)) continue;
       this.tags.offer(cut(key, this.maxTagLength), cut(tags[key], this.maxTagLength));
     }
+    if (this.orgs !== undefined && event.ctx.org_id !== undefined) this.orgAnalytics(event.ctx.org_id)?.record(event);
   }
 
-  summary(top?: number): AnalyticsSummary {
+  /** Everything, or with a `view` only the decisions of the organisations it sees, on the policies it sees. */
+  summary(top?: number, view?: AnalyticsView): AnalyticsSummary {
+    return view === undefined ? this.ownSummary(top) : this.viewSummary(view, top);
+  }
+
+  private ownSummary(top?: number): AnalyticsSummary {
     const limit = top ?? Number.POSITIVE_INFINITY;
     const byPolicy = [...this.policies.values()]
       .sort((a, b) => b.total - a.total || compareStrings(a.policy_id, b.policy_id))
@@ -117,6 +152,50 @@ export class Analytics {
     const byAction: Record<string, number> = {};
     for (const action of [...this.actions.keys()].sort(compareStrings)) byAction[action] = this.actions.get(action)!.count;
     return { since: this.sinceIso, ...this.totals, by_action: byAction, by_policy: byPolicy, top_tags: topTags };
+  }
+
+  /** The organisations' summaries merged: sums of counts (a tag's sum overstates by at most its parts' errors). */
+  private viewSummary(view: AnalyticsView, top?: number): AnalyticsSummary {
+    const merged: AnalyticsSummary = { since: this.sinceIso, total: 0, allowed: 0, denied: 0, shadow: 0, by_action: {}, by_policy: [], top_tags: [] };
+    const policies = new Map<string, PolicySummary>();
+    const tags = new Map<string, TagCount & { item: string }>();
+    for (const [orgId, analytics] of this.orgs ?? []) {
+      if (!view.seesOrg(orgId)) continue;
+      const part = analytics.ownSummary();
+      merged.total += part.total;
+      merged.allowed += part.allowed;
+      merged.denied += part.denied;
+      merged.shadow += part.shadow;
+      for (const [action, count] of Object.entries(part.by_action)) merged.by_action[action] = (merged.by_action[action] ?? 0) + count;
+      for (const row of part.by_policy) {
+        if (!view.seesPolicy(row.policy_id)) continue;
+        const sum = policies.get(row.policy_id) ?? { policy_id: row.policy_id, total: 0, allowed: 0, denied: 0, shadow: 0 };
+        policies.set(row.policy_id, { ...sum, total: sum.total + row.total, allowed: sum.allowed + row.allowed, denied: sum.denied + row.denied, shadow: sum.shadow + row.shadow });
+      }
+      for (const tag of part.top_tags) {
+        const item = tagItem(tag.key, tag.value);
+        const sum = tags.get(item);
+        tags.set(item, { key: tag.key, value: tag.value, count: (sum?.count ?? 0) + tag.count, item });
+      }
+    }
+    const limit = top ?? Number.POSITIVE_INFINITY;
+    merged.by_action = Object.fromEntries(Object.entries(merged.by_action).sort(([a], [b]) => compareStrings(a, b)));
+    merged.by_policy = [...policies.values()].sort((a, b) => b.total - a.total || compareStrings(a.policy_id, b.policy_id)).slice(0, limit);
+    merged.top_tags = [...tags.values()]
+      .sort((a, b) => b.count - a.count || compareStrings(a.item, b.item))
+      .slice(0, limit)
+      .map(({ key, value, count }) => ({ key, value, count }));
+    return merged;
+  }
+
+  /** An organisation's own Analytics; undefined for a new one past `orgCapacity` (counted in the totals only). */
+  private orgAnalytics(orgId: string): Analytics | undefined {
+    let analytics = this.orgs!.get(orgId);
+    if (analytics === undefined && this.orgs!.size < this.orgCapacity) {
+      analytics = new Analytics(this.orgOptions);
+      this.orgs!.set(orgId, analytics);
+    }
+    return analytics;
   }
 
   /** A new action's counter: its own while fewer than ACTION_CAPACITY actions are counted, else `other`'s. */

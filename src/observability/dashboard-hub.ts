@@ -1,9 +1,10 @@
 import { PassThrough } from 'node:stream';
+import { Registry } from 'prom-client';
 import type { CounterStore } from '../counters/counter-store.js';
 import type { CounterStoreErrorEvent } from '../counters/redis-store.js';
 import { RlError } from '../errors.js';
 import type { PolicyService } from '../policy-service/policy-service.js';
-import type { Analytics, AnalyticsSummary } from './analytics.js';
+import type { Analytics, AnalyticsSummary, AnalyticsView } from './analytics.js';
 import type { Hello, OutcomeRates, Snapshot } from '../schema/dashboard-stream.js';
 import type { LeaseTotals, RegionStatus, StoreState } from '../schema/server-info.js';
 import type { DeniedIdentities } from './denied-identities.js';
@@ -17,6 +18,11 @@ import { SeriesRing } from './series-ring.js';
  * last hour by default: a viewer's charts start filled), and writes it, serialised once, to every
  * subscriber, so the stream costs the same whatever the number of viewers. Subscribers are capped (a
  * further one is refused as unavailable). The messages' shapes are src/schema/dashboard-stream.ts.
+ *
+ * A viewer limited to organisations (CONTRACT "Tenants") subscribes to a hub of its own per set of
+ * organisations, built over the same sources seen through its OrgView (`viewDeps`): its decisions, its
+ * policies, its denied identities, and none of the service-wide figures. Such a hub ticks from its first
+ * viewer until the parent's first tick after its last one left; the cap counts every stream.
  */
 
 /** The server's lifecycle as the hub reads it (http/readiness.ts): a draining server ends every stream. */
@@ -31,14 +37,17 @@ export type DashboardSnapshot = Snapshot;
 export type DashboardHello = Hello;
 
 export interface DashboardStreamDeps {
-  analytics: Analytics;
-  metrics: Metrics;
+  analytics: Pick<Analytics, 'summary'>;
+  /** Read for the service-wide figures: the fail-open rate and the lease totals. */
+  metrics: Pick<Metrics, 'registry' | 'leaseTotals'>;
   /** The policy set (PolicyService): which fail open, and its revision. */
   policies: Pick<PolicyService, 'list' | 'revision'>;
   counters: CounterStore;
   readiness: Lifecycle;
   /** Fed by the decision path; its top entries go into every snapshot. */
-  deniedIdentities?: DeniedIdentities;
+  deniedIdentities?: Pick<DeniedIdentities, 'top'>;
+  /** What a viewer limited to organisations sees (observability/org-view.ts); without it such viewers are refused. */
+  viewOf?: (orgs: readonly string[]) => AnalyticsView;
   /** Tick length; default 1000 ms. */
   intervalMs?: number;
   /** Concurrent streams; default 16. */
@@ -61,11 +70,13 @@ export interface DashboardStreamDeps {
 type ErrorSource = { onError(listener: (event: CounterStoreErrorEvent) => void): () => void };
 
 /**
- * The shared producer of snapshots. Subscribers are writable streams; the timer starts with the first
- * and stops with the last. Draining ends every stream so clients reconnect to a node that stays.
+ * The shared producer of snapshots. Subscribers are writable streams; the timer runs from `start()` to
+ * `stop()`, viewers or not. Draining ends every stream so clients reconnect to a node that stays.
  */
 export class DashboardHub {
   private readonly subscribers = new Set<PassThrough>();
+  /** The hubs of viewers limited to organisations, by their sorted organisations. */
+  private readonly views = new Map<string, DashboardHub>();
   private readonly ring: SeriesRing;
   private timer: NodeJS.Timeout | undefined;
   private previous: Reading;
@@ -100,10 +111,14 @@ export class DashboardHub {
   stop(): void {
     clearInterval(this.timer);
     this.timer = undefined;
+    for (const hub of this.views.values()) hub.stop();
   }
 
+  /** Streams open, restricted viewers' included. */
   get size(): number {
-    return this.subscribers.size;
+    let size = this.subscribers.size;
+    for (const hub of this.views.values()) size += hub.size;
+    return size;
   }
 
   /** Ticks held for a new viewer's charts. */
@@ -111,11 +126,15 @@ export class DashboardHub {
     return this.ring.size;
   }
 
-  /** A new stream that starts with `hello` (who the caller is, the history so far); 503 past the cap. */
-  subscribe(viewer: Omit<DashboardHello, 'interval_ms' | 'history'>): PassThrough {
-    if (this.subscribers.size >= this.maxSubscribers) {
+  /**
+   * A new stream that starts with `hello` (who the caller is, the history so far); 503 past the cap.
+   * `orgs`: the viewer's organisations when its credential is limited to some.
+   */
+  subscribe(viewer: Omit<DashboardHello, 'interval_ms' | 'history'>, orgs?: readonly string[]): PassThrough {
+    if (this.size >= this.maxSubscribers) {
       throw new RlError('unavailable', `too many dashboard streams (at most ${this.maxSubscribers}); close another dashboard tab`);
     }
+    if (orgs !== undefined) return this.viewHub(orgs).subscribe(viewer);
     const stream = new PassThrough();
     const hello: DashboardHello = { ...viewer, interval_ms: this.intervalMs, history: this.ring.history() };
     stream.write(sseEvent('hello', hello));
@@ -130,7 +149,8 @@ export class DashboardHub {
     const previous = this.previous;
     this.previous = current;
     const snapshot = this.snapshot(previous, current);
-    this.ring.push(snapshot.at, snapshot.rates, snapshot.policies);
+    this.ring.push(snapshot.at, snapshot.rates, busiestInTick(snapshot.policies));
+    this.dropIdleViews();
     if (this.subscribers.size === 0) return snapshot;
     const frame = sseEvent('snapshot', snapshot);
     for (const stream of [...this.subscribers]) {
@@ -146,9 +166,32 @@ export class DashboardHub {
   }
 
   endAll(): void {
+    for (const hub of this.views.values()) hub.endAll();
     for (const stream of [...this.subscribers]) {
       this.unsubscribe(stream);
       stream.end();
+    }
+  }
+
+  /** The hub of viewers limited to exactly these organisations, ticking while it has viewers. */
+  private viewHub(orgs: readonly string[]): DashboardHub {
+    const key = JSON.stringify([...orgs].sort());
+    let hub = this.views.get(key);
+    if (hub === undefined) {
+      const viewOf = this.deps.viewOf;
+      if (viewOf === undefined) throw new RlError('permission_denied', 'this dashboard stream has no view for credentials limited to organisations');
+      hub = new DashboardHub(viewDeps(this.deps, viewOf(orgs), orgs));
+      hub.start();
+      this.views.set(key, hub);
+    }
+    return hub;
+  }
+
+  private dropIdleViews(): void {
+    for (const [key, hub] of this.views) {
+      if (hub.size > 0) continue;
+      hub.stop();
+      this.views.delete(key);
     }
   }
 
@@ -216,12 +259,46 @@ interface Reading {
 
 const NO_DECISIONS: OutcomeRates = { allowed: 0, denied: 0, shadow: 0 };
 
+/**
+ * The snapshot's policies by their rates in this tick, busiest first (the snapshot lists them by their
+ * totals since start-up): the ring keeps the busiest of each tick, so a policy busy now is in the history
+ * even while others lead on lifetime totals.
+ */
+function busiestInTick(policies: readonly (OutcomeRates & { policy_id: string })[]): (OutcomeRates & { policy_id: string })[] {
+  const busy = (p: OutcomeRates) => p.allowed + p.denied + p.shadow;
+  return [...policies].sort((a, b) => busy(b) - busy(a));
+}
+
+/** The service-wide figures (fail-open rate, lease totals) are no one organisation's: a restricted view reads 0. */
+const NO_SERVICE_FIGURES: DashboardStreamDeps['metrics'] = {
+  registry: new Registry(),
+  leaseTotals: () => ({ refills: 0, units_returned: 0, units_lapsed: 0, units_lapsed_by_reason: {}, waits: 0 }),
+};
+
+/**
+ * The sources of a restricted view's hub: the same ones seen through `view`. Its lifecycle is read
+ * from the parent's, which ends its streams on draining (no listener of its own to leak).
+ */
+function viewDeps(deps: DashboardStreamDeps, view: AnalyticsView, orgs: readonly string[]): DashboardStreamDeps {
+  const { analytics, policies, deniedIdentities, readiness } = deps;
+  const caller = { subject: 'dashboard', orgs };
+  return {
+    ...deps,
+    analytics: { summary: (top) => analytics.summary(top, view) },
+    metrics: NO_SERVICE_FIGURES,
+    policies: { list: () => policies.list(caller), revision: () => policies.revision() },
+    deniedIdentities: deniedIdentities && { top: (limit) => deniedIdentities.top(limit, view) },
+    readiness: { get state() { return readiness.state; }, onChange: () => undefined },
+    viewOf: undefined,
+  };
+}
+
 function sseEvent(name: string, data: unknown): string {
   return `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
 /** rl_failure_mode_decisions_total{mode="fail_open"}, read from the registry without rendering the exposition. */
-function failOpenCount(metrics: Metrics): number {
+function failOpenCount(metrics: Pick<Metrics, 'registry'>): number {
   const metric = metrics.registry.getSingleMetric('rl_failure_mode_decisions_total') as unknown as
     | { get(): { values: { labels: Record<string, string>; value: number }[] } }
     | undefined;

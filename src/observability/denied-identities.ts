@@ -1,7 +1,7 @@
 import type { DecisionEvent, DecisionRecorder } from '../decision/decision-service.js';
 import type { MatcherSource } from '../matching/live-matcher.js';
 import { wildcardValue, type CompiledPolicy } from '../matching/matcher.js';
-import { SpaceSaving } from './analytics.js';
+import { SpaceSaving, type AnalyticsView } from './analytics.js';
 
 /**
  * Who is being limited: heavy hitters among the identities that policies DENIED, in bounded memory (a
@@ -45,9 +45,10 @@ export class DeniedIdentities implements DecisionRecorder {
     }
   }
 
-  /** The `limit` most denied identities, most denied first. */
-  top(limit: number): DeniedIdentity[] {
-    return this.counts.top(limit).map((h) => ({ policy_id: h.key, identity: h.value, count: h.count, error: h.error }));
+  /** The `limit` most denied identities, most denied first; with a `view`, of the policies it sees only. */
+  top(limit: number, view?: Pick<AnalyticsView, 'seesPolicy'>): DeniedIdentity[] {
+    const hitters = view === undefined ? this.counts.top(limit) : this.counts.top().filter((h) => view.seesPolicy(h.key)).slice(0, limit);
+    return hitters.map((h) => ({ policy_id: h.key, identity: h.value, count: h.count, error: h.error }));
   }
 
   private identityOf(policyId: string, ctx: DecisionEvent['ctx']): string {

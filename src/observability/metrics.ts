@@ -23,7 +23,8 @@ import type { LeaseTotals } from '../schema/server-info.js';
  *
  * Per-policy series (`rl_policy_decisions_total`): the deciding policy (`matched_policy_id`) counts the
  * decision as allowed or denied, by the answer; the shadow policy (beside an enforcing one, or answering
- * alone) counts `shadow` when it would have limited. Decisions without a matching policy add no
+ * alone) counts `shadow` when it would have limited. Refunds count in `rl_decisions_total` only (operation
+ * `refund`), as analytics skips them. Decisions without a matching policy add no
  * per-policy series; decisions without a `tenant_id` add no per-tenant series (both are in
  * `rl_decisions_total`).
  *
@@ -215,8 +216,8 @@ export class Metrics {
     this.leaseReturned = counter('rl_lease_units_returned_total', 'Unspent lease units given back to the parent, by level (process, region).', ['level']);
     this.leaseLapsed = counter(
       'rl_lease_units_lapsed_total',
-      `Lease units that lapsed with their window (or were lost), per policy; capped at ${cap} distinct policy ids, later ones are "other".`,
-      ['policy_id'],
+      `Lease units neither admitted nor given back, per policy and reason (window_ended, hold_expired, holder_lost, parent_unreachable); capped at ${cap} distinct policy ids, later ones are "other".`,
+      ['policy_id', 'reason'],
     );
     this.leaseWait = new PlainHistogram(
       'rl_lease_parent_wait_seconds',
@@ -265,6 +266,9 @@ export class Metrics {
     this.countPolicyCache(policyId !== '');
     if (Number.isFinite(event.durationSeconds) && event.durationSeconds >= 0) this.duration.observe(event.durationSeconds);
     if (event.failureMode !== undefined) this.failureMode.inc(event.failureMode);
+    // A refund gives units back: counted under its operation above, but per tenant and per policy (no
+    // operation label there) it is not a decision allowed, as in analytics.
+    if (event.operation === 'refund') return;
     const tenant = event.ctx.tenant_id;
     if (tenant !== undefined && tenant !== '') {
       const tenantRow = this.tenantRows.row(tenant);
@@ -299,7 +303,7 @@ export class Metrics {
   leaseEvents(level: 'process' | 'region', policyId: string): LeaseEvents {
     const refills = this.leaseRefills.at(level);
     const returned = this.leaseReturned.at(level);
-    const lapsed = this.leaseLapsed.at(this.leasePolicies.label(policyId));
+    const policy = this.leasePolicies.label(policyId);
     return {
       refilled: () => {
         refills.value++;
@@ -307,23 +311,24 @@ export class Metrics {
       returned: (units) => {
         returned.value += units;
       },
-      lapsed: (units) => {
-        lapsed.value += units;
+      lapsed: (units, reason) => {
+        this.leaseLapsed.at(policy, reason).value += units;
       },
+      failed: () => this.countCounterStoreError(),
       waited: (seconds) => this.leaseWait.observe(seconds),
     };
   }
 
   /**
    * Lease totals so far, every level and policy together (the dashboard's overview, /rl/v1/info): takes,
-   * units returned, units lapsed (also by the series' `reason` label, `unspecified` where it has none),
+   * units returned, units lapsed (also by the series' `reason` label),
    * and decisions that waited for a refill. Read from the series, like a scrape, never from the holders.
    */
   leaseTotals(): LeaseTotals {
     const sum = (counter: PlainCounter) => counter.get().values.reduce((total, series) => total + series.value, 0);
     const byReason: Record<string, number> = {};
     for (const { labels, value } of this.leaseLapsed.get().values) {
-      const reason = String((labels as Record<string, unknown>).reason ?? 'unspecified');
+      const reason = String((labels as Record<string, unknown>).reason);
       byReason[reason] = (byReason[reason] ?? 0) + value;
     }
     return {

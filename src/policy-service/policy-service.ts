@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { RlError, invalidField, notFound } from '../errors.js';
 import { describe } from '../model/request-context.js';
+import { actorOf, outsideOrgs, reachesOrg, type Actor, type Orgs } from '../model/org-scope.js';
 import { MAX_JSON_DEPTH, isObject, jsonShapeProblem } from '../util/json-shape.js';
 import type { LiveMatcher } from '../matching/live-matcher.js';
 import {
@@ -28,6 +29,13 @@ import { mergePatch } from '../util/merge-patch.js';
  * check is repeated atomically by the store, so of two concurrent changes based on the same version
  * exactly one wins. Callers that state no version get last-writer-wins: a change that lost a race
  * with another is rebased on the new state and retried.
+ *
+ * Tenants (model/org-scope.ts): every method takes the caller (`Actor`; a plain string is an
+ * unrestricted caller of that name). A caller limited to organisations sees and changes only policies
+ * whose `scope.org_id` is one of them: any other policy, its versions and its audit answer 404 as if
+ * absent, and a create or change whose result would leave its organisations answers 403 naming
+ * `scope.org_id`. Policy ids are one namespace, so a create of an id another organisation holds is
+ * still a 409 (without its version).
  *
  * Every change produces a new version (`version` +1; a delete keeps the last version number and
  * a later re-create continues after it, so version numbers of one policy_id never repeat) and one
@@ -97,30 +105,41 @@ export class PolicyService {
     return this.store.revision();
   }
 
-  list(): Policy[] {
-    return this.store.list();
+  /** The policies the caller reaches (all of them for an unrestricted caller). */
+  list(caller?: Actor): Policy[] {
+    const orgs = caller?.orgs;
+    const all = this.store.list();
+    return orgs === undefined ? all : all.filter((p) => reachesPolicy(orgs, p));
   }
 
-  get(policyId: string): Policy {
+  get(policyId: string, caller?: Actor): Policy {
     const policy = this.store.get(policyId);
-    if (!policy) throw policyNotFound(policyId);
+    if (!policy || !reachesPolicy(caller?.orgs, policy)) throw policyNotFound(policyId);
     return policy;
   }
 
-  validate(body: unknown): ValidationReport {
+  /** A policy the caller could not create is a 403 naming `scope.org_id`, as the create would answer. */
+  validate(body: unknown, caller?: Actor): ValidationReport {
     if (tooDeep(body)) return { valid: false, errors: [{ field: 'body', message: `is nested more than ${MAX_JSON_DEPTH} levels deep` }] };
     const result = validatePolicy(body, { requireId: false });
-    return result.ok ? { valid: true, errors: [] } : { valid: false, errors: result.errors };
+    if (!result.ok) return { valid: false, errors: result.errors };
+    requireWithinOrgs(caller?.orgs, result.policy);
+    return { valid: true, errors: [] };
   }
 
   /** POST: a new policy (version 1, or the next number after a deleted policy of the same id). */
-  async create(body: unknown, changedBy: string): Promise<Policy> {
+  async create(body: unknown, by: string | Actor): Promise<Policy> {
+    const { subject: changedBy, orgs } = actorOf(by);
     requireObject(body);
     const input = validOrThrow(body, true);
+    requireWithinOrgs(orgs, input);
     const id = input.policy_id;
     for (let attempt = 1; ; attempt++) {
       const { policy: existing, head } = await this.store.fetch(id);
-      if (existing) throw new RlError('conflict', `policy_id "${id}" already exists (version ${existing.version})`, 'policy_id');
+      if (existing) {
+        const which = reachesPolicy(orgs, existing) ? ` (version ${existing.version})` : ' (policy ids are shared by every organisation)';
+        throw new RlError('conflict', `policy_id "${id}" already exists${which}`, 'policy_id');
+      }
       const at = this.now();
       const policy = stamp(input, head + 1, isoOf(at), isoOf(at));
       const result = await this.store.commit({
@@ -137,7 +156,7 @@ export class PolicyService {
   }
 
   /** PUT: the full policy; its `policy_id`, when given, must equal the path id. */
-  async replace(policyId: string, body: unknown, changedBy: string, options: WriteOptions = {}): Promise<Policy> {
+  async replace(policyId: string, body: unknown, by: string | Actor, options: WriteOptions = {}): Promise<Policy> {
     requireObject(body);
     const expectations = expectationsOf(bodyVersion(body), options);
     const result = validatePolicy(body, { requireId: false });
@@ -149,11 +168,11 @@ export class PolicyService {
     } else if (input.policy_id !== policyId) {
       throw validationFailed([{ field: 'policy_id', message: `must equal the policy id in the path ("${policyId}"), got "${input.policy_id}"` }]);
     }
-    return this.change(policyId, 'update', changedBy, expectations, () => input);
+    return this.change(policyId, 'update', by, expectations, () => input);
   }
 
   /** PATCH: an RFC 7396 JSON merge patch over the stored policy's public shape, then validated. */
-  async patch(policyId: string, body: unknown, changedBy: string, options: WriteOptions = {}): Promise<Policy> {
+  async patch(policyId: string, body: unknown, by: string | Actor, options: WriteOptions = {}): Promise<Policy> {
     // Refused before the depth check or the merge walks an oversized collection (validation would refuse
     // it anyway, after the walk).
     const oversized = oversizedCollections(body);
@@ -161,7 +180,7 @@ export class PolicyService {
     requireObject(body);
     const expectations = expectationsOf(bodyVersion(body), options);
     const patch = quotaPatchToPolicyPatch(body as Obj);
-    return this.change(policyId, 'patch', changedBy, expectations, (current) => {
+    return this.change(policyId, 'patch', by, expectations, (current) => {
       const merged = mergePatch(toPlain(current), patch) as Obj;
       delete merged.version;
       delete merged.created_at;
@@ -173,21 +192,21 @@ export class PolicyService {
     });
   }
 
-  async delete(policyId: string, changedBy: string, options: WriteOptions = {}): Promise<DeleteResult> {
-    await this.remove(policyId, changedBy, options);
+  async delete(policyId: string, by: string | Actor, options: WriteOptions = {}): Promise<DeleteResult> {
+    await this.remove(policyId, by, options);
     return { deleted: true, policy_id: policyId };
   }
 
   /** `delete`, answering the policy as it was (its `version` is the one deleted). */
-  remove(policyId: string, changedBy: string, options: WriteOptions = {}): Promise<Policy> {
-    return this.change(policyId, 'delete', changedBy, expectationsOf(undefined, options), () => null);
+  remove(policyId: string, by: string | Actor, options: WriteOptions = {}): Promise<Policy> {
+    return this.change(policyId, 'delete', by, expectationsOf(undefined, options), () => null);
   }
 
   /** Body `{"rollout_percent": 0..100}`. */
-  async rollout(policyId: string, body: unknown, changedBy: string, options: WriteOptions = {}): Promise<Policy> {
+  async rollout(policyId: string, body: unknown, by: string | Actor, options: WriteOptions = {}): Promise<Policy> {
     const { minimum, maximum } = ROLLOUT_PERCENT;
     const percent = requiredInteger(body, 'rollout_percent', minimum, maximum, `an integer from ${minimum} to ${maximum}`);
-    return this.change(policyId, 'rollout', changedBy, expectationsOf(undefined, options), (current) => {
+    return this.change(policyId, 'rollout', by, expectationsOf(undefined, options), (current) => {
       const input = inputOf(current);
       input.rollout_percent = percent;
       return input;
@@ -195,12 +214,14 @@ export class PolicyService {
   }
 
   /** Body `{"version": N}`: a new version whose content is version N's. An unknown N is a 404. */
-  async rollback(policyId: string, body: unknown, changedBy: string, options: WriteOptions = {}): Promise<Policy> {
+  async rollback(policyId: string, body: unknown, by: string | Actor, options: WriteOptions = {}): Promise<Policy> {
     const target = requiredInteger(body, 'version', 1, Number.MAX_SAFE_INTEGER, 'a positive integer (the version to restore)');
     let snapshot: Policy | undefined;
-    return this.change(policyId, 'rollback', changedBy, expectationsOf(undefined, options), async () => {
+    return this.change(policyId, 'rollback', by, expectationsOf(undefined, options), async () => {
       if (!snapshot) {
-        const versions = await this.store.versions(policyId);
+        // Only versions the caller reaches: one from another organisation is "not found" like any other.
+        const orgs = actorOf(by).orgs;
+        const versions = (await this.store.versions(policyId)).filter((v) => reachesPolicy(orgs, v.snapshot));
         snapshot = versions.find((v) => v.version === target)?.snapshot;
         if (!snapshot) {
           const known = versions.length > 0 ? ` (versions 1 to ${versions[versions.length - 1].version} exist)` : '';
@@ -212,14 +233,19 @@ export class PolicyService {
     }, { restored_version: target });
   }
 
-  async versions(policyId: string): Promise<PolicyVersion[]> {
-    const versions = await this.store.versions(policyId);
+  /** The versions whose content the caller reaches (a policy that moved between organisations shows each its own). */
+  async versions(policyId: string, caller?: Actor): Promise<PolicyVersion[]> {
+    const orgs = caller?.orgs;
+    const versions = (await this.store.versions(policyId)).filter((v) => reachesPolicy(orgs, v.snapshot));
     if (versions.length === 0) throw policyNotFound(policyId);
     return versions.sort((a, b) => a.version - b.version);
   }
 
-  async audit(policyId: string): Promise<AuditEntry[]> {
-    const entries = await this.store.audit(policyId);
+  /** The audit entries whose every value (before and after) the caller reaches. */
+  async audit(policyId: string, caller?: Actor): Promise<AuditEntry[]> {
+    const orgs = caller?.orgs;
+    const all = await this.store.audit(policyId);
+    const entries = orgs === undefined ? all : all.filter((e) => [e.old_value, e.new_value].every((p) => p === null || reachesPolicy(orgs, p)));
     if (entries.length === 0) throw policyNotFound(policyId);
     return entries;
   }
@@ -234,16 +260,19 @@ export class PolicyService {
   private async change(
     policyId: string,
     action: AuditAction,
-    changedBy: string,
+    by: string | Actor,
     expectations: Expectation[],
     build: (current: Policy) => PolicyInput | null | Promise<PolicyInput | null>,
     audited: Pick<AuditEntry, 'restored_version'> = {},
   ): Promise<Policy> {
+    const { subject: changedBy, orgs } = actorOf(by);
     for (let attempt = 1; ; attempt++) {
       const { policy: current, head } = await this.store.fetch(policyId);
-      if (!current) throw policyNotFound(policyId);
+      // Another organisation's policy is absent to this caller, before any precondition could reveal it.
+      if (!current || !reachesPolicy(orgs, current)) throw policyNotFound(policyId);
       for (const e of expectations) if (!e.matches(current)) throw preconditionFailed(e, current);
       const input = await build(current);
+      if (input !== null) requireWithinOrgs(orgs, input);
       const at = this.now();
       const next = input === null ? null : stamp(input, head + 1, current.created_at, isoOf(at));
       const result = await this.store.commit({
@@ -283,6 +312,16 @@ export class PolicyService {
 
 function isoOf(ms: number): string {
   return new Date(ms).toISOString();
+}
+
+/** Whether a caller limited to `orgs` reaches this policy (its `scope.org_id`; `*` or absent is global). */
+function reachesPolicy(orgs: Orgs, policy: Pick<Policy, 'scope'>): boolean {
+  return reachesOrg(orgs, policy.scope?.org_id);
+}
+
+/** A policy a restricted caller writes must stay within its organisations: else a 403 naming `scope.org_id`. */
+function requireWithinOrgs(orgs: Orgs, policy: Pick<Policy, 'scope'>): void {
+  if (orgs !== undefined && !reachesPolicy(orgs, policy)) throw outsideOrgs('scope.org_id', policy.scope?.org_id, orgs);
 }
 
 function policyNotFound(policyId: string): RlError {

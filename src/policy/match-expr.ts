@@ -1,4 +1,5 @@
 import { Environment } from '@marcbachmann/cel-js';
+import { canonicalMethod } from '../model/http-method.js';
 import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
 import { MAX_FIELD_LENGTH, MAX_TAGS } from '../schema/limits.js';
 import { compileRegex, RegexBudget, regexMatches } from './match-regex.js';
@@ -90,6 +91,7 @@ export function compileMatchExpr(expr: string): CompileResult {
   program = env.parse(expr);
   const rewritten = useRe2(program.ast);
   if (rewritten !== undefined) return { ok: false, message: rewritten };
+  canonicalMethodLiterals(program.ast);
   const cost = estimatedCost(program.ast);
   if (cost > MAX_MATCH_EXPR_COST) {
     return {
@@ -135,10 +137,10 @@ function isNode(x: unknown): x is AstNode {
 }
 
 /**
- * Renames every `<string>.matches(<pattern>)` call to the RE2 function, after checking that its pattern
- * is a string literal RE2 compiles. Returns why the expression is refused, or undefined.
+ * Visits every call-like node of the AST (one whose args are a list), parents before children; a visit
+ * that returns a message stops the walk with it.
  */
-function useRe2(root: unknown): string | undefined {
+function walkNodes(root: unknown, visit: (node: AstNode, args: unknown[]) => string | undefined): string | undefined {
   const stack: unknown[] = [root];
   while (stack.length > 0) {
     const node = stack.pop();
@@ -148,6 +150,19 @@ function useRe2(root: unknown): string | undefined {
     }
     if (!isNode(node) || !Array.isArray(node.args)) continue;
     const args = node.args as unknown[];
+    const stop = visit(node, args);
+    if (stop !== undefined) return stop;
+    for (const child of args) stack.push(child);
+  }
+  return undefined;
+}
+
+/**
+ * Renames every `<string>.matches(<pattern>)` call to the RE2 function, after checking that its pattern
+ * is a string literal RE2 compiles. Returns why the expression is refused, or undefined.
+ */
+function useRe2(root: unknown): string | undefined {
+  return walkNodes(root, (node, args) => {
     if ((node.op === 'rcall' || node.op === 'call') && args[0] === RE2_MATCHES) return `invalid CEL expression: unknown function ${RE2_MATCHES}`;
     if (node.op === 'rcall' && args[0] === 'matches' && Array.isArray(args[2]) && args[2].length === 1) {
       const pattern = args[2][0];
@@ -158,9 +173,36 @@ function useRe2(root: unknown): string | undefined {
       if (!compiled.ok) return compiled.message;
       args[0] = RE2_MATCHES;
     }
-    for (const child of args) stack.push(child);
-  }
-  return undefined;
+    return undefined;
+  });
+}
+
+/** `method`, as a CEL identifier node. */
+function isMethod(node: unknown): boolean {
+  return isNode(node) && node.op === 'id' && node.args === 'method';
+}
+
+/** Upper-cases a string literal node that spells an HTTP method name (model/http-method.ts). */
+function canonicalLiteral(node: unknown): void {
+  if (isNode(node) && node.op === 'value' && typeof node.args === 'string') node.args = canonicalMethod(node.args);
+}
+
+/**
+ * The matcher hands match_expr the request's `method` upper-cased when it is an HTTP method name, so the
+ * literals it is compared with are brought to the same form: `method == "post"`, `"post" != method` and
+ * `method in ["get", "put"]` compare case-insensitively, as a scope does. (A function of `method`, such
+ * as `matches()` or `startsWith()`, sees the upper-case name: README, "Matching".)
+ */
+function canonicalMethodLiterals(root: unknown): void {
+  walkNodes(root, (node, [left, right]) => {
+    if (node.op === '==' || node.op === '!=') {
+      if (isMethod(left)) canonicalLiteral(right);
+      if (isMethod(right)) canonicalLiteral(left);
+    } else if (node.op === 'in' && isMethod(left) && isNode(right) && right.op === 'list' && Array.isArray(right.args)) {
+      for (const item of right.args) canonicalLiteral(item);
+    }
+    return undefined;
+  });
 }
 
 /** The macros that run their body once per element of their receiver. */

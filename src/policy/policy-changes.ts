@@ -68,6 +68,11 @@ export function changeSummary(oldValue: object | null, newValue: object | null):
   return changes.length === 0 ? 'no field changed' : changes.map(changeLine).join(', ');
 }
 
+/** An audit entry's action as people read it: `rollback to v2` when the entry names the version it restored. */
+export function auditAction(entry: { action_type: string; restored_version?: number }): string {
+  return entry.action_type === 'rollback' && entry.restored_version !== undefined ? `rollback to v${entry.restored_version}` : entry.action_type;
+}
+
 function sameJson(a: unknown, b: unknown): boolean {
   return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
 }

@@ -27,6 +27,7 @@ import {
 } from '../schema/policy.js';
 import { parseDuration } from '../util/duration.js';
 import { isObject } from '../util/json-shape.js';
+import { LEASABLE_ALGORITHMS, leaseShapeOf } from './lease-terms.js';
 import { compileMatchExpr } from './match-expr.js';
 import { isQuotaShaped, quotaBodyErrors, quotaBodyToPolicy } from './quota-alias.js';
 import { unknownFieldErrors } from './unknown-fields.js';
@@ -367,8 +368,8 @@ function validateLease(v: unknown, algorithmType: AlgorithmType | undefined, err
     return undefined;
   }
   for (const e of unknownFieldErrors(v, LEASE_KEYS, 'lease', 'lease')) err(e.field, e.message);
-  if (algorithmType === 'sliding_window_log' || algorithmType === 'concurrency') {
-    err('lease', `is not supported for ${algorithmType} (only fixed_window, sliding_window_counter, token_bucket, leaky_bucket and quota)`);
+  if (algorithmType !== undefined && leaseShapeOf(algorithmType) === undefined) {
+    err('lease', `is not supported for ${algorithmType} (only ${LEASABLE_ALGORITHMS.slice(0, -1).join(', ')} and ${LEASABLE_ALGORITHMS.at(-1)})`);
     return undefined;
   }
   const lease: LeaseConfig = {};

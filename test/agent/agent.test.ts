@@ -35,8 +35,8 @@ class FakeUpstream {
   readonly counters = new MemoryCounterStore({ sweepIntervalMs: 0 });
   calls = { check: 0, list: 0, notModified: 0 };
   seenHeaders: Record<string, string | undefined>[] = [];
-  /** 'ok' | 'hang' (check never answers) | 'error' (check answers 503) */
-  mode: 'ok' | 'hang' | 'error' = 'ok';
+  /** 'ok' | 'hang' (check never answers) | 'error' (check answers 503) | 'org' (403 naming org_id) | 'forbidden' (403, no field) */
+  mode: 'ok' | 'hang' | 'error' | 'org' | 'forbidden' = 'ok';
   server!: TestServer;
 
   async start(): Promise<this> {
@@ -60,6 +60,11 @@ class FakeUpstream {
         if (this.mode === 'error') {
           ctx.status = 503;
           ctx.body = { error: 'boom', status: 503 };
+          return;
+        }
+        if (this.mode === 'org' || this.mode === 'forbidden') {
+          ctx.status = 403;
+          ctx.body = this.mode === 'org' ? { error: 'org_id is "other": this credential acts only for organisation "mine"', status: 403, field: 'org_id' } : { error: 'forbidden', status: 403 };
           return;
         }
       }
@@ -212,6 +217,19 @@ describe('sidecar agent (in process)', function () {
       again.closeAllConnections();
       await new Promise((resolve) => again.close(resolve));
     }
+  });
+
+  it("passes on the server's 403 naming org_id (its credential is limited to organisations); any other 403 is a refused credential", async () => {
+    await startWith();
+    upstream.mode = 'org';
+    const refused = await check({ service: 'svc-open', org_id: 'other' });
+    expect(refused.status).to.equal(403);
+    expect(refused.body).to.include({ status: 403, field: 'org_id' });
+    upstream.mode = 'forbidden';
+    // The agent's own credential refused: the server gave no answer, failure_mode decides (fail_open here).
+    expect((await check({ service: 'svc-open' })).body).to.include({ allowed: true, reason: 'counter_store_unavailable' });
+    const status = (await (await fetch(`${agentUrl}/rl/v1/agent/status`)).json()).decisions;
+    expect(status).to.include({ forwarded: 2, failure_mode: 1 });
   });
 
   it('bounds a hung or failing upstream by the upstream timeout', async () => {
@@ -553,6 +571,7 @@ describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directl
       counterStoreAddr: otherRegion.url,
       counterStoreTimeoutMs: 500,
       region: { name: 'region-b', globalStoreAddr: global.url, globalTimeoutMs: 1000 },
+      maxWaitMs: 100,
     });
     try {
       const server = new DecisionService({ policies: new LiveMatcher(upstream.policies), counters: regionB, keyPrefix: prefix, region: 'region-b' });

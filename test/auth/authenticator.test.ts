@@ -71,7 +71,7 @@ describe('Authenticator', () => {
       const principal = apiKeyAuth().authenticate({ apiKey: ADMIN_KEY });
       expect(principal.role).to.equal('admin');
       const hex = createHash('sha256').update(ADMIN_KEY).digest('hex');
-      expect(principal.subject).to.equal(`apikey:${hex.slice(0, 8)}`).and.equal(apiKeyFingerprint(ADMIN_KEY));
+      expect(principal.subject).to.equal(`key:${hex.slice(0, 8)}`).and.equal(apiKeyFingerprint(ADMIN_KEY));
       expect(principal.subject).not.to.contain(ADMIN_KEY);
     });
 
@@ -292,7 +292,7 @@ describe('Authenticator', () => {
     });
 
     it('the Authenticator itself refuses a hand-built config that would let everyone in', () => {
-      const base = { enabled: true, apiKeys: [], jwtSecret: undefined, roleClaim: 'role', exemptPaths: [] };
+      const base = { enabled: true, apiKeys: [], jwtSecret: undefined, roleClaim: 'role', orgClaim: 'orgs', exemptPaths: [] };
       expect(() => new Authenticator({ ...base, mode: 'apikey' })).to.throw(/apikey/);
       expect(() => new Authenticator({ ...base, mode: 'jwt' })).to.throw(/secret/);
       expect(() => new Authenticator({ ...base, mode: undefined })).to.throw(/mode/);

@@ -215,7 +215,8 @@ describe('rl commands (built binary, real server with API keys)', function () {
       expect(lines[0]).to.match(/^VERSION\s+ACTION\s+CHANGED_BY\s+CHANGED_AT\s+CHANGES$/);
       expect(lines[1]).to.match(/^1\s+create\s+policy-file\s+\S+\s+created$/);
       expect(lines[2]).to.match(/^2\s+rollout\s+\S+\s+\S+\s+rollout_percent: 100 -> 25$/);
-      expect(lines[3]).to.match(/^3\s+rollback\s+\S+\s+\S+\s+rollout_percent: 25 -> 100$/);
+      // The version a rollback restored, as the dashboard's audit trail names it.
+      expect(lines[3]).to.match(/^3\s+rollback to v1\s+\S+\s+\S+\s+rollout_percent: 25 -> 100$/);
 
       const missingVersion = await rl(['policies', 'rollback', 'history', '9'], admin);
       expect(missingVersion.code).to.equal(1);
@@ -343,8 +344,11 @@ describe('rl commands (built binary, real server with API keys)', function () {
       expect(typo.code, typo.stderr).to.equal(0);
       expect(typo.stdout).to.match(/^ALLOWED {2}action=allow {2}reason=no_matching_policy\n/);
       expect(typo.stdout).to.contain('\nignored      api_kye, usr_id  (not request fields: the server ignored them; misspelt?)\n');
+      // Said once, on stdout: not again by the SDK's warning on stderr (where --json puts only JSON errors).
+      expect(typo.stderr).to.equal('');
       const json = await rlJson<Decision>(['check', '-d', '{"api_kye": "key-Z"}'], admin);
       expect(json.body.metadata).to.deep.equal({ ignored_fields: 'api_kye' });
+      expect(json.stderr).to.equal('');
       const clean = await rl(['check', '--api_key', 'key-Z', '--endpoint', '/keyed'], admin);
       expect(clean.stdout).to.not.contain('ignored');
     });

@@ -74,6 +74,19 @@ async function helloOf(url: string): Promise<any> {
   }
 }
 
+/** The leftmost and rightmost columns of a canvas holding a coloured (not grey) pixel: where a series was drawn. */
+const COLOURED_COLUMNS = new Function(
+  'canvas',
+  `const { width, height } = canvas;
+   const d = canvas.getContext('2d').getImageData(0, 0, width, height).data;
+   let leftmost = -1, rightmost = -1;
+   for (let x = 0; x < width; x++) for (let y = 0; y < height; y++) {
+     const i = (y * width + x) * 4;
+     if (d[i + 3] > 0 && !(d[i] === d[i + 1] && d[i + 1] === d[i + 2])) { if (leftmost < 0) leftmost = x; rightmost = x; break; }
+   }
+   return { width, leftmost, rightmost };`,
+) as (canvas: HTMLCanvasElement) => { width: number; leftmost: number; rightmost: number };
+
 /** What the overview's chart drew: its x range (epoch s), its points and its tick labels, and the legend. */
 async function chartState(page: Page) {
   return page.getByTestId('rate-chart').evaluate((el: HTMLElement) => ({
@@ -158,6 +171,13 @@ describe('dashboard overview: history, outcomes, charts, favicon (headless Chrom
     for (const value of chart.legend) expect(value).to.match(/^\d+\.\d\d$/);
     expect(await page.getByTestId('spark-heading').textContent()).to.equal('last 5 min');
     await screenshot(page, '20-overview-5min');
+
+    // A quiet policy's sparkline draws its zero line up to the newest tick (not clipped away at the bottom edge,
+    // which would read as "no data"): after 12 more ticks, its drawing still reaches the right edge.
+    const firstPoints = chart.points;
+    await page.waitForFunction((n) => Number(document.querySelector<HTMLElement>('[data-testid="rate-chart"]')?.dataset.points) >= n, firstPoints + 12);
+    const drawn = await page.locator('[data-testid="policy-rate-mix-enforce"] .spark canvas').evaluate(COLOURED_COLUMNS);
+    expect(drawn.rightmost, `coloured columns ${drawn.leftmost}..${drawn.rightmost} of ${drawn.width}`).to.be.at.least(drawn.width - 3);
 
     await page.getByTestId('chart-range').selectOption('3600');
     chart = await chartState(page);

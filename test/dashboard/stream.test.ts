@@ -233,6 +233,23 @@ describe('dashboard routes', function () {
       await w.store.close();
     });
 
+    it("keeps in its history the busiest policies of each tick, not those busiest since start-up", async () => {
+      const w = await world(dir, new MemoryCounterStore({ sweepIntervalMs: 0 }));
+      let clock = 1_000_000;
+      const hub = new DashboardHub({ ...w, intervalMs: 3_600_000, historyPolicies: 1, now: () => clock });
+      // per-user is busy first (2 decisions), then only /login is (1 decision): its tick's busiest.
+      for (let i = 0; i < 2; i++) await w.decisions.check({ user_id: 'u1', quantity: 1, tags: {} });
+      clock += 1000;
+      hub.tick();
+      await w.decisions.check({ endpoint: '/login', quantity: 1, tags: {} });
+      clock += 1000;
+      hub.tick();
+      const history = frames(hub.subscribe(viewer()))[0].data.history as SeriesHistory;
+      expect(history.policies).to.deep.equal([{ policy_id: 'login', allowed: [null, 1], denied: [null, 0], shadow: [null, 0] }]);
+      hub.endAll();
+      await w.store.close();
+    });
+
     it("carries the process's lease totals: refills, units returned and units lapsed, every level and policy together", async () => {
       const w = await world(dir, new MemoryCounterStore({ sweepIntervalMs: 0 }));
       const hub = new DashboardHub({ ...w, intervalMs: 3_600_000 });
@@ -245,8 +262,8 @@ describe('dashboard routes', function () {
       region.refilled!(100);
       process.returned!(7);
       region.returned!(30);
-      process.lapsed!(2);
-      region.lapsed!(5);
+      process.lapsed!(2, 'window_ended');
+      region.lapsed!(5, 'parent_unreachable');
       process.waited!(0.01);
       expect(hub.tick().leases).to.deep.include({ refills: 3, units_returned: 37, units_lapsed: 7, waits: 1 });
       await w.store.close();

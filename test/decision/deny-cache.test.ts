@@ -256,6 +256,16 @@ describe('DenyCache', () => {
     expect(cache.lookup('window', owner, 1, 300)).to.equal(undefined);
   });
 
+  it("a leased counter's refusal (the parent's own retry_after, a window's end) answers no longer than its max_hold: units given back meanwhile are found", () => {
+    const cache = new DenyCache({ maxAgeMs: 1000 });
+    const minute: RateSpec = { type: 'fixed_window', limit: 10, windowMs: 60_000 };
+    cache.refused('global', owner, minute, 1, refusal(0, 58_000), 0, 200);
+    // The caller is told the window's end, counted down...
+    expect(cache.lookup('global', owner, 1, 199)).to.deep.include({ retryAfterMs: 57_801 });
+    // ...but from max_hold on the holder is asked again (its next refill finds units others gave back).
+    expect(cache.lookup('global', owner, 1, 200)).to.equal(undefined);
+  });
+
   it('a clock stepped back asks the store', () => {
     const cache = new DenyCache();
     cache.refused('k', owner, FW, 1, refusal(0, 500), 1000);

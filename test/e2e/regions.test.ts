@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startDelayProxy, type DelayProxy } from '../support/delay-proxy.js';
+import { startLinkProxy, type LinkProxy } from '../support/link-proxy.js';
 import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 
@@ -15,7 +15,7 @@ describe('two regions, real processes: a global budget', function () {
   this.timeout(180_000);
   let global: RedisHandle;
   const regionStores: RedisHandle[] = [];
-  let proxy: DelayProxy;
+  let proxy: LinkProxy;
   const servers: { region: string; node: ServerProcessHandle; killed: boolean }[] = [];
   let dir: string;
   const LIMIT = 1200;
@@ -24,7 +24,7 @@ describe('two regions, real processes: a global budget', function () {
 
   before(async function () {
     [global, regionStores[0], regionStores[1]] = await Promise.all([startPrivateRedis(), startPrivateRedis(), startPrivateRedis()]);
-    proxy = await startDelayProxy(global, 25);
+    proxy = await startLinkProxy(global, 25);
     dir = mkdtempSync(join(tmpdir(), 'rl-regions-'));
     const policyFile = join(dir, 'policies.json');
     writeFileSync(
@@ -50,6 +50,7 @@ describe('two regions, real processes: a global budget', function () {
       // answers and the test sees the lease logic alone.
       RL_COUNTERSTORE_TIMEOUT_MS: '3000',
       RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: '5000',
+      RL_LEASE_MAX_WAIT_MS: '10000',
     });
     // One server seeds the global store first, so the others find it seeded.
     servers.push({ region: 'region-1', node: await startServerProcess(env(0)), killed: false });

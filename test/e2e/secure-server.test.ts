@@ -94,7 +94,7 @@ describe('server with TLS and authentication, HTTP and gRPC', function () {
       const created = await request(server.httpPort, 'POST', '/rl/v1/policies', { authorization: `Bearer ${ADMIN_KEY}` }, policy);
       expect(created.status).to.equal(201);
       const audit = await request(server.httpPort, 'GET', '/rl/v1/policies/secure-test/audit', { 'x-api-key': READER_KEY });
-      expect(audit.body[0].changed_by).to.match(/^apikey:[0-9a-f]{8}$/);
+      expect(audit.body[0].changed_by).to.match(/^key:[0-9a-f]{8}$/);
       expect(JSON.stringify(audit.body)).not.to.contain(ADMIN_KEY);
 
       // gRPC over TLS with the same certificate and keys.

@@ -187,7 +187,7 @@ describe('HTTP auth guard', () => {
 
     it('admin key works in X-Api-Key and in Authorization: Bearer, and may mutate', async () => {
       const subject = (await call(server, 'GET', '/rl/v1/policies', remember({ 'X-Api-Key': ADMIN_KEY }))).json.changed_by;
-      expect(subject).to.match(/^apikey:[0-9a-f]{8}$/);
+      expect(subject).to.match(/^key:[0-9a-f]{8}$/);
       for (const headers of [{ 'X-Api-Key': ADMIN_KEY }, bearer(ADMIN_KEY)]) {
         remember(headers);
         expect((await call(server, 'POST', '/rl/v1/check', headers, CHECK_BODY)).status).to.equal(200);

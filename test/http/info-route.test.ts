@@ -48,13 +48,13 @@ describe('http: GET /rl/v1/info', () => {
     const events = metrics.leaseEvents('region', 'p');
     events.refilled!(10);
     events.returned!(4);
-    events.lapsed!(2);
+    events.lapsed!(2, 'window_ended');
     events.waited!(0.02);
     let global = { reachable: true, masters: [{ master: 'master', breaker: 'closed' as const, consecutive_failures: 0, pending_calls: 1 }] };
     const live: LiveInfo = { region: () => regionStatus('eu-west', global), leases: () => metrics.leaseTotals() };
     let body = await infoOf(live);
     expect(body.region).to.deep.equal({ name: 'eu-west', global_store: { state: 'up', masters: global.masters } });
-    expect(body.leases).to.deep.equal({ refills: 1, units_returned: 4, units_lapsed: 2, units_lapsed_by_reason: { unspecified: 2 }, waits: 1 });
+    expect(body.leases).to.deep.equal({ refills: 1, units_returned: 4, units_lapsed: 2, units_lapsed_by_reason: { window_ended: 2 }, waits: 1 });
     // Read on each request: unreachable with an open breaker is `circuit_open`, without one `down`.
     global = { reachable: false, masters: [{ ...global.masters[0], breaker: 'open' as never }] };
     body = await infoOf(live);

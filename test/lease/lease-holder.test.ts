@@ -6,7 +6,7 @@
  * refusals, failure, letting go.
  */
 import { expect } from 'chai';
-import { CounterStoreUnavailableError } from '../../src/errors.js';
+import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../../src/errors.js';
 import type { CounterResult } from '../../src/counters/counter-store.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { chunkSize } from '../../src/lease/chunk.js';
@@ -14,6 +14,7 @@ import { LeaseHolder } from '../../src/lease/lease-holder.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import type { LeaseClock, LeaseParent } from '../../src/lease/types.js';
+import { leaseShapeOf } from '../../src/policy/lease-terms.js';
 
 const T0 = 1_800_000_000_000;
 
@@ -39,7 +40,7 @@ interface Fixture {
   consume(cost: number): Promise<CounterResult>;
 }
 
-function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000): Fixture {
+function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000, maxWaitMs = 10_000): Fixture {
   const clock = { now: T0 };
   const exact = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
   const timers: { at: number; fn: () => void }[] = [];
@@ -75,8 +76,8 @@ function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000): Fixture {
     parent,
     pool: new ProcessUnitPool(),
     clock: leaseClock,
-    maxUnits,
-    maxHoldMs,
+    lease: { shape: leaseShapeOf(spec.type)!, maxUnits, maxHoldMs },
+    maxWaitMs,
     events: {
       refilled: () => events.refills++,
       returned: (u) => (events.returned += u),
@@ -356,5 +357,58 @@ describe('LeaseHolder', () => {
     expect(answer.allowed).to.equal(false);
     expect(f.events.lapsed).to.equal(1);
     expect(f.calls.filter((c) => c.startsWith('take'))).to.have.length(1);
+  });
+
+  describe('bounded wait (RL_LEASE_MAX_WAIT_MS)', () => {
+    it('a decision whose refill does not land within max wait is refused (LeaseWaitTimeoutError, retry_after ≤ max_hold), not failed; the refill still lands for the next', async () => {
+      const f = fixture(fixed(1000), 10, 1000, 100);
+      const pending = f.holder.consume(1);
+      const outcome = (pending as Promise<CounterResult>).then(
+        () => 'answered',
+        (error: unknown) => error,
+      );
+      await settle();
+      expect(f.calls).to.deep.equal(['take 1']);
+      await f.advance(99);
+      expect(f.held).to.have.length(1); // still waiting: the take has not been answered
+      await f.advance(1);
+      const error = await outcome;
+      expect(error).to.be.instanceOf(LeaseWaitTimeoutError);
+      expect((error as LeaseWaitTimeoutError).retryAfterMs).to.be.within(1, 1000);
+      // The parent answers late: the units it granted are held, and the next decision is served from them.
+      await f.answerAll();
+      const next = f.holder.consume(1);
+      expect(next).to.not.be.instanceOf(Promise);
+      expect((next as CounterResult).allowed).to.equal(true);
+      expect(f.events.waits).to.equal(1);
+    });
+
+    it('max wait 0: a decision the units cannot pay is refused at once, and starts the refill for the next', async () => {
+      const f = fixture(fixed(1000), 10, 1000, 0);
+      const first = f.holder.consume(1) as Promise<CounterResult>;
+      let error: unknown;
+      await first.catch((e: unknown) => (error = e));
+      expect(error).to.be.instanceOf(LeaseWaitTimeoutError);
+      expect(f.calls).to.deep.equal(['take 1']);
+      await f.answerAll();
+      expect((f.holder.consume(1) as CounterResult).allowed).to.equal(true);
+    });
+
+    it('once a take failed, the parent is known unreachable: a decision the units cannot pay fails at once (no wait), until a take succeeds', async () => {
+      const f = fixture(fixed(1000), 10, 1000, 10_000);
+      f.down.value = true;
+      const errors: unknown[] = [];
+      await f.consume(1).catch((e: unknown) => errors.push(e));
+      expect(errors[0]).to.be.instanceOf(CounterStoreUnavailableError);
+      // Known down: rejected synchronously-settled, with one take sent to look whether it is back.
+      const second = f.holder.consume(1) as Promise<CounterResult>;
+      await second.catch((e: unknown) => errors.push(e));
+      expect(errors[1]).to.be.instanceOf(CounterStoreUnavailableError);
+      expect(f.calls.filter((c) => c.startsWith('take'))).to.have.length(2);
+      // Back: that take (answered now) brings units, and decisions are served again.
+      f.down.value = false;
+      await f.answerAll();
+      expect((await f.consume(1)).allowed).to.equal(true);
+    });
   });
 });

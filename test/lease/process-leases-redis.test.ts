@@ -131,8 +131,10 @@ describe('process leases on a real Redis', function () {
 
       before(async () => {
         // A generous store deadline on this busy machine: a take that timed out may still have run, and
-        // its units would be lost (under-admission, the safe side) and spoil the exact count below.
-        nodes = await start({ RL_COUNTERSTORE_ADDR: redis.url, RL_KEY_PREFIX: keyPrefix, RL_COUNTERSTORE_TIMEOUT_MS: '5000' });
+        // its units would be lost (under-admission, the safe side) and spoil the exact count below. So
+        // the lease wait: a decision refused after RL_LEASE_MAX_WAIT_MS (lease_wait_timeout) is not the
+        // limit's refusal this test counts.
+        nodes = await start({ RL_COUNTERSTORE_ADDR: redis.url, RL_KEY_PREFIX: keyPrefix, RL_COUNTERSTORE_TIMEOUT_MS: '5000', RL_LEASE_MAX_WAIT_MS: '10000' });
       });
       after(async () => {
         await Promise.all(nodes.map((node) => node.kill()));

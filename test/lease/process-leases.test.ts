@@ -102,6 +102,7 @@ describe('process leases in DecisionService', () => {
     const { ProcessLeases } = await import('../../src/lease/process-leases.js');
     const leases = new ProcessLeases({
       store: awaitingOnly(emulator, { lend: true }) as never,
+      maxWaitMs: 100,
       clock: { now: () => now, setTimer: (fn) => timers.push(fn), clearTimer: () => undefined },
     });
     const compiled = matcher.current().get('leased')!;
@@ -112,5 +113,43 @@ describe('process leases in DecisionService', () => {
     for (const fire of timers.splice(0)) fire();
     await settle();
     expect(leases.size).to.equal(0);
+  });
+
+  it('a refill slower than RL_LEASE_MAX_WAIT_MS: refused with reason lease_wait_timeout and retry_after ≤ max_hold, even under fail_open (a slow parent is not a failed one)', async () => {
+    const open = { ...leased(1000), failure_mode: 'fail_open' as const };
+    const takes: (() => void)[] = [];
+    const slow = awaitingOnly(emulator, { lend: true });
+    const take = slow.take!;
+    slow.take = (...args) => new Promise((resolve, reject) => takes.push(() => take(...args).then(resolve, reject)));
+    const waiting = new DecisionService({ policies: new LiveMatcher([open]), counters: slow, keyPrefix: 't:', leases: { maxWaitMs: 0 } });
+    const refused = await waiting.check(api);
+    expect(refused).to.include({ allowed: false, reason: 'lease_wait_timeout', matched_policy_id: 'leased' });
+    expect(refused.retry_after).to.be.within(1, 1000);
+    // The refill it started lands: the next decision is served from its units.
+    expect(takes).to.have.length(1);
+    takes.shift()!();
+    await settle();
+    const served = await waiting.check(api);
+    expect(served).to.include({ allowed: true, reason: 'within_limit' });
+    // The refill ahead that decision started: answered, so the drain does not wait on it.
+    for (const run of takes.splice(0)) run();
+    await waiting.letGoLeases();
+  });
+
+  it('one door: a counter store that holds units itself (a region) is told of policy changes and let go on drain, after the process leases', async () => {
+    const calls: string[] = [];
+    const store = {
+      ...awaitingOnly(emulator, { lend: true }),
+      policiesChanged: (current: (policyId: string) => unknown) => void calls.push(`changed:${current('leased') === undefined ? 'gone' : 'current'}`),
+      letGoAll: async () => void calls.push(`region let go after ${await used(1000)} used`),
+    };
+    const withRegion = new DecisionService({ policies: matcher, counters: store, keyPrefix: 't:' });
+    for (let i = 0; i < 5; i++) expect((await withRegion.check(api)).allowed).to.equal(true);
+    expect(await used(1000)).to.be.greaterThan(5);
+    matcher.apply('plain', undefined);
+    expect(calls).to.deep.equal(['changed:current']);
+    await withRegion.letGoLeases();
+    // The process leases gave their unspent units back before the region let go.
+    expect(calls).to.deep.equal(['changed:current', 'region let go after 5 used']);
   });
 });

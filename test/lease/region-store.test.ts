@@ -3,7 +3,7 @@ import type { RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
-import { CounterStoreUnavailableError } from '../../src/errors.js';
+import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../../src/errors.js';
 import { LeaseHolder } from '../../src/lease/lease-holder.js';
 import { MemoryLeasePool } from './support/memory-region-pool.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
@@ -12,7 +12,7 @@ import { RegionCounterStore } from '../../src/lease/region-store.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import { systemClock } from '../../src/lease/types.js';
 import type { LeaseClock, LeaseEvents } from '../../src/lease/types.js';
-import { startDelayProxy, type DelayProxy } from '../support/delay-proxy.js';
+import { startLinkProxy, type LinkProxy } from '../support/link-proxy.js';
 import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
 
 interface Counts {
@@ -24,19 +24,19 @@ interface Counts {
 
 /**
  * A global budget across two regions, in one process: one global and two regional redis-servers, the
- * global one behind a delay proxy, two RegionCounterStores ("servers") per region. Counts, never time.
+ * global one behind a link proxy, two RegionCounterStores ("servers") per region. Counts, never time.
  */
 describe('global budget across regions (RegionCounterStore)', function () {
   this.timeout(60_000);
   let global: RedisHandle;
   const regions: RedisHandle[] = [];
-  let proxy: DelayProxy;
+  let proxy: LinkProxy;
   const opened: RegionCounterStore[] = [];
   let direct: RedisCounterStore;
 
   before(async function () {
     [global, regions[0], regions[1]] = await Promise.all([startPrivateRedis(), startPrivateRedis(), startPrivateRedis()]);
-    proxy = await startDelayProxy(global, 10);
+    proxy = await startLinkProxy(global, 10);
     direct = connectRedisCounterStore(global.url, { commandTimeoutMs: 2000 });
     await direct.waitUntilReady();
   });
@@ -64,7 +64,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
       const regional = connectRedisCounterStore(region.url, { commandTimeoutMs: 500 });
       const globalStore = connectRedisCounterStore(proxy.url, { commandTimeoutMs: 1000 });
       await Promise.all([regional.waitUntilReady(), globalStore.waitUntilReady()]);
-      const store = new RegionCounterStore({ regional, pool: new RegionPool(regional), global: globalStore, globalTimeoutMs: timeouts.globalMs, regionalTimeoutMs: timeouts.regionalMs, events: () => events, sweepIntervalMs, clock });
+      const store = new RegionCounterStore({ regional, pool: new RegionPool(regional), global: globalStore, globalTimeoutMs: timeouts.globalMs, regionalTimeoutMs: timeouts.regionalMs, maxWaitMs: 10_000, events: () => events, sweepIntervalMs, clock });
       opened.push(store);
       stores.push(store);
     }
@@ -78,7 +78,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
   }
 
   function globalSpec(limit: number, maxHoldMs = 1000): RateSpec {
-    return { type: 'fixed_window', limit, windowMs: windowMs(), global: { policyId: 'g', maxHoldMs } };
+    return { type: 'fixed_window', limit, windowMs: windowMs(), global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs } } };
   }
 
   /**
@@ -138,7 +138,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
   it('a global token bucket under demand beyond its rate: the excess is refused, never left waiting for the failure mode', async function () {
     // Short timeouts: a decision that waited past two refill locks' life (600 ms) would fail.
     const { stores, counts } = await servers(0, undefined, { globalMs: 200, regionalMs: 100 });
-    const spec: RateSpec = { type: 'token_bucket', capacity: 20, rateUnits: 100, ratePeriodMs: 1000, global: { policyId: 'g', maxHoldMs: 1000 } };
+    const spec: RateSpec = { type: 'token_bucket', capacity: 20, rateUnits: 100, ratePeriodMs: 1000, global: { policyId: 'g', lease: { shape: 'bucket', maxUnits: Infinity, maxHoldMs: 1000 } } };
     const keys = counterKeys(randomPrefix(), 'g', spec, []);
     const outcome = await saturate(stores, keys, spec, 400);
     console.log(`      admitted ${outcome.allowed}, refused ${outcome.denied}, failure mode ${outcome.unavailable}; ${counts.refills} global takes, ${counts.waits} waited`);
@@ -151,12 +151,13 @@ describe('global budget across regions (RegionCounterStore)', function () {
   // Beyond the limit, the decisions waiting for the refill that took the last units (the chunk rule asks
   // for no more than the counter had left, or another region took some first) are refused as the global
   // counter would refuse them: with what is left of its retry_after (here what is left of the window),
-  // never 1 ms (an immediate retry), and capped at max_hold (other regions may give units back before).
-  for (const capped of [true, false]) {
-    it(`demand beyond a global fixed window: every refusal carries the counter's retry_after${capped ? ', capped at max_hold' : ''}`, async function () {
+  // never 1 ms (an immediate retry), and not capped at max_hold (CONTRACT "Honest refusals": the pool asks
+  // the parent again after max_hold, so units other regions give back are found anyway).
+  for (const longHold of [false, true]) {
+    it(`demand beyond a global fixed window: every refusal carries the counter's retry_after, max_hold ${longHold ? 'longer than the window' : '1s'}`, async function () {
       const { stores, counts } = await servers();
       const window = windowMs();
-      const spec = globalSpec(30, capped ? 1000 : 2 * window);
+      const spec = globalSpec(30, longHold ? 2 * window : 1000);
       const keys = counterKeys(randomPrefix(), 'g', spec, []);
       const startedAt = performance.now();
       const outcome = await saturate(stores, keys, spec, 50);
@@ -170,13 +171,10 @@ describe('global budget across regions (RegionCounterStore)', function () {
       expect(own.allowed).to.equal(false);
       for (const retry of outcome.retries) {
         expect(retry).to.be.above(1);
-        expect(retry).to.be.at.most(spec.global!.maxHoldMs);
-        if (!capped) {
-          // What was left of the window when refused: no less than the counter says after them all, and
-          // more by at most the test's own span (and a refill's span between its take and its add).
-          expect(retry).to.be.at.least(own.retryAfterMs);
-          expect(retry).to.be.at.most(own.retryAfterMs + 2 * elapsed);
-        }
+        // What was left of the window when refused: no less than the counter says after them all, and
+        // more by at most the test's own span (and a refill's span between its take and its add).
+        expect(retry).to.be.at.least(own.retryAfterMs);
+        expect(retry).to.be.at.most(own.retryAfterMs + 2 * elapsed);
       }
     });
   }
@@ -247,7 +245,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
 
   it('a policy change sends the region’s units back at once', async function () {
     const { store, counts, limit, spec, keys, admitted, before } = await holdingUnits();
-    await store.policyChanged('g');
+    await store.policiesChanged(() => undefined);
     expect((await direct.peek(keys, spec)).remaining).to.equal(limit - admitted);
     expect(counts.returned).to.equal(before);
   });
@@ -277,7 +275,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
     const keys = counterKeys(randomPrefix(), 'g', spec, []);
     const holders = stores.map(
       (store) =>
-        new LeaseHolder({ parent: storeParent(store, keys, spec as LeasedSpec, systemClock, 1000), pool: new ProcessUnitPool(), clock: systemClock, maxUnits: 50, maxHoldMs: 1000 }),
+        new LeaseHolder({ parent: storeParent(store, keys, spec as LeasedSpec, systemClock, 1000), pool: new ProcessUnitPool(), clock: systemClock, lease: { shape: 'window', maxUnits: 50, maxHoldMs: 1000 }, maxWaitMs: 10_000 }),
     );
     let admitted = 0;
     let other = 0;
@@ -307,7 +305,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
     expect(admitted).to.be.at.least(limit - holders.length * 50 - 0.1 * limit);
     // Letting go: every unspent process unit goes back to its region, then to the global counter.
     await Promise.all(holders.map((holder) => holder.letGo()));
-    await Promise.all(stores.map((store) => store.policyChanged('g')));
+    await Promise.all(stores.map((store) => store.policiesChanged(() => undefined)));
     expect((await direct.peek(keys, spec)).remaining).to.equal(limit - admitted);
   });
 
@@ -354,7 +352,7 @@ describe('RegionCounterStore rules (in memory)', () => {
    * One server of a region. `gate.returns`: its returns to the global counter wait in `held` until the
    * test lets them arrive (a message on its way).
    */
-  function region() {
+  function region(maxWaitMs = 10_000) {
     const clock = { now: T0 };
     const leaseClock: LeaseClock = { now: () => clock.now, setTimer: () => undefined, clearTimer: () => undefined };
     const global = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
@@ -386,6 +384,7 @@ describe('RegionCounterStore rules (in memory)', () => {
       global: observed,
       globalTimeoutMs: 1000,
       regionalTimeoutMs: 500,
+      maxWaitMs,
       clock: leaseClock,
       sweepIntervalMs: 0,
       events: () => ({ returned: (units) => (counts.returned += units), lapsed: (units) => (counts.lapsed += units) }),
@@ -393,9 +392,43 @@ describe('RegionCounterStore rules (in memory)', () => {
     return { clock, leaseClock, global, pool, store, takes, held, gate, counts };
   }
 
+  it('bounded wait: a decision its pool cannot pay is refused (lease_wait_timeout) once RL_LEASE_MAX_WAIT_MS has passed, 0 at once; the refill it started serves the next', async () => {
+    const { store, takes } = region(0);
+    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
+    const keys = ['{g}:wait'];
+    const error = await store.consume(keys, spec, 1).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).to.be.instanceOf(LeaseWaitTimeoutError);
+    expect((error as LeaseWaitTimeoutError).retryAfterMs).to.be.within(1, 1000);
+    await flush();
+    await flush();
+    expect(takes).to.deep.equal([1]);
+    expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
+  });
+
+  it('honest refusals: once the global counter admits no more, a refusal carries its own retry_after and reset_after (the window end), not max_hold', async () => {
+    const { store } = region();
+    const spec: RateSpec = { type: 'fixed_window', limit: 2, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
+    const keys = ['{g}:honest'];
+    for (let i = 0; i < 2; i++) {
+      expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
+      await flush();
+    }
+    const windowLeft = spec.windowMs - (T0 % spec.windowMs);
+    for (let i = 0; i < 3; i++) {
+      const refused = await store.consume(keys, spec, 1);
+      expect(refused.allowed).to.equal(false);
+      expect(refused.retryAfterMs).to.equal(windowLeft);
+      expect(refused.resetAfterMs).to.equal(windowLeft);
+      await flush();
+    }
+  });
+
   it('a refill ahead asks for no more than half of what the global counter can still admit (CONTRACT chunk rule): with 1 left, none', async () => {
     const { global, store, takes } = region();
-    const spec: RateSpec = { type: 'fixed_window', limit: 3, windowMs: 3_600_000, global: { policyId: 'g', maxHoldMs: 1000 } };
+    const spec: RateSpec = { type: 'fixed_window', limit: 3, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
     const keys = ['{g}:chunk'];
     for (let i = 0; i < 2; i++) {
       expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
@@ -415,14 +448,14 @@ describe('RegionCounterStore rules (in memory)', () => {
     it(`a global ${type}: the region's units given back within max_hold but arriving later lapse at the global bucket (a return delayed on its way would join the tokens it refilled meanwhile)`, async () => {
       const { clock, global, store, held, gate, counts } = region();
       // Five tokens, refilled at 5 a second; max_hold 100 ms.
-      const spec: RateSpec = { type, capacity: 5, rateUnits: 5, ratePeriodMs: 1000, global: { policyId: 'g', maxHoldMs: 100 } };
+      const spec: RateSpec = { type, capacity: 5, rateUnits: 5, ratePeriodMs: 1000, global: { policyId: 'g', lease: { shape: 'bucket', maxUnits: Infinity, maxHoldMs: 100 } } };
       const keys = ['{g}:late'];
       // A decision of 6: the region's refill takes the 5 tokens there are, and it is refused; the 5 stay in the pool.
       expect((await store.consume(keys, spec, 6)).allowed).to.equal(false);
       // Within max_hold the policy changes: the region's units leave for the global bucket, on their way for a second.
       clock.now += 50;
       gate.returns = true;
-      const changed = store.policyChanged('g');
+      const changed = store.policiesChanged(() => undefined);
       await flush();
       expect(held).to.have.length(1);
       clock.now += 950;
@@ -439,7 +472,7 @@ describe('RegionCounterStore rules (in memory)', () => {
 
   it("a global bucket's units a process lease below the region gives back go only into the region units they came from: arriving after those expired, they lapse instead of joining newer ones (they would outlive max_hold)", async () => {
     const { clock, leaseClock, pool, store } = region();
-    const spec: RateSpec = { type: 'token_bucket', capacity: 20, rateUnits: 20, ratePeriodMs: 1000, global: { policyId: 'g', maxHoldMs: 100 } };
+    const spec: RateSpec = { type: 'token_bucket', capacity: 20, rateUnits: 20, ratePeriodMs: 1000, global: { policyId: 'g', lease: { shape: 'bucket', maxUnits: Infinity, maxHoldMs: 100 } } };
     const keys = ['{g}:below-late'];
     const key = poolKey(keys[0]);
     // Another server of the region spends 10: the region takes them, then 5 ahead (half of what is left).
@@ -455,8 +488,8 @@ describe('RegionCounterStore rules (in memory)', () => {
       parent,
       pool: new ProcessUnitPool(true),
       clock: leaseClock,
-      maxUnits: 100,
-      maxHoldMs: 100,
+      lease: { shape: 'bucket', maxUnits: 100, maxHoldMs: 100 },
+      maxWaitMs: 10_000,
       events: { returned: (units) => (processEvents.returned += units), lapsed: (units) => (processEvents.lapsed += units) },
     });
     expect((await holder.consume(2)).allowed).to.equal(true);

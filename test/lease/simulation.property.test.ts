@@ -41,10 +41,11 @@
  */
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { CounterStoreUnavailableError } from '../../src/errors.js';
+import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../../src/errors.js';
 import type { CounterResult } from '../../src/counters/counter-store.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import type { CompiledPolicy } from '../../src/matching/matcher.js';
+import { leaseShapeOf } from '../../src/policy/lease-terms.js';
 import { MemoryLeasePool } from './support/memory-region-pool.js';
 import { ProcessLeases, type LendingStore } from '../../src/lease/process-leases.js';
 import { RegionPool, type RegionPoolStore } from '../../src/lease/region-pool.js';
@@ -214,6 +215,19 @@ interface Counts {
   waited: number;
 }
 
+/**
+ * Rule 4's ledger (CONTRACT "Loss is bounded and counted"): every unit taken from the global counter is
+ * admitted, given back to it, or counted lapsed with its reason; what is left is loss nobody counted.
+ */
+interface Flow {
+  takenGlobal: number;
+  returnedGlobal: number;
+  lapsedBy: Record<string, number>;
+  /** Units a decision's refund gave a process holder that held no live units: counted lapsed there, not admitted. */
+  refundedNotHeld: number;
+  crashes: number;
+}
+
 interface SimConfig {
   spec: LeasedSpec;
   regions: number;
@@ -222,6 +236,8 @@ interface SimConfig {
   topology: Topology;
   maxUnits: number;
   maxHoldMs: number;
+  /** RL_LEASE_MAX_WAIT_MS (default 100). */
+  maxWaitMs?: number;
   /** Per region, its store's clock minus the reference (the global store's). */
   storeOffsets: number[];
   /** Per server, its clock minus the reference. */
@@ -230,7 +246,8 @@ interface SimConfig {
 
 /** A policy as the matcher compiles it, with what ProcessLeases reads: its id, its `lease`, its spec. */
 function compiledPolicy(spec: LeasedSpec, config: SimConfig): CompiledPolicy {
-  return { policy: { policy_id: POLICY_ID, lease: { max_units: config.maxUnits, max_hold: `${config.maxHoldMs}ms` } }, spec } as unknown as CompiledPolicy;
+  const lease = { shape: leaseShapeOf(spec.type)!, maxUnits: config.maxUnits, maxHoldMs: config.maxHoldMs };
+  return { policy: { policy_id: POLICY_ID, lease: { max_units: config.maxUnits, max_hold: `${config.maxHoldMs}ms` } }, spec, lease } as unknown as CompiledPolicy;
 }
 
 class Simulation {
@@ -238,6 +255,7 @@ class Simulation {
   readonly exact: MemoryCounterStore;
   readonly ledger: Ledger = { admitted: [], refunded: [], periods: new Set(), failed: 0, refused: 0, unexpected: [] };
   readonly counts: Counts = { globalTakes: 0, returned: 0, lapsed: 0, waited: 0 };
+  readonly flow: Flow = { takenGlobal: 0, returnedGlobal: 0, lapsedBy: {}, refundedNotHeld: 0, crashes: 0 };
   /** The policy's spec: a global budget's when there are regions. */
   readonly spec: LeasedSpec;
   private seq = 0;
@@ -252,12 +270,15 @@ class Simulation {
   private readonly events: LeaseEvents = {
     refilled: () => undefined,
     returned: (units) => (this.counts.returned += units),
-    lapsed: (units) => (this.counts.lapsed += units),
+    lapsed: (units, reason) => {
+      this.counts.lapsed += units;
+      this.flow.lapsedBy[reason] = (this.flow.lapsedBy[reason] ?? 0) + units;
+    },
     waited: () => this.counts.waited++,
   };
 
   constructor(readonly config: SimConfig) {
-    this.spec = config.topology === 'process' ? config.spec : { ...config.spec, global: { policyId: POLICY_ID, maxHoldMs: config.maxHoldMs } };
+    this.spec = config.topology === 'process' ? config.spec : { ...config.spec, global: { policyId: POLICY_ID, lease: { shape: leaseShapeOf(config.spec.type)!, maxUnits: Infinity, maxHoldMs: config.maxHoldMs } } };
     this.exact = new MemoryCounterStore({ now: () => this.world.now, sweepIntervalMs: 0 });
     const exact = this.exact;
     this.global = {
@@ -267,10 +288,15 @@ class Simulation {
       take: async (keys, spec, n) => {
         const answer = await exact.take(keys, spec, n);
         this.counts.globalTakes++;
+        this.flow.takenGlobal += answer.units;
         if (answer.units > 0 && !spec.type.endsWith('bucket')) this.ledger.periods.add(answer.windowTag);
         return answer;
       },
-      giveBack: (keys, spec, units, tag) => exact.giveBack(keys, spec, units, tag),
+      giveBack: async (keys, spec, units, tag) => {
+        const answer = await exact.giveBack(keys, spec, units, tag);
+        this.flow.returnedGlobal += answer.units;
+        return answer;
+      },
       acquire: (keys, spec, id) => exact.acquire(keys, spec, id),
       release: (keys, spec, id) => exact.release(keys, spec, id),
       isHealthy: () => true,
@@ -337,11 +363,12 @@ class Simulation {
         global,
         globalTimeoutMs: GLOBAL_TIMEOUT_MS,
         regionalTimeoutMs: REGIONAL_TIMEOUT_MS,
+        maxWaitMs: this.config.maxWaitMs ?? 100,
         events: () => this.events,
         clock,
       });
     }
-    if (topology !== 'region') server.leases = new ProcessLeases({ store: server.store ?? global, clock, events: () => this.events });
+    if (topology !== 'region') server.leases = new ProcessLeases({ store: server.store ?? global, maxWaitMs: this.config.maxWaitMs ?? 100, clock, events: () => this.events });
     return server;
   }
 
@@ -350,6 +377,11 @@ class Simulation {
   }
 
   private failed(server: Server, error: unknown): void {
+    // Refused after RL_LEASE_MAX_WAIT_MS: a refusal (the decision's reason lease_wait_timeout).
+    if (error instanceof LeaseWaitTimeoutError) {
+      if (server.alive) this.ledger.refused++;
+      return;
+    }
     if (!(error instanceof CounterStoreUnavailableError)) this.ledger.unexpected.push(error);
     else if (server.alive) this.ledger.failed++; // the failure mode answers: outside the guarantee
   }
@@ -391,7 +423,10 @@ class Simulation {
     server.leases!.operationsFor(KEYS, server.compiled)!
       .refund(KEYS, this.spec, amount)
       // LeaseHolder.refund answers how many units it accepted beside the CounterResult.
-      .then((answer) => (entry.units = (answer as CounterResult & { accepted: number }).accepted))
+      .then((answer) => {
+        entry.units = (answer as CounterResult & { accepted: number }).accepted;
+        this.flow.refundedNotHeld += amount - entry.units;
+      })
       .catch((error) => this.failed(server, error));
   }
 
@@ -409,7 +444,8 @@ class Simulation {
     const server = this.serverAt(s);
     server.compiled = compiledPolicy(this.spec, this.config);
     server.leases?.policiesChanged(() => server.compiled);
-    void server.store?.policyChanged(POLICY_ID);
+    // The region's units were taken under the old version: they go back (a spec that is not theirs).
+    void server.store?.policiesChanged(() => ({ spec: server.compiled }));
   }
 
   /** SIGKILL: answers on their way are dropped, and its requests on their way arrive or (`lose`) not. */
@@ -417,6 +453,7 @@ class Simulation {
     const index = s % this.servers.length;
     const dead = this.servers[index];
     dead.alive = false;
+    this.flow.crashes++;
     for (const link of this.linksOf(dead)) {
       link.callerAlive = false;
       if (lose) link.drop();
@@ -461,6 +498,41 @@ class Simulation {
       await settle();
       if (before === 0 && this.pendingMessages() === 0) break;
     }
+  }
+
+  /**
+   * Rule 4 at the end of a run: every live server lets go, everything in flight arrives, and each region
+   * pool is looked at once. Answers the units taken from the global counter that were neither admitted,
+   * given back, counted lapsed nor still held in a pool.
+   */
+  async uncountedLoss(): Promise<number> {
+    // Process holders first (below a region they give back into its pool), then the regions: each lets
+    // go while the links carry what that sends.
+    // (A holder lets go after its refill in flight, which may wait on timers: time moves meanwhile.)
+    for (const level of ['process', 'region'] as const) {
+      let settled = false;
+      const lettingGo = Promise.all(this.servers.map((server) => (level === 'process' ? server.leases?.letGoAll() : server.store?.letGoAll()))).then(
+        () => (settled = true),
+      );
+      for (let step = 0; step < 1000 && !settled; step++) {
+        await this.finish();
+        await this.world.advanceTo(this.world.now + 50);
+      }
+      if (!settled) throw new Error(`${level} holders did not let go within 50 simulated seconds`);
+      await lettingGo;
+    }
+    // Units still in a pool (left by servers that died, or taken for a decision that gave up waiting) are
+    // held, not lost: the region's next decision spends them, or they lapse there, counted.
+    let held = 0;
+    for (const region of this.regions) {
+      const pool = await region.pool.peek(`${KEYS[0]}:pool`);
+      if (pool.lapsed > 0) this.events.lapsed!(pool.lapsed, this.spec.type.endsWith('bucket') ? 'hold_expired' : 'window_ended');
+      held += pool.left;
+    }
+    const admitted = this.ledger.admitted.reduce((sum, a) => sum + a.cost, 0);
+    const refunded = this.ledger.refunded.reduce((sum, r) => sum + r.units, 0) + this.flow.refundedNotHeld;
+    const lapsed = Object.values(this.flow.lapsedBy).reduce((sum, n) => sum + n, 0);
+    return this.flow.takenGlobal - this.flow.returnedGlobal - (admitted - refunded) - lapsed - held;
   }
 
   private pendingMessages(): number {
@@ -617,6 +689,7 @@ const configArb: fc.Arbitrary<SimConfig> = fc.record({
   topology: fc.constantFrom<Topology>('process', 'region', 'region+process'),
   maxUnits: fc.oneof(fc.integer({ min: 1, max: 10 }), fc.constant(100)),
   maxHoldMs: fc.constantFrom(100, 250, 1000),
+  maxWaitMs: fc.constantFrom(0, 100, 100, 10_000),
   storeOffsets: fc.array(storeOffsetArb, { minLength: 3, maxLength: 3 }),
   serverOffsets: fc.array(serverOffsetArb, { minLength: 9, maxLength: 9 }),
 });
@@ -733,6 +806,14 @@ describe('capacity leases: never over (deterministic simulation, fast-check)', f
 
   const totals = { runs: 0, admitted: 0, refused: 0, failed: 0, globalTakes: 0, lapsed: 0, returned: 0, waited: 0 };
   const byTopology: Record<Topology, number> = { process: 0, region: 0, 'region+process': 0 };
+  /** Rule 4: units taken from the global counter, and those neither admitted, returned nor counted lapsed. */
+  const loss = { taken: 0, lapsedBy: {} as Record<string, number>, uncounted: 0, uncountedNoCrash: 0, runsNoCrash: 0, takenNoCrash: 0, worstNoCrash: 0, negative: 0 };
+  after(() => {
+    console.log(
+      `      rule 4: taken from the global counter ${loss.taken}, lapsed (counted) ${JSON.stringify(loss.lapsedBy)}, uncounted ${loss.uncounted}; ` +
+        `in the ${loss.runsNoCrash} runs without a crash: uncounted ${loss.uncountedNoCrash} of ${loss.takenNoCrash} taken, worst run ${loss.worstNoCrash}; runs counting more than was taken ${loss.negative}`,
+    );
+  });
   after(() => {
     console.log(
       `      simulated runs: ${totals.runs} (${Object.entries(byTopology).map(([t, n]) => `${t} ${n}`).join(', ')}), decisions admitted ${totals.admitted}, ` +
@@ -754,6 +835,17 @@ describe('capacity leases: never over (deterministic simulation, fast-check)', f
         totals.lapsed += sim.counts.lapsed;
         totals.returned += sim.counts.returned;
         totals.waited += sim.counts.waited;
+        const uncounted = await sim.uncountedLoss();
+        loss.taken += sim.flow.takenGlobal;
+        loss.uncounted += uncounted;
+        if (uncounted < 0) loss.negative++;
+        for (const [reason, units] of Object.entries(sim.flow.lapsedBy)) loss.lapsedBy[reason] = (loss.lapsedBy[reason] ?? 0) + units;
+        if (sim.flow.crashes === 0) {
+          loss.runsNoCrash++;
+          loss.takenNoCrash += sim.flow.takenGlobal;
+          loss.uncountedNoCrash += uncounted;
+          loss.worstNoCrash = Math.max(loss.worstNoCrash, uncounted);
+        }
       }),
       {
         // A fixed seed and a fixed number of runs, never a time limit: every `npm test` checks the same

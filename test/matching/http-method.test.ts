@@ -1,7 +1,11 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { RequestContext } from '../../src/model/request-context.js';
-import { canonicalMethod } from '../../src/matching/http-method.js';
+import { canonicalMethod } from '../../src/model/http-method.js';
+import { MemoryCounterStore } from '../../src/counters/memory-store.js';
+import { DecisionService } from '../../src/decision/decision-service.js';
+import { leaseIdOf } from '../../src/decision/lease-id.js';
+import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { Matcher } from '../../src/matching/matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 
@@ -68,5 +72,33 @@ describe('matching: HTTP method names', () => {
     m.apply('lower', undefined);
     expect(winner(m, req({ method: 'get' }))).to.equal(undefined);
     expect(winner(m, req({ service: 'x' }))).to.equal('other');
+  });
+
+  it('a match_expr comparing `method` with a method name in any case matches it in any case (the request is upper-cased before match_expr reads it)', () => {
+    const withExpr = (policy_id: string, expr: string) => ({ ...policy(policy_id, { endpoint: '/x' }), metadata: { match_expr: expr } }) as Policy;
+    fc.assert(
+      fc.property(fc.constantFrom(...METHODS), fc.nat(255), fc.nat(255), (name, exprMask, requestMask) => {
+        const spelt = JSON.stringify(spelled(name, exprMask));
+        const m = Matcher.build([withExpr('eq', `method == ${spelt}`)]);
+        const notEq = Matcher.build([withExpr('ne', `${spelt} != method`)]);
+        const within = Matcher.build([withExpr('in', `method in ["purge", ${spelt}]`)]);
+        const request = () => req({ endpoint: '/x', method: spelled(name, requestMask) });
+        return winner(m, request()) === 'eq' && winner(notEq, request()) === undefined && winner(within, request()) === 'in';
+      }),
+    );
+    // Other values stay exact, in match_expr as in scopes.
+    const purge = Matcher.build([withExpr('purge', 'method == "purge"')]);
+    expect(winner(purge, req({ endpoint: '/x', method: 'purge' }))).to.equal('purge');
+    expect(winner(purge, req({ endpoint: '/x', method: 'PURGE' }))).to.equal(undefined);
+  });
+
+  it('a lease named by its fields is one lease whatever the method name\'s case: a release spelt `POST` frees an acquire spelt `post`', async () => {
+    expect(leaseIdOf(req({ job_type: 'export', method: 'post' }))).to.equal(leaseIdOf(req({ job_type: 'export', method: 'POST' })));
+    expect(leaseIdOf(req({ job_type: 'export', method: 'purge' }))).to.not.equal(leaseIdOf(req({ job_type: 'export', method: 'PURGE' })));
+    const jobs = { ...policy('jobs', { job_type: 'export' }), algorithm: { type: 'concurrency', max_concurrency: 1 } } as Policy;
+    const service = new DecisionService({ policies: new LiveMatcher([jobs]), counters: new MemoryCounterStore(), keyPrefix: '' });
+    expect(await service.acquire(req({ job_type: 'export', method: 'post' }))).to.deep.include({ allowed: true, reason: 'lease_acquired' });
+    expect(await service.release(req({ job_type: 'export', method: 'POST' }))).to.deep.include({ reason: 'lease_released', remaining: 1 });
+    expect(await service.acquire(req({ job_type: 'export', method: 'Post' }))).to.deep.include({ allowed: true, reason: 'lease_acquired' });
   });
 });

@@ -348,9 +348,9 @@ describe('Matcher', () => {
       const global = (id: string, lease?: Record<string, unknown>) =>
         policy({ policy_id: id, scope: { org_id: 'acme', tenant_id: id }, budget: 'global', ...(lease ? { lease } : {}) });
       const g = Matcher.build([global('held', { max_hold: '5s' }), global('default'), global('units-only', { max_units: 7 })]);
-      expect(g.get('held')!.spec).to.deep.include({ global: { policyId: 'held', maxHoldMs: 5000 } });
-      expect(g.get('default')!.spec).to.deep.include({ global: { policyId: 'default', maxHoldMs: 1000 } });
-      expect(g.get('units-only')!.spec).to.deep.include({ global: { policyId: 'units-only', maxHoldMs: 1000 } });
+      expect(g.get('held')!.spec).to.deep.include({ global: { policyId: 'held', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 5000 } } });
+      expect(g.get('default')!.spec).to.deep.include({ global: { policyId: 'default', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } });
+      expect(g.get('units-only')!.spec).to.deep.include({ global: { policyId: 'units-only', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } });
     });
 
     it('policies with the same * fields share one wildcard list', () => {
@@ -366,7 +366,7 @@ describe('Matcher', () => {
     it('keeps only what matching reads: no build-only lists', () => {
       expect(Object.keys(m.get('a')!)).to.have.members([
         'rank', 'enforce', 'rolloutPercent', 'validFromMs', 'validToMs', 'checkFields', 'wildFields', 'checkTags',
-        'wildTags', 'matchExpr', 'policy', 'spec', 'specificity', 'family', 'wildcards',
+        'wildTags', 'matchExpr', 'policy', 'spec', 'specificity', 'family', 'wildcards', 'lease',
       ]);
     });
   });

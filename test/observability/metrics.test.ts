@@ -2,6 +2,8 @@ import { expect } from 'chai';
 import { register as globalRegistry } from 'prom-client';
 import { LabelAllowList, Metrics } from '../../src/observability/metrics.js';
 import { internalErrorCount } from '../../src/observability/internal-errors.js';
+import { Analytics } from '../../src/observability/analytics.js';
+import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { event, allowedBy, deniedBy, shadowOnly, fixedEventSequence } from '../support/decision-events.js';
 
 /** The value of one sample line `name{labels} value` of the exposition (labels in declaration order). */
@@ -96,6 +98,17 @@ describe('observability/metrics', () => {
     expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'enf', outcome: 'shadow' })).to.equal(undefined);
   });
 
+  it('counts a refund under its operation only: per policy and per tenant, like analytics, it is not a decision allowed', async () => {
+    const m = new Metrics({ defaultMetrics: false });
+    const a = new Analytics();
+    const events = [allowedBy('p', { tenant_id: 't' }), event({ operation: 'refund', ctx: { tenant_id: 't' }, decision: { matched_policy_id: 'p', reason: 'refunded' } })];
+    for (const e of events) new ObservabilityRecorder(m, a).record(e);
+    const text = await m.exposition();
+    expect(sample(text, 'rl_decisions_total', { operation: 'refund', outcome: 'allowed' })).to.equal(1);
+    expect(sample(text, 'rl_policy_decisions_total', { policy_id: 'p', outcome: 'allowed' })).to.equal(a.summary().by_policy[0].allowed).and.to.equal(1);
+    expect(sample(text, 'rl_tenant_decisions_total', { tenant: 't', outcome: 'allowed' })).to.equal(1);
+  });
+
   it('counts failure-mode decisions, policy cache hits and misses, and counter store errors', async () => {
     const m = new Metrics({ defaultMetrics: false });
     let text = await m.exposition();
@@ -174,7 +187,7 @@ describe('observability/metrics', () => {
     lease.refilled!(40);
     lease.refilled!(0);
     lease.returned!(5);
-    lease.lapsed!(2);
+    lease.lapsed!(2, 'window_ended');
     lease.waited!(0.003);
     m.leaseEvents('region', 'policy-9').refilled!(7);
     
@@ -286,10 +299,9 @@ rl_lease_refills_total{level="region"} 1
 rl_lease_units_returned_total{level="process"} 5
 rl_lease_units_returned_total{level="region"} 0
 
-# HELP rl_lease_units_lapsed_total Lease units that lapsed with their window (or were lost), per policy; capped at 3 distinct policy ids, later ones are "other".
+# HELP rl_lease_units_lapsed_total Lease units neither admitted nor given back, per policy and reason (window_ended, hold_expired, holder_lost, parent_unreachable); capped at 3 distinct policy ids, later ones are "other".
 # TYPE rl_lease_units_lapsed_total counter
-rl_lease_units_lapsed_total{policy_id="policy-0"} 2
-rl_lease_units_lapsed_total{policy_id="policy-9"} 0
+rl_lease_units_lapsed_total{policy_id="policy-0",reason="window_ended"} 2
 
 # HELP rl_lease_parent_wait_seconds Decisions that waited for a lease refill: how long, in seconds.
 # TYPE rl_lease_parent_wait_seconds histogram

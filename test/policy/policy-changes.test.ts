@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { changeLine, changeSummary, policyChanges } from '../../src/policy/policy-changes.js';
+import { auditAction, changeLine, changeSummary, policyChanges } from '../../src/policy/policy-changes.js';
 
 /** The change lines `rl policies audit`, `rl diff` and the dashboard's audit trail all print. */
 describe('policy changes (one implementation for the CLI and the dashboard)', () => {
@@ -29,5 +29,11 @@ describe('policy changes (one implementation for the CLI and the dashboard)', ()
     const reordered = { ...v1, version: 2, scope: { tags: { env: 'prod' }, org_id: 'acme' } };
     expect(policyChanges(v1, reordered)).to.deep.equal([]);
     expect(changeSummary(v1, reordered)).to.equal('no field changed');
+  });
+
+  it('names the action, and for a rollback the version it restored (when the entry records it)', () => {
+    expect(auditAction({ action_type: 'rollback', restored_version: 2 })).to.equal('rollback to v2');
+    expect(auditAction({ action_type: 'rollback' })).to.equal('rollback');
+    expect(auditAction({ action_type: 'patch' })).to.equal('patch');
   });
 });

@@ -4,7 +4,7 @@ import { diffRows } from '../diff.js';
 import { badge, h, replace } from '../dom.js';
 import { budgetOf, leaseSummary, limitSummary, time } from '../format.js';
 import { scopeChips } from '../scope.js';
-import { SERVER_SET_FIELDS, changeLine, policyChanges } from '../../../src/policy/policy-changes.js';
+import { SERVER_SET_FIELDS, auditAction, changeLine, policyChanges } from '../../../src/policy/policy-changes.js';
 import type { PolicyAuditEntry, PolicyVersionEntry, StoredPolicy } from '@rl/client/admin-client';
 import { showError, showNotice } from './edit-result.js';
 
@@ -326,7 +326,7 @@ function whatChanged(e: PolicyAuditEntry, versions: PolicyVersionEntry[]): strin
   const restored =
     e.restored_version ??
     versions.find((v) => v.version < e.version && e.new_value !== null && policyChanges(v.snapshot, e.new_value).length === 0)?.version;
-  return restored === undefined ? 'rollback' : `rollback to v${restored}`;
+  return auditAction({ action_type: e.action_type, restored_version: restored });
 }
 
 function changesCell(e: PolicyAuditEntry): HTMLElement {

@@ -47,7 +47,8 @@ export function registerDecisionCommands(program: Command): void {
       const g = c.optsWithGlobals<GlobalOptions>();
       const context = contextFrom(o, op.name);
       const connection = resolveConnection(g);
-      const client = createClient({ ...connection, failMode: 'throw', denyCache: false });
+      // logger: false: the ignored fields are printed with the decision (renderDecision), not warned on stderr too.
+      const client = createClient({ ...connection, failMode: 'throw', denyCache: false, logger: false });
       let decision: Decision;
       try {
         decision = await client[op.name](context);

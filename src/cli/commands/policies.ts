@@ -3,7 +3,7 @@ import { stringify } from 'yaml';
 import { adminClient, type GlobalOptions } from '../connection.js';
 import { invalidInput } from '../exit-codes.js';
 import { printJson, printLines, table } from '../output.js';
-import { changeSummary } from '../../policy/policy-changes.js';
+import { auditAction, changeSummary } from '../../policy/policy-changes.js';
 import { budgetText, leaseComment, leaseText } from '../policy-lease.js';
 import { ROLLOUT_PERCENT } from '../../schema/policy.js';
 
@@ -90,7 +90,7 @@ export function registerPolicyCommands(program: Command): void {
       const g = globals(cmd);
       const entries = await adminClient(g).audit(id);
       if (g.json) return printJson(entries);
-      printLines(table(['version', 'action', 'changed_by', 'changed_at', 'changes'], entries.map((e) => [e.version, e.action_type, e.changed_by, e.changed_at, changeSummary(e.old_value, e.new_value)])));
+      printLines(table(['version', 'action', 'changed_by', 'changed_at', 'changes'], entries.map((e) => [e.version, auditAction(e), e.changed_by, e.changed_at, changeSummary(e.old_value, e.new_value)])));
     });
 
   policies

@@ -1,14 +1,26 @@
 import Router from '@koa/router';
 import { invalidField } from '../../errors.js';
-import type { Analytics } from '../../observability/analytics.js';
+import { requireUnrestricted } from '../../model/org-scope.js';
+import type { Analytics, AnalyticsView } from '../../observability/analytics.js';
+import { callerOf } from '../auth-guard.js';
 
 export const MAX_TOP = 10_000;
 
-/** GET /rl/v1/analytics/summary?top=N: the summary of CONTRACT.md; `top` cuts by_policy and top_tags. */
-export function analyticsRoutes(analytics: Analytics): Router {
+/**
+ * GET /rl/v1/analytics/summary?top=N: the summary of CONTRACT.md; `top` cuts by_policy and top_tags. A
+ * caller limited to organisations gets its view (`viewOf`, observability/org-view.ts); without one, a 403.
+ */
+export function analyticsRoutes(analytics: Analytics, viewOf?: (orgs: readonly string[]) => AnalyticsView): Router {
   const router = new Router({ prefix: '/rl/v1' });
   router.get('/analytics/summary', (ctx) => {
-    ctx.body = analytics.summary(parseTop(ctx.query.top));
+    const top = parseTop(ctx.query.top);
+    const orgs = callerOf(ctx).orgs;
+    if (orgs === undefined) {
+      ctx.body = analytics.summary(top);
+    } else {
+      if (viewOf === undefined) requireUnrestricted(orgs, 'the analytics summary');
+      ctx.body = analytics.summary(top, viewOf!(orgs));
+    }
   });
   return router;
 }

@@ -97,9 +97,10 @@ export function dashboardAssetRoutes(options: { assetDirs?: string[] } = {}): Ro
 export function dashboardStreamRoutes(hub: DashboardHub): Router {
   const router = new Router({ prefix: '/rl/v1' });
   router.get('/stream', (ctx) => {
-    const principal = (ctx.state as { principal?: { subject: string; role: string | null } }).principal;
+    const principal = (ctx.state as { principal?: { subject: string; role: string | null; orgs?: readonly string[] } }).principal;
     const role = principal?.role ?? null;
-    const stream = hub.subscribe({ subject: principal?.subject ?? 'anonymous', role, can_edit: role === 'admin' });
+    // A viewer limited to organisations gets their view (the hub's per-organisation feeds).
+    const stream = hub.subscribe({ subject: principal?.subject ?? 'anonymous', role, can_edit: role === 'admin' }, principal?.orgs);
     // The response closes when the viewer goes away (or the stream ended): the subscription goes with it.
     ctx.res.once('close', () => stream.destroy());
     ctx.status = 200;

@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import type { DecisionService } from '../../decision/decision-service.js';
 import type { Tracing } from '../../observability/tracing.js';
+import { callerOf } from '../auth-guard.js';
 import { bodyOf } from '../body.js';
 import { decideBody } from '../decide-body.js';
 
@@ -9,7 +10,7 @@ export function decisionRoutes(decisions: DecisionService, tracing?: Tracing): R
   const router = new Router({ prefix: '/rl/v1' });
   for (const operation of ['check', 'acquire', 'release', 'refund'] as const) {
     router.post(`/${operation}`, async (ctx) => {
-      ctx.body = await decideBody(decisions, tracing, operation, bodyOf(ctx), ctx.headers);
+      ctx.body = await decideBody(decisions, tracing, operation, bodyOf(ctx), ctx.headers, callerOf(ctx).orgs);
     });
   }
   return router;

@@ -3,6 +3,7 @@ import type Koa from 'koa';
 import type { DeleteResult, PolicyService } from '../../policy-service/policy-service.js';
 import { httpTraceCarrier, type Tracing } from '../../observability/tracing.js';
 import type { Policy } from '../../policy/types.js';
+import { callerOf } from '../auth-guard.js';
 import { bodyOf } from '../body.js';
 
 /**
@@ -18,51 +19,51 @@ export function policyRoutes(service: PolicyService, tracing?: Tracing): Router 
     tracing ? tracing.policyChange(action, httpTraceCarrier(ctx.headers), change, (p) => ({ policyId: p.policy_id, version: p.version })) : change();
 
   router.get('/policies', (ctx) => {
-    ctx.body = service.list();
+    ctx.body = service.list(callerOf(ctx));
   });
 
   router.post('/policies', async (ctx) => {
-    const policy = await traced(ctx, 'create', () => service.create(bodyOf(ctx), subjectOf(ctx)));
+    const policy = await traced(ctx, 'create', () => service.create(bodyOf(ctx), callerOf(ctx)));
     ctx.set('Location', `/rl/v1/policies/${encodeURIComponent(policy.policy_id)}`);
     sendPolicy(ctx, policy, 201);
   });
 
   // Before /policies/:id so that "validate" is never taken for an id on POST (there is no POST /:id).
   router.post('/policies/validate', (ctx) => {
-    ctx.body = service.validate(bodyOf(ctx));
+    ctx.body = service.validate(bodyOf(ctx), callerOf(ctx));
   });
 
   router.get('/policies/:id', (ctx) => {
-    sendPolicy(ctx, service.get(ctx.params.id));
+    sendPolicy(ctx, service.get(ctx.params.id, callerOf(ctx)));
   });
 
   router.put('/policies/:id', async (ctx) => {
-    sendPolicy(ctx, await traced(ctx, 'update', () => service.replace(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx))));
+    sendPolicy(ctx, await traced(ctx, 'update', () => service.replace(ctx.params.id, bodyOf(ctx), callerOf(ctx), writeOptions(ctx))));
   });
 
   router.patch('/policies/:id', async (ctx) => {
-    sendPolicy(ctx, await traced(ctx, 'patch', () => service.patch(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx))));
+    sendPolicy(ctx, await traced(ctx, 'patch', () => service.patch(ctx.params.id, bodyOf(ctx), callerOf(ctx), writeOptions(ctx))));
   });
 
   router.delete('/policies/:id', async (ctx) => {
-    const removed = await traced(ctx, 'delete', () => service.remove(ctx.params.id, subjectOf(ctx), writeOptions(ctx)));
+    const removed = await traced(ctx, 'delete', () => service.remove(ctx.params.id, callerOf(ctx), writeOptions(ctx)));
     ctx.body = { deleted: true, policy_id: removed.policy_id } satisfies DeleteResult;
   });
 
   router.post('/policies/:id/rollout', async (ctx) => {
-    sendPolicy(ctx, await traced(ctx, 'rollout', () => service.rollout(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx))));
+    sendPolicy(ctx, await traced(ctx, 'rollout', () => service.rollout(ctx.params.id, bodyOf(ctx), callerOf(ctx), writeOptions(ctx))));
   });
 
   router.post('/policies/:id/rollback', async (ctx) => {
-    sendPolicy(ctx, await traced(ctx, 'rollback', () => service.rollback(ctx.params.id, bodyOf(ctx), subjectOf(ctx), writeOptions(ctx))));
+    sendPolicy(ctx, await traced(ctx, 'rollback', () => service.rollback(ctx.params.id, bodyOf(ctx), callerOf(ctx), writeOptions(ctx))));
   });
 
   router.get('/policies/:id/versions', async (ctx) => {
-    ctx.body = await service.versions(ctx.params.id);
+    ctx.body = await service.versions(ctx.params.id, callerOf(ctx));
   });
 
   router.get('/policies/:id/audit', async (ctx) => {
-    ctx.body = await service.audit(ctx.params.id);
+    ctx.body = await service.audit(ctx.params.id, callerOf(ctx));
   });
 
   return router;
@@ -72,13 +73,6 @@ function sendPolicy(ctx: Koa.Context, policy: Policy, status = 200): void {
   ctx.status = status;
   ctx.set('ETag', `"${policy.version}"`);
   ctx.body = policy;
-}
-
-/** The authenticated subject (set by the auth guard on `ctx.state.principal`), else `anonymous`. */
-export function subjectOf(ctx: Koa.Context): string {
-  const principal = (ctx.state as { principal?: { subject?: unknown } }).principal;
-  const subject = principal?.subject;
-  return typeof subject === 'string' && subject !== '' ? subject : 'anonymous';
 }
 
 function writeOptions(ctx: Koa.Context): { ifMatch?: string } {

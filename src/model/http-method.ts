@@ -1,8 +1,9 @@
 /**
  * CONTRACT "Strict policies, visible leniency": `method` values that are HTTP method names compare
  * case-insensitively, in scopes and in requests; any other value stays exact. Both sides are brought
- * to the upper-case name once (a scope when it is compiled, a request before it is matched), so
- * matching itself still compares strings exactly.
+ * to the upper-case name once (a scope when it is compiled, a match_expr's literals compared with
+ * `method` when it is compiled, a request before it is matched), so matching itself still compares
+ * strings exactly.
  */
 
 const HTTP_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE', 'PATCH']);

@@ -1,0 +1,53 @@
+import type { CounterResult } from '../counter-store.js';
+import type { LeaseSpec } from '../counter-spec.js';
+import { result } from './answers.js';
+import type { MemoryKeyspace } from './keyspace.js';
+
+/** The emulator's concurrency leases: mirrors lua/concurrency_acquire.lua and lua/concurrency_release.lua. */
+
+interface LeaseState { leases: Map<string, number> }
+
+export function acquireNow(space: MemoryKeyspace, key: string, spec: LeaseSpec, leaseId: string, now: number): CounterResult {
+  const max = spec.maxConcurrency;
+  const leases = liveLeases(space, key, now);
+  if (leases.has(leaseId) || leases.size < max) {
+    leases.set(leaseId, now + spec.leaseTtlMs);
+    const latest = maxValue(leases);
+    space.put<LeaseState>(key, { leases }, latest);
+    return result(true, Math.max(0, max - leases.size), 0, latest - now);
+  }
+  const retry = minValue(leases) - now;
+  return result(false, Math.max(0, max - leases.size), retry, maxValue(leases) - now);
+}
+
+export function releaseNow(space: MemoryKeyspace, key: string, spec: LeaseSpec, leaseId: string, now: number): CounterResult {
+  const leases = liveLeases(space, key, now);
+  const removed = leases.delete(leaseId);
+  let reset = 0;
+  if (leases.size === 0) {
+    space.slots.delete(key); // a lease key: never a fixed_window slot (keys carry their algorithm)
+  } else {
+    const latest = maxValue(leases);
+    space.put<LeaseState>(key, { leases }, latest);
+    reset = latest - now;
+  }
+  return result(removed, Math.max(0, spec.maxConcurrency - leases.size), 0, reset);
+}
+
+function liveLeases(space: MemoryKeyspace, key: string, now: number): Map<string, number> {
+  const leases = space.get<LeaseState>(key, now)?.leases ?? new Map<string, number>();
+  for (const [id, expiresAt] of leases) if (expiresAt <= now) leases.delete(id);
+  return leases;
+}
+
+function maxValue(map: Map<string, number>): number {
+  let max = -Infinity;
+  for (const v of map.values()) if (v > max) max = v;
+  return max;
+}
+
+function minValue(map: Map<string, number>): number {
+  let min = Infinity;
+  for (const v of map.values()) if (v < min) min = v;
+  return min;
+}

@@ -1,0 +1,53 @@
+import type { CounterResult } from '../counter-store.js';
+import { leaseResult, result } from './answers.js';
+import type { MemoryKeyspace } from './keyspace.js';
+import { mode, type AlgorithmOperation } from './mode.js';
+import type { BucketState } from './bucket-state.js';
+
+/** The emulator's leaky_bucket: mirrors lua/leaky_bucket.lua. */
+
+export function leakyBucket(
+  space: MemoryKeyspace, key: string, capacity: number, rateUnits: number, ratePeriodMs: number, op: AlgorithmOperation, units: number, now: number, giveTag: number,
+): CounterResult {
+  const { peeking, refunding, cost, refund, taking, giving } = mode(op, units);
+  // amount = level of the bucket; settledAt = when it has drained empty.
+  const stored = space.get<BucketState>(key, now);
+  let level = 0;
+  let emptyAt = now;
+  if (stored && now < stored.settledAt) {
+    level = Math.max(0, stored.amount - (Math.max(0, now - stored.updatedAt) * rateUnits) / ratePeriodMs);
+    emptyAt = stored.settledAt;
+  }
+  // A return that arrives after the instant it had to be back by: the units lapsed, and nothing goes back.
+  if (giving && now >= giveTag) return leaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now, 0, 0, 0);
+  if (refunding) {
+    // What went back (a return answers it): never below empty, so an empty bucket takes nothing back.
+    const room = level;
+    level = Math.max(0, level - refund);
+    const settledAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
+    if (stored) space.put<BucketState>(key, { amount: level, updatedAt: now, settledAt }, settledAt);
+    if (giving) return leaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now, Math.floor(Math.min(refund, room)), 0, 0);
+    return result(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now);
+  }
+  if (taking) {
+    const granted = Math.max(0, Math.min(cost, Math.floor(capacity - level)));
+    // The retry_after of the rest, or, all of it granted, of one more unit.
+    const retryFor = granted < cost ? cost : cost + 1;
+    const retry = level + retryFor > capacity ? Math.ceil(((level + retryFor - capacity) * ratePeriodMs) / rateUnits) : 0;
+    if (granted > 0) {
+      level = level + granted;
+      emptyAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
+      space.put<BucketState>(key, { amount: level, updatedAt: now, settledAt: emptyAt }, emptyAt);
+    }
+    return leaseResult(granted > 0, Math.max(0, Math.floor(capacity - level)), retry, emptyAt - now, granted, now, 0);
+  }
+  if (peeking && level + cost <= capacity) return result(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now);
+  if (level + cost <= capacity) {
+    level = level + cost;
+    const settledAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
+    space.put<BucketState>(key, { amount: level, updatedAt: now, settledAt }, settledAt);
+    return result(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now);
+  }
+  const retry = Math.ceil(((level + cost - capacity) * ratePeriodMs) / rateUnits);
+  return result(false, Math.max(0, Math.floor(capacity - level)), retry, emptyAt - now);
+}

@@ -1,0 +1,95 @@
+import type { CounterResult } from '../counter-store.js';
+import { leaseResult, result } from './answers.js';
+import type { MemoryKeyspace } from './keyspace.js';
+import { mode, type AlgorithmOperation } from './mode.js';
+
+/** The emulator's sliding_window_counter: mirrors lua/sliding_window_counter.lua. */
+
+interface SlidingCounterState { buckets: Map<number, number> }
+
+export function slidingCounter(
+  space: MemoryKeyspace, key: string, limit: number, windowMs: number, subWindows: number, op: AlgorithmOperation, units: number, now: number, giveTag: number,
+): CounterResult {
+  const { peeking, refunding, cost, taking, giving } = mode(op, units);
+  let { refund } = mode(op, units);
+  const bucketMs = windowMs / subWindows;
+  const current = (now - (now % bucketMs)) / bucketMs;
+  const elapsed = now - current * bucketMs;
+  const buckets = space.get<SlidingCounterState>(key, now)?.buckets ?? new Map<number, number>();
+  let full = 0;
+  let oldest = 0;
+  let newest = -1;
+  for (const [index, count] of buckets) {
+    if (index < current - subWindows) {
+      // Stale: dropped from the stored state, except by a peek, which writes nothing (a later live
+      // change of the window could bring the bucket back into it).
+      if (!peeking) buckets.delete(index);
+    } else {
+      if (index === current - subWindows) oldest = count;
+      else full = full + count;
+      if (index > newest) newest = index;
+    }
+  }
+  if (giving) {
+    if (giveTag !== current) {
+      // The units' sub-window has ended: they lapsed, and nothing goes back.
+      const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
+      const remaining = Math.max(0, Math.floor(limit - (full + (oldest * (bucketMs - elapsed)) / bucketMs)));
+      return leaseResult(true, remaining, 0, reset, 0, current, bucketMs - elapsed);
+    }
+    // They go back to the sub-window they were taken in, and to no other.
+    refund = Math.min(refund, buckets.get(current) ?? 0);
+  }
+  if (refunding) {
+    // Units go back from the newest bucket first; an emptied bucket is removed.
+    let left = refund;
+    for (const index of [...buckets.keys()].sort((a, b) => b - a)) {
+      if (left <= 0) break;
+      const taken = Math.min(buckets.get(index)!, left);
+      left = left - taken;
+      if (buckets.get(index)! - taken === 0) buckets.delete(index);
+      else buckets.set(index, buckets.get(index)! - taken);
+    }
+    full = 0;
+    oldest = 0;
+    newest = -1;
+    for (const [index, count] of buckets) {
+      if (index === current - subWindows) oldest = count;
+      else full = full + count;
+      if (index > newest) newest = index;
+    }
+    const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
+    const remaining = Math.max(0, Math.floor(limit - (full + (oldest * (bucketMs - elapsed)) / bucketMs)));
+    if (giving) return leaseResult(true, remaining, 0, reset, refund, current, bucketMs - elapsed);
+    return result(true, remaining, 0, reset);
+  }
+  const estimate = full + (oldest * (bucketMs - elapsed)) / bucketMs;
+  // A take is granted what fits now; the rest is refused as a consume of `cost` would be, and a take
+  // granted all of it answers the retry_after of one more unit (0 while one more fits).
+  const granted = taking ? Math.max(0, Math.min(cost, Math.floor(limit - estimate))) : cost;
+  const retryFor = taking && granted === cost ? cost + 1 : cost;
+  let retry = 0;
+  if (estimate + retryFor > limit) {
+    retry = bucketMs - elapsed;
+    if (full + retryFor <= limit && oldest > 0) {
+      retry = Math.ceil(bucketMs - ((limit - retryFor - full) * bucketMs) / oldest) - elapsed;
+      if (retry < 1) retry = 1;
+    }
+  }
+  if (granted === 0 || (!taking && estimate + cost > limit)) {
+    const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
+    if (taking) return leaseResult(false, Math.max(0, Math.floor(limit - estimate)), retry, reset, 0, current, bucketMs - elapsed);
+    return result(false, Math.max(0, Math.floor(limit - estimate)), retry, reset);
+  }
+  if (peeking) {
+    const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
+    return result(true, Math.max(0, Math.floor(limit - estimate)), 0, reset);
+  }
+  buckets.set(current, (buckets.get(current) ?? 0) + granted);
+  const resetAt = (current + subWindows + 1) * bucketMs;
+  space.put<SlidingCounterState>(key, { buckets }, resetAt);
+  if (taking) {
+    return leaseResult(true, Math.max(0, Math.floor(limit - (estimate + granted))), retry, resetAt - now, granted, current, bucketMs - elapsed);
+  }
+  return result(true, Math.max(0, Math.floor(limit - (estimate + cost))), 0, resetAt - now);
+}

@@ -1,0 +1,48 @@
+import type { CounterResult, LeaseCounterResult } from './counter-store.js';
+import { LEASE_OUTCOMES } from './named-takes.js';
+
+/**
+ * The script reply: {allowed 1/0, remaining, retry_after_ms, reset_after_ms}, and for a lease operation
+ * {units, window tag, window left ms, store now, outcome, lapsed} after it; see lua/includes/lease.lua.
+ */
+export function parseReply(reply: unknown): CounterResult {
+  if (!Array.isArray(reply) || (reply.length !== 4 && reply.length !== 10)) {
+    throw new Error(`unexpected script reply ${JSON.stringify(reply)}`);
+  }
+  if (reply.length === 10) {
+    const outcome = LEASE_OUTCOMES[toNumber(reply[8])];
+    if (outcome === undefined) throw new Error(`unexpected lease outcome in script reply ${JSON.stringify(reply)}`);
+    const lease: LeaseCounterResult = {
+      allowed: toNumber(reply[0]) === 1,
+      remaining: toNumber(reply[1]),
+      retryAfterMs: toNumber(reply[2]),
+      resetAfterMs: toNumber(reply[3]),
+      units: toNumber(reply[4]),
+      windowTag: toNumber(reply[5]),
+      windowLeftMs: toNumber(reply[6]),
+      storeNow: toNumber(reply[7]),
+      outcome,
+      lapsed: toNumber(reply[9]),
+    };
+    return lease;
+  }
+  return {
+    allowed: toNumber(reply[0]) === 1,
+    remaining: toNumber(reply[1]),
+    retryAfterMs: toNumber(reply[2]),
+    resetAfterMs: toNumber(reply[3]),
+  };
+}
+
+function toNumber(value: unknown): number {
+  if (typeof value === 'number') return value;
+  if (typeof value === 'string') {
+    // Lua's %.17g spells the special values the C way.
+    if (value === 'inf') return Infinity;
+    if (value === '-inf') return -Infinity;
+    if (value === 'nan' || value === '-nan') return NaN;
+    const n = Number(value);
+    if (value.trim() !== '' && !Number.isNaN(n)) return n;
+  }
+  throw new Error(`unexpected number ${JSON.stringify(value)} in script reply`);
+}
