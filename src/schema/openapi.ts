@@ -54,6 +54,11 @@ interface Operation {
 
 const JSON_TYPE = 'application/json';
 const TEXT = Type.String();
+/** The stream's text: each event's `data` is one JSON message, a hello first, then snapshots. */
+const STREAM_EVENTS = Type.String({
+  contentMediaType: 'application/json',
+  contentSchema: Type.Union([ref('DashboardHello'), ref('DashboardSnapshot')]),
+});
 const error = (description: string): [string, string, TSchema] => [description, JSON_TYPE, ref('Error')];
 const BAD_BODY = {
   400: error('Malformed JSON, or a field of the wrong type or value (the message names the field).'),
@@ -108,7 +113,7 @@ export const OPERATIONS: readonly Operation[] = [
     method: 'get', path: '/rl/v1/stream', operationId: 'stream', tag: 'operations', access: 'read',
     summary: 'Server-sent events for the dashboard: `hello` (the caller, the last hour of per-second rates; DashboardHello), then a `snapshot` per second (DashboardSnapshot).',
     responses: {
-      200: ['An endless text/event-stream; it ends when the server drains.', 'text/event-stream', TEXT],
+      200: ['An endless text/event-stream; it ends when the server drains.', 'text/event-stream', STREAM_EVENTS],
       503: error('Too many streams open.'),
     },
   },
