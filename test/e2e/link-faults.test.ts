@@ -119,17 +119,21 @@ describe('global budgets under link faults, real processes', function () {
       req.end(body);
     });
 
-  /** Sum of rl_lease_units_lapsed_total over every reason (and every server) for one policy. */
-  const lapsed = async (policyId: string) => {
-    let sum = 0;
+  /** rl_lease_units_lapsed_total of one policy by reason, summed over every server. */
+  const lapsedByReason = async (policyId: string) => {
+    const byReason: Record<string, number> = {};
     for (const { node } of servers) {
       const text = await (await fetch(`${node.url}/metrics`)).text();
       for (const line of text.split('\n')) {
-        if (line.startsWith('rl_lease_units_lapsed_total{') && line.includes(`policy_id="${policyId}"`)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+        if (!line.startsWith('rl_lease_units_lapsed_total{') || !line.includes(`policy_id="${policyId}"`)) continue;
+        const reason = /reason="([^"]*)"/.exec(line)?.[1] ?? '';
+        byReason[reason] = (byReason[reason] ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1));
       }
     }
-    return sum;
+    return byReason;
   };
+  /** Sum of rl_lease_units_lapsed_total over every reason (and every server) for one policy. */
+  const lapsed = async (policyId: string) => Object.values(await lapsedByReason(policyId)).reduce((a, b) => a + b, 0);
 
   /** Units the global fixed window of `policyId` counts as used in the current window (read from the global Redis). */
   const globalUsed = async (policyId: string) => {
@@ -237,7 +241,7 @@ describe('global budgets under link faults, real processes', function () {
         last = key;
       }
       for (const r of RESOURCES) console.log(`      ${r}: ${total.get(r)}; region 1 while black-holed: ${blackHoled.get(r)}`);
-      for (const [p, s] of settled) console.log(`      ${p}: global counter ${s.used} used, ${s.lapsed} counted lapsed`);
+      for (const [p, s] of settled) console.log(`      ${p}: global counter ${s.used} used, ${s.lapsed} counted lapsed ${JSON.stringify(await lapsedByReason(p))}`);
     });
 
     const admitted = (r: string) => total.get(r)!.admitted + blackHoled.get(r)!.admitted;
