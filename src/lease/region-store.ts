@@ -215,10 +215,31 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const tag = windowTag === null ? '' : String(windowTag);
     const answer = await this.pool.refund(poolKey(keys[0]), units, { tag });
     this.noteLapsed(spec.global, answer.lapsed);
+    const passedOn = units > answer.left ? await this.passOnToGlobal(keys, spec, units - answer.left, windowTag) : 0;
     return {
-      allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, units: answer.left, windowTag: windowTag ?? 0, windowLeftMs: 0,
-      storeNow: answer.storeNow, outcome: 'done', lapsed: units - answer.left,
+      allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, units: answer.left + passedOn, windowTag: windowTag ?? 0, windowLeftMs: 0,
+      storeNow: answer.storeNow, outcome: 'done', lapsed: units - answer.left - passedOn,
     };
+  }
+
+  /**
+   * A window's units a process lease gives back that the region's pool no longer takes (the region
+   * gave its units of that window back meanwhile, after max_hold unspent): they left the global counter
+   * for this region, so they go back there, under the window they were taken for (the global counter
+   * takes them only while it lasts). A bucket's tag names the pool's units, not the global counter's:
+   * those stay lapsed. Answers how many went back; the rest is the caller's to count.
+   */
+  private async passOnToGlobal(keys: string[], spec: GlobalRateSpec, units: number, windowTag: number | null): Promise<number> {
+    if (spec.global.lease.shape !== 'window' || windowTag === null) return 0;
+    try {
+      const back = await this.parentOf(keys, spec).giveBack(units, String(windowTag));
+      if (back > 0) this.eventsFor(spec.global).returned?.(back);
+      return back;
+    } catch (error) {
+      this.eventsFor(spec.global).failed?.('give_back');
+      leaseFailureLog.failed('give_back', error, { holder: 'region', policy_id: spec.global.policyId });
+      return 0;
+    }
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
