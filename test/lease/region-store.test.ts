@@ -499,6 +499,26 @@ describe('RegionCounterStore rules (in memory)', () => {
     expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
   });
 
+  it("a process lease's window units the region pool no longer takes (the region gave its units back meanwhile) go back to the global counter, not lapsed", async () => {
+    const { store, global, pool, counts } = region();
+    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
+    const keys = ['{g}:passed-on'];
+    const taken = await store.take(keys, spec, 5);
+    expect(taken.units).to.equal(5);
+    await flush();
+    // The region lets go of its units (a policy change, a drain): the pool has no live units of the
+    // process's window left to take them back into.
+    await store.policiesChanged(() => undefined);
+    await pool.drain(poolKey(keys[0]), 0, true);
+    const before = (await global.peek(keys, spec)).remaining;
+    const back = await store.giveBack(keys, spec, 5, taken.windowTag);
+    expect(back).to.include({ units: 5, lapsed: 0 });
+    const held = (await pool.peek(poolKey(keys[0]))).left;
+    // Nothing lost: what the global counter admits again plus what the pool holds is the process's return.
+    expect((await global.peek(keys, spec)).remaining - before + held).to.equal(5);
+    expect(counts.lapsed).to.equal(0);
+  });
+
   it('honest refusals: once the global counter admits no more, a refusal carries its own retry_after and reset_after (the window end), not max_hold', async () => {
     const { store } = region();
     const spec: RateSpec = { type: 'fixed_window', limit: 2, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
