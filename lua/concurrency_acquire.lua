@@ -1,6 +1,6 @@
 -- concurrency_acquire: takes a lease slot for a lease id, or refreshes the lease when that id already
 -- holds one (no second slot). Every lease expires lease_ttl ms after its last acquire.
--- Port of MemoryCounterStore.acquire (src/counters/memory-store.ts): change both together.
+-- Port of acquireNow (src/counters/emulator/concurrency.ts): change both together.
 --
 -- KEYS[1]  lease set, sorted set: member = lease id, score = when that lease expires (epoch ms). The
 --          key expires with its latest lease, so the newest score is always its expire-at.

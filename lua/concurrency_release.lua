@@ -1,5 +1,5 @@
 -- concurrency_release: returns the lease of a lease id; releasing an unknown lease changes nothing.
--- Port of MemoryCounterStore.release (src/counters/memory-store.ts): change both together.
+-- Port of releaseNow (src/counters/emulator/concurrency.ts): change both together.
 --
 -- KEYS[1]  lease set, sorted set: member = lease id, score = when that lease expires (epoch ms)
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME

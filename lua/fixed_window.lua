@@ -1,5 +1,5 @@
 -- fixed_window: windows of `window` ms aligned to the epoch; a denied request takes nothing.
--- Port of MemoryCounterStore.fixedWindow (src/counters/memory-store.ts): change both together.
+-- Port of fixedWindow (src/counters/emulator/fixed-window.ts): change both together.
 --
 -- KEYS[1]  counter hash: x = expire-at (window end), s = window start, u = units used (epoch ms)
 -- KEYS[2]  take and reclaim with a take id: the counter's take ledger (include "lease")

@@ -1,6 +1,6 @@
 -- leaky_bucket: a bucket of `capacity` that drains at rate_units per rate_period_ms; a request pours
 -- in `cost` and is admitted when it fits.
--- Port of MemoryCounterStore.leakyBucket (src/counters/memory-store.ts): change both together.
+-- Port of leakyBucket (src/counters/emulator/leaky-bucket.ts): change both together.
 --
 -- KEYS[1]  bucket hash: x = settled-at (when it has drained empty; also its expire-at),
 --          a = level at the last update, u = time of the last update (epoch ms)

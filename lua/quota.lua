@@ -1,5 +1,5 @@
 -- quota: a budget of `limit` units per period; the period starts with the first consumption.
--- Port of MemoryCounterStore.quota (src/counters/memory-store.ts): change both together.
+-- Port of quota (src/counters/emulator/quota.ts): change both together.
 --
 -- KEYS[1]  counter hash: x = expire-at (period end), s = period start, u = units used (epoch ms)
 -- KEYS[2]  take and reclaim with a take id: the counter's take ledger (include "lease")

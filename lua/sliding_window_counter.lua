@@ -1,6 +1,6 @@
 -- sliding_window_counter: the window is cut into sub_windows buckets; the estimate counts the buckets
 -- inside the window fully and the bucket sliding out of it in proportion to the part still covered.
--- Port of MemoryCounterStore.slidingCounter (src/counters/memory-store.ts): change both together.
+-- Port of slidingCounter (src/counters/emulator/sliding-window-counter.ts): change both together.
 --
 -- KEYS[1]  counter hash: one field per bucket, "<bucket index>" = units counted in it (index =
 --          bucket start / bucket ms), plus x = expire-at (epoch ms)

@@ -1,6 +1,6 @@
 -- sliding_window_log: exact sliding window; every admitted request is an entry (time, cost) and
 -- leaves the window `window` ms later.
--- Port of MemoryCounterStore.slidingLog (src/counters/memory-store.ts): change both together.
+-- Port of slidingLog (src/counters/emulator/sliding-window-log.ts): change both together.
 --
 -- KEYS[1]  entry log, sorted set: member "<seq, 16 digits>:<cost>", score = time of the entry (epoch
 --          ms). Members are unique; equal times keep arrival order through the zero-padded seq.

@@ -1,5 +1,5 @@
 -- token_bucket: `capacity` tokens, refilled at rate_units per rate_period_ms; a request takes `cost`.
--- Port of MemoryCounterStore.tokenBucket (src/counters/memory-store.ts): change both together.
+-- Port of tokenBucket (src/counters/emulator/token-bucket.ts): change both together.
 --
 -- KEYS[1]  bucket hash: x = settled-at (when it is full again; also its expire-at),
 --          a = tokens at the last update, u = time of the last update (epoch ms)

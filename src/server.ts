@@ -230,10 +230,6 @@ function httpServerOptions(timeouts: HttpTimeouts): http.ServerOptions {
 }
 
 /**
- * Redis hashes when a shared store is configured (multi node), else the journal in RL_DATA_DIR. With
- * regions, the global store holds them, so a change made in any region reaches every region.
- */
-/**
  * Seeds an empty policy store from `policyFile` (CONTRACT "Seeding"); true when it did. Without a file
  * (a shared counter store and no RL_POLICY_FILE) an empty store stays empty, and one line says how to
  * load policies, since a server without any answers every decision `no_matching_policy`.
@@ -246,6 +242,10 @@ async function seedPolicies(store: PolicyStore, policyFile: string | undefined):
   return false;
 }
 
+/**
+ * Redis hashes when a shared store is configured (multi node), else the journal in RL_DATA_DIR. With
+ * regions, the global store holds them, so a change made in any region reaches every region.
+ */
 function openPolicyStore(config: ServerConfig): Promise<PolicyStore> {
   if (config.region) {
     return RedisPolicyStore.open({

@@ -16,7 +16,7 @@
 --            by (the taker adds its max_hold): a refund made only before then, since units back later
 --            would join the tokens the bucket refilled meanwhile (src/lease)
 --   reclaim  gives back what a named take took (include "lease"); ARGV[3] is ignored
--- Port of `mode` in src/counters/memory-store.ts: change both together.
+-- Port of `mode` in src/counters/emulator/mode.ts: change both together.
 local operation = ARGV[2]
 local units = tonumber(ARGV[3])
 local peeking = operation == 'peek'

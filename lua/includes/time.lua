@@ -16,7 +16,7 @@ else
 end
 
 -- Every key gets a PEXPIRE of (expire_at - now) ms, at least 1: the moment the emulator
--- (src/counters/memory-store.ts) would drop the same state. The scripts treat stale state exactly
+-- (src/counters/emulator/keyspace.ts) would drop the same state. The scripts treat stale state exactly
 -- like absent state, so expiry only reclaims memory and never changes a result.
 --
 -- With an explicit (test) time, Redis still expires keys by its own real clock, and that clock can

@@ -2,8 +2,8 @@
 -- `limit` units in one window stored as {x = window end, s = window start, u = used}: fixed_window and
 -- quota, which differ only in where their window starts. Needs the "time", "number", "mode", "lease"
 -- and "slot" includes.
--- Port of MemoryCounterStore.fixedWindow, .quota and windowTake (src/counters/memory-store.ts): change
--- them together.
+-- Port of fixedWindow, quota and windowTake (src/counters/emulator/fixed-window.ts, quota.ts,
+-- window-count.ts): change them together.
 
 -- The partial take: min(cost, what is left), possibly nothing; what it cannot take is refused until
 -- the window ends, and a take that leaves nothing answers that too (when one more unit may be taken).

@@ -10,7 +10,7 @@ import type { MatcherSource } from '../matching/live-matcher.js';
 import type { FailureMode, LimitAction } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
-import { leaseIdOf } from './lease-id.js';
+import { leaseHolderOf, leaseIdOf } from './lease-id.js';
 import { ProcessLeases, type LendingStore } from '../lease/process-leases.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, holdsUnits, type LeaseEvents, type UnitHolders } from '../lease/types.js';
 
@@ -216,7 +216,7 @@ export class DecisionService {
     if (operation === 'refund') return this.decide('refund', ctx, 'rate', refundCall, '');
     const leaseId = leaseIdOf(ctx);
     const call = operation === 'acquire' ? acquireCall : releaseCall;
-    const decided = this.decide(operation, ctx, 'concurrency', call, leaseId);
+    const decided = this.decide(operation, ctx, 'concurrency', call, leaseHolderOf(ctx, leaseId));
     return decided instanceof Promise ? decided.then((decision) => withLeaseId(decision, leaseId)) : withLeaseId(decided, leaseId);
   }
 

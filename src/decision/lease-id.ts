@@ -25,3 +25,12 @@ export function leaseIdOf(ctx: RequestContext): string {
   for (const key of Object.keys(ctx.tags).sort()) parts.push(`tags.${key}`, ctx.tags[key]);
   return shortDigest(lengthPrefixed(parts));
 }
+
+/**
+ * The name a counter holds a lease under: its lease id, qualified by the request's `org_id` when the id is
+ * the caller's `request_id` (a digest already covers `org_id`). Request ids are chosen by callers, so
+ * without it one organisation could release another's lease on a policy they share (a global one).
+ */
+export function leaseHolderOf(ctx: RequestContext, leaseId: string): string {
+  return ctx.org_id !== undefined && leaseId === ctx.request_id ? lengthPrefixed(['org_id', ctx.org_id, 'request_id', leaseId]) : leaseId;
+}

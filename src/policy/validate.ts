@@ -30,7 +30,7 @@ import { isObject } from '../util/json-shape.js';
 import { LEASABLE_ALGORITHMS, leaseShapeOf } from './lease-terms.js';
 import { compileMatchExpr } from './match-expr.js';
 import { isQuotaShaped, quotaBodyErrors, quotaBodyToPolicy } from './quota-alias.js';
-import { unknownFieldErrors, unknownFieldMessage } from './unknown-fields.js';
+import { unknownFieldErrors } from './unknown-fields.js';
 import { nearestKey } from '../util/nearest-key.js';
 import { DEFAULT_SOURCE_IP_PREFIX, SOURCE_IP_PREFIX_BOUNDS, type SourceIpPrefix } from '../schema/policy.js';
 import {
@@ -261,11 +261,8 @@ function validateSourceIpPrefix(v: unknown, err: ErrFn): SourceIpPrefix | undefi
     return undefined;
   }
   const prefix: SourceIpPrefix = { ...DEFAULT_SOURCE_IP_PREFIX };
-  for (const key of Object.keys(v)) {
-    if (key !== 'v4' && key !== 'v6') {
-      err(`source_ip_prefix.${key}`, unknownFieldMessage(key, SOURCE_IP_PREFIX_KEYS, 'source_ip_prefix'));
-      continue;
-    }
+  for (const e of unknownFieldErrors(v, SOURCE_IP_PREFIX_KEYS, 'source_ip_prefix', 'source_ip_prefix')) err(e.field, e.message);
+  for (const key of ['v4', 'v6'] as const) {
     const length = own(v, key);
     if (length === undefined) continue;
     const { minimum, maximum } = SOURCE_IP_PREFIX_BOUNDS[key];
@@ -286,7 +283,9 @@ function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {
     err('scope', `must hold at most ${SCOPE_KEYS.length} fields (the scope fields and tags), got more`);
     return undefined;
   }
-  let ok = true;
+  const unknown = unknownFieldErrors(v, SCOPE_KEYS, 'scope', 'scope');
+  for (const e of unknown) err(e.field, e.message);
+  let ok = unknown.length === 0;
   for (const key of Object.keys(v)) {
     const value = v[key] === null ? undefined : v[key];
     if (key === 'tags') {
@@ -296,11 +295,7 @@ function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {
       else if (Object.keys(tags).length > 0) scope.tags = tags;
       continue;
     }
-    if (!(SCOPE_FIELDS as readonly string[]).includes(key)) {
-      err(`scope.${key}`, unknownFieldMessage(key, SCOPE_KEYS, 'scope'));
-      ok = false;
-      continue;
-    }
+    if (!(SCOPE_FIELDS as readonly string[]).includes(key)) continue; // refused above
     if (value === undefined) continue;
     if (typeof value !== 'string' || value === '') {
       err(`scope.${key}`, notAScopeValue(value));
@@ -468,11 +463,13 @@ function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: Err
   } else type = rawType as AlgorithmType;
   // Without a known type, the fields are still checked (all problems at once), against every algorithm's.
   const applies = type === undefined ? ANY_ALGORITHM_KEYS : ALGORITHM_KEYS[type];
-  for (const key of Object.keys(v)) {
-    if (applies.includes(key)) continue;
-    if (type !== undefined && ANY_ALGORITHM_KEYS.includes(key) && nearestKey(key, applies) === undefined) {
-      fail(key, `does not apply to ${type} (${type} fields: ${applies.join(', ')})`);
-    } else fail(key, unknownFieldMessage(key, applies, type ?? 'algorithm'));
+  const doesNotApply = (key: string): string | undefined =>
+    type !== undefined && ANY_ALGORITHM_KEYS.includes(key) && nearestKey(key, applies) === undefined
+      ? `does not apply to ${type} (${type} fields: ${applies.join(', ')})`
+      : undefined;
+  for (const e of unknownFieldErrors(v, applies, 'algorithm', type ?? 'algorithm', doesNotApply)) {
+    err(e.field, e.message);
+    ok = false;
   }
   const field = (k: keyof AlgorithmConfig): unknown => (applies.includes(k) ? own(v, k) : undefined);
   const kind = type ?? 'this algorithm';

@@ -225,6 +225,17 @@ describe('DecisionService', () => {
       expect(await release(body)).to.deep.include({ reason: 'lease_released', remaining: 2 });
     });
 
+    it('holds a lease given by request_id in its organisation: another organisation cannot release it', async () => {
+      // A policy without org_id in its scope is shared by every organisation (a platform's global one).
+      const { acquire, release } = setup([lease()]);
+      const held = await acquire({ job_type: 'export', org_id: 'team-b', request_id: 'r1' });
+      expect(held.metadata.lease_id).to.equal('r1');
+      await acquire({ job_type: 'export', org_id: 'team-b', request_id: 'r2' });
+      expect(await release({ job_type: 'export', org_id: 'team-a', request_id: 'r1' })).to.deep.include({ reason: 'lease_not_found' });
+      expect((await acquire({ job_type: 'export', org_id: 'team-a', request_id: 'r3' })).allowed).to.equal(false);
+      expect(await release({ job_type: 'export', org_id: 'team-b', request_id: 'r1' })).to.deep.include({ reason: 'lease_released', remaining: 1 });
+    });
+
     it('keeps check and acquire families apart', async () => {
       const { check, acquire } = setup([lease(), fixedWindow('rate', 1, { scope: { job_type: 'export' } })]);
       expect((await check({ job_type: 'export' })).matched_policy_id).to.equal('rate');

@@ -18,12 +18,12 @@ import { serve } from '../support/http.js';
 
 const BUILD = { version: '1.2.3', counters: 'redis', policy_store: 'redis', auth: 'off', tls: false } as const;
 
-async function infoOf(live: LiveInfo): Promise<Record<string, unknown>> {
+async function infoOf(live: LiveInfo, principal?: { subject: string; orgs?: string[] }): Promise<Record<string, unknown>> {
   const counters = new MemoryCounterStore({ sweepIntervalMs: 0 });
   const readiness = new Readiness();
   readiness.markReady();
   const decisions = new DecisionService({ policies: new LiveMatcher([]), counters, keyPrefix: 't:' });
-  const server = await serve(createApp({ decisions, readiness, maxBodyBytes: 1024, routers: [infoRoutes(BUILD, live)] }).callback());
+  const server = await serve(createApp({ decisions, readiness, maxBodyBytes: 1024, routers: [infoRoutes(BUILD, live)], guards: principal ? [async (ctx, next) => { ctx.state.principal = principal; await next(); }] : [] }).callback());
   try {
     const response = await fetch(`${server.url}/rl/v1/info`);
     expect(response.status).to.equal(200);
@@ -56,6 +56,8 @@ describe('http: GET /rl/v1/info', () => {
     expect(body.region).to.deep.equal({ name: 'eu-west', global_store: { state: 'up', masters: global.masters } });
     expect(body.leases).to.deep.equal({ refills: 1, units_returned: 4, units_lapsed: 2, units_lapsed_by_reason: { window_ended: 2 }, waits: 1 });
     // Read on each request: unreachable with an open breaker is `circuit_open`, without one `down`.
+    // The lease totals are every organisation's: a credential limited to organisations does not get them.
+    expect(await infoOf(live, { subject: 'team-a', orgs: ['team-a'] })).to.not.have.any.keys('leases');
     global = { reachable: false, masters: [{ ...global.masters[0], breaker: 'open' as never }] };
     body = await infoOf(live);
     expect((body.region as { global_store: { state: string } }).global_store.state).to.equal('circuit_open');

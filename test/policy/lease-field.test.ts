@@ -61,7 +61,8 @@ describe('policy field "lease"', () => {
   describe('over HTTP (memory mode)', () => {
     let api: PolicyApi;
     before(async () => {
-      api = await servePolicyApi({ maxBodyBytes: 1 << 20 });
+      // A fixed clock: the 12 decisions below fall in one 1-second window however slowly they run.
+      api = await servePolicyApi({ maxBodyBytes: 1 << 20, now: () => Date.UTC(2026, 0, 1, 12, 0, 0, 500) });
     });
     after(() => api.close());
 

@@ -108,6 +108,32 @@ describe('validatePolicy', () => {
       expect(errs({ policy_id: 'p1', '': 1, algorithm: base().algorithm })).to.deep.equal([{ field: '""', message: `unknown field (policy fields: ${POLICY_KEYS.join(', ')})` }]);
     });
 
+    it('names at most 20 unknown keys of an object, cut at 64 characters, and counts the rest in one error', () => {
+      // A megabyte body holds tens of thousands of made-up keys: naming each would stall the server
+      // and answer tens of megabytes.
+      const many = (prefix: string): Record<string, number> => Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`${prefix}${i}`, 1]));
+      const e = errs({ ...base(), ...many('k'), algorithm: { ...base().algorithm, ...many('a') }, source_ip_prefix: many('s'), lease: many('l') });
+      for (const [path, field] of [['', 'body'], ['algorithm.', 'algorithm'], ['source_ip_prefix.', 'source_ip_prefix'], ['lease.', 'lease']]) {
+        const named = e.filter((x) => x.field.startsWith(path) && x.message.startsWith('unknown field') && (path !== '' || !x.field.includes('.')));
+        expect(named, path).to.have.length(20);
+        expect(e.filter((x) => x.field === field && x.message.startsWith('9980 more unknown fields')), path).to.have.length(1);
+      }
+      const long = `x${'y'.repeat(100_000)}`;
+      expect(fields({ ...base(), [long]: 1, scope: { [long]: 'a' } })).to.deep.equal([`x${'y'.repeat(63)}…`, `scope.x${'y'.repeat(63)}…`]);
+    });
+
+    it('a field written in the wrong object of the policy: says where it belongs', () => {
+      const e = errs({ ...base(), endpoint: '/x', limit: 5, max_units: 2, algorithm: { ...base().algorithm, action: 'deny' }, scope: { window: '1s' }, lease: { v4: 24 } });
+      expect(e).to.deep.equal([
+        { field: 'endpoint', message: 'unknown field here; did you mean `scope.endpoint`?' },
+        { field: 'limit', message: 'unknown field here; did you mean `algorithm.limit`?' },
+        { field: 'max_units', message: 'unknown field here; did you mean `lease.max_units`?' },
+        { field: 'scope.window', message: 'unknown field here; did you mean `algorithm.window`?' },
+        { field: 'algorithm.action', message: 'unknown field here; did you mean `action` at the top level?' },
+        { field: 'lease.v4', message: 'unknown field here; did you mean `source_ip_prefix.v4`?' },
+      ]);
+    });
+
     it('a misspelt required field gives both the unknown key and the missing one', () => {
       const { algorithm, ...rest } = base();
       expect(errs({ ...rest, algoritm: algorithm })).to.deep.equal([

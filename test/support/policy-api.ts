@@ -22,14 +22,20 @@ export interface PolicyApi {
   close(): Promise<void>;
 }
 
-export async function servePolicyApi(options: { maxBodyBytes: number; guards?: Koa.Middleware[] }): Promise<PolicyApi> {
+/** `now`: the decisions' clock (default Date.now); a fixed one keeps every decision in one window whatever the scheduling. */
+export async function servePolicyApi(options: { maxBodyBytes: number; guards?: Koa.Middleware[]; now?: () => number }): Promise<PolicyApi> {
   const dir = mkdtempSync(join(tmpdir(), 'rl-policy-api-'));
   const store = await FilePolicyStore.open(dir);
   const matcher = new LiveMatcher();
   const service = new PolicyService({ store, matcher });
   const readiness = new Readiness();
   readiness.markReady();
-  const decisions = new DecisionService({ policies: matcher, counters: new MemoryCounterStore({ sweepIntervalMs: 0 }), keyPrefix: 't:' });
+  const decisions = new DecisionService({
+    policies: matcher,
+    counters: new MemoryCounterStore({ sweepIntervalMs: 0, now: options.now }),
+    keyPrefix: 't:',
+    now: options.now,
+  });
   const server = await serve(
     createApp({ decisions, readiness, maxBodyBytes: options.maxBodyBytes, routers: [policyRoutes(service)], guards: options.guards }),
   );

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import Router from '@koa/router';
 import type { MasterState } from '../../redis/master-health.js';
 import type { LeaseTotals, RegionStatus, ServerInfoBody } from '../../schema/server-info.js';
+import { callerOf } from '../auth-guard.js';
 
 /** The build and the modes chosen at start-up (for `rl status`); the body's shape is ServerInfoSchema. */
 export type ServerInfo = Pick<ServerInfoBody, 'version' | 'counters' | 'policy_store' | 'auth' | 'tls'>;
@@ -12,7 +13,7 @@ export interface LiveInfo {
   counterStoreMasters?: () => MasterState[];
   /** Region mode: the region and the global store's state. */
   region?: () => RegionStatus;
-  /** Redis mode (where leases run): this process's lease totals. */
+  /** Redis mode (where leases run): this process's lease totals (unrestricted callers only). */
   leases?: () => LeaseTotals;
 }
 
@@ -27,7 +28,8 @@ export function infoRoutes(info: ServerInfo, live: LiveInfo = {}): Router {
     const answer: ServerInfoBody = { ...body };
     if (live.counterStoreMasters) answer.counter_store_masters = live.counterStoreMasters();
     if (live.region) answer.region = live.region();
-    if (live.leases) answer.leases = live.leases();
+    // Every organisation's lease totals: not for a credential limited to organisations (as on the dashboard).
+    if (live.leases && callerOf(ctx).orgs === undefined) answer.leases = live.leases();
     ctx.body = answer;
   });
   return router;
