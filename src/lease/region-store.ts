@@ -424,8 +424,14 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       await this.pool.fail(key, this.token, this.options.globalTimeoutMs).catch(() => undefined);
       return;
     }
-    this.eventsFor(spec.global).refilled?.(grant.granted);
     if (this.takes.pending() > 0) void this.reclaimUnanswered();
+    if (grant.outcome === 'late') {
+      // It reached the global store past its deadline (a slow link) and took nothing: not a short
+      // parent, whose retry_after would pause the pool. The lock goes; the next decision refills again.
+      await this.pool.fail(key, this.token, 0).catch(() => undefined);
+      return;
+    }
+    this.eventsFor(spec.global).refilled?.(grant.granted);
     // Short (less than asked, or its last units): what its refusals tell, until the parent's retry_after.
     this.shortage.note(key, grant, this.clock.now());
     try {
