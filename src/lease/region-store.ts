@@ -10,8 +10,9 @@ import type { LendingStore } from './process-leases.js';
 import { poolKey, RegionPool, type PoolAnswer, type RegionPoolStore } from './region-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
 import { leaseFailureLog } from './failures.js';
+import { NamedTakes } from './named-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
-import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, waitTimeout, type Grant, type LapseReason, type LeaseClock, type LeaseEvents, type UnitHolders } from './types.js';
+import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, waitTimeout, type Grant, type LapseReason, type LeaseClock, type LeaseEvents, type LeaseParent, type UnitHolders } from './types.js';
 
 /**
  * The counter store of a server in a region (docs/distribution.md). Policies with a regional budget
@@ -131,6 +132,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private readonly refills = new Map<string, Promise<void>>();
   /** The global counters' own retry_after and reset_after while they admit no more, by pool key. */
   private readonly shortage = new ParentShortage();
+  /** This server's refills named, with deadlines in the global store's clock; those whose answer was lost, to reclaim. */
+  private readonly takes: NamedTakes<Pick<Tracked, 'keys' | 'spec'>>;
+  private reclaiming: Promise<void> | undefined;
   private sweeper: unknown;
   private sweeping = false;
   private closed = false;
@@ -145,6 +149,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     this.lockMs = options.globalTimeoutMs + options.regionalTimeoutMs;
     this.maxWaitMs = options.maxWaitMs ?? DEFAULT_LEASE_MAX_WAIT_MS;
     this.eventsOf = options.events ?? (() => ({}));
+    this.takes = new NamedTakes(this.clock);
     const interval = options.sweepIntervalMs ?? 250;
     if (interval > 0) this.armSweep(interval);
   }
@@ -210,10 +215,31 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const tag = windowTag === null ? '' : String(windowTag);
     const answer = await this.pool.refund(poolKey(keys[0]), units, { tag });
     this.noteLapsed(spec.global, answer.lapsed);
+    const passedOn = units > answer.left ? await this.passOnToGlobal(keys, spec, units - answer.left, windowTag) : 0;
     return {
-      allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, units: answer.left, windowTag: windowTag ?? 0, windowLeftMs: 0,
-      storeNow: answer.storeNow, outcome: 'done', lapsed: units - answer.left,
+      allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, units: answer.left + passedOn, windowTag: windowTag ?? 0, windowLeftMs: 0,
+      storeNow: answer.storeNow, outcome: 'done', lapsed: units - answer.left - passedOn,
     };
+  }
+
+  /**
+   * A window's units a process lease gives back that the region's pool no longer takes (the region
+   * gave its units of that window back meanwhile, after max_hold unspent): they left the global counter
+   * for this region, so they go back there, under the window they were taken for (the global counter
+   * takes them only while it lasts). A bucket's tag names the pool's units, not the global counter's:
+   * those stay lapsed. Answers how many went back; the rest is the caller's to count.
+   */
+  private async passOnToGlobal(keys: string[], spec: GlobalRateSpec, units: number, windowTag: number | null): Promise<number> {
+    if (spec.global.lease.shape !== 'window' || windowTag === null) return 0;
+    try {
+      const back = await this.parentOf(keys, spec).giveBack(units, String(windowTag));
+      if (back > 0) this.eventsFor(spec.global).returned?.(back);
+      return back;
+    } catch (error) {
+      this.eventsFor(spec.global).failed?.('give_back');
+      leaseFailureLog.failed('give_back', error, { holder: 'region', policy_id: spec.global.policyId });
+      return 0;
+    }
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
@@ -260,7 +286,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     this.lettingGo ??= (async () => {
       this.closed = true;
       if (this.sweeper !== undefined) this.clock.clearTimer(this.sweeper);
-      await Promise.all([...this.tracked].map(([key, t]) => this.returnUnits(key, t, 0)));
+      await Promise.all([...[...this.tracked].map(([key, t]) => this.returnUnits(key, t, 0)), this.reclaimUnanswered()]);
     })();
     return this.lettingGo;
   }
@@ -383,13 +409,26 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       return;
     }
     let grant: Grant;
+    const parent = this.parentOf(keys, spec);
+    // Named, with a deadline by the global store's clock: held up on the link past this server's
+    // timeout it takes nothing there; its answer lost, it is reclaimed once the store answers again.
+    const named = parent.reclaim ? this.takes.name(this.options.globalTimeoutMs) : undefined;
     try {
-      grant = await storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.lease.maxHoldMs).take(asked);
+      grant = await parent.take(asked, named);
+      this.takes.sampled(grant.parentNow);
     } catch (error) {
+      if (named) this.takes.failed(named, { keys, spec });
       this.eventsFor(spec.global).failed?.('refill');
       leaseFailureLog.failed('refill', error, { holder: 'region', policy_id: spec.global.policyId });
       // The global store's own breaker paces the next attempts; until then, short decisions fail at once.
       await this.pool.fail(key, this.token, this.options.globalTimeoutMs).catch(() => undefined);
+      return;
+    }
+    if (this.takes.pending() > 0) void this.reclaimUnanswered();
+    if (grant.outcome === 'late') {
+      // It reached the global store past its deadline (a slow link) and took nothing: not a short
+      // parent, whose retry_after would pause the pool. The lock goes; the next decision refills again.
+      await this.pool.fail(key, this.token, 0).catch(() => undefined);
       return;
     }
     this.eventsFor(spec.global).refilled?.(grant.granted);
@@ -445,12 +484,47 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     else this.tracked.set(key, { keys, spec, lastUsed: this.clock.now() });
   }
 
+  /** The global counter of `keys` as this region's parent. */
+  private parentOf(keys: string[], spec: GlobalRateSpec): LeaseParent {
+    return storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.lease.maxHoldMs);
+  }
+
+  /**
+   * Gives back what this server's refills whose answer was lost took (off the decision path: after a
+   * refill the global store answered, on the sweep, on drain). Units that went back are counted
+   * returned; those that could not (their window ended, a bucket's hold passed, before the store could
+   * be reached again) lapsed, parent unreachable. `ahead`: the take never ran, and now never will.
+   * Never rejects: a reclaim that fails again is tried at the next chance.
+   */
+  private reclaimUnanswered(): Promise<void> {
+    this.reclaiming ??= (async () => {
+      await Promise.all(
+        this.takes.toReclaim().map(async (take) => {
+          const { keys, spec } = take.context;
+          try {
+            const answer = await this.parentOf(keys, spec).reclaim!(take.takeId, take.deadline);
+            this.takes.sampled(answer.parentNow);
+            if (answer.outcome !== 'done') return;
+            if (answer.returned > 0) this.eventsFor(spec.global).returned?.(answer.returned);
+            this.noteLapsed(spec.global, answer.lapsed, 'parent_unreachable');
+          } catch {
+            this.takes.retry(take);
+          }
+        }),
+      );
+    })().finally(() => {
+      this.reclaiming = undefined;
+    });
+    return this.reclaiming;
+  }
+
   /** Every `interval` ms, as long as this store is open (a timer of the injected clock, re-armed). */
   private armSweep(interval: number): void {
     this.sweeper = this.clock.setTimer(() => {
       if (this.closed) return;
       this.armSweep(interval);
       void this.sweep();
+      if (this.takes.pending() > 0) void this.reclaimUnanswered();
     }, interval);
   }
 
@@ -487,8 +561,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     this.noteLapsed(spec.global, drained.lapsed);
     if (!drained.spent || drained.left <= 0) return;
     try {
-      const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.lease.maxHoldMs);
-      const back = await parent.giveBack(drained.left, drained.tag === '' ? null : drained.tag);
+      const back = await this.parentOf(keys, spec).giveBack(drained.left, drained.tag === '' ? null : drained.tag);
       this.eventsFor(spec.global).returned?.(back);
       this.noteLapsed(spec.global, drained.left - back);
     } catch (error) {

@@ -205,6 +205,97 @@ describe('global budget across regions (RegionCounterStore)', function () {
     expect(counts.refills).to.be.above(before);
   });
 
+  /**
+   * One server whose global store loses (or holds up) the answer of its next take: the take runs on the
+   * global store (or, held, when the test says), and the server sees it fail as on a broken link.
+   */
+  async function lossyServer(mode: 'answer-lost' | 'held-up') {
+    const counts: Counts = { refills: 0, waits: 0, returned: 0, lapsed: 0 };
+    const real = connectRedisCounterStore(proxy.url, { commandTimeoutMs: 1000 });
+    const regional = connectRedisCounterStore(regions[0].url, { commandTimeoutMs: 500 });
+    await Promise.all([regional.waitUntilReady(), real.waitUntilReady()]);
+    const link = { failNext: false, lost: 0, held: [] as Parameters<typeof real.take>[] };
+    const global = new Proxy(real, {
+      get(target, prop) {
+        if (prop === 'take') {
+          return async (...args: Parameters<typeof real.take>) => {
+            if (!link.failNext) return target.take(...args);
+            link.failNext = false;
+            if (mode === 'held-up') link.held.push(args);
+            else link.lost += (await target.take(...args)).units;
+            throw new CounterStoreUnavailableError('the answer was lost on the link');
+          };
+        }
+        const value = Reflect.get(target, prop, target) as unknown;
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const store = new RegionCounterStore({
+      regional, pool: new RegionPool(regional), global, globalTimeoutMs: 50, regionalTimeoutMs: 500, maxWaitMs: 10_000, sweepIntervalMs: 0,
+      events: () => ({ refilled: () => counts.refills++, returned: (units) => (counts.returned += units), lapsed: (units) => (counts.lapsed += units) }),
+    });
+    opened.push(store);
+    /** Decides until one is admitted (the pool's back-off after a failed refill is the global timeout: a hang guard only). */
+    const admitOne = async (keys: string[], spec: RateSpec) => {
+      for (let i = 0; i < 400; i++) {
+        try {
+          if ((await store.consume(keys, spec, 1)).allowed) return;
+        } catch (error) {
+          if (!(error instanceof CounterStoreUnavailableError)) throw error;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      throw new Error('no decision admitted');
+    };
+    return { store, counts, link, admitOne, real };
+  }
+
+  it('a refill whose answer was lost on the link is reclaimed once the global store answers again: its units go back, counted', async function () {
+    const { store, counts, link, admitOne } = await lossyServer('answer-lost');
+    const limit = 1_000;
+    const spec = globalSpec(limit, 60_000);
+    const keys = counterKeys(randomPrefix(), 'g', spec, []);
+    link.failNext = true;
+    await admitOne(keys, spec);
+    expect(link.lost, 'the lost take took units on the global store').to.be.above(0);
+    await store.letGoAll();
+    // Only the one admitted decision stays used: the lost take's units and the pool's came back.
+    expect((await direct.peek(keys, spec)).remaining).to.equal(limit - 1);
+    expect(counts.returned).to.be.at.least(link.lost);
+    expect(counts.lapsed).to.equal(0);
+  });
+
+  it('a refill held up on the link past its deadline (by the global store clock) takes nothing when it arrives', async function () {
+    const { store, counts, link, admitOne, real } = await lossyServer('held-up');
+    const limit = 1_000;
+    const spec = globalSpec(limit, 60_000);
+    const keys = counterKeys(randomPrefix(), 'g', spec, []);
+    // The first refill's answer samples the global store's clock; the next refill is held up.
+    await admitOne(keys, spec);
+    link.failNext = true;
+    for (let i = 0; link.held.length === 0 && i < limit; i++) {
+      try {
+        await store.consume(keys, spec, 1);
+      } catch (error) {
+        if (!(error instanceof CounterStoreUnavailableError)) throw error;
+      }
+    }
+    expect(link.held).to.have.length(1);
+    const named = link.held[0][4]!;
+    expect(named.takeId).to.be.a('string');
+    expect(named.deadline, 'a deadline once the global store clock was sampled').to.be.a('number');
+    // Delivered once the global store's clock is past its deadline (same machine: Date.now is that clock).
+    while (Date.now() <= named.deadline! + 5) await new Promise((resolve) => setTimeout(resolve, 10));
+    const before = (await direct.peek(keys, spec)).remaining;
+    expect(await real.take(...link.held[0])).to.include({ units: 0, outcome: 'late' });
+    expect((await direct.peek(keys, spec)).remaining).to.equal(before);
+    // Its reclaim (on drain) finds nothing to give back, and counts nothing.
+    const returnedBefore = counts.returned;
+    await store.letGoAll();
+    expect(counts.lapsed).to.equal(0);
+    expect((await direct.peek(keys, spec)).remaining - before).to.equal(counts.returned - returnedBefore);
+  });
+
   /** Units the region pool of `store` holds now (its peek counts them above the global counter's). */
   async function held(store: RegionCounterStore, keys: string[], spec: RateSpec): Promise<number> {
     const [withPool, parent] = await Promise.all([store.peek(keys, spec), direct.peek(keys, spec)]);
@@ -406,6 +497,26 @@ describe('RegionCounterStore rules (in memory)', () => {
     await flush();
     expect(takes).to.deep.equal([1]);
     expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
+  });
+
+  it("a process lease's window units the region pool no longer takes (the region gave its units back meanwhile) go back to the global counter, not lapsed", async () => {
+    const { store, global, pool, counts } = region();
+    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
+    const keys = ['{g}:passed-on'];
+    const taken = await store.take(keys, spec, 5);
+    expect(taken.units).to.equal(5);
+    await flush();
+    // The region lets go of its units (a policy change, a drain): the pool has no live units of the
+    // process's window left to take them back into.
+    await store.policiesChanged(() => undefined);
+    await pool.drain(poolKey(keys[0]), 0, true);
+    const before = (await global.peek(keys, spec)).remaining;
+    const back = await store.giveBack(keys, spec, 5, taken.windowTag);
+    expect(back).to.include({ units: 5, lapsed: 0 });
+    const held = (await pool.peek(poolKey(keys[0]))).left;
+    // Nothing lost: what the global counter admits again plus what the pool holds is the process's return.
+    expect((await global.peek(keys, spec)).remaining - before + held).to.equal(5);
+    expect(counts.lapsed).to.equal(0);
   });
 
   it('honest refusals: once the global counter admits no more, a refusal carries its own retry_after and reset_after (the window end), not max_hold', async () => {
