@@ -45,7 +45,8 @@ export function aggregateGroupMetrics(snapshots: readonly WorkerSnapshot[], fact
   return AggregatorRegistry.aggregate([...snapshots.map((s) => s.metrics), group] as never);
 }
 
+/** Every decision is allowed or denied once; `shadow` overlaps them (CONTRACT "Outcomes: one meaning each"). */
 function decisionsOf(metrics: MetricsSnapshot): number {
   const decisions = metrics.find((m) => m.name === 'rl_decisions_total');
-  return decisions ? decisions.values.reduce((sum, v) => sum + v.value, 0) : 0;
+  return decisions ? decisions.values.reduce((sum, v) => (v.labels.outcome === 'shadow' ? sum : sum + v.value), 0) : 0;
 }
