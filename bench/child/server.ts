@@ -166,7 +166,8 @@ async function decisionService(
         continue;
       }
       if (!['rl_decisions_total', 'rl_counter_store_errors_total', 'rl_failure_mode_decisions_total', 'rl_deny_cache_hits_total', 'rl_lease_refills_total'].includes(metric.name)) continue;
-      stats[metric.name] = metric.values.reduce((sum, v) => sum + v.value, 0);
+      // `shadow` overlaps allowed and denied (CONTRACT "Outcomes: one meaning each"): not another decision.
+      stats[metric.name] = metric.values.reduce((sum, v) => (v.labels.outcome === 'shadow' ? sum : sum + v.value), 0);
     }
     return stats;
   });
