@@ -19,7 +19,7 @@ import { Readiness } from '../../src/http/readiness.js';
 import { analyticsRoutes } from '../../src/http/routes/analytics.js';
 import { metricsRoutes } from '../../src/http/routes/metrics.js';
 import { Analytics } from '../../src/observability/analytics.js';
-import { Metrics } from '../../src/observability/metrics.js';
+import { decisionsCounted, Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { startTracing } from '../../src/observability/start-tracing.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
@@ -166,8 +166,7 @@ async function decisionService(
         continue;
       }
       if (!['rl_decisions_total', 'rl_counter_store_errors_total', 'rl_failure_mode_decisions_total', 'rl_deny_cache_hits_total', 'rl_lease_refills_total'].includes(metric.name)) continue;
-      // `shadow` overlaps allowed and denied (CONTRACT "Outcomes: one meaning each"): not another decision.
-      stats[metric.name] = metric.values.reduce((sum, v) => (v.labels.outcome === 'shadow' ? sum : sum + v.value), 0);
+      stats[metric.name] = decisionsCounted(metric.values);
     }
     return stats;
   });

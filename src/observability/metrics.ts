@@ -98,6 +98,16 @@ export function answeredOutcome(decision: Decision): OutcomeIndex {
   return decision.allowed ? ALLOWED : DENIED;
 }
 
+/**
+ * Decisions counted by a series of rl_decisions_total (or a metric labelled the same way): each decision is
+ * allowed or denied once, and `shadow` overlaps them (CONTRACT "Outcomes: one meaning each"), so it is left out.
+ */
+export function decisionsCounted(values: readonly { labels: Partial<Record<string, string | number>>; value: number }[]): number {
+  let sum = 0;
+  for (const v of values) if (v.labels.outcome !== 'shadow') sum += v.value;
+  return sum;
+}
+
 /** True when a shadow policy (beside an enforcing one, or answering alone) would have limited the decision. */
 export function shadowLimited(event: DecisionEvent): boolean {
   return event.shadow?.limited === true;

@@ -1,4 +1,5 @@
 import { AggregatorRegistry, type Registry } from 'prom-client';
+import { decisionsCounted } from '../observability/metrics.js';
 import type { MetricsSnapshot } from './messages.js';
 
 /** One worker's registry, with the slot (1..N) it runs in: a restarted worker takes its slot back. */
@@ -45,8 +46,7 @@ export function aggregateGroupMetrics(snapshots: readonly WorkerSnapshot[], fact
   return AggregatorRegistry.aggregate([...snapshots.map((s) => s.metrics), group] as never);
 }
 
-/** Every decision is allowed or denied once; `shadow` overlaps them (CONTRACT "Outcomes: one meaning each"). */
 function decisionsOf(metrics: MetricsSnapshot): number {
   const decisions = metrics.find((m) => m.name === 'rl_decisions_total');
-  return decisions ? decisions.values.reduce((sum, v) => (v.labels.outcome === 'shadow' ? sum : sum + v.value), 0) : 0;
+  return decisions ? decisionsCounted(decisions.values) : 0;
 }
