@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../errors.js';
-import type { CounterResult, CounterStore, LeaseCounterResult } from '../counters/counter-store.js';
+import type { CounterResult, CounterStore, LeaseCounterResult, NamedTake } from '../counters/counter-store.js';
 import type { CompiledLease, GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec.js';
 import { connectRedisCounterStore, type CounterStoreErrorEvent, type RedisCounterStore } from '../counters/redis-store.js';
 import type { RegionConfig } from '../config.js';
@@ -12,7 +12,7 @@ import { storeParent, type LeasedSpec } from './store-parent.js';
 import { leaseFailureLog } from './failures.js';
 import { NamedTakes } from './named-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
-import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, waitTimeout, type Grant, type LapseReason, type LeaseClock, type LeaseEvents, type LeaseParent, type UnitHolders } from './types.js';
+import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, toStoreClock, waitTimeout, type ClockSample, type Grant, type LapseReason, type LeaseClock, type LeaseEvents, type LeaseParent, type UnitHolders } from './types.js';
 
 /**
  * The counter store of a server in a region (docs/distribution.md). Policies with a regional budget
@@ -77,12 +77,6 @@ type GlobalRateSpec = RateSpec & { global: GlobalBudget & { lease: CompiledLease
 
 function isLeased(spec: RateSpec): spec is GlobalRateSpec {
   return spec.global?.lease !== undefined;
-}
-
-/** A pool store's clock as one answer read it (`storeNow`), and this server's clock when it arrived. */
-interface StoreClock {
-  storeNow: number;
-  localAt: number;
 }
 
 interface Tracked {
@@ -181,27 +175,22 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   }
 
   /**
-   * A process lease's take (CONTRACT: a `lease` on a global-budget policy puts process leases below the
-   * region's: holder = process, parent = the region's units): up to `n` units out of the region pool,
-   * with their tag as the algorithm's take answers it, and how long they may still be spent (so never
-   * past the global window). A bucket's tag is when its units left the global counter: the process
-   * adds its max_hold, the policy's compiled lease as this region's, and so names the
-   * pool's units they came from when it gives them back (a return to any others would let them outlive
-   * max_hold).
+   * A process lease's take (CONTRACT: process leases below the region's): up to `n` units out of the
+   * region pool, under the pool's tag (a bucket's: so a return goes back only into the units it came
+   * from), spendable until their window ends, a bucket's for the taker's hold (docs/distribution.md).
    */
-  async take(keys: string[], spec: RateSpec, n: number, nowMs?: number): Promise<LeaseCounterResult> {
-    if (!spec.global) return this.regional.take(keys, spec, n, nowMs);
-    if (!isLeased(spec)) return this.global.take(keys, spec, n, nowMs);
+  async take(keys: string[], spec: RateSpec, n: number, nowMs?: number, named?: NamedTake): Promise<LeaseCounterResult> {
+    if (!spec.global) return this.regional.take(keys, spec, n, nowMs, named);
+    if (!isLeased(spec)) return this.global.take(keys, spec, n, nowMs, named);
     const answer = await this.fromPool('take', keys, spec, n);
     const window = spec.global.lease.shape === 'window';
-    const tag = answer.tag === '' ? 0 : Number(answer.tag);
     return {
       allowed: answer.spent,
       remaining: Math.max(0, answer.parentRemaining),
       ...(answer.spent ? { retryAfterMs: 0, resetAfterMs: answer.resetAfterMs } : await this.refusal(keys, spec, answer)),
       units: answer.spent ? answer.left : 0,
-      windowTag: window || tag === 0 ? tag : tag - spec.global.lease.maxHoldMs,
-      windowLeftMs: window && answer.spent ? answer.resetAfterMs : 0,
+      windowTag: answer.tag ?? 0,
+      windowLeftMs: !answer.spent ? 0 : window ? answer.resetAfterMs : (named?.holdMs ?? 0),
       storeNow: answer.storeNow,
       outcome: 'done',
       lapsed: 0,
@@ -212,8 +201,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
     if (!spec.global) return this.regional.giveBack(keys, spec, units, windowTag, nowMs);
     if (!isLeased(spec)) return this.global.giveBack(keys, spec, units, windowTag, nowMs);
-    const tag = windowTag === null ? '' : String(windowTag);
-    const answer = await this.pool.refund(poolKey(keys[0]), units, { tag });
+    const answer = await this.pool.refund(poolKey(keys[0]), units, { tag: windowTag });
     this.noteLapsed(spec.global, answer.lapsed);
     const passedOn = units > answer.left ? await this.passOnToGlobal(keys, spec, units - answer.left, windowTag) : 0;
     return {
@@ -232,7 +220,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private async passOnToGlobal(keys: string[], spec: GlobalRateSpec, units: number, windowTag: number | null): Promise<number> {
     if (spec.global.lease.shape !== 'window' || windowTag === null) return 0;
     try {
-      const back = await this.parentOf(keys, spec).giveBack(units, String(windowTag));
+      const back = await this.parentOf(keys, spec).giveBack(units, windowTag);
       if (back > 0) this.eventsFor(spec.global).returned?.(back);
       return back;
     } catch (error) {
@@ -343,7 +331,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       // The pool's store clock as this answer read it, and this server's when it arrived: from then on
       // that store's clock reads at least storeNow + elapsed. Per answer, not per server: a regional
       // Redis Cluster's pools live on nodes whose clocks may differ.
-      const storeClock: StoreClock = { storeNow: answer.storeNow, localAt: this.clock.now() };
+      const storeClock: ClockSample = { storeNow: answer.storeNow, localAt: this.clock.now() };
       this.track(key, keys, spec);
       this.noteLapsed(spec.global, answer.lapsed);
       // The lock is this server's: refill (even with a refill of its own on its way, whose add may have
@@ -376,7 +364,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     }
   }
 
-  private startRefill(key: string, keys: string[], spec: GlobalRateSpec, seen: PoolAnswer, storeClock: StoreClock, waiting: number): Promise<void> {
+  private startRefill(key: string, keys: string[], spec: GlobalRateSpec, seen: PoolAnswer, storeClock: ClockSample, waiting: number): Promise<void> {
     const refill = this.refill(key, keys, spec, seen, storeClock, waiting).finally(() => {
       if (this.refills.get(key) === refill) this.refills.delete(key);
     });
@@ -392,7 +380,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
    * Takes a chunk from the global counter into the pool (this server holds the region's refill lock).
    * Never rejects: a failure marks the pool's parent unreachable for a moment and releases the lock.
    */
-  private async refill(key: string, keys: string[], spec: GlobalRateSpec, seen: PoolAnswer, storeClock: StoreClock, waiting: number): Promise<void> {
+  private async refill(key: string, keys: string[], spec: GlobalRateSpec, seen: PoolAnswer, storeClock: ClockSample, waiting: number): Promise<void> {
     const parentRemaining = seen.parentRemaining < 0 ? Infinity : seen.parentRemaining;
     const asked = chunkSize({
       recent: seen.recent,
@@ -439,7 +427,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
         key,
         {
           units: grant.granted,
-          expiresAt: this.expiresAtOf(grant, storeClock),
+          expiresAt: toStoreClock(grant.spendBy, storeClock),
           tag: grant.windowTag,
           window: spec.global.lease.shape === 'window',
           parentRemaining: grant.remaining,
@@ -459,23 +447,6 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       this.eventsFor(spec.global).failed?.('refill');
       leaseFailureLog.failed('refill', error, { holder: 'region', policy_id: spec.global.policyId, units: grant.granted });
     }
-  }
-
-  /**
-   * When, by the region store's clock, the units just taken must no longer be spent: never later than
-   * the global window's end (windows) or max_hold after they left the parent (buckets): the grant's
-   * `spendBy`, by this server's clock.
-   *
-   * Only durations are trusted across machines. Windows: the global script said how much of the window
-   * was left when it ran, which was after this server sent the take, so `spendBy` (send time + that) by
-   * this server's clock is never after the true end. A pool answer that arrived at `localAt` read the
-   * region store's clock as `storeNow` before it arrived, so at any later local instant t the store's
-   * clock reads at least `storeNow + (t - localAt)`; the expiry `storeNow + (spendBy - localAt)` is
-   * therefore reached by the store no later than `spendBy`. The one assumption left is that the clocks
-   * run at the same rate (drift, not offset: docs/distribution.md, "Clocks").
-   */
-  private expiresAtOf(grant: Grant, sample: StoreClock): number {
-    return Math.floor(sample.storeNow + (grant.spendBy - sample.localAt));
   }
 
   private track(key: string, keys: string[], spec: GlobalRateSpec): void {
@@ -561,7 +532,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     this.noteLapsed(spec.global, drained.lapsed);
     if (!drained.spent || drained.left <= 0) return;
     try {
-      const back = await this.parentOf(keys, spec).giveBack(drained.left, drained.tag === '' ? null : drained.tag);
+      const back = await this.parentOf(keys, spec).giveBack(drained.left, drained.tag);
       this.eventsFor(spec.global).returned?.(back);
       this.noteLapsed(spec.global, drained.left - back);
     } catch (error) {
