@@ -4,10 +4,8 @@ import type { CounterResult } from '../counters/counter-store.js';
 export type RefusalTiming = Pick<CounterResult, 'retryAfterMs' | 'resetAfterMs'>;
 
 /**
- * What the parent counters said when they last admitted no more, per counter, as deadlines by this
- * server's clock (CONTRACT "Honest refusals": a refusal carries the parent's own retry_after and
- * reset_after, the window's end or the bucket's refill, not the holder's max_hold). Measured from when
- * the answer arrived, so a client told to retry then finds the parent ready (never a retry too early).
+ * What the parent counters said when they last admitted no more, per counter (CONTRACT "Honest
+ * refusals"): counted from when the answer arrived, so a client told to retry then finds them ready.
  */
 export class ParentShortage {
   private readonly until = new Map<string, { retryAt: number; resetAt: number }>();

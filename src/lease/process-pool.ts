@@ -21,7 +21,7 @@ export class ProcessUnitPool {
 
   spend(cost: number, now: LocalMs): Spend {
     const lapsed = this.dropLapsed(now);
-    const held = this.held();
+    const held = unitsOf(this.batches);
     if (held < cost) return { spent: false, left: held, lapsed };
     let due = cost;
     for (const batch of this.batches) {
@@ -65,41 +65,33 @@ export class ProcessUnitPool {
   }
 
   available(now: LocalMs): number {
-    let held = 0;
-    for (const batch of this.batches) if (batch.spendBy > now) held += batch.units;
-    return held;
+    return unitsOf(this.batches.filter((b) => b.spendBy > now));
   }
 
   drain(now: LocalMs): DrainedUnits {
     let lapsed = this.dropLapsed(now);
     const newest = this.batches[this.batches.length - 1];
     if (newest === undefined) return { units: 0, windowTag: null, lapsed };
-    let units = 0;
-    let windowTag = newest.windowTag;
-    for (const batch of this.batches) {
-      // Units of an older window than the newest cannot go back to a parent that has moved on.
-      if (this.bucket || batch.windowTag === newest.windowTag) units += batch.units;
-      else lapsed += batch.units;
-      if (this.bucket) windowTag = Math.min(windowTag, batch.windowTag);
-    }
+    // A bucket's all go back, by the earliest tag; an older window's cannot (the parent has moved on).
+    const back = this.bucket ? this.batches : this.batches.filter((b) => b.windowTag === newest.windowTag);
+    const units = unitsOf(back);
+    lapsed += unitsOf(this.batches) - units;
+    const windowTag = this.bucket ? Math.min(...back.map((b) => b.windowTag)) : newest.windowTag;
     this.batches = [];
     return { units, windowTag, lapsed };
-  }
-
-  private held(): number {
-    let held = 0;
-    for (const batch of this.batches) held += batch.units;
-    return held;
   }
 
   /** Drops the batches whose spendBy has come; answers how many units lapsed with them. */
   private dropLapsed(now: LocalMs): number {
     if (this.batches.length === 0 || this.batches[0].spendBy > now) return 0;
-    let lapsed = 0;
-    for (const batch of this.batches) {
-      if (batch.spendBy <= now) lapsed += batch.units;
-    }
-    this.batches = this.batches.filter((b) => b.spendBy > now);
-    return lapsed;
+    // The batches are sorted by spendBy: the lapsed ones come first.
+    const live = this.batches.findIndex((b) => b.spendBy > now);
+    return unitsOf(this.batches.splice(0, live < 0 ? this.batches.length : live));
   }
+}
+
+function unitsOf(batches: Batch[]): number {
+  let units = 0;
+  for (const batch of batches) units += batch.units;
+  return units;
 }

@@ -2,30 +2,20 @@ import type { LeaseShape } from '../counters/counter-spec.js';
 import type { CounterResult, StoreMs } from '../counters/counter-store.js';
 import type { LeaseFailureKind } from './failures.js';
 
-/**
- * The pieces of a capacity lease (CONTRACT "Capacity lease: the mechanism"): a holder (LeaseHolder)
- * spends units it took in advance from its parent. The process level keeps them in a ProcessUnitPool;
- * the region level in the region's pool (region-store.ts, region-pool.ts).
- */
+/** The pieces of a capacity lease (CONTRACT "Capacity lease: the mechanism"), shared by its two levels. */
 
 export type MaybePromise<T> = T | Promise<T>;
 
-/**
- * An instant by this process's clock (LeaseClock.now). Branded softly, as StoreMs: a plain number is
- * one, a store's instant is not, so the compiler rejects mixing the two clocks.
- */
+/** An instant by this process's clock (LeaseClock.now); softly branded, as StoreMs, so the two never mix. */
 export type LocalMs = number & { readonly clock?: 'local' };
 
-/** A store's clock as one of its answers read it, and this process's clock at a known side of that answer. */
+/** A store's clock as one of its answers read it, and this process's when that answer arrived. */
 export interface ClockSample {
   storeNow: StoreMs;
   localAt: LocalMs;
 }
 
-/**
- * `at` by the store's clock. Sampled when the answer arrived, the store reaches it no later than this
- * process reaches `at` (docs/distribution.md "Clocks": only durations cross machines).
- */
+/** `at` by the store's clock, which reaches it no later than this process does (docs/distribution.md "Clocks"). */
 export function toStoreClock(at: LocalMs, sample: ClockSample): StoreMs {
   return Math.floor(sample.storeNow + (at - sample.localAt));
 }
@@ -36,14 +26,14 @@ export interface Grant {
   granted: number;
   /** What the parent can still admit after this take (units held by holders count as used). */
   remaining: number;
-  /** How long the parent admits no more: for the rest when it granted less than asked, else for one more unit. */
+  /** How long the parent admits no more: the rest when it granted less than asked, else one more unit. */
   retryAfterMs: number;
   resetAfterMs: number;
   /** What a return names: the window (period, sub-window) of the units; a bucket's, the StoreMs they must be back by. */
   windowTag: number;
   /** When these units may no longer be spent. */
   spendBy: LocalMs;
-  /** The parent's clock when the take ran: the holder's sample for its takes' deadlines. */
+  /** The parent's clock when the take ran: a sample for the deadlines of later takes. */
   parentNow: StoreMs;
   /** `late`: past its deadline, took nothing; `repeat`: its id was seen, the recorded grant; `reclaimed`: took nothing. */
   outcome: 'done' | 'late' | 'repeat' | 'reclaimed';
@@ -69,19 +59,13 @@ export interface Reclaimed {
 
 /** The counter a holder takes units from: one atomic call per operation. */
 export interface LeaseParent {
-  /**
-   * Partial take of up to `n` (≥ 1) units. Throws CounterStoreUnavailableError when unreachable (the
-   * take may still run later: name it, and reclaim it). Only a parent with `reclaim` takes `named`.
-   */
+  /** Up to `n` (≥ 1) units. Unreachable, it throws, and the take may still run: name it to reclaim it. */
   take(n: number, named?: NamedTakeLimits): Promise<Grant>;
   /** Returns unspent units of `windowTag` while it is current (a bucket's: before it); answers how many went back. */
   giveBack(units: number, windowTag: number | null): Promise<number>;
   /** The parent's own peek: units held by holders count as used there. */
   peek(): Promise<CounterResult>;
-  /**
-   * Gives back what the take `takeId` took, exactly once, as `giveBack` would; come first, it leaves a
-   * tombstone until the take's `deadline`. Absent when the parent keeps no take ledger (a region's pool).
-   */
+  /** Gives back what take `takeId` took, once; absent when the parent keeps no take ledger (a region's pool). */
   reclaim?(takeId: string, deadline?: StoreMs): Promise<Reclaimed>;
 }
 
@@ -131,10 +115,7 @@ export function expiredReason(shape: LeaseShape): LapseReason {
 /** RL_LEASE_MAX_WAIT_MS's default (CONTRACT "Bounded wait"). */
 export const DEFAULT_LEASE_MAX_WAIT_MS = 100;
 
-/**
- * Whatever holds units on this process's behalf (ProcessLeases; a RegionCounterStore): the one door to
- * let go, which DecisionService opens for every entry point alike. Idle holders let go by themselves.
- */
+/** Whatever holds units for this process (ProcessLeases, RegionCounterStore): the one door to let go. */
 export interface UnitHolders {
   /** Lets go of the units of every counter whose policy is no longer `current(policyId)`. */
   policiesChanged(current: (policyId: string) => { spec: unknown } | undefined): void | Promise<void>;
@@ -152,16 +133,11 @@ export function waitTimeout(maxWaitMs: number, maxHoldMs: number): number {
   return Math.max(1, Math.min(maxWaitMs, maxHoldMs));
 }
 
-/** What a holder reports, for the metrics of CONTRACT "Metrics for leases". */
+/** What a holder reports, for the metrics of CONTRACT "Metrics for leases" (named beside each). */
 export interface LeaseEvents {
-  /** rl_lease_refills_total{level} */
-  refilled?(granted: number): void;
-  /** rl_lease_units_returned_total{level} */
-  returned?(units: number): void;
-  /** rl_lease_units_lapsed_total{policy_id,reason} */
-  lapsed?(units: number, reason: LapseReason): void;
-  /** rl_counter_store_errors_total; logged by LeaseFailureLog. */
-  failed?(kind: LeaseFailureKind): void;
-  /** rl_lease_parent_wait_seconds */
-  waited?(seconds: number): void;
+  refilled?(granted: number): void; // rl_lease_refills_total{level}
+  returned?(units: number): void; // rl_lease_units_returned_total{level}
+  lapsed?(units: number, reason: LapseReason): void; // rl_lease_units_lapsed_total{policy_id,reason}
+  failed?(kind: LeaseFailureKind): void; // rl_counter_store_errors_total
+  waited?(seconds: number): void; // rl_lease_parent_wait_seconds
 }
