@@ -20,9 +20,7 @@ export class SpendRate {
   /** Units spent in the span ending at `now`. */
   total(now: number): number {
     this.roll(now);
-    let sum = 0;
-    for (const c of this.counts) sum += c;
-    return sum;
+    return this.counts.reduce((sum, c) => sum + c, 0);
   }
 
   private roll(now: number): void {

@@ -19,15 +19,8 @@ export class ParentShortage {
   /** The parent's timing counted down to `now`; undefined once its retry_after has passed (ask again). */
   at(key: string, now: number): RefusalTiming | undefined {
     const short = this.until.get(key);
-    if (short === undefined) return undefined;
-    if (short.retryAt <= now) {
-      this.until.delete(key);
-      return undefined;
-    }
+    if (short !== undefined && short.retryAt <= now) this.until.delete(key);
+    if (short === undefined || short.retryAt <= now) return undefined;
     return { retryAfterMs: Math.ceil(short.retryAt - now), resetAfterMs: Math.max(0, Math.ceil(short.resetAt - now)) };
-  }
-
-  forget(key: string): void {
-    this.until.delete(key);
   }
 }

@@ -9,10 +9,7 @@ interface Batch {
   spendBy: LocalMs;
 }
 
-/**
- * A holder's unspent units in this process's memory. Spent oldest deadline first; units whose spendBy
- * has come lapse. Usually one batch, two while a refill lands before the previous one is spent.
- */
+/** A holder's unspent units: spent oldest deadline first; usually one batch, two while a refill lands. */
 export class ProcessUnitPool {
   private batches: Batch[] = [];
 
@@ -50,8 +47,7 @@ export class ProcessUnitPool {
 
   refund(units: number, now: LocalMs): number {
     this.dropLapsed(now);
-    // Into the newest window's units (a bucket's: any), never above what was granted into a batch,
-    // so no refund adds units the parent did not give. What does not fit has lapsed.
+    // Into the newest window's units (a bucket's: any), never above what a batch was granted: what does not fit lapsed.
     const tag = this.batches[this.batches.length - 1]?.windowTag;
     let left = units;
     for (let i = this.batches.length - 1; i >= 0 && left > 0; i--) {

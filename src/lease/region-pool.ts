@@ -1,31 +1,7 @@
 import type { StoreMs } from '../counters/counter-store.js';
 
-/**
- * A region's units of one `budget: "global"` counter, kept in the region's store by
- * `lua/lease_pool.lua` (its header documents every operation and reply field), so every server of the
- * region spends from the same units and decisions stay exact against them.
- */
-export interface PoolAnswer {
-  spent: boolean;
-  /** Live units after the operation; take: the units taken; drain: taken out; refund: taken back. */
-  left: number;
-  /** spend, take: > 0 refused, until the parent may admit again. */
-  retryAfterMs: number;
-  /** This caller holds the region's refill lock: it refills now. */
-  lock: boolean;
-  recent: number;
-  /** -1 before the first take. */
-  parentRemaining: number;
-  lapsed: number;
-  down: boolean;
-  resetAfterMs: number;
-  /** The newest units' tag (take: the units taken's; drain: what they go back by); null for none. */
-  tag: number | null;
-  storeNow: StoreMs;
-  waiting: number;
-  /** spend, take: the refill this decision now waits for (pass it with its next look); 0: it does not wait. */
-  waitsFor: number;
-}
+/** The script's reply: `left` the live units, or take's units taken, drain's taken out, refund's taken back; `tag` null for none. */
+export type PoolAnswer = ReturnType<typeof parsePoolReply>;
 
 /** The pool's key: beside the counter's keys, in the same hash slot (its `{tag}`). */
 export function poolKey(counterKey: string): string {
@@ -38,14 +14,12 @@ export type RegionPoolStore = Pick<RegionPool, 'spend' | 'add' | 'fail' | 'drain
 /** What a refill brings to the pool. */
 export interface PoolGrant {
   units: number;
-  /** By the region store's clock. */
   expiresAt: StoreMs;
-  /** The grant's tag (Grant.windowTag). */
   tag: number;
   /** The tag is a window's (units of another window lapse), not a bucket's. */
   window: boolean;
   parentRemaining: number;
-  /** > 0: the parent admits no more for this long; 0: it may. */
+  /** > 0: the parent admits no more for this long. */
   retryAfterMs: number;
   asked: number;
 }
@@ -60,18 +34,15 @@ function tagArg(tag: number | null): string {
   return tag === null ? '' : String(tag);
 }
 
-/** The pool's operations as ARGV of the pool script, and its replies as PoolAnswers. */
+/**
+ * A region's units of one `budget: "global"` counter, kept in the region's store by `lua/lease_pool.lua`
+ * (its header documents every operation and reply field), so every server of the region spends from the
+ * same units. `now`: tests only, an explicit time instead of the store's TIME.
+ */
 export class RegionPool {
-  /** `now`: tests only, an explicit time instead of the store's TIME. */
-  constructor(
-    private readonly store: LeasePoolScript,
-    private readonly now?: () => number,
-  ) {}
+  constructor(private readonly store: LeasePoolScript, private readonly now?: () => number) {}
 
-  /**
-   * spend: `cost` units, all or nothing; take: up to `cost` (a process lease below). `fresh`: a
-   * decision's first look (its demand counts once). `waitsFor`: as its last look answered.
-   */
+  /** spend: `cost` units, all or nothing; take: up to `cost`. `fresh`: a decision's first look (its demand counts once). */
   spend(
     key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh = true, op: 'spend' | 'take' = 'spend', waitsFor = 0,
   ): Promise<PoolAnswer> {
@@ -109,7 +80,7 @@ export class RegionPool {
   }
 }
 
-function parsePoolReply(reply: unknown): PoolAnswer {
+function parsePoolReply(reply: unknown) {
   if (!Array.isArray(reply) || reply.length !== 13) throw new Error(`unexpected lease_pool reply ${JSON.stringify(reply)}`);
   const n = (i: number) => {
     const value = Number(reply[i]);
@@ -117,7 +88,8 @@ function parsePoolReply(reply: unknown): PoolAnswer {
     return value;
   };
   const [spent, left, retryAfterMs, lock, recent, parentRemaining, lapsed, down, resetAfterMs] = reply.slice(0, 9).map((_, i) => n(i));
-  const tag = reply[9] === '' || reply[9] == null ? null : n(9);
+  const tag: number | null = reply[9] === '' || reply[9] == null ? null : n(9);
+  const storeNow: StoreMs = n(10);
   const flags = { spent: spent === 1, lock: lock === 1, down: down === 1 };
-  return { ...flags, left, retryAfterMs, recent, parentRemaining, lapsed, resetAfterMs, tag, storeNow: n(10), waiting: n(11), waitsFor: n(12) };
+  return { ...flags, left, retryAfterMs, recent, parentRemaining, lapsed, resetAfterMs, tag, storeNow, waiting: n(11), waitsFor: n(12) };
 }

@@ -16,11 +16,9 @@ import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, toStoreClock, wa
 import type { ClockSample, LapseReason, LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from './types.js';
 
 /**
- * The counter store of a server in a region (docs/distribution.md "How it works"). A `budget: "global"`
- * counter lives in the global store; the region leases its units into a pool in the region's store
- * (lua/lease_pool.lua), which every decision of the region spends from. The region is the holder: its
- * servers share the refill lock, the waiting and the letting go through the pool. Injected stores,
- * pool and clock let the lease simulation run this very code in memory.
+ * The counter store of a server in a region (docs/distribution.md "How it works"): a `budget: "global"`
+ * counter's units are leased into a pool in the region's store (lua/lease_pool.lua), which the region's
+ * servers spend from, refill and let go together. Injected stores and clock: the simulation runs this code.
  */
 export interface RegionStoreOptions<Regional extends RegionSideStore = RedisCounterStore> {
   regional: Regional;
@@ -46,24 +44,20 @@ const WAIT_POLL_MS = 2;
 /** A global budget's spec whose algorithm leases. */
 type GlobalRateSpec = RateSpec & { global: GlobalBudget & { lease: CompiledLease } };
 
-function isLeased(spec: RateSpec): spec is GlobalRateSpec {
-  return spec.global?.lease !== undefined;
-}
+const isLeased = (spec: RateSpec): spec is GlobalRateSpec => spec.global?.lease !== undefined;
 
-type Leased = { keys: string[]; spec: GlobalRateSpec };
+/** A leased counter: its pool's key, its keys, its spec. */
+type Leased = { key: string; keys: string[]; spec: GlobalRateSpec };
 type Tracked = Leased & { lastUsed: LocalMs };
 
 /** A server's (or a sidecar's) store with regions configured. */
-export function connectRegionCounterStore(options: {
-  counterStoreAddr: string;
-  counterStoreTimeoutMs: number;
-  region: RegionConfig;
-  maxWaitMs: number;
-  events?: (policyId: string) => LeaseEvents;
-}): RegionCounterStore {
+export function connectRegionCounterStore(
+  options: Pick<RegionStoreOptions, 'maxWaitMs' | 'events'> & { counterStoreAddr: string; counterStoreTimeoutMs: number; region: RegionConfig },
+): RegionCounterStore {
   const { region, counterStoreTimeoutMs: regionalTimeoutMs, maxWaitMs, events } = options;
   const regional = connectRedisCounterStore(options.counterStoreAddr, { commandTimeoutMs: regionalTimeoutMs });
-  const global = connectRedisCounterStore(region.globalStoreAddr, { commandTimeoutMs: region.globalTimeoutMs, connectionName: 'rl-global-counter-store' });
+  const connectionName = 'rl-global-counter-store';
+  const global = connectRedisCounterStore(region.globalStoreAddr, { commandTimeoutMs: region.globalTimeoutMs, connectionName });
   const pool = new RegionPool(regional);
   return new RegionCounterStore({ regional, pool, global, globalTimeoutMs: region.globalTimeoutMs, regionalTimeoutMs, maxWaitMs, events });
 }
@@ -73,11 +67,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private readonly global: RegionSideStore;
   private readonly pool: RegionPoolStore;
   private readonly clock: LeaseClock;
-  private readonly lockMs: number;
   private readonly maxWaitMs: number;
   /** Each policy version's hooks, made once. */
   private readonly events = new WeakMap<GlobalBudget, LeaseEvents>();
-  /** This server's name in the refill locks. */
   private readonly token = randomUUID();
   /** Pools this server spent from, by pool key: the sweep and policy changes return their units. */
   private readonly tracked = new Map<string, Tracked>();
@@ -98,7 +90,6 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     this.global = options.global;
     this.pool = options.pool;
     this.clock = options.clock ?? systemClock;
-    this.lockMs = options.globalTimeoutMs + options.regionalTimeoutMs;
     this.maxWaitMs = options.maxWaitMs ?? DEFAULT_LEASE_MAX_WAIT_MS;
     this.takes = new NamedTakes(this.clock);
     const interval = options.sweepIntervalMs ?? 250;
@@ -130,22 +121,14 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     return { allowed: true, remaining: Math.max(0, held.parentRemaining), retryAfterMs: 0, resetAfterMs: held.resetAfterMs };
   }
 
-  /**
-   * A process lease's take: up to `n` units under the pool's tag (a bucket's return then goes only into
-   * the units it came from), spendable until their window ends, a bucket's for the taker's hold.
-   */
+  /** A process lease's take, under the pool's tag: a bucket's return then goes only into the units it came from. */
   async take(keys: string[], spec: RateSpec, n: number, nowMs?: number, named?: NamedTake): Promise<LeaseCounterResult> {
     if (!isLeased(spec)) return this.storeOf(spec).take(keys, spec, n, nowMs, named);
     const answer = await this.fromPool('take', keys, spec, n);
-    const window = spec.global.lease.shape === 'window';
     const timing = answer.spent ? { retryAfterMs: 0, resetAfterMs: answer.resetAfterMs } : await this.refusal(keys, spec, answer);
-    return {
-      ...leaseAnswer(answer, answer.spent ? answer.left : 0, 0),
-      allowed: answer.spent,
-      ...timing,
-      windowTag: answer.tag ?? 0,
-      windowLeftMs: !answer.spent ? 0 : window ? answer.resetAfterMs : (named?.holdMs ?? 0),
-    };
+    const spendMs = spec.global.lease.shape === 'window' ? answer.resetAfterMs : (named?.holdMs ?? 0);
+    const taken = { units: answer.spent ? answer.left : 0, windowTag: answer.tag ?? 0, windowLeftMs: answer.spent ? spendMs : 0 };
+    return { ...leaseAnswer(answer, 0, 0), allowed: answer.spent, ...timing, ...taken };
   }
 
   /** A process lease's return: into the pool's live units of the same tag; a window's the pool no longer takes, on to the global counter. */
@@ -153,11 +136,10 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     if (!isLeased(spec)) return this.storeOf(spec).giveBack(keys, spec, units, windowTag, nowMs);
     const answer = await this.pool.refund(poolKey(keys[0]), units, { tag: windowTag });
     this.lapsed(spec.global, answer.lapsed);
-    let passedOn = 0;
     // A bucket's tag names the pool's units, not the global counter's: those stay lapsed (the caller counts them).
-    if (units > answer.left && spec.global.lease.shape === 'window' && windowTag !== null) {
-      passedOn = (await this.giveToGlobal({ keys, spec }, units - answer.left, windowTag)) ?? 0;
-    }
+    const passOn = units > answer.left && spec.global.lease.shape === 'window' && windowTag !== null;
+    const counter = { key: poolKey(keys[0]), keys, spec };
+    const passedOn = passOn ? ((await this.giveToGlobal(counter, units - answer.left, windowTag)) ?? 0) : 0;
     return { ...leaseAnswer(answer, answer.left + passedOn, units - answer.left - passedOn), windowTag: windowTag ?? 0 };
   }
 
@@ -188,7 +170,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   /** The pools whose policy is gone or compiles to another spec go back, under the limit they were taken for. */
   async policiesChanged(current: (policyId: string) => { spec: unknown } | undefined): Promise<void> {
     const changed = [...this.tracked].filter(([, t]) => current(t.spec.global.policyId)?.spec !== t.spec);
-    await Promise.all(changed.map(([key, t]) => this.returnUnits(key, t, 0)));
+    await Promise.all(changed.map(([, t]) => this.returnUnits(t, 0)));
   }
 
   /** Drain: the pools this server spent from go back, so the region's last server leaves none held. */
@@ -196,7 +178,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     this.lettingGo ??= (async () => {
       this.closed = true;
       if (this.sweeper !== undefined) this.clock.clearTimer(this.sweeper);
-      await Promise.all([...[...this.tracked].map(([key, t]) => this.returnUnits(key, t, 0)), this.reclaimUnanswered()]);
+      await Promise.all([...[...this.tracked.values()].map((t) => this.returnUnits(t, 0)), this.reclaimUnanswered()]);
     })();
     return this.lettingGo;
   }
@@ -214,13 +196,12 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private async refusal(keys: string[], spec: GlobalRateSpec, answer: PoolAnswer): Promise<RefusalTiming> {
     const key = poolKey(keys[0]);
     const pool = { retryAfterMs: answer.retryAfterMs, resetAfterMs: answer.retryAfterMs };
-    const known = this.shortage.at(key, this.clock.now());
-    if (known) return longer(known, pool);
-    if (this.maxWaitMs <= 0) return pool;
-    const peek = await Promise.race([this.global.peek(keys, spec).catch(() => undefined), this.sleep(this.maxWaitMs)]);
-    if (peek === undefined) return pool;
-    this.shortage.note(key, peek, this.clock.now());
-    return longer(peek, pool);
+    let parent: RefusalTiming | void = this.shortage.at(key, this.clock.now());
+    if (!parent && this.maxWaitMs > 0) {
+      parent = await Promise.race([this.global.peek(keys, spec).catch(() => undefined), this.sleep(this.maxWaitMs)]);
+      if (parent) this.shortage.note(key, parent, this.clock.now());
+    }
+    return parent ? longer(parent, pool) : pool;
   }
 
   /**
@@ -230,17 +211,23 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private async fromPool(op: 'spend' | 'take', keys: string[], spec: GlobalRateSpec, cost: number): Promise<PoolAnswer> {
     const key = poolKey(keys[0]);
     const { maxHoldMs } = spec.global.lease;
+    const lockMs = this.options.globalTimeoutMs + this.options.regionalTimeoutMs;
     let waitingSince: LocalMs | undefined;
     let waitsFor = 0;
     for (;;) {
-      const answer = await this.pool.spend(key, cost, this.lockMs, this.token, maxHoldMs, waitingSince === undefined, op, waitsFor);
+      const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined, op, waitsFor);
       // Per answer, not per server: a regional Redis Cluster's pools live on nodes whose clocks differ.
       const sample: ClockSample = { storeNow: answer.storeNow, localAt: this.clock.now() };
-      this.track(key, keys, spec);
+      const counter = this.track(key, keys, spec);
       this.lapsed(spec.global, answer.lapsed);
-      // With the lock, refill: for the cost the pool could not pay (a process lease's take: either way).
-      const waiting = answer.spent && op === 'spend' ? 0 : cost;
-      const refill = answer.lock ? this.startRefill(key, { keys, spec }, answer, sample, waiting) : this.refills.get(key);
+      if (answer.lock) {
+        // For the cost the pool could not pay (a process lease's take: either way).
+        const started: Promise<void> = this.refill(counter, answer, sample, answer.spent && op === 'spend' ? 0 : cost).finally(() => {
+          if (this.refills.get(key) === started) this.refills.delete(key);
+        });
+        this.refills.set(key, started);
+      }
+      const refill = this.refills.get(key);
       const done = answer.spent || answer.retryAfterMs > 0;
       if (done || (answer.down && !answer.lock)) {
         this.waited(spec.global, waitingSince);
@@ -259,24 +246,15 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     }
   }
 
-  private startRefill(key: string, counter: Leased, seen: PoolAnswer, sample: ClockSample, waiting: number): Promise<void> {
-    const refill = this.refill(key, counter, seen, sample, waiting).finally(() => {
-      if (this.refills.get(key) === refill) this.refills.delete(key);
-    });
-    this.refills.set(key, refill);
-    return refill;
-  }
-
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => this.clock.setTimer(resolve, ms));
   }
 
   /** Takes a chunk from the global counter into the pool (this server holds the lock). Never rejects. */
-  private async refill(key: string, counter: Leased, seen: PoolAnswer, sample: ClockSample, waiting: number): Promise<void> {
-    const { global: budget } = counter.spec;
+  private async refill(counter: Leased, seen: PoolAnswer, sample: ClockSample, waiting: number): Promise<void> {
+    const { key, spec: { global: budget } } = counter;
     const parentRemaining = seen.parentRemaining < 0 ? Infinity : seen.parentRemaining;
-    // The region's waiting decisions, but no more than the parent had left: asking for more gets nothing
-    // more, and the parent's retry_after for it would pause the pool longer.
+    // What the region's decisions wait for, but not more than the parent had left (it would pause the pool longer).
     const waitingAll = Math.max(waiting, Math.min(seen.waiting, parentRemaining));
     const asked = chunkSize({ recent: seen.recent, waiting: waitingAll, maxUnits: Infinity, parentRemaining });
     if (asked === 0) return this.unlock(key, 0);
@@ -295,8 +273,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     if (grant.outcome === 'late') return this.unlock(key, 0);
     this.on(budget).refilled?.(grant.granted);
     this.shortage.note(key, grant, this.clock.now());
-    // Short (less than asked, or its last units): the parent admits no more until its retry_after, or for
-    // at most max_hold (other regions may give units back before the window ends).
+    // Short (less than asked, or its last units): no more until its retry_after, at most max_hold (others may give back).
     const short = grant.granted < asked || grant.retryAfterMs > 0;
     const { maxHoldMs, shape } = budget.lease;
     const retryAfterMs = short ? Math.max(1, Math.min(grant.retryAfterMs, maxHoldMs)) : 0;
@@ -315,10 +292,11 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     await this.pool.fail(key, this.token, downMs).catch(() => undefined);
   }
 
-  private track(key: string, keys: string[], spec: GlobalRateSpec): void {
-    const known = this.tracked.get(key);
-    if (known && known.spec === spec) known.lastUsed = this.clock.now();
-    else this.tracked.set(key, { keys, spec, lastUsed: this.clock.now() });
+  private track(key: string, keys: string[], spec: GlobalRateSpec): Tracked {
+    let tracked = this.tracked.get(key);
+    if (tracked?.spec === spec) tracked.lastUsed = this.clock.now();
+    else this.tracked.set(key, (tracked = { key, keys, spec, lastUsed: this.clock.now() }));
+    return tracked;
   }
 
   private parentOf({ keys, spec }: Leased): LeaseParent {
@@ -340,9 +318,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
           this.takes.retry(take);
         }
       }),
-    ).then(() => {
-      this.reclaiming = undefined;
-    });
+    ).then(() => (this.reclaiming = undefined));
     return this.reclaiming;
   }
 
@@ -362,7 +338,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       for (const [key, tracked] of this.tracked) {
         const idleMs = tracked.spec.global.lease.maxHoldMs;
         if (now - tracked.lastUsed < idleMs) continue;
-        await this.returnUnits(key, tracked, idleMs);
+        await this.returnUnits(tracked, idleMs);
         // Forgotten: this server spends from it again only if a decision comes.
         this.tracked.delete(key);
       }
@@ -371,9 +347,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   }
 
   /** Drains the pool (if unspent for `idleMs`) and gives its units back to the global counter. */
-  private async returnUnits(key: string, counter: Leased, idleMs: number): Promise<void> {
+  private async returnUnits(counter: Leased, idleMs: number): Promise<void> {
     const { global: budget } = counter.spec;
-    const drained = await this.pool.drain(key, idleMs, budget.lease.shape === 'window').catch((error: unknown) => {
+    const drained = await this.pool.drain(counter.key, idleMs, budget.lease.shape === 'window').catch((error: unknown) => {
       // Unanswered: the units stay in the pool (the next drain, or their expiry, counts them).
       this.failed(budget, 'drain', error);
     });
@@ -381,8 +357,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     this.lapsed(budget, drained.lapsed);
     if (!drained.spent || drained.left <= 0) return;
     const back = await this.giveToGlobal(counter, drained.left, drained.tag);
-    if (back === undefined) this.lapsed(budget, drained.left, 'parent_unreachable');
-    else this.lapsed(budget, drained.left - back);
+    this.lapsed(budget, drained.left - (back ?? 0), back === undefined ? 'parent_unreachable' : undefined);
   }
 
   /** Answers how many went back; undefined when the global store could not be reached (counted and logged). */

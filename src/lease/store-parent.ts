@@ -5,18 +5,13 @@ import type { Grant, LeaseClock, LeaseParent, LocalMs, NamedTakeLimits, Reclaime
 /** The algorithms a capacity lease supports (CONTRACT: not sliding_window_log, not concurrency). */
 export type LeasedSpec = Exclude<RateSpec, { type: 'sliding_window_log' }>;
 
+type ParentStore = Required<Pick<CounterStore, 'take' | 'giveBack'>> & Pick<CounterStore, 'peek' | 'reclaim'>;
+
 /**
- * A counter in a CounterStore as a lease parent: each operation one call of the policy's own script
- * (lua/includes/mode.lua, lua/includes/lease.lua). A store without `reclaim` (a region's pool) names no
- * takes. `holdMs`: the holder's max_hold, how long a bucket's units may stay out of it.
+ * A counter in a CounterStore as a lease parent, one script call per operation (lua/includes/lease.lua);
+ * a store without `reclaim` (a region's pool) names no takes. `holdMs`: the holder's max_hold.
  */
-export function storeParent(
-  store: Required<Pick<CounterStore, 'take' | 'giveBack'>> & Pick<CounterStore, 'peek' | 'reclaim'>,
-  keys: string[],
-  spec: LeasedSpec,
-  clock: LeaseClock,
-  holdMs: number,
-): LeaseParent {
+export function storeParent(store: ParentStore, keys: string[], spec: LeasedSpec, clock: LeaseClock, holdMs: number): LeaseParent {
   const reclaim = store.reclaim?.bind(store);
   const parent: LeaseParent = {
     async take(n: number, named?: NamedTakeLimits): Promise<Grant> {
@@ -40,10 +35,7 @@ export function storeParent(
   return parent;
 }
 
-/**
- * A take's answer as a Grant, the tag as the store answered it. The store ran no earlier than the take
- * was sent, so what it said was left to spend, counted from the send, ends no later by this clock.
- */
+/** The tag as the store answered it; spendable from the send for what the store said (it ran no earlier). */
 function grantOf(answer: LeaseCounterResult, sentAt: LocalMs): Grant {
   return {
     granted: answer.units,

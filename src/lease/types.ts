@@ -2,8 +2,7 @@ import type { LeaseShape } from '../counters/counter-spec.js';
 import type { CounterResult, StoreMs } from '../counters/counter-store.js';
 import type { LeaseFailureKind } from './failures.js';
 
-/** The pieces of a capacity lease (CONTRACT "Capacity lease: the mechanism"), shared by its two levels. */
-
+/** A decision's answer: at once, or after a wait for a refill. */
 export type MaybePromise<T> = T | Promise<T>;
 
 /** An instant by this process's clock (LeaseClock.now); softly branded, as StoreMs, so the two never mix. */
@@ -22,16 +21,14 @@ export function toStoreClock(at: LocalMs, sample: ClockSample): StoreMs {
 
 /** What one take from the parent answered. */
 export interface Grant {
-  /** Units taken: min(asked, what the parent could admit then); possibly 0. */
+  /** min(asked, what the parent could admit then); possibly 0. */
   granted: number;
-  /** What the parent can still admit after this take (units held by holders count as used). */
   remaining: number;
   /** How long the parent admits no more: the rest when it granted less than asked, else one more unit. */
   retryAfterMs: number;
   resetAfterMs: number;
   /** What a return names: the window (period, sub-window) of the units; a bucket's, the StoreMs they must be back by. */
   windowTag: number;
-  /** When these units may no longer be spent. */
   spendBy: LocalMs;
   /** The parent's clock when the take ran: a sample for the deadlines of later takes. */
   parentNow: StoreMs;
@@ -39,7 +36,6 @@ export interface Grant {
   outcome: 'done' | 'late' | 'repeat' | 'reclaimed';
 }
 
-/** A named take's limits (LeaseParent.take). */
 export interface NamedTakeLimits {
   /** Unique per take (1 to 128 characters): asked again, the parent answers the recorded grant. */
   takeId?: string;
@@ -47,10 +43,8 @@ export interface NamedTakeLimits {
   deadline?: StoreMs;
 }
 
-/** What a reclaim answered. */
 export interface Reclaimed {
   returned: number;
-  /** Units the take took that could not go back (window ended, hold passed, bucket full). */
   lapsed: number;
   /** `repeat`: given back by an earlier reclaim; `ahead`: the take has not run, and now takes nothing if it comes. */
   outcome: 'done' | 'repeat' | 'ahead';
@@ -71,9 +65,8 @@ export interface LeaseParent {
 
 export interface Spend {
   spent: boolean;
-  /** Spendable units left after this call. */
   left: number;
-  /** Units past their spendBy, dropped by this call. */
+  /** Units past their spendBy, dropped now. */
   lapsed: number;
 }
 
@@ -94,14 +87,8 @@ export interface LeaseClock {
 /** Monotonic: a wall clock stepped back would let a window's units be spent after it ended. */
 export const systemClock: LeaseClock = {
   now: () => performance.now(),
-  setTimer(callback, ms) {
-    const timer = setTimeout(callback, ms);
-    timer.unref();
-    return timer;
-  },
-  clearTimer(handle) {
-    clearTimeout(handle as NodeJS.Timeout);
-  },
+  setTimer: (callback, ms) => setTimeout(callback, ms).unref(),
+  clearTimer: (handle) => clearTimeout(handle as NodeJS.Timeout),
 };
 
 /** Why units that left a parent were neither admitted nor given back (CONTRACT "Loss is bounded and counted"). */
@@ -119,7 +106,6 @@ export const DEFAULT_LEASE_MAX_WAIT_MS = 100;
 export interface UnitHolders {
   /** Lets go of the units of every counter whose policy is no longer `current(policyId)`. */
   policiesChanged(current: (policyId: string) => { spec: unknown } | undefined): void | Promise<void>;
-  /** Drain: every unspent unit goes back to its parent. */
   letGoAll(): Promise<void>;
 }
 
