@@ -73,7 +73,7 @@ if taking then
     redis.call('HSET', key, 'x', fmt(empty_at), 'a', fmt(level), 'u', fmt(now))
     expire_in(key, empty_at)
   end
-  return lease_reply(granted > 0, math.max(0, math.floor(capacity - level)), retry, empty_at - now, granted, now, 0)
+  return lease_reply(granted > 0, math.max(0, math.floor(capacity - level)), retry, empty_at - now, granted, 0, 0)
 end
 if peeking and level + cost <= capacity then
   return reply(true, math.max(0, math.floor(capacity - level)), 0, empty_at - now)

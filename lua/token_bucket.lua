@@ -72,7 +72,7 @@ if taking then
     redis.call('HSET', key, 'x', fmt(full_at), 'a', fmt(tokens), 'u', fmt(now))
     expire_in(key, full_at)
   end
-  return lease_reply(granted > 0, math.floor(tokens), retry, full_at - now, granted, now, 0)
+  return lease_reply(granted > 0, math.floor(tokens), retry, full_at - now, granted, 0, 0)
 end
 if peeking and tokens >= cost then
   return reply(true, math.floor(tokens), 0, full_at - now)

@@ -23,8 +23,9 @@
 -- the expired, then the least recently written.
 --
 -- Every answer: {allowed, remaining, retry_after_ms, reset_after_ms, units (taken, or given back),
--- tag (of the window, quota period or sub-window the units belong to; a bucket's take: its instant;
--- a bucket's give: 0), ms until that window ends (0 for the buckets), now (this clock, epoch ms),
+-- tag (of the window, quota period or sub-window the units belong to; a bucket's take: the instant its
+-- units must be back by, the take's plus the hold; a bucket's give: 0), ms the units may still be spent
+-- (until their window ends; a bucket's take: what is left of the hold), now (this clock, epoch ms),
 -- outcome (0 done, 1 late, 2 repeat, 3 reclaimed, 4 ahead), units lapsed (give, reclaim)}.
 -- Port of src/counters/named-takes.ts: change both together.
 -- @include "slot"
@@ -146,14 +147,18 @@ end
 
 local function lease_reply(allowed, remaining, retry_after, reset_after, units, tag, window_left)
   local lapsed = 0
+  if taking and lease_shape == 'bucket' then
+    -- The one place a bucket's back-by instant is made: its units go back, and are spent, within the hold.
+    tag = now + hold
+    window_left = hold
+  end
   if taking and outcome == DONE and take_id then
-    local give_by = tag
-    if lease_shape == 'bucket' then
-      give_by = now + hold
-    end
-    write_entry(math.max(now + window_left, give_by), 'g:' .. fmt(units) .. ':' .. fmt(tag) .. ':' .. fmt(give_by))
+    -- A reclaim gives back under the take's own tag (the entry keeps both fields, as older scripts read them).
+    write_entry(math.max(now + window_left, tag), 'g:' .. fmt(units) .. ':' .. fmt(tag) .. ':' .. fmt(tag))
   elseif taking and outcome == REPEAT then
-    if recorded.b ~= tag then
+    if lease_shape == 'bucket' then
+      window_left = math.max(0, recorded.b - now)
+    elseif recorded.b ~= tag then
       -- Its window has ended.
       window_left = 0
     end

@@ -11,10 +11,10 @@
 --            them all (0 while the counter admits one more): how long the counter admits no more
 --   give     window-checked return of ARGV[3] units; ARGV[#ARGV] is the tag: a refund made only while
 --            the window (quota period, sub-window) <tag> that a take answered is still the current
---            one; the units of a window that has ended have lapsed and go nowhere. Buckets: a take's
---            tag is the instant it ran (this clock), a give's tag the instant the units had to be back
---            by (the taker adds its max_hold): a refund made only before then, since units back later
---            would join the tokens the bucket refilled meanwhile (src/lease)
+--            one; the units of a window that has ended have lapsed and go nowhere. Buckets: the tag is
+--            the instant (this clock) the units must be back by, the take's plus the taker's hold
+--            (include "lease"): a refund made only before then, since units back later would join the
+--            tokens the bucket refilled meanwhile (src/lease)
 --   reclaim  gives back what a named take took (include "lease"); ARGV[3] is ignored
 -- Port of `mode` in src/counters/emulator/mode.ts: change both together.
 local operation = ARGV[2]

@@ -1,5 +1,11 @@
 import type { LeaseSpec, RateSpec } from './counter-spec.js';
 
+/**
+ * An instant by a counter store's clock (epoch ms, Redis TIME), as its answers tell. Branded softly: a
+ * plain number is one, but an instant of a holder's own clock (LocalMs, src/lease/types.ts) is not.
+ */
+export type StoreMs = number & { readonly clock?: 'store' };
+
 /** The outcome of one atomic counter operation; durations in whole milliseconds. */
 export interface CounterResult {
   /** consume/acquire: admitted. release: a lease was found and removed. */
@@ -30,28 +36,31 @@ export type LeaseOutcome = 'done' | 'late' | 'repeat' | 'reclaimed' | 'ahead';
 export interface NamedTake {
   /** Recorded with what the take took, in the counter's take ledger (keys.ts takesKey): asked again, the take answers the same and takes nothing more; `reclaim` gives it back. 1 to 128 characters. */
   takeId?: string;
-  /** The last instant, by the store's clock (epoch ms), the take may run; later it takes nothing (`late`). */
-  deadline?: number;
-  /** Buckets: how long the taker may hold the units (its max_hold), after which a reclaim finds them lapsed. */
+  /** The last instant, by the store's clock, the take may run; later it takes nothing (`late`). */
+  deadline?: StoreMs;
+  /** Buckets: how long the taker may hold the units (its max_hold; default 0): they must be back by the take's instant plus this. */
   holdMs?: number;
 }
 
 /** A reclaim names a take, and that take's deadline, until which its tombstone refuses the take if the reclaim came first. */
 export interface TakeReclaim {
   takeId: string;
-  deadline?: number;
+  deadline?: StoreMs;
 }
 
 /** The answer to a lease operation: a CounterResult and what a holder needs (src/lease). */
 export interface LeaseCounterResult extends CounterResult {
   /** Units taken (partial take: at most the `n` asked, possibly 0) or given back (the rest lapsed). */
   units: number;
-  /** The window start, quota period start or sub-window index the units belong to; 0 for the buckets. */
+  /**
+   * What a give of these units names: the window start, quota period start or sub-window index they
+   * belong to; a bucket's take, the instant (StoreMs) they must be back by (its instant plus `holdMs`).
+   */
   windowTag: number;
-  /** ms until that window (period, sub-window) ends, by the store's clock; 0 for the buckets (and for a repeated take whose window has ended). */
+  /** ms the units may still be spent: until their window (period, sub-window) ends; a bucket's, what is left of the hold. */
   windowLeftMs: number;
-  /** The store's clock when the operation ran (epoch ms): what a holder samples to set its takes' deadlines. */
-  storeNow: number;
+  /** The store's clock when the operation ran: what a holder samples to set its takes' deadlines. */
+  storeNow: StoreMs;
   outcome: LeaseOutcome;
   /** give, reclaim: units that did not go back (their window ended, a bucket's hold passed, or the bucket was full). */
   lapsed: number;
@@ -90,16 +99,16 @@ export interface CounterStore {
    * Capacity leases (src/lease), in the algorithm's own script: takes min(`n`, what the counter admits
    * now) units, possibly none; `retryAfterMs` is that of a refused consume of `n` when less was granted,
    * and when all `n` were, that of a consume of one more unit (0 while the counter admits one more).
-   * `windowTag`: the window (period, sub-window) the units belong to; buckets: when the take ran (this
-   * store's clock). `named`: a deadline, and an id that makes the take answerable again and reclaimable
-   * (NamedTake); `storeNow` answers this store's clock, from which a taker sets its deadlines.
+   * `windowTag`: what a give of the units names (LeaseCounterResult). `named`: a deadline, an id that
+   * makes the take answerable again and reclaimable, and a bucket's hold (NamedTake); `storeNow` answers
+   * this store's clock, from which a taker sets its deadlines.
    */
   take?(keys: string[], spec: RateSpec, n: number, nowMs?: number, named?: NamedTake): Promise<LeaseCounterResult>;
   /**
    * Gives back `units` a take answered with `windowTag`, only while that window (period, sub-window)
    * is the current one; otherwise they lapsed (`units` of the answer: how many went back).
-   * Buckets: `windowTag` is the instant (this store's clock) they had to be back by, the take's tag plus
-   * the taker's max_hold; an ordinary refund before it, nothing from then on (null: nothing).
+   * Buckets: `windowTag` is the instant they had to be back by; an ordinary refund before it, nothing
+   * from then on (null: nothing).
    */
   giveBack?(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult>;
   /**

@@ -102,13 +102,18 @@ export function finishLeaseOp(
   p: PreparedLeaseOp, answer: LeaseCounterResult, now: number, shape: 'window' | 'bucket', slot: LedgerSlot,
 ): LeaseCounterResult {
   let lapsed = 0;
+  if (p.op === 'take' && shape === 'bucket') {
+    // The one place a bucket's back-by instant is made: its units go back, and are spent, within the hold.
+    answer.windowTag = now + p.holdMs;
+    answer.windowLeftMs = p.holdMs;
+  }
   if (p.op === 'take' && p.outcome === 'done' && p.takeId !== undefined) {
-    const giveBy = shape === 'bucket' ? now + p.holdMs : answer.windowTag;
-    writeEntry(slot, p, Math.max(now + answer.windowLeftMs, giveBy), 'g', answer.units, answer.windowTag, giveBy, now);
+    writeEntry(slot, p, Math.max(now + answer.windowLeftMs, answer.windowTag), 'g', answer.units, answer.windowTag, answer.windowTag, now);
   } else if (p.op === 'take' && p.outcome === 'repeat') {
     const recorded = p.recorded!;
+    if (shape === 'bucket') answer.windowLeftMs = Math.max(0, recorded.b - now);
     // Its window has ended.
-    if (recorded.b !== answer.windowTag) answer.windowLeftMs = 0;
+    else if (recorded.b !== answer.windowTag) answer.windowLeftMs = 0;
     answer.units = recorded.a;
     answer.windowTag = recorded.b;
     answer.allowed = answer.units > 0;

@@ -1,9 +1,4 @@
-/**
- * The chunk rule (CONTRACT "Chunk size adapts"): a holder asks for about what it spent over the last
- * max_hold, at least the cost of the decisions waiting on it, at most max_units, and never more than
- * half of what the parent can still admit. Near the limit a chunk shrinks to the waiting cost itself,
- * so leasing converges to exact answers.
- */
+/** The chunk rule (CONTRACT "Chunk size adapts"): near the limit a chunk shrinks to the waiting cost, so answers converge to exact. */
 
 /** Units spent over the last `spanMs`, in SLOTS time slots (cheap per decision: one add, no allocation). */
 export class SpendRate {
@@ -25,9 +20,7 @@ export class SpendRate {
   /** Units spent in the span ending at `now`. */
   total(now: number): number {
     this.roll(now);
-    let sum = 0;
-    for (const c of this.counts) sum += c;
-    return sum;
+    return this.counts.reduce((sum, c) => sum + c, 0);
   }
 
   private roll(now: number): void {
@@ -42,14 +35,14 @@ export class SpendRate {
 export interface ChunkInputs {
   /** Units spent over the last max_hold. */
   recent: number;
-  /** Sum of the costs of the decisions waiting for units (0 for a refill ahead). */
+  /** The costs of the decisions waiting for units (0 for a refill ahead). */
   waiting: number;
   maxUnits: number;
   /** What the parent could still admit at its last answer (Infinity before the first). */
   parentRemaining: number;
 }
 
-/** Units to ask the parent for; 0 means: do not refill ahead now. */
+/** About what was spent lately, at most max_units and half of what the parent has left, at least what waits; 0: no refill ahead. */
 export function chunkSize({ recent, waiting, maxUnits, parentRemaining }: ChunkInputs): number {
   const wanted = Math.min(Math.max(recent, 1), maxUnits, Math.floor(parentRemaining / 2));
   return Math.max(wanted, waiting);

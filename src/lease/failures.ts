@@ -6,10 +6,8 @@ export type LeaseFailureKind = 'refill' | 'drain' | 'give_back';
 const LOG_EVERY_MS = 10_000;
 
 /**
- * The one rule for every lease operation that failed (a refill, a drain of the region's pool, a
- * give-back): counted by its caller (LeaseEvents.failed, and the units it cost as lapsed, with their
- * reason) and logged here, at most once per kind every 10 s with how many failed since, so a partition
- * does not flood the log.
+ * Every lease operation that failed is counted by its caller (LeaseEvents.failed, and the units it cost
+ * as lapsed) and logged here, at most once per kind every 10 s, so a partition does not flood the log.
  */
 export class LeaseFailureLog {
   private readonly last = new Map<LeaseFailureKind, { at: number; since: number }>();
@@ -25,7 +23,8 @@ export class LeaseFailureLog {
     }
     this.last.set(kind, { at: now, since: 0 });
     const message = error instanceof Error ? error.message : String(error);
-    log.warn(`lease ${kind.replace('_', ' ')} failed`, { ...fields, error: message, ...(last && last.since > 0 && { failed_since_last_log: last.since }) });
+    const since = last && last.since > 0 && { failed_since_last_log: last.since };
+    log.warn(`lease ${kind.replace('_', ' ')} failed`, { ...fields, error: message, ...since });
   }
 }
 

@@ -3,13 +3,14 @@ import type { CounterResult } from '../counters/counter-store.js';
 import { chunkSize, SpendRate } from './chunk.js';
 import type { CompiledLease } from '../counters/counter-spec.js';
 import { leaseFailureLog } from './failures.js';
-import { expiredReason, waitTimeout, type LapseReason, type LeaseClock, type LeaseEvents, type LeaseParent, type MaybePromise, type Spend, type UnitPool } from './types.js';
+import type { ProcessUnitPool } from './process-pool.js';
+import { expiredReason, waitTimeout, type LapseReason, type LeaseClock, type LeaseEvents, type LeaseParent, type MaybePromise, type Spend } from './types.js';
 
 export interface LeaseHolderOptions {
   /** The policy's compiled lease (shape, max_units, max_hold). */
   lease: CompiledLease;
   parent: LeaseParent;
-  pool: UnitPool;
+  pool: ProcessUnitPool;
   clock: LeaseClock;
   /** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for a refill before it is refused. */
   maxWaitMs: number;
@@ -46,7 +47,7 @@ interface Waiter {
  */
 export class LeaseHolder {
   private readonly parent: LeaseParent;
-  private readonly pool: UnitPool;
+  private readonly pool: ProcessUnitPool;
   private readonly clock: LeaseClock;
   private readonly events: LeaseEvents;
   private readonly maxUnits: number;
@@ -279,7 +280,7 @@ export class LeaseHolder {
   }
 
   /** Gives `units` back to the parent (window-checked); those it did not take back lapsed. */
-  private async returnUnits(units: number, windowTag: string | null): Promise<void> {
+  private async returnUnits(units: number, windowTag: number | null): Promise<void> {
     try {
       const back = await this.parent.giveBack(units, windowTag);
       if (back > 0) this.events.returned?.(back);

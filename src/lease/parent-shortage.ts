@@ -4,10 +4,8 @@ import type { CounterResult } from '../counters/counter-store.js';
 export type RefusalTiming = Pick<CounterResult, 'retryAfterMs' | 'resetAfterMs'>;
 
 /**
- * What the parent counters said when they last admitted no more, per counter, as deadlines by this
- * server's clock (CONTRACT "Honest refusals": a refusal carries the parent's own retry_after and
- * reset_after, the window's end or the bucket's refill, not the holder's max_hold). Measured from when
- * the answer arrived, so a client told to retry then finds the parent ready (never a retry too early).
+ * What the parent counters said when they last admitted no more, per counter (CONTRACT "Honest
+ * refusals"): counted from when the answer arrived, so a client told to retry then finds them ready.
  */
 export class ParentShortage {
   private readonly until = new Map<string, { retryAt: number; resetAt: number }>();
@@ -21,15 +19,8 @@ export class ParentShortage {
   /** The parent's timing counted down to `now`; undefined once its retry_after has passed (ask again). */
   at(key: string, now: number): RefusalTiming | undefined {
     const short = this.until.get(key);
-    if (short === undefined) return undefined;
-    if (short.retryAt <= now) {
-      this.until.delete(key);
-      return undefined;
-    }
+    if (short !== undefined && short.retryAt <= now) this.until.delete(key);
+    if (short === undefined || short.retryAt <= now) return undefined;
     return { retryAfterMs: Math.ceil(short.retryAt - now), resetAfterMs: Math.max(0, Math.ceil(short.resetAt - now)) };
-  }
-
-  forget(key: string): void {
-    this.until.delete(key);
   }
 }

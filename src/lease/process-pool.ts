@@ -1,32 +1,24 @@
-import type { DrainedUnits, Grant, Spend, UnitPool } from './types.js';
+import type { DrainedUnits, Grant, LocalMs, Spend } from './types.js';
 
 /** Units of one grant still unspent. */
 interface Batch {
   units: number;
   /** Units the parent granted into this batch: refunds never make it hold more (usage never below zero). */
   granted: number;
-  windowTag: string;
-  spendBy: number;
+  windowTag: number;
+  spendBy: LocalMs;
 }
 
-/**
- * A holder's unspent units in this process's memory: the process level's UnitPool, answering at once.
- * Units are spent oldest deadline first; units whose spendBy has come lapse (a window's units never
- * outlive it, a bucket's unit never waits longer than the holder allows). Usually one batch, two while
- * a refill lands before the previous one is spent.
- */
-export class ProcessUnitPool implements UnitPool {
+/** A holder's unspent units: spent oldest deadline first; usually one batch, two while a refill lands. */
+export class ProcessUnitPool {
   private batches: Batch[] = [];
 
-  /**
-   * `bucket`: the tags are the instants the units must be back by, one per take, not windows: a refund
-   * joins any batch, and every live unit goes back by the earliest.
-   */
+  /** `bucket`: the tags are back-by instants, one per take: a refund joins any batch, and all go back by the earliest. */
   constructor(private readonly bucket = false) {}
 
-  spend(cost: number, now: number): Spend {
+  spend(cost: number, now: LocalMs): Spend {
     const lapsed = this.dropLapsed(now);
-    const held = this.held();
+    const held = unitsOf(this.batches);
     if (held < cost) return { spent: false, left: held, lapsed };
     let due = cost;
     for (const batch of this.batches) {
@@ -41,7 +33,7 @@ export class ProcessUnitPool implements UnitPool {
     return { spent: true, left: held - cost, lapsed };
   }
 
-  add(grant: Grant, now: number): void {
+  add(grant: Grant, now: LocalMs): void {
     if (grant.granted <= 0 || grant.spendBy <= now) return;
     const same = this.batches.find((b) => b.windowTag === grant.windowTag && b.spendBy === grant.spendBy);
     if (same) {
@@ -53,11 +45,9 @@ export class ProcessUnitPool implements UnitPool {
     }
   }
 
-  refund(units: number, now: number): number {
+  refund(units: number, now: LocalMs): number {
     this.dropLapsed(now);
-    // A decision's refund joins the newest window's units (a bucket's: any); a batch never holds more than was granted
-    // into it, so no refund adds units the parent did not give (an exact counter's usage never goes
-    // below zero either). What does not fit has lapsed.
+    // Into the newest window's units (a bucket's: any), never above what a batch was granted: what does not fit lapsed.
     const tag = this.batches[this.batches.length - 1]?.windowTag;
     let left = units;
     for (let i = this.batches.length - 1; i >= 0 && left > 0; i--) {
@@ -70,47 +60,34 @@ export class ProcessUnitPool implements UnitPool {
     return units - left;
   }
 
-  available(now: number): number {
-    let held = 0;
-    for (const batch of this.batches) if (batch.spendBy > now) held += batch.units;
-    return held;
+  available(now: LocalMs): number {
+    return unitsOf(this.batches.filter((b) => b.spendBy > now));
   }
 
-  drain(now: number): DrainedUnits {
+  drain(now: LocalMs): DrainedUnits {
     let lapsed = this.dropLapsed(now);
     const newest = this.batches[this.batches.length - 1];
     if (newest === undefined) return { units: 0, windowTag: null, lapsed };
-    let units = 0;
-    let windowTag = newest.windowTag;
-    for (const batch of this.batches) {
-      // Units of an older window than the newest cannot go back to a parent that has moved on.
-      if (this.bucket || batch.windowTag === newest.windowTag) units += batch.units;
-      else lapsed += batch.units;
-      // A bucket's go back by the earliest instant any of them must be back by.
-      if (this.bucket && Number(batch.windowTag) < Number(windowTag)) windowTag = batch.windowTag;
-    }
+    // A bucket's all go back, by the earliest tag; an older window's cannot (the parent has moved on).
+    const back = this.bucket ? this.batches : this.batches.filter((b) => b.windowTag === newest.windowTag);
+    const units = unitsOf(back);
+    lapsed += unitsOf(this.batches) - units;
+    const windowTag = this.bucket ? Math.min(...back.map((b) => b.windowTag)) : newest.windowTag;
     this.batches = [];
     return { units, windowTag, lapsed };
   }
 
-  private held(): number {
-    let held = 0;
-    for (const batch of this.batches) held += batch.units;
-    return held;
-  }
-
-  /**
-   * Drops the batches whose spendBy has come; answers how many units lapsed with them. A bucket's too:
-   * given back later than max_hold after it left, a unit would join the tokens the bucket refilled
-   * meanwhile, and it could admit more than burst + rate × (T + H).
-   */
-  private dropLapsed(now: number): number {
+  /** Drops the batches whose spendBy has come; answers how many units lapsed with them. */
+  private dropLapsed(now: LocalMs): number {
     if (this.batches.length === 0 || this.batches[0].spendBy > now) return 0;
-    let lapsed = 0;
-    for (const batch of this.batches) {
-      if (batch.spendBy <= now) lapsed += batch.units;
-    }
-    this.batches = this.batches.filter((b) => b.spendBy > now);
-    return lapsed;
+    // The batches are sorted by spendBy: the lapsed ones come first.
+    const live = this.batches.findIndex((b) => b.spendBy > now);
+    return unitsOf(this.batches.splice(0, live < 0 ? this.batches.length : live));
   }
+}
+
+function unitsOf(batches: Batch[]): number {
+  let units = 0;
+  for (const batch of batches) units += batch.units;
+  return units;
 }

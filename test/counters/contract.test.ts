@@ -267,13 +267,13 @@ forEachStore((_name, getStore) => {
       const { store, keys } = getStore();
       for (const spec of buckets) {
         const k = keys('give', spec);
-        const taken = await store.take!(k, spec, 3, at(0));
-        expect(taken, label(spec)).to.include({ units: 3, windowTag: at(0) });
-        // Back by the take's instant plus a max_hold of 100 ms: 5 units offered back, 3 fit (the other 2
-        // were never taken: they lapse, counted by the holder).
-        const back = await store.giveBack!(k, spec, 5, taken.windowTag + 100, at(0));
+        const taken = await store.take!(k, spec, 3, at(0), { holdMs: 100 });
+        // Back by the take's instant plus the hold of 100 ms, and spendable that long.
+        expect(taken, label(spec)).to.include({ units: 3, windowTag: at(100), windowLeftMs: 100 });
+        // 5 units offered back, 3 fit (the other 2 were never taken: they lapse, counted by the holder).
+        const back = await store.giveBack!(k, spec, 5, taken.windowTag, at(0));
         expect(back, label(spec)).to.include({ units: 3, remaining: 10 });
-        expect((await store.giveBack!(k, spec, 1, taken.windowTag + 100, at(0))).units, `${label(spec)} full`).to.equal(0);
+        expect((await store.giveBack!(k, spec, 1, taken.windowTag, at(0))).units, `${label(spec)} full`).to.equal(0);
       }
     });
 
@@ -281,8 +281,8 @@ forEachStore((_name, getStore) => {
       const { store, keys } = getStore();
       for (const spec of buckets) {
         const k = keys('give-late', spec);
-        const taken = await store.take!(k, spec, 3, at(0));
-        const late = await store.giveBack!(k, spec, 3, taken.windowTag + 100, at(100));
+        const taken = await store.take!(k, spec, 3, at(0), { holdMs: 100 });
+        const late = await store.giveBack!(k, spec, 3, taken.windowTag, at(100));
         expect(late, label(spec)).to.include({ units: 0, remaining: 7 });
         // Nothing went back: the 7 left are all the bucket admits.
         expect((await store.take!(k, spec, 10, at(100))).units, label(spec)).to.equal(7);

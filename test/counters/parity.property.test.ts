@@ -237,7 +237,7 @@ async function apply(store: CounterStore, op: Op, spec: CounterSpec, keys: strin
   if (isRateOp(op)) {
     // sliding_window_log takes no lease: a lease operation on it is a plain consume.
     const leased = spec.type !== 'sliding_window_log';
-    if (op.op === 'take' && leased) return store.take!(keys, spec as RateSpec, op.cost, now);
+    if (op.op === 'take' && leased) return store.take!(keys, spec as RateSpec, op.cost, now, { holdMs: BUCKET_HOLD_MS });
     const deadline = op.deadline === undefined ? undefined : now + op.deadline;
     if (op.op === 'take_named' && leased) {
       return store.take!(keys, spec as RateSpec, op.cost, now, { takeId: `take-${op.id}`, deadline, holdMs: BUCKET_HOLD_MS });
@@ -246,9 +246,9 @@ async function apply(store: CounterStore, op: Op, spec: CounterSpec, keys: strin
     if ((op.op === 'give' || op.op === 'give_stale') && leased) {
       const last = tags.get(keys[0]) ?? 0;
       const stale = op.op === 'give_stale';
-      // A bucket's give names the instant its units must be back by: the take's plus a max_hold (stale:
-      // the take's own, already past); a window's, the window of the last take or the one before it.
-      const tag = spec.type.endsWith('bucket') ? last + (stale ? 0 : BUCKET_HOLD_MS) : last - (stale ? 1 : 0);
+      // A bucket's give names the instant its units must be back by, as the take answered it (stale: the
+      // take's own instant, already past); a window's, the window of the last take or the one before it.
+      const tag = spec.type.endsWith('bucket') ? last - (stale ? BUCKET_HOLD_MS : 0) : last - (stale ? 1 : 0);
       return store.giveBack!(keys, spec as RateSpec, op.cost, tag, now);
     }
     if (op.op === 'peek') return store.peek(keys, spec as RateSpec, now);

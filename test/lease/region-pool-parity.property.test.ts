@@ -29,8 +29,8 @@ const STRING_FIELDS = new Set<string>(['a_t', 'b_t', 'lk']);
 // ---------------------------------------------------------------------------------------------------
 
 const tokenArb = fc.constantFrom('s1', 's2', 's3');
-/** Tags as RegionCounterStore passes them: windows' or buckets' instants (numbers), or '' (unknown). */
-const tagArb = fc.constantFrom('', '1800000000000', '1800000000100', '1800000000250');
+/** Tags as RegionCounterStore passes them: windows' or buckets' instants; a return's may be none (null). */
+const tagArb = fc.constantFrom(1800000000000, 1800000000100, 1800000000250);
 const measureArb = fc.constantFrom(100, 1000, 1000);
 
 /** Steps of the clock before an operation: mostly none or small, some past lock, hold and window lengths, a few past the key's TTL. */
@@ -46,10 +46,10 @@ const stepArb = fc.oneof(
 
 type PoolOp =
   | { op: 'spend' | 'take'; cost: number; lockMs: number; token: string; measureMs: number; fresh: boolean; waitsFor: number }
-  | { op: 'add'; units: number; expiresIn: number; tag: string; window: boolean; parentRemaining: number; token: string; retryAfterMs: number; asked: number; measureMs: number }
+  | { op: 'add'; units: number; expiresIn: number; tag: number; window: boolean; parentRemaining: number; token: string; retryAfterMs: number; asked: number; measureMs: number }
   | { op: 'fail'; token: string; downMs: number }
   | { op: 'drain'; idleMs: number; window: boolean }
-  | { op: 'refund'; units: number; below: string | undefined }
+  | { op: 'refund'; units: number; below: number | null | undefined }
   | { op: 'peek' };
 
 type Step = PoolOp & { key: number; step: number };
@@ -90,7 +90,7 @@ const poolOpArb: fc.Arbitrary<PoolOp> = fc.oneof(
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('fail' as const), token: tokenArb, downMs: fc.constantFrom(0, 30, 1_000) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('drain' as const), idleMs: fc.constantFrom(0, 100, 1_000), window: fc.boolean() }) },
-  { weight: 2, arbitrary: fc.record({ op: fc.constant('refund' as const), units: fc.integer({ min: 1, max: 8 }), below: fc.option(tagArb, { nil: undefined }) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('refund' as const), units: fc.integer({ min: 1, max: 8 }), below: fc.option(fc.oneof(tagArb, fc.constant(null)), { nil: undefined }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('peek' as const) }) },
 );
 

@@ -32,7 +32,7 @@ describe('region pool (lua/lease_pool.lua)', function () {
   });
 
   /** A refill's grant, live for `ttlMs` from the current instant (a window's unless `window` is false). */
-  const grant = (units: number, ttlMs: number, tag = 'w1', extra: Partial<{ parentRemaining: number; retryAfterMs: number; asked: number; window: boolean }> = {}) => ({
+  const grant = (units: number, ttlMs: number, tag = 1, extra: Partial<{ parentRemaining: number; retryAfterMs: number; asked: number; window: boolean }> = {}) => ({
     units,
     expiresAt: now + ttlMs,
     tag,
@@ -82,11 +82,11 @@ describe('region pool (lua/lease_pool.lua)', function () {
   });
 
   it('units of a newer window never mix with an older window’s: the older ones lapse', async function () {
-    await pool.add(key, grant(5, 10_000, 'w1'), 'a', MEASURE);
-    const added = await pool.add(key, grant(7, 10_000, 'w2'), 'a', MEASURE);
-    expect(added).to.include({ left: 7, lapsed: 5, tag: 'w2' });
+    await pool.add(key, grant(5, 10_000, 1), 'a', MEASURE);
+    const added = await pool.add(key, grant(7, 10_000, 2), 'a', MEASURE);
+    expect(added).to.include({ left: 7, lapsed: 5, tag: 2 });
     // Same window: the units add up, and two generations keep their own expiry (older first).
-    await pool.add(key, grant(3, 2_000, 'w2'), 'a', MEASURE);
+    await pool.add(key, grant(3, 2_000, 2), 'a', MEASURE);
     expect((await pool.peek(key)).left).to.equal(10);
     now += 2_000;
     // Expiry is per generation: at +2 s the 3 lapse, the 7 live on until +10 s.
@@ -94,8 +94,8 @@ describe('region pool (lua/lease_pool.lua)', function () {
   });
 
   it('spends the units that expire first before the newer ones', async function () {
-    await pool.add(key, grant(3, 1_000, ''), 'a', MEASURE);
-    await pool.add(key, grant(3, 5_000, ''), 'a', MEASURE);
+    await pool.add(key, grant(3, 1_000, 1), 'a', MEASURE);
+    await pool.add(key, grant(3, 5_000, 1), 'a', MEASURE);
     expect((await pool.spend(key, 4, 500, 'a', MEASURE)).left).to.equal(2);
     now += 1_000;
     // The 3 older were all spent (plus 1 newer): nothing lapses at their expiry.
@@ -104,7 +104,7 @@ describe('region pool (lua/lease_pool.lua)', function () {
 
   it('a take that granted nothing refuses spends for retry_after without a refill', async function () {
     expect((await pool.spend(key, 1, 500, 'a', MEASURE)).lock).to.equal(true);
-    await pool.add(key, grant(0, 0, 'w1', { parentRemaining: 0, retryAfterMs: 300 }), 'a', MEASURE);
+    await pool.add(key, grant(0, 0, 1, { parentRemaining: 0, retryAfterMs: 300 }), 'a', MEASURE);
     expect(await pool.spend(key, 1, 500, 'a', MEASURE)).to.include({ spent: false, retryAfterMs: 300, lock: false, parentRemaining: 0 });
     now += 300;
     expect(await pool.spend(key, 1, 500, 'a', MEASURE)).to.include({ spent: false, retryAfterMs: 0, lock: true });
@@ -122,13 +122,13 @@ describe('region pool (lua/lease_pool.lua)', function () {
     expect(await pool.spend(key, 2, 500, 's2', MEASURE, false, 'spend', b.waitsFor)).to.include({ spent: false, waiting: 5, waitsFor: 2 });
     // Refill 1 lands with 1 unit (the parent had plenty left); a spends it and takes the lock (the
     // chunk is spent): refill 2 must ask for the 5 units b and c want.
-    await pool.add(key, grant(1, 60_000, 'w1', { parentRemaining: 50 }), 's1', MEASURE);
+    await pool.add(key, grant(1, 60_000, 1, { parentRemaining: 50 }), 's1', MEASURE);
     expect(await pool.spend(key, 1, 500, 's1', MEASURE, false, 'spend', a.waitsFor)).to.include({ spent: true, lock: true, waiting: 5 });
     expect(await pool.spend(key, 2, 500, 's2', MEASURE, false, 'spend', b.waitsFor)).to.include({ spent: false, lock: false, waiting: 0, waitsFor: 2 });
     // Refill 2 gets 2 of the 5 and leaves the parent empty for 700 ms (its retry_after): b is paid (and
     // takes the lock of refill 3); c, still short, is refused (the parent admits no more now) instead of
     // waiting on, told what is left of the parent's retry_after.
-    await pool.add(key, grant(2, 60_000, 'w1', { parentRemaining: 0, asked: 5, retryAfterMs: 700 }), 's1', MEASURE);
+    await pool.add(key, grant(2, 60_000, 1, { parentRemaining: 0, asked: 5, retryAfterMs: 700 }), 's1', MEASURE);
     expect(await pool.spend(key, 2, 500, 's2', MEASURE, false, 'spend', b.waitsFor)).to.include({ spent: true, lock: true });
     now += 200;
     expect(await pool.spend(key, 3, 500, 's2', MEASURE, false, 'spend', c.waitsFor)).to.include({ spent: false, retryAfterMs: 500, lock: false, waitsFor: 0 });
@@ -136,7 +136,7 @@ describe('region pool (lua/lease_pool.lua)', function () {
     now += 500;
     expect(await pool.spend(key, 3, 500, 's2', MEASURE, false, 'spend', c.waitsFor)).to.include({ spent: false, retryAfterMs: 1, waitsFor: 0 });
     // Had the parent had more left after refill 3, c would wait for the next one, counted in it again.
-    await pool.add(key, grant(1, 60_000, 'w1', { parentRemaining: 10 }), 's2', MEASURE);
+    await pool.add(key, grant(1, 60_000, 1, { parentRemaining: 10 }), 's2', MEASURE);
     expect(await pool.spend(key, 3, 500, 's2', MEASURE, false, 'spend', c.waitsFor)).to.include({ spent: false, retryAfterMs: 0, lock: true, waiting: 3, waitsFor: 4 });
   });
 
@@ -149,12 +149,12 @@ describe('region pool (lua/lease_pool.lua)', function () {
   });
 
   it('drains only after idle_ms without a spend, and only once', async function () {
-    await pool.add(key, grant(10, 60_000, 'w9'), 'a', MEASURE);
+    await pool.add(key, grant(10, 60_000, 9), 'a', MEASURE);
     await pool.spend(key, 1, 500, 'a', MEASURE);
     now += 999;
     expect(await pool.drain(key, 1000, true)).to.include({ spent: false });
     now += 1;
-    expect(await pool.drain(key, 1000, true)).to.include({ spent: true, left: 9, tag: 'w9' });
+    expect(await pool.drain(key, 1000, true)).to.include({ spent: true, left: 9, tag: 9 });
     expect(await pool.drain(key, 0, true)).to.include({ spent: false, left: 0 });
   });
 
@@ -189,43 +189,43 @@ describe('region pool (lua/lease_pool.lua)', function () {
   });
 
   it('a process lease takes up to n units, with their window and expiry, and returns them only into that window', async function () {
-    await pool.add(key, grant(3, 1_000, 'w1'), 'a', MEASURE);
-    await pool.add(key, grant(4, 5_000, 'w1'), 'a', MEASURE);
+    await pool.add(key, grant(3, 1_000, 1), 'a', MEASURE);
+    await pool.add(key, grant(4, 5_000, 1), 'a', MEASURE);
     // Partial: 5 asked, 5 taken from the older units first; they expire with the earlier generation.
     const taken = await pool.spend(key, 5, 500, 'a', MEASURE, true, 'take');
     // (2 left of a chunk of 4: time to refill ahead.)
-    expect(taken).to.include({ spent: true, left: 5, tag: 'w1', resetAfterMs: 1_000, lock: true });
+    expect(taken).to.include({ spent: true, left: 5, tag: 1, resetAfterMs: 1_000, lock: true });
     const rest = await pool.spend(key, 5, 500, 'a', MEASURE, true, 'take');
     expect(rest).to.include({ spent: true, left: 2, resetAfterMs: 5_000 });
     expect((await pool.spend(key, 1, 500, 'a', MEASURE, true, 'take')).spent).to.equal(false);
     // A return from another window lapses; one from this window goes back, even into an emptied pool.
-    expect((await pool.refund(key, 2, { tag: 'w0' })).left).to.equal(0);
-    expect((await pool.refund(key, 2, { tag: 'w1' })).left).to.equal(2);
+    expect((await pool.refund(key, 2, { tag: 0 })).left).to.equal(0);
+    expect((await pool.refund(key, 2, { tag: 1 })).left).to.equal(2);
     expect((await pool.peek(key)).left).to.equal(2);
     // Not once the window's units have expired.
     now += 5_000;
-    expect((await pool.refund(key, 2, { tag: 'w1' })).left).to.equal(0);
+    expect((await pool.refund(key, 2, { tag: 1 })).left).to.equal(0);
   });
 
   it("a bucket's units of two refills stay side by side, go back by the earlier tag, and a process's return only into the units it came from", async function () {
     // A bucket's tag: the instant, by the global store's clock, its units must be back there by.
-    const bucket = (units: number, ttlMs: number, tag: string) => grant(units, ttlMs, tag, { window: false });
-    await pool.add(key, bucket(3, 1_000, '1100'), 'a', MEASURE);
-    expect(await pool.add(key, bucket(4, 5_000, '1500'), 'a', MEASURE)).to.include({ left: 7, lapsed: 0 });
+    const bucket = (units: number, ttlMs: number, tag: number) => grant(units, ttlMs, tag, { window: false });
+    await pool.add(key, bucket(3, 1_000, 1100), 'a', MEASURE);
+    expect(await pool.add(key, bucket(4, 5_000, 1500), 'a', MEASURE)).to.include({ left: 7, lapsed: 0 });
     // A process lease takes 2 of the older units, and names them when it gives them back: into the newer
     // ones they would outlive max_hold, so they go only into those they came from.
     const taken = await pool.spend(key, 2, 500, 'a', MEASURE, true, 'take');
-    expect(taken).to.include({ spent: true, left: 2, tag: '1100', resetAfterMs: 1_000 });
-    expect((await pool.refund(key, 2, { tag: '1500' })).left).to.equal(0);
-    expect((await pool.refund(key, 2, { tag: '1100' })).left).to.equal(2);
+    expect(taken).to.include({ spent: true, left: 2, tag: 1100, resetAfterMs: 1_000 });
+    expect((await pool.refund(key, 2, { tag: 1500 })).left).to.equal(0);
+    expect((await pool.refund(key, 2, { tag: 1100 })).left).to.equal(2);
     // A third refill merges the older two, under the earlier expiry and tag; drained, all of a bucket's
     // units go back by the earlier tag.
-    await pool.add(key, bucket(5, 9_000, '1900'), 'a', MEASURE);
-    expect(await pool.drain(key, 0, false)).to.include({ spent: true, left: 12, tag: '1100', lapsed: 0 });
+    await pool.add(key, bucket(5, 9_000, 1900), 'a', MEASURE);
+    expect(await pool.drain(key, 0, false)).to.include({ spent: true, left: 12, tag: 1100, lapsed: 0 });
     // A window's drain (the tags are windows) lets an older window's units lapse instead.
-    await pool.add(key, bucket(3, 1_000, '1100'), 'a', MEASURE);
-    await pool.add(key, bucket(4, 5_000, '1500'), 'a', MEASURE);
-    expect(await pool.drain(key, 0, true)).to.include({ spent: true, left: 4, tag: '1500', lapsed: 3 });
+    await pool.add(key, bucket(3, 1_000, 1100), 'a', MEASURE);
+    await pool.add(key, bucket(4, 5_000, 1500), 'a', MEASURE);
+    expect(await pool.drain(key, 0, true)).to.include({ spent: true, left: 4, tag: 1500, lapsed: 3 });
   });
 
   it('measures what the region spent over the last measure period (the chunk rule’s rate)', async function () {

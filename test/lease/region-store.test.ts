@@ -455,9 +455,9 @@ describe('RegionCounterStore rules (in memory)', () => {
     const observed = new Proxy(global, {
       get(target, name) {
         if (name === 'take') {
-          return (keys: string[], spec: RateSpec, n: number) => {
-            takes.push(n);
-            return target.take(keys, spec, n);
+          return (...args: Parameters<MemoryCounterStore['take']>) => {
+            takes.push(args[2]);
+            return target.take(...args);
           };
         }
         if (name === 'giveBack' && gate.returns) {
@@ -594,7 +594,7 @@ describe('RegionCounterStore rules (in memory)', () => {
     const processEvents = { returned: 0, lapsed: 0 };
     const real = storeParent(store, keys, spec as LeasedSpec, leaseClock, 100);
     const returns: (() => void)[] = [];
-    const parent = { ...real, giveBack: (units: number, tag: string | null) => new Promise<number>((resolve, reject) => returns.push(() => real.giveBack(units, tag).then(resolve, reject))) };
+    const parent = { ...real, giveBack: (units: number, tag: number | null) => new Promise<number>((resolve, reject) => returns.push(() => real.giveBack(units, tag).then(resolve, reject))) };
     const holder = new LeaseHolder({
       parent,
       pool: new ProcessUnitPool(true),

@@ -285,8 +285,8 @@ class Simulation {
       consume: (keys, spec, cost) => exact.consume(keys, spec, cost),
       peek: (keys, spec) => exact.peek(keys, spec),
       refund: (keys, spec, amount) => exact.refund(keys, spec, amount),
-      take: async (keys, spec, n) => {
-        const answer = await exact.take(keys, spec, n);
+      take: async (keys, spec, n, nowMs, named) => {
+        const answer = await exact.take(keys, spec, n, nowMs, named);
         this.counts.globalTakes++;
         this.flow.takenGlobal += answer.units;
         if (answer.units > 0 && !spec.type.endsWith('bucket')) this.ledger.periods.add(answer.windowTag);

@@ -39,7 +39,7 @@ export function leakyBucket(
       emptyAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
       space.put<BucketState>(key, { amount: level, updatedAt: now, settledAt: emptyAt }, emptyAt);
     }
-    return leaseResult(granted > 0, Math.max(0, Math.floor(capacity - level)), retry, emptyAt - now, granted, now, 0);
+    return leaseResult(granted > 0, Math.max(0, Math.floor(capacity - level)), retry, emptyAt - now, granted, 0, 0);
   }
   if (peeking && level + cost <= capacity) return result(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now);
   if (level + cost <= capacity) {

@@ -39,7 +39,7 @@ export function tokenBucket(
       fullAt = now + Math.ceil(((capacity - tokens) * ratePeriodMs) / rateUnits);
       space.put<BucketState>(key, { amount: tokens, updatedAt: now, settledAt: fullAt }, fullAt);
     }
-    return leaseResult(granted > 0, Math.floor(tokens), retry, fullAt - now, granted, now, 0);
+    return leaseResult(granted > 0, Math.floor(tokens), retry, fullAt - now, granted, 0, 0);
   }
   if (peeking && tokens >= cost) return result(true, Math.floor(tokens), 0, fullAt - now);
   if (tokens >= cost) {
