@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { LeaseClock, NamedTakeLimits } from './types.js';
+import type { LeaseClock, NamedTakeLimits, Reclaimed } from './types.js';
 
 /** Samples of the parent's clock kept: the tightest of the recent ones sets the deadlines. */
 const CLOCK_SAMPLES = 8;
@@ -37,6 +37,7 @@ export class NamedTakes<Context> {
   /** `parentNow − local arrival` of the latest answers: each a lower bound of the true offset. */
   private readonly offsets: number[] = [];
   private readonly unanswered: UnansweredTake<Context>[] = [];
+  private reclaiming: Promise<void> | undefined;
 
   constructor(private readonly clock: LeaseClock) {}
 
@@ -73,5 +74,27 @@ export class NamedTakes<Context> {
 
   pending(): number {
     return this.unanswered.length;
+  }
+
+  /**
+   * Reclaims the failed takes still worth it, one round at a time: `reclaim` asks the parent, `answered`
+   * counts its answer. Never rejects: a reclaim that fails again waits for the next chance.
+   */
+  reclaimAll(reclaim: (take: UnansweredTake<Context>) => Promise<Reclaimed>, answered: (answer: Reclaimed, take: UnansweredTake<Context>) => void): Promise<void> {
+    this.reclaiming ??= Promise.all(
+      this.toReclaim().map(async (take) => {
+        let answer: Reclaimed;
+        try {
+          answer = await reclaim(take);
+        } catch {
+          return this.retry(take);
+        }
+        this.sampled(answer.parentNow);
+        answered(answer, take);
+      }),
+    )
+      .then(() => undefined)
+      .finally(() => (this.reclaiming = undefined));
+    return this.reclaiming;
   }
 }

@@ -103,6 +103,7 @@ describe('process leases in DecisionService', () => {
     const leases = new ProcessLeases({
       store: awaitingOnly(emulator, { lend: true }) as never,
       maxWaitMs: 100,
+      takeTimeoutMs: 100,
       clock: { now: () => now, setTimer: (fn) => timers.push(fn), clearTimer: () => undefined },
     });
     const compiled = matcher.current().get('leased')!;

@@ -60,6 +60,8 @@ const POLICY_ID = 'sim';
 /** RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS and RL_COUNTERSTORE_TIMEOUT_MS: a region's refill lock lasts their sum. */
 const GLOBAL_TIMEOUT_MS = 1000;
 const REGIONAL_TIMEOUT_MS = 500;
+/** RL_COUNTERSTORE_TIMEOUT_MS of a server whose process leases take from the store directly: its calls give up after it. */
+const PROCESS_TIMEOUT_MS = 300;
 
 // ---------------------------------------------------------------------------------------------------
 // The simulated world: one clock, timers, and links that carry calls with delays and outages
@@ -368,7 +370,7 @@ class Simulation {
         clock,
       });
     }
-    if (topology !== 'region') server.leases = new ProcessLeases({ store: server.store ?? global, maxWaitMs: this.config.maxWaitMs ?? 100, clock, events: () => this.events });
+    if (topology !== 'region') server.leases = new ProcessLeases({ store: server.store ?? global, maxWaitMs: this.config.maxWaitMs ?? 100, takeTimeoutMs: PROCESS_TIMEOUT_MS, clock, events: () => this.events });
     return server;
   }
 
