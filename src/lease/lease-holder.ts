@@ -4,9 +4,9 @@ import type { CompiledLease } from '../counters/counter-spec.js';
 import { chunkSize, SpendRate } from './chunk.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
 import { leaseFailureLog } from './failures.js';
-import { NamedTakes } from './named-takes.js';
+import { NamedTakes, type TakeName } from './named-takes.js';
 import type { ProcessUnitPool } from './process-pool.js';
-import { expiredReason, waitTimeout, type Grant, type LapseReason, type LeaseClock, type LeaseEvents, type LeaseParent, type MaybePromise } from './types.js';
+import { expiredReason, waitTimeout, type LapseReason, type LeaseClock, type LeaseEvents, type LeaseParent, type MaybePromise } from './types.js';
 
 /** Takes whose answer was lost, with whom to ask and where to count: shared by a process's holders. */
 export type UnansweredTakes = NamedTakes<{ parent: LeaseParent; events: LeaseEvents }>;
@@ -35,12 +35,10 @@ interface Waiter {
 }
 
 /**
- * One counter's capacity lease (CONTRACT "Capacity lease: the mechanism"): decisions spend only units
- * already taken from the parent (never over). One take at a time goes out when half the units are spent
- * (chunk.ts); a decision the units cannot pay waits at most maxWaitMs, is refused when the parent gave
- * less than asked, and fails at once while the parent is known unreachable. A parent that can reclaim gets
- * named takes: one held up past its deadline takes nothing, one whose answer was lost is given back.
- * Clock, parent and timers are injected: the simulation drives this very code.
+ * One counter's capacity lease (CONTRACT "Capacity lease: the mechanism"): decisions spend only units taken
+ * from the parent (never over); one take at a time goes out when half are spent (chunk.ts). A decision the
+ * units cannot pay waits at most maxWaitMs, is refused when the parent gave less than asked, and fails at
+ * once while the parent is unreachable. Takes are named when the parent can reclaim them.
  */
 export class LeaseHolder {
   /** Set by the owner: called after the holder let go by itself (idle), to forget it. */
@@ -49,18 +47,13 @@ export class LeaseHolder {
   private readonly pool: ProcessUnitPool;
   private readonly clock: LeaseClock;
   private readonly events: LeaseEvents;
-  private readonly lease: CompiledLease;
   private readonly takes: UnansweredTakes | undefined;
   private readonly takeTimeoutMs: number;
-  /** Why units lapse when their spend-by comes. */
-  private readonly expired: LapseReason;
   private readonly spending: SpendRate;
   private readonly waiters: Waiter[] = [];
   private refilling: Promise<void> | undefined;
-  /** The parent's answer to the last take. */
-  private parentRemaining = Infinity;
-  private parentRetryAfterMs = 0;
-  private parentResetAt = 0;
+  /** The parent's answer to the last take; `resetAt` by this clock. */
+  private last = { remaining: Infinity, retryAfterMs: 0, resetAt: 0 };
   /** The last take failed: until one succeeds, a decision the units cannot pay fails at once. */
   private parentDown = false;
   /** Units held right after the last refill landed: the next goes out at half of it. */
@@ -74,11 +67,9 @@ export class LeaseHolder {
     this.pool = options.pool;
     this.clock = options.clock;
     this.events = options.events ?? {};
-    this.lease = options.lease;
     this.takes = options.parent.reclaim ? (options.takes ?? new NamedTakes(this.clock)) : undefined;
     this.takeTimeoutMs = options.takeTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
-    this.expired = expiredReason(this.lease.shape);
-    this.spending = new SpendRate(this.lease.maxHoldMs);
+    this.spending = new SpendRate(this.options.lease.maxHoldMs);
     this.lastUsed = this.clock.now();
     // From the start: a holder that never got units (only peeks, or its parent down) is let go too.
     this.armIdleTimer();
@@ -105,8 +96,7 @@ export class LeaseHolder {
   async peek(): Promise<CounterResult> {
     const parent = await this.parent.peek();
     const held = this.pool.available(this.clock.now());
-    if (held <= 0) return parent;
-    return { allowed: true, remaining: parent.remaining + held, retryAfterMs: 0, resetAfterMs: parent.resetAfterMs };
+    return held <= 0 ? parent : { allowed: true, remaining: parent.remaining + held, retryAfterMs: 0, resetAfterMs: parent.resetAfterMs };
   }
 
   /** A decision's refund joins the unspent units (none held: it lapses); `accepted`: how many joined. */
@@ -119,9 +109,8 @@ export class LeaseHolder {
   }
 
   /**
-   * Gives every unspent unit back and closes. A refill in flight and the reclaims are waited for at most
-   * one take's timeout (drain must not hang behind a partition): a refill landing later gives its units
-   * back itself, and a take that failed stays remembered for a reclaim.
+   * Gives the unspent units back and closes. Behind a partition drain must not hang: a refill in flight (it
+   * gives its units back when it lands) and the reclaims are waited for at most one take's timeout.
    */
   async letGo(): Promise<void> {
     if (this.closed) return;
@@ -133,8 +122,6 @@ export class LeaseHolder {
     await Promise.all([this.giveBackAll(), Promise.race([refilled, bound])]);
     this.clock.clearTimer(timer);
   }
-
-  // ---------------------------------------------------------------------------------------------
 
   private wait(cost: number, now: number): Promise<CounterResult> {
     if (this.parentDown || this.options.maxWaitMs <= 0) {
@@ -157,7 +144,7 @@ export class LeaseHolder {
   }
 
   private waitRefusal(): LeaseWaitTimeoutError {
-    return new LeaseWaitTimeoutError(waitTimeout(this.options.maxWaitMs, this.lease.maxHoldMs));
+    return new LeaseWaitTimeoutError(waitTimeout(this.options.maxWaitMs, this.options.lease.maxHoldMs));
   }
 
   /** One take at a time, by the chunk rule; `extra`: the cost of a decision refused now that it should serve next. */
@@ -165,7 +152,7 @@ export class LeaseHolder {
     if (this.refilling) return;
     let waiting = extra;
     for (const w of this.waiters) waiting += w.cost;
-    const n = chunkSize({ recent: this.spending.total(this.clock.now()), waiting, maxUnits: this.lease.maxUnits, parentRemaining: this.parentRemaining });
+    const n = chunkSize({ recent: this.spending.total(this.clock.now()), waiting, maxUnits: this.options.lease.maxUnits, parentRemaining: this.last.remaining });
     if (n <= 0) return;
     this.refilling = this.refill(n).finally(() => {
       this.refilling = undefined;
@@ -178,40 +165,17 @@ export class LeaseHolder {
   private async refill(n: number): Promise<void> {
     const named = this.takes?.name(this.takeTimeoutMs);
     const sentAt = this.clock.now();
-    let grant: Grant;
-    try {
-      grant = await this.parent.take(n, named);
-    } catch (error) {
-      // The take may still run at the parent: reclaimed once it answers again.
-      if (named) this.takes!.failed(named, { parent: this.parent, events: this.events });
-      // A region parent may answer that it waited too long: slow, not down.
-      if (!(error instanceof LeaseWaitTimeoutError)) {
-        this.parentDown = true;
-        this.events.failed?.('refill');
-        leaseFailureLog.failed('refill', error);
-      }
-      const failed = error instanceof CounterStoreUnavailableError || error instanceof LeaseWaitTimeoutError ? error : new CounterStoreUnavailableError('lease parent failed', error);
-      for (const waiter of this.waiters.splice(0)) {
-        this.clock.clearTimer(waiter.timer);
-        waiter.reject(failed);
-      }
-      return;
-    }
+    const grant = await this.parent.take(n, named).catch((error: unknown) => this.takeFailed(error, named));
+    if (!grant) return;
     this.parentDown = false;
     this.takes?.sampled(grant.parentNow);
     if (this.takes?.pending()) void this.reclaim();
-    await this.landed(grant, n, sentAt);
-  }
-
-  private async landed(grant: Grant, n: number, sentAt: number): Promise<void> {
     const now = this.clock.now();
     // Past its deadline the take took nothing and says nothing of the parent's units: not a short parent.
     const late = grant.outcome === 'late';
     if (!late) {
       this.events.refilled?.(grant.granted);
-      this.parentRemaining = grant.remaining;
-      this.parentRetryAfterMs = grant.retryAfterMs;
-      this.parentResetAt = sentAt + grant.resetAfterMs;
+      this.last = { remaining: grant.remaining, retryAfterMs: grant.retryAfterMs, resetAt: sentAt + grant.resetAfterMs };
     }
     // Units whose window ended on the way lapse; the waiters are then refused, not sent round again for ever.
     const expired = grant.granted > 0 && grant.spendBy <= now;
@@ -225,27 +189,42 @@ export class LeaseHolder {
     if (this.closed) await this.giveBackAll();
   }
 
+  private takeFailed(error: unknown, named: TakeName | undefined): void {
+    // The take may still run at the parent: reclaimed once it answers again.
+    if (named) this.takes!.failed(named, { parent: this.parent, events: this.events });
+    // A region parent may answer that it waited too long: slow, not down.
+    if (!(error instanceof LeaseWaitTimeoutError)) {
+      this.parentDown = true;
+      this.events.failed?.('refill');
+      leaseFailureLog.failed('refill', error);
+    }
+    const failed = error instanceof CounterStoreUnavailableError || error instanceof LeaseWaitTimeoutError ? error : new CounterStoreUnavailableError('lease parent failed', error);
+    for (const waiter of this.waiters.splice(0)) {
+      this.clock.clearTimer(waiter.timer);
+      waiter.reject(failed);
+    }
+  }
+
   /** Admits the waiters the units pay; with the parent exhausted (or the holder closed) refuses the rest. */
   private serveWaiters(exhausted: boolean): void {
     const now = this.clock.now();
     for (const waiter of this.waiters.splice(0)) {
       const spend = this.pool.spend(waiter.cost, now);
       this.noteLapsed(spend.lapsed);
-      if (!spend.spent && !exhausted && !this.closed) {
-        this.waiters.push(waiter);
-        continue;
+      if (!spend.spent && !exhausted && !this.closed) this.waiters.push(waiter);
+      else {
+        this.clock.clearTimer(waiter.timer);
+        this.events.waited?.(Math.max(0, now - waiter.since) / 1000);
+        if (spend.spent) this.spending.add(waiter.cost, now);
+        waiter.resolve(this.answer(spend.spent, spend.left, spend.spent ? 0 : Math.max(1, this.last.retryAfterMs), now));
       }
-      this.clock.clearTimer(waiter.timer);
-      this.events.waited?.(Math.max(0, now - waiter.since) / 1000);
-      if (spend.spent) this.spending.add(waiter.cost, now);
-      waiter.resolve(this.answer(spend.spent, spend.left, spend.spent ? 0 : Math.max(1, this.parentRetryAfterMs), now));
     }
   }
 
   /** remaining = what the parent could still admit at its last answer plus what this holder holds. */
   private answer(allowed: boolean, held: number, retryAfterMs: number, now: number): CounterResult {
-    const parent = Number.isFinite(this.parentRemaining) ? this.parentRemaining : 0;
-    return { allowed, remaining: parent + held, retryAfterMs, resetAfterMs: Math.max(0, this.parentResetAt - now) };
+    const parent = Number.isFinite(this.last.remaining) ? this.last.remaining : 0;
+    return { allowed, remaining: parent + held, retryAfterMs, resetAfterMs: Math.max(0, this.last.resetAt - now) };
   }
 
   /** Gives the unspent units back (window-checked by the parent); those it did not take back lapsed. */
@@ -270,20 +249,18 @@ export class LeaseHolder {
    * returned, what could not lapsed while the parent was unreachable. `ahead`: the take never ran (now it
    * never will); `repeat`: the answer of an earlier reclaim, lost on its way.
    */
-  private reclaim(): Promise<void> {
-    return (
-      this.takes?.reclaimAll(
-        (take) => take.context.parent.reclaim!(take.takeId, take.deadline),
-        (answer, { context: { events } }) => {
-          if (answer.outcome === 'ahead') return;
-          if (answer.returned > 0) events.returned?.(answer.returned);
-          if (answer.lapsed > 0) events.lapsed?.(answer.lapsed, 'parent_unreachable');
-        },
-      ) ?? Promise.resolve()
+  private async reclaim(): Promise<void> {
+    await this.takes?.reclaimAll(
+      (take) => take.context.parent.reclaim!(take.takeId, take.deadline),
+      (answer, { context: { events } }) => {
+        if (answer.outcome === 'ahead') return;
+        if (answer.returned > 0) events.returned?.(answer.returned);
+        if (answer.lapsed > 0) events.lapsed?.(answer.lapsed, 'parent_unreachable');
+      },
     );
   }
 
-  private noteLapsed(units: number, reason = this.expired): void {
+  private noteLapsed(units: number, reason: LapseReason = expiredReason(this.options.lease.shape)): void {
     if (units > 0) this.events.lapsed?.(units, reason);
   }
 
@@ -294,12 +271,9 @@ export class LeaseHolder {
       this.idleTimer = undefined;
       if (this.closed) return;
       const idle = this.clock.now() - this.lastUsed;
-      if (idle >= this.lease.maxHoldMs && this.waiters.length === 0 && this.refilling === undefined) {
-        void this.letGo().then(() => this.onIdle?.());
-      } else {
-        this.idleTimer = this.clock.setTimer(check, Math.max(1, this.lease.maxHoldMs - idle));
-      }
+      if (idle < this.options.lease.maxHoldMs || this.waiters.length > 0 || this.refilling) this.idleTimer = this.clock.setTimer(check, Math.max(1, this.options.lease.maxHoldMs - idle));
+      else void this.letGo().then(() => this.onIdle?.());
     };
-    this.idleTimer = this.clock.setTimer(check, this.lease.maxHoldMs);
+    this.idleTimer = this.clock.setTimer(check, this.options.lease.maxHoldMs);
   }
 }

@@ -11,6 +11,9 @@ const MAX_UNANSWERED = 256;
  */
 const RECLAIM_WITHIN_MS = 55_000;
 
+/** A take's id, and its deadline once the parent's clock was sampled. */
+export type TakeName = NamedTakeLimits & { takeId: string };
+
 /** A take that failed on its way: what a reclaim names, and what the caller needs to count its answer. */
 export interface UnansweredTake<Context> {
   takeId: string;
@@ -42,7 +45,7 @@ export class NamedTakes<Context> {
   constructor(private readonly clock: LeaseClock) {}
 
   /** A fresh take's id and deadline, for a call that gives up `timeoutMs` after now. */
-  name(timeoutMs: number): NamedTakeLimits & { takeId: string } {
+  name(timeoutMs: number): TakeName {
     const takeId = `${this.prefix}:${++this.sequence}`;
     if (this.offsets.length === 0) return { takeId };
     return { takeId, deadline: Math.floor(this.clock.now() + Math.max(...this.offsets) + timeoutMs) };
@@ -55,7 +58,7 @@ export class NamedTakes<Context> {
   }
 
   /** A take failed (timeout, reset, unreachable): it may still run at the parent; reclaim it later. */
-  failed(named: NamedTakeLimits & { takeId: string }, context: Context): void {
+  failed(named: TakeName, context: Context): void {
     this.unanswered.push({ takeId: named.takeId, deadline: named.deadline, sentAt: this.clock.now(), context });
     if (this.unanswered.length > MAX_UNANSWERED) this.unanswered.shift();
   }

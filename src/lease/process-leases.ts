@@ -94,7 +94,6 @@ export class ProcessLeases implements UnitHolders {
       events: this.options.events?.(policy.policy_id),
       lease,
     });
-    const key = keys[0];
     const entry: Entry = {
       compiled,
       holder,
@@ -106,10 +105,8 @@ export class ProcessLeases implements UnitHolders {
         release: notLeased,
       },
     };
-    holder.onIdle = () => {
-      if (this.entries.get(key) === entry) this.entries.delete(key);
-    };
-    this.entries.set(key, entry);
+    holder.onIdle = () => void this.release(keys[0], entry);
+    this.entries.set(keys[0], entry);
     return entry;
   }
 
