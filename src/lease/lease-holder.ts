@@ -109,8 +109,8 @@ export class LeaseHolder {
   }
 
   /**
-   * Gives the unspent units back and closes. Behind a partition drain must not hang: a refill in flight (it
-   * gives its units back when it lands) and the reclaims are waited for at most one take's timeout.
+   * Gives the unspent units back and closes, waiting at most one take's timeout (drain must not hang behind
+   * a partition): a refill landing later gives its units back itself, and answers arriving later still count.
    */
   async letGo(): Promise<void> {
     if (this.closed) return;
@@ -118,8 +118,8 @@ export class LeaseHolder {
     this.clock.clearTimer(this.idleTimer);
     let timer: unknown;
     const bound = new Promise<void>((resolve) => (timer = this.clock.setTimer(resolve, this.takeTimeoutMs)));
-    const refilled = Promise.resolve(this.refilling).then(() => this.reclaim());
-    await Promise.all([this.giveBackAll(), Promise.race([refilled, bound])]);
+    const refilled = Promise.resolve(this.refilling).then(() => reclaimUnanswered(this.takes));
+    await Promise.race([Promise.all([this.giveBackAll(), refilled]), bound]);
     this.clock.clearTimer(timer);
   }
 
@@ -169,7 +169,7 @@ export class LeaseHolder {
     if (!grant) return;
     this.parentDown = false;
     this.takes?.sampled(grant.parentNow);
-    if (this.takes?.pending()) void this.reclaim();
+    if (this.takes?.pending()) void reclaimUnanswered(this.takes);
     const now = this.clock.now();
     // Past its deadline the take took nothing and says nothing of the parent's units: not a short parent.
     const late = grant.outcome === 'late';
@@ -244,22 +244,6 @@ export class LeaseHolder {
     }
   }
 
-  /**
-   * Asks back what the takes whose answer was lost took (any holder's sharing `takes`): what went back is
-   * returned, what could not lapsed while the parent was unreachable. `ahead`: the take never ran (now it
-   * never will); `repeat`: the answer of an earlier reclaim, lost on its way.
-   */
-  private async reclaim(): Promise<void> {
-    await this.takes?.reclaimAll(
-      (take) => take.context.parent.reclaim!(take.takeId, take.deadline),
-      (answer, { context: { events } }) => {
-        if (answer.outcome === 'ahead') return;
-        if (answer.returned > 0) events.returned?.(answer.returned);
-        if (answer.lapsed > 0) events.lapsed?.(answer.lapsed, 'parent_unreachable');
-      },
-    );
-  }
-
   private noteLapsed(units: number, reason: LapseReason = expiredReason(this.options.lease.shape)): void {
     if (units > 0) this.events.lapsed?.(units, reason);
   }
@@ -276,4 +260,20 @@ export class LeaseHolder {
     };
     this.idleTimer = this.clock.setTimer(check, this.options.lease.maxHoldMs);
   }
+}
+
+/**
+ * Asks back what the takes whose answer was lost took (any holder's sharing `takes`): what went back is
+ * returned, what could not lapsed while the parent was unreachable. `ahead`: the take never ran (now it
+ * never will); `repeat`: the answer of an earlier reclaim, lost on its way. Never rejects.
+ */
+export async function reclaimUnanswered(takes: UnansweredTakes | undefined): Promise<void> {
+  await takes?.reclaimAll(
+    (take) => take.context.parent.reclaim!(take.takeId, take.deadline),
+    (answer, { context: { events } }) => {
+      if (answer.outcome === 'ahead') return;
+      if (answer.returned > 0) events.returned?.(answer.returned);
+      if (answer.lapsed > 0) events.lapsed?.(answer.lapsed, 'parent_unreachable');
+    },
+  );
 }

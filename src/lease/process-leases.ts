@@ -1,7 +1,7 @@
 import type { CompiledLease } from '../counters/counter-spec.js';
 import type { CounterResult, CounterStore } from '../counters/counter-store.js';
 import type { CompiledPolicy } from '../matching/matcher.js';
-import { LeaseHolder, type UnansweredTakes } from './lease-holder.js';
+import { LeaseHolder, reclaimUnanswered, type UnansweredTakes } from './lease-holder.js';
 import { NamedTakes } from './named-takes.js';
 import { ProcessUnitPool } from './process-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
@@ -75,10 +75,10 @@ export class ProcessLeases implements UnitHolders {
     }
   }
 
-  /** Drain: every holder returns its unspent units; no new holder is made afterwards. */
+  /** Drain: every holder returns its unspent units, and takes whose answer was lost are reclaimed; no new holder is made afterwards. */
   async letGoAll(): Promise<void> {
     this.closed = true;
-    await Promise.all([...this.entries].map(([key, entry]) => this.release(key, entry)));
+    await Promise.all([reclaimUnanswered(this.takes), ...[...this.entries].map(([key, entry]) => this.release(key, entry))]);
   }
 
   private open(keys: string[], compiled: CompiledPolicy, lease: CompiledLease): Entry {
