@@ -180,10 +180,8 @@ export class LeaseHolder {
     // Units whose window ended on the way lapse; the waiters are then refused, not sent round again for ever.
     const expired = grant.granted > 0 && grant.spendBy <= now;
     if (expired) this.noteLapsed(grant.granted);
-    else if (grant.granted > 0) {
-      this.pool.add(grant, now);
-      this.armIdleTimer();
-    }
+    this.pool.add(grant, now); // keeps only live units
+    this.armIdleTimer();
     this.serveWaiters(!late && (expired || grant.granted < n));
     this.filledTo = this.pool.available(now);
     if (this.closed) await this.giveBackAll();

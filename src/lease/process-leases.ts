@@ -78,7 +78,8 @@ export class ProcessLeases implements UnitHolders {
   /** Drain: every holder returns its unspent units, and takes whose answer was lost are reclaimed; no new holder is made afterwards. */
   async letGoAll(): Promise<void> {
     this.closed = true;
-    await Promise.all([reclaimUnanswered(this.takes), ...[...this.entries].map(([key, entry]) => this.release(key, entry))]);
+    await Promise.all([...this.entries].map(([key, entry]) => this.release(key, entry)));
+    await reclaimUnanswered(this.takes);
   }
 
   private open(keys: string[], compiled: CompiledPolicy, lease: CompiledLease): Entry {
