@@ -41,7 +41,7 @@ interface Waiter {
  * once while the parent is unreachable. Takes are named when the parent can reclaim them.
  */
 export class LeaseHolder {
-  /** Set by the owner: called after the holder let go by itself (idle), to forget it. */
+  /** Set by the owner: called when the holder lets go by itself (idle), to forget it. */
   onIdle: (() => void) | undefined;
   private readonly parent: LeaseParent;
   private readonly pool: ProcessUnitPool;
@@ -54,8 +54,8 @@ export class LeaseHolder {
   private refilling: Promise<void> | undefined;
   /** The parent's answer to the last take; `resetAt` by this clock. */
   private last = { remaining: Infinity, retryAfterMs: 0, resetAt: 0 };
-  /** The last take failed: until one succeeds, a decision the units cannot pay fails at once. */
-  private parentDown = false;
+  /** When the last take failed (-Infinity: it succeeded); until one succeeds, a decision the units cannot pay fails at once. */
+  private failedAt = -Infinity;
   /** Units held right after the last refill landed: the next goes out at half of it. */
   private filledTo = 0;
   private lastUsed: number;
@@ -73,11 +73,6 @@ export class LeaseHolder {
     this.lastUsed = this.clock.now();
     // From the start: a holder that never got units (only peeks, or its parent down) is let go too.
     this.armIdleTimer();
-  }
-
-  /** True once let go: the owner makes a new holder for the next decision. */
-  get isClosed(): boolean {
-    return this.closed;
   }
 
   /** A decision of `cost` units: answered at once from the units held, else a promise (it waits for a refill). */
@@ -124,10 +119,11 @@ export class LeaseHolder {
   }
 
   private wait(cost: number, now: number): Promise<CounterResult> {
-    if (this.parentDown || this.options.maxWaitMs <= 0) {
+    const down = this.failedAt > -Infinity;
+    if (down || this.options.maxWaitMs <= 0) {
       // Answered at once (the failure mode, or a wait refusal); a take sized for this cost goes out for the next.
       this.startRefill(cost);
-      return Promise.reject(this.parentDown ? new CounterStoreUnavailableError('lease parent unreachable, and this holder holds too few units') : this.waitRefusal());
+      return Promise.reject(down ? new CounterStoreUnavailableError('lease parent unreachable, and this holder holds too few units') : this.waitRefusal());
     }
     return new Promise<CounterResult>((resolve, reject) => {
       const waiter: Waiter = { cost, since: now, timer: undefined, resolve, reject };
@@ -149,7 +145,8 @@ export class LeaseHolder {
 
   /** One take at a time, by the chunk rule; `extra`: the cost of a decision refused now that it should serve next. */
   private startRefill(extra = 0): void {
-    if (this.refilling) return;
+    // While the parent is down, one take per take timeout looks whether it is back (each is kept for a reclaim).
+    if (this.refilling || this.clock.now() - this.failedAt < this.takeTimeoutMs) return;
     let waiting = extra;
     for (const w of this.waiters) waiting += w.cost;
     const n = chunkSize({ recent: this.spending.total(this.clock.now()), waiting, maxUnits: this.options.lease.maxUnits, parentRemaining: this.last.remaining });
@@ -167,7 +164,7 @@ export class LeaseHolder {
     const sentAt = this.clock.now();
     const grant = await this.parent.take(n, named).catch((error: unknown) => this.takeFailed(error, named));
     if (!grant) return;
-    this.parentDown = false;
+    this.failedAt = -Infinity;
     this.takes?.sampled(grant.parentNow);
     if (this.takes?.pending()) void reclaimUnanswered(this.takes);
     const now = this.clock.now();
@@ -192,7 +189,7 @@ export class LeaseHolder {
     if (named) this.takes!.failed(named, { parent: this.parent, events: this.events });
     // A region parent may answer that it waited too long: slow, not down.
     if (!(error instanceof LeaseWaitTimeoutError)) {
-      this.parentDown = true;
+      this.failedAt = this.clock.now();
       this.events.failed?.('refill');
       leaseFailureLog.failed('refill', error);
     }
@@ -246,17 +243,22 @@ export class LeaseHolder {
     if (units > 0) this.events.lapsed?.(units, reason);
   }
 
-  /** After max_hold without use, the holder lets go (its owner drops it on `isClosed`). */
+  /** After max_hold without use, the holder lets go (its owner forgets it first: the next decision gets a new one). */
   private armIdleTimer(): void {
     if (this.idleTimer !== undefined || this.closed) return;
+    const { maxHoldMs } = this.options.lease;
     const check = (): void => {
       this.idleTimer = undefined;
       if (this.closed) return;
       const idle = this.clock.now() - this.lastUsed;
-      if (idle < this.options.lease.maxHoldMs || this.waiters.length > 0 || this.refilling) this.idleTimer = this.clock.setTimer(check, Math.max(1, this.options.lease.maxHoldMs - idle));
-      else void this.letGo().then(() => this.onIdle?.());
+      if (idle < maxHoldMs || this.waiters.length > 0 || this.refilling) {
+        this.idleTimer = this.clock.setTimer(check, Math.max(1, maxHoldMs - idle));
+      } else {
+        this.onIdle?.();
+        void this.letGo();
+      }
     };
-    this.idleTimer = this.clock.setTimer(check, this.options.lease.maxHoldMs);
+    this.idleTimer = this.clock.setTimer(check, maxHoldMs);
   }
 }
 

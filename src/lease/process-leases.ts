@@ -62,7 +62,7 @@ export class ProcessLeases implements UnitHolders {
   operationsFor(keys: string[], compiled: CompiledPolicy): LeaseOperations | undefined {
     if (compiled.lease === undefined || this.closed) return undefined;
     const entry = this.entries.get(keys[0]);
-    if (entry !== undefined && entry.compiled === compiled && !entry.holder.isClosed) return entry.ops;
+    if (entry !== undefined && entry.compiled === compiled) return entry.ops;
     // A changed policy on the same counter: the old holder returns its units first (off this path).
     if (entry !== undefined) void this.release(keys[0], entry);
     return this.open(keys, compiled, compiled.lease).ops;
@@ -83,16 +83,15 @@ export class ProcessLeases implements UnitHolders {
   }
 
   private open(keys: string[], compiled: CompiledPolicy, lease: CompiledLease): Entry {
-    const { spec, policy } = compiled;
     const holder = new LeaseHolder({
       // A compiled lease exists only for the leasable algorithms (src/policy/lease-terms.ts).
-      parent: storeParent(this.options.store, keys, spec as LeasedSpec, this.clock, lease.maxHoldMs),
+      parent: storeParent(this.options.store, keys, compiled.spec as LeasedSpec, this.clock, lease.maxHoldMs),
       pool: new ProcessUnitPool(lease.shape === 'bucket'),
       clock: this.clock,
       maxWaitMs: this.options.maxWaitMs,
       takeTimeoutMs: this.options.takeTimeoutMs,
       takes: this.takes,
-      events: this.options.events?.(policy.policy_id),
+      events: this.options.events?.(compiled.policy.policy_id),
       lease,
     });
     const entry: Entry = {

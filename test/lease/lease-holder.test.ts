@@ -269,9 +269,12 @@ describe('LeaseHolder', () => {
     await f.answerAll();
     const usedBefore = 100 - (await f.exact.peek(['k'], fixed(100))).remaining;
     expect(usedBefore).to.be.greaterThan(5);
+    let forgotten = false;
+    f.holder.onIdle = () => (forgotten = true);
     await f.advance(300);
     await f.answerAll();
-    expect(f.holder.isClosed).to.equal(true);
+    // Its owner forgets it: the next decision makes a new holder.
+    expect(forgotten).to.equal(true);
     expect((await f.exact.peek(['k'], fixed(100))).remaining).to.equal(95);
     expect(f.events.returned).to.equal(usedBefore - 5);
     expect(f.events.lapsed).to.equal(0);
@@ -425,10 +428,14 @@ describe('LeaseHolder', () => {
       const errors: unknown[] = [];
       await f.consume(1).catch((e: unknown) => errors.push(e));
       expect(errors[0]).to.be.instanceOf(CounterStoreUnavailableError);
-      // Known down: rejected synchronously-settled, with one take sent to look whether it is back.
+      // Known down: rejected at once; one take per take timeout (the store's default, 100 ms) looks whether it is back.
       const second = f.holder.consume(1) as Promise<CounterResult>;
       await second.catch((e: unknown) => errors.push(e));
       expect(errors[1]).to.be.instanceOf(CounterStoreUnavailableError);
+      expect(f.calls.filter((c) => c.startsWith('take'))).to.have.length(1);
+      f.clock.now += 100;
+      await (f.holder.consume(1) as Promise<CounterResult>).catch((e: unknown) => errors.push(e));
+      expect(errors[2]).to.be.instanceOf(CounterStoreUnavailableError);
       expect(f.calls.filter((c) => c.startsWith('take'))).to.have.length(2);
       // Back: that take (answered now) brings units, and decisions are served again.
       f.down.value = false;
@@ -481,7 +488,8 @@ describe('LeaseHolder', () => {
       admitted += spendUntilRefill(f);
       await f.answerAll();
       expect(f.taken.lost).to.be.above(0);
-      // The parent is known unreachable: decisions the units cannot pay fail, and the take they send answers.
+      // The parent is known unreachable: decisions the units cannot pay fail; one take timeout later, the take they send answers.
+      f.clock.now += 100;
       for (let i = 0; i < 40; i++) admitted += await decide(f);
       expect(f.calls.filter((c) => c === 'reclaim')).to.have.length(1);
       expect(f.events.returned).to.be.at.least(f.taken.lost);
