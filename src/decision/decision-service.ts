@@ -70,8 +70,8 @@ export interface DecisionServiceDeps {
    * units (Redis), the counters of policies with a `lease` are answered from units this process took
    * in advance. `events` gives a holder its metric hooks, `maxWaitMs` is RL_LEASE_MAX_WAIT_MS (default
    * 100), `takeTimeoutMs` the store's command timeout RL_COUNTERSTORE_TIMEOUT_MS (default the store's
-   * default): a take's deadline at the store; `false` turns leases off. A synchronous store (memory mode) never leases: the field is
-   * accepted and changes nothing.
+   * default), a take's deadline at the store; `false` turns leases off. A synchronous store (memory
+   * mode) never leases: the field is accepted and changes nothing.
    */
   leases?: { events?: (policyId: string) => LeaseEvents; maxWaitMs?: number; takeTimeoutMs?: number } | false;
 }
