@@ -1,8 +1,8 @@
 import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../errors.js';
 import type { CounterResult } from '../counters/counter-store.js';
 import type { CompiledLease } from '../counters/counter-spec.js';
-import { chunkSize, SpendRate } from './chunk.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
+import { chunkSize, SpendRate } from './chunk.js';
 import { leaseFailureLog } from './failures.js';
 import { NamedTakes, type TakeName } from './named-takes.js';
 import type { ProcessUnitPool } from './process-pool.js';
