@@ -113,7 +113,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       region: config.region?.name,
       // Process leases, and the region's units with regions: DecisionService lets go of both (policy
       // change, drain); the holders report to the metrics.
-      leases: { events: (policyId) => metrics.leaseEvents('process', policyId), maxWaitMs: config.leaseMaxWaitMs },
+      leases: { events: (policyId) => metrics.leaseEvents('process', policyId), maxWaitMs: config.leaseMaxWaitMs, takeTimeoutMs: config.counterStoreTimeoutMs },
     });
 
     const regionName = config.region?.name;

@@ -60,7 +60,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
         counters: store,
         keyPrefix: config.keyPrefix,
         region: config.region?.name,
-        leases: { maxWaitMs: config.leaseMaxWaitMs },
+        leases: { maxWaitMs: config.leaseMaxWaitMs, takeTimeoutMs: config.counterStoreTimeoutMs },
       })
     : undefined;
   const { app, counters } = createAgentApp({

@@ -12,6 +12,7 @@ import { applyLimitAction } from './actions.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
 import { leaseHolderOf, leaseIdOf } from './lease-id.js';
 import { ProcessLeases, type LendingStore } from '../lease/process-leases.js';
+import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, holdsUnits, type LeaseEvents, type UnitHolders } from '../lease/types.js';
 
 export type Operation = 'check' | 'acquire' | 'release' | 'refund';
@@ -68,10 +69,11 @@ export interface DecisionServiceDeps {
    * Process leases (CONTRACT "Process leases", src/lease): with a store that has to wait and can lend
    * units (Redis), the counters of policies with a `lease` are answered from units this process took
    * in advance. `events` gives a holder its metric hooks, `maxWaitMs` is RL_LEASE_MAX_WAIT_MS (default
-   * 100); `false` turns leases off. A synchronous store (memory mode) never leases: the field is
-   * accepted and changes nothing.
+   * 100), `takeTimeoutMs` the store's command timeout RL_COUNTERSTORE_TIMEOUT_MS (default the store's
+   * default), a take's deadline at the store; `false` turns leases off. A synchronous store (memory
+   * mode) never leases: the field is accepted and changes nothing.
    */
-  leases?: { events?: (policyId: string) => LeaseEvents; maxWaitMs?: number } | false;
+  leases?: { events?: (policyId: string) => LeaseEvents; maxWaitMs?: number; takeTimeoutMs?: number } | false;
 }
 
 /** The result of running one matched policy's counter operation. */
@@ -161,6 +163,7 @@ export class DecisionService {
         store: store as LendingStore,
         events: deps.leases?.events,
         maxWaitMs: deps.leases?.maxWaitMs ?? DEFAULT_LEASE_MAX_WAIT_MS,
+        takeTimeoutMs: deps.leases?.takeTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
       });
       this.holders.push(this.leases);
     }

@@ -45,6 +45,7 @@ export type EmbeddedClient = RateLimitClient;
 export async function createEmbeddedClient(options: EmbeddedClientOptions): Promise<EmbeddedClient> {
   const keyPrefix = options.keyPrefix ?? 'rl:';
   const matcher = new LiveMatcher();
+  const commandTimeoutMs = options.commandTimeoutMs ?? 100;
   let counters: CounterStore;
   let closePolicies: () => Promise<void>;
   if (options.redisAddr !== undefined) {
@@ -53,7 +54,7 @@ export async function createEmbeddedClient(options: EmbeddedClientOptions): Prom
     if (seed !== undefined) await store.seedIfEmpty(() => policiesFrom(seed));
     // Follows every change the service's nodes make (pub/sub and the revision check).
     const policies = new PolicyService({ store, matcher });
-    counters = connectRedisCounterStore(options.redisAddr, { commandTimeoutMs: options.commandTimeoutMs ?? 100 });
+    counters = connectRedisCounterStore(options.redisAddr, { commandTimeoutMs });
     closePolicies = async () => {
       policies.close();
       await store.close();
@@ -64,7 +65,7 @@ export async function createEmbeddedClient(options: EmbeddedClientOptions): Prom
     counters = new MemoryCounterStore();
     closePolicies = async () => undefined;
   }
-  const decisions = new DecisionService({ policies: matcher, counters, keyPrefix });
+  const decisions = new DecisionService({ policies: matcher, counters, keyPrefix, leases: { takeTimeoutMs: commandTimeoutMs } });
   const warnings = new IgnoredFieldWarnings(options.logger === false ? undefined : (options.logger ?? consoleLogger));
   return new InProcessClient(decisions, warnings, async () => {
     await closePolicies();

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { LeaseClock, NamedTakeLimits } from './types.js';
+import type { LeaseClock, NamedTakeLimits, Reclaimed } from './types.js';
 
 /** Samples of the parent's clock kept: the tightest of the recent ones sets the deadlines. */
 const CLOCK_SAMPLES = 8;
@@ -10,6 +10,9 @@ const MAX_UNANSWERED = 256;
  * reclaim's tombstone) for a minute past its deadline, which is at most one call's timeout after it was sent.
  */
 const RECLAIM_WITHIN_MS = 55_000;
+
+/** A take's id, and its deadline once the parent's clock was sampled. */
+export type TakeName = NamedTakeLimits & { takeId: string };
 
 /** A take that failed on its way: what a reclaim names, and what the caller needs to count its answer. */
 export interface UnansweredTake<Context> {
@@ -37,11 +40,12 @@ export class NamedTakes<Context> {
   /** `parentNow − local arrival` of the latest answers: each a lower bound of the true offset. */
   private readonly offsets: number[] = [];
   private readonly unanswered: UnansweredTake<Context>[] = [];
+  private reclaiming: Promise<void> | undefined;
 
   constructor(private readonly clock: LeaseClock) {}
 
   /** A fresh take's id and deadline, for a call that gives up `timeoutMs` after now. */
-  name(timeoutMs: number): NamedTakeLimits & { takeId: string } {
+  name(timeoutMs: number): TakeName {
     const takeId = `${this.prefix}:${++this.sequence}`;
     if (this.offsets.length === 0) return { takeId };
     return { takeId, deadline: Math.floor(this.clock.now() + Math.max(...this.offsets) + timeoutMs) };
@@ -54,7 +58,7 @@ export class NamedTakes<Context> {
   }
 
   /** A take failed (timeout, reset, unreachable): it may still run at the parent; reclaim it later. */
-  failed(named: NamedTakeLimits & { takeId: string }, context: Context): void {
+  failed(named: TakeName, context: Context): void {
     this.unanswered.push({ takeId: named.takeId, deadline: named.deadline, sentAt: this.clock.now(), context });
     if (this.unanswered.length > MAX_UNANSWERED) this.unanswered.shift();
   }
@@ -73,5 +77,27 @@ export class NamedTakes<Context> {
 
   pending(): number {
     return this.unanswered.length;
+  }
+
+  /**
+   * Reclaims the failed takes still worth it, one round at a time: `reclaim` asks the parent, `answered`
+   * counts its answer. Never rejects: a reclaim that fails again waits for the next chance.
+   */
+  reclaimAll(reclaim: (take: UnansweredTake<Context>) => Promise<Reclaimed>, answered: (answer: Reclaimed, take: UnansweredTake<Context>) => void): Promise<void> {
+    this.reclaiming ??= Promise.all(
+      this.toReclaim().map(async (take) => {
+        let answer: Reclaimed;
+        try {
+          answer = await reclaim(take);
+        } catch {
+          return this.retry(take);
+        }
+        this.sampled(answer.parentNow);
+        answered(answer, take);
+      }),
+    )
+      .then(() => undefined)
+      .finally(() => (this.reclaiming = undefined));
+    return this.reclaiming;
   }
 }

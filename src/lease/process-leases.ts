@@ -1,6 +1,8 @@
+import type { CompiledLease } from '../counters/counter-spec.js';
 import type { CounterResult, CounterStore } from '../counters/counter-store.js';
 import type { CompiledPolicy } from '../matching/matcher.js';
-import { LeaseHolder } from './lease-holder.js';
+import { LeaseHolder, reclaimUnanswered, type UnansweredTakes } from './lease-holder.js';
+import { NamedTakes } from './named-takes.js';
 import { ProcessUnitPool } from './process-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
 import { systemClock, type LeaseClock, type LeaseEvents, type MaybePromise, type UnitHolders } from './types.js';
@@ -27,30 +29,28 @@ export interface ProcessLeasesOptions {
   store: LendingStore;
   /** RL_LEASE_MAX_WAIT_MS. */
   maxWaitMs: number;
+  /** RL_COUNTERSTORE_TIMEOUT_MS: how long a take may take, its deadline at the store. */
+  takeTimeoutMs: number;
   clock?: LeaseClock;
   /** Metric hooks for a holder of this policy (Metrics.leaseEvents('process', policyId)). */
   events?: (policyId: string) => LeaseEvents;
 }
 
 /**
- * Process leases (CONTRACT "Process leases"): this server process is the holder of every counter whose
- * policy has a `lease`, the counter store its parent. One LeaseHolder per counter key, made on the
- * first decision, dropped when it lets go: after max_hold without use, when its policy changes
- * (`policiesChanged`), and on drain (`letGoAll`).
+ * Process leases (CONTRACT "Process leases"): this process holds every counter whose policy has a
+ * `lease`, the counter store its parent. One LeaseHolder per counter key, made on the first decision,
+ * dropped when it lets go: idle for max_hold, its policy changed (`policiesChanged`), or drain (`letGoAll`).
  */
 export class ProcessLeases implements UnitHolders {
   private readonly entries = new Map<string, Entry>();
-  private readonly store: LendingStore;
-  private readonly maxWaitMs: number;
   private readonly clock: LeaseClock;
-  private readonly events: ((policyId: string) => LeaseEvents) | undefined;
+  /** One store, one clock to sample, and failed takes outliving their holder: shared by the holders. */
+  private readonly takes: UnansweredTakes;
   private closed = false;
 
-  constructor(options: ProcessLeasesOptions) {
-    this.store = options.store;
-    this.maxWaitMs = options.maxWaitMs;
+  constructor(private readonly options: ProcessLeasesOptions) {
     this.clock = options.clock ?? systemClock;
-    this.events = options.events;
+    this.takes = new NamedTakes(this.clock);
   }
 
   /** Holders alive now (for tests and status). */
@@ -61,42 +61,39 @@ export class ProcessLeases implements UnitHolders {
   /** The holder's operations for this counter, or undefined when its policy takes no lease. */
   operationsFor(keys: string[], compiled: CompiledPolicy): LeaseOperations | undefined {
     if (compiled.lease === undefined || this.closed) return undefined;
-    const key = keys[0];
-    const entry = this.entries.get(key);
-    if (entry !== undefined && entry.compiled === compiled && !entry.holder.isClosed) return entry.ops;
+    const entry = this.entries.get(keys[0]);
+    if (entry !== undefined && entry.compiled === compiled) return entry.ops;
     // A changed policy on the same counter: the old holder returns its units first (off this path).
-    if (entry !== undefined) this.release(key, entry);
-    return this.open(keys, compiled)?.ops;
+    if (entry !== undefined) void this.release(keys[0], entry);
+    return this.open(keys, compiled, compiled.lease).ops;
   }
 
   /** Lets go of every holder whose policy is no longer `current(policy_id)` (changed, disabled or deleted). */
   policiesChanged(current: (policyId: string) => object | undefined): void {
     for (const [key, entry] of this.entries) {
-      if (current(entry.compiled.policy.policy_id) !== entry.compiled) this.release(key, entry);
+      if (current(entry.compiled.policy.policy_id) !== entry.compiled) void this.release(key, entry);
     }
   }
 
-  /** Drain: every holder returns its unspent units; no new holder is made afterwards. */
+  /** Drain: every holder returns its unspent units, and takes whose answer was lost are reclaimed; no new holder is made afterwards. */
   async letGoAll(): Promise<void> {
     this.closed = true;
-    const all = [...this.entries.values()];
-    this.entries.clear();
-    await Promise.all(all.map((entry) => entry.holder.letGo()));
+    await Promise.all([...this.entries].map(([key, entry]) => this.release(key, entry)));
+    await reclaimUnanswered(this.takes);
   }
 
-  private open(keys: string[], compiled: CompiledPolicy): Entry | undefined {
-    const { spec, policy, lease } = compiled;
-    if (lease === undefined) return undefined;
+  private open(keys: string[], compiled: CompiledPolicy, lease: CompiledLease): Entry {
     const holder = new LeaseHolder({
       // A compiled lease exists only for the leasable algorithms (src/policy/lease-terms.ts).
-      parent: storeParent(this.store, keys, spec as LeasedSpec, this.clock, lease.maxHoldMs),
+      parent: storeParent(this.options.store, keys, compiled.spec as LeasedSpec, this.clock, lease.maxHoldMs),
       pool: new ProcessUnitPool(lease.shape === 'bucket'),
       clock: this.clock,
-      maxWaitMs: this.maxWaitMs,
-      events: this.events?.(policy.policy_id),
+      maxWaitMs: this.options.maxWaitMs,
+      takeTimeoutMs: this.options.takeTimeoutMs,
+      takes: this.takes,
+      events: this.options.events?.(compiled.policy.policy_id),
       lease,
     });
-    const key = keys[0];
     const entry: Entry = {
       compiled,
       holder,
@@ -108,16 +105,14 @@ export class ProcessLeases implements UnitHolders {
         release: notLeased,
       },
     };
-    holder.onIdle = () => {
-      if (this.entries.get(key) === entry) this.entries.delete(key);
-    };
-    this.entries.set(key, entry);
+    holder.onIdle = () => void this.release(keys[0], entry);
+    this.entries.set(keys[0], entry);
     return entry;
   }
 
-  private release(key: string, entry: Entry): void {
+  private release(key: string, entry: Entry): Promise<void> {
     if (this.entries.get(key) === entry) this.entries.delete(key);
-    void entry.holder.letGo();
+    return entry.holder.letGo();
   }
 }
 

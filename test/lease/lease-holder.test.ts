@@ -13,7 +13,7 @@ import { chunkSize } from '../../src/lease/chunk.js';
 import { LeaseHolder } from '../../src/lease/lease-holder.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
-import type { LeaseClock, LeaseParent } from '../../src/lease/types.js';
+import type { Grant, LapseReason, LeaseClock, LeaseParent, NamedTakeLimits } from '../../src/lease/types.js';
 import { leaseShapeOf } from '../../src/policy/lease-terms.js';
 
 const T0 = 1_800_000_000_000;
@@ -34,13 +34,18 @@ interface Fixture {
   answer(): Promise<void>;
   answerAll(): Promise<void>;
   down: { value: boolean };
-  events: { refills: number; returned: number; lapsed: number; waits: number };
+  /** The next take runs at the parent, and its answer is lost on the way back. */
+  loseNextAnswer: { value: boolean };
+  /** Units the parent's takes took (lost answers included), and the names they carried. */
+  taken: { units: number; lost: number; named: (NamedTakeLimits | undefined)[] };
+  events: { refills: number; returned: number; lapsed: number; waits: number; lapsedBy: Partial<Record<LapseReason, number>> };
   timers: { at: number; fn: () => void }[];
   advance(ms: number): Promise<void>;
   consume(cost: number): Promise<CounterResult>;
 }
 
-function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000, maxWaitMs = 10_000): Fixture {
+/** `reclaim`: the parent keeps a take ledger (a counter store's), so the holder names its takes. */
+function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000, maxWaitMs = 10_000, options: { reclaim?: boolean; takeTimeoutMs?: number } = {}): Fixture {
   const clock = { now: T0 };
   const exact = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
   const timers: { at: number; fn: () => void }[] = [];
@@ -60,28 +65,46 @@ function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000, maxWaitMs =
   const calls: string[] = [];
   const held: (() => void)[] = [];
   const down = { value: false };
+  const loseNextAnswer = { value: false };
+  const taken: Fixture['taken'] = { units: 0, lost: 0, named: [] };
   const gate = <T>(what: string, run: () => Promise<T>): Promise<T> => {
     calls.push(what);
     return new Promise<T>((resolve, reject) =>
       held.push(() => (down.value ? reject(new CounterStoreUnavailableError('down')) : run().then(resolve, reject))),
     );
   };
+  const take = async (n: number, named?: NamedTakeLimits): Promise<Grant> => {
+    const grant = await real.take(n, named);
+    taken.units += grant.granted;
+    if (!loseNextAnswer.value) return grant;
+    loseNextAnswer.value = false;
+    taken.lost += grant.granted;
+    throw new CounterStoreUnavailableError('the answer was lost on the link');
+  };
   const parent: LeaseParent = {
-    take: (n) => gate(`take ${n}`, () => real.take(n)),
+    take: (n, named) => {
+      taken.named.push(named);
+      return gate(`take ${n}`, () => take(n, named));
+    },
     giveBack: (units, tag) => gate(`give ${units}`, () => real.giveBack(units, tag)),
     peek: () => gate('peek', () => real.peek()),
+    ...(options.reclaim && { reclaim: (takeId: string, deadline?: number) => gate('reclaim', () => real.reclaim!(takeId, deadline)) }),
   };
-  const events = { refills: 0, returned: 0, lapsed: 0, waits: 0 };
+  const events: Fixture['events'] = { refills: 0, returned: 0, lapsed: 0, waits: 0, lapsedBy: {} };
   const holder = new LeaseHolder({
     parent,
     pool: new ProcessUnitPool(),
     clock: leaseClock,
     lease: { shape: leaseShapeOf(spec.type)!, maxUnits, maxHoldMs },
     maxWaitMs,
+    takeTimeoutMs: options.takeTimeoutMs,
     events: {
       refilled: () => events.refills++,
       returned: (u) => (events.returned += u),
-      lapsed: (u) => (events.lapsed += u),
+      lapsed: (u, reason) => {
+        events.lapsed += u;
+        events.lapsedBy[reason] = (events.lapsedBy[reason] ?? 0) + u;
+      },
       waited: () => events.waits++,
     },
   });
@@ -92,6 +115,8 @@ function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000, maxWaitMs =
     calls,
     held,
     down,
+    loseNextAnswer,
+    taken,
     events,
     timers,
     async answer() {
@@ -244,9 +269,12 @@ describe('LeaseHolder', () => {
     await f.answerAll();
     const usedBefore = 100 - (await f.exact.peek(['k'], fixed(100))).remaining;
     expect(usedBefore).to.be.greaterThan(5);
+    let forgotten = false;
+    f.holder.onIdle = () => (forgotten = true);
     await f.advance(300);
     await f.answerAll();
-    expect(f.holder.isClosed).to.equal(true);
+    // Its owner forgets it: the next decision makes a new holder.
+    expect(forgotten).to.equal(true);
     expect((await f.exact.peek(['k'], fixed(100))).remaining).to.equal(95);
     expect(f.events.returned).to.equal(usedBefore - 5);
     expect(f.events.lapsed).to.equal(0);
@@ -400,15 +428,150 @@ describe('LeaseHolder', () => {
       const errors: unknown[] = [];
       await f.consume(1).catch((e: unknown) => errors.push(e));
       expect(errors[0]).to.be.instanceOf(CounterStoreUnavailableError);
-      // Known down: rejected synchronously-settled, with one take sent to look whether it is back.
+      // Known down: rejected at once; one take per take timeout (the store's default, 100 ms) looks whether it is back.
       const second = f.holder.consume(1) as Promise<CounterResult>;
       await second.catch((e: unknown) => errors.push(e));
       expect(errors[1]).to.be.instanceOf(CounterStoreUnavailableError);
+      expect(f.calls.filter((c) => c.startsWith('take'))).to.have.length(1);
+      f.clock.now += 100;
+      await (f.holder.consume(1) as Promise<CounterResult>).catch((e: unknown) => errors.push(e));
+      expect(errors[2]).to.be.instanceOf(CounterStoreUnavailableError);
       expect(f.calls.filter((c) => c.startsWith('take'))).to.have.length(2);
       // Back: that take (answered now) brings units, and decisions are served again.
       f.down.value = false;
       await f.answerAll();
       expect((await f.consume(1)).allowed).to.equal(true);
+    });
+  });
+
+  describe('named takes (a parent that keeps a take ledger, as a counter store does)', () => {
+    const used = async (f: Fixture, limit: number): Promise<number> => limit - (await f.exact.peek(['k'], fixed(limit))).remaining;
+    /** Decides one unit; a failure-mode answer (the parent unreachable) admits nothing. */
+    const decide = async (f: Fixture): Promise<number> => {
+      try {
+        return (await f.consume(1)).allowed ? 1 : 0;
+      } catch (error) {
+        if (!(error instanceof CounterStoreUnavailableError)) throw error;
+        return 0;
+      }
+    };
+    /** Spends the units held (no take answered meanwhile) until a refill goes out; answers how many were admitted. */
+    const spendUntilRefill = (f: Fixture): number => {
+      let admitted = 0;
+      while (f.held.length === 0) {
+        expect((f.holder.consume(1) as CounterResult).allowed).to.equal(true);
+        admitted++;
+      }
+      return admitted;
+    };
+
+    it('takes are named when the parent can reclaim them, with a deadline one take timeout away by the parent clock; unnamed when it cannot', async () => {
+      const plain = fixture(fixed(1000));
+      await plain.consume(1);
+      expect(plain.taken.named).to.deep.equal([undefined]);
+      const f = fixture(fixed(1000), 10, 1000, 10_000, { reclaim: true, takeTimeoutMs: 250 });
+      await f.consume(1);
+      await f.consume(1);
+      const [first, second] = f.taken.named;
+      // Before any answer the parent clock is unknown: an id alone (the take can still be reclaimed).
+      expect(first).to.have.keys(['takeId']);
+      // The emulator reads the holder's clock: the deadline is the take's timeout after it was sent.
+      expect(second).to.deep.include({ deadline: T0 + 250 });
+      expect(second!.takeId).to.be.a('string').and.not.equal(first!.takeId);
+    });
+
+    it('a take whose answer was lost is reclaimed once the parent answers again: its units go back, counted returned', async () => {
+      const f = fixture(fixed(1000), 10, 60_000, 10_000, { reclaim: true });
+      let admitted = 0;
+      for (let i = 0; i < 20; i++) admitted += await decide(f);
+      f.loseNextAnswer.value = true;
+      admitted += spendUntilRefill(f);
+      await f.answerAll();
+      expect(f.taken.lost).to.be.above(0);
+      // The parent is known unreachable: decisions the units cannot pay fail; one take timeout later, the take they send answers.
+      f.clock.now += 100;
+      for (let i = 0; i < 40; i++) admitted += await decide(f);
+      expect(f.calls.filter((c) => c === 'reclaim')).to.have.length(1);
+      expect(f.events.returned).to.be.at.least(f.taken.lost);
+      const letGo = f.holder.letGo();
+      await f.answerAll();
+      await letGo;
+      // Every unit taken was admitted or given back, exactly.
+      expect(await used(f, 1000)).to.equal(admitted);
+      expect(f.events.returned).to.equal(f.taken.units - admitted);
+      expect(f.events.lapsed).to.equal(0);
+    });
+
+    it('a lost take whose window ends before the parent answers again lapses, counted parent_unreachable', async () => {
+      const f = fixture(fixed(1000), 10, 60_000, 10_000, { reclaim: true });
+      let admitted = 0;
+      for (let i = 0; i < 20; i++) admitted += await decide(f);
+      f.loseNextAnswer.value = true;
+      admitted += spendUntilRefill(f);
+      await f.answerAll();
+      f.clock.now = T0 + 1000; // the next window
+      for (let i = 0; i < 5; i++) admitted += await decide(f);
+      expect(f.events.lapsedBy.parent_unreachable).to.equal(f.taken.lost);
+      const letGo = f.holder.letGo();
+      await f.answerAll();
+      await letGo;
+      expect(f.events.returned + f.events.lapsed).to.equal(f.taken.units - admitted);
+    });
+
+    it('a take whose answer was lost is reclaimed when the holder lets go', async () => {
+      const f = fixture(fixed(1000), 10, 60_000, 10_000, { reclaim: true });
+      let admitted = 0;
+      for (let i = 0; i < 20; i++) admitted += await decide(f);
+      f.loseNextAnswer.value = true;
+      admitted += spendUntilRefill(f);
+      await f.answerAll();
+      expect(f.taken.lost).to.be.above(0);
+      const letGo = f.holder.letGo();
+      await settle();
+      await f.answerAll();
+      await letGo;
+      expect(f.calls.filter((c) => c === 'reclaim')).to.have.length(1);
+      expect(await used(f, 1000)).to.equal(admitted);
+      expect(f.events.returned).to.equal(f.taken.units - admitted);
+      expect(f.events.lapsed).to.equal(0);
+    });
+
+    it('a take held up past its deadline takes nothing: not a short parent, so the decision waiting for it is served by the next take', async () => {
+      const f = fixture(fixed(1000), 10, 60_000, 10_000, { reclaim: true, takeTimeoutMs: 100 });
+      // Samples the parent clock; its take of 1 leaves no unit held.
+      expect((await f.consume(1)).allowed).to.equal(true);
+      const waiting = f.holder.consume(1) as Promise<CounterResult>;
+      let answered = false;
+      void waiting.then(() => (answered = true));
+      await settle();
+      f.clock.now += 101; // held up on the link past its deadline
+      await f.answer();
+      expect(await used(f, 1000)).to.equal(1);
+      expect(answered).to.equal(false);
+      await f.answerAll();
+      expect(await waiting).to.include({ allowed: true });
+      expect(f.calls.filter((c) => c.startsWith('take'))).to.have.length(3);
+      expect(f.events.refills).to.equal(2);
+    });
+
+    it('letGo with a refill hung on a parent that never answers returns after one take timeout; the units, answered later, go back once', async () => {
+      const f = fixture(fixed(1000), 10, 60_000, 10_000, { takeTimeoutMs: 200 });
+      let admitted = 0;
+      for (let i = 0; i < 20; i++) admitted += await decide(f);
+      admitted += spendUntilRefill(f);
+      let gone = false;
+      const letGo = f.holder.letGo().then(() => (gone = true));
+      await f.advance(199);
+      expect(gone).to.equal(false);
+      await f.advance(1);
+      expect(gone).to.equal(true);
+      await letGo;
+      // The parent answers after all: the refill's units go back too, and nothing twice.
+      await f.answerAll();
+      expect(f.calls.filter((c) => c.startsWith('give'))).to.have.length(2);
+      expect(await used(f, 1000)).to.equal(admitted);
+      expect(f.events.returned).to.equal(f.taken.units - admitted);
+      expect(f.events.lapsed).to.equal(0);
     });
   });
 });

@@ -6,13 +6,19 @@
  */
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
+import type { RateSpec } from '../../src/counters/counter-spec.js';
+import type { LeaseCounterResult, NamedTake } from '../../src/counters/counter-store.js';
+import { counterKeys, takesKey } from '../../src/counters/keys.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { CounterStoreUnavailableError } from '../../src/errors.js';
+import { ProcessLeases } from '../../src/lease/process-leases.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { createEmbeddedClient } from '../../src/embedded/index.js';
 import { Readiness } from '../../src/http/readiness.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { envoyClient, rateLimitClient, startGrpc, unary } from '../grpc/helpers.js';
 import { HTTP_PATHS } from '../support/http-listeners.js';
+import { startLinkProxy, type LinkProxy } from '../support/link-proxy.js';
 import { postJson, serve } from '../support/http.js';
 import { makePolicy } from '../support/policies.js';
 import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
@@ -118,6 +124,145 @@ describe('process leases on a real Redis', function () {
     });
   });
 
+  /**
+   * One process's leases on a store reached through a link that holds bytes up (a black-hole): a take
+   * whose answer is held past the store's timeout has run on Redis, and is reclaimed once Redis answers
+   * again; a take whose request is held past its deadline takes nothing when it arrives. Counted, not timed.
+   */
+  describe('named takes over a link that holds bytes up', () => {
+    const TIMEOUT_MS = 300;
+    const policy = makePolicy({
+      policy_id: 'named',
+      scope: { service: 'named' },
+      algorithm: { type: 'quota', limit: 1000, quota_period: '1h' },
+      lease: { max_units: 20, max_hold: '1m' },
+    });
+    const compiled = new LiveMatcher([policy]).current().get('named')!;
+    const spec = compiled.spec as RateSpec;
+    let proxy: LinkProxy;
+    let store: RedisCounterStore;
+    let direct: RedisCounterStore;
+    let leases: ProcessLeases;
+    let keys: string[];
+    let counts: { failed: number; returned: number; lapsed: number };
+    /** The names the takes carried, and the reclaims' answers, in order. */
+    let names: (NamedTake | undefined)[];
+    let reclaims: LeaseCounterResult[];
+
+    beforeEach(async () => {
+      proxy = await startLinkProxy(redis);
+      store = connectRedisCounterStore(proxy.url, { commandTimeoutMs: TIMEOUT_MS });
+      direct = connectRedisCounterStore(redis.url, { commandTimeoutMs: 2_000 });
+      await Promise.all([store.waitUntilReady(), direct.waitUntilReady()]);
+      keys = counterKeys(randomPrefix(), 'named', spec, []);
+      counts = { failed: 0, returned: 0, lapsed: 0 };
+      names = [];
+      reclaims = [];
+      const observed = new Proxy(store, {
+        get(target, name) {
+          if (name === 'take') {
+            return (...args: Parameters<RedisCounterStore['take']>) => {
+              names.push(args[4]);
+              return target.take(...args);
+            };
+          }
+          if (name === 'reclaim') {
+            return async (...args: Parameters<RedisCounterStore['reclaim']>) => {
+              const answer = await target.reclaim(...args);
+              reclaims.push(answer);
+              return answer;
+            };
+          }
+          const value = Reflect.get(target, name, target) as unknown;
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      leases = new ProcessLeases({
+        store: observed,
+        maxWaitMs: 10_000,
+        takeTimeoutMs: TIMEOUT_MS,
+        events: () => ({ failed: () => counts.failed++, returned: (units) => (counts.returned += units), lapsed: (units) => (counts.lapsed += units) }),
+      });
+    });
+    afterEach(async () => {
+      await leases.letGoAll();
+      await Promise.all([store.close(), direct.close()]);
+      await proxy.close();
+    });
+
+    const used = async (): Promise<number> => 1000 - (await direct.peek(keys, spec)).remaining;
+    const ops = () => leases.operationsFor(keys, compiled)!;
+    /** One decision of one unit: 1 if admitted; the failure mode (store unreachable) admits nothing here. */
+    const decide = async (): Promise<number> => {
+      try {
+        return (await ops().consume(keys, spec, 1)).allowed ? 1 : 0;
+      } catch (error) {
+        if (!(error instanceof CounterStoreUnavailableError)) throw error;
+        return 0;
+      }
+    };
+    /** Decides until one take has failed (the link holds its bytes); answers the decisions admitted. */
+    const decideUntilATakeFails = async (): Promise<number> => {
+      let admitted = 0;
+      for (let i = 0; i < 1000 && counts.failed === 0; i++) admitted += await decide();
+      expect(counts.failed).to.equal(1);
+      return admitted;
+    };
+    /** Decides until `done` (a hang guard only: each try waits a moment for the take it sent). */
+    const decideUntil = async (done: () => boolean): Promise<number> => {
+      let admitted = 0;
+      for (let i = 0; i < 200 && !done(); i++) {
+        admitted += await decide();
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(done()).to.equal(true);
+      return admitted;
+    };
+
+    it("a take whose answer is held past the store's timeout ran on Redis: reclaimed once Redis answers again, its units counted returned", async () => {
+      let admitted = 0;
+      for (let i = 0; i < 10; i++) admitted += await decide();
+      await ops().peek(keys, spec); // behind any take in flight on the connection
+      const before = await used();
+      proxy.blackHole('to-client');
+      admitted += await decideUntilATakeFails();
+      const lost = (await used()) - before;
+      expect(lost, 'the take whose answer was held took units on Redis').to.be.above(0);
+      proxy.heal();
+      // The next take that succeeds brings the reclaim.
+      admitted += await decideUntil(() => reclaims.length > 0);
+      expect(reclaims[0]).to.include({ outcome: 'done', units: lost, lapsed: 0 });
+      expect(counts.returned).to.equal(lost);
+      await leases.letGoAll();
+      expect(await used()).to.equal(admitted);
+      expect(counts.lapsed).to.equal(0);
+    });
+
+    it('a take whose request is held past its deadline (by the Redis clock) takes nothing when it arrives, and its reclaim counts nothing', async () => {
+      let admitted = 0;
+      for (let i = 0; i < 10; i++) admitted += await decide();
+      await ops().peek(keys, spec);
+      const before = await used();
+      proxy.blackHole('to-target');
+      admitted += await decideUntilATakeFails();
+      const held = names[names.length - 1]!;
+      expect(held.takeId).to.be.a('string');
+      expect(held.deadline, 'a deadline once the Redis clock was sampled').to.be.a('number');
+      // Same machine: Date.now reads the Redis clock. (The store gave up no earlier than the deadline.)
+      while (Date.now() <= held.deadline! + 5) await new Promise((resolve) => setTimeout(resolve, 10));
+      proxy.heal();
+      await (store.client as Redis).ping(); // behind the held take on the connection: it has run
+      expect(await used()).to.equal(before);
+      // The next take that succeeds brings the reclaim: nothing to give back.
+      admitted += await decideUntil(() => reclaims.length > 0);
+      expect(reclaims[0]).to.include({ units: 0, lapsed: 0 });
+      expect(counts).to.include({ returned: 0, lapsed: 0 });
+      await leases.letGoAll();
+      expect(await used()).to.equal(admitted);
+      expect(counts.lapsed).to.equal(0);
+    });
+  });
+
   /** Deciders on one Redis: two server processes, or one server whose RL_WORKERS=2 workers share its port. */
   const setups: [string, (env: Record<string, string>) => Promise<ServerProcessHandle[]>][] = [
     ['two server processes', (env) => Promise.all([startServerProcess(env), startServerProcess(env)])],
@@ -187,7 +332,9 @@ describe('process leases on a real Redis', function () {
         expect(exits.map((e) => e.code)).to.deep.equal(nodes.map(() => 0));
         const checker = connectRedisCounterStore(redis.url, { commandTimeoutMs: 2_000 });
         try {
-          const keys = (await admin.keys(`${keyPrefix}*hot*`)).filter((k) => !k.includes('polic'));
+          const found = (await admin.keys(`${keyPrefix}*hot*`)).filter((k) => !k.includes('polic'));
+          // The counter, not its take ledger (process leases name their takes).
+          const keys = found.filter((k) => !found.some((counter) => takesKey(counter) === k));
           expect(keys).to.have.length(1);
           const used = LIMIT - (await checker.peek(keys, { type: 'quota', limit: LIMIT, periodMs: 3_600_000 })).remaining;
           expect(used).to.equal(allowed);

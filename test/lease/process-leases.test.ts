@@ -5,6 +5,7 @@
  * cache answers a leased refusal as any other; a policy without a lease is decided by the store.
  */
 import { expect } from 'chai';
+import { CounterStoreUnavailableError } from '../../src/errors.js';
 import type { RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
@@ -103,6 +104,7 @@ describe('process leases in DecisionService', () => {
     const leases = new ProcessLeases({
       store: awaitingOnly(emulator, { lend: true }) as never,
       maxWaitMs: 100,
+      takeTimeoutMs: 100,
       clock: { now: () => now, setTimer: (fn) => timers.push(fn), clearTimer: () => undefined },
     });
     const compiled = matcher.current().get('leased')!;
@@ -134,6 +136,49 @@ describe('process leases in DecisionService', () => {
     // The refill ahead that decision started: answered, so the drain does not wait on it.
     for (const run of takes.splice(0)) run();
     await waiting.letGoLeases();
+  });
+
+  it('a take whose answer was lost is reclaimed on drain, though its holder let go meanwhile with the store unreachable for the reclaim', async () => {
+    const counts = { taken: 0, lost: 0, returned: 0, lapsed: 0 };
+    const link = { loseNextAnswer: false, reclaimDown: false };
+    const lending = awaitingOnly(emulator, { lend: true });
+    const store = {
+      ...lending,
+      take: async (...args: Parameters<MemoryCounterStore['take']>) => {
+        const answer = await emulator.take(...args);
+        counts.taken += answer.units;
+        if (!link.loseNextAnswer) return answer;
+        link.loseNextAnswer = false;
+        counts.lost += answer.units;
+        throw new CounterStoreUnavailableError('the answer was lost on the link');
+      },
+      reclaim: (...args: Parameters<MemoryCounterStore['reclaim']>) =>
+        link.reclaimDown ? Promise.reject(new CounterStoreUnavailableError('unreachable')) : emulator.reclaim(...args),
+    };
+    const events = { returned: (units: number) => (counts.returned += units), lapsed: (units: number) => (counts.lapsed += units) };
+    const lossy = new DecisionService({ policies: matcher, counters: store, keyPrefix: 't:', leases: { takeTimeoutMs: 100, events: () => events } });
+    let admitted = 0;
+    const decide = async (): Promise<void> => {
+      const decision = await lossy.check(api);
+      if (decision.allowed && decision.reason === 'within_limit') admitted++;
+    };
+    for (let i = 0; i < 30; i++) await decide();
+    Object.assign(link, { loseNextAnswer: true, reclaimDown: true });
+    for (let i = 0; i < 200 && link.loseNextAnswer; i++) await decide();
+    expect(counts.lost).to.be.above(0);
+    for (let i = 0; i < 30; i++) await decide();
+    // The policy changes: its holder gives its units back and lets go; the reclaim fails then.
+    matcher.apply('leased', leased(1000, 2));
+    await settle();
+    await settle();
+    expect(lossy.leases?.size).to.equal(0);
+    expect(await used(1000)).to.be.above(admitted);
+    link.reclaimDown = false;
+    await lossy.letGoLeases();
+    // Every unit taken was admitted or given back, exactly.
+    expect(await used(1000)).to.equal(admitted);
+    expect(counts.returned).to.equal(counts.taken - admitted);
+    expect(counts.lapsed).to.equal(0);
   });
 
   it('one door: a counter store that holds units itself (a region) is told of policy changes and let go on drain, after the process leases', async () => {
