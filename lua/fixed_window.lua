@@ -2,7 +2,7 @@
 -- Port of fixedWindow (src/counters/emulator/fixed-window.ts): change both together.
 --
 -- KEYS[1]  counter hash: x = expire-at (window end), s = window start, u = units used (epoch ms)
--- KEYS[2]  take and reclaim with a take id: the counter's take ledger (include "lease")
+-- KEYS[2]  a take, give or reclaim with an id: the counter's take ledger (include "lease")
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
 -- ARGV[2]  operation: consume, peek, refund; take, give, reclaim (include "mode")
 -- ARGV[3]  units: what a consume takes, a refund gives back (a peek ignores it)

@@ -4,7 +4,7 @@
 --
 -- KEYS[1]  counter hash: one field per bucket, "<bucket index>" = units counted in it (index =
 --          bucket start / bucket ms), plus x = expire-at (epoch ms)
--- KEYS[2]  take and reclaim with a take id: the counter's take ledger (include "lease")
+-- KEYS[2]  a take, give or reclaim with an id: the counter's take ledger (include "lease")
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
 -- ARGV[2]  operation: consume, peek, refund; take, give, reclaim (include "mode")
 -- ARGV[3]  units: what a consume takes, a refund gives back (a peek ignores it)

@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  bucket hash: x = settled-at (when it is full again; also its expire-at),
 --          a = tokens at the last update, u = time of the last update (epoch ms)
--- KEYS[2]  take and reclaim with a take id: the counter's take ledger (include "lease")
+-- KEYS[2]  a take, give or reclaim with an id: the counter's take ledger (include "lease")
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
 -- ARGV[2]  operation: consume, peek, refund; take, give, reclaim (include "mode")
 -- ARGV[3]  tokens: what a consume takes, a refund gives back (a peek ignores it)

@@ -1,26 +1,32 @@
 -- include "lease": the answer of a capacity lease's operations (include "mode": take, give, reclaim)
--- and named takes. Needs "time", "number" and "mode", and the script's `lease_shape`: 'window' (units
--- belong to the window, quota period or sub-window of their tag) or 'bucket' (units go back only
+-- and named takes and gives. Needs "time", "number" and "mode", and the script's `lease_shape`: 'window'
+-- (units belong to the window, quota period or sub-window of their tag) or 'bucket' (units go back only
 -- within the taker's hold of their take).
 --
--- Named takes: a take can reach its parent after its holder gave up on it (a slow or cut link), and
--- its units would then belong to no one. A take's own arguments come last in ARGV: its id ('' =
--- unnamed), its deadline ('' = none) and its hold (ms; buckets); a reclaim's: the id of the take it
--- gives back and that take's deadline ('' = none).
---   deadline  the last instant (this clock, epoch ms) the take may run: later it takes nothing (late)
---   id        the take is recorded in the counter's take ledger (KEYS[2], src/counters/keys.ts
---             takesKey); the same id again answers the recorded grant and takes nothing more (repeat)
---   reclaim   gives back what the named take took, as a give of its units with its tag would (units of
---             an ended window, or a bucket's past their hold, lapse), once: asked again, it answers the
---             same (repeat). A reclaim that comes before its take leaves a tombstone (ahead), and the
---             take, when it comes, takes nothing (reclaimed).
--- The ledger: x = the expire-at of its longest-lived entry, n = entries written, and per take id
--- '<expire-at>:<seq>:g:<units>:<tag>:<give tag>' (granted) or '<expire-at>:<seq>:r:<back>:<lapsed>'
--- (reclaimed, or a tombstone). An entry is kept MEMORY_MS past the latest of when it was written, its
--- take's deadline and, a grant, the end of what its units could go back to (their window's end, a
--- bucket's take + hold): a holder whose link returns within that learns what its take did, lapsed
--- units included. Past its expire-at it is absent. At most MAX_TAKES entries: a new one first drops
--- the expired, then the least recently written.
+-- Named takes and gives: either can reach its parent after its holder gave up on it (a slow or cut
+-- link): a take's units would then belong to no one, a give's would be counted lapsed and given back
+-- too. Their own arguments come last in ARGV: a take's id ('' = unnamed), deadline ('' = none) and
+-- hold (ms; buckets); a give's id, deadline and tag (include "mode"); a reclaim's id (of a take or a
+-- give) and its deadline ('' = none).
+--   deadline  the last instant (this clock, epoch ms) the take or give may run: later it takes or gives
+--             nothing (late)
+--   id        the take or give is recorded in the counter's take ledger (KEYS[2], src/counters/keys.ts
+--             takesKey); the same id again answers the recorded result and takes or gives nothing more
+--             (repeat)
+--   reclaim   settles an id once: a take's, it gives back what the take took, as a give of its units
+--             with its tag would (units of an ended window, or a bucket's past their hold, lapse); a
+--             give's, it answers what the give did and gives nothing. Asked again, it answers the same
+--             (repeat). A reclaim that comes before its take or give leaves a tombstone (ahead), and
+--             that take or give, when it comes, does nothing (reclaimed).
+-- An id is a take's or a give's, never both: a take that finds any entry but its grant, or a give any
+-- but its own, does nothing (reclaimed), so no units leave or come back twice.
+-- The ledger: x = the expire-at of its longest-lived entry, n = entries written, and per id
+-- '<expire-at>:<seq>:g:<units>:<tag>:<give tag>' (a take's grant), '<expire-at>:<seq>:v:<back>:<lapsed>'
+-- (a give) or '<expire-at>:<seq>:r:<back>:<lapsed>' (reclaimed, or a tombstone). An entry is kept
+-- MEMORY_MS past the later of when it was written and its operation's deadline: a holder settles what
+-- it did not hear within that (src/lease), and a reclaim's give checks the units' window anyway. Past
+-- its expire-at it is absent. At most MAX_TAKES entries: a new one first drops the expired, then the
+-- least recently written.
 --
 -- Every answer: {allowed, remaining, retry_after_ms, reset_after_ms, units (taken, or given back),
 -- tag (of the window, quota period or sub-window the units belong to; a bucket's take: the instant its
@@ -40,7 +46,7 @@ local ledger = KEYS[2]
 local take_id = nil
 local deadline = nil
 local hold = 0
--- The ledger entry of take_id: {expire_at, kind 'g' or 'r', a, b, c} (g: units, tag, give tag; r: back, lapsed).
+-- The ledger entry of take_id: {expire_at, kind 'g', 'v' or 'r', a, b, c} (g: units, tag, give tag; v, r: back, lapsed).
 local recorded = nil
 
 local function optional_number(arg, what)
@@ -66,8 +72,8 @@ local function load_entry()
   return { expire_at = tonumber(e), kind = kind, a = tonumber(a), b = tonumber(b), c = tonumber(c) }
 end
 
-local function write_entry(base, body)
-  local expire_at = math.max(base, now, deadline or now) + MEMORY_MS
+local function write_entry(body)
+  local expire_at = math.max(now, deadline or now) + MEMORY_MS
   local v = redis.call('HMGET', ledger, 'x', 'n')
   local x = tonumber(v[1]) or expire_at
   local seq = (tonumber(v[2]) or 0) + 1
@@ -97,16 +103,19 @@ local function write_entry(base, body)
   expire_in(ledger, x)
 end
 
-if taking or reclaiming then
-  local first = #ARGV - 1
+if taking or giving or reclaiming then
+  -- A take's and a give's own arguments are three (the last: a take's hold, a give's tag), a reclaim's two.
+  local first = #ARGV - 2
+  if reclaiming then
+    first = #ARGV - 1
+  end
   if taking then
-    first = #ARGV - 2
     hold = tonumber(ARGV[#ARGV])
     if not hold then
       return redis.error_reply('ERR rl: a take needs its hold (ms) as the last ARGV, got ' .. tostring(ARGV[#ARGV]))
     end
   end
-  local ok, parsed = pcall(optional_number, ARGV[first + 1], 'a take deadline')
+  local ok, parsed = pcall(optional_number, ARGV[first + 1], 'a deadline')
   if not ok then
     return parsed
   end
@@ -114,22 +123,22 @@ if taking or reclaiming then
   if ARGV[first] ~= '' then
     take_id = ARGV[first]
     if not ledger then
-      return redis.error_reply('ERR rl: a named take or a reclaim needs the take ledger as KEYS[2]')
+      return redis.error_reply('ERR rl: a named take or give, or a reclaim, needs the take ledger as KEYS[2]')
     end
     recorded = load_entry()
   elseif reclaiming then
-    return redis.error_reply('ERR rl: a reclaim needs a take id')
+    return redis.error_reply('ERR rl: a reclaim needs an id')
   end
 end
--- What a give asks back (the units of a reclaim's take): what it does not get back lapsed.
-local asked = refund
-if taking and recorded then
-  -- Asked again: nothing more is taken (the state answers as a take of nothing).
-  outcome = recorded.kind == 'g' and REPEAT or RECLAIMED
-  cost = 0
-elseif taking and deadline and now > deadline then
+if (taking or giving) and recorded then
+  -- Asked again (its own kind of entry), or settled without it: nothing more is taken or given back.
+  local own = 'v'
+  if taking then
+    own = 'g'
+  end
+  outcome = recorded.kind == own and REPEAT or RECLAIMED
+elseif (taking or giving) and deadline and now > deadline then
   outcome = LATE
-  cost = 0
 elseif reclaiming then
   giving = true
   refunding = true
@@ -137,13 +146,18 @@ elseif reclaiming then
     refund = recorded.a
     give_tag = recorded.c
   else
-    -- Nothing to give back (a give of nothing, to no window).
-    refund = 0
-    give_tag = -1
+    -- A give's, or settled before: nothing more to give back.
     outcome = recorded and REPEAT or AHEAD
   end
-  asked = refund
 end
+if outcome ~= DONE then
+  -- The state answers as a take, or a give to no window, of nothing.
+  cost = 0
+  refund = 0
+  give_tag = -1
+end
+-- What a give asks back: what it does not get back lapsed.
+local asked = refund
 
 local function lease_reply(allowed, remaining, retry_after, reset_after, units, tag, window_left)
   local lapsed = 0
@@ -154,7 +168,7 @@ local function lease_reply(allowed, remaining, retry_after, reset_after, units, 
   end
   if taking and outcome == DONE and take_id then
     -- A reclaim gives back under the take's own tag (the entry keeps both fields, as older scripts read them).
-    write_entry(math.max(now + window_left, tag), 'g:' .. fmt(units) .. ':' .. fmt(tag) .. ':' .. fmt(tag))
+    write_entry('g:' .. fmt(units) .. ':' .. fmt(tag) .. ':' .. fmt(tag))
   elseif taking and outcome == REPEAT then
     if lease_shape == 'bucket' then
       window_left = math.max(0, recorded.b - now)
@@ -167,13 +181,17 @@ local function lease_reply(allowed, remaining, retry_after, reset_after, units, 
     allowed = units > 0
   elseif giving then
     lapsed = asked - units
-    if reclaiming and outcome == DONE then
-      write_entry(recorded.expire_at, 'r:' .. fmt(units) .. ':' .. fmt(lapsed))
-    elseif outcome == REPEAT then
+    if outcome == REPEAT then
       units = recorded.a
       lapsed = recorded.b
+    elseif outcome == DONE and take_id then
+      local kind = 'v:'
+      if reclaiming then
+        kind = 'r:'
+      end
+      write_entry(kind .. fmt(units) .. ':' .. fmt(lapsed))
     elseif outcome == AHEAD then
-      write_entry(now, 'r:0:0')
+      write_entry('r:0:0')
     end
   end
   local r = reply(allowed, remaining, retry_after, reset_after)

@@ -9,13 +9,14 @@
 --   take     partial take: min(ARGV[3], what the counter admits now) units, possibly 0; its retry_after
 --            is that of a consume of the rest when it took less, and of one more unit when it took
 --            them all (0 while the counter admits one more): how long the counter admits no more
---   give     window-checked return of ARGV[3] units; ARGV[#ARGV] is the tag: a refund made only while
---            the window (quota period, sub-window) <tag> that a take answered is still the current
---            one; the units of a window that has ended have lapsed and go nowhere. Buckets: the tag is
+--   give     window-checked return of ARGV[3] units; its own arguments are its id, its deadline
+--            (include "lease") and, last, ARGV[#ARGV], the tag: a refund made only while the window
+--            (quota period, sub-window) <tag> that a take answered is still the current one; the
+--            units of a window that has ended have lapsed and go nowhere. Buckets: the tag is
 --            the instant (this clock) the units must be back by, the take's plus the taker's hold
 --            (include "lease"): a refund made only before then, since units back later would join the
 --            tokens the bucket refilled meanwhile (src/lease)
---   reclaim  gives back what a named take took (include "lease"); ARGV[3] is ignored
+--   reclaim  settles a named take or give (include "lease"); ARGV[3] is ignored
 -- Port of `mode` in src/counters/emulator/mode.ts: change both together.
 local operation = ARGV[2]
 local units = tonumber(ARGV[3])

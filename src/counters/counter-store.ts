@@ -25,10 +25,10 @@ export interface CounterResult {
 export type RateOperation = 'consume' | 'peek' | 'refund' | 'take' | 'give' | 'reclaim';
 
 /**
- * What a lease operation did (lua/includes/lease.lua): `done` it ran; a take `late` (past its deadline),
- * `repeat` (its id was seen: the recorded grant, nothing more taken) or `reclaimed` (its id was
- * reclaimed first: nothing taken); a reclaim `repeat` (the recorded answer, nothing more given back) or
- * `ahead` (before its take: nothing given back, and the take will take nothing).
+ * What a lease operation did (lua/includes/lease.lua): `done` it ran; a take or a give `late` (past its
+ * deadline: nothing taken or given back), `repeat` (its id was seen: the recorded result, nothing more)
+ * or `reclaimed` (its id was settled first: nothing taken or given back); a reclaim `repeat` (the
+ * recorded answer, nothing more given back) or `ahead` (before its take or give, which will do nothing).
  */
 export type LeaseOutcome = 'done' | 'late' | 'repeat' | 'reclaimed' | 'ahead';
 
@@ -42,7 +42,16 @@ export interface NamedTake {
   holdMs?: number;
 }
 
-/** A reclaim names a take, and that take's deadline, until which its tombstone refuses the take if the reclaim came first. */
+/**
+ * A give's optional name and deadline, as a take's (NamedTake): its id shares the take ledger with the
+ * takes' ids (one id, one operation); `reclaim` settles it.
+ */
+export type NamedGive = Omit<NamedTake, 'holdMs'>;
+
+/**
+ * A reclaim names a take or a give, and its deadline, until which the tombstone a reclaim leaves when it
+ * comes first refuses that take or give.
+ */
 export interface TakeReclaim {
   takeId: string;
   deadline?: StoreMs;
@@ -108,14 +117,16 @@ export interface CounterStore {
    * Gives back `units` a take answered with `windowTag`, only while that window (period, sub-window)
    * is the current one; otherwise they lapsed (`units` of the answer: how many went back).
    * Buckets: `windowTag` is the instant they had to be back by; an ordinary refund before it, nothing
-   * from then on (null: nothing).
+   * from then on (null: nothing). `named`: a deadline (later: `late`, nothing given back) and an id that
+   * makes the give answerable again (`repeat`: the recorded units and lapsed, nothing more) and
+   * settleable (`reclaim`); `reclaimed` when it was settled first (nothing given back).
    */
-  giveBack?(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult>;
+  giveBack?(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number, named?: NamedGive): Promise<LeaseCounterResult>;
   /**
-   * Gives back what the take named `take.takeId` took, under the rules of `giveBack` (what does not go
-   * back is `lapsed`), exactly once. `units`: how many went back; `outcome` `repeat` when it was
-   * reclaimed before (the same answer again), `ahead` when that take has not come (yet): it will take
-   * nothing.
+   * Settles the named take or give `take.takeId`, exactly once. A take's: gives back what it took, under
+   * the rules of `giveBack` (what does not go back is `lapsed`); a give's: gives nothing, `repeat` with
+   * what the give did (`units` back, `lapsed`). `outcome` `repeat` when settled before (the same answer
+   * again), `ahead` when that take or give has not come (yet): it will do nothing.
    */
   reclaim?(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): Promise<LeaseCounterResult>;
   /** Takes a lease slot for `leaseId`, or refreshes the lease if it is already held. */
@@ -138,7 +149,7 @@ export interface SyncCounterOperations {
   peek(keys: string[], spec: RateSpec, nowMs?: number): CounterResult;
   refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): CounterResult;
   take?(keys: string[], spec: RateSpec, n: number, nowMs?: number, named?: NamedTake): LeaseCounterResult;
-  giveBack?(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): LeaseCounterResult;
+  giveBack?(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number, named?: NamedGive): LeaseCounterResult;
   reclaim?(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): LeaseCounterResult;
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): CounterResult;
   release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): CounterResult;

@@ -31,7 +31,7 @@ export function counterKeys(
 }
 
 /**
- * A counter's take ledger (named takes, lua/includes/lease.lua): beside its counter key, with the same
+ * A counter's take ledger (named takes and gives, lua/includes/lease.lua): beside its counter key, with the same
  * `{tag}`, so in the same Redis Cluster slot.
  */
 export function takesKey(counterKey: string): string {

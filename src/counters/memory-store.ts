@@ -1,4 +1,4 @@
-import type { CounterResult, CounterStore, LeaseCounterResult, NamedTake, SyncCounterOperations, TakeReclaim } from './counter-store.js';
+import type { CounterResult, CounterStore, LeaseCounterResult, NamedGive, NamedTake, SyncCounterOperations, TakeReclaim } from './counter-store.js';
 import { takesKey } from './keys.js';
 import { finishLeaseOp, prepareLeaseOp, type LedgerSlot, type TakeLedger } from './named-takes.js';
 import type { LeaseSpec, RateSpec } from './counter-spec.js';
@@ -38,7 +38,7 @@ export class MemoryCounterStore implements CounterStore {
       acquire: (keys, spec, leaseId, nowMs) => acquireNow(this.space, keys[0], spec, leaseId, nowMs ?? this.now()),
       release: (keys, spec, leaseId, nowMs) => releaseNow(this.space, keys[0], spec, leaseId, nowMs ?? this.now()),
       take: (keys, spec, n, nowMs, named) => this.leaseNow(keys, spec, 'take', n, nowMs ?? this.now(), named ?? {}),
-      giveBack: (keys, spec, units, windowTag, nowMs) => this.leaseNow(keys, spec, 'give', units, nowMs ?? this.now(), { tag: windowTag ?? 0 }),
+      giveBack: (keys, spec, units, windowTag, nowMs, named) => this.leaseNow(keys, spec, 'give', units, nowMs ?? this.now(), { ...named, tag: windowTag ?? 0 }),
       reclaim: (keys, spec, take, nowMs) => this.leaseNow(keys, spec, 'reclaim', 0, nowMs ?? this.now(), take),
     };
   }
@@ -69,8 +69,8 @@ export class MemoryCounterStore implements CounterStore {
     return this.sync.take(keys, spec, n, nowMs, named);
   }
 
-  async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
-    return this.sync.giveBack(keys, spec, units, windowTag, nowMs);
+  async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number, named?: NamedGive): Promise<LeaseCounterResult> {
+    return this.sync.giveBack(keys, spec, units, windowTag, nowMs, named);
   }
 
   async reclaim(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): Promise<LeaseCounterResult> {

@@ -1,20 +1,24 @@
 import type { LeaseCounterResult, LeaseOutcome, NamedTake, TakeReclaim } from './counter-store.js';
 
 /**
- * Named takes in the emulator: the port of lua/includes/lease.lua (its rules are written there);
- * change both together. A lease operation reads the counter's take ledger first (`prepareLeaseOp`),
- * which may turn it into a take of nothing (late, repeat, reclaimed) or a reclaim into a give of the
- * recorded units; the algorithm runs that; `finishLeaseOp` then records it and completes the answer.
+ * Named takes and gives in the emulator: the port of lua/includes/lease.lua (its rules are written
+ * there); change both together. A lease operation reads the counter's take ledger first
+ * (`prepareLeaseOp`), which may turn it into a take or give of nothing (late, repeat, reclaimed) or a
+ * reclaim into a give of the recorded units; the algorithm runs that; `finishLeaseOp` then records it
+ * and completes the answer.
  */
 
 const MAX_TAKES = 256;
 const MEMORY_MS = 60_000;
 
-/** One take id's entry: granted (units, tag, give tag) or reclaimed (back, lapsed; a tombstone: 0, 0). */
+/**
+ * One id's entry: a take's grant `g` (units, tag, give tag), a give `v` (back, lapsed) or reclaimed `r`
+ * (back, lapsed; a tombstone: 0, 0).
+ */
 export interface LedgerEntry {
   expireAt: number;
   seq: number;
-  kind: 'g' | 'r';
+  kind: 'g' | 'v' | 'r';
   a: number;
   b: number;
   c: number;
@@ -66,7 +70,7 @@ export function prepareLeaseOp(
   const reclaiming = op === 'reclaim';
   const takeId = args.takeId;
   if (takeId !== undefined) checkTakeId(takeId);
-  else if (reclaiming) throw new Error('a reclaim needs a take id');
+  else if (reclaiming) throw new Error('a reclaim needs an id');
   let recorded: LedgerEntry | undefined;
   if (takeId !== undefined) {
     const entry = slot.read()?.entries.get(takeId);
@@ -74,26 +78,28 @@ export function prepareLeaseOp(
   }
   const prepared: PreparedLeaseOp = {
     op: reclaiming ? 'give' : op, units, tag: args.tag ?? 0, outcome: 'done', reclaiming, takeId,
-    deadline: args.deadline, holdMs: args.holdMs ?? 0, asked: op === 'give' ? units : 0, recorded,
+    deadline: args.deadline, holdMs: args.holdMs ?? 0, asked: 0, recorded,
   };
-  if (op === 'take' && recorded) {
-    // Asked again: nothing more is taken (the state answers as a take of nothing).
-    prepared.outcome = recorded.kind === 'g' ? 'repeat' : 'reclaimed';
-    prepared.units = 0;
-  } else if (op === 'take' && args.deadline !== undefined && now > args.deadline) {
+  if (!reclaiming && recorded) {
+    // Asked again (its own kind of entry), or settled without it: nothing more is taken or given back.
+    prepared.outcome = recorded.kind === (op === 'take' ? 'g' : 'v') ? 'repeat' : 'reclaimed';
+  } else if (!reclaiming && args.deadline !== undefined && now > args.deadline) {
     prepared.outcome = 'late';
-    prepared.units = 0;
   } else if (reclaiming) {
     if (recorded && recorded.kind === 'g') {
       prepared.units = recorded.a;
       prepared.tag = recorded.c;
     } else {
-      prepared.units = 0;
-      prepared.tag = -1;
+      // A give's, or settled before: nothing more to give back.
       prepared.outcome = recorded ? 'repeat' : 'ahead';
     }
-    prepared.asked = prepared.units;
   }
+  if (prepared.outcome !== 'done') {
+    // The state answers as a take, or a give to no window, of nothing.
+    prepared.units = 0;
+    prepared.tag = -1;
+  }
+  if (prepared.op === 'give') prepared.asked = prepared.units;
   return prepared;
 }
 
@@ -108,7 +114,7 @@ export function finishLeaseOp(
     answer.windowLeftMs = p.holdMs;
   }
   if (p.op === 'take' && p.outcome === 'done' && p.takeId !== undefined) {
-    writeEntry(slot, p, Math.max(now + answer.windowLeftMs, answer.windowTag), 'g', answer.units, answer.windowTag, answer.windowTag, now);
+    writeEntry(slot, p, 'g', answer.units, answer.windowTag, answer.windowTag, now);
   } else if (p.op === 'take' && p.outcome === 'repeat') {
     const recorded = p.recorded!;
     if (shape === 'bucket') answer.windowLeftMs = Math.max(0, recorded.b - now);
@@ -119,13 +125,13 @@ export function finishLeaseOp(
     answer.allowed = answer.units > 0;
   } else if (p.op === 'give') {
     lapsed = p.asked - answer.units;
-    if (p.reclaiming && p.outcome === 'done') {
-      writeEntry(slot, p, p.recorded!.expireAt, 'r', answer.units, lapsed, 0, now);
-    } else if (p.outcome === 'repeat') {
+    if (p.outcome === 'repeat') {
       answer.units = p.recorded!.a;
       lapsed = p.recorded!.b;
+    } else if (p.outcome === 'done' && p.takeId !== undefined) {
+      writeEntry(slot, p, p.reclaiming ? 'r' : 'v', answer.units, lapsed, 0, now);
     } else if (p.outcome === 'ahead') {
-      writeEntry(slot, p, now, 'r', 0, 0, 0, now);
+      writeEntry(slot, p, 'r', 0, 0, 0, now);
     }
   }
   answer.storeNow = now;
@@ -134,10 +140,10 @@ export function finishLeaseOp(
   return answer;
 }
 
-/** Writes take `p`'s entry, kept MEMORY_MS past the latest of `base`, now and the take's deadline. */
-function writeEntry(slot: LedgerSlot, p: PreparedLeaseOp, base: number, kind: 'g' | 'r', a: number, b: number, c: number, now: number): void {
+/** Writes `p`'s entry, kept MEMORY_MS past the later of now and its deadline. */
+function writeEntry(slot: LedgerSlot, p: PreparedLeaseOp, kind: LedgerEntry['kind'], a: number, b: number, c: number, now: number): void {
   const takeId = p.takeId!;
-  const expireAt = Math.max(base, now, p.deadline ?? now) + MEMORY_MS;
+  const expireAt = Math.max(now, p.deadline ?? now) + MEMORY_MS;
   const ledger = slot.read() ?? { entries: new Map<string, LedgerEntry>(), written: 0 };
   const x = slot.expireAt() ?? expireAt;
   const seq = ledger.written + 1;

@@ -4,7 +4,7 @@ import { CounterStoreUnavailableError } from '../errors.js';
 import { log } from '../util/log.js';
 import type { CircuitBreaker, CircuitBreakerOptions } from '../redis/circuit-breaker.js';
 import { ANY_SLOT, MasterHealth } from '../redis/master-health.js';
-import type { CounterResult, CounterStore, LeaseCounterResult, NamedTake, TakeReclaim } from './counter-store.js';
+import type { CounterResult, CounterStore, LeaseCounterResult, NamedGive, NamedTake, TakeReclaim } from './counter-store.js';
 import { takesKey } from './keys.js';
 import { checkTakeId } from './named-takes.js';
 import { scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
@@ -145,15 +145,18 @@ export class RedisCounterStore implements CounterStore {
     return this.run(spec.type, keys, nowMs, 'take', String(n), spec, extra, takeId !== undefined) as Promise<LeaseCounterResult>;
   }
 
-  /** The algorithm's own script: gives back what a named take took (lua/includes/lease.lua). */
+  /** The algorithm's own script: settles a named take or give (lua/includes/lease.lua). */
   async reclaim(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): Promise<LeaseCounterResult> {
     checkTakeId(take.takeId);
     return this.run(spec.type, keys, nowMs, 'reclaim', '0', spec, [take.takeId, optionalNumber(take.deadline)], true) as Promise<LeaseCounterResult>;
   }
 
-  /** The algorithm's own script, its window-checked return (lua/includes/mode.lua). */
-  giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
-    return this.run(spec.type, keys, nowMs, 'give', String(units), spec, [String(windowTag ?? 0)]) as Promise<LeaseCounterResult>;
+  /** The algorithm's own script, its window-checked return (lua/includes/mode.lua), named or not (lua/includes/lease.lua). */
+  async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number, named: NamedGive = {}): Promise<LeaseCounterResult> {
+    const { takeId, deadline } = named;
+    if (takeId !== undefined) checkTakeId(takeId);
+    const extra = [takeId ?? '', optionalNumber(deadline), String(windowTag ?? 0)];
+    return this.run(spec.type, keys, nowMs, 'give', String(units), spec, extra, takeId !== undefined) as Promise<LeaseCounterResult>;
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
@@ -231,7 +234,7 @@ export class RedisCounterStore implements CounterStore {
    * has answered (or failed, or timed out). ARGV: `now`, `operation` (a rate script's operation, or a
    * lease id), its `units` (rate scripts only), the spec's parameters, then `extra` (a lease
    * operation's own arguments, lua/includes/lease.lua). `ledger`: the counter's take ledger goes along
-   * as one key more (a named take, a reclaim).
+   * as one key more (a named take or give, a reclaim).
    */
   private run(
     name: ScriptName, keys: string[], nowMs: number | undefined, operation: string, units: string | undefined, spec: CounterSpec,

@@ -1,6 +1,6 @@
 import type { CounterResult, CounterStore, LeaseCounterResult } from '../counters/counter-store.js';
 import type { RateSpec } from '../counters/counter-spec.js';
-import type { Grant, LeaseClock, LeaseParent, LocalMs, NamedTakeLimits, Reclaimed } from './types.js';
+import type { GivenBack, Grant, LeaseClock, LeaseParent, LocalMs, NamedTakeLimits, Reclaimed } from './types.js';
 
 /** The algorithms a capacity lease supports (CONTRACT: not sliding_window_log, not concurrency). */
 export type LeasedSpec = Exclude<RateSpec, { type: 'sliding_window_log' }>;
@@ -8,8 +8,9 @@ export type LeasedSpec = Exclude<RateSpec, { type: 'sliding_window_log' }>;
 type ParentStore = Required<Pick<CounterStore, 'take' | 'giveBack'>> & Pick<CounterStore, 'peek' | 'reclaim'>;
 
 /**
- * A counter in a CounterStore as a lease parent, one script call per operation (lua/includes/lease.lua);
- * a store without `reclaim` (a region's pool) names no takes. `holdMs`: the holder's max_hold.
+ * A counter in a CounterStore as a lease parent: each operation one call of the policy's own script
+ * (lua/includes/mode.lua, lua/includes/lease.lua). A store without `reclaim` (a region's pool) names no
+ * takes or gives. `holdMs`: the holder's max_hold, how long a bucket's units may stay out of it.
  */
 export function storeParent(store: ParentStore, keys: string[], spec: LeasedSpec, clock: LeaseClock, holdMs: number): LeaseParent {
   const reclaim = store.reclaim?.bind(store);
@@ -27,6 +28,10 @@ export function storeParent(store: ParentStore, keys: string[], spec: LeasedSpec
     },
   };
   if (reclaim !== undefined) {
+    parent.giveBackNamed = async (units, windowTag, named): Promise<GivenBack> => {
+      const answer = await store.giveBack(keys, spec, units, windowTag, undefined, named);
+      return { returned: answer.units, lapsed: answer.lapsed, outcome: answer.outcome as GivenBack['outcome'], parentNow: answer.storeNow };
+    };
     parent.reclaim = async (takeId, deadline): Promise<Reclaimed> => {
       const answer = await reclaim(keys, spec, { takeId, deadline });
       return { returned: answer.units, lapsed: answer.lapsed, outcome: answer.outcome as Reclaimed['outcome'], parentNow: answer.storeNow };

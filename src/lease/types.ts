@@ -43,6 +43,20 @@ export interface NamedTakeLimits {
   deadline?: StoreMs;
 }
 
+/** What a named give answered (LeaseParent.giveBackNamed). */
+export interface GivenBack {
+  returned: number;
+  /** Units that could not go back (window ended, hold passed, bucket full): 0 when the give did nothing. */
+  lapsed: number;
+  /**
+   * `late`: past its deadline, gave nothing back (the units are still the holder's); `repeat`: its id was
+   * seen, the recorded answer; `reclaimed`: settled first, gave nothing back.
+   */
+  outcome: 'done' | 'late' | 'repeat' | 'reclaimed';
+  parentNow: StoreMs;
+}
+
+/** What a reclaim answered. */
 export interface Reclaimed {
   returned: number;
   lapsed: number;
@@ -57,9 +71,18 @@ export interface LeaseParent {
   take(n: number, named?: NamedTakeLimits): Promise<Grant>;
   /** Returns unspent units of `windowTag` while it is current (a bucket's: before it); answers how many went back. */
   giveBack(units: number, windowTag: number | null): Promise<number>;
+  /**
+   * `giveBack` named (only a parent with `reclaim`): past its deadline it gives nothing back; its id (one
+   * not used by any take) makes it answerable again and settleable by `reclaim`.
+   */
+  giveBackNamed?(units: number, windowTag: number | null, named: NamedTakeLimits): Promise<GivenBack>;
   /** The parent's own peek: units held by holders count as used there. */
   peek(): Promise<CounterResult>;
-  /** Gives back what take `takeId` took, once; absent when the parent keeps no take ledger (a region's pool). */
+  /**
+   * Gives back what take `takeId` took, once; on a give's id, answers what that give did (`repeat`) and
+   * gives nothing. First, it leaves a tombstone (`ahead`): that take or give then does nothing. Absent
+   * when the parent keeps no take ledger (a region's pool).
+   */
   reclaim?(takeId: string, deadline?: StoreMs): Promise<Reclaimed>;
 }
 

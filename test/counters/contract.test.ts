@@ -4,6 +4,7 @@
  */
 import { expect } from 'chai';
 import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import type { CounterStore } from '../../src/counters/counter-store.js';
 import { capacityOf } from '../../src/counters/counter-spec.js';
 import { CONTRACT_SCENARIOS, at, forEachStore, runScenario } from '../support/counter-stores.js';
 
@@ -229,7 +230,10 @@ forEachStore((_name, getStore) => {
       const { store, keys } = getStore();
       for (const spec of leasable(10)) {
         const k = keys(`lapsed-${label(spec)}`, spec);
-        await store.take!(k, spec, 3, at(0), { takeId: 'c', holdMs: 100 });
+        // A window's take a second before it ends (a quota period starts with its first use at at(0)): a
+        // take is remembered a minute, not a window.
+        await store.consume(k, spec, 1, at(0));
+        await store.take!(k, spec, 3, at(spec.type.endsWith('bucket') ? 0 : lapseAt(spec) - 1_000), { takeId: 'c', holdMs: 100 });
         const back = await store.reclaim!(k, spec, { takeId: 'c' }, at(lapseAt(spec)));
         expect(back, label(spec)).to.include({ units: 0, lapsed: 3, outcome: 'done' });
       }
@@ -253,6 +257,104 @@ forEachStore((_name, getStore) => {
       for (let i = 0; i < 257; i++) await store.take!(k, spec, 1, at(0), { takeId: `t${i}` });
       expect(await store.take!(k, spec, 1, at(1), { takeId: 't256' })).to.include({ units: 1, outcome: 'repeat' });
       expect(await store.take!(k, spec, 1, at(1), { takeId: 't0' })).to.include({ units: 1, outcome: 'done', remaining: 1_000 - 258 });
+    });
+  });
+
+  describe('named gives (a give that reaches the counter after its holder gave up on it)', () => {
+    const leasable = (capacity: number) => rateSpecs(capacity).filter((spec) => spec.type !== 'sliding_window_log');
+    /** When units taken at at(0) with a hold of 100 ms have lapsed (as for named takes above). */
+    const lapseAt = (spec: RateSpec): number =>
+      spec.type === 'fixed_window' || spec.type === 'sliding_window_counter' ? spec.windowMs / (spec.type === 'sliding_window_counter' ? spec.subWindows : 1) : spec.type === 'quota' ? spec.periodMs : 100;
+
+    /**
+     * Of 10 units, 4 taken at at(0) (held 100 ms) and 2 spent: 4 remain, and room for the 4 to go back
+     * (a bucket refills a little meanwhile, and takes back only what fits). Answers their tag.
+     */
+    async function taken(store: CounterStore, k: string[], spec: RateSpec): Promise<number> {
+      const tag = (await store.take!(k, spec, 4, at(0), { holdMs: 100 })).windowTag;
+      await store.consume(k, spec, 2, at(0));
+      return tag;
+    }
+
+    it('a give past its deadline gives nothing back and says so; at its deadline it still runs', async () => {
+      const { store, keys } = getStore();
+      for (const spec of leasable(10)) {
+        const k = keys(`give-deadline-${label(spec)}`, spec);
+        const tag = await taken(store, k, spec);
+        const late = await store.giveBack!(k, spec, 4, tag, at(10), { takeId: 'g', deadline: at(9) });
+        expect(late, label(spec)).to.include({ units: 0, lapsed: 0, outcome: 'late' });
+        expect((await store.peek(k, spec, at(10))).remaining, label(spec)).to.equal(4);
+        // Late, it was not recorded: the same id in time runs.
+        const inTime = await store.giveBack!(k, spec, 4, tag, at(10), { takeId: 'g', deadline: at(10) });
+        expect(inTime, label(spec)).to.include({ units: 4, lapsed: 0, outcome: 'done' });
+        expect((await store.peek(k, spec, at(10))).remaining, label(spec)).to.equal(8);
+      }
+    });
+
+    it('the same give id again answers the recorded result and gives nothing more', async () => {
+      const { store, keys } = getStore();
+      for (const spec of leasable(10)) {
+        const k = keys(`give-repeat-${label(spec)}`, spec);
+        const tag = await taken(store, k, spec);
+        expect(await store.giveBack!(k, spec, 4, tag, at(1), { takeId: 'g', deadline: at(50) }), label(spec)).to.include({ units: 4, lapsed: 0, outcome: 'done' });
+        await store.consume(k, spec, 2, at(2));
+        const again = await store.giveBack!(k, spec, 4, tag, at(3), { takeId: 'g', deadline: at(50) });
+        expect(again, label(spec)).to.include({ units: 4, lapsed: 0, outcome: 'repeat' });
+        expect((await store.peek(k, spec, at(3))).remaining, `${label(spec)} given back once`).to.equal(6);
+      }
+    });
+
+    it('a reclaim of a give answers what the give did, lapsed units included, and gives nothing more', async () => {
+      const { store, keys } = getStore();
+      for (const spec of leasable(10)) {
+        const k = keys(`give-settled-${label(spec)}`, spec);
+        const tag = await taken(store, k, spec);
+        await store.giveBack!(k, spec, 4, tag, at(1), { takeId: 'g', deadline: at(50) });
+        for (const when of [2, 3]) {
+          const settled = await store.reclaim!(k, spec, { takeId: 'g', deadline: at(50) }, at(when));
+          expect(settled, label(spec)).to.include({ units: 4, lapsed: 0, outcome: 'repeat' });
+        }
+        expect((await store.peek(k, spec, at(3))).remaining, `${label(spec)} given back once`).to.equal(8);
+        // Units whose window ended (a bucket's hold passed) lapse, and the give's record says so.
+        const later = keys(`give-settled-lapsed-${label(spec)}`, spec);
+        const lapsedTag = await taken(store, later, spec);
+        expect(await store.giveBack!(later, spec, 4, lapsedTag, at(lapseAt(spec)), { takeId: 'l' }), label(spec)).to.include({ units: 0, lapsed: 4, outcome: 'done' });
+        expect(await store.reclaim!(later, spec, { takeId: 'l' }, at(lapseAt(spec))), label(spec)).to.include({ units: 0, lapsed: 4, outcome: 'repeat' });
+      }
+    });
+
+    it('a reclaim before the give leaves a tombstone: the give does nothing, and its units go back under a new id', async () => {
+      const { store, keys } = getStore();
+      for (const spec of leasable(10)) {
+        const k = keys(`give-ahead-${label(spec)}`, spec);
+        const tag = await taken(store, k, spec);
+        expect(await store.reclaim!(k, spec, { takeId: 'g', deadline: at(50) }, at(1)), label(spec)).to.include({ units: 0, lapsed: 0, outcome: 'ahead' });
+        const held = await store.giveBack!(k, spec, 4, tag, at(10), { takeId: 'g', deadline: at(50) });
+        expect(held, label(spec)).to.include({ units: 0, lapsed: 0, outcome: 'reclaimed' });
+        expect((await store.peek(k, spec, at(10))).remaining, label(spec)).to.equal(4);
+        expect(await store.giveBack!(k, spec, 4, tag, at(11), { takeId: 'g2', deadline: at(60) }), label(spec)).to.include({ units: 4, outcome: 'done' });
+        expect((await store.peek(k, spec, at(11))).remaining, label(spec)).to.equal(8);
+      }
+    });
+
+    it("an id is a take's or a give's: the other never runs under it, and a take's reclaim gives back once", async () => {
+      const { store, keys } = getStore();
+      for (const spec of leasable(10)) {
+        const k = keys(`give-ids-${label(spec)}`, spec);
+        await store.consume(k, spec, 2, at(0));
+        const take = await store.take!(k, spec, 4, at(0), { takeId: 't', holdMs: 100 });
+        // A give under the take's id gives nothing; the take's reclaim still gives its 4 back, once.
+        expect(await store.giveBack!(k, spec, 4, take.windowTag, at(1), { takeId: 't' }), label(spec)).to.include({ units: 0, lapsed: 0, outcome: 'reclaimed' });
+        expect(await store.reclaim!(k, spec, { takeId: 't' }, at(2)), label(spec)).to.include({ units: 4, lapsed: 0, outcome: 'done' });
+        expect(await store.reclaim!(k, spec, { takeId: 't' }, at(2)), label(spec)).to.include({ units: 4, outcome: 'repeat' });
+        expect((await store.peek(k, spec, at(2))).remaining, label(spec)).to.equal(8);
+        // A take under a give's id takes nothing, and a reclaim of the give is never taken for a grant.
+        const tag = await taken(store, k, spec);
+        await store.giveBack!(k, spec, 4, tag, at(3), { takeId: 'v' });
+        expect(await store.take!(k, spec, 4, at(4), { takeId: 'v', holdMs: 100 }), label(spec)).to.include({ units: 0, outcome: 'reclaimed' });
+        expect(await store.reclaim!(k, spec, { takeId: 'v' }, at(5)), label(spec)).to.include({ units: 4, outcome: 'repeat' });
+        expect((await store.peek(k, spec, at(5))).remaining, `${label(spec)} nothing taken or given twice`).to.equal(6);
+      }
     });
   });
 

@@ -104,11 +104,11 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
 
 /**
  * take/give: a capacity lease's partial take and window-checked return (give names the window of the
- * key's last take, or the one before it); take_named/reclaim: named takes (ids from a small pool, so
- * repeats and reclaims before and after their take are common), each with a deadline (ms from now:
- * before, at or after it) or none.
+ * key's last take, or the one before it); take_named/give_named/reclaim: named takes and gives (ids from
+ * one small pool, so repeats, reclaims before and after their take or give, and a take and a give under
+ * one id are common), each with a deadline (ms from now: before, at or after it) or none.
  */
-type RateOpName = 'consume' | 'peek' | 'refund' | 'take' | 'give' | 'give_stale' | 'take_named' | 'reclaim';
+type RateOpName = 'consume' | 'peek' | 'refund' | 'take' | 'give' | 'give_stale' | 'take_named' | 'give_named' | 'reclaim';
 type Op =
   /** `cost`: units consumed, or refunded; ignored by a peek. */
   | { op: RateOpName; spec: number; key: number; cost: number; step: Step; id?: number; deadline?: number }
@@ -144,12 +144,12 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     weight: 2,
     arbitrary: fc.record(
       {
-        op: fc.constantFrom<RateOpName>('take_named', 'take_named', 'reclaim'),
+        op: fc.constantFrom<RateOpName>('take_named', 'take_named', 'give_named', 'give_named', 'reclaim'),
         spec: fc.nat(),
         key: fc.nat({ max: 1 }),
         cost: costArb,
         step: leaseStepArb,
-        id: fc.nat({ max: 3 }),
+        id: fc.nat({ max: 4 }),
         deadline: fc.oneof(fc.integer({ min: -20, max: 20 }), fc.integer({ min: 21, max: 100_000 })),
       },
       { requiredKeys: ['op', 'spec', 'key', 'cost', 'step', 'id'] },
@@ -240,16 +240,17 @@ async function apply(store: CounterStore, op: Op, spec: CounterSpec, keys: strin
     if (op.op === 'take' && leased) return store.take!(keys, spec as RateSpec, op.cost, now, { holdMs: BUCKET_HOLD_MS });
     const deadline = op.deadline === undefined ? undefined : now + op.deadline;
     if (op.op === 'take_named' && leased) {
-      return store.take!(keys, spec as RateSpec, op.cost, now, { takeId: `take-${op.id}`, deadline, holdMs: BUCKET_HOLD_MS });
+      return store.take!(keys, spec as RateSpec, op.cost, now, { takeId: `id-${op.id}`, deadline, holdMs: BUCKET_HOLD_MS });
     }
-    if (op.op === 'reclaim' && leased) return store.reclaim!(keys, spec as RateSpec, { takeId: `take-${op.id}`, deadline }, now);
-    if ((op.op === 'give' || op.op === 'give_stale') && leased) {
+    if (op.op === 'reclaim' && leased) return store.reclaim!(keys, spec as RateSpec, { takeId: `id-${op.id}`, deadline }, now);
+    if ((op.op === 'give' || op.op === 'give_stale' || op.op === 'give_named') && leased) {
       const last = tags.get(keys[0]) ?? 0;
       const stale = op.op === 'give_stale';
       // A bucket's give names the instant its units must be back by, as the take answered it (stale: the
       // take's own instant, already past); a window's, the window of the last take or the one before it.
       const tag = spec.type.endsWith('bucket') ? last - (stale ? BUCKET_HOLD_MS : 0) : last - (stale ? 1 : 0);
-      return store.giveBack!(keys, spec as RateSpec, op.cost, tag, now);
+      const named = op.op === 'give_named' ? { takeId: `id-${op.id}`, deadline } : undefined;
+      return store.giveBack!(keys, spec as RateSpec, op.cost, tag, now, named);
     }
     if (op.op === 'peek') return store.peek(keys, spec as RateSpec, now);
     if (op.op === 'refund') return store.refund(keys, spec as RateSpec, op.cost, now);
@@ -374,6 +375,30 @@ describe('parity: MemoryCounterStore ≡ RedisCounterStore (fast-check)', functi
         interruptAfterTimeLimit: 90_000,
       },
     );
+  });
+
+  it('a full take ledger (a 1 h window): its expired entries dropped, then its least recently written, alike', async () => {
+    // Named takes and gives two a second, then ten; reclaims of takes about a minute old and of gives
+    // still to come; old takes asked again (forgotten, evicted or answered). Two counters (even and odd ids).
+    const ops: Op[] = [];
+    const now: Step = { kind: 'fixed', ms: 0 };
+    for (let i = 0; i < 900; i++) {
+      const spec = i % 2;
+      ops.push({ op: 'take_named', spec, key: 0, cost: 1, step: { kind: 'fixed', ms: i < 500 ? 500 : 100 }, id: i, deadline: 100 });
+      if (i % 3 === 0) ops.push({ op: 'give_named', spec, key: 0, cost: 1, step: now, id: 10_000 + i, deadline: 100 });
+      if (i % 5 === 0) ops.push({ op: 'reclaim', spec, key: 0, cost: 0, step: now, id: i - 118 - 2 * (i % 3) });
+      if (i % 7 === 0) ops.push({ op: 'reclaim', spec, key: 0, cost: 0, step: now, id: 10_000 + i + 6, deadline: 1_000 });
+      if (i % 11 === 0) ops.push({ op: 'take_named', spec, key: 0, cost: 1, step: now, id: i - 2 * (140 + (i % 20)) });
+    }
+    await replay(redis as CounterStore, {
+      rateSpecs: [
+        { type: 'fixed_window', limit: 100_000, windowMs: 3_600_000 },
+        { type: 'token_bucket', capacity: 1_000, rateUnits: 1_000, ratePeriodMs: 3_600_000 },
+      ],
+      leaseSpecs: [{ type: 'concurrency', maxConcurrency: 1, leaseTtlMs: 1 }],
+      startMs: T0,
+      ops,
+    });
   });
 
   it('each algorithm, many steps on one key (long histories)', async () => {
