@@ -272,7 +272,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     if (!grant) return this.unlock(key, id, this.options.globalTimeoutMs);
     this.takes.sampled(grant.parentNow);
     if (this.takes.pending() > 0) void this.reclaimUnanswered();
-    // Late (a slow link) or reclaimed (its lock was taken over) it took nothing: not a short parent, whose retry_after would pause the pool.
+    // Late (a slow link) or reclaimed (its lock taken over), it took nothing: not a short parent, whose
+    // retry_after would pause the pool.
     if (grant.outcome === 'late' || grant.outcome === 'reclaimed') return this.unlock(key, id, 0);
     this.on(budget).refilled?.(grant.granted);
     this.shortage.note(key, grant, this.clock.now());
