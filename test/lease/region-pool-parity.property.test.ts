@@ -191,11 +191,12 @@ describe('parity: lua/lease_pool.lua ≡ MemoryLeasePool (fast-check)', function
 
   it('random operation sequences give identical answers and leave identical pools', async () => {
     // The refill lock's turns, seen across the runs: each must occur, or the property proves nothing of them.
-    const seen = { takenOver: 0, refused: 0, landed: 0, failedOwn: 0 };
+    const seen = { takenOver: 0, refusedTakenOver: 0, refused: 0, landed: 0, failedOwn: 0 };
     await fc.assert(
       fc.asyncProperty(stepsArb(stepArb), async (steps) => {
         const { clock, redisPool, memory, memoryPool, keys } = bothPools();
         const refills: Refills[] = keys.map(() => []);
+        const takenOver = new Set<string>();
         const trace: string[] = [];
         for (const [i, s] of steps.entries()) {
           clock.now += s.step;
@@ -208,14 +209,23 @@ describe('parity: lua/lease_pool.lua ≡ MemoryLeasePool (fast-check)', function
           if (stale !== undefined && before === undefined) await admin.del(key);
           await admin.persist(key);
 
+          const owner = s.op === 'add' || s.op === 'fail' ? ownerOf(s, refills[s.key]) : undefined;
           const fromRedis = await apply(redisPool, key, s, now, refills[s.key]);
           const fromMemory = await apply(memoryPool, key, s, now, refills[s.key]);
           trace.push(`${what} -> ${JSON.stringify(fromMemory)}`);
           const history = `\n  history (port's answers):\n    ${trace.slice(-12).join('\n    ')}`;
           expect(fromMemory, `answer of ${what}${history}`).to.deep.equal(fromRedis);
           if (fromRedis.refill !== undefined) refills[s.key].push(fromRedis.refill);
-          if (fromRedis.stale !== undefined) seen.takenOver++;
+          if (fromRedis.stale !== undefined) {
+            takenOver.add(`${s.key} ${fromRedis.stale}`);
+            seen.takenOver++;
+          }
           if (s.op === 'add') seen[fromRedis.spent ? 'landed' : 'refused']++;
+          if (s.op === 'add' && takenOver.has(`${s.key} ${owner}`)) {
+            // Its take is being reclaimed: its units never join the pool.
+            expect(fromRedis.spent, `the add of a refill whose lock was taken over, ${what}${history}`).to.equal(false);
+            seen.refusedTakenOver++;
+          }
           if (s.op === 'fail' && s.owner === 0) seen.failedOwn++;
 
           // (The port drops an expired pool when an operation reads it, as Redis does.)
