@@ -90,10 +90,11 @@ function parsePoolReply(reply: unknown) {
     if (!Number.isFinite(value)) throw new Error(`unexpected number ${JSON.stringify(reply[i])} in lease_pool reply`);
     return value;
   };
+  // reply[3]: the id of the refill the lock was given for, or 0.
+  const refill = typeof reply[3] === 'string' ? reply[3] : undefined;
   const [spent, left, retryAfterMs, , recent, parentRemaining, lapsed, down, resetAfterMs] = reply.slice(0, 9).map((_, i) => (i === 3 ? 0 : n(i)));
   const tag: number | null = reply[9] === '' || reply[9] == null ? null : n(9);
   const storeNow: StoreMs = n(10);
-  const refill = typeof reply[3] === 'string' ? reply[3] : undefined;
   const stale = typeof reply[13] === 'string' ? reply[13] : undefined;
   const flags = { spent: spent === 1, lock: refill !== undefined, down: down === 1 };
   return { ...flags, left, retryAfterMs, recent, parentRemaining, lapsed, resetAfterMs, tag, storeNow, waiting: n(11), waitsFor: n(12), refill, stale };
