@@ -144,9 +144,9 @@ local function reset_after()
   return e - now
 end
 
--- Writes the fields that changed; the pool lives POOL_TTL_MS after it was made or last refilled
--- (`refresh`), and past its live units' expiry: only memory is at stake then, as expired units are
--- recognised by their own expiry.
+-- Writes the fields that changed. Made or refilled (`refresh`), the pool lives POOL_TTL_MS past its
+-- newest live units' expiry (none: past now), so no live unit goes with the key; later only memory is at
+-- stake: expired units are recognised by their own expiry.
 local function save(refresh)
   local args = {}
   for _, f in ipairs(FIELDS) do
@@ -283,6 +283,7 @@ if op == 'spend' or op == 'take' then
 end
 
 if op == 'add' and (p.lk == '' or ARGV[7] ~= refill_id()) then
+  -- Not the refill holding the lock (taken over, or landed already): its take is reclaimed instead.
   if lapsed > 0 then save() end
   return answer(false, 0, false)
 end

@@ -9,7 +9,7 @@ import type { LeasePoolScript } from '../../../src/lease/region-pool.js';
  * script leaves, and when its key expires.
  */
 
-/** As the script: a pool's key lives this long after it was made or last refilled, and past its live units' expiry. */
+/** As the script: made or last refilled, a pool's key lives this long past its newest live units' expiry (none: past now). */
 const POOL_TTL_MS = 600_000;
 
 /** The pool hash (lua/lease_pool.lua, KEYS[1]): the tags and the lock's owner are strings. */
