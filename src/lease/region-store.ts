@@ -290,7 +290,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       // Tracked again: a sweep may have drained and forgotten the pool while this refill was out.
       if (!this.tracked.has(key)) this.tracked.set(key, { ...counter, lastUsed: this.clock.now() });
     } catch (error) {
-      // Not confirmed: the units may be in the pool or lost (never twice).
+      // Not confirmed: the units are in the pool, or (never added) reclaimed by whoever takes the lock over.
       this.failed(budget, 'refill', error, { units: grant.granted });
     }
   }
