@@ -13,7 +13,10 @@
 --                             window's; buckets: the instant, in the global store's clock, they must be back
 --                             there by), units spent or taken from it (what refunds may put back)
 --            b_u b_e b_t b_s  newer generation
---            lk le        refill lock: owner token, expires-at (one server of the region refills at a time)
+--            lk le        refill lock: owner token, expires-at (one server of the region refills at a time);
+--                         with `ln` they make the refill's id, `lk:ln:le`, which names its take at the global
+--                         counter (a lock that expires with its refill neither added nor failed hands that
+--                         id to the next holder, who reclaims the take there)
 --            pr           what the parent could still admit after the last take (-1 = not known yet)
 --            lc           the chunk the last refill asked for (refill ahead once half of it is spent)
 --            du           parent exhausted until (no refill before; spends that do not fit are refused)
@@ -30,17 +33,20 @@
 -- ARGV[2]  operation; its arguments follow (ARGV[3] onwards):
 --            spend  cost lock_ms token measure_ms fresh waits_for
 --            take   n lock_ms token measure_ms fresh waits_for (up to n: a process lease below the region)
---            add    units expires_at tag parent_remaining token retry_after_ms asked measure_ms window
---            fail   token down_ms          (a refill could not reach the parent)
+--            add    units expires_at tag parent_remaining refill retry_after_ms asked measure_ms window
+--            fail   refill down_ms         (a refill could not reach the parent)
 --            drain  idle_ms window         (every live unit out if none was spent for idle_ms; 0 = now)
 --            refund units tag below             (below 1: a return from a process lease, into units of window tag)
 --            peek
--- ARGV[3]  spend, take, add: cost / n / units; fail: token; drain: idle_ms; refund: units
+-- ARGV[3]  spend, take, add: cost / n / units; fail: refill (its id, as the lock was given); drain:
+--          idle_ms; refund: units
 -- ARGV[4]  spend, take: lock_ms; add: expires_at (this store's clock); fail: down_ms; drain: window;
 --          refund: tag
 -- ARGV[5]  spend, take: token; add: tag; refund: below
 -- ARGV[6]  spend, take: measure_ms; add: parent_remaining
--- ARGV[7]  spend, take: fresh (1: a first try, so its demand counts once); add: token
+-- ARGV[7]  spend, take: fresh (1: a first try, so its demand counts once); add: refill (its id): only
+--          the refill that holds the lock adds (one whose lock was taken over is refused: its take is
+--          reclaimed, so its units must not reach the pool too)
 -- ARGV[8]  spend, take: waits_for (the refill this decision waits for, as the last answer said; 0: none);
 --          add: retry_after_ms (> 0: the parent admits no more for that long, as its take answered when
 --          it granted fewer units than asked or its last ones, at most max_hold; 0: it may admit more now)
@@ -48,8 +54,10 @@
 -- ARGV[10] add: measure_ms
 -- ARGV[11] add: window ('1': the tags are windows, and units of another window lapse; '0': a bucket's,
 --          whose generations stay side by side, and merged go back by the earlier tag). drain: ARGV[4]
--- Returns  {spent 1/0, left, retry_after_ms, lock 1/0, recent, parent_remaining, lapsed, down 1/0,
---          reset_after_ms, tag, now, waiting, waits_for}: `left` the live units after the operation,
+-- Returns  {spent 1/0, left, retry_after_ms, lock, recent, parent_remaining, lapsed, down 1/0,
+--          reset_after_ms, tag, now, waiting, waits_for[, stale]}: `lock` the id of the refill the
+--          lock was given for (0: none), `stale` (only then) the id of the refill whose expired lock it
+--          took over, `left` the live units after the operation,
 --          `retry_after_ms` (spend, take: > 0 refused) until the parent may admit again: while it admits
 --          nothing (`du`), or, for a waiting decision refused, what is left of `su` (at least 1),
 --          `recent` the units wanted over the last measure period (the chunk rule's rate), `lapsed` units that expired
@@ -59,7 +67,8 @@
 --          starts must ask for), `waits_for` (spend, take) the refill this decision now waits for (0:
 --          it does not wait). Except:
 --          take answers in `left` the units taken, with their tag and reset_after_ms until they expire;
---          drain the units taken out and their tag; refund the units taken back.
+--          add `spent` 1 when its units were taken in (0: refused); drain the units taken out and their
+--          tag; refund the units taken back.
 
 -- @include "time"
 -- @include "number"
@@ -135,8 +144,9 @@ local function reset_after()
   return e - now
 end
 
--- Writes the fields that changed; the pool lives POOL_TTL_MS after it was made or last refilled
--- (`refresh`), and only memory is at stake: expired units are recognised by their own expiry.
+-- Writes the fields that changed. Made or refilled (`refresh`), the pool lives POOL_TTL_MS past its
+-- newest live units' expiry (none: past now), so no live unit goes with the key; later only memory is at
+-- stake: expired units are recognised by their own expiry.
 local function save(refresh)
   local args = {}
   for _, f in ipairs(FIELDS) do
@@ -149,7 +159,7 @@ local function save(refresh)
     redis.call('HSET', key, unpack(args))
   end
   if refresh or fresh_pool then
-    expire_in(key, now + POOL_TTL_MS)
+    expire_in(key, now + reset_after() + POOL_TTL_MS)
   end
 end
 
@@ -167,12 +177,18 @@ local function newest_tag()
   return ''
 end
 
+-- The id of the refill holding the lock (or that held it last).
+local function refill_id()
+  return p.lk .. ':' .. fmt(p.ln) .. ':' .. fmt(p.le)
+end
+
+-- `lock`: the id of the refill the lock was just given for, or false.
 local function answer(spent, retry, lock, tag)
   local recent = p.rs
   if p.rp > recent then recent = p.rp end
   local down = 0
   if p.dd > now then down = 1 end
-  return { spent and 1 or 0, reply_number(left()), reply_number(retry), lock and 1 or 0, reply_number(recent),
+  return { spent and 1 or 0, reply_number(left()), reply_number(retry), lock or 0, reply_number(recent),
     reply_number(p.pr), reply_number(lapsed), down, reply_number(reset_after()), tag or newest_tag(), reply_number(now),
     reply_number(p.wd), 0 }
 end
@@ -234,7 +250,11 @@ if op == 'spend' or op == 'take' then
   -- Refill ahead once half of the last chunk is spent, or now for a demand that does not fit; never
   -- while the parent is exhausted or unreachable, and only one server at a time.
   local lock = false
+  local stale = nil
   if (units < cost or left() * 2 <= p.lc) and retry == 0 and p.dd <= now and (p.lk == '' or p.le <= now) then
+    -- Expired with its refill neither added nor failed (its server died, hung or was paused): this
+    -- holder reclaims that refill's take, and its add, if it still comes, is refused.
+    if p.lk ~= '' then stale = refill_id() end
     p.lk = token
     p.le = now + lock_ms
     lock = true
@@ -247,9 +267,10 @@ if op == 'spend' or op == 'take' then
     p.wd = 0
   end
   save()
-  local reply = answer(units > 0, retry, lock)
+  local reply = answer(units > 0, retry, lock and refill_id())
   reply[12] = reply_number(waiting)
   reply[13] = reply_number(waits_for)
+  reply[14] = stale
   if op == 'take' then
     -- The units taken, their window tag, and how long they may still be spent.
     reply[2] = reply_number(units)
@@ -261,12 +282,17 @@ if op == 'spend' or op == 'take' then
   return reply
 end
 
+if op == 'add' and (p.lk == '' or ARGV[7] ~= refill_id()) then
+  -- Not the refill holding the lock (taken over, or landed already): its take is reclaimed instead.
+  if lapsed > 0 then save() end
+  return answer(false, 0, false)
+end
+
 if op == 'add' then
   local units = tonumber(ARGV[3])
   local expires = tonumber(ARGV[4])
   local tag = ARGV[5]
   p.pr = tonumber(ARGV[6])
-  local token = ARGV[7]
   local retry = tonumber(ARGV[8])
   p.lc = tonumber(ARGV[9])
   measure(tonumber(ARGV[10]))
@@ -303,19 +329,17 @@ if op == 'add' then
   -- Until when the parent admits no more (0: it may now): what waiting decisions refused are told.
   if retry > 0 then p.su = now + retry else p.su = 0 end
   p.dd = 0
-  if p.lk == token then
-    -- The latest refill started has landed: the decisions that waited for it look again.
-    p.an = p.ln
-    if units < p.lw then p.sh = 1 else p.sh = 0 end
-    p.lk = ''
-    p.le = 0
-  end
+  -- The latest refill started has landed: the decisions that waited for it look again.
+  p.an = p.ln
+  if units < p.lw then p.sh = 1 else p.sh = 0 end
+  p.lk = ''
+  p.le = 0
   save(true)
-  return answer(false, 0, false)
+  return answer(true, 0, false)
 end
 
 if op == 'fail' then
-  if p.lk == ARGV[3] then
+  if p.lk ~= '' and ARGV[3] == refill_id() then
     p.lk = ''
     p.le = 0
   end

@@ -1,6 +1,9 @@
 import type { StoreMs } from '../counters/counter-store.js';
 
-/** The script's reply: `left` the live units, or take's units taken, drain's taken out, refund's taken back; `tag` null for none. */
+/**
+ * The script's reply: `left` the live units, or take's units taken, drain's taken out, refund's taken back; `tag` null for none;
+ * `refill` the id of the refill the lock was given for (it names the take), `stale` that of the one whose expired lock this took over.
+ */
 export type PoolAnswer = ReturnType<typeof parsePoolReply>;
 
 /** The pool's key: beside the counter's keys, in the same hash slot (its `{tag}`). */
@@ -49,16 +52,16 @@ export class RegionPool {
     return this.run(key, [op, String(cost), String(Math.ceil(lockMs)), token, String(measureMs), fresh ? '1' : '0', String(waitsFor)]);
   }
 
-  /** Adds a refill's units and releases the lock `token` holds. */
-  add(key: string, grant: PoolGrant, token: string, measureMs: number): Promise<PoolAnswer> {
+  /** Adds a refill's units and releases its lock; `spent` false: refused, its lock was taken over (its take is reclaimed). */
+  add(key: string, grant: PoolGrant, refill: string, measureMs: number): Promise<PoolAnswer> {
     const { units, expiresAt, tag, parentRemaining, retryAfterMs, asked, window } = grant;
-    const args = [String(units), String(Math.floor(expiresAt)), tagArg(tag), String(parentRemaining), token, String(Math.ceil(retryAfterMs))];
+    const args = [String(units), String(Math.floor(expiresAt)), tagArg(tag), String(parentRemaining), refill, String(Math.ceil(retryAfterMs))];
     return this.run(key, ['add', ...args, String(asked), String(measureMs), window ? '1' : '0']);
   }
 
   /** A refill could not reach the parent: releases the lock; for `downMs` decisions that do not fit fail at once. */
-  fail(key: string, token: string, downMs: number): Promise<PoolAnswer> {
-    return this.run(key, ['fail', token, String(Math.ceil(downMs))]);
+  fail(key: string, refill: string, downMs: number): Promise<PoolAnswer> {
+    return this.run(key, ['fail', refill, String(Math.ceil(downMs))]);
   }
 
   /** Takes every live unit out if none was spent for `idleMs` (0: now); `window`: older windows' units lapse. */
@@ -81,15 +84,18 @@ export class RegionPool {
 }
 
 function parsePoolReply(reply: unknown) {
-  if (!Array.isArray(reply) || reply.length !== 13) throw new Error(`unexpected lease_pool reply ${JSON.stringify(reply)}`);
+  if (!Array.isArray(reply) || reply.length < 13 || reply.length > 14) throw new Error(`unexpected lease_pool reply ${JSON.stringify(reply)}`);
   const n = (i: number) => {
     const value = Number(reply[i]);
     if (!Number.isFinite(value)) throw new Error(`unexpected number ${JSON.stringify(reply[i])} in lease_pool reply`);
     return value;
   };
-  const [spent, left, retryAfterMs, lock, recent, parentRemaining, lapsed, down, resetAfterMs] = reply.slice(0, 9).map((_, i) => n(i));
+  // reply[3]: the id of the refill the lock was given for, or 0.
+  const refill = typeof reply[3] === 'string' ? reply[3] : undefined;
+  const [spent, left, retryAfterMs, , recent, parentRemaining, lapsed, down, resetAfterMs] = reply.slice(0, 9).map((_, i) => (i === 3 ? 0 : n(i)));
   const tag: number | null = reply[9] === '' || reply[9] == null ? null : n(9);
   const storeNow: StoreMs = n(10);
-  const flags = { spent: spent === 1, lock: lock === 1, down: down === 1 };
-  return { ...flags, left, retryAfterMs, recent, parentRemaining, lapsed, resetAfterMs, tag, storeNow, waiting: n(11), waitsFor: n(12) };
+  const stale = typeof reply[13] === 'string' ? reply[13] : undefined;
+  const flags = { spent: spent === 1, lock: refill !== undefined, down: down === 1 };
+  return { ...flags, left, retryAfterMs, recent, parentRemaining, lapsed, resetAfterMs, tag, storeNow, waiting: n(11), waitsFor: n(12), refill, stale };
 }

@@ -10,7 +10,7 @@ import type { LendingStore } from './process-leases.js';
 import { poolKey, RegionPool, type PoolAnswer, type RegionPoolStore } from './region-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
 import { leaseFailureLog, type LeaseFailureKind } from './failures.js';
-import { NamedTakes } from './named-takes.js';
+import { NamedTakes, type TakeName } from './named-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, toStoreClock, waitTimeout } from './types.js';
 import type { ClockSample, LapseReason, LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from './types.js';
@@ -220,6 +220,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       const sample: ClockSample = { storeNow: answer.storeNow, localAt: this.clock.now() };
       const counter = this.track(key, keys, spec);
       this.lapsed(spec.global, answer.lapsed);
+      if (answer.stale !== undefined) void this.reclaimRefill(counter, { takeId: answer.stale });
       if (answer.lock) {
         // For the cost the pool could not pay (a process lease's take: either way).
         const started: Promise<void> = this.refill(counter, answer, sample, answer.spent && op === 'spend' ? 0 : cost).finally(() => {
@@ -253,24 +254,27 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   /** Takes a chunk from the global counter into the pool (this server holds the lock). Never rejects. */
   private async refill(counter: Leased, seen: PoolAnswer, sample: ClockSample, waiting: number): Promise<void> {
     const { key, spec: { global: budget } } = counter;
+    const id = seen.refill!;
     const parentRemaining = seen.parentRemaining < 0 ? Infinity : seen.parentRemaining;
     // What the region's decisions wait for, but not more than the parent had left (it would pause the pool longer).
     const waitingAll = Math.max(waiting, Math.min(seen.waiting, parentRemaining));
     const asked = chunkSize({ recent: seen.recent, waiting: waitingAll, maxUnits: Infinity, parentRemaining });
-    if (asked === 0) return this.unlock(key, 0);
+    if (asked === 0) return this.unlock(key, id, 0);
     const parent = this.parentOf(counter);
-    // Held up past this server's timeout, it takes nothing; its answer lost, it is reclaimed later.
-    const named = parent.reclaim ? this.takes.name(this.options.globalTimeoutMs) : undefined;
+    // Held up past this server's timeout, it takes nothing; its answer lost, it is reclaimed later. Named
+    // as the pool knows it: whoever takes over its lock, should it expire first, reclaims it.
+    const named = parent.reclaim ? { ...this.takes.name(this.options.globalTimeoutMs), takeId: id } : undefined;
     const grant = await parent.take(asked, named).catch((error: unknown) => {
       if (named) this.takes.failed(named, counter);
       this.failed(budget, 'refill', error);
     });
     // Failed: the global store's breaker paces the next attempts; until then short decisions fail at once.
-    if (!grant) return this.unlock(key, this.options.globalTimeoutMs);
+    if (!grant) return this.unlock(key, id, this.options.globalTimeoutMs);
     this.takes.sampled(grant.parentNow);
     if (this.takes.pending() > 0) void this.reclaimUnanswered();
-    // Late (a slow link) it took nothing: not a short parent, whose retry_after would pause the pool.
-    if (grant.outcome === 'late') return this.unlock(key, 0);
+    // Late (a slow link) or reclaimed (its lock taken over), it took nothing: not a short parent, whose
+    // retry_after would pause the pool.
+    if (grant.outcome === 'late' || grant.outcome === 'reclaimed') return this.unlock(key, id, 0);
     this.on(budget).refilled?.(grant.granted);
     this.shortage.note(key, grant, this.clock.now());
     // Short (less than asked, or its last units): no more until its retry_after, at most max_hold (others may give back).
@@ -279,17 +283,38 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const retryAfterMs = short ? Math.max(1, Math.min(grant.retryAfterMs, maxHoldMs)) : 0;
     const units = { units: grant.granted, expiresAt: toStoreClock(grant.spendBy, sample), tag: grant.windowTag, window: shape === 'window' };
     try {
-      const added = await this.pool.add(key, { ...units, parentRemaining: grant.remaining, retryAfterMs, asked }, this.token, maxHoldMs);
+      const added = await this.pool.add(key, { ...units, parentRemaining: grant.remaining, retryAfterMs, asked }, id, maxHoldMs);
       this.lapsed(budget, added.lapsed);
+      // Refused, its lock taken over: the taker reclaims the take too (one of the two counts it).
+      if (!added.spent && named) return this.reclaimRefill(counter, named);
+      // Tracked again: a sweep may have drained and forgotten the pool while this refill was out.
+      if (!this.tracked.has(key)) this.tracked.set(key, { ...counter, lastUsed: this.clock.now() });
     } catch (error) {
-      // Not confirmed: the units may be in the pool or lost (never twice).
+      // Not confirmed: the units are in the pool, or (never added) reclaimed by whoever takes the lock over.
       this.failed(budget, 'refill', error, { units: grant.granted });
     }
   }
 
-  /** Lets this server's refill lock go; `downMs` > 0: short decisions fail at once that long. */
-  private async unlock(key: string, downMs: number): Promise<void> {
-    await this.pool.fail(key, this.token, downMs).catch(() => undefined);
+  /** Lets refill `id`'s lock go; `downMs` > 0: short decisions fail at once that long. */
+  private async unlock(key: string, id: string, downMs: number): Promise<void> {
+    await this.pool.fail(key, id, downMs).catch(() => undefined);
+  }
+
+  /** A refill whose units never reached the pool (its lock expired): what it took goes back, or lapsed, holder lost. */
+  private async reclaimRefill(counter: Leased, take: TakeName): Promise<void> {
+    const { global: budget } = counter.spec;
+    const parent = this.parentOf(counter);
+    if (!parent.reclaim) return;
+    try {
+      const answer = await parent.reclaim(take.takeId, take.deadline);
+      this.takes.sampled(answer.parentNow);
+      if (answer.outcome !== 'done') return;
+      if (answer.returned > 0) this.on(budget).returned?.(answer.returned);
+      this.lapsed(budget, answer.lapsed, 'holder_lost');
+    } catch {
+      // Tried again with the refills whose answer was lost.
+      this.takes.failed(take, counter);
+    }
   }
 
   private track(key: string, keys: string[], spec: GlobalRateSpec): Tracked {
@@ -338,9 +363,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       for (const [key, tracked] of this.tracked) {
         const idleMs = tracked.spec.global.lease.maxHoldMs;
         if (now - tracked.lastUsed < idleMs) continue;
-        await this.returnUnits(tracked, idleMs);
-        // Forgotten: this server spends from it again only if a decision comes.
+        // Forgotten first: a decision or a refill meanwhile tracks it again.
         this.tracked.delete(key);
+        await this.returnUnits(tracked, idleMs);
       }
     })().finally(() => (this.sweeping = undefined));
     return this.sweeping;

@@ -32,6 +32,11 @@ const tokenArb = fc.constantFrom('s1', 's2', 's3');
 /** Tags as RegionCounterStore passes them: windows' or buckets' instants; a return's may be none (null). */
 const tagArb = fc.constantFrom(1800000000000, 1800000000100, 1800000000250);
 const measureArb = fc.constantFrom(100, 1000, 1000);
+/**
+ * Whose refill an add or a fail is: the one the lock was last given for (0), the one before (1: its lock
+ * taken over, or its refill already landed), or one the lock never was given for (2): refused.
+ */
+const ownerArb = fc.constantFrom(0, 0, 0, 1, 2);
 
 /** Steps of the clock before an operation: mostly none or small, some past lock, hold and window lengths, a few past the key's TTL. */
 const stepArb = fc.oneof(
@@ -46,8 +51,8 @@ const stepArb = fc.oneof(
 
 type PoolOp =
   | { op: 'spend' | 'take'; cost: number; lockMs: number; token: string; measureMs: number; fresh: boolean; waitsFor: number }
-  | { op: 'add'; units: number; expiresIn: number; tag: number; window: boolean; parentRemaining: number; token: string; retryAfterMs: number; asked: number; measureMs: number }
-  | { op: 'fail'; token: string; downMs: number }
+  | { op: 'add'; units: number; expiresIn: number; tag: number; window: boolean; parentRemaining: number; owner: number; retryAfterMs: number; asked: number; measureMs: number }
+  | { op: 'fail'; owner: number; downMs: number }
   | { op: 'drain'; idleMs: number; window: boolean }
   | { op: 'refund'; units: number; below: number | null | undefined }
   | { op: 'peek' };
@@ -80,7 +85,7 @@ const poolOpArb: fc.Arbitrary<PoolOp> = fc.oneof(
       // A window's tags (other windows' units lapse) or a bucket's (generations side by side).
       window: fc.boolean(),
       parentRemaining: fc.oneof(fc.constantFrom(-1, 0, 0, 1, 2), fc.integer({ min: 0, max: 60 })),
-      token: tokenArb,
+      owner: ownerArb,
       // The parent's retry_after (0: it may admit more): the pool pauses on it (nothing granted) or tells
       // the waiting decisions it refuses what is left of it, so steps land before, on and after its end.
       retryAfterMs: fc.oneof(fc.constantFrom(0, 0, 1, 40, 500), fc.integer({ min: 2, max: 2_000 })),
@@ -88,7 +93,7 @@ const poolOpArb: fc.Arbitrary<PoolOp> = fc.oneof(
       measureMs: measureArb,
     }),
   },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('fail' as const), token: tokenArb, downMs: fc.constantFrom(0, 30, 1_000) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('fail' as const), owner: ownerArb, downMs: fc.constantFrom(0, 30, 1_000) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('drain' as const), idleMs: fc.constantFrom(0, 100, 1_000), window: fc.boolean() }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('refund' as const), units: fc.integer({ min: 1, max: 8 }), below: fc.option(fc.oneof(tagArb, fc.constant(null)), { nil: undefined }) }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('peek' as const) }) },
@@ -108,7 +113,14 @@ function stepsArb(step: fc.Arbitrary<number>): fc.Arbitrary<Step[]> {
   );
 }
 
-function apply(pool: RegionPool, key: string, s: Step, now: number): Promise<PoolAnswer> {
+/** The refills the lock was given for on a key, in order: what adds and fails name. */
+type Refills = string[];
+
+function ownerOf(s: { owner: number }, refills: Refills): string {
+  return s.owner === 2 ? 'never-locked:1:1' : (refills[refills.length - 1 - s.owner] ?? 'never-locked:1:1');
+}
+
+function apply(pool: RegionPool, key: string, s: Step, now: number, refills: Refills): Promise<PoolAnswer> {
   switch (s.op) {
     case 'spend':
     case 'take':
@@ -117,11 +129,11 @@ function apply(pool: RegionPool, key: string, s: Step, now: number): Promise<Poo
       return pool.add(
         key,
         { units: s.units, expiresAt: now + s.expiresIn, tag: s.tag, window: s.window, parentRemaining: s.parentRemaining, retryAfterMs: s.retryAfterMs, asked: s.asked },
-        s.token,
+        ownerOf(s, refills),
         s.measureMs,
       );
     case 'fail':
-      return pool.fail(key, s.token, s.downMs);
+      return pool.fail(key, ownerOf(s, refills), s.downMs);
     case 'drain':
       return pool.drain(key, s.idleMs, s.window);
     case 'refund':
@@ -178,9 +190,13 @@ describe('parity: lua/lease_pool.lua ≡ MemoryLeasePool (fast-check)', function
   }
 
   it('random operation sequences give identical answers and leave identical pools', async () => {
+    // The refill lock's turns, seen across the runs: each must occur, or the property proves nothing of them.
+    const seen = { takenOver: 0, refusedTakenOver: 0, refused: 0, landed: 0, failedOwn: 0 };
     await fc.assert(
       fc.asyncProperty(stepsArb(stepArb), async (steps) => {
         const { clock, redisPool, memory, memoryPool, keys } = bothPools();
+        const refills: Refills[] = keys.map(() => []);
+        const takenOver = new Set<string>();
         const trace: string[] = [];
         for (const [i, s] of steps.entries()) {
           clock.now += s.step;
@@ -193,11 +209,24 @@ describe('parity: lua/lease_pool.lua ≡ MemoryLeasePool (fast-check)', function
           if (stale !== undefined && before === undefined) await admin.del(key);
           await admin.persist(key);
 
-          const fromRedis = await apply(redisPool, key, s, now);
-          const fromMemory = await apply(memoryPool, key, s, now);
+          const owner = s.op === 'add' || s.op === 'fail' ? ownerOf(s, refills[s.key]) : undefined;
+          const fromRedis = await apply(redisPool, key, s, now, refills[s.key]);
+          const fromMemory = await apply(memoryPool, key, s, now, refills[s.key]);
           trace.push(`${what} -> ${JSON.stringify(fromMemory)}`);
           const history = `\n  history (port's answers):\n    ${trace.slice(-12).join('\n    ')}`;
           expect(fromMemory, `answer of ${what}${history}`).to.deep.equal(fromRedis);
+          if (fromRedis.refill !== undefined) refills[s.key].push(fromRedis.refill);
+          if (fromRedis.stale !== undefined) {
+            takenOver.add(`${s.key} ${fromRedis.stale}`);
+            seen.takenOver++;
+          }
+          if (s.op === 'add') seen[fromRedis.spent ? 'landed' : 'refused']++;
+          if (s.op === 'add' && takenOver.has(`${s.key} ${owner}`)) {
+            // Its take is being reclaimed: its units never join the pool.
+            expect(fromRedis.spent, `the add of a refill whose lock was taken over, ${what}${history}`).to.equal(false);
+            seen.refusedTakenOver++;
+          }
+          if (s.op === 'fail' && s.owner === 0) seen.failedOwn++;
 
           // (The port drops an expired pool when an operation reads it, as Redis does.)
           const after = memory.stored(key);
@@ -217,6 +246,7 @@ describe('parity: lua/lease_pool.lua ≡ MemoryLeasePool (fast-check)', function
       }),
       { numRuns: Number(process.env.POOL_PARITY_RUNS ?? 2_000), seed: Number(process.env.POOL_PARITY_SEED ?? 21) },
     );
+    for (const [turn, count] of Object.entries(seen)) expect(count, turn).to.be.above(0);
   });
 
   it('operations batched into one script call give the answers of running them one by one', async () => {
@@ -225,17 +255,20 @@ describe('parity: lua/lease_pool.lua ≡ MemoryLeasePool (fast-check)', function
     await fc.assert(
       fc.asyncProperty(stepsArb(shortStep), fc.array(fc.integer({ min: 1, max: 12 }), { minLength: 1, maxLength: 4 }), async (steps, groupSizes) => {
         const { clock, redisPool, memory, memoryPool, keys } = bothPools();
+        const refills: Refills[] = keys.map(() => []);
         for (let start = 0, group = 0; start < steps.length; group++) {
           const batch = steps.slice(start, start + groupSizes[group % groupSizes.length]);
-          // All issued in one turn (one batch script call), each at its own instant.
+          // All issued in one turn (one batch script call), each at its own instant, naming the refills known before it.
+          const known = refills.map((r) => [...r]);
           const fromRedis = batch.map((s) => {
             clock.now += s.step;
-            return { s, at: clock.now, answer: apply(redisPool, keys[s.key], s, clock.now) };
+            return { s, at: clock.now, answer: apply(redisPool, keys[s.key], s, clock.now, known[s.key]) };
           });
           for (const [i, { s, at, answer }] of fromRedis.entries()) {
             clock.now = at;
-            const fromMemory = await apply(memoryPool, keys[s.key], s, at);
+            const fromMemory = await apply(memoryPool, keys[s.key], s, at, known[s.key]);
             expect(fromMemory, describeStep(start + i, s, at)).to.deep.equal(await answer);
+            if (fromMemory.refill !== undefined) refills[s.key].push(fromMemory.refill);
           }
           for (const key of keys) expect(memory.stored(key)?.fields, `pool ${key} after the batch from #${start}`).to.deep.equal(await redisFields(key));
           start += batch.length;

@@ -625,3 +625,226 @@ describe('RegionCounterStore rules (in memory)', () => {
     expect(processEvents).to.deep.equal({ returned: 0, lapsed: 2 });
   });
 });
+
+describe('RegionCounterStore: a refill whose lock was taken over (in memory)', () => {
+  const T0 = 1_800_000_000_000;
+  /** globalTimeoutMs + regionalTimeoutMs below: how long a refill lock lasts. */
+  const LOCK_MS = 1500;
+  const LIMIT = 100;
+  const keys = ['{g}:takeover'];
+  const key = poolKey(keys[0]);
+
+  function flush(): Promise<void> {
+    return new Promise((resolve) => setImmediate(resolve));
+  }
+
+  async function settle(): Promise<void> {
+    for (let i = 0; i < 5; i++) await flush();
+  }
+
+  /**
+   * `target` with its calls named in `before` held before they run (a request on its way), and those in
+   * `after` held once run (an answer on its way), until the test lets them through.
+   */
+  function gated<T extends object>(target: T) {
+    const before = new Set<string>();
+    const after = new Set<string>();
+    const held: { name: string; go: () => void }[] = [];
+    const proxy = new Proxy(target, {
+      get(t, name) {
+        const value = Reflect.get(t, name, t) as unknown;
+        if (typeof name !== 'string' || typeof value !== 'function') return value;
+        return (...args: unknown[]) => {
+          const run = () => (value as (...a: unknown[]) => Promise<unknown>).apply(t, args);
+          if (before.has(name)) return new Promise((resolve, reject) => held.push({ name, go: () => run().then(resolve, reject) }));
+          if (after.has(name)) return run().then((answer) => new Promise((resolve) => held.push({ name, go: () => resolve(answer) })));
+          return run();
+        };
+      },
+    });
+    /** Lets the first held call of `name` through. */
+    const release = async (name: string) => {
+      const at = held.findIndex((h) => h.name === name);
+      expect(at, `a held ${name}`).to.be.at.least(0);
+      held.splice(at, 1)[0].go();
+      await settle();
+    };
+    return { proxy, before, after, release };
+  }
+
+  /** One region's pool and a global counter, on one clock; `server()` adds a server, its calls gated. */
+  function world(spec: RateSpec) {
+    const clock = { now: T0 };
+    const timers: { at: number; callback: () => void }[] = [];
+    const leaseClock: LeaseClock = {
+      now: () => clock.now,
+      setTimer: (callback, ms) => timers.push({ at: clock.now + ms, callback }),
+      clearTimer: () => undefined,
+    };
+    const global = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
+    const pool = new RegionPool(new MemoryLeasePool(() => clock.now));
+    const counts = { returned: 0, lapsed: {} as Record<string, number> };
+    const events: LeaseEvents = {
+      returned: (units) => (counts.returned += units),
+      lapsed: (units, reason) => (counts.lapsed[reason] = (counts.lapsed[reason] ?? 0) + units),
+    };
+    const server = (sweepIntervalMs = 0) => {
+      const toPool = gated(pool);
+      const toGlobal = gated(global);
+      const regional = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
+      const store = new RegionCounterStore<MemoryCounterStore>({
+        regional,
+        pool: toPool.proxy,
+        global: toGlobal.proxy,
+        globalTimeoutMs: 1000,
+        regionalTimeoutMs: LOCK_MS - 1000,
+        maxWaitMs: 0,
+        clock: leaseClock,
+        sweepIntervalMs,
+        events: () => events,
+      });
+      return { store, toPool, toGlobal };
+    };
+    /** A decision: with no wait allowed, one the pool cannot pay is refused at once, and the refill it started goes on. */
+    const decide = (store: RegionCounterStore<MemoryCounterStore>) => store.consume(keys, spec, 1).then((r) => r.allowed, () => false);
+    /** Units the global counter counts as used. */
+    const used = async () => LIMIT - (await global.peek(keys, spec)).remaining;
+    const inPool = async () => (await pool.peek(key)).left;
+    /** Fires the timers due by now (the sweep). */
+    const tick = async () => {
+      const due = timers.filter((t) => t.at <= clock.now);
+      timers.splice(0, timers.length, ...timers.filter((t) => t.at > clock.now));
+      due.forEach((t) => t.callback());
+      await settle();
+    };
+    return { clock, global, pool, counts, server, decide, used, inPool, tick };
+  }
+
+  const window = (windowMs = 3_600_000): RateSpec => ({
+    type: 'fixed_window',
+    limit: LIMIT,
+    windowMs,
+    global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } },
+  });
+
+  it('its take ran and its add comes late: the server that takes the lock over gives the units back (counted), and the late add is refused, its own reclaim a repeat', async () => {
+    const w = world(window());
+    const a = w.server();
+    const b = w.server();
+    a.toPool.before.add('add');
+    expect(await w.decide(a.store)).to.equal(false);
+    await settle();
+    const taken = await w.used();
+    expect(taken).to.be.above(0);
+    // A hangs past its lock; B's decision takes the lock over, reclaims A's take, and refills.
+    w.clock.now += LOCK_MS;
+    expect(await w.decide(b.store)).to.equal(false);
+    await settle();
+    expect(w.counts).to.deep.equal({ returned: taken, lapsed: {} });
+    const held = await w.inPool();
+    expect(held).to.be.above(0);
+    // A's add arrives: refused (the pool never holds A's units too); A's own reclaim finds them given back.
+    await a.toPool.release('add');
+    expect(await w.inPool()).to.equal(held);
+    expect(w.counts).to.deep.equal({ returned: taken, lapsed: {} });
+    // Every unit the global counter counts as used is in the pool.
+    expect(await w.used()).to.equal(held);
+  });
+
+  it('its add refused first: its own reclaim counts the units, and the reclaim of the server that took over (arriving later) is a repeat', async () => {
+    const w = world(window());
+    const a = w.server();
+    const b = w.server();
+    a.toPool.before.add('add');
+    await w.decide(a.store);
+    await settle();
+    const taken = await w.used();
+    w.clock.now += LOCK_MS;
+    b.toGlobal.before.add('reclaim');
+    await w.decide(b.store);
+    await settle();
+    await a.toPool.release('add');
+    expect(w.counts).to.deep.equal({ returned: taken, lapsed: {} });
+    await b.toGlobal.release('reclaim');
+    expect(w.counts).to.deep.equal({ returned: taken, lapsed: {} });
+    expect(await w.used()).to.equal(await w.inPool());
+  });
+
+  it('its take still on the link when the lock is taken over: the reclaim gets there first (ahead), the take then takes nothing, and nothing is counted', async () => {
+    const w = world(window());
+    const a = w.server();
+    const b = w.server();
+    a.toGlobal.before.add('take');
+    await w.decide(a.store);
+    await settle();
+    w.clock.now += LOCK_MS;
+    await w.decide(b.store);
+    await settle();
+    const held = await w.inPool();
+    expect(held).to.be.above(0);
+    // The take arrives (within its deadline, the tombstone's life): it takes nothing, A adds nothing.
+    w.clock.now += 100;
+    await a.toGlobal.release('take');
+    expect(await w.used()).to.equal(held);
+    expect(await w.inPool()).to.equal(held);
+    expect(w.counts).to.deep.equal({ returned: 0, lapsed: {} });
+  });
+
+  it('its window over by the time the lock is taken over: its units are counted lapsed, holder lost', async () => {
+    const spec = window(2_000);
+    const w = world(spec);
+    const a = w.server();
+    const b = w.server();
+    a.toPool.before.add('add');
+    await w.decide(a.store);
+    await settle();
+    const taken = await w.used();
+    expect(taken).to.be.above(0);
+    // The next window: B takes the lock over; A's units, of the window that ended, cannot go back.
+    w.clock.now += 2_000;
+    await w.decide(b.store);
+    await settle();
+    expect(w.counts).to.deep.equal({ returned: 0, lapsed: { holder_lost: taken } });
+    await a.toPool.release('add');
+    expect(w.counts).to.deep.equal({ returned: 0, lapsed: { holder_lost: taken } });
+  });
+
+  it('its add lands after the lock expired but before any server took it over: the units are the pool’s, and no one reclaims them', async () => {
+    const w = world(window());
+    const a = w.server();
+    const b = w.server();
+    a.toPool.before.add('add');
+    await w.decide(a.store);
+    await settle();
+    const taken = await w.used();
+    w.clock.now += LOCK_MS;
+    await a.toPool.release('add');
+    expect(await w.inPool()).to.equal(taken);
+    expect(await w.decide(b.store)).to.equal(true);
+    await settle();
+    expect(w.counts).to.deep.equal({ returned: 0, lapsed: {} });
+    expect(await w.used()).to.equal((await w.inPool()) + 1);
+  });
+
+  it("a refill that lands after this server's sweep drained and forgot the pool: the pool is tracked again, and its units go back once idle", async () => {
+    const w = world(window());
+    const a = w.server(250);
+    a.toPool.before.add('add');
+    await w.decide(a.store);
+    await settle();
+    const taken = await w.used();
+    expect(taken).to.be.above(0);
+    // Idle for max_hold (within the lock): the sweep finds the pool empty, and forgets it.
+    w.clock.now += 1000;
+    await w.tick();
+    await a.toPool.release('add');
+    expect(await w.inPool()).to.equal(taken);
+    // Idle again: the next sweep gives the refill's units back.
+    w.clock.now += 1000;
+    await w.tick();
+    expect(await w.inPool()).to.equal(0);
+    expect(await w.used()).to.equal(0);
+    expect(w.counts).to.deep.equal({ returned: taken, lapsed: {} });
+    await a.store.letGoAll();
+  });
+});

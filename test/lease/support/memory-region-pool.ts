@@ -9,7 +9,7 @@ import type { LeasePoolScript } from '../../../src/lease/region-pool.js';
  * script leaves, and when its key expires.
  */
 
-/** As the script: a pool's key lives this long after it was made or last refilled. */
+/** As the script: made or last refilled, a pool's key lives this long past its newest live units' expiry (none: past now). */
 const POOL_TTL_MS = 600_000;
 
 /** The pool hash (lua/lease_pool.lua, KEYS[1]): the tags and the lock's owner are strings. */
@@ -138,7 +138,7 @@ export class MemoryLeasePool implements LeasePoolScript {
       const changed = freshPool || POOL_FIELDS.some((f) => p[f] !== stored[f]);
       const expires = refresh || freshPool;
       if (!changed && !expires) return;
-      const expireAt = expires ? now + Math.max(1, Math.ceil(now + POOL_TTL_MS - now)) : held!.expireAt;
+      const expireAt = expires ? now + Math.max(1, Math.ceil(now + resetAfter() + POOL_TTL_MS - now)) : held!.expireAt;
       this.pools.set(key, { fields: { ...p }, expireAt });
     };
 
@@ -148,11 +148,13 @@ export class MemoryLeasePool implements LeasePoolScript {
       return '';
     };
 
-    const answer = (spent: boolean, retry: number, lock: boolean, tag?: string): unknown[] => {
+    const refillId = (): string => `${p.lk}:${p.ln}:${p.le}`;
+
+    const answer = (spent: boolean, retry: number, lock: string | false, tag?: string): unknown[] => {
       let recent = p.rs;
       if (p.rp > recent) recent = p.rp;
       const down = p.dd > now ? 1 : 0;
-      return [spent ? 1 : 0, left(), retry, lock ? 1 : 0, recent, p.pr, lapsed, down, resetAfter(), tag ?? newestTag(), now, p.wd, 0];
+      return [spent ? 1 : 0, left(), retry, lock || 0, recent, p.pr, lapsed, down, resetAfter(), tag ?? newestTag(), now, p.wd, 0];
     };
 
     if (op === 'spend' || op === 'take') {
@@ -191,7 +193,9 @@ export class MemoryLeasePool implements LeasePoolScript {
         }
       }
       let lock = false;
+      let stale: string | undefined;
       if ((taken < cost || left() * 2 <= p.lc) && retry === 0 && p.dd <= now && (p.lk === '' || p.le <= now)) {
+        if (p.lk !== '') stale = refillId();
         p.lk = token;
         p.le = now + lockMs;
         lock = true;
@@ -203,9 +207,10 @@ export class MemoryLeasePool implements LeasePoolScript {
         p.wd = 0;
       }
       save();
-      const reply = answer(taken > 0, retry, lock);
+      const reply = answer(taken > 0, retry, lock && refillId());
       reply[11] = waiting;
       reply[12] = waitsFor;
+      if (stale !== undefined) reply[13] = stale;
       if (op === 'take') {
         reply[1] = taken;
         if (taken > 0) {
@@ -216,12 +221,16 @@ export class MemoryLeasePool implements LeasePoolScript {
       return reply;
     }
 
+    if (op === 'add' && (p.lk === '' || arg(7) !== refillId())) {
+      if (lapsed > 0) save();
+      return answer(false, 0, false);
+    }
+
     if (op === 'add') {
       const added = num(3);
       const expires = num(4);
       const tag = arg(5)!;
       p.pr = num(6);
-      const token = arg(7);
       const retry = num(8);
       p.lc = num(9);
       measure(num(10));
@@ -252,18 +261,16 @@ export class MemoryLeasePool implements LeasePoolScript {
       }
       p.su = retry > 0 ? now + retry : 0;
       p.dd = 0;
-      if (p.lk === token) {
-        p.an = p.ln;
-        p.sh = added < p.lw ? 1 : 0;
-        p.lk = '';
-        p.le = 0;
-      }
+      p.an = p.ln;
+      p.sh = added < p.lw ? 1 : 0;
+      p.lk = '';
+      p.le = 0;
       save(true);
-      return answer(false, 0, false);
+      return answer(true, 0, false);
     }
 
     if (op === 'fail') {
-      if (p.lk === arg(3)) {
+      if (p.lk !== '' && arg(3) === refillId()) {
         p.lk = '';
         p.le = 0;
       }
