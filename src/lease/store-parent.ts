@@ -14,24 +14,24 @@ type ParentStore = Required<Pick<CounterStore, 'take' | 'giveBack'>> & Pick<Coun
  */
 export function storeParent(store: ParentStore, keys: string[], spec: LeasedSpec, clock: LeaseClock, holdMs: number): LeaseParent {
   const reclaim = store.reclaim?.bind(store);
+  const ledgered = (named: NamedTakeLimits | undefined) => {
+    if (named !== undefined && reclaim === undefined) throw new Error('this parent keeps no take ledger: it takes no take id or deadline');
+    return named;
+  };
   const parent: LeaseParent = {
     async take(n: number, named?: NamedTakeLimits): Promise<Grant> {
-      if (named !== undefined && reclaim === undefined) throw new Error('this parent keeps no take ledger: it takes no take id or deadline');
       const sentAt = clock.now();
-      return grantOf(await store.take(keys, spec, n, undefined, { ...named, holdMs }), sentAt);
+      return grantOf(await store.take(keys, spec, n, undefined, { ...ledgered(named), holdMs }), sentAt);
     },
-    async giveBack(units: number, windowTag: number | null): Promise<number> {
-      return (await store.giveBack(keys, spec, units, windowTag)).units;
+    async giveBack(units: number, windowTag: number | null, named?: NamedTakeLimits): Promise<GivenBack> {
+      const answer = await store.giveBack(keys, spec, units, windowTag, undefined, ledgered(named));
+      return { returned: answer.units, lapsed: answer.lapsed, outcome: answer.outcome as GivenBack['outcome'], parentNow: answer.storeNow };
     },
     peek(): Promise<CounterResult> {
       return store.peek(keys, spec);
     },
   };
   if (reclaim !== undefined) {
-    parent.giveBackNamed = async (units, windowTag, named): Promise<GivenBack> => {
-      const answer = await store.giveBack(keys, spec, units, windowTag, undefined, named);
-      return { returned: answer.units, lapsed: answer.lapsed, outcome: answer.outcome as GivenBack['outcome'], parentNow: answer.storeNow };
-    };
     parent.reclaim = async (takeId, deadline): Promise<Reclaimed> => {
       const answer = await reclaim(keys, spec, { takeId, deadline });
       return { returned: answer.units, lapsed: answer.lapsed, outcome: answer.outcome as Reclaimed['outcome'], parentNow: answer.storeNow };

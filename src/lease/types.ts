@@ -43,7 +43,7 @@ export interface NamedTakeLimits {
   deadline?: StoreMs;
 }
 
-/** What a named give answered (LeaseParent.giveBackNamed). */
+/** What a give answered (LeaseParent.giveBack). */
 export interface GivenBack {
   returned: number;
   /** Units that could not go back (window ended, hold passed, bucket full): 0 when the give did nothing. */
@@ -69,13 +69,11 @@ export interface Reclaimed {
 export interface LeaseParent {
   /** Up to `n` (≥ 1) units. Unreachable, it throws, and the take may still run: name it to reclaim it. */
   take(n: number, named?: NamedTakeLimits): Promise<Grant>;
-  /** Returns unspent units of `windowTag` while it is current (a bucket's: before it); answers how many went back. */
-  giveBack(units: number, windowTag: number | null): Promise<number>;
   /**
-   * `giveBack` named (only a parent with `reclaim`): past its deadline it gives nothing back; its id (one
-   * not used by any take) makes it answerable again and settleable by `reclaim`.
+   * Returns unspent units of `windowTag` while it is current (a bucket's: before it). Named (only a parent
+   * with `reclaim`), past its deadline it gives nothing back, and asked again or reclaimed it answers what it did.
    */
-  giveBackNamed?(units: number, windowTag: number | null, named: NamedTakeLimits): Promise<GivenBack>;
+  giveBack(units: number, windowTag: number | null, named?: NamedTakeLimits): Promise<GivenBack>;
   /** The parent's own peek: units held by holders count as used there. */
   peek(): Promise<CounterResult>;
   /**

@@ -11,7 +11,7 @@ import { poolKey, RegionPool } from '../../src/lease/region-pool.js';
 import { RegionCounterStore } from '../../src/lease/region-store.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import { systemClock } from '../../src/lease/types.js';
-import type { LeaseClock, LeaseEvents } from '../../src/lease/types.js';
+import type { GivenBack, LeaseClock, LeaseEvents } from '../../src/lease/types.js';
 import { startLinkProxy, type LinkProxy } from '../support/link-proxy.js';
 import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
 
@@ -594,7 +594,7 @@ describe('RegionCounterStore rules (in memory)', () => {
     const processEvents = { returned: 0, lapsed: 0 };
     const real = storeParent(store, keys, spec as LeasedSpec, leaseClock, 100);
     const returns: (() => void)[] = [];
-    const parent = { ...real, giveBack: (units: number, tag: number | null) => new Promise<number>((resolve, reject) => returns.push(() => real.giveBack(units, tag).then(resolve, reject))) };
+    const parent = { ...real, giveBack: (units: number, tag: number | null) => new Promise<GivenBack>((resolve, reject) => returns.push(() => real.giveBack(units, tag).then(resolve, reject))) };
     const holder = new LeaseHolder({
       parent,
       pool: new ProcessUnitPool(true),
