@@ -6,7 +6,7 @@ import { chunkSize, SpendRate } from './chunk.js';
 import { leaseFailureLog } from './failures.js';
 import { NamedTakes, type TakeName, type UnitOwner } from './named-takes.js';
 import type { ProcessUnitPool } from './process-pool.js';
-import { expiredReason, waitTimeout, type LapseReason, type LeaseClock, type LeaseEvents, type LeaseParent, type MaybePromise } from './types.js';
+import { expiredReason, waitTimeout, type LeaseClock, type LeaseEvents, type LeaseParent, type MaybePromise } from './types.js';
 
 /** Takes and gives whose answer was lost, each with its owner: shared by a process's holders. */
 export type UnansweredTakes = NamedTakes<UnitOwner>;
@@ -28,27 +28,20 @@ export interface LeaseHolderOptions {
 }
 
 /** A decision waiting for a refill, with its RL_LEASE_MAX_WAIT_MS timer. */
-interface Waiter {
-  cost: number;
-  since: number;
-  timer: unknown;
-  resolve(result: CounterResult): void;
-  reject(error: unknown): void;
-}
+type Waiter = { cost: number; since: number; timer: unknown; resolve(result: CounterResult): void; reject(error: unknown): void };
 
 /**
  * One counter's capacity lease (CONTRACT "Capacity lease: the mechanism"): decisions spend only units taken
  * from the parent (never over); one take at a time goes out when half are spent (chunk.ts). A decision the
- * units cannot pay waits at most maxWaitMs, is refused when the parent gave less than asked, and fails at
+ * units cannot pay waits at most maxWaitMs, is refused once the parent admits no more, and fails at
  * once while the parent is unreachable. Takes and gives are named when the parent can reclaim them.
  */
 export class LeaseHolder {
   /** Set by the owner: called when the holder lets go by itself (idle), to forget it. */
   onIdle: (() => void) | undefined;
-  private readonly parent: LeaseParent;
   private readonly pool: ProcessUnitPool;
   private readonly clock: LeaseClock;
-  private readonly events: LeaseEvents;
+  /** Its parent, call timeout and events. */
   private readonly owner: UnitOwner;
   private readonly takes: UnansweredTakes;
   private readonly spending: SpendRate;
@@ -65,11 +58,9 @@ export class LeaseHolder {
   private closed = false;
 
   constructor(private readonly options: LeaseHolderOptions) {
-    this.parent = options.parent;
     this.pool = options.pool;
     this.clock = options.clock;
-    this.events = options.events ?? {};
-    this.owner = { parent: this.parent, timeoutMs: options.takeTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS, events: this.events, shape: options.lease.shape };
+    this.owner = { parent: options.parent, timeoutMs: options.takeTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS, events: options.events ?? {}, shape: options.lease.shape };
     this.takes = options.takes ?? unansweredTakes(this.clock);
     this.spending = new SpendRate(this.options.lease.maxHoldMs);
     this.lastUsed = this.clock.now();
@@ -91,7 +82,7 @@ export class LeaseHolder {
 
   /** Peek: the parent's peek (held units count as used there) plus this holder's unspent units. */
   async peek(): Promise<CounterResult> {
-    const parent = await this.parent.peek();
+    const parent = await this.owner.parent.peek();
     const held = this.pool.available(this.clock.now());
     return held <= 0 ? parent : { allowed: true, remaining: parent.remaining + held, retryAfterMs: 0, resetAfterMs: parent.resetAfterMs };
   }
@@ -133,7 +124,7 @@ export class LeaseHolder {
       waiter.timer = this.clock.setTimer(() => {
         if (!this.waiters.includes(waiter)) return;
         this.waiters.splice(this.waiters.indexOf(waiter), 1);
-        this.events.waited?.(Math.max(0, this.clock.now() - waiter.since) / 1000);
+        this.owner.events.waited?.(Math.max(0, this.clock.now() - waiter.since) / 1000);
         reject(this.waitRefusal());
       }, this.options.maxWaitMs);
       this.waiters.push(waiter);
@@ -162,9 +153,9 @@ export class LeaseHolder {
 
   /** One take and what follows it; never rejects (a failure fails the waiters). */
   private async refill(n: number): Promise<void> {
-    const named = this.parent.reclaim ? this.takes.name(this.owner.timeoutMs) : undefined;
+    const named = this.owner.parent.reclaim ? this.takes.name(this.owner.timeoutMs) : undefined;
     const sentAt = this.clock.now();
-    const grant = await this.parent.take(n, named).catch((error: unknown) => this.takeFailed(error, named));
+    const grant = await this.owner.parent.take(n, named).catch((error: unknown) => this.takeFailed(error, named));
     if (!grant) return;
     this.failedAt = -Infinity;
     if (named) this.takes.answered(grant.parentNow);
@@ -172,7 +163,7 @@ export class LeaseHolder {
     // Past its deadline the take took nothing and says nothing of the parent's units: not a short parent.
     const late = grant.outcome === 'late';
     if (!late) {
-      this.events.refilled?.(grant.granted);
+      this.owner.events.refilled?.(grant.granted);
       this.last = { remaining: grant.remaining, retryAfterMs: grant.retryAfterMs, resetAt: sentAt + grant.resetAfterMs };
     }
     // Units whose window ended on the way lapse; the waiters are then refused, not sent round again for ever.
@@ -192,7 +183,7 @@ export class LeaseHolder {
     // A region parent may answer that it waited too long: slow, not down.
     if (!(error instanceof LeaseWaitTimeoutError)) {
       this.failedAt = this.clock.now();
-      this.events.failed?.('refill');
+      this.owner.events.failed?.('refill');
       leaseFailureLog.failed('refill', error);
     }
     const failed = error instanceof CounterStoreUnavailableError || error instanceof LeaseWaitTimeoutError ? error : new CounterStoreUnavailableError('lease parent failed', error);
@@ -211,7 +202,7 @@ export class LeaseHolder {
       if (!spend.spent && !exhausted && !this.closed) this.waiters.push(waiter);
       else {
         this.clock.clearTimer(waiter.timer);
-        this.events.waited?.(Math.max(0, now - waiter.since) / 1000);
+        this.owner.events.waited?.(Math.max(0, now - waiter.since) / 1000);
         if (spend.spent) this.spending.add(waiter.cost, now);
         waiter.resolve(this.answer(spend.spent, spend.left, spend.spent ? 0 : Math.max(1, this.last.retryAfterMs), now));
       }
@@ -231,8 +222,8 @@ export class LeaseHolder {
     if (drained.units > 0) await this.takes.give(this.owner, drained.units, drained.windowTag);
   }
 
-  private noteLapsed(units: number, reason: LapseReason = expiredReason(this.options.lease.shape)): void {
-    if (units > 0) this.events.lapsed?.(units, reason);
+  private noteLapsed(units: number): void {
+    if (units > 0) this.owner.events.lapsed?.(units, expiredReason(this.owner.shape));
   }
 
   /** After max_hold without use, the holder lets go (its owner forgets it first: the next decision gets a new one). */

@@ -1,30 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import type { LeaseShape } from '../counters/counter-spec.js';
 import { leaseFailureLog } from './failures.js';
-import { expiredReason, type GivenBack, type LapseReason, type LeaseClock, type LeaseEvents, type LeaseParent, type NamedTakeLimits, type Reclaimed } from './types.js';
+import { expiredReason, type LapseReason, type LeaseClock, type LeaseEvents, type LeaseParent, type NamedTakeLimits } from './types.js';
 
 /** Samples of the parent's clock kept: the tightest of the recent ones sets the deadlines. */
 const CLOCK_SAMPLES = 8;
 /** Failed takes and gives remembered for a reclaim (the parent remembers at most 256 per counter). */
 const MAX_UNANSWERED = 256;
-/**
- * How long after it was sent a failed take is still worth reclaiming: the parent remembers a take (and a
- * reclaim's tombstone) for a minute past its deadline, which is at most one call's timeout after it was sent.
- */
+/** A failed call is worth settling this long after it was sent: the parent remembers it a minute past its deadline. */
 const RECLAIM_WITHIN_MS = 55_000;
 
 /** A take's (or give's) id, and its deadline once the parent's clock was sampled. */
 export type TakeName = NamedTakeLimits & { takeId: string };
 
-/** Whose units a take or give moves: the parent, its call timeout, where to count, and why its units lapse. */
-export interface UnitOwner {
-  parent: LeaseParent;
-  timeoutMs: number;
-  events: LeaseEvents;
-  shape: LeaseShape;
-  /** For the failure log. */
-  fields?: Record<string, unknown>;
-}
+/** Whose units a take or give moves: the parent, its call timeout, where to count, why its units lapse, what to log. */
+export type UnitOwner = { parent: LeaseParent; timeoutMs: number; events: LeaseEvents; shape: LeaseShape; fields?: Record<string, unknown> };
 
 /** A take or give that failed on its way: what a reclaim names; a give's units, to give them again. */
 interface Unanswered<Context> {
@@ -36,17 +26,13 @@ interface Unanswered<Context> {
 }
 
 /**
- * The holder side of named takes and gives (CONTRACT "Loss is bounded and counted"): each take or give
- * to a store parent gets a fresh id and a deadline in the parent's clock, so one held up on the link
- * past the moment its holder gives up on it does nothing there; one whose answer was lost is
- * remembered and settled once the parent answers again. Every unit is counted once: returned, or
- * lapsed with its reason.
+ * The holder side of named takes and gives (CONTRACT "Loss is bounded and counted"): each gets a fresh id
+ * and a deadline in the parent's clock, so one held up past the moment its holder gives up does nothing
+ * there; one whose answer was lost is settled once the parent answers again. Each unit is counted once.
  *
- * The parent's clock is estimated from the `parentNow` of its answers: an answer that arrived at local
- * instant `r` read the parent's clock before it arrived, so `parentNow − r` never exceeds the true
- * offset (same-rate clocks), and a deadline `local now + offset + timeout` is never later, by the
- * parent's clock, than the instant the holder stops waiting. Before any sample, no deadline (the id
- * alone still lets it be reclaimed).
+ * An answer that arrived at local instant `r` read the parent's clock before, so `parentNow − r` never
+ * exceeds the true offset (same-rate clocks): a deadline `now + offset + timeout` is never later, by the
+ * parent's clock, than the holder's giving up. Before any sample, no deadline (the id alone still settles).
  */
 export class NamedTakes<Context> {
   private readonly prefix = randomUUID();
@@ -89,16 +75,15 @@ export class NamedTakes<Context> {
   async give(context: Context, units: number, windowTag: number | null, sentAt = this.clock.now()): Promise<void> {
     const owner = this.ownerOf(context);
     const name = owner.parent.reclaim ? this.name(owner.timeoutMs) : undefined;
-    let answer: GivenBack;
-    try {
-      answer = await owner.parent.giveBack(units, windowTag, name);
-    } catch (error) {
+    const give = { units, windowTag };
+    const answer = await owner.parent.giveBack(units, windowTag, name).catch((error: unknown) => {
       owner.events.failed?.('give_back');
       leaseFailureLog.failed('give_back', error, owner.fields);
       // Unnamed it cannot be settled: lost to its window (under-admission only).
-      return name ? this.failed(name, context, { units, windowTag }, sentAt) : count(owner, 0, units, 'parent_unreachable');
-    }
-    if (answer.outcome === 'late') this.failed(name!, context, { units, windowTag }, sentAt);
+      return name ? this.failed(name, context, give, sentAt) : count(owner, 0, units, 'parent_unreachable');
+    });
+    if (!answer) return;
+    if (answer.outcome === 'late') this.failed(name!, context, give, sentAt);
     // `reclaimed`: settled first, and given again then: counted there.
     else if (answer.outcome !== 'reclaimed') count(owner, answer.returned, answer.lapsed, expiredReason(owner.shape));
     if (name) this.answered(answer.parentNow);
@@ -116,21 +101,15 @@ export class NamedTakes<Context> {
         // Older ones the parent has forgotten too.
         if (entry.sentAt < since) return this.forget(entry);
         const owner = this.ownerOf(entry.context);
-        let answer: Reclaimed;
-        try {
-          answer = await owner.parent.reclaim!(entry.name.takeId, entry.name.deadline);
-        } catch {
-          return this.failed(entry.name, entry.context, entry.give, entry.sentAt);
-        }
+        const answer = await owner.parent.reclaim!(entry.name.takeId, entry.name.deadline).catch(() => this.failed(entry.name, entry.context, entry.give, entry.sentAt));
+        if (!answer) return;
         this.answered(answer.parentNow);
         const { give } = entry;
         if (give === undefined) return count(owner, answer.returned, answer.lapsed, 'parent_unreachable');
         if (answer.returned + answer.lapsed > 0) return count(owner, answer.returned, answer.lapsed, expiredReason(owner.shape));
         await this.give(entry.context, give.units, give.windowTag, entry.sentAt);
       }),
-    )
-      .then(() => undefined)
-      .finally(() => (this.settling = undefined));
+    ).then(() => void (this.settling = undefined));
     return this.settling;
   }
 

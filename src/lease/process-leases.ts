@@ -18,11 +18,7 @@ export interface LeaseOperations {
   release(): never;
 }
 
-interface Entry {
-  compiled: CompiledPolicy;
-  holder: LeaseHolder;
-  ops: LeaseOperations;
-}
+type Entry = { compiled: CompiledPolicy; holder: LeaseHolder; ops: LeaseOperations };
 
 export interface ProcessLeasesOptions {
   store: LendingStore;

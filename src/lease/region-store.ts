@@ -287,10 +287,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     }
   }
 
-  /** Lets this server's refill lock go; `downMs` > 0: short decisions fail at once that long. */
+  /** Lets this server's refill lock go (units whose spend-by came meanwhile lapse); `downMs` > 0: short decisions fail at once that long. */
   private async unlock({ key, spec }: Leased, downMs: number): Promise<void> {
     const answer = await this.pool.fail(key, this.token, downMs).catch(() => undefined);
-    // Units whose spend-by came meanwhile, dropped by this call.
     if (answer) this.lapsed(spec.global, answer.lapsed);
   }
 

@@ -1,6 +1,6 @@
 import type { CounterResult, CounterStore, LeaseCounterResult } from '../counters/counter-store.js';
 import type { RateSpec } from '../counters/counter-spec.js';
-import type { GivenBack, Grant, LeaseClock, LeaseParent, LocalMs, NamedTakeLimits, Reclaimed } from './types.js';
+import type { GivenBack, Grant, LeaseClock, LeaseParent, LocalMs, NamedTakeLimits } from './types.js';
 
 /** The algorithms a capacity lease supports (CONTRACT: not sliding_window_log, not concurrency). */
 export type LeasedSpec = Exclude<RateSpec, { type: 'sliding_window_log' }>;
@@ -24,20 +24,18 @@ export function storeParent(store: ParentStore, keys: string[], spec: LeasedSpec
       return grantOf(await store.take(keys, spec, n, undefined, { ...ledgered(named), holdMs }), sentAt);
     },
     async giveBack(units: number, windowTag: number | null, named?: NamedTakeLimits): Promise<GivenBack> {
-      const answer = await store.giveBack(keys, spec, units, windowTag, undefined, ledgered(named));
-      return { returned: answer.units, lapsed: answer.lapsed, outcome: answer.outcome as GivenBack['outcome'], parentNow: answer.storeNow };
+      return givenBack(await store.giveBack(keys, spec, units, windowTag, undefined, ledgered(named)));
     },
     peek(): Promise<CounterResult> {
       return store.peek(keys, spec);
     },
   };
-  if (reclaim !== undefined) {
-    parent.reclaim = async (takeId, deadline): Promise<Reclaimed> => {
-      const answer = await reclaim(keys, spec, { takeId, deadline });
-      return { returned: answer.units, lapsed: answer.lapsed, outcome: answer.outcome as Reclaimed['outcome'], parentNow: answer.storeNow };
-    };
-  }
+  if (reclaim !== undefined) parent.reclaim = async (takeId, deadline) => givenBack(await reclaim(keys, spec, { takeId, deadline }));
   return parent;
+}
+
+function givenBack(answer: LeaseCounterResult): GivenBack {
+  return { returned: answer.units, lapsed: answer.lapsed, outcome: answer.outcome, parentNow: answer.storeNow };
 }
 
 /** The tag as the store answered it; spendable from the send for what the store said (it ran no earlier). */

@@ -519,6 +519,25 @@ describe('RegionCounterStore rules (in memory)', () => {
     expect(counts.lapsed).to.equal(0);
   });
 
+  it('a process lease whose region pool is short while it refills: its waiting decisions are served after the refill, not refused (the global counter has units)', async () => {
+    const { store, pool, leaseClock } = region();
+    const spec: RateSpec = { type: 'fixed_window', limit: 1000, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
+    const keys = ['{g}:short-pool'];
+    // Another server of the region spends 1: the pool keeps 2.
+    expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
+    await flush();
+    expect((await pool.peek(poolKey(keys[0]))).left).to.equal(2);
+    const holder = new LeaseHolder({
+      parent: storeParent(store, keys, spec as LeasedSpec, leaseClock, 1000),
+      pool: new ProcessUnitPool(),
+      clock: leaseClock,
+      lease: { shape: 'window', maxUnits: 10, maxHoldMs: 1000 },
+      maxWaitMs: 10_000,
+    });
+    const answers = await Promise.all([1, 2, 3, 4, 5].map(() => holder.consume(2)));
+    expect(answers.map((a) => a.allowed)).to.deep.equal([true, true, true, true, true]);
+  });
+
   it('honest refusals: once the global counter admits no more, a refusal carries its own retry_after and reset_after (the window end), not max_hold', async () => {
     const { store } = region();
     const spec: RateSpec = { type: 'fixed_window', limit: 2, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
