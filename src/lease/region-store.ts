@@ -13,7 +13,7 @@ import { leaseFailureLog, type LeaseFailureKind } from './failures.js';
 import { NamedTakes, type UnitOwner } from './named-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, toStoreClock, waitTimeout } from './types.js';
-import type { ClockSample, LapseReason, LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from './types.js';
+import type { ClockSample, LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from './types.js';
 
 /**
  * The counter store of a server in a region (docs/distribution.md "How it works"): a `budget: "global"`
@@ -352,9 +352,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     return this.events.get(budget)!;
   }
 
-  /** By default: their spend-by came (window ended, a bucket's max_hold passed). */
-  private lapsed(budget: GlobalRateSpec['global'], units: number, reason: LapseReason = expiredReason(budget.lease.shape)): void {
-    if (units > 0) this.on(budget).lapsed?.(units, reason);
+  /** Their spend-by came (window ended, a bucket's max_hold passed). */
+  private lapsed(budget: GlobalRateSpec['global'], units: number): void {
+    if (units > 0) this.on(budget).lapsed?.(units, expiredReason(budget.lease.shape));
   }
 
   private waited(budget: GlobalBudget, since: LocalMs | undefined): void {
