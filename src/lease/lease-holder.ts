@@ -4,12 +4,14 @@ import type { CompiledLease } from '../counters/counter-spec.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
 import { chunkSize, SpendRate } from './chunk.js';
 import { leaseFailureLog } from './failures.js';
-import { NamedTakes, type TakeName } from './named-takes.js';
+import { NamedTakes, type TakeName, type UnitOwner } from './named-takes.js';
 import type { ProcessUnitPool } from './process-pool.js';
-import { expiredReason, waitTimeout, type LapseReason, type LeaseClock, type LeaseEvents, type LeaseParent, type MaybePromise } from './types.js';
+import { expiredReason, waitTimeout, type LeaseClock, type LeaseEvents, type LeaseParent, type MaybePromise } from './types.js';
 
-/** Takes whose answer was lost, with whom to ask and where to count: shared by a process's holders. */
-export type UnansweredTakes = NamedTakes<{ parent: LeaseParent; events: LeaseEvents }>;
+/** Takes and gives whose answer was lost, each with its owner: shared by a process's holders. */
+export type UnansweredTakes = NamedTakes<UnitOwner>;
+
+export const unansweredTakes = (clock: LeaseClock): UnansweredTakes => new NamedTakes(clock, (owner) => owner);
 
 export interface LeaseHolderOptions {
   lease: CompiledLease;
@@ -20,35 +22,28 @@ export interface LeaseHolderOptions {
   maxWaitMs: number;
   /** The parent's call timeout (RL_COUNTERSTORE_TIMEOUT_MS, default the store's): a named take's deadline, and letGo's longest wait. */
   takeTimeoutMs?: number;
-  /** Where a parent with `reclaim` keeps the failed takes (default: this holder's own). */
+  /** Where a parent with `reclaim` keeps the failed takes and gives (default: this holder's own). */
   takes?: UnansweredTakes;
   events?: LeaseEvents;
 }
 
 /** A decision waiting for a refill, with its RL_LEASE_MAX_WAIT_MS timer. */
-interface Waiter {
-  cost: number;
-  since: number;
-  timer: unknown;
-  resolve(result: CounterResult): void;
-  reject(error: unknown): void;
-}
+type Waiter = { cost: number; since: number; timer: unknown; resolve(result: CounterResult): void; reject(error: unknown): void };
 
 /**
  * One counter's capacity lease (CONTRACT "Capacity lease: the mechanism"): decisions spend only units taken
  * from the parent (never over); one take at a time goes out when half are spent (chunk.ts). A decision the
- * units cannot pay waits at most maxWaitMs, is refused when the parent gave less than asked, and fails at
- * once while the parent is unreachable. Takes are named when the parent can reclaim them.
+ * units cannot pay waits at most maxWaitMs, is refused once the parent admits no more, and fails at
+ * once while the parent is unreachable. Takes and gives are named when the parent can reclaim them.
  */
 export class LeaseHolder {
   /** Set by the owner: called when the holder lets go by itself (idle), to forget it. */
   onIdle: (() => void) | undefined;
-  private readonly parent: LeaseParent;
   private readonly pool: ProcessUnitPool;
   private readonly clock: LeaseClock;
-  private readonly events: LeaseEvents;
-  private readonly takes: UnansweredTakes | undefined;
-  private readonly takeTimeoutMs: number;
+  /** Its parent, call timeout and events. */
+  private readonly owner: UnitOwner;
+  private readonly takes: UnansweredTakes;
   private readonly spending: SpendRate;
   private readonly waiters: Waiter[] = [];
   private refilling: Promise<void> | undefined;
@@ -63,12 +58,10 @@ export class LeaseHolder {
   private closed = false;
 
   constructor(private readonly options: LeaseHolderOptions) {
-    this.parent = options.parent;
     this.pool = options.pool;
     this.clock = options.clock;
-    this.events = options.events ?? {};
-    this.takes = options.parent.reclaim ? (options.takes ?? new NamedTakes(this.clock)) : undefined;
-    this.takeTimeoutMs = options.takeTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+    this.owner = { parent: options.parent, timeoutMs: options.takeTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS, events: options.events ?? {}, shape: options.lease.shape };
+    this.takes = options.takes ?? unansweredTakes(this.clock);
     this.spending = new SpendRate(this.options.lease.maxHoldMs);
     this.lastUsed = this.clock.now();
     // From the start: a holder that never got units (only peeks, or its parent down) is let go too.
@@ -89,7 +82,7 @@ export class LeaseHolder {
 
   /** Peek: the parent's peek (held units count as used there) plus this holder's unspent units. */
   async peek(): Promise<CounterResult> {
-    const parent = await this.parent.peek();
+    const parent = await this.owner.parent.peek();
     const held = this.pool.available(this.clock.now());
     return held <= 0 ? parent : { allowed: true, remaining: parent.remaining + held, retryAfterMs: 0, resetAfterMs: parent.resetAfterMs };
   }
@@ -98,8 +91,8 @@ export class LeaseHolder {
   async refund(units: number): Promise<CounterResult & { accepted: number }> {
     const now = this.clock.now();
     this.lastUsed = now;
-    const accepted = this.pool.refund(units, now);
-    this.noteLapsed(units - accepted);
+    const { accepted, lapsed } = this.pool.refund(units, now);
+    this.noteLapsed(lapsed + units - accepted);
     return { ...this.answer(true, this.pool.available(now), 0, now), accepted };
   }
 
@@ -112,8 +105,8 @@ export class LeaseHolder {
     this.closed = true;
     this.clock.clearTimer(this.idleTimer);
     let timer: unknown;
-    const bound = new Promise<void>((resolve) => (timer = this.clock.setTimer(resolve, this.takeTimeoutMs)));
-    const refilled = Promise.resolve(this.refilling).then(() => reclaimUnanswered(this.takes));
+    const bound = new Promise<void>((resolve) => (timer = this.clock.setTimer(resolve, this.owner.timeoutMs)));
+    const refilled = Promise.resolve(this.refilling).then(() => this.takes.settleAll());
     await Promise.race([Promise.all([this.giveBackAll(), refilled]), bound]);
     this.clock.clearTimer(timer);
   }
@@ -131,7 +124,7 @@ export class LeaseHolder {
       waiter.timer = this.clock.setTimer(() => {
         if (!this.waiters.includes(waiter)) return;
         this.waiters.splice(this.waiters.indexOf(waiter), 1);
-        this.events.waited?.(Math.max(0, this.clock.now() - waiter.since) / 1000);
+        this.owner.events.waited?.(Math.max(0, this.clock.now() - waiter.since) / 1000);
         reject(this.waitRefusal());
       }, this.options.maxWaitMs);
       this.waiters.push(waiter);
@@ -146,7 +139,7 @@ export class LeaseHolder {
   /** One take at a time, by the chunk rule; `extra`: the cost of a decision refused now that it should serve next. */
   private startRefill(extra = 0): void {
     // While the parent is down, one take per take timeout looks whether it is back (each is kept for a reclaim).
-    if (this.refilling || this.clock.now() - this.failedAt < this.takeTimeoutMs) return;
+    if (this.refilling || this.clock.now() - this.failedAt < this.owner.timeoutMs) return;
     let waiting = extra;
     for (const w of this.waiters) waiting += w.cost;
     const n = chunkSize({ recent: this.spending.total(this.clock.now()), waiting, maxUnits: this.options.lease.maxUnits, parentRemaining: this.last.remaining });
@@ -160,18 +153,17 @@ export class LeaseHolder {
 
   /** One take and what follows it; never rejects (a failure fails the waiters). */
   private async refill(n: number): Promise<void> {
-    const named = this.takes?.name(this.takeTimeoutMs);
+    const named = this.owner.parent.reclaim ? this.takes.name(this.owner.timeoutMs) : undefined;
     const sentAt = this.clock.now();
-    const grant = await this.parent.take(n, named).catch((error: unknown) => this.takeFailed(error, named));
+    const grant = await this.owner.parent.take(n, named).catch((error: unknown) => this.takeFailed(error, named));
     if (!grant) return;
     this.failedAt = -Infinity;
-    this.takes?.sampled(grant.parentNow);
-    if (this.takes?.pending()) void reclaimUnanswered(this.takes);
+    if (named) this.takes.answered(grant.parentNow);
     const now = this.clock.now();
     // Past its deadline the take took nothing and says nothing of the parent's units: not a short parent.
     const late = grant.outcome === 'late';
     if (!late) {
-      this.events.refilled?.(grant.granted);
+      this.owner.events.refilled?.(grant.granted);
       this.last = { remaining: grant.remaining, retryAfterMs: grant.retryAfterMs, resetAt: sentAt + grant.resetAfterMs };
     }
     // Units whose window ended on the way lapse; the waiters are then refused, not sent round again for ever.
@@ -179,18 +171,19 @@ export class LeaseHolder {
     if (expired) this.noteLapsed(grant.granted);
     this.pool.add(grant, now); // keeps only live units
     this.armIdleTimer();
-    this.serveWaiters(!late && (expired || grant.granted < n));
+    // Exhausted by the parent's word: a region's partial take only means its pool is being refilled.
+    this.serveWaiters(!late && (expired || grant.retryAfterMs > 0));
     this.filledTo = this.pool.available(now);
     if (this.closed) await this.giveBackAll();
   }
 
   private takeFailed(error: unknown, named: TakeName | undefined): void {
     // The take may still run at the parent: reclaimed once it answers again.
-    if (named) this.takes!.failed(named, { parent: this.parent, events: this.events });
+    if (named) this.takes.failed(named, this.owner);
     // A region parent may answer that it waited too long: slow, not down.
     if (!(error instanceof LeaseWaitTimeoutError)) {
       this.failedAt = this.clock.now();
-      this.events.failed?.('refill');
+      this.owner.events.failed?.('refill');
       leaseFailureLog.failed('refill', error);
     }
     const failed = error instanceof CounterStoreUnavailableError || error instanceof LeaseWaitTimeoutError ? error : new CounterStoreUnavailableError('lease parent failed', error);
@@ -209,7 +202,7 @@ export class LeaseHolder {
       if (!spend.spent && !exhausted && !this.closed) this.waiters.push(waiter);
       else {
         this.clock.clearTimer(waiter.timer);
-        this.events.waited?.(Math.max(0, now - waiter.since) / 1000);
+        this.owner.events.waited?.(Math.max(0, now - waiter.since) / 1000);
         if (spend.spent) this.spending.add(waiter.cost, now);
         waiter.resolve(this.answer(spend.spent, spend.left, spend.spent ? 0 : Math.max(1, this.last.retryAfterMs), now));
       }
@@ -222,25 +215,15 @@ export class LeaseHolder {
     return { allowed, remaining: parent + held, retryAfterMs, resetAfterMs: Math.max(0, this.last.resetAt - now) };
   }
 
-  /** Gives the unspent units back (window-checked by the parent); those it did not take back lapsed. */
+  /** Gives the unspent units back (window-checked by the parent): counted as they went, or once settled. */
   private async giveBackAll(): Promise<void> {
     const drained = this.pool.drain(this.clock.now());
     this.noteLapsed(drained.lapsed);
-    if (drained.units <= 0) return;
-    try {
-      const back = await this.parent.giveBack(drained.units, drained.windowTag);
-      if (back > 0) this.events.returned?.(back);
-      this.noteLapsed(drained.units - back);
-    } catch (error) {
-      // Unreachable: lost to this window (under-admission only), counted and logged.
-      this.noteLapsed(drained.units, 'parent_unreachable');
-      this.events.failed?.('give_back');
-      leaseFailureLog.failed('give_back', error);
-    }
+    if (drained.units > 0) await this.takes.give(this.owner, drained.units, drained.windowTag);
   }
 
-  private noteLapsed(units: number, reason: LapseReason = expiredReason(this.options.lease.shape)): void {
-    if (units > 0) this.events.lapsed?.(units, reason);
+  private noteLapsed(units: number): void {
+    if (units > 0) this.owner.events.lapsed?.(units, expiredReason(this.owner.shape));
   }
 
   /** After max_hold without use, the holder lets go (its owner forgets it first: the next decision gets a new one). */
@@ -262,18 +245,3 @@ export class LeaseHolder {
   }
 }
 
-/**
- * Asks back what the takes whose answer was lost took (any holder's sharing `takes`): what went back is
- * returned, what could not lapsed while the parent was unreachable. `ahead`: the take never ran (now it
- * never will); `repeat`: the answer of an earlier reclaim, lost on its way. Never rejects.
- */
-export async function reclaimUnanswered(takes: UnansweredTakes | undefined): Promise<void> {
-  await takes?.reclaimAll(
-    (take) => take.context.parent.reclaim!(take.takeId, take.deadline),
-    (answer, { context: { events } }) => {
-      if (answer.outcome === 'ahead') return;
-      if (answer.returned > 0) events.returned?.(answer.returned);
-      if (answer.lapsed > 0) events.lapsed?.(answer.lapsed, 'parent_unreachable');
-    },
-  );
-}

@@ -1,103 +1,133 @@
 import { randomUUID } from 'node:crypto';
-import type { LeaseClock, NamedTakeLimits, Reclaimed } from './types.js';
+import type { LeaseShape } from '../counters/counter-spec.js';
+import { leaseFailureLog } from './failures.js';
+import { expiredReason, type LapseReason, type LeaseClock, type LeaseEvents, type LeaseParent, type NamedTakeLimits } from './types.js';
 
 /** Samples of the parent's clock kept: the tightest of the recent ones sets the deadlines. */
 const CLOCK_SAMPLES = 8;
-/** Failed takes remembered for a reclaim (the parent remembers at most 256 per counter). */
+/** Failed takes and gives remembered for a reclaim (the parent remembers at most 256 per counter). */
 const MAX_UNANSWERED = 256;
-/**
- * How long after it was sent a failed take is still worth reclaiming: the parent remembers a take (and a
- * reclaim's tombstone) for a minute past its deadline, which is at most one call's timeout after it was sent.
- */
+/** A failed call is worth settling this long after it was sent: the parent remembers it a minute past its deadline. */
 const RECLAIM_WITHIN_MS = 55_000;
 
-/** A take's id, and its deadline once the parent's clock was sampled. */
+/** A take's (or give's) id, and its deadline once the parent's clock was sampled. */
 export type TakeName = NamedTakeLimits & { takeId: string };
 
-/** A take that failed on its way: what a reclaim names, and what the caller needs to count its answer. */
-export interface UnansweredTake<Context> {
-  takeId: string;
-  deadline?: number;
+/** Whose units a take or give moves: the parent, its call timeout, where to count, why its units lapse, what to log. */
+export type UnitOwner = { parent: LeaseParent; timeoutMs: number; events: LeaseEvents; shape: LeaseShape; fields?: Record<string, unknown> };
+
+/** A take or give that failed on its way: what a reclaim names; a give's units, to give them again. */
+interface Unanswered<Context> {
+  name: TakeName;
+  /** When its units first went out: a give sent again keeps it, so it is settled within the parent's memory. */
   sentAt: number;
   context: Context;
+  give?: { units: number; windowTag: number | null };
 }
 
 /**
- * The holder side of named takes (CONTRACT "Global budgets and leases under faults"): each take from a
- * store parent gets a fresh id and a deadline in the parent's clock, so a take held up on the link
- * past the moment its holder gives up on it takes nothing there; one whose answer was lost is
- * remembered and reclaimed once the parent answers again.
+ * The holder side of named takes and gives (CONTRACT "Loss is bounded and counted"): each gets a fresh id
+ * and a deadline in the parent's clock, so one held up past the moment its holder gives up does nothing
+ * there; one whose answer was lost is settled once the parent answers again. Each unit is counted once.
  *
- * The parent's clock is estimated from the `parentNow` of its answers: an answer that arrived at local
- * instant `r` read the parent's clock before it arrived, so `parentNow − r` never exceeds the true
- * offset (same-rate clocks), and a deadline `local now + offset + timeout` is never later, by the
- * parent's clock, than the instant the holder stops waiting. Before any sample, no deadline (the id
- * alone still lets the take be reclaimed).
+ * An answer that arrived at local instant `r` read the parent's clock before, so `parentNow − r` never
+ * exceeds the true offset (same-rate clocks): a deadline `now + offset + timeout` is never later, by the
+ * parent's clock, than the holder's giving up. Before any sample, no deadline (the id alone still settles).
  */
 export class NamedTakes<Context> {
   private readonly prefix = randomUUID();
   private sequence = 0;
   /** `parentNow − local arrival` of the latest answers: each a lower bound of the true offset. */
   private readonly offsets: number[] = [];
-  private readonly unanswered: UnansweredTake<Context>[] = [];
-  private reclaiming: Promise<void> | undefined;
+  private readonly unanswered: Unanswered<Context>[] = [];
+  private settling: Promise<void> | undefined;
+  private closed = false;
 
-  constructor(private readonly clock: LeaseClock) {}
+  /** `ownerOf`: whose units a context's takes and gives move. */
+  constructor(private readonly clock: LeaseClock, private readonly ownerOf: (context: Context) => UnitOwner) {}
 
-  /** A fresh take's id and deadline, for a call that gives up `timeoutMs` after now. */
+  /** A fresh id and deadline, for a call that gives up `timeoutMs` after now. */
   name(timeoutMs: number): TakeName {
     const takeId = `${this.prefix}:${++this.sequence}`;
     if (this.offsets.length === 0) return { takeId };
     return { takeId, deadline: Math.floor(this.clock.now() + Math.max(...this.offsets) + timeoutMs) };
   }
 
-  /** An answer of the parent arrived now, reading its clock as `parentNow`. */
-  sampled(parentNow: number): void {
+  /** An answer of the parent arrived now, reading its clock as `parentNow`: the moment to settle what failed. */
+  answered(parentNow: number): void {
     this.offsets.push(parentNow - this.clock.now());
     if (this.offsets.length > CLOCK_SAMPLES) this.offsets.shift();
+    if (this.unanswered.length > 0) void this.settleAll();
   }
 
-  /** A take failed (timeout, reset, unreachable): it may still run at the parent; reclaim it later. */
-  failed(named: TakeName, context: Context): void {
-    this.unanswered.push({ takeId: named.takeId, deadline: named.deadline, sentAt: this.clock.now(), context });
-    if (this.unanswered.length > MAX_UNANSWERED) this.unanswered.shift();
-  }
-
-  /** Takes out the failed takes still worth reclaiming (older ones are forgotten: the parent has too). */
-  toReclaim(): UnansweredTake<Context>[] {
-    const since = this.clock.now() - RECLAIM_WITHIN_MS;
-    return this.unanswered.splice(0).filter((take) => take.sentAt >= since);
-  }
-
-  /** A reclaim that failed again: tried on the next chance. */
-  retry(take: UnansweredTake<Context>): void {
-    this.unanswered.push(take);
-    if (this.unanswered.length > MAX_UNANSWERED) this.unanswered.shift();
-  }
-
-  pending(): number {
-    return this.unanswered.length;
+  /** A take (or `give`) failed (timeout, reset, unreachable): it may still run at the parent; settled later. */
+  failed(name: TakeName, context: Context, give?: Unanswered<Context>['give'], sentAt = this.clock.now()): void {
+    const entry = { name, sentAt, context, give };
+    if (this.closed) return this.forget(entry);
+    this.unanswered.push(entry);
+    if (this.unanswered.length > MAX_UNANSWERED) this.forget(this.unanswered.shift()!);
   }
 
   /**
-   * Reclaims the failed takes still worth it, one round at a time: `reclaim` asks the parent, `answered`
-   * counts its answer. Never rejects: a reclaim that fails again waits for the next chance.
+   * Gives `units` back, named when the parent keeps a ledger, and counts what went back and what lapsed;
+   * one that failed, or came late (its units still this holder's), is settled later. Never rejects.
    */
-  reclaimAll(reclaim: (take: UnansweredTake<Context>) => Promise<Reclaimed>, answered: (answer: Reclaimed, take: UnansweredTake<Context>) => void): Promise<void> {
-    this.reclaiming ??= Promise.all(
-      this.toReclaim().map(async (take) => {
-        let answer: Reclaimed;
-        try {
-          answer = await reclaim(take);
-        } catch {
-          return this.retry(take);
-        }
-        this.sampled(answer.parentNow);
-        answered(answer, take);
-      }),
-    )
-      .then(() => undefined)
-      .finally(() => (this.reclaiming = undefined));
-    return this.reclaiming;
+  async give(context: Context, units: number, windowTag: number | null, sentAt = this.clock.now()): Promise<void> {
+    const owner = this.ownerOf(context);
+    const name = owner.parent.reclaim ? this.name(owner.timeoutMs) : undefined;
+    const give = { units, windowTag };
+    const answer = await owner.parent.giveBack(units, windowTag, name).catch((error: unknown) => {
+      owner.events.failed?.('give_back');
+      leaseFailureLog.failed('give_back', error, owner.fields);
+      // Unnamed it cannot be settled: lost to its window (under-admission only).
+      return name ? this.failed(name, context, give, sentAt) : count(owner, 0, units, 'parent_unreachable');
+    });
+    if (!answer) return;
+    if (answer.outcome === 'late') this.failed(name!, context, give, sentAt);
+    // `reclaimed`: settled first, and given again then: counted there.
+    else if (answer.outcome !== 'reclaimed') count(owner, answer.returned, answer.lapsed, expiredReason(owner.shape));
+    if (name) this.answered(answer.parentNow);
   }
+
+  /**
+   * Settles what failed: a take's reclaim gives back what it took (what cannot go back lapsed, parent
+   * unreachable); a give that ran answers what it did, and one that did not (`ahead`, or the tombstone of
+   * an earlier reclaim whose answer was lost: nothing either way) goes again under a new id. Never rejects.
+   */
+  settleAll(): Promise<void> {
+    const since = this.clock.now() - RECLAIM_WITHIN_MS;
+    this.settling ??= Promise.all(
+      this.unanswered.splice(0).map(async (entry) => {
+        // Older ones the parent has forgotten too.
+        if (entry.sentAt < since) return this.forget(entry);
+        const owner = this.ownerOf(entry.context);
+        const answer = await owner.parent.reclaim!(entry.name.takeId, entry.name.deadline).catch(() => this.failed(entry.name, entry.context, entry.give, entry.sentAt));
+        if (!answer) return;
+        this.answered(answer.parentNow);
+        const { give } = entry;
+        if (give === undefined) return count(owner, answer.returned, answer.lapsed, 'parent_unreachable');
+        if (answer.returned + answer.lapsed > 0) return count(owner, answer.returned, answer.lapsed, expiredReason(owner.shape));
+        await this.give(entry.context, give.units, give.windowTag, entry.sentAt);
+      }),
+    ).then(() => void (this.settling = undefined));
+    return this.settling;
+  }
+
+  /** Settles what it can; what is unanswered then, or fails later, cannot be settled. */
+  async close(): Promise<void> {
+    await this.settling;
+    await this.settleAll();
+    this.closed = true;
+    for (const entry of this.unanswered.splice(0)) this.forget(entry);
+  }
+
+  /** Past settling: a give's units lapsed, parent unreachable (what a take took is unknown). */
+  private forget({ context, give }: Unanswered<Context>): void {
+    if (give) count(this.ownerOf(context), 0, give.units, 'parent_unreachable');
+  }
+}
+
+function count({ events }: UnitOwner, returned: number, lapsed: number, reason: LapseReason): void {
+  if (returned > 0) events.returned?.(returned);
+  if (lapsed > 0) events.lapsed?.(lapsed, reason);
 }

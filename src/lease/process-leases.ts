@@ -1,8 +1,7 @@
 import type { CompiledLease } from '../counters/counter-spec.js';
 import type { CounterResult, CounterStore } from '../counters/counter-store.js';
 import type { CompiledPolicy } from '../matching/matcher.js';
-import { LeaseHolder, reclaimUnanswered, type UnansweredTakes } from './lease-holder.js';
-import { NamedTakes } from './named-takes.js';
+import { LeaseHolder, unansweredTakes, type UnansweredTakes } from './lease-holder.js';
 import { ProcessUnitPool } from './process-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
 import { systemClock, type LeaseClock, type LeaseEvents, type MaybePromise, type UnitHolders } from './types.js';
@@ -19,11 +18,7 @@ export interface LeaseOperations {
   release(): never;
 }
 
-interface Entry {
-  compiled: CompiledPolicy;
-  holder: LeaseHolder;
-  ops: LeaseOperations;
-}
+type Entry = { compiled: CompiledPolicy; holder: LeaseHolder; ops: LeaseOperations };
 
 export interface ProcessLeasesOptions {
   store: LendingStore;
@@ -44,13 +39,13 @@ export interface ProcessLeasesOptions {
 export class ProcessLeases implements UnitHolders {
   private readonly entries = new Map<string, Entry>();
   private readonly clock: LeaseClock;
-  /** One store, one clock to sample, and failed takes outliving their holder: shared by the holders. */
+  /** One store, one clock to sample, and failed takes and gives outliving their holder: shared by the holders. */
   private readonly takes: UnansweredTakes;
   private closed = false;
 
   constructor(private readonly options: ProcessLeasesOptions) {
     this.clock = options.clock ?? systemClock;
-    this.takes = new NamedTakes(this.clock);
+    this.takes = unansweredTakes(this.clock);
   }
 
   /** Holders alive now (for tests and status). */
@@ -75,11 +70,11 @@ export class ProcessLeases implements UnitHolders {
     }
   }
 
-  /** Drain: every holder returns its unspent units, and takes whose answer was lost are reclaimed; no new holder is made afterwards. */
+  /** Drain: every holder returns its unspent units, and what failed on its way is settled; no new holder is made afterwards. */
   async letGoAll(): Promise<void> {
     this.closed = true;
     await Promise.all([...this.entries].map(([key, entry]) => this.release(key, entry)));
-    await reclaimUnanswered(this.takes);
+    await this.takes.close();
   }
 
   private open(keys: string[], compiled: CompiledPolicy, lease: CompiledLease): Entry {

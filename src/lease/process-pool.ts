@@ -45,8 +45,9 @@ export class ProcessUnitPool {
     }
   }
 
-  refund(units: number, now: LocalMs): number {
-    this.dropLapsed(now);
+  /** `accepted`: the units that joined; `lapsed`: held units whose spend-by had come, dropped now. */
+  refund(units: number, now: LocalMs): { accepted: number; lapsed: number } {
+    const lapsed = this.dropLapsed(now);
     // Into the newest window's units (a bucket's: any), never above what a batch was granted: what does not fit lapsed.
     const tag = this.batches[this.batches.length - 1]?.windowTag;
     let left = units;
@@ -57,7 +58,7 @@ export class ProcessUnitPool {
       batch.units += back;
       left -= back;
     }
-    return units - left;
+    return { accepted: units - left, lapsed };
   }
 
   available(now: LocalMs): number {

@@ -10,10 +10,10 @@ import type { LendingStore } from './process-leases.js';
 import { poolKey, RegionPool, type PoolAnswer, type RegionPoolStore } from './region-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
 import { leaseFailureLog, type LeaseFailureKind } from './failures.js';
-import { NamedTakes, type TakeName } from './named-takes.js';
+import { NamedTakes, type TakeName, type UnitOwner } from './named-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, toStoreClock, waitTimeout } from './types.js';
-import type { ClockSample, LapseReason, LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from './types.js';
+import type { ClockSample, LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from './types.js';
 
 /**
  * The counter store of a server in a region (docs/distribution.md "How it works"): a `budget: "global"`
@@ -76,9 +76,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   /** This server's refill in flight, by pool key: its waiting decisions await it. */
   private readonly refills = new Map<string, Promise<void>>();
   private readonly shortage = new ParentShortage();
-  /** Refills named, with deadlines by the global store's clock; those whose answer was lost, to reclaim. */
+  /** Refills and gives named, with deadlines by the global store's clock; those whose answer was lost, to settle. */
   private readonly takes: NamedTakes<Leased>;
-  private reclaiming: Promise<void> | undefined;
   private sweeper: unknown;
   private sweeping: Promise<void> | undefined;
   private closed = false;
@@ -91,7 +90,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     this.pool = options.pool;
     this.clock = options.clock ?? systemClock;
     this.maxWaitMs = options.maxWaitMs ?? DEFAULT_LEASE_MAX_WAIT_MS;
-    this.takes = new NamedTakes(this.clock);
+    this.takes = new NamedTakes(this.clock, (counter) => this.ownerOf(counter));
     const interval = options.sweepIntervalMs ?? 250;
     if (interval > 0) this.armSweep(interval);
   }
@@ -138,9 +137,10 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     this.lapsed(spec.global, answer.lapsed);
     // A bucket's tag names the pool's units, not the global counter's: those stay lapsed (the caller counts them).
     const passOn = units > answer.left && spec.global.lease.shape === 'window' && windowTag !== null;
-    const counter = { key: poolKey(keys[0]), keys, spec };
-    const passedOn = passOn ? ((await this.giveToGlobal(counter, units - answer.left, windowTag)) ?? 0) : 0;
-    return { ...leaseAnswer(answer, answer.left + passedOn, units - answer.left - passedOn), windowTag: windowTag ?? 0 };
+    // Passed on, they are this region's to count (returned, lapsed, or once settled).
+    if (passOn) await this.takes.give({ key: poolKey(keys[0]), keys, spec }, units - answer.left, windowTag);
+    const taken = passOn ? units : answer.left;
+    return { ...leaseAnswer(answer, taken, units - taken), windowTag: windowTag ?? 0 };
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
@@ -178,7 +178,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     this.lettingGo ??= (async () => {
       this.closed = true;
       if (this.sweeper !== undefined) this.clock.clearTimer(this.sweeper);
-      await Promise.all([...[...this.tracked.values()].map((t) => this.returnUnits(t, 0)), this.reclaimUnanswered()]);
+      await Promise.all([...this.tracked.values()].map((t) => this.returnUnits(t, 0)));
+      await this.takes.close();
     })();
     return this.lettingGo;
   }
@@ -259,7 +260,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     // What the region's decisions wait for, but not more than the parent had left (it would pause the pool longer).
     const waitingAll = Math.max(waiting, Math.min(seen.waiting, parentRemaining));
     const asked = chunkSize({ recent: seen.recent, waiting: waitingAll, maxUnits: Infinity, parentRemaining });
-    if (asked === 0) return this.unlock(key, id, 0);
+    if (asked === 0) return this.unlock(counter, id, 0);
     const parent = this.parentOf(counter);
     // Held up past this server's timeout, it takes nothing; its answer lost, it is reclaimed later. Named
     // as the pool knows it: whoever takes over its lock, should it expire first, reclaims it.
@@ -269,12 +270,11 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       this.failed(budget, 'refill', error);
     });
     // Failed: the global store's breaker paces the next attempts; until then short decisions fail at once.
-    if (!grant) return this.unlock(key, id, this.options.globalTimeoutMs);
-    this.takes.sampled(grant.parentNow);
-    if (this.takes.pending() > 0) void this.reclaimUnanswered();
+    if (!grant) return this.unlock(counter, id, this.options.globalTimeoutMs);
+    this.takes.answered(grant.parentNow);
     // Late (a slow link) or reclaimed (its lock taken over), it took nothing: not a short parent, whose
     // retry_after would pause the pool.
-    if (grant.outcome === 'late' || grant.outcome === 'reclaimed') return this.unlock(key, id, 0);
+    if (grant.outcome === 'late' || grant.outcome === 'reclaimed') return this.unlock(counter, id, 0);
     this.on(budget).refilled?.(grant.granted);
     this.shortage.note(key, grant, this.clock.now());
     // Short (less than asked, or its last units): no more until its retry_after, at most max_hold (others may give back).
@@ -295,9 +295,10 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     }
   }
 
-  /** Lets refill `id`'s lock go; `downMs` > 0: short decisions fail at once that long. */
-  private async unlock(key: string, id: string, downMs: number): Promise<void> {
-    await this.pool.fail(key, id, downMs).catch(() => undefined);
+  /** Lets refill `id`'s lock go (units whose spend-by came meanwhile lapse); `downMs` > 0: short decisions fail at once that long. */
+  private async unlock({ key, spec }: Leased, id: string, downMs: number): Promise<void> {
+    const answer = await this.pool.fail(key, id, downMs).catch(() => undefined);
+    if (answer) this.lapsed(spec.global, answer.lapsed);
   }
 
   /** A refill whose units never reached the pool (its lock expired): what it took goes back, or lapsed, holder lost. */
@@ -307,10 +308,10 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     if (!parent.reclaim) return;
     try {
       const answer = await parent.reclaim(take.takeId, take.deadline);
-      this.takes.sampled(answer.parentNow);
+      this.takes.answered(answer.parentNow);
       if (answer.outcome !== 'done') return;
       if (answer.returned > 0) this.on(budget).returned?.(answer.returned);
-      this.lapsed(budget, answer.lapsed, 'holder_lost');
+      if (answer.lapsed > 0) this.on(budget).lapsed?.(answer.lapsed, 'holder_lost');
     } catch {
       // Tried again with the refills whose answer was lost.
       this.takes.failed(take, counter);
@@ -328,23 +329,11 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     return storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.lease.maxHoldMs);
   }
 
-  /** Gives back what refills whose answer was lost took; what could not go back lapsed, parent unreachable. */
-  private reclaimUnanswered(): Promise<void> {
-    this.reclaiming ??= Promise.all(
-      this.takes.toReclaim().map(async (take) => {
-        const { global: budget } = take.context.spec;
-        try {
-          const answer = await this.parentOf(take.context).reclaim!(take.takeId, take.deadline);
-          this.takes.sampled(answer.parentNow);
-          if (answer.outcome !== 'done') return;
-          if (answer.returned > 0) this.on(budget).returned?.(answer.returned);
-          this.lapsed(budget, answer.lapsed, 'parent_unreachable');
-        } catch {
-          this.takes.retry(take);
-        }
-      }),
-    ).then(() => (this.reclaiming = undefined));
-    return this.reclaiming;
+  /** The global counter as a lease parent, with where to count its units. */
+  private ownerOf(counter: Leased): UnitOwner {
+    const { global: budget } = counter.spec;
+    const fields = { holder: 'region', policy_id: budget.policyId };
+    return { parent: this.parentOf(counter), timeoutMs: this.options.globalTimeoutMs, events: this.on(budget), shape: budget.lease.shape, fields };
   }
 
   private armSweep(interval: number): void {
@@ -352,7 +341,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       if (this.closed) return;
       this.armSweep(interval);
       void this.sweep();
-      if (this.takes.pending() > 0) void this.reclaimUnanswered();
+      void this.takes.settleAll();
     }, interval);
   }
 
@@ -380,21 +369,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     });
     if (!drained) return;
     this.lapsed(budget, drained.lapsed);
-    if (!drained.spent || drained.left <= 0) return;
-    const back = await this.giveToGlobal(counter, drained.left, drained.tag);
-    this.lapsed(budget, drained.left - (back ?? 0), back === undefined ? 'parent_unreachable' : undefined);
-  }
-
-  /** Answers how many went back; undefined when the global store could not be reached (counted and logged). */
-  private async giveToGlobal(counter: Leased, units: number, tag: number | null): Promise<number | undefined> {
-    try {
-      const back = await this.parentOf(counter).giveBack(units, tag);
-      if (back > 0) this.on(counter.spec.global).returned?.(back);
-      return back;
-    } catch (error) {
-      this.failed(counter.spec.global, 'give_back', error);
-      return undefined;
-    }
+    if (drained.spent && drained.left > 0) await this.takes.give(counter, drained.left, drained.tag);
   }
 
   private on(budget: GlobalBudget): LeaseEvents {
@@ -402,9 +377,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     return this.events.get(budget)!;
   }
 
-  /** By default: their spend-by came (window ended, a bucket's max_hold passed). */
-  private lapsed(budget: GlobalRateSpec['global'], units: number, reason: LapseReason = expiredReason(budget.lease.shape)): void {
-    if (units > 0) this.on(budget).lapsed?.(units, reason);
+  /** Their spend-by came (window ended, a bucket's max_hold passed). */
+  private lapsed(budget: GlobalRateSpec['global'], units: number): void {
+    if (units > 0) this.on(budget).lapsed?.(units, expiredReason(budget.lease.shape));
   }
 
   private waited(budget: GlobalBudget, since: LocalMs | undefined): void {

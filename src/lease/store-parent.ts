@@ -1,6 +1,6 @@
 import type { CounterResult, CounterStore, LeaseCounterResult } from '../counters/counter-store.js';
 import type { RateSpec } from '../counters/counter-spec.js';
-import type { GivenBack, Grant, LeaseClock, LeaseParent, LocalMs, NamedTakeLimits, Reclaimed } from './types.js';
+import type { GivenBack, Grant, LeaseClock, LeaseParent, LocalMs, NamedTakeLimits } from './types.js';
 
 /** The algorithms a capacity lease supports (CONTRACT: not sliding_window_log, not concurrency). */
 export type LeasedSpec = Exclude<RateSpec, { type: 'sliding_window_log' }>;
@@ -14,30 +14,28 @@ type ParentStore = Required<Pick<CounterStore, 'take' | 'giveBack'>> & Pick<Coun
  */
 export function storeParent(store: ParentStore, keys: string[], spec: LeasedSpec, clock: LeaseClock, holdMs: number): LeaseParent {
   const reclaim = store.reclaim?.bind(store);
+  const ledgered = (named: NamedTakeLimits | undefined) => {
+    if (named !== undefined && reclaim === undefined) throw new Error('this parent keeps no take ledger: it takes no take id or deadline');
+    return named;
+  };
   const parent: LeaseParent = {
     async take(n: number, named?: NamedTakeLimits): Promise<Grant> {
-      if (named !== undefined && reclaim === undefined) throw new Error('this parent keeps no take ledger: it takes no take id or deadline');
       const sentAt = clock.now();
-      return grantOf(await store.take(keys, spec, n, undefined, { ...named, holdMs }), sentAt);
+      return grantOf(await store.take(keys, spec, n, undefined, { ...ledgered(named), holdMs }), sentAt);
     },
-    async giveBack(units: number, windowTag: number | null): Promise<number> {
-      return (await store.giveBack(keys, spec, units, windowTag)).units;
+    async giveBack(units: number, windowTag: number | null, named?: NamedTakeLimits): Promise<GivenBack> {
+      return givenBack(await store.giveBack(keys, spec, units, windowTag, undefined, ledgered(named)));
     },
     peek(): Promise<CounterResult> {
       return store.peek(keys, spec);
     },
   };
-  if (reclaim !== undefined) {
-    parent.giveBackNamed = async (units, windowTag, named): Promise<GivenBack> => {
-      const answer = await store.giveBack(keys, spec, units, windowTag, undefined, named);
-      return { returned: answer.units, lapsed: answer.lapsed, outcome: answer.outcome as GivenBack['outcome'], parentNow: answer.storeNow };
-    };
-    parent.reclaim = async (takeId, deadline): Promise<Reclaimed> => {
-      const answer = await reclaim(keys, spec, { takeId, deadline });
-      return { returned: answer.units, lapsed: answer.lapsed, outcome: answer.outcome as Reclaimed['outcome'], parentNow: answer.storeNow };
-    };
-  }
+  if (reclaim !== undefined) parent.reclaim = async (takeId, deadline) => givenBack(await reclaim(keys, spec, { takeId, deadline }));
   return parent;
+}
+
+function givenBack(answer: LeaseCounterResult): GivenBack {
+  return { returned: answer.units, lapsed: answer.lapsed, outcome: answer.outcome, parentNow: answer.storeNow };
 }
 
 /** The tag as the store answered it; spendable from the send for what the store said (it ran no earlier). */

@@ -1,5 +1,5 @@
 import type { LeaseShape } from '../counters/counter-spec.js';
-import type { CounterResult, StoreMs } from '../counters/counter-store.js';
+import type { CounterResult, LeaseOutcome, StoreMs } from '../counters/counter-store.js';
 import type { LeaseFailureKind } from './failures.js';
 
 /** A decision's answer: at once, or after a wait for a refill. */
@@ -43,25 +43,16 @@ export interface NamedTakeLimits {
   deadline?: StoreMs;
 }
 
-/** What a named give answered (LeaseParent.giveBackNamed). */
+/** What a give or a reclaim answered: units back, and those that could not go back (window ended, hold passed, bucket full). */
 export interface GivenBack {
   returned: number;
-  /** Units that could not go back (window ended, hold passed, bucket full): 0 when the give did nothing. */
   lapsed: number;
   /**
-   * `late`: past its deadline, gave nothing back (the units are still the holder's); `repeat`: its id was
-   * seen, the recorded answer; `reclaimed`: settled first, gave nothing back.
+   * A give: `late`, past its deadline, gave nothing (the units are still the holder's); `repeat`, its id was seen:
+   * the recorded answer; `reclaimed`, settled first: gave nothing. A reclaim: `repeat`, settled before; `ahead`,
+   * the take or give has not run, and now does nothing if it comes.
    */
-  outcome: 'done' | 'late' | 'repeat' | 'reclaimed';
-  parentNow: StoreMs;
-}
-
-/** What a reclaim answered. */
-export interface Reclaimed {
-  returned: number;
-  lapsed: number;
-  /** `repeat`: given back by an earlier reclaim; `ahead`: the take has not run, and now takes nothing if it comes. */
-  outcome: 'done' | 'repeat' | 'ahead';
+  outcome: LeaseOutcome;
   parentNow: StoreMs;
 }
 
@@ -69,13 +60,11 @@ export interface Reclaimed {
 export interface LeaseParent {
   /** Up to `n` (≥ 1) units. Unreachable, it throws, and the take may still run: name it to reclaim it. */
   take(n: number, named?: NamedTakeLimits): Promise<Grant>;
-  /** Returns unspent units of `windowTag` while it is current (a bucket's: before it); answers how many went back. */
-  giveBack(units: number, windowTag: number | null): Promise<number>;
   /**
-   * `giveBack` named (only a parent with `reclaim`): past its deadline it gives nothing back; its id (one
-   * not used by any take) makes it answerable again and settleable by `reclaim`.
+   * Returns unspent units of `windowTag` while it is current (a bucket's: before it). Named (only a parent
+   * with `reclaim`), past its deadline it gives nothing back, and asked again or reclaimed it answers what it did.
    */
-  giveBackNamed?(units: number, windowTag: number | null, named: NamedTakeLimits): Promise<GivenBack>;
+  giveBack(units: number, windowTag: number | null, named?: NamedTakeLimits): Promise<GivenBack>;
   /** The parent's own peek: units held by holders count as used there. */
   peek(): Promise<CounterResult>;
   /**
@@ -83,7 +72,7 @@ export interface LeaseParent {
    * gives nothing. First, it leaves a tombstone (`ahead`): that take or give then does nothing. Absent
    * when the parent keeps no take ledger (a region's pool).
    */
-  reclaim?(takeId: string, deadline?: StoreMs): Promise<Reclaimed>;
+  reclaim?(takeId: string, deadline?: StoreMs): Promise<GivenBack>;
 }
 
 export interface Spend {

@@ -10,7 +10,7 @@ import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../../src/e
 import type { CounterResult } from '../../src/counters/counter-store.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { chunkSize } from '../../src/lease/chunk.js';
-import { LeaseHolder } from '../../src/lease/lease-holder.js';
+import { LeaseHolder, unansweredTakes, type UnansweredTakes } from '../../src/lease/lease-holder.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import type { Grant, LapseReason, LeaseClock, LeaseParent, NamedTakeLimits } from '../../src/lease/types.js';
@@ -36,6 +36,10 @@ interface Fixture {
   down: { value: boolean };
   /** The next take runs at the parent, and its answer is lost on the way back. */
   loseNextAnswer: { value: boolean };
+  /** The same for the next give. */
+  loseNextGive: { value: boolean };
+  /** Where the holder keeps what failed on its way (close: settles, then counts what cannot be). */
+  takes: UnansweredTakes;
   /** Units the parent's takes took (lost answers included), and the names they carried. */
   taken: { units: number; lost: number; named: (NamedTakeLimits | undefined)[] };
   events: { refills: number; returned: number; lapsed: number; waits: number; lapsedBy: Partial<Record<LapseReason, number>> };
@@ -66,6 +70,8 @@ function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000, maxWaitMs =
   const held: (() => void)[] = [];
   const down = { value: false };
   const loseNextAnswer = { value: false };
+  const loseNextGive = { value: false };
+  const takes = unansweredTakes(leaseClock);
   const taken: Fixture['taken'] = { units: 0, lost: 0, named: [] };
   const gate = <T>(what: string, run: () => Promise<T>): Promise<T> => {
     calls.push(what);
@@ -86,7 +92,13 @@ function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000, maxWaitMs =
       taken.named.push(named);
       return gate(`take ${n}`, () => take(n, named));
     },
-    giveBack: (units, tag) => gate(`give ${units}`, () => real.giveBack(units, tag)),
+    giveBack: (units, tag, named) =>
+      gate(`give ${units}`, async () => {
+        const answer = await real.giveBack(units, tag, named);
+        if (!loseNextGive.value) return answer;
+        loseNextGive.value = false;
+        throw new CounterStoreUnavailableError('the answer was lost on the link');
+      }),
     peek: () => gate('peek', () => real.peek()),
     ...(options.reclaim && { reclaim: (takeId: string, deadline?: number) => gate('reclaim', () => real.reclaim!(takeId, deadline)) }),
   };
@@ -98,6 +110,7 @@ function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000, maxWaitMs =
     lease: { shape: leaseShapeOf(spec.type)!, maxUnits, maxHoldMs },
     maxWaitMs,
     takeTimeoutMs: options.takeTimeoutMs,
+    takes,
     events: {
       refilled: () => events.refills++,
       returned: (u) => (events.returned += u),
@@ -116,6 +129,8 @@ function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000, maxWaitMs =
     held,
     down,
     loseNextAnswer,
+    loseNextGive,
+    takes,
     taken,
     events,
     timers,
@@ -244,6 +259,17 @@ describe('LeaseHolder', () => {
     const again = f.holder.peek();
     await f.answerAll();
     expect((await again).remaining).to.equal(peek.remaining + 2);
+  });
+
+  it('a refund after the units held lapsed counts them lapsed, with the refund that found none to join', async () => {
+    const f = fixture(fixed(100), 10);
+    for (let i = 0; i < 10; i++) await f.consume(1);
+    await f.answerAll();
+    const held = f.taken.units - 10;
+    expect(held).to.be.above(0);
+    f.clock.now = T0 + 1000; // a later window
+    expect((await f.holder.refund(1)).accepted).to.equal(0);
+    expect(f.events.lapsedBy).to.deep.equal({ window_ended: held + 1 });
   });
 
   it('a refund never adds more units than were spent from the ones held (usage never below zero): no admission beyond the limit', async () => {
@@ -552,6 +578,94 @@ describe('LeaseHolder', () => {
       expect(await waiting).to.include({ allowed: true });
       expect(f.calls.filter((c) => c.startsWith('take'))).to.have.length(3);
       expect(f.events.refills).to.equal(2);
+    });
+
+    /** Spends a few units of a window of 1000, then lets go: its give-back goes out. */
+    const spendThenLetGo = async (f: Fixture): Promise<{ admitted: number; letGo: Promise<void> }> => {
+      let admitted = 0;
+      for (let i = 0; i < 5; i++) admitted += await decide(f);
+      const letGo = f.holder.letGo();
+      await settle();
+      return { admitted, letGo };
+    };
+    /** Closes the holder's failed-call list (as drain does), answering the parent calls that makes. */
+    const close = async (f: Fixture): Promise<void> => {
+      const closing = f.takes.close();
+      for (let i = 0; i < 5; i++) {
+        await settle();
+        await f.answerAll();
+      }
+      await closing;
+    };
+    const gives = (f: Fixture): string[] => f.calls.filter((c) => c.startsWith('give') || c === 'reclaim');
+
+    it('a give-back whose answer was lost is settled once the parent answers: counted returned as it went, once', async () => {
+      const f = fixture(fixed(1000), 10, 60_000, 10_000, { reclaim: true });
+      const { admitted, letGo } = await spendThenLetGo(f);
+      f.loseNextGive.value = true;
+      await f.answerAll();
+      await letGo;
+      // Not counted yet (it may or may not have run): neither returned nor lapsed.
+      expect(f.events.returned + f.events.lapsed).to.equal(0);
+      await close(f);
+      const back = `give ${f.taken.units - admitted}`;
+      expect(gives(f)).to.deep.equal([back, 'reclaim']);
+      expect(f.events).to.deep.include({ returned: f.taken.units - admitted, lapsed: 0 });
+      expect(await used(f, 1000)).to.equal(admitted);
+    });
+
+    it('a give-back that never reached the parent is given again under a new id once its reclaim answers (the reclaim leaves a tombstone)', async () => {
+      const f = fixture(fixed(1000), 10, 60_000, 10_000, { reclaim: true });
+      const { admitted, letGo } = await spendThenLetGo(f);
+      f.down.value = true;
+      await f.answerAll();
+      await letGo;
+      f.down.value = false;
+      await close(f);
+      const back = `give ${f.taken.units - admitted}`;
+      expect(gives(f)).to.deep.equal([back, 'reclaim', back]);
+      expect(f.events).to.deep.include({ returned: f.taken.units - admitted, lapsed: 0 });
+      expect(await used(f, 1000)).to.equal(admitted);
+    });
+
+    it('a give-back held up past its deadline gives nothing; its units go again, counted once', async () => {
+      const f = fixture(fixed(1000), 10, 60_000, 10_000, { reclaim: true, takeTimeoutMs: 100 });
+      const { admitted, letGo } = await spendThenLetGo(f);
+      f.clock.now += 101;
+      await f.answer();
+      for (let i = 0; i < 5; i++) {
+        await settle();
+        await f.answerAll();
+      }
+      await letGo;
+      const back = `give ${f.taken.units - admitted}`;
+      expect(gives(f)).to.deep.equal([back, 'reclaim', back]);
+      expect(f.events).to.deep.include({ returned: f.taken.units - admitted, lapsed: 0 });
+      expect(await used(f, 1000)).to.equal(admitted);
+    });
+
+    it('a give-back that cannot be settled when the holders close (the parent still unreachable) is counted lapsed, parent_unreachable', async () => {
+      const f = fixture(fixed(1000), 10, 60_000, 10_000, { reclaim: true });
+      const { admitted, letGo } = await spendThenLetGo(f);
+      f.down.value = true;
+      await f.answerAll();
+      await letGo;
+      await close(f);
+      expect(f.events.lapsedBy).to.deep.equal({ parent_unreachable: f.taken.units - admitted });
+      expect(f.events.returned).to.equal(0);
+    });
+
+    it('a give-back whose window ended before it could be settled is counted lapsed, window_ended, when the parent answers', async () => {
+      const f = fixture(fixed(1000), 10, 60_000, 10_000, { reclaim: true });
+      const { admitted, letGo } = await spendThenLetGo(f);
+      f.down.value = true;
+      await f.answerAll();
+      await letGo;
+      f.down.value = false;
+      f.clock.now = T0 + 1000;
+      await close(f);
+      expect(f.events.lapsedBy).to.deep.equal({ window_ended: f.taken.units - admitted });
+      expect(f.events.returned).to.equal(0);
     });
 
     it('letGo with a refill hung on a parent that never answers returns after one take timeout; the units, answered later, go back once', async () => {

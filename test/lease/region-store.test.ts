@@ -11,7 +11,7 @@ import { poolKey, RegionPool } from '../../src/lease/region-pool.js';
 import { RegionCounterStore } from '../../src/lease/region-store.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import { systemClock } from '../../src/lease/types.js';
-import type { LeaseClock, LeaseEvents } from '../../src/lease/types.js';
+import type { GivenBack, LeaseClock, LeaseEvents } from '../../src/lease/types.js';
 import { startLinkProxy, type LinkProxy } from '../support/link-proxy.js';
 import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
 
@@ -441,7 +441,8 @@ describe('RegionCounterStore rules (in memory)', () => {
 
   /**
    * One server of a region. `gate.returns`: its returns to the global counter wait in `held` until the
-   * test lets them arrive (a message on its way).
+   * test lets them arrive (a message on its way). `gate.lose`: the next call of each operation named
+   * runs at the global store and its answer is lost; `gate.onLost` runs meanwhile.
    */
   function region(maxWaitMs = 10_000) {
     const clock = { now: T0 };
@@ -450,10 +451,19 @@ describe('RegionCounterStore rules (in memory)', () => {
     const regional = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
     const takes: number[] = [];
     const held: (() => void)[] = [];
-    const gate = { returns: false };
+    const gate = { returns: false, lose: new Set<string>(), onLost: () => undefined as void };
     // The global store, its takes counted and its returns held when the test says so.
     const observed = new Proxy(global, {
       get(target, name) {
+        if (typeof name === 'string' && gate.lose.has(name)) {
+          return async (...args: unknown[]) => {
+            gate.lose.delete(name);
+            if (name === 'take') takes.push(args[2] as number);
+            await (Reflect.get(target, name, target) as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+            gate.onLost();
+            throw new CounterStoreUnavailableError('the answer was lost on the link');
+          };
+        }
         if (name === 'take') {
           return (...args: Parameters<MemoryCounterStore['take']>) => {
             takes.push(args[2]);
@@ -517,6 +527,73 @@ describe('RegionCounterStore rules (in memory)', () => {
     // Nothing lost: what the global counter admits again plus what the pool holds is the process's return.
     expect((await global.peek(keys, spec)).remaining - before + held).to.equal(5);
     expect(counts.lapsed).to.equal(0);
+  });
+
+  it('a process lease whose region pool is short while it refills: its waiting decisions are served after the refill, not refused (the global counter has units)', async () => {
+    const { store, pool, leaseClock } = region();
+    const spec: RateSpec = { type: 'fixed_window', limit: 1000, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
+    const keys = ['{g}:short-pool'];
+    // Another server of the region spends 1: the pool keeps 2.
+    expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
+    await flush();
+    expect((await pool.peek(poolKey(keys[0]))).left).to.equal(2);
+    const holder = new LeaseHolder({
+      parent: storeParent(store, keys, spec as LeasedSpec, leaseClock, 1000),
+      pool: new ProcessUnitPool(),
+      clock: leaseClock,
+      lease: { shape: 'window', maxUnits: 10, maxHoldMs: 1000 },
+      maxWaitMs: 10_000,
+    });
+    const answers = await Promise.all([1, 2, 3, 4, 5].map(() => holder.consume(2)));
+    expect(answers.map((a) => a.allowed)).to.deep.equal([true, true, true, true, true]);
+  });
+
+  describe('give-backs and reclaims whose answer was lost', () => {
+    const spec: RateSpec = { type: 'fixed_window', limit: 1000, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
+    const used = async (r: ReturnType<typeof region>, keys: string[]): Promise<number> => 1000 - (await r.global.peek(keys, spec)).remaining;
+
+    it("a region's give-back whose answer was lost is settled on drain: counted returned once", async () => {
+      const r = region();
+      const keys = ['{g}:give-lost'];
+      for (let i = 0; i < 3; i++) expect((await r.store.consume(keys, spec, 1)).allowed).to.equal(true);
+      await flush();
+      r.gate.lose.add('giveBack');
+      await r.store.letGoAll();
+      expect(await used(r, keys)).to.equal(3);
+      expect(r.counts).to.deep.include({ returned: r.takes.reduce((sum, n) => sum + n, 0) - 3, lapsed: 0 });
+    });
+
+    it('a reclaim whose answer was lost, asked again, answers repeat: the units it gave back are counted', async () => {
+      const r = region();
+      const keys = ['{g}:reclaim-repeat'];
+      r.gate.lose.add('take');
+      const failed = await r.store.consume(keys, spec, 1).then(() => undefined, (e: unknown) => e);
+      expect(failed).to.be.instanceOf(CounterStoreUnavailableError);
+      // Once the global store answers a refill again, the lost take is reclaimed: that answer is lost too.
+      r.gate.lose.add('reclaim');
+      r.clock.now += 1000;
+      expect((await r.store.consume(keys, spec, 1)).allowed).to.equal(true);
+      await flush();
+      await r.store.letGoAll();
+      expect(await used(r, keys)).to.equal(1);
+      expect(r.counts).to.deep.include({ returned: r.takes.reduce((sum, n) => sum + n, 0) - 1, lapsed: 0 });
+    });
+
+    it("units whose window ends while a refill fails lapse, counted, when the refill lock is let go", async () => {
+      const r = region();
+      const short: RateSpec = { ...spec, windowMs: 1000 };
+      const keys = ['{g}:fail-lapsed'];
+      expect((await r.store.consume(keys, short, 1)).allowed).to.equal(true);
+      await flush();
+      expect((await r.pool.peek(poolKey(keys[0]))).left).to.equal(2);
+      // The next decision starts a refill; the window ends while it is on its way, and its answer is lost.
+      r.gate.lose.add('take');
+      r.gate.onLost = () => void (r.clock.now += 1000);
+      expect((await r.store.consume(keys, short, 1)).allowed).to.equal(true);
+      await flush();
+      await flush();
+      expect(r.counts.lapsed).to.equal(1);
+    });
   });
 
   it('honest refusals: once the global counter admits no more, a refusal carries its own retry_after and reset_after (the window end), not max_hold', async () => {
@@ -594,7 +671,7 @@ describe('RegionCounterStore rules (in memory)', () => {
     const processEvents = { returned: 0, lapsed: 0 };
     const real = storeParent(store, keys, spec as LeasedSpec, leaseClock, 100);
     const returns: (() => void)[] = [];
-    const parent = { ...real, giveBack: (units: number, tag: number | null) => new Promise<number>((resolve, reject) => returns.push(() => real.giveBack(units, tag).then(resolve, reject))) };
+    const parent = { ...real, giveBack: (units: number, tag: number | null) => new Promise<GivenBack>((resolve, reject) => returns.push(() => real.giveBack(units, tag).then(resolve, reject))) };
     const holder = new LeaseHolder({
       parent,
       pool: new ProcessUnitPool(true),

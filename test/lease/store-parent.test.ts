@@ -64,23 +64,22 @@ describe('storeParent: named takes and gives', () => {
     const parent = storeParent(store, ['w'], window as LeasedSpec, clock, 1_000);
     const grant = await parent.take(6);
     storeNow = T0 + 30;
-    expect(await parent.giveBackNamed!(3, grant.windowTag, { takeId: 'g1', deadline: T0 + 29 })).to.deep.equal({ returned: 0, lapsed: 0, outcome: 'late', parentNow: T0 + 30 });
-    expect(await parent.giveBackNamed!(3, grant.windowTag, { takeId: 'g2', deadline: T0 + 30 })).to.deep.equal({ returned: 3, lapsed: 0, outcome: 'done', parentNow: T0 + 30 });
-    expect(await parent.giveBackNamed!(3, grant.windowTag, { takeId: 'g2', deadline: T0 + 30 })).to.include({ returned: 3, outcome: 'repeat' });
+    expect(await parent.giveBack(3, grant.windowTag, { takeId: 'g1', deadline: T0 + 29 })).to.deep.equal({ returned: 0, lapsed: 0, outcome: 'late', parentNow: T0 + 30 });
+    expect(await parent.giveBack(3, grant.windowTag, { takeId: 'g2', deadline: T0 + 30 })).to.deep.equal({ returned: 3, lapsed: 0, outcome: 'done', parentNow: T0 + 30 });
+    expect(await parent.giveBack(3, grant.windowTag, { takeId: 'g2', deadline: T0 + 30 })).to.include({ returned: 3, outcome: 'repeat' });
     expect(await parent.reclaim!('g2', T0 + 30)).to.deep.equal({ returned: 3, lapsed: 0, outcome: 'repeat', parentNow: T0 + 30 });
     expect((await parent.peek()).remaining).to.equal(7);
     // Settled before it came: the give gives nothing, and the units go back under a new id.
     expect(await parent.reclaim!('g3', T0 + 100)).to.include({ returned: 0, lapsed: 0, outcome: 'ahead' });
-    expect(await parent.giveBackNamed!(3, grant.windowTag, { takeId: 'g3', deadline: T0 + 100 })).to.include({ returned: 0, outcome: 'reclaimed' });
-    expect(await parent.giveBackNamed!(3, grant.windowTag, { takeId: 'g4', deadline: T0 + 100 })).to.include({ returned: 3, outcome: 'done' });
+    expect(await parent.giveBack(3, grant.windowTag, { takeId: 'g3', deadline: T0 + 100 })).to.include({ returned: 0, outcome: 'reclaimed' });
+    expect(await parent.giveBack(3, grant.windowTag, { takeId: 'g4', deadline: T0 + 100 })).to.include({ returned: 3, outcome: 'done' });
     expect((await parent.peek()).remaining).to.equal(10);
   });
 
-  it('a store without reclaim (a region pool) gives a parent that names no takes', async () => {
+  it('a store without reclaim (a region pool) gives a parent that names no takes or gives', async () => {
     const { reclaim: _none, ...plain } = { take: store.take.bind(store), giveBack: store.giveBack.bind(store), peek: store.peek.bind(store), reclaim: undefined };
     const parent = storeParent(plain, ['w'], window as LeasedSpec, clock, 1_000);
     expect(parent.reclaim).to.equal(undefined);
-    expect(parent.giveBackNamed).to.equal(undefined);
     expect((await parent.take(1)).granted).to.equal(1);
     let error: unknown;
     try {
@@ -89,5 +88,6 @@ describe('storeParent: named takes and gives', () => {
       error = err;
     }
     expect((error as Error).message).to.match(/keeps no take ledger/);
+    expect(await parent.giveBack(1, 0, { takeId: 'y' }).then(() => 'given', (err: Error) => err.message)).to.match(/keeps no take ledger/);
   });
 });
