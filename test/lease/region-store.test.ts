@@ -9,6 +9,7 @@ import { MemoryLeasePool } from './support/memory-region-pool.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
 import { poolKey, RegionPool } from '../../src/lease/region-pool.js';
 import { RegionCounterStore } from '../../src/lease/region-store.js';
+import { ParentShortage } from '../../src/lease/parent-shortage.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import { systemClock } from '../../src/lease/types.js';
 import type { LeaseClock, LeaseEvents } from '../../src/lease/types.js';
@@ -786,6 +787,29 @@ describe('RegionCounterStore waits and refusals (in memory, a test clock)', () =
     expect(next.every((r) => r.value?.allowed === false)).to.equal(true);
     expect(peeks()).to.equal(1);
     expect(clock.timers.size, 'timers left pending').to.equal(0);
+  });
+
+  it('an answer that the global counter is not short holds for the pool pause it was asked in (at least a max wait): a later pause asks again', async () => {
+    const shortage = new ParentShortage();
+    let now = T0;
+    let peeks = 0;
+    const notShort = { retryAfterMs: 0, resetAfterMs: 0 };
+    const peek = () => (peeks++, Promise.resolve(notShort));
+    expect(await shortage.look('k', () => now, peek, 500, MAX_WAIT_MS)).to.deep.equal(notShort);
+    // The same pause, 100 left: kept (no peek).
+    now += 400;
+    expect(shortage.look('k', () => now, peek, 100, MAX_WAIT_MS)).to.deep.equal(notShort);
+    expect(peeks).to.equal(1);
+    // A later refill came back short (a new pause, past what was kept): asked again.
+    now += 50;
+    await shortage.look('k', () => now, peek, 1000, MAX_WAIT_MS);
+    expect(peeks).to.equal(2);
+    // Pauses of 1 ms (the last refill brought fewer than those waiting wanted): one peek per max wait.
+    now += 1000;
+    await shortage.look('k', () => now, peek, 1, MAX_WAIT_MS);
+    now += MAX_WAIT_MS - 1;
+    expect(shortage.look('k', () => now, peek, 1, MAX_WAIT_MS)).to.deep.equal(notShort);
+    expect(peeks).to.equal(3);
   });
 
   it('decisions that waited for a refill answered before the max wait leave no timer pending', async () => {
