@@ -16,17 +16,17 @@ export class ParentShortage {
     this.until.set(key, { retryAt: arrivedAt + answer.retryAfterMs, resetAt: arrivedAt + answer.resetAfterMs, keptUntil: arrivedAt + Math.max(answer.retryAfterMs, keepMs) });
   }
 
-  /** The parent's timing counted down to `now`; undefined once no longer kept, or not short and kept short of `pauseEnd` (ask again). */
-  at(key: string, now: number, pauseEnd = now): RefusalTiming | undefined {
+  /** The parent's timing counted down to `now`; undefined once no longer kept (ask again). */
+  at(key: string, now: number): RefusalTiming | undefined {
     const noted = this.until.get(key);
-    if (noted === undefined || noted.keptUntil <= now || (noted.retryAt <= now && noted.keptUntil < pauseEnd)) return void this.until.delete(key);
+    if (noted === undefined || noted.keptUntil <= now) return void this.until.delete(key);
     return { retryAfterMs: Math.max(0, Math.ceil(noted.retryAt - now)), resetAfterMs: Math.max(0, Math.ceil(noted.resetAt - now)) };
   }
 
-  /** The timing as kept, else one `peek` shared by the refusals meanwhile; its answer, or none, kept unless one came meanwhile. */
-  look(key: string, now: () => number, peek: (() => Promise<RefusalTiming>) | undefined, pauseMs: number, keepMs: number): RefusalTiming | Promise<RefusalTiming | undefined> | undefined {
-    const noted = (answer?: RefusalTiming) => (this.at(key, now()) ?? this.note(key, answer ?? { retryAfterMs: 0, resetAfterMs: 0 }, now(), Math.max(pauseMs, keepMs)), answer);
-    const look = this.at(key, now(), now() + pauseMs) ?? this.looks.get(key) ?? peek?.().then(noted, () => noted()).finally(() => this.looks.delete(key));
+  /** The timing as kept, else one `peek` shared by the refusals meanwhile; its answer, or none, kept at least `keepMs` (unless one came meanwhile). */
+  look(key: string, now: () => number, peek: (() => Promise<RefusalTiming>) | undefined, keepMs: number): RefusalTiming | Promise<RefusalTiming | undefined> | undefined {
+    const noted = (answer?: RefusalTiming) => (this.at(key, now()) ?? this.note(key, answer ?? { retryAfterMs: 0, resetAfterMs: 0 }, now(), keepMs), answer);
+    const look = this.at(key, now()) ?? this.looks.get(key) ?? peek?.().then(noted, () => noted()).finally(() => this.looks.delete(key));
     if (look instanceof Promise) this.looks.set(key, look);
     return look;
   }

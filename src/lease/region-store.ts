@@ -197,8 +197,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private async refusal(keys: string[], spec: GlobalRateSpec, answer: Waited): Promise<RefusalTiming> {
     const pool = { retryAfterMs: answer.retryAfterMs, resetAfterMs: answer.retryAfterMs };
     const peek = this.maxWaitMs > 0 ? () => this.global.peek(keys, spec) : undefined;
-    // Not short, or no answer: kept for this pause of the pool (a later one asks again), at least one max wait.
-    const kept = this.shortage.look(poolKey(keys[0]), () => this.clock.now(), peek, answer.retryAfterMs, this.maxWaitMs);
+    // Not short, or no answer: kept one max wait (a burst asks once; a stale answer misleads no longer).
+    const kept = this.shortage.look(poolKey(keys[0]), () => this.clock.now(), peek, this.maxWaitMs);
     const parent = kept instanceof Promise ? await this.wait(answer.deadline - this.clock.now(), kept) : kept;
     return parent ? longer(parent, pool) : pool;
   }

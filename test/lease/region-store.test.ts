@@ -789,26 +789,25 @@ describe('RegionCounterStore waits and refusals (in memory, a test clock)', () =
     expect(clock.timers.size, 'timers left pending').to.equal(0);
   });
 
-  it('an answer that the global counter is not short holds for the pool pause it was asked in (at least a max wait): a later pause asks again', async () => {
+  it('an answer that the global counter is not short (or none) is kept one max wait, unless a newer one comes', async () => {
     const shortage = new ParentShortage();
     let now = T0;
     let peeks = 0;
     const notShort = { retryAfterMs: 0, resetAfterMs: 0 };
     const peek = () => (peeks++, Promise.resolve(notShort));
-    expect(await shortage.look('k', () => now, peek, 500, MAX_WAIT_MS)).to.deep.equal(notShort);
-    // The same pause, 100 left: kept (no peek).
-    now += 400;
-    expect(shortage.look('k', () => now, peek, 100, MAX_WAIT_MS)).to.deep.equal(notShort);
-    expect(peeks).to.equal(1);
-    // A later refill came back short (a new pause, past what was kept): asked again.
-    now += 50;
-    await shortage.look('k', () => now, peek, 1000, MAX_WAIT_MS);
-    expect(peeks).to.equal(2);
-    // Pauses of 1 ms (the last refill brought fewer than those waiting wanted): one peek per max wait.
-    now += 1000;
-    await shortage.look('k', () => now, peek, 1, MAX_WAIT_MS);
+    expect(await shortage.look('k', () => now, peek, MAX_WAIT_MS)).to.deep.equal(notShort);
     now += MAX_WAIT_MS - 1;
-    expect(shortage.look('k', () => now, peek, 1, MAX_WAIT_MS)).to.deep.equal(notShort);
+    expect(shortage.look('k', () => now, peek, MAX_WAIT_MS)).to.deep.equal(notShort);
+    expect(peeks).to.equal(1);
+    now += 1;
+    await shortage.look('k', () => now, peek, MAX_WAIT_MS);
+    expect(peeks).to.equal(2);
+    // A refill finds the parent short while a peek is on its way: the peek's older answer does not replace it.
+    now += MAX_WAIT_MS;
+    const late = shortage.look('k', () => now, peek, MAX_WAIT_MS);
+    shortage.note('k', { retryAfterMs: 5000, resetAfterMs: 5000 }, now);
+    await late;
+    expect(shortage.look('k', () => now, peek, MAX_WAIT_MS)).to.deep.equal({ retryAfterMs: 5000, resetAfterMs: 5000 });
     expect(peeks).to.equal(3);
   });
 
