@@ -49,6 +49,7 @@ const isLeased = (spec: RateSpec): spec is GlobalRateSpec => spec.global?.lease 
 /** A leased counter: its pool's key, its keys, its spec. */
 type Leased = { key: string; keys: string[]; spec: GlobalRateSpec };
 type Tracked = Leased & { lastUsed: LocalMs };
+type Waited = PoolAnswer & { deadline: LocalMs };
 
 /** A server's (or a sidecar's) store with regions configured. */
 export function connectRegionCounterStore(
@@ -193,23 +194,22 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     return spec.global ? this.global : this.regional;
   }
 
-  /** CONTRACT "Honest refusals": the global counter's own timing, as last seen, else peeked within the max wait. */
-  private async refusal(keys: string[], spec: GlobalRateSpec, answer: PoolAnswer): Promise<RefusalTiming> {
-    const key = poolKey(keys[0]);
+  /** CONTRACT "Honest refusals": the global counter's own timing, as kept, else peeked (once for all refusals meanwhile) by the deadline. */
+  private async refusal(keys: string[], spec: GlobalRateSpec, answer: Waited): Promise<RefusalTiming> {
     const pool = { retryAfterMs: answer.retryAfterMs, resetAfterMs: answer.retryAfterMs };
-    let parent: RefusalTiming | void = this.shortage.at(key, this.clock.now());
-    if (!parent && this.maxWaitMs > 0) {
-      parent = await Promise.race([this.global.peek(keys, spec).catch(() => undefined), this.sleep(this.maxWaitMs)]);
-      if (parent) this.shortage.note(key, parent, this.clock.now());
-    }
+    const peek = this.maxWaitMs > 0 ? () => this.global.peek(keys, spec) : undefined;
+    // Not short, or no answer: kept one max wait (a burst asks once; a stale answer misleads no longer).
+    const kept = this.shortage.look(poolKey(keys[0]), () => this.clock.now(), peek, this.maxWaitMs);
+    const parent = kept instanceof Promise ? await this.wait(answer.deadline - this.clock.now(), kept) : kept;
     return parent ? longer(parent, pool) : pool;
   }
 
   /**
-   * Spends `cost` from the pool (`take`: up to `cost`), waiting only when the pool cannot serve it, for
-   * the region's next refill (this server's, awaited; another's, looked for), at most the max wait.
+   * Spends `cost` from the pool (`take`: up to `cost`), waiting only when the pool cannot serve it, for the region's next
+   * refill (this server's, awaited; another's, looked for) until max wait after arrival: that deadline comes with the answer.
    */
-  private async fromPool(op: 'spend' | 'take', keys: string[], spec: GlobalRateSpec, cost: number): Promise<PoolAnswer> {
+  private async fromPool(op: 'spend' | 'take', keys: string[], spec: GlobalRateSpec, cost: number): Promise<Waited> {
+    const deadline = this.clock.now() + this.maxWaitMs;
     const key = poolKey(keys[0]);
     const { maxHoldMs } = spec.global.lease;
     const lockMs = this.options.globalTimeoutMs + this.options.regionalTimeoutMs;
@@ -233,23 +233,25 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       const done = answer.spent || answer.retryAfterMs > 0;
       if (done || (answer.down && !answer.lock)) {
         this.waited(spec.global, waitingSince);
-        if (done) return answer;
+        if (done) return { ...answer, deadline };
         throw new CounterStoreUnavailableError('global store unreachable, and this region holds too few units of the global budget');
       }
       waitsFor = answer.waitsFor;
       waitingSince ??= this.clock.now();
-      const leftMs = waitingSince + this.maxWaitMs - this.clock.now();
+      const leftMs = deadline - this.clock.now();
       if (leftMs <= 0) {
         this.waited(spec.global, waitingSince);
         throw new LeaseWaitTimeoutError(waitTimeout(this.maxWaitMs, maxHoldMs));
       }
-      if (refill) await Promise.race([refill, this.sleep(leftMs)]);
-      else await this.sleep(Math.min(WAIT_POLL_MS, leftMs));
+      await this.wait(refill ? leftMs : Math.min(WAIT_POLL_MS, leftMs), refill);
     }
   }
 
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => this.clock.setTimer(resolve, ms));
+  /** Waits `ms`, or until `promise` settles (its value); the timer cleared either way. */
+  private async wait<T>(ms: number, promise?: Promise<T>): Promise<T | undefined> {
+    let timer: unknown;
+    const timeout = new Promise<undefined>((resolve) => (timer = ms > 0 ? this.clock.setTimer(() => resolve(undefined), ms) : resolve(undefined)));
+    return Promise.race(promise ? [promise, timeout] : [timeout]).finally(() => this.clock.clearTimer(timer));
   }
 
   /** Takes a chunk from the global counter into the pool (this server holds the lock). Never rejects. */

@@ -9,6 +9,7 @@ import { MemoryLeasePool } from './support/memory-region-pool.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
 import { poolKey, RegionPool } from '../../src/lease/region-pool.js';
 import { RegionCounterStore } from '../../src/lease/region-store.js';
+import { ParentShortage } from '../../src/lease/parent-shortage.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import { systemClock } from '../../src/lease/types.js';
 import type { GivenBack, LeaseClock, LeaseEvents } from '../../src/lease/types.js';
@@ -923,5 +924,204 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     expect(await w.used()).to.equal(0);
     expect(w.counts).to.deep.equal({ returned: taken, lapsed: {} });
     await a.store.letGoAll();
+  });
+});
+
+/**
+ * Bounded waits and refusals (CONTRACT "Bounded wait", "Honest refusals"): two servers of one region in one
+ * process, their global store's takes and peeks held until the test lets them answer, on a clock that moves
+ * only when the test moves it and counts the timers left pending. Counted in the clock's ms, never timed.
+ */
+describe('RegionCounterStore waits and refusals (in memory, a test clock)', () => {
+  const T0 = 1_800_000_000_000;
+  const MAX_WAIT_MS = 100;
+  const spec: RateSpec = { type: 'fixed_window', limit: 1, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
+  const windowLeft = spec.windowMs - (T0 % spec.windowMs);
+
+  function flush(): Promise<void> {
+    return new Promise((resolve) => setImmediate(resolve));
+  }
+
+  /** A clock whose timers fire only as the test advances it, in time order. */
+  class TestClock implements LeaseClock {
+    at = T0;
+    readonly timers = new Set<{ at: number; fn: () => void }>();
+    now = () => this.at;
+    setTimer = (fn: () => void, ms: number) => {
+      const timer = { at: this.at + ms, fn };
+      this.timers.add(timer);
+      return timer;
+    };
+    clearTimer = (handle: unknown) => void this.timers.delete(handle as { at: number; fn: () => void });
+    async advanceTo(to: number): Promise<void> {
+      for (;;) {
+        await flush();
+        const due = [...this.timers].filter((t) => t.at <= to).sort((a, b) => a.at - b.at)[0];
+        if (due === undefined) break;
+        this.timers.delete(due);
+        this.at = Math.max(this.at, due.at);
+        due.fn();
+      }
+      this.at = to;
+      await flush();
+    }
+  }
+
+  /** A promise whose outcome the test reads without awaiting it. */
+  function watch<T>(promise: Promise<T>): { settled: boolean; value?: T } {
+    const seen: { settled: boolean; value?: T } = { settled: false };
+    void promise.then((value) => Object.assign(seen, { settled: true, value }));
+    return seen;
+  }
+
+  /** Two servers of a region sharing its pool; the global store's takes and peeks wait in `held` while `hold` says so. */
+  function region() {
+    const clock = new TestClock();
+    const global = new MemoryCounterStore({ now: clock.now, sweepIntervalMs: 0 });
+    const hold = { takes: false, peeks: false };
+    const held = { takes: [] as (() => void)[], peeks: [] as ((fail?: boolean) => void)[] };
+    let peeks = 0;
+    const observed = new Proxy(global, {
+      get(target, name) {
+        if (name === 'peek') peeks++;
+        if (name === 'take' && hold.takes) {
+          return (...args: Parameters<MemoryCounterStore['take']>) => new Promise((resolve, reject) => held.takes.push(() => target.take(...args).then(resolve, reject)));
+        }
+        if (name === 'peek' && hold.peeks) {
+          return (...args: Parameters<MemoryCounterStore['peek']>) =>
+            new Promise((resolve, reject) => held.peeks.push((fail) => (fail ? reject(new CounterStoreUnavailableError('no answer')) : target.peek(...args).then(resolve, reject))));
+        }
+        return Reflect.get(target, name, target) as unknown;
+      },
+    });
+    const pool = new RegionPool(new MemoryLeasePool(clock.now));
+    const [a, b] = [0, 1].map(
+      () =>
+        new RegionCounterStore<MemoryCounterStore>({
+          regional: new MemoryCounterStore({ now: clock.now, sweepIntervalMs: 0 }),
+          pool,
+          global: observed,
+          globalTimeoutMs: 1000,
+          regionalTimeoutMs: 500,
+          maxWaitMs: MAX_WAIT_MS,
+          clock,
+          sweepIntervalMs: 0,
+        }),
+    );
+    return { clock, global, hold, held, peeks: () => peeks, a, b };
+  }
+
+  /**
+   * Server A's refill, held until `releaseAt` while another region spends the window's last unit, takes
+   * nothing: the pool pauses and refuses every decision. B, which did not see that refill, waits for it from T0.
+   */
+  async function pausedByA(releaseAt: number) {
+    const world = region();
+    const keys = ['{g}:waits'];
+    world.hold.takes = true;
+    const refused = watch(world.a.consume(keys, spec, 1));
+    await flush();
+    const waiting = watch(world.b.consume(keys, spec, 1));
+    world.hold.peeks = true;
+    await world.clock.advanceTo(releaseAt);
+    expect(world.held.takes).to.have.length(1);
+    expect((await world.global.consume(keys, spec, 1)).allowed).to.equal(true);
+    world.held.takes.shift()!();
+    await world.clock.advanceTo(releaseAt);
+    // A noted the shortage its refill found: no peek.
+    expect(refused.value).to.deep.include({ allowed: false, retryAfterMs: windowLeft - (releaseAt - T0) });
+    expect(world.peeks()).to.equal(0);
+    return { ...world, keys, waiting, burst: () => Array.from({ length: 20 }, () => watch(world.b.consume(keys, spec, 1))) };
+  }
+
+  it("a refused decision waits at most RL_LEASE_MAX_WAIT_MS from its arrival in all, its refusal's peek of a slow global store included", async () => {
+    const { clock, held, peeks, waiting, burst } = await pausedByA(T0 + 60);
+    // B waited 60 for A's refill, then was refused: its peek of the global store, unanswered, waits only what is left.
+    await clock.advanceTo(T0 + MAX_WAIT_MS - 1);
+    expect(held.peeks).to.have.length(1);
+    expect(waiting.settled).to.equal(false);
+    await clock.advanceTo(T0 + MAX_WAIT_MS);
+    // No answer within the bound: the pool's own timing (its pause, at most max_hold).
+    expect(waiting.value).to.include({ allowed: false });
+    expect(waiting.value!.retryAfterMs).to.be.within(1, 1000);
+    // The peek fails: no answer is kept too, the refusals right after do not ask again, nor wait.
+    held.peeks.shift()!(true);
+    const after = burst();
+    await clock.advanceTo(clock.at);
+    expect(after.every((r) => r.value?.allowed === false && r.value.retryAfterMs <= 1000)).to.equal(true);
+    expect(peeks()).to.equal(1);
+    expect(clock.timers.size, 'timers left pending').to.equal(0);
+  });
+
+  it("concurrent refusals share one peek of the global store, and carry the global counter's timing", async () => {
+    const { clock, held, peeks, waiting, burst } = await pausedByA(T0 + 10);
+    const first = [waiting, ...burst()];
+    await clock.advanceTo(T0 + 20);
+    expect(peeks()).to.equal(1);
+    held.peeks.shift()!();
+    await clock.advanceTo(T0 + 20);
+    for (const refused of first) expect(refused.value).to.deep.include({ allowed: false, retryAfterMs: windowLeft - 20, resetAfterMs: windowLeft - 20 });
+    // Kept while short: the refusals after it do not ask.
+    await clock.advanceTo(T0 + 500);
+    const next = burst();
+    await clock.advanceTo(T0 + 500);
+    for (const refused of next) expect(refused.value).to.deep.include({ allowed: false, retryAfterMs: windowLeft - 500 });
+    expect(peeks()).to.equal(1);
+    expect(clock.timers.size, 'timers left pending').to.equal(0);
+  });
+
+  it('a peek that finds the global counter not short (the pool still pauses) is kept too: the next burst does not ask', async () => {
+    const { clock, global, held, peeks, keys, waiting, burst } = await pausedByA(T0 + 10);
+    // Another region gave a unit back.
+    await global.refund(keys, spec, 1);
+    const first = [waiting, ...burst()];
+    await clock.advanceTo(T0 + 20);
+    expect(peeks()).to.equal(1);
+    held.peeks.shift()!();
+    await clock.advanceTo(T0 + 20);
+    // The pool's own timing (its pause, at most max_hold).
+    expect(first.every((r) => r.value?.allowed === false && r.value.retryAfterMs >= 1 && r.value.retryAfterMs <= 1000)).to.equal(true);
+    await clock.advanceTo(T0 + 20 + MAX_WAIT_MS - 1);
+    const next = burst();
+    await clock.advanceTo(clock.at);
+    expect(next.every((r) => r.value?.allowed === false)).to.equal(true);
+    expect(peeks()).to.equal(1);
+    expect(clock.timers.size, 'timers left pending').to.equal(0);
+  });
+
+  it('an answer that the global counter is not short (or none) is kept one max wait, unless a newer one comes', async () => {
+    const shortage = new ParentShortage();
+    let now = T0;
+    let peeks = 0;
+    const notShort = { retryAfterMs: 0, resetAfterMs: 0 };
+    const peek = () => (peeks++, Promise.resolve(notShort));
+    expect(await shortage.look('k', () => now, peek, MAX_WAIT_MS)).to.deep.equal(notShort);
+    now += MAX_WAIT_MS - 1;
+    expect(shortage.look('k', () => now, peek, MAX_WAIT_MS)).to.deep.equal(notShort);
+    expect(peeks).to.equal(1);
+    now += 1;
+    await shortage.look('k', () => now, peek, MAX_WAIT_MS);
+    expect(peeks).to.equal(2);
+    // A refill finds the parent short while a peek is on its way: the peek's older answer does not replace it.
+    now += MAX_WAIT_MS;
+    const late = shortage.look('k', () => now, peek, MAX_WAIT_MS);
+    shortage.note('k', { retryAfterMs: 5000, resetAfterMs: 5000 }, now);
+    await late;
+    expect(shortage.look('k', () => now, peek, MAX_WAIT_MS)).to.deep.equal({ retryAfterMs: 5000, resetAfterMs: 5000 });
+    expect(peeks).to.equal(3);
+  });
+
+  it('decisions that waited for a refill answered before the max wait leave no timer pending', async () => {
+    const { clock, a, hold, held } = region();
+    const large = { ...spec, limit: 1000 };
+    hold.takes = true;
+    const waiting = Array.from({ length: 10 }, () => watch(a.consume(['{g}:timers'], large, 1)));
+    await clock.advanceTo(T0 + 30);
+    expect(clock.timers.size).to.be.above(0);
+    hold.takes = false;
+    held.takes.shift()!();
+    await clock.advanceTo(T0 + 30);
+    expect(waiting.every((r) => r.value?.allowed === true)).to.equal(true);
+    expect(clock.timers.size, 'timers left pending').to.equal(0);
   });
 });
