@@ -7,7 +7,7 @@
 -- link): a take's units would then belong to no one, a give's would be counted lapsed and given back
 -- too. Their own arguments come last in ARGV: a take's id ('' = unnamed), deadline ('' = none) and
 -- hold (ms; buckets); a give's id, deadline and tag (include "mode"); a reclaim's id (of a take or a
--- give) and its deadline ('' = none).
+-- give), its deadline ('' = none) and its reclaimer ('' = none).
 --   deadline  the last instant (this clock, epoch ms) the take or give may run: later it takes or gives
 --             nothing (late)
 --   id        the take or give is recorded in the counter's take ledger (KEYS[2], src/counters/keys.ts
@@ -16,13 +16,14 @@
 --   reclaim   settles an id once: a take's, it gives back what the take took, as a give of its units
 --             with its tag would (units of an ended window, or a bucket's past their hold, lapse); a
 --             give's, it answers what the give did and gives nothing. Asked again, it answers the same
---             (repeat). A reclaim that comes before its take or give leaves a tombstone (ahead), and
---             that take or give, when it comes, does nothing (reclaimed).
+--             (repeat) to the same reclaimer, and nothing (reclaimed) to another: only the first
+--             reclaimer counts the units. A reclaim that comes before its take or give leaves a
+--             tombstone (ahead), and that take or give, when it comes, does nothing (reclaimed).
 -- An id is a take's or a give's, never both: a take that finds any entry but its grant, or a give any
 -- but its own, does nothing (reclaimed), so no units leave or come back twice.
 -- The ledger: x = the expire-at of its longest-lived entry, n = entries written, and per id
 -- '<expire-at>:<seq>:g:<units>:<tag>:<give tag>' (a take's grant), '<expire-at>:<seq>:v:<back>:<lapsed>'
--- (a give) or '<expire-at>:<seq>:r:<back>:<lapsed>' (reclaimed, or a tombstone). An entry is kept
+-- (a give) or '<expire-at>:<seq>:r:<back>:<lapsed>:<reclaimer>' (reclaimed, or a tombstone). An entry is kept
 -- MEMORY_MS past the later of when it was written and its operation's deadline: a holder settles what
 -- it did not hear within that (src/lease), and a reclaim's give checks the units' window anyway. Past
 -- its expire-at it is absent. At most MAX_TAKES entries: a new one first drops the expired, then the
@@ -46,7 +47,9 @@ local ledger = KEYS[2]
 local take_id = nil
 local deadline = nil
 local hold = 0
--- The ledger entry of take_id: {expire_at, kind 'g', 'v' or 'r', a, b, c} (g: units, tag, give tag; v, r: back, lapsed).
+-- The ledger entry of take_id: {expire_at, kind 'g', 'v' or 'r', a, b, c, rest} (g: units, tag, give tag; v: back,
+-- lapsed; r: back, lapsed, and its reclaimer as `rest`, the raw last field).
+local by = ''
 local recorded = nil
 
 local function optional_number(arg, what)
@@ -69,7 +72,7 @@ local function load_entry()
   if tonumber(e) <= now then
     return nil
   end
-  return { expire_at = tonumber(e), kind = kind, a = tonumber(a), b = tonumber(b), c = tonumber(c) }
+  return { expire_at = tonumber(e), kind = kind, a = tonumber(a), b = tonumber(b), c = tonumber(c), rest = c }
 end
 
 local function write_entry(body)
@@ -104,10 +107,10 @@ local function write_entry(body)
 end
 
 if taking or giving or reclaiming then
-  -- A take's and a give's own arguments are three (the last: a take's hold, a give's tag), a reclaim's two.
+  -- Each has three own arguments; the last: a take's hold, a give's tag, a reclaim's reclaimer.
   local first = #ARGV - 2
   if reclaiming then
-    first = #ARGV - 1
+    by = ARGV[#ARGV]
   end
   if taking then
     hold = tonumber(ARGV[#ARGV])
@@ -145,6 +148,9 @@ elseif reclaiming then
   if recorded and recorded.kind == 'g' then
     refund = recorded.a
     give_tag = recorded.c
+  elseif recorded and recorded.kind == 'r' and recorded.rest ~= by then
+    -- Settled by another reclaimer, who counts it.
+    outcome = RECLAIMED
   else
     -- A give's, or settled before: nothing more to give back.
     outcome = recorded and REPEAT or AHEAD
@@ -184,14 +190,12 @@ local function lease_reply(allowed, remaining, retry_after, reset_after, units, 
     if outcome == REPEAT then
       units = recorded.a
       lapsed = recorded.b
+    elseif outcome == DONE and take_id and reclaiming then
+      write_entry('r:' .. fmt(units) .. ':' .. fmt(lapsed) .. ':' .. by)
     elseif outcome == DONE and take_id then
-      local kind = 'v:'
-      if reclaiming then
-        kind = 'r:'
-      end
-      write_entry(kind .. fmt(units) .. ':' .. fmt(lapsed))
+      write_entry('v:' .. fmt(units) .. ':' .. fmt(lapsed))
     elseif outcome == AHEAD then
-      write_entry('r:0:0')
+      write_entry('r:0:0:' .. by)
     end
   end
   local r = reply(allowed, remaining, retry_after, reset_after)

@@ -16,7 +16,8 @@
 --            the instant (this clock) the units must be back by, the take's plus the taker's hold
 --            (include "lease"): a refund made only before then, since units back later would join the
 --            tokens the bucket refilled meanwhile (src/lease)
---   reclaim  settles a named take or give (include "lease"); ARGV[3] is ignored
+--   reclaim  settles a named take or give (include "lease"); ARGV[3] is ignored; its own arguments
+--            are its id, its deadline and, last, its reclaimer ('' = none)
 -- Port of `mode` in src/counters/emulator/mode.ts: change both together.
 local operation = ARGV[2]
 local units = tonumber(ARGV[3])

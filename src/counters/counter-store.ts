@@ -55,6 +55,8 @@ export type NamedGive = Omit<NamedTake, 'holdMs'>;
 export interface TakeReclaim {
   takeId: string;
   deadline?: StoreMs;
+  /** Who reclaims (1 to 128 characters): a take reclaimed again answers `repeat` only to its first reclaimer, `reclaimed` (nothing) to others. */
+  by?: string;
 }
 
 /** The answer to a lease operation: a CounterResult and what a holder needs (src/lease). */
@@ -126,7 +128,7 @@ export interface CounterStore {
    * Settles the named take or give `take.takeId`, exactly once. A take's: gives back what it took, under
    * the rules of `giveBack` (what does not go back is `lapsed`); a give's: gives nothing, `repeat` with
    * what the give did (`units` back, `lapsed`). `outcome` `repeat` when settled before (the same answer
-   * again), `ahead` when that take or give has not come (yet): it will do nothing.
+   * again; a take's only to the same `by`, else `reclaimed`: nothing), `ahead` when that take or give has not come (yet): it will do nothing.
    */
   reclaim?(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): Promise<LeaseCounterResult>;
   /** Takes a lease slot for `leaseId`, or refreshes the lease if it is already held. */

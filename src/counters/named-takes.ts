@@ -13,7 +13,7 @@ const MEMORY_MS = 60_000;
 
 /**
  * One id's entry: a take's grant `g` (units, tag, give tag), a give `v` (back, lapsed) or reclaimed `r`
- * (back, lapsed; a tombstone: 0, 0).
+ * (back, lapsed; a tombstone: 0, 0; and `by`, its reclaimer, '' when unnamed).
  */
 export interface LedgerEntry {
   expireAt: number;
@@ -22,6 +22,7 @@ export interface LedgerEntry {
   a: number;
   b: number;
   c: number;
+  by?: string;
 }
 
 /** The ledger of one counter; the slot that holds it expires with its longest-lived entry (`x`). */
@@ -50,6 +51,8 @@ export interface PreparedLeaseOp {
   takeId: string | undefined;
   deadline: number | undefined;
   holdMs: number;
+  /** A reclaim's reclaimer ('' when unnamed). */
+  by: string;
   /** What a give asks back: what does not go back lapsed. */
   asked: number;
   recorded: LedgerEntry | undefined;
@@ -57,10 +60,10 @@ export interface PreparedLeaseOp {
 
 export const LEASE_OUTCOMES: readonly LeaseOutcome[] = ['done', 'late', 'repeat', 'reclaimed', 'ahead'];
 
-/** A take id: the ledger's field name, so a non-empty string; bounded so the ledger stays small. */
-export function checkTakeId(takeId: string): void {
+/** A take id (the ledger's field name) or a reclaimer: a non-empty string, bounded so the ledger stays small. */
+export function checkTakeId(takeId: string, what = 'a take id'): void {
   if (typeof takeId !== 'string' || takeId.length === 0 || takeId.length > 128) {
-    throw new Error(`a take id must be a string of 1 to 128 characters, got ${JSON.stringify(takeId)}`);
+    throw new Error(`${what} must be a string of 1 to 128 characters, got ${JSON.stringify(takeId)}`);
   }
 }
 
@@ -71,6 +74,7 @@ export function prepareLeaseOp(
   const takeId = args.takeId;
   if (takeId !== undefined) checkTakeId(takeId);
   else if (reclaiming) throw new Error('a reclaim needs an id');
+  if (args.by !== undefined) checkTakeId(args.by, 'a reclaimer');
   let recorded: LedgerEntry | undefined;
   if (takeId !== undefined) {
     const entry = slot.read()?.entries.get(takeId);
@@ -78,7 +82,7 @@ export function prepareLeaseOp(
   }
   const prepared: PreparedLeaseOp = {
     op: reclaiming ? 'give' : op, units, tag: args.tag ?? 0, outcome: 'done', reclaiming, takeId,
-    deadline: args.deadline, holdMs: args.holdMs ?? 0, asked: 0, recorded,
+    deadline: args.deadline, holdMs: args.holdMs ?? 0, by: args.by ?? '', asked: 0, recorded,
   };
   if (!reclaiming && recorded) {
     // Asked again (its own kind of entry), or settled without it: nothing more is taken or given back.
@@ -89,6 +93,9 @@ export function prepareLeaseOp(
     if (recorded && recorded.kind === 'g') {
       prepared.units = recorded.a;
       prepared.tag = recorded.c;
+    } else if (recorded?.kind === 'r' && (recorded.by ?? '') !== prepared.by) {
+      // Settled by another reclaimer, who counts it.
+      prepared.outcome = 'reclaimed';
     } else {
       // A give's, or settled before: nothing more to give back.
       prepared.outcome = recorded ? 'repeat' : 'ahead';
@@ -165,7 +172,7 @@ function writeEntry(slot: LedgerSlot, p: PreparedLeaseOp, kind: LedgerEntry['kin
     }
     if (live >= MAX_TAKES) ledger.entries.delete(oldest!);
   }
-  ledger.entries.set(takeId, { expireAt, seq, kind, a, b, c });
+  ledger.entries.set(takeId, { expireAt, seq, kind, a, b, c, ...(kind === 'r' && { by: p.by }) });
   ledger.written = seq;
   slot.write(ledger, Math.max(x, expireAt));
 }

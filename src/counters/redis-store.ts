@@ -148,7 +148,9 @@ export class RedisCounterStore implements CounterStore {
   /** The algorithm's own script: settles a named take or give (lua/includes/lease.lua). */
   async reclaim(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): Promise<LeaseCounterResult> {
     checkTakeId(take.takeId);
-    return this.run(spec.type, keys, nowMs, 'reclaim', '0', spec, [take.takeId, optionalNumber(take.deadline)], true) as Promise<LeaseCounterResult>;
+    if (take.by !== undefined) checkTakeId(take.by, 'a reclaimer');
+    const extra = [take.takeId, optionalNumber(take.deadline), take.by ?? ''];
+    return this.run(spec.type, keys, nowMs, 'reclaim', '0', spec, extra, true) as Promise<LeaseCounterResult>;
   }
 
   /** The algorithm's own script, its window-checked return (lua/includes/mode.lua), named or not (lua/includes/lease.lua). */

@@ -23,6 +23,10 @@ interface Unanswered<Context> {
   sentAt: number;
   context: Context;
   give?: { units: number; windowTag: number | null };
+  /** A take's: why what cannot go back lapsed (default: parent unreachable). */
+  reason?: LapseReason;
+  /** An earlier reclaim of it was sent and its answer lost: a `repeat` is that reclaim's answer. */
+  resent?: boolean;
 }
 
 /**
@@ -40,6 +44,8 @@ export class NamedTakes<Context> {
   /** `parentNow − local arrival` of the latest answers: each a lower bound of the true offset. */
   private readonly offsets: number[] = [];
   private readonly unanswered: Unanswered<Context>[] = [];
+  /** Ids kept for a reclaim (the latest 4 × MAX_UNANSWERED): one path only reclaims each (a second counts twice). */
+  private readonly registered = new Set<string>();
   private settling: Promise<void> | undefined;
   private closed = false;
 
@@ -62,10 +68,12 @@ export class NamedTakes<Context> {
 
   /** A take (or `give`) failed (timeout, reset, unreachable): it may still run at the parent; settled later. */
   failed(name: TakeName, context: Context, give?: Unanswered<Context>['give'], sentAt = this.clock.now()): void {
-    const entry = { name, sentAt, context, give };
-    if (this.closed) return this.forget(entry);
-    this.unanswered.push(entry);
-    if (this.unanswered.length > MAX_UNANSWERED) this.forget(this.unanswered.shift()!);
+    if (this.register(name.takeId)) this.keep({ name, sentAt, context, give });
+  }
+
+  /** Reclaims take `name` now (a refill's lock taken over, or found stale): what cannot go back lapsed for `reason`. */
+  async reclaim(name: TakeName, context: Context, reason: LapseReason): Promise<void> {
+    if (this.ownerOf(context).parent.reclaim && this.register(name.takeId)) await this.settle({ name, sentAt: this.clock.now(), context, reason });
   }
 
   /**
@@ -89,27 +97,9 @@ export class NamedTakes<Context> {
     if (name) this.answered(answer.parentNow);
   }
 
-  /**
-   * Settles what failed: a take's reclaim gives back what it took (what cannot go back lapsed, parent
-   * unreachable); a give that ran answers what it did, and one that did not (`ahead`, or the tombstone of
-   * an earlier reclaim whose answer was lost: nothing either way) goes again under a new id. Never rejects.
-   */
+  /** Settles what failed (`settle`). Never rejects. */
   settleAll(): Promise<void> {
-    const since = this.clock.now() - RECLAIM_WITHIN_MS;
-    this.settling ??= Promise.all(
-      this.unanswered.splice(0).map(async (entry) => {
-        // Older ones the parent has forgotten too.
-        if (entry.sentAt < since) return this.forget(entry);
-        const owner = this.ownerOf(entry.context);
-        const answer = await owner.parent.reclaim!(entry.name.takeId, entry.name.deadline).catch(() => this.failed(entry.name, entry.context, entry.give, entry.sentAt));
-        if (!answer) return;
-        this.answered(answer.parentNow);
-        const { give } = entry;
-        if (give === undefined) return count(owner, answer.returned, answer.lapsed, 'parent_unreachable');
-        if (answer.returned + answer.lapsed > 0) return count(owner, answer.returned, answer.lapsed, expiredReason(owner.shape));
-        await this.give(entry.context, give.units, give.windowTag, entry.sentAt);
-      }),
-    ).then(() => void (this.settling = undefined));
+    this.settling ??= Promise.all(this.unanswered.splice(0).map((entry) => this.settle(entry))).then(() => void (this.settling = undefined));
     return this.settling;
   }
 
@@ -119,6 +109,39 @@ export class NamedTakes<Context> {
     await this.settleAll();
     this.closed = true;
     for (const entry of this.unanswered.splice(0)) this.forget(entry);
+  }
+
+  /**
+   * A take's reclaim gives back what it took (what cannot go back lapsed, for its reason), counted when
+   * `done`, or `repeat` answering this holder's lost reclaim (the parent answers others `reclaimed`). A give
+   * that ran answers what it did; one that did not (`ahead`, or this holder's tombstone) goes again.
+   */
+  private async settle(entry: Unanswered<Context>): Promise<void> {
+    // Older ones the parent has forgotten too.
+    if (entry.sentAt < this.clock.now() - RECLAIM_WITHIN_MS) return this.forget(entry);
+    const { name, give, context } = entry;
+    const owner = this.ownerOf(context);
+    const answer = await owner.parent.reclaim!(name.takeId, name.deadline, this.prefix).catch(() => this.keep({ ...entry, resent: true }));
+    if (!answer) return;
+    this.answered(answer.parentNow);
+    const { outcome, returned, lapsed } = answer;
+    const ran = give ? returned + lapsed > 0 : outcome === 'done' || (outcome === 'repeat' && entry.resent);
+    if (ran) return count(owner, returned, lapsed, give ? expiredReason(owner.shape) : (entry.reason ?? 'parent_unreachable'));
+    if (give) await this.give(context, give.units, give.windowTag, entry.sentAt);
+  }
+
+  /** False when `takeId` was kept before. */
+  private register(takeId: string): boolean {
+    if (this.registered.has(takeId)) return false;
+    this.registered.add(takeId);
+    if (this.registered.size > 4 * MAX_UNANSWERED) this.registered.delete(this.registered.values().next().value!);
+    return true;
+  }
+
+  private keep(entry: Unanswered<Context>): void {
+    if (this.closed) return this.forget(entry);
+    this.unanswered.push(entry);
+    if (this.unanswered.length > MAX_UNANSWERED) this.forget(this.unanswered.shift()!);
   }
 
   /** Past settling: a give's units lapsed, parent unreachable (what a take took is unknown). */

@@ -10,7 +10,7 @@ import type { LendingStore } from './process-leases.js';
 import { poolKey, RegionPool, type PoolAnswer, type RegionPoolStore } from './region-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
 import { leaseFailureLog, type LeaseFailureKind } from './failures.js';
-import { NamedTakes, type TakeName, type UnitOwner } from './named-takes.js';
+import { NamedTakes, type UnitOwner } from './named-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, toStoreClock, waitTimeout } from './types.js';
 import type { ClockSample, LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from './types.js';
@@ -221,7 +221,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       const sample: ClockSample = { storeNow: answer.storeNow, localAt: this.clock.now() };
       const counter = this.track(key, keys, spec);
       this.lapsed(spec.global, answer.lapsed);
-      if (answer.stale !== undefined) void this.reclaimRefill(counter, { takeId: answer.stale });
+      if (answer.stale !== undefined) void this.takes.reclaim({ takeId: answer.stale }, counter, 'holder_lost');
       if (answer.lock) {
         // For the cost the pool could not pay (a process lease's take: either way).
         const started: Promise<void> = this.refill(counter, answer, sample, answer.spent && op === 'spend' ? 0 : cost).finally(() => {
@@ -287,8 +287,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     try {
       const added = await this.pool.add(key, { ...units, parentRemaining: grant.remaining, retryAfterMs, asked }, id, maxHoldMs);
       this.lapsed(budget, added.lapsed);
-      // Refused, its lock taken over: the taker reclaims the take too (one of the two counts it).
-      if (!added.spent && named) return this.reclaimRefill(counter, named);
+      // Refused, its lock taken over: the taker reclaims the take too (its first reclaimer counts it).
+      if (!added.spent && named) return this.takes.reclaim(named, counter, 'holder_lost');
       // Tracked again: a sweep may have drained and forgotten the pool while this refill was out.
       if (!this.tracked.has(key)) this.tracked.set(key, { ...counter, lastUsed: this.clock.now() });
     } catch (error) {
@@ -301,23 +301,6 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private async unlock({ key, spec }: Leased, id: string, downMs: number): Promise<void> {
     const answer = await this.pool.fail(key, id, downMs).catch(() => undefined);
     if (answer) this.lapsed(spec.global, answer.lapsed);
-  }
-
-  /** A refill whose units never reached the pool (its lock expired): what it took goes back, or lapsed, holder lost. */
-  private async reclaimRefill(counter: Leased, take: TakeName): Promise<void> {
-    const { global: budget } = counter.spec;
-    const parent = this.parentOf(counter);
-    if (!parent.reclaim) return;
-    try {
-      const answer = await parent.reclaim(take.takeId, take.deadline);
-      this.takes.answered(answer.parentNow);
-      if (answer.outcome !== 'done') return;
-      if (answer.returned > 0) this.on(budget).returned?.(answer.returned);
-      if (answer.lapsed > 0) this.on(budget).lapsed?.(answer.lapsed, 'holder_lost');
-    } catch {
-      // Tried again with the refills whose answer was lost.
-      this.takes.failed(take, counter);
-    }
   }
 
   private track(key: string, keys: string[], spec: GlobalRateSpec): Tracked {

@@ -30,7 +30,7 @@ export function storeParent(store: ParentStore, keys: string[], spec: LeasedSpec
       return store.peek(keys, spec);
     },
   };
-  if (reclaim !== undefined) parent.reclaim = async (takeId, deadline) => givenBack(await reclaim(keys, spec, { takeId, deadline }));
+  if (reclaim !== undefined) parent.reclaim = async (takeId, deadline, by) => givenBack(await reclaim(keys, spec, { takeId, deadline, by }));
   return parent;
 }
 

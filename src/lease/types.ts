@@ -68,11 +68,11 @@ export interface LeaseParent {
   /** The parent's own peek: units held by holders count as used there. */
   peek(): Promise<CounterResult>;
   /**
-   * Gives back what take `takeId` took, once; on a give's id, answers what that give did (`repeat`) and
-   * gives nothing. First, it leaves a tombstone (`ahead`): that take or give then does nothing. Absent
-   * when the parent keeps no take ledger (a region's pool).
+   * Gives back what take `takeId` took, once (again: `repeat` to the same reclaimer `by`, `reclaimed` to
+   * others); on a give's id, answers what that give did (`repeat`) and gives nothing. First, it leaves a
+   * tombstone (`ahead`): that take or give then does nothing. Absent when the parent keeps no take ledger.
    */
-  reclaim?(takeId: string, deadline?: StoreMs): Promise<GivenBack>;
+  reclaim?(takeId: string, deadline?: StoreMs, by?: string): Promise<GivenBack>;
 }
 
 export interface Spend {

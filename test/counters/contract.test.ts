@@ -215,6 +215,24 @@ forEachStore((_name, getStore) => {
       }
     });
 
+    it('a take reclaimed again answers repeat only to its reclaimer, and nothing (reclaimed) to another', async () => {
+      const { store, keys } = getStore();
+      for (const spec of leasable(10)) {
+        const k = keys(`reclaimer-${label(spec)}`, spec);
+        await store.take!(k, spec, 3, at(0), { takeId: 'a', holdMs: 100 });
+        expect(await store.reclaim!(k, spec, { takeId: 'a', by: 'one' }, at(0)), label(spec)).to.include({ units: 3, lapsed: 0, outcome: 'done' });
+        expect(await store.reclaim!(k, spec, { takeId: 'a', by: 'one' }, at(0)), label(spec)).to.include({ units: 3, lapsed: 0, outcome: 'repeat' });
+        expect(await store.reclaim!(k, spec, { takeId: 'a', by: 'two' }, at(0)), label(spec)).to.include({ units: 0, lapsed: 0, outcome: 'reclaimed' });
+        expect(await store.reclaim!(k, spec, { takeId: 'a' }, at(0)), label(spec)).to.include({ units: 0, lapsed: 0, outcome: 'reclaimed' });
+        // A tombstone left by one: another's reclaim finds it settled, and the take, when it comes, takes nothing.
+        expect(await store.reclaim!(k, spec, { takeId: 'b', by: 'one' }, at(0)), label(spec)).to.include({ outcome: 'ahead' });
+        expect(await store.reclaim!(k, spec, { takeId: 'b', by: 'two' }, at(0)), label(spec)).to.include({ units: 0, lapsed: 0, outcome: 'reclaimed' });
+        expect(await store.reclaim!(k, spec, { takeId: 'b', by: 'one' }, at(0)), label(spec)).to.include({ units: 0, lapsed: 0, outcome: 'repeat' });
+        expect(await store.take!(k, spec, 3, at(0), { takeId: 'b', holdMs: 100 }), label(spec)).to.include({ units: 0, outcome: 'reclaimed' });
+        expect((await store.peek(k, spec, at(0))).remaining, `${label(spec)} given back once`).to.equal(10);
+      }
+    });
+
     it('a reclaim that comes before its take leaves a tombstone: the take, when it comes, takes nothing', async () => {
       const { store, keys } = getStore();
       for (const spec of leasable(10)) {

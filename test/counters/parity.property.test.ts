@@ -106,12 +106,13 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
  * take/give: a capacity lease's partial take and window-checked return (give names the window of the
  * key's last take, or the one before it); take_named/give_named/reclaim: named takes and gives (ids from
  * one small pool, so repeats, reclaims before and after their take or give, and a take and a give under
- * one id are common), each with a deadline (ms from now: before, at or after it) or none.
+ * one id are common), each with a deadline (ms from now: before, at or after it) or none; a reclaim by one
+of two reclaimers, or none.
  */
 type RateOpName = 'consume' | 'peek' | 'refund' | 'take' | 'give' | 'give_stale' | 'take_named' | 'give_named' | 'reclaim';
 type Op =
   /** `cost`: units consumed, or refunded; ignored by a peek. */
-  | { op: RateOpName; spec: number; key: number; cost: number; step: Step; id?: number; deadline?: number }
+  | { op: RateOpName; spec: number; key: number; cost: number; step: Step; id?: number; deadline?: number; by?: number }
   | { op: 'acquire' | 'release'; spec: number; key: number; lease: number; step: Step };
 
 const costArb = fc.oneof(
@@ -151,6 +152,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
         step: leaseStepArb,
         id: fc.nat({ max: 4 }),
         deadline: fc.oneof(fc.integer({ min: -20, max: 20 }), fc.integer({ min: 21, max: 100_000 })),
+        by: fc.nat({ max: 1 }),
       },
       { requiredKeys: ['op', 'spec', 'key', 'cost', 'step', 'id'] },
     ),
@@ -242,7 +244,10 @@ async function apply(store: CounterStore, op: Op, spec: CounterSpec, keys: strin
     if (op.op === 'take_named' && leased) {
       return store.take!(keys, spec as RateSpec, op.cost, now, { takeId: `id-${op.id}`, deadline, holdMs: BUCKET_HOLD_MS });
     }
-    if (op.op === 'reclaim' && leased) return store.reclaim!(keys, spec as RateSpec, { takeId: `id-${op.id}`, deadline }, now);
+    if (op.op === 'reclaim' && leased) {
+      const by = op.by === undefined ? undefined : `holder-${op.by}`;
+      return store.reclaim!(keys, spec as RateSpec, { takeId: `id-${op.id}`, deadline, by }, now);
+    }
     if ((op.op === 'give' || op.op === 'give_stale' || op.op === 'give_named') && leased) {
       const last = tags.get(keys[0]) ?? 0;
       const stale = op.op === 'give_stale';

@@ -100,7 +100,7 @@ function fixture(spec: LeasedSpec, maxUnits = 100, maxHoldMs = 1000, maxWaitMs =
         throw new CounterStoreUnavailableError('the answer was lost on the link');
       }),
     peek: () => gate('peek', () => real.peek()),
-    ...(options.reclaim && { reclaim: (takeId: string, deadline?: number) => gate('reclaim', () => real.reclaim!(takeId, deadline)) }),
+    ...(options.reclaim && { reclaim: (takeId: string, deadline?: number, by?: string) => gate('reclaim', () => real.reclaim!(takeId, deadline, by)) }),
   };
   const events: Fixture['events'] = { refills: 0, returned: 0, lapsed: 0, waits: 0, lapsedBy: {} };
   const holder = new LeaseHolder({

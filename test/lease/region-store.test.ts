@@ -805,7 +805,7 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } },
   });
 
-  it('its take ran and its add comes late: the server that takes the lock over gives the units back (counted), and the late add is refused, its own reclaim a repeat', async () => {
+  it('its take ran and its add comes late: the server that takes the lock over gives the units back (counted), and the late add is refused, its own reclaim answered reclaimed (nothing)', async () => {
     const w = world(window());
     const a = w.server();
     const b = w.server();
@@ -829,7 +829,7 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     expect(await w.used()).to.equal(held);
   });
 
-  it('its add refused first: its own reclaim counts the units, and the reclaim of the server that took over (arriving later) is a repeat', async () => {
+  it('its add refused first: its own reclaim counts the units, and the reclaim of the server that took over (arriving later) answers reclaimed (nothing)', async () => {
     const w = world(window());
     const a = w.server();
     const b = w.server();
