@@ -6,7 +6,6 @@ import { Authenticator } from './auth/authenticator.js';
 import type { HttpTimeouts, ListenAddress, ServerConfig } from './config.js';
 import type { CounterStore } from './counters/counter-store.js';
 import { MemoryCounterStore } from './counters/memory-store.js';
-import { connectRedisCounterStore } from './counters/redis-store.js';
 import { DecisionService } from './decision/decision-service.js';
 import { grpcAuthenticate } from './grpc/auth.js';
 import { bindGrpcServer, createGrpcServer, shutdownGrpcServer } from './grpc/server.js';
@@ -34,7 +33,7 @@ import { loadPolicyFile } from './policy/policy-file.js';
 import { PolicyService } from './policy-service/policy-service.js';
 import type { PolicyStore } from './policy-store/policy-store.js';
 import { RedisPolicyStore } from './policy-store/redis-policy-store.js';
-import { connectRegionCounterStore } from './lease/region-store.js';
+import { connectCounterStores } from './counter-stores.js';
 import { redactAddress } from './redis/redis-connection.js';
 import { grpcServerCredentials, httpsServerOptions, loadTlsMaterial } from './tls.js';
 import { log } from './util/log.js';
@@ -85,19 +84,16 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     const deniedIdentities = new DeniedIdentities(matcher);
     // With regions the region's store serves the counters (global budgets from its pool); its per-master
     // health is the regional Redis connection's.
-    const regionCounters = config.region
-      ? connectRegionCounterStore({
-          counterStoreAddr: config.counterStoreAddr!,
-          counterStoreTimeoutMs: config.counterStoreTimeoutMs,
-          region: config.region,
-          maxWaitMs: config.leaseMaxWaitMs,
-          events: (policyId) => metrics.leaseEvents('region', policyId),
-        })
-      : undefined;
-    const redisCounters =
-      regionCounters?.regional ??
-      (config.counterStoreAddr ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs }) : undefined);
-    const counters: CounterStore = regionCounters ?? redisCounters ?? new MemoryCounterStore();
+    const stores = connectCounterStores({
+      counterStoreAddr: config.counterStoreAddr,
+      counterStoreTimeoutMs: config.counterStoreTimeoutMs,
+      region: config.region,
+      leaseMaxWaitMs: config.leaseMaxWaitMs,
+      regionEvents: (policyId) => metrics.leaseEvents('region', policyId),
+    });
+    const regionCounters = stores?.region;
+    const redisCounters = stores?.redis;
+    const counters: CounterStore = stores?.counters ?? new MemoryCounterStore();
     closers.push(() => counters.close());
     const counterStoreMasters = redisCounters && (() => redisCounters.health.states());
     if (counterStoreMasters) metrics.watchCounterStoreMasters(counterStoreMasters);

@@ -23,7 +23,7 @@ import { decisionsCounted, Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { startTracing } from '../../src/observability/start-tracing.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
-import { connectRegionCounterStore } from '../../src/lease/region-store.js';
+import { connectCounterStores } from '../../src/counter-stores.js';
 import { FIXED_DECISION, HOT_KEY_POLICY, LEASE_POLICIES, REGION_POLICIES, REGION_WINDOW_POLICIES, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
 import { argOf, childMain, reportStats, send } from './common.js';
 
@@ -119,15 +119,15 @@ async function decisionService(
   const metrics = new Metrics({ labelCap: CONFIG.metricsLabelCap });
   let counters: CounterStore;
   if (redisAddr && options.globalAddr) {
-    const store = connectRegionCounterStore({
+    const stores = connectCounterStores({
       counterStoreAddr: redisAddr,
       counterStoreTimeoutMs: CONFIG.counterStoreTimeoutMs,
       region: { name: options.region, globalStoreAddr: options.globalAddr, globalTimeoutMs: 1000 },
-      maxWaitMs: CONFIG.leaseMaxWaitMs,
-      events: (policyId) => metrics.leaseEvents('region', policyId),
-    });
-    await store.regional.waitUntilReady(10_000);
-    counters = store;
+      leaseMaxWaitMs: CONFIG.leaseMaxWaitMs,
+      regionEvents: (policyId) => metrics.leaseEvents('region', policyId),
+    })!;
+    await stores.redis.waitUntilReady(10_000);
+    counters = stores.counters;
   } else if (redisAddr) {
     const store = connectRedisCounterStore(redisAddr, { commandTimeoutMs: CONFIG.counterStoreTimeoutMs });
     await store.waitUntilReady(10_000);

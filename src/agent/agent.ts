@@ -1,7 +1,7 @@
 import http from 'node:http';
-import { connectRedisCounterStore, type RedisCounterStore } from '../counters/redis-store.js';
+import type { RedisCounterStore } from '../counters/redis-store.js';
 import { DecisionService } from '../decision/decision-service.js';
-import { connectRegionCounterStore } from '../lease/region-store.js';
+import { connectCounterStores } from '../counter-stores.js';
 import { closeGracefully, listen } from '../server.js';
 import { redactUrl } from '../util/fetch.js';
 import { log } from '../util/log.js';
@@ -38,21 +38,9 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     timeoutMs: config.upstreamTimeoutMs,
   });
   // With regions, as the region's servers: global budgets from the region's units, the rest in its store.
-  const regionStore =
-    config.counterStoreAddr && config.region
-      ? connectRegionCounterStore({
-          counterStoreAddr: config.counterStoreAddr,
-          counterStoreTimeoutMs: config.counterStoreTimeoutMs,
-          region: config.region,
-          maxWaitMs: config.leaseMaxWaitMs,
-        })
-      : undefined;
-  const counterStore = regionStore
-    ? regionStore.regional
-    : config.counterStoreAddr
-      ? connectRedisCounterStore(config.counterStoreAddr, { commandTimeoutMs: config.counterStoreTimeoutMs })
-      : undefined;
-  const store = regionStore ?? counterStore;
+  const stores = connectCounterStores(config);
+  const counterStore = stores?.redis;
+  const store = stores?.counters;
   // Its DecisionService lets go of the units it holds (process leases, the region's) on policy changes and on close.
   const local = store
     ? new DecisionService({

@@ -3,7 +3,7 @@ import type { CounterResult } from '../counters/counter-store.js';
 import type { CompiledLease } from '../counters/counter-spec.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
 import { chunkSize, SpendRate } from './chunk.js';
-import { leaseFailureLog } from './failures.js';
+import { leaseFailed } from './failures.js';
 import { NamedTakes, type TakeName, type UnitOwner } from './named-takes.js';
 import type { ProcessUnitPool } from './process-pool.js';
 import { expiredReason, waitTimeout, type LeaseClock, type LeaseEvents, type LeaseParent, type MaybePromise } from './types.js';
@@ -183,8 +183,7 @@ export class LeaseHolder {
     // A region parent may answer that it waited too long: slow, not down.
     if (!(error instanceof LeaseWaitTimeoutError)) {
       this.failedAt = this.clock.now();
-      this.owner.events.failed?.('refill');
-      leaseFailureLog.failed('refill', error);
+      leaseFailed(this.owner.events, 'refill', error);
     }
     const failed = error instanceof CounterStoreUnavailableError || error instanceof LeaseWaitTimeoutError ? error : new CounterStoreUnavailableError('lease parent failed', error);
     for (const waiter of this.waiters.splice(0)) {

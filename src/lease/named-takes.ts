@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { LeaseShape } from '../counters/counter-spec.js';
-import { leaseFailureLog } from './failures.js';
+import { leaseFailed } from './failures.js';
 import { expiredReason, type LapseReason, type LeaseClock, type LeaseEvents, type LeaseParent, type NamedTakeLimits } from './types.js';
 
 /** Samples of the parent's clock kept: the tightest of the recent ones sets the deadlines. */
@@ -85,8 +85,7 @@ export class NamedTakes<Context> {
     const name = owner.parent.reclaim ? this.name(owner.timeoutMs) : undefined;
     const give = { units, windowTag };
     const answer = await owner.parent.giveBack(units, windowTag, name).catch((error: unknown) => {
-      owner.events.failed?.('give_back');
-      leaseFailureLog.failed('give_back', error, owner.fields);
+      leaseFailed(owner.events, 'give_back', error, owner.fields);
       // Unnamed it cannot be settled: lost to its window (under-admission only).
       return name ? this.failed(name, context, give, sentAt) : count(owner, 0, units, 'parent_unreachable');
     });

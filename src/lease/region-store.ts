@@ -2,18 +2,17 @@ import { randomUUID } from 'node:crypto';
 import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../errors.js';
 import type { CounterResult, CounterStore, LeaseCounterResult, NamedTake } from '../counters/counter-store.js';
 import type { CompiledLease, GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec.js';
-import { connectRedisCounterStore, type CounterStoreErrorEvent, type RedisCounterStore } from '../counters/redis-store.js';
-import type { RegionConfig } from '../config.js';
+import type { CounterStoreErrorEvent, RedisCounterStore } from '../counters/redis-store.js';
 import type { MasterState } from '../redis/master-health.js';
 import { chunkSize } from './chunk.js';
 import type { LendingStore } from './process-leases.js';
-import { poolKey, RegionPool, type PoolAnswer, type RegionPoolStore } from './region-pool.js';
+import { poolKey, type PoolAnswer, type RegionPoolStore } from './region-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
-import { leaseFailureLog, type LeaseFailureKind } from './failures.js';
+import { leaseFailed } from './failures.js';
 import { NamedTakes, type UnitOwner } from './named-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, toStoreClock, waitTimeout } from './types.js';
-import type { ClockSample, LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from './types.js';
+import type { ClockSample, LeaseClock, LeaseEvents, LeaseFailureKind, LeaseParent, LocalMs, UnitHolders } from './types.js';
 
 /**
  * The counter store of a server in a region (docs/distribution.md "How it works"): a `budget: "global"`
@@ -50,18 +49,6 @@ const isLeased = (spec: RateSpec): spec is GlobalRateSpec => spec.global?.lease 
 type Leased = { key: string; keys: string[]; spec: GlobalRateSpec };
 type Tracked = Leased & { lastUsed: LocalMs };
 type Waited = PoolAnswer & { deadline: LocalMs };
-
-/** A server's (or a sidecar's) store with regions configured. */
-export function connectRegionCounterStore(
-  options: Pick<RegionStoreOptions, 'maxWaitMs' | 'events'> & { counterStoreAddr: string; counterStoreTimeoutMs: number; region: RegionConfig },
-): RegionCounterStore {
-  const { region, counterStoreTimeoutMs: regionalTimeoutMs, maxWaitMs, events } = options;
-  const regional = connectRedisCounterStore(options.counterStoreAddr, { commandTimeoutMs: regionalTimeoutMs });
-  const connectionName = 'rl-global-counter-store';
-  const global = connectRedisCounterStore(region.globalStoreAddr, { commandTimeoutMs: region.globalTimeoutMs, connectionName });
-  const pool = new RegionPool(regional);
-  return new RegionCounterStore({ regional, pool, global, globalTimeoutMs: region.globalTimeoutMs, regionalTimeoutMs, maxWaitMs, events });
-}
 
 export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterStore> implements CounterStore, UnitHolders {
   readonly regional: Regional;
@@ -372,8 +359,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   }
 
   private failed(budget: GlobalBudget, kind: LeaseFailureKind, error: unknown, fields: Record<string, unknown> = {}): void {
-    this.on(budget).failed?.(kind);
-    leaseFailureLog.failed(kind, error, { holder: 'region', policy_id: budget.policyId, ...fields });
+    leaseFailed(this.on(budget), kind, error, { holder: 'region', policy_id: budget.policyId, ...fields });
   }
 }
 

@@ -1,6 +1,5 @@
 import type { LeaseShape } from '../counters/counter-spec.js';
 import type { CounterResult, LeaseOutcome, StoreMs } from '../counters/counter-store.js';
-import type { LeaseFailureKind } from './failures.js';
 
 /** A decision's answer: at once, or after a wait for a refill. */
 export type MaybePromise<T> = T | Promise<T>;
@@ -130,6 +129,9 @@ export function holdsUnits(store: object): store is UnitHolders {
 export function waitTimeout(maxWaitMs: number, maxHoldMs: number): number {
   return Math.max(1, Math.min(maxWaitMs, maxHoldMs));
 }
+
+/** What a holder tried when its parent (or its region's store) failed it. */
+export type LeaseFailureKind = 'refill' | 'drain' | 'give_back';
 
 /** What a holder reports, for the metrics of CONTRACT "Metrics for leases" (named beside each). */
 export interface LeaseEvents {

@@ -12,7 +12,7 @@ import { ConfigError } from '../../src/config.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
-import { connectRegionCounterStore } from '../../src/lease/region-store.js';
+import { connectCounterStores } from '../../src/counter-stores.js';
 import { createApp } from '../../src/http/app.js';
 import { conditionalGet } from '../../src/http/conditional-get.js';
 import { Readiness } from '../../src/http/readiness.js';
@@ -567,12 +567,12 @@ describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directl
     );
     await agent.counterStore!.waitUntilReady();
     const url = `http://127.0.0.1:${agent.port}`;
-    const regionB = connectRegionCounterStore({
+    const regionB = connectCounterStores({
       counterStoreAddr: otherRegion.url,
       counterStoreTimeoutMs: 500,
       region: { name: 'region-b', globalStoreAddr: global.url, globalTimeoutMs: 1000 },
-      maxWaitMs: 100,
-    });
+      leaseMaxWaitMs: 100,
+    })!.region!;
     try {
       const server = new DecisionService({ policies: new LiveMatcher(upstream.policies), counters: regionB, keyPrefix: prefix, region: 'region-b' });
       let admitted = 0;
