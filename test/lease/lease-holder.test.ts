@@ -598,6 +598,13 @@ describe('LeaseHolder', () => {
       await closing;
     };
     const gives = (f: Fixture): string[] => f.calls.filter((c) => c.startsWith('give') || c === 'reclaim');
+    /** The unspent units went back once, by these calls to the parent (`give` is the give-back), and were counted once. */
+    const expectGivenBackOnce = async (f: Fixture, admitted: number, calls: ('give' | 'reclaim')[]) => {
+      const back = `give ${f.taken.units - admitted}`;
+      expect(gives(f)).to.deep.equal(calls.map((c) => (c === 'give' ? back : c)));
+      expect(f.events).to.deep.include({ returned: f.taken.units - admitted, lapsed: 0 });
+      expect(await used(f, 1000)).to.equal(admitted);
+    };
 
     it('a give-back whose answer was lost is settled once the parent answers: counted returned as it went, once', async () => {
       const f = fixture(fixed(1000), 10, 60_000, 10_000, { reclaim: true });
@@ -608,10 +615,7 @@ describe('LeaseHolder', () => {
       // Not counted yet (it may or may not have run): neither returned nor lapsed.
       expect(f.events.returned + f.events.lapsed).to.equal(0);
       await close(f);
-      const back = `give ${f.taken.units - admitted}`;
-      expect(gives(f)).to.deep.equal([back, 'reclaim']);
-      expect(f.events).to.deep.include({ returned: f.taken.units - admitted, lapsed: 0 });
-      expect(await used(f, 1000)).to.equal(admitted);
+      await expectGivenBackOnce(f, admitted, ['give', 'reclaim']);
     });
 
     it('a give-back that never reached the parent is given again under a new id once its reclaim answers (the reclaim leaves a tombstone)', async () => {
@@ -622,10 +626,7 @@ describe('LeaseHolder', () => {
       await letGo;
       f.down.value = false;
       await close(f);
-      const back = `give ${f.taken.units - admitted}`;
-      expect(gives(f)).to.deep.equal([back, 'reclaim', back]);
-      expect(f.events).to.deep.include({ returned: f.taken.units - admitted, lapsed: 0 });
-      expect(await used(f, 1000)).to.equal(admitted);
+      await expectGivenBackOnce(f, admitted, ['give', 'reclaim', 'give']);
     });
 
     it('a give-back held up past its deadline gives nothing; its units go again, counted once', async () => {
@@ -638,10 +639,7 @@ describe('LeaseHolder', () => {
         await f.answerAll();
       }
       await letGo;
-      const back = `give ${f.taken.units - admitted}`;
-      expect(gives(f)).to.deep.equal([back, 'reclaim', back]);
-      expect(f.events).to.deep.include({ returned: f.taken.units - admitted, lapsed: 0 });
-      expect(await used(f, 1000)).to.equal(admitted);
+      await expectGivenBackOnce(f, admitted, ['give', 'reclaim', 'give']);
     });
 
     it('a give-back that cannot be settled when the holders close (the parent still unreachable) is counted lapsed, parent_unreachable', async () => {

@@ -795,7 +795,14 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
       due.forEach((t) => t.callback());
       await settle();
     };
-    return { clock, global, pool, counts, server, decide, used, inPool, tick };
+    /** `a`'s decision starts a refill that takes from the global counter, its add to the pool held: what it took. */
+    const refillWithAddHeld = async (a: ReturnType<typeof server>) => {
+      a.toPool.before.add('add');
+      const allowed = await decide(a.store);
+      await settle();
+      return { allowed, taken: await used() };
+    };
+    return { clock, global, pool, counts, server, decide, used, inPool, tick, refillWithAddHeld };
   }
 
   const window = (windowMs = 3_600_000): RateSpec => ({
@@ -809,10 +816,8 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     const w = world(window());
     const a = w.server();
     const b = w.server();
-    a.toPool.before.add('add');
-    expect(await w.decide(a.store)).to.equal(false);
-    await settle();
-    const taken = await w.used();
+    const { allowed, taken } = await w.refillWithAddHeld(a);
+    expect(allowed).to.equal(false);
     expect(taken).to.be.above(0);
     // A hangs past its lock; B's decision takes the lock over, reclaims A's take, and refills.
     w.clock.now += LOCK_MS;
@@ -833,10 +838,7 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     const w = world(window());
     const a = w.server();
     const b = w.server();
-    a.toPool.before.add('add');
-    await w.decide(a.store);
-    await settle();
-    const taken = await w.used();
+    const { taken } = await w.refillWithAddHeld(a);
     w.clock.now += LOCK_MS;
     b.toGlobal.before.add('reclaim');
     await w.decide(b.store);
@@ -873,10 +875,7 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     const w = world(spec);
     const a = w.server();
     const b = w.server();
-    a.toPool.before.add('add');
-    await w.decide(a.store);
-    await settle();
-    const taken = await w.used();
+    const { taken } = await w.refillWithAddHeld(a);
     expect(taken).to.be.above(0);
     // The next window: B takes the lock over; A's units, of the window that ended, cannot go back.
     w.clock.now += 2_000;
@@ -891,10 +890,7 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     const w = world(window());
     const a = w.server();
     const b = w.server();
-    a.toPool.before.add('add');
-    await w.decide(a.store);
-    await settle();
-    const taken = await w.used();
+    const { taken } = await w.refillWithAddHeld(a);
     w.clock.now += LOCK_MS;
     await a.toPool.release('add');
     expect(await w.inPool()).to.equal(taken);
@@ -907,10 +903,7 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
   it("a refill that lands after this server's sweep drained and forgot the pool: the pool is tracked again, and its units go back once idle", async () => {
     const w = world(window());
     const a = w.server(250);
-    a.toPool.before.add('add');
-    await w.decide(a.store);
-    await settle();
-    const taken = await w.used();
+    const { taken } = await w.refillWithAddHeld(a);
     expect(taken).to.be.above(0);
     // Idle for max_hold (within the lock): the sweep finds the pool empty, and forgets it.
     w.clock.now += 1000;
