@@ -112,7 +112,10 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   async take(keys: string[], spec: RateSpec, n: number, nowMs?: number, named?: NamedTake): Promise<LeaseCounterResult> {
     if (!isLeased(spec)) return this.storeOf(spec).take(keys, spec, n, nowMs, named);
     const answer = await this.fromPool('take', keys, spec, n);
-    const timing = answer.spent ? { retryAfterMs: 0, resetAfterMs: answer.resetAfterMs } : await this.refusal(keys, spec, answer);
+    // A process holder refuses its waiters with this timing until it takes again, and bounds their waits itself:
+    // its peek gets a max wait of its own, not what the take's wait left of one.
+    const peekBy = this.clock.now() + this.maxWaitMs;
+    const timing = answer.spent ? { retryAfterMs: 0, resetAfterMs: answer.resetAfterMs } : await this.refusal(keys, spec, { ...answer, deadline: peekBy });
     const spendMs = spec.global.lease.shape === 'window' ? answer.resetAfterMs : (named?.holdMs ?? 0);
     const taken = { units: answer.spent ? answer.left : 0, windowTag: answer.tag ?? 0, windowLeftMs: answer.spent ? spendMs : 0 };
     return { ...leaseAnswer(answer, 0, 0), allowed: answer.spent, ...timing, ...taken };
