@@ -180,6 +180,18 @@ describe('dashboard (headless Chromium, real server)', function () {
     await page.close();
   });
 
+  it('keeps a moved, unapplied rollout slider when the policy changes meanwhile, and says so', async () => {
+    const page = await signIn(live.browser.context, live.server.url, ADMIN);
+    await openPolicy(page, 'search-shadow');
+    await page.getByTestId('rollout-slider').fill('25');
+    const changed = await api('PATCH', '/rl/v1/policies/search-shadow', { description: 'changed elsewhere' });
+    expect(changed.status).to.equal(200);
+    await page.getByTestId('notice').filter({ hasText: 'changed meanwhile' }).waitFor();
+    expect(await page.getByTestId('rollout-slider').inputValue()).to.equal('25');
+    expect(await page.getByTestId('rollout-value').textContent()).to.equal('25%');
+    await page.close();
+  });
+
   it("shows the server's field error for a bad edit and saves nothing", async () => {
     const page = await signIn(live.browser.context, live.server.url, ADMIN);
     await openPolicy(page, 'api-per-user');

@@ -98,8 +98,9 @@ function editPanel(p: StoredPolicy, result: HTMLElement, markDirty: () => void, 
   const send = async (method: string, path: string, body: unknown, form: HTMLElement | undefined, done: string, contentType?: string) => {
     try {
       const saved = await api<StoredPolicy>(method, path, { body, ifMatch: p.version, contentType });
-      showNotice(result, `${done}: now version ${saved.version}.`);
+      // Re-render first: a control clicked after the notice must carry the new version, not this panel's.
       await reload();
+      showNotice(result, `${done}: now version ${saved.version}.`);
     } catch (error) {
       showError(result, form, error, () => void reload());
     }
@@ -112,7 +113,10 @@ function editPanel(p: StoredPolicy, result: HTMLElement, markDirty: () => void, 
     step: 1,
     value: p.rollout_percent,
     'data-testid': 'rollout-slider',
-    oninput: () => (rolloutValue.textContent = `${slider.value}%`),
+    oninput: () => {
+      rolloutValue.textContent = `${slider.value}%`;
+      markDirty(); // a live reload must not move the slider back before Apply
+    },
   });
   const rollout = h(
     'div',
