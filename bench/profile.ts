@@ -10,6 +10,8 @@
  * http-redis-down  the same after its Redis was killed (scenario 7: every decision by failure_mode)
  * grpc         the gRPC server under the grpc-js load loop (scenario 3)
  * scaling      DecisionService.check with 100,000 policies (scenario 5)
+ * http-regions a region's HTTP server on a global budget, the global store behind a 25 ms delay proxy,
+ *              paced at 1,000 decisions/s (scenario 13's subject)
  *
  * By default the profile covers the measured window only: V8's sampling profiler (the one behind
  * `node --cpu-prof`) is started over the inspector after the warm-up and stopped before the load ends,
@@ -26,10 +28,12 @@ import { grpcLoad } from './lib/grpc-load.js';
 import { httpLoad } from './lib/http-load.js';
 import { buildForBench } from './lib/build.js';
 import { BENCH_DIR, LOAD_CORE, nextMessage, pinSelf, request, runMain, spawnChild, startPrivateRedis, stopChild, useBuild } from './lib/proc.js';
-import { generateWorkload } from './lib/workload.js';
+import { pacedHttpLoad } from './lib/paced-load.js';
+import { PACED_CONNECTIONS } from './lib/scenario-kit.js';
+import { REGION_HOT_BODY, generateWorkload } from './lib/workload.js';
 
 const PROFILE_DIR = join(BENCH_DIR, 'profiles');
-const ALL = ['engine', 'http-memory', 'http-bare', 'http-redis', 'http-redis-down', 'grpc', 'scaling'];
+const ALL = ['engine', 'http-memory', 'http-bare', 'http-redis', 'http-redis-down', 'grpc', 'scaling', 'http-regions'];
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -97,6 +101,8 @@ async function profileAll(seconds: number, only: string[], wholeProcess: boolean
       // The profile covers the timed rounds (4 × seconds/4).
       if (!whole) operations = result.rounds_ns_per_op.reduce((sum, ns) => sum + (seconds * 250 * 1e6) / ns, 0);
       await stopChild(child, 30_000);
+    } else if (name === 'http-regions') {
+      operations = await profileRegionServer(seconds, flags, whole ? undefined : windowFile);
     } else {
       const redis = name.startsWith('http-redis') ? await startPrivateRedis(LOAD_CORE) : undefined;
       const kind = name === 'grpc' ? 'rl-grpc' : name === 'http-bare' ? 'bare-http' : 'rl-http';
@@ -127,6 +133,40 @@ async function profileAll(seconds: number, only: string[], wholeProcess: boolean
       }
     }
     report(name, whole ? whole.collect() : windowFile, operations);
+  }
+}
+
+/** Scenario 13's subject: one region's server, its own store, the global store 25 ms away; paced, not saturated. */
+async function profileRegionServer(seconds: number, flags: string[], windowFile: string | undefined): Promise<number> {
+  const RATE = 1000;
+  const [global, regional] = await Promise.all([startPrivateRedis(LOAD_CORE), startPrivateRedis(LOAD_CORE)]);
+  const proxy = spawnChild('link-proxy.ts', ['--port', String(global.port), '--delay-ms', '25'], { core: LOAD_CORE });
+  const { port: proxyPort } = await nextMessage<{ port: number }>(proxy, 'ready', 30_000);
+  const child = spawnChild(
+    'server.ts',
+    ['--kind', 'rl-http', '--redis', regional.addr, '--regions', 'yes', '--region', 'region-a', '--global', `127.0.0.1:${proxyPort}`],
+    { nodeFlags: flags },
+  );
+  try {
+    const { port } = await nextMessage<{ port: number }>(child, 'ready', 60_000);
+    const load = (durationSec: number) =>
+      pacedHttpLoad({ port, path: '/rl/v1/check', bodies: [JSON.stringify(REGION_HOT_BODY)], connections: PACED_CONNECTIONS, rate: RATE, durationSec });
+    await load(2); // warm-up, not profiled: the region's pool fills
+    if (!windowFile) {
+      await load(seconds);
+      return RATE * seconds;
+    }
+    const running = load(seconds + 1);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await request(child, { type: 'profile-start' }, 'profile-started');
+    await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+    await request(child, { type: 'profile-stop', path: windowFile }, 'profile-stopped');
+    await running;
+    return RATE * seconds;
+  } finally {
+    await stopChild(child, 30_000);
+    await stopChild(proxy);
+    await Promise.all([global.kill(), regional.kill()]);
   }
 }
 

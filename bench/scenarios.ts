@@ -804,13 +804,19 @@ async function twoRegions(ctx: Context): Promise<ScenarioResult> {
     const globalBefore = commandStats(global);
     const withRegions: Awaited<ReturnType<typeof both>>[] = [];
     const withoutRegions: Awaited<ReturnType<typeof both>>[] = [];
+    // Region a's own store, counted over the runs with regions only (the baseline shares that store).
+    const regionStoreCalls = new Map<string, number>();
     for (let r = 0; r < http.rounds; r++) {
+      const regionBefore = commandStats(storeA);
       withRegions.push(await both(a, b));
+      for (const [name, calls] of commandStats(storeA)) regionStoreCalls.set(name, (regionStoreCalls.get(name) ?? 0) + calls - (regionBefore.get(name) ?? 0));
       withoutRegions.push(await both(aAlone, bAlone));
     }
     const globalAfter = commandStats(global);
     const decisions = withRegions.reduce((n, run) => n + (run.x.service?.rl_decisions_total ?? 0) + (run.y.service?.rl_decisions_total ?? 0), 0);
     const globalCalls = commandDelta(globalBefore, globalAfter, decisions);
+    const decisionsInA = withRegions.reduce((n, run) => n + (run.x.service?.rl_decisions_total ?? 0), 0);
+    const regionCalls = commandDelta(new Map(), regionStoreCalls, decisionsInA);
     const median = (runs: Awaited<ReturnType<typeof both>>[], side: 'x' | 'y') =>
       [...runs].sort((p, q) => (p[side].result.p99_ms ?? 0) - (q[side].result.p99_ms ?? 0))[Math.floor((runs.length - 1) / 2)][side];
     const sides = {
@@ -861,6 +867,7 @@ async function twoRegions(ctx: Context): Promise<ScenarioResult> {
       ],
       details: {
         global_store: globalCalls,
+        region_a_store: regionCalls,
         decisions_that_waited_for_the_global_store: waits,
         latency_decisions: decisions,
         utilisation: { limit: REGION_CAPPED_LIMIT, admitted, ratio: round(admitted / REGION_CAPPED_LIMIT), decisions: cappedDecisions, failure_mode: failureMode },
