@@ -48,7 +48,6 @@ const isLeased = (spec: RateSpec): spec is GlobalRateSpec => spec.global?.lease 
 /** A leased counter: its pool's key, its keys, its spec. */
 type Leased = { key: string; keys: string[]; spec: GlobalRateSpec };
 type Tracked = Leased & { lastUsed: LocalMs };
-type Waited = PoolAnswer & { deadline: LocalMs };
 
 export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterStore> implements CounterStore, UnitHolders {
   readonly regional: Regional;
@@ -85,8 +84,10 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   async consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
     if (!isLeased(spec)) return this.storeOf(spec).consume(keys, spec, cost, nowMs);
-    const answer = await this.fromPool('spend', keys, spec, cost);
-    if (!answer.spent) return { allowed: false, remaining: answer.left, ...(await this.refusal(keys, spec, answer)) };
+    // CONTRACT "Bounded wait": one deadline from arrival, for the wait and a refusal's peek.
+    const deadline = this.clock.now() + this.maxWaitMs;
+    const answer = await this.fromPool('spend', keys, spec, cost, deadline);
+    if (!answer.spent) return { allowed: false, remaining: answer.left, ...(await this.refusal(keys, spec, answer, deadline)) };
     return { allowed: true, remaining: answer.left + Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: answer.resetAfterMs };
   }
 
@@ -111,11 +112,11 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   /** A process lease's take, under the pool's tag: a bucket's return then goes only into the units it came from. */
   async take(keys: string[], spec: RateSpec, n: number, nowMs?: number, named?: NamedTake): Promise<LeaseCounterResult> {
     if (!isLeased(spec)) return this.storeOf(spec).take(keys, spec, n, nowMs, named);
-    const answer = await this.fromPool('take', keys, spec, n);
+    const answer = await this.fromPool('take', keys, spec, n, this.clock.now() + this.maxWaitMs);
     // A process holder refuses its waiters with this timing until it takes again, and bounds their waits itself:
     // its peek gets a max wait of its own, not what the take's wait left of one.
     const peekBy = this.clock.now() + this.maxWaitMs;
-    const timing = answer.spent ? { retryAfterMs: 0, resetAfterMs: answer.resetAfterMs } : await this.refusal(keys, spec, { ...answer, deadline: peekBy });
+    const timing = answer.spent ? { retryAfterMs: 0, resetAfterMs: answer.resetAfterMs } : await this.refusal(keys, spec, answer, peekBy);
     const spendMs = spec.global.lease.shape === 'window' ? answer.resetAfterMs : (named?.holdMs ?? 0);
     const taken = { units: answer.spent ? answer.left : 0, windowTag: answer.tag ?? 0, windowLeftMs: answer.spent ? spendMs : 0 };
     return { ...leaseAnswer(answer, 0, 0), allowed: answer.spent, ...timing, ...taken };
@@ -185,21 +186,20 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   }
 
   /** CONTRACT "Honest refusals": the global counter's own timing, as kept, else peeked (once for all refusals meanwhile) by the deadline. */
-  private async refusal(keys: string[], spec: GlobalRateSpec, answer: Waited): Promise<RefusalTiming> {
+  private async refusal(keys: string[], spec: GlobalRateSpec, answer: PoolAnswer, deadline: LocalMs): Promise<RefusalTiming> {
     const pool = { retryAfterMs: answer.retryAfterMs, resetAfterMs: answer.retryAfterMs };
     const peek = this.maxWaitMs > 0 ? () => this.global.peek(keys, spec) : undefined;
     // Not short, or no answer: kept one max wait (a burst asks once; a stale answer misleads no longer).
     const kept = this.shortage.look(poolKey(keys[0]), () => this.clock.now(), peek, this.maxWaitMs);
-    const parent = kept instanceof Promise ? await this.wait(answer.deadline - this.clock.now(), kept) : kept;
+    const parent = kept instanceof Promise ? await this.wait(deadline - this.clock.now(), kept) : kept;
     return parent ? longer(parent, pool) : pool;
   }
 
   /**
    * Spends `cost` from the pool (`take`: up to `cost`), waiting only when the pool cannot serve it, for the region's next
-   * refill (this server's, awaited; another's, looked for) until max wait after arrival: that deadline comes with the answer.
+   * refill (this server's, awaited; another's, looked for) until `deadline` (max wait after the decision's arrival).
    */
-  private async fromPool(op: 'spend' | 'take', keys: string[], spec: GlobalRateSpec, cost: number): Promise<Waited> {
-    const deadline = this.clock.now() + this.maxWaitMs;
+  private async fromPool(op: 'spend' | 'take', keys: string[], spec: GlobalRateSpec, cost: number, deadline: LocalMs): Promise<PoolAnswer> {
     const key = poolKey(keys[0]);
     const { maxHoldMs } = spec.global.lease;
     const lockMs = this.options.globalTimeoutMs + this.options.regionalTimeoutMs;
@@ -223,7 +223,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       const done = answer.spent || answer.retryAfterMs > 0;
       if (done || (answer.down && !answer.lock)) {
         this.waited(spec.global, waitingSince);
-        if (done) return { ...answer, deadline };
+        if (done) return answer;
         throw new CounterStoreUnavailableError('global store unreachable, and this region holds too few units of the global budget');
       }
       waitsFor = answer.waitsFor;
