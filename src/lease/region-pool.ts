@@ -90,7 +90,7 @@ function parsePoolReply(reply: unknown) {
     if (!Number.isFinite(value)) throw new Error(`unexpected number ${JSON.stringify(reply[i])} in lease_pool reply`);
     return value;
   };
-  // Read field by field into one literal: this runs once per decision (a destructured slice().map() cost ~25 µs).
+  // Field by field into one literal: this runs once per decision, and a spread or a destructured slice is slow here (BENCHMARKS.md, scenario 13).
   // reply[3]: the id of the refill the lock was given for, or 0.
   const refill = typeof reply[3] === 'string' ? (reply[3] as string) : undefined;
   return {
