@@ -6,7 +6,7 @@ import { chunkSize, SpendRate } from './chunk.js';
 import { leaseFailed } from './failures.js';
 import { NamedTakes, type TakeName, type UnitOwner } from './named-takes.js';
 import type { ProcessUnitPool } from './process-pool.js';
-import { expiredReason, waitTimeout, type LeaseClock, type LeaseEvents, type LeaseParent, type MaybePromise } from './types.js';
+import { expiredReason, waitTimeout, type LeaseClock, type LeaseEvents, type LeaseParent } from './types.js';
 
 /** Takes and gives whose answer was lost, each with its owner: shared by a process's holders. */
 export type UnansweredTakes = NamedTakes<UnitOwner>;
@@ -69,7 +69,7 @@ export class LeaseHolder {
   }
 
   /** A decision of `cost` units: answered at once from the units held, else a promise (it waits for a refill). */
-  consume(cost: number): MaybePromise<CounterResult> {
+  consume(cost: number): CounterResult | Promise<CounterResult> {
     const now = this.clock.now();
     this.lastUsed = now;
     const spend = this.pool.spend(cost, now);

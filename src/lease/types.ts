@@ -1,9 +1,6 @@
 import type { LeaseShape } from '../counters/counter-spec.js';
 import type { CounterResult, LeaseOutcome, StoreMs } from '../counters/counter-store.js';
 
-/** A decision's answer: at once, or after a wait for a refill. */
-export type MaybePromise<T> = T | Promise<T>;
-
 /** An instant by this process's clock (LeaseClock.now); softly branded, as StoreMs, so the two never mix. */
 export type LocalMs = number & { readonly clock?: 'local' };
 
@@ -72,20 +69,6 @@ export interface LeaseParent {
    * tombstone (`ahead`): that take or give then does nothing. Absent when the parent keeps no take ledger.
    */
   reclaim?(takeId: string, deadline?: StoreMs, by?: string): Promise<GivenBack>;
-}
-
-export interface Spend {
-  spent: boolean;
-  left: number;
-  /** Units past their spendBy, dropped now. */
-  lapsed: number;
-}
-
-export interface DrainedUnits {
-  /** Unspent units to give back, all under `windowTag` (buckets: the earliest). */
-  units: number;
-  windowTag: number | null;
-  lapsed: number;
 }
 
 /** The holder's clock and timers, injected (the simulation drives them). */
