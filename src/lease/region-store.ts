@@ -12,7 +12,7 @@ import { leaseFailed } from './failures.js';
 import { NamedTakes, type UnitOwner } from './named-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, toStoreClock, waitTimeout } from './types.js';
-import type { ClockSample, LeaseClock, LeaseEvents, LeaseFailureKind, LeaseParent, LocalMs, UnitHolders } from './types.js';
+import type { LeaseClock, LeaseEvents, LeaseFailureKind, LeaseParent, LocalMs, UnitHolders } from './types.js';
 
 /**
  * The counter store of a server in a region (docs/distribution.md "How it works"): a `budget: "global"`
@@ -207,14 +207,14 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     let waitsFor = 0;
     for (;;) {
       const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined, op, waitsFor);
-      // Per answer, not per server: a regional Redis Cluster's pools live on nodes whose clocks differ.
-      const sample: ClockSample = { storeNow: answer.storeNow, localAt: this.clock.now() };
+      // With the store's clock it read, per answer, not per server: a regional Redis Cluster's pools live on nodes whose clocks differ.
+      const arrivedAt = this.clock.now();
       const counter = this.track(key, keys, spec);
       this.lapsed(spec.global, answer.lapsed);
       if (answer.stale !== undefined) void this.takes.reclaim({ takeId: answer.stale }, counter, 'holder_lost');
       if (answer.lock) {
         // For the cost the pool could not pay (a process lease's take: either way).
-        const started: Promise<void> = this.refill(counter, answer, sample, answer.spent && op === 'spend' ? 0 : cost).finally(() => {
+        const started: Promise<void> = this.refill(counter, answer, arrivedAt, answer.spent && op === 'spend' ? 0 : cost).finally(() => {
           if (this.refills.get(key) === started) this.refills.delete(key);
         });
         this.refills.set(key, started);
@@ -245,7 +245,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   }
 
   /** Takes a chunk from the global counter into the pool (this server holds the lock). Never rejects. */
-  private async refill(counter: Leased, seen: PoolAnswer, sample: ClockSample, waiting: number): Promise<void> {
+  private async refill(counter: Leased, seen: PoolAnswer, seenAt: LocalMs, waiting: number): Promise<void> {
     const { key, spec: { global: budget } } = counter;
     const id = seen.refill!;
     const parentRemaining = seen.parentRemaining < 0 ? Infinity : seen.parentRemaining;
@@ -273,7 +273,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const short = grant.granted < asked || grant.retryAfterMs > 0;
     const { maxHoldMs, shape } = budget.lease;
     const retryAfterMs = short ? Math.max(1, Math.min(grant.retryAfterMs, maxHoldMs)) : 0;
-    const units = { units: grant.granted, expiresAt: toStoreClock(grant.spendBy, sample), tag: grant.windowTag, window: shape === 'window' };
+    const units = { units: grant.granted, expiresAt: toStoreClock(grant.spendBy, seen.storeNow, seenAt), tag: grant.windowTag, window: shape === 'window' };
     try {
       const added = await this.pool.add(key, { ...units, parentRemaining: grant.remaining, retryAfterMs, asked }, id, maxHoldMs);
       this.lapsed(budget, added.lapsed);

@@ -4,15 +4,9 @@ import type { CounterResult, LeaseOutcome, StoreMs } from '../counters/counter-s
 /** An instant by this process's clock (LeaseClock.now); softly branded, as StoreMs, so the two never mix. */
 export type LocalMs = number & { readonly clock?: 'local' };
 
-/** A store's clock as one of its answers read it, and this process's when that answer arrived. */
-export interface ClockSample {
-  storeNow: StoreMs;
-  localAt: LocalMs;
-}
-
-/** `at` by the store's clock, which reaches it no later than this process does (docs/distribution.md "Clocks"). */
-export function toStoreClock(at: LocalMs, sample: ClockSample): StoreMs {
-  return Math.floor(sample.storeNow + (at - sample.localAt));
+/** `at` by the store's clock, read as `storeNow` by an answer arriving at `localAt`: the store reaches it no later than this process does (docs/distribution.md "Clocks"). */
+export function toStoreClock(at: LocalMs, storeNow: StoreMs, localAt: LocalMs): StoreMs {
+  return Math.floor(storeNow + (at - localAt));
 }
 
 /** What one take from the parent answered. */
