@@ -6,7 +6,7 @@ import { chunkSize, SpendRate } from './chunk.js';
 import { leaseFailed } from './failures.js';
 import { NamedTakes, type TakeName, type UnitOwner } from './named-takes.js';
 import type { ProcessUnitPool } from './process-pool.js';
-import { expiredReason, waitTimeout, type LeaseClock, type LeaseEvents, type LeaseParent } from './types.js';
+import { expiredReason, waitTimeout, within, type LeaseClock, type LeaseEvents, type LeaseParent } from './types.js';
 
 /** Takes and gives whose answer was lost, each with its owner: shared by a process's holders. */
 export type UnansweredTakes = NamedTakes<UnitOwner>;
@@ -104,11 +104,8 @@ export class LeaseHolder {
     if (this.closed) return;
     this.closed = true;
     this.clock.clearTimer(this.idleTimer);
-    let timer: unknown;
-    const bound = new Promise<void>((resolve) => (timer = this.clock.setTimer(resolve, this.owner.timeoutMs)));
     const refilled = Promise.resolve(this.refilling).then(() => this.takes.settleAll());
-    await Promise.race([Promise.all([this.giveBackAll(), refilled]), bound]);
-    this.clock.clearTimer(timer);
+    await within(this.clock, this.owner.timeoutMs, () => Promise.all([this.giveBackAll(), refilled]));
   }
 
   private wait(cost: number, now: number): Promise<CounterResult> {

@@ -11,7 +11,7 @@ import { storeParent, type LeasedSpec } from './store-parent.js';
 import { leaseFailed } from './failures.js';
 import { NamedTakes, type UnitOwner } from './named-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
-import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, toStoreClock, waitTimeout } from './types.js';
+import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, toStoreClock, waitTimeout, within } from './types.js';
 import type { LeaseClock, LeaseEvents, LeaseFailureKind, LeaseParent, LocalMs, UnitHolders } from './types.js';
 
 /**
@@ -191,7 +191,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const peek = this.maxWaitMs > 0 ? () => this.global.peek(keys, spec) : undefined;
     // Not short, or no answer: kept one max wait (a burst asks once; a stale answer misleads no longer).
     const kept = this.shortage.look(poolKey(keys[0]), () => this.clock.now(), peek, this.maxWaitMs);
-    const parent = kept instanceof Promise ? await this.wait(deadline - this.clock.now(), kept) : kept;
+    const parent = kept instanceof Promise ? await within(this.clock, deadline - this.clock.now(), () => kept) : kept;
     return parent ? longer(parent, pool) : pool;
   }
 
@@ -233,15 +233,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
         this.waited(spec.global, waitingSince);
         throw new LeaseWaitTimeoutError(waitTimeout(this.maxWaitMs, maxHoldMs));
       }
-      await this.wait(refill ? leftMs : Math.min(WAIT_POLL_MS, leftMs), refill);
+      await within(this.clock, refill ? leftMs : Math.min(WAIT_POLL_MS, leftMs), refill && (() => refill));
     }
-  }
-
-  /** Waits `ms`, or until `promise` settles (its value); the timer cleared either way. */
-  private async wait<T>(ms: number, promise?: Promise<T>): Promise<T | undefined> {
-    let timer: unknown;
-    const timeout = new Promise<undefined>((resolve) => (timer = ms > 0 ? this.clock.setTimer(() => resolve(undefined), ms) : resolve(undefined)));
-    return Promise.race(promise ? [promise, timeout] : [timeout]).finally(() => this.clock.clearTimer(timer));
   }
 
   /** Takes a chunk from the global counter into the pool (this server holds the lock). Never rejects. */

@@ -79,6 +79,13 @@ export const systemClock: LeaseClock = {
   clearTimer: (handle) => clearTimeout(handle as NodeJS.Timeout),
 };
 
+/** Waits `ms` by `clock` (the timer set first), or until `work()` settles (its value); the timer cleared either way. */
+export function within<T>(clock: LeaseClock, ms: number, work?: () => Promise<T>): Promise<T | undefined> {
+  let timer: unknown;
+  const timeout = new Promise<undefined>((resolve) => (timer = ms > 0 ? clock.setTimer(() => resolve(undefined), ms) : resolve(undefined)));
+  return Promise.race(work ? [work(), timeout] : [timeout]).finally(() => clock.clearTimer(timer));
+}
+
 /** Why units that left a parent were neither admitted nor given back (CONTRACT "Loss is bounded and counted"). */
 export type LapseReason = 'window_ended' | 'hold_expired' | 'holder_lost' | 'parent_unreachable';
 
