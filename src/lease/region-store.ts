@@ -9,10 +9,10 @@ import type { LendingStore } from './process-leases.js';
 import { poolKey, type PoolAnswer, type RegionPoolStore } from './region-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
 import { leaseFailed } from './failures.js';
-import { NamedTakes, type UnitOwner } from './named-takes.js';
+import { countUnits, NamedTakes, type UnitOwner } from './named-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
-import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, toStoreClock, waitTimeout, within } from './types.js';
-import type { LeaseClock, LeaseEvents, LeaseFailureKind, LeaseParent, LocalMs, UnitHolders } from './types.js';
+import { DEFAULT_LEASE_MAX_WAIT_MS, systemClock, toStoreClock, waitTimeout, within } from './types.js';
+import type { LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from './types.js';
 
 /**
  * The counter store of a server in a region (docs/distribution.md "How it works"): a `budget: "global"`
@@ -55,8 +55,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private readonly pool: RegionPoolStore;
   private readonly clock: LeaseClock;
   private readonly maxWaitMs: number;
-  /** Each policy version's hooks, made once. */
-  private readonly events = new WeakMap<GlobalBudget, LeaseEvents>();
+  /** Where each policy version's units and failures are counted (its hooks, why its units lapse, its logs' fields), made once. */
+  private readonly counting = new WeakMap<GlobalBudget, Omit<UnitOwner, 'parent' | 'timeoutMs'>>();
   private readonly token = randomUUID();
   /** Pools this server spent from, by pool key: the sweep and policy changes return their units. */
   private readonly tracked = new Map<string, Tracked>();
@@ -252,7 +252,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const named = parent.reclaim ? { ...this.takes.name(this.options.globalTimeoutMs), takeId: id } : undefined;
     const grant = await parent.take(asked, named).catch((error: unknown) => {
       if (named) this.takes.failed(named, counter);
-      this.failed(budget, 'refill', error);
+      leaseFailed(this.on(budget), 'refill', error);
     });
     // Failed: the global store's breaker paces the next attempts; until then short decisions fail at once.
     if (!grant) return this.unlock(counter, id, this.options.globalTimeoutMs);
@@ -260,7 +260,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     // Late (a slow link) or reclaimed (its lock taken over), it took nothing: not a short parent, whose
     // retry_after would pause the pool.
     if (grant.outcome === 'late' || grant.outcome === 'reclaimed') return this.unlock(counter, id, 0);
-    this.on(budget).refilled?.(grant.granted);
+    this.on(budget).events.refilled?.(grant.granted);
     this.shortage.note(key, grant, this.clock.now());
     // Short (less than asked, or its last units): no more until its retry_after, at most max_hold (others may give back).
     const short = grant.granted < asked || grant.retryAfterMs > 0;
@@ -276,7 +276,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       if (!this.tracked.has(key)) this.tracked.set(key, { ...counter, lastUsed: this.clock.now() });
     } catch (error) {
       // Not confirmed: the units are in the pool, or (never added) reclaimed by whoever takes the lock over.
-      this.failed(budget, 'refill', error, { units: grant.granted });
+      leaseFailed(this.on(budget), 'refill', error, { units: grant.granted });
     }
   }
 
@@ -299,9 +299,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   /** The global counter as a lease parent, with where to count its units. */
   private ownerOf(counter: Leased): UnitOwner {
-    const { global: budget } = counter.spec;
-    const fields = { holder: 'region', policy_id: budget.policyId };
-    return { parent: this.parentOf(counter), timeoutMs: this.options.globalTimeoutMs, events: this.on(budget), shape: budget.lease.shape, fields };
+    return { ...this.on(counter.spec.global), parent: this.parentOf(counter), timeoutMs: this.options.globalTimeoutMs };
   }
 
   private armSweep(interval: number): void {
@@ -333,29 +331,28 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const { global: budget } = counter.spec;
     const drained = await this.pool.drain(counter.key, idleMs, budget.lease.shape === 'window').catch((error: unknown) => {
       // Unanswered: the units stay in the pool (the next drain, or their expiry, counts them).
-      this.failed(budget, 'drain', error);
+      leaseFailed(this.on(budget), 'drain', error);
     });
     if (!drained) return;
     this.lapsed(budget, drained.lapsed);
     if (drained.spent && drained.left > 0) await this.takes.give(counter, drained.left, drained.tag);
   }
 
-  private on(budget: GlobalBudget): LeaseEvents {
-    if (!this.events.has(budget)) this.events.set(budget, this.options.events?.(budget.policyId) ?? {});
-    return this.events.get(budget)!;
+  private on(budget: GlobalRateSpec['global']) {
+    if (!this.counting.has(budget)) {
+      const fields = { holder: 'region', policy_id: budget.policyId };
+      this.counting.set(budget, { events: this.options.events?.(budget.policyId) ?? {}, shape: budget.lease.shape, fields });
+    }
+    return this.counting.get(budget)!;
   }
 
-  /** Their spend-by came (window ended, a bucket's max_hold passed). */
+  /** Units whose spend-by came (window ended, a bucket's max_hold passed); their counting looked up only when there are some. */
   private lapsed(budget: GlobalRateSpec['global'], units: number): void {
-    if (units > 0) this.on(budget).lapsed?.(units, expiredReason(budget.lease.shape));
+    if (units > 0) countUnits(this.on(budget), 0, units);
   }
 
-  private waited(budget: GlobalBudget, since: LocalMs | undefined): void {
-    if (since !== undefined) this.on(budget).waited?.((this.clock.now() - since) / 1000);
-  }
-
-  private failed(budget: GlobalBudget, kind: LeaseFailureKind, error: unknown, fields: Record<string, unknown> = {}): void {
-    leaseFailed(this.on(budget), kind, error, { holder: 'region', policy_id: budget.policyId, ...fields });
+  private waited(budget: GlobalRateSpec['global'], since: LocalMs | undefined): void {
+    if (since !== undefined) this.on(budget).events.waited?.((this.clock.now() - since) / 1000);
   }
 }
 
