@@ -118,8 +118,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const peekBy = this.clock.now() + this.maxWaitMs;
     const timing = answer.spent ? { retryAfterMs: 0, resetAfterMs: answer.resetAfterMs } : await this.refusal(keys, spec, answer, peekBy);
     const spendMs = spec.global.lease.shape === 'window' ? answer.resetAfterMs : (named?.holdMs ?? 0);
-    const taken = { units: answer.spent ? answer.left : 0, windowTag: answer.tag ?? 0, windowLeftMs: answer.spent ? spendMs : 0 };
-    return { ...leaseAnswer(answer, 0, 0), allowed: answer.spent, ...timing, ...taken };
+    const taken = { units: answer.spent ? answer.left : 0, windowTag: answer.tag ?? 0, windowLeftMs: answer.spent ? spendMs : 0, lapsed: 0 };
+    return { allowed: answer.spent, remaining: Math.max(0, answer.parentRemaining), ...timing, ...taken, storeNow: answer.storeNow, outcome: 'done' };
   }
 
   /** A process lease's return: into the pool's live units of the same tag; a window's the pool no longer takes, on to the global counter. */
@@ -132,7 +132,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     // Passed on, they are this region's to count (returned, lapsed, or once settled).
     if (passOn) await this.takes.give({ key: poolKey(keys[0]), keys, spec }, units - answer.left, windowTag);
     const taken = passOn ? units : answer.left;
-    return { ...leaseAnswer(answer, taken, units - taken), windowTag: windowTag ?? 0 };
+    const given = { units: taken, windowTag: windowTag ?? 0, windowLeftMs: 0, lapsed: units - taken };
+    return { allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, ...given, storeNow: answer.storeNow, outcome: 'done' };
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
@@ -187,12 +188,12 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   /** CONTRACT "Honest refusals": the global counter's own timing, as kept, else peeked (once for all refusals meanwhile) by the deadline. */
   private async refusal(keys: string[], spec: GlobalRateSpec, answer: PoolAnswer, deadline: LocalMs): Promise<RefusalTiming> {
-    const pool = { retryAfterMs: answer.retryAfterMs, resetAfterMs: answer.retryAfterMs };
     const peek = this.maxWaitMs > 0 ? () => this.global.peek(keys, spec) : undefined;
     // Not short, or no answer: kept one max wait (a burst asks once; a stale answer misleads no longer).
     const kept = this.shortage.look(poolKey(keys[0]), () => this.clock.now(), peek, this.maxWaitMs);
     const parent = kept instanceof Promise ? await within(this.clock, deadline - this.clock.now(), () => kept) : kept;
-    return parent ? longer(parent, pool) : pool;
+    // The later of the parent's timing and the pool's: its retry_after (> 0, a refusal's), for both.
+    return { retryAfterMs: Math.max(parent?.retryAfterMs ?? 0, answer.retryAfterMs), resetAfterMs: Math.max(parent?.resetAfterMs ?? 0, answer.retryAfterMs) };
   }
 
   /**
@@ -354,16 +355,4 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private waited(budget: GlobalRateSpec['global'], since: LocalMs | undefined): void {
     if (since !== undefined) this.on(budget).events.waited?.((this.clock.now() - since) / 1000);
   }
-}
-
-/** A pool answer's common part of a lease operation's answer. */
-function leaseAnswer(answer: PoolAnswer, units: number, lapsed: number): LeaseCounterResult {
-  const remaining = Math.max(0, answer.parentRemaining);
-  const timing = { retryAfterMs: 0, resetAfterMs: 0, windowTag: 0, windowLeftMs: 0 };
-  return { allowed: true, remaining, ...timing, units, storeNow: answer.storeNow, outcome: 'done', lapsed };
-}
-
-/** The later of two refusals' timings. */
-function longer(a: RefusalTiming, b: RefusalTiming): RefusalTiming {
-  return { retryAfterMs: Math.max(a.retryAfterMs, b.retryAfterMs), resetAfterMs: Math.max(a.resetAfterMs, b.resetAfterMs) };
 }
