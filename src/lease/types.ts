@@ -1,5 +1,5 @@
 import type { LeaseShape } from '../counters/counter-spec.js';
-import type { CounterResult, LeaseOutcome, StoreMs } from '../counters/counter-store.js';
+import type { CounterResult, LeaseOutcome, NamedGive, StoreMs } from '../counters/counter-store.js';
 
 /** An instant by this process's clock (LeaseClock.now); softly branded, as StoreMs, so the two never mix. */
 export type LocalMs = number & { readonly clock?: 'local' };
@@ -26,12 +26,8 @@ export interface Grant {
   outcome: 'done' | 'late' | 'repeat' | 'reclaimed';
 }
 
-export interface NamedTakeLimits {
-  /** Unique per take (1 to 128 characters): asked again, the parent answers the recorded grant. */
-  takeId?: string;
-  /** The last instant the take may run. */
-  deadline?: StoreMs;
-}
+/** A take's or give's id and deadline at the parent: the store's own (NamedGive), without a bucket's hold. */
+export type NamedTakeLimits = NamedGive;
 
 /** What a give or a reclaim answered: units back, and those that could not go back (window ended, hold passed, bucket full). */
 export interface GivenBack {
