@@ -4,9 +4,9 @@ import type { CompiledLease } from '../counters/counter-spec.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
 import { chunkSize, SpendRate } from './chunk.js';
 import { leaseFailed } from './failures.js';
-import { NamedTakes, type TakeName, type UnitOwner } from './named-takes.js';
+import { countUnits, NamedTakes, type TakeName, type UnitOwner } from './named-takes.js';
 import type { ProcessUnitPool } from './process-pool.js';
-import { expiredReason, waitTimeout, type LeaseClock, type LeaseEvents, type LeaseParent, type MaybePromise } from './types.js';
+import { waitTimeout, within, type LeaseClock, type LeaseEvents, type LeaseParent } from './types.js';
 
 /** Takes and gives whose answer was lost, each with its owner: shared by a process's holders. */
 export type UnansweredTakes = NamedTakes<UnitOwner>;
@@ -69,11 +69,11 @@ export class LeaseHolder {
   }
 
   /** A decision of `cost` units: answered at once from the units held, else a promise (it waits for a refill). */
-  consume(cost: number): MaybePromise<CounterResult> {
+  consume(cost: number): CounterResult | Promise<CounterResult> {
     const now = this.clock.now();
     this.lastUsed = now;
     const spend = this.pool.spend(cost, now);
-    this.noteLapsed(spend.lapsed);
+    countUnits(this.owner, 0, spend.lapsed);
     if (!spend.spent) return this.wait(cost, now);
     this.spending.add(cost, now);
     if (spend.left * 2 <= this.filledTo && !this.closed) this.startRefill();
@@ -92,7 +92,7 @@ export class LeaseHolder {
     const now = this.clock.now();
     this.lastUsed = now;
     const { accepted, lapsed } = this.pool.refund(units, now);
-    this.noteLapsed(lapsed + units - accepted);
+    countUnits(this.owner, 0, lapsed + units - accepted);
     return { ...this.answer(true, this.pool.available(now), 0, now), accepted };
   }
 
@@ -104,11 +104,8 @@ export class LeaseHolder {
     if (this.closed) return;
     this.closed = true;
     this.clock.clearTimer(this.idleTimer);
-    let timer: unknown;
-    const bound = new Promise<void>((resolve) => (timer = this.clock.setTimer(resolve, this.owner.timeoutMs)));
     const refilled = Promise.resolve(this.refilling).then(() => this.takes.settleAll());
-    await Promise.race([Promise.all([this.giveBackAll(), refilled]), bound]);
-    this.clock.clearTimer(timer);
+    await within(this.clock, this.owner.timeoutMs, () => Promise.all([this.giveBackAll(), refilled]));
   }
 
   private wait(cost: number, now: number): Promise<CounterResult> {
@@ -168,7 +165,7 @@ export class LeaseHolder {
     }
     // Units whose window ended on the way lapse; the waiters are then refused, not sent round again for ever.
     const expired = grant.granted > 0 && grant.spendBy <= now;
-    if (expired) this.noteLapsed(grant.granted);
+    if (expired) countUnits(this.owner, 0, grant.granted);
     this.pool.add(grant, now); // keeps only live units
     this.armIdleTimer();
     // Exhausted by the parent's word: a region's partial take only means its pool is being refilled.
@@ -183,7 +180,7 @@ export class LeaseHolder {
     // A region parent may answer that it waited too long: slow, not down.
     if (!(error instanceof LeaseWaitTimeoutError)) {
       this.failedAt = this.clock.now();
-      leaseFailed(this.owner.events, 'refill', error);
+      leaseFailed(this.owner, 'refill', error);
     }
     const failed = error instanceof CounterStoreUnavailableError || error instanceof LeaseWaitTimeoutError ? error : new CounterStoreUnavailableError('lease parent failed', error);
     for (const waiter of this.waiters.splice(0)) {
@@ -197,7 +194,7 @@ export class LeaseHolder {
     const now = this.clock.now();
     for (const waiter of this.waiters.splice(0)) {
       const spend = this.pool.spend(waiter.cost, now);
-      this.noteLapsed(spend.lapsed);
+      countUnits(this.owner, 0, spend.lapsed);
       if (!spend.spent && !exhausted && !this.closed) this.waiters.push(waiter);
       else {
         this.clock.clearTimer(waiter.timer);
@@ -217,12 +214,8 @@ export class LeaseHolder {
   /** Gives the unspent units back (window-checked by the parent): counted as they went, or once settled. */
   private async giveBackAll(): Promise<void> {
     const drained = this.pool.drain(this.clock.now());
-    this.noteLapsed(drained.lapsed);
+    countUnits(this.owner, 0, drained.lapsed);
     if (drained.units > 0) await this.takes.give(this.owner, drained.units, drained.windowTag);
-  }
-
-  private noteLapsed(units: number): void {
-    if (units > 0) this.owner.events.lapsed?.(units, expiredReason(this.owner.shape));
   }
 
   /** After max_hold without use, the holder lets go (its owner forgets it first: the next decision gets a new one). */

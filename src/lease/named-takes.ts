@@ -85,14 +85,14 @@ export class NamedTakes<Context> {
     const name = owner.parent.reclaim ? this.name(owner.timeoutMs) : undefined;
     const give = { units, windowTag };
     const answer = await owner.parent.giveBack(units, windowTag, name).catch((error: unknown) => {
-      leaseFailed(owner.events, 'give_back', error, owner.fields);
+      leaseFailed(owner, 'give_back', error);
       // Unnamed it cannot be settled: lost to its window (under-admission only).
-      return name ? this.failed(name, context, give, sentAt) : count(owner, 0, units, 'parent_unreachable');
+      return name ? this.failed(name, context, give, sentAt) : countUnits(owner, 0, units, 'parent_unreachable');
     });
     if (!answer) return;
     if (answer.outcome === 'late') this.failed(name!, context, give, sentAt);
     // `reclaimed`: settled first, and given again then: counted there.
-    else if (answer.outcome !== 'reclaimed') count(owner, answer.returned, answer.lapsed, expiredReason(owner.shape));
+    else if (answer.outcome !== 'reclaimed') countUnits(owner, answer.returned, answer.lapsed);
     if (name) this.answered(answer.parentNow);
   }
 
@@ -125,7 +125,7 @@ export class NamedTakes<Context> {
     this.answered(answer.parentNow);
     const { outcome, returned, lapsed } = answer;
     const ran = give ? returned + lapsed > 0 : outcome === 'done' || (outcome === 'repeat' && entry.resent);
-    if (ran) return count(owner, returned, lapsed, give ? expiredReason(owner.shape) : (entry.reason ?? 'parent_unreachable'));
+    if (ran) return countUnits(owner, returned, lapsed, give ? expiredReason(owner.shape) : (entry.reason ?? 'parent_unreachable'));
     if (give) await this.give(context, give.units, give.windowTag, entry.sentAt);
   }
 
@@ -145,11 +145,12 @@ export class NamedTakes<Context> {
 
   /** Past settling: a give's units lapsed, parent unreachable (what a take took is unknown). */
   private forget({ context, give }: Unanswered<Context>): void {
-    if (give) count(this.ownerOf(context), 0, give.units, 'parent_unreachable');
+    if (give) countUnits(this.ownerOf(context), 0, give.units, 'parent_unreachable');
   }
 }
 
-function count({ events }: UnitOwner, returned: number, lapsed: number, reason: LapseReason): void {
-  if (returned > 0) events.returned?.(returned);
-  if (lapsed > 0) events.lapsed?.(lapsed, reason);
+/** Counts units given back, and units lapsed for `reason` (by default their spend-by came: window ended, a bucket's max_hold passed). */
+export function countUnits(owner: Pick<UnitOwner, 'events' | 'shape'>, returned: number, lapsed: number, reason?: LapseReason): void {
+  if (returned > 0) owner.events.returned?.(returned);
+  if (lapsed > 0) owner.events.lapsed?.(lapsed, reason ?? expiredReason(owner.shape));
 }

@@ -4,14 +4,14 @@ import type { CompiledPolicy } from '../matching/matcher.js';
 import { LeaseHolder, unansweredTakes, type UnansweredTakes } from './lease-holder.js';
 import { ProcessUnitPool } from './process-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
-import { systemClock, type LeaseClock, type LeaseEvents, type MaybePromise, type UnitHolders } from './types.js';
+import { systemClock, type LeaseClock, type LeaseEvents, type UnitHolders } from './types.js';
 
 /** A counter store that can lend units: the Redis store (the emulator can too, but memory mode needs no lease). */
 export type LendingStore = CounterStore & Required<Pick<CounterStore, 'take' | 'giveBack'>>;
 
 /** A holder's answers in the shape of the store's operations, so DecisionService calls both alike. */
 export interface LeaseOperations {
-  consume(keys: string[], spec: unknown, cost: number): MaybePromise<CounterResult>;
+  consume(keys: string[], spec: unknown, cost: number): CounterResult | Promise<CounterResult>;
   peek(keys: string[], spec: unknown): Promise<CounterResult>;
   refund(keys: string[], spec: unknown, amount: number): Promise<CounterResult>;
   acquire(): never;

@@ -1,4 +1,4 @@
-import type { DrainedUnits, Grant, LocalMs, Spend } from './types.js';
+import type { Grant, LocalMs } from './types.js';
 
 /** Units of one grant still unspent. */
 interface Batch {
@@ -16,7 +16,8 @@ export class ProcessUnitPool {
   /** `bucket`: the tags are back-by instants, one per take: a refund joins any batch, and all go back by the earliest. */
   constructor(private readonly bucket = false) {}
 
-  spend(cost: number, now: LocalMs): Spend {
+  /** All of `cost` or none; `lapsed`: held units whose spend-by had come, dropped now. */
+  spend(cost: number, now: LocalMs): { spent: boolean; left: number; lapsed: number } {
     const lapsed = this.dropLapsed(now);
     const held = unitsOf(this.batches);
     if (held < cost) return { spent: false, left: held, lapsed };
@@ -65,7 +66,8 @@ export class ProcessUnitPool {
     return unitsOf(this.batches.filter((b) => b.spendBy > now));
   }
 
-  drain(now: LocalMs): DrainedUnits {
+  /** Takes out the unspent units to give back, all under `windowTag` (a bucket's: the earliest). */
+  drain(now: LocalMs): { units: number; windowTag: number | null; lapsed: number } {
     let lapsed = this.dropLapsed(now);
     const newest = this.batches[this.batches.length - 1];
     if (newest === undefined) return { units: 0, windowTag: null, lapsed };

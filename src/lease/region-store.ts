@@ -9,10 +9,10 @@ import type { LendingStore } from './process-leases.js';
 import { poolKey, type PoolAnswer, type RegionPoolStore } from './region-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
 import { leaseFailed } from './failures.js';
-import { NamedTakes, type UnitOwner } from './named-takes.js';
+import { countUnits, NamedTakes, type UnitOwner } from './named-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
-import { DEFAULT_LEASE_MAX_WAIT_MS, expiredReason, systemClock, toStoreClock, waitTimeout } from './types.js';
-import type { ClockSample, LeaseClock, LeaseEvents, LeaseFailureKind, LeaseParent, LocalMs, UnitHolders } from './types.js';
+import { DEFAULT_LEASE_MAX_WAIT_MS, systemClock, toStoreClock, waitTimeout, within } from './types.js';
+import type { LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from './types.js';
 
 /**
  * The counter store of a server in a region (docs/distribution.md "How it works"): a `budget: "global"`
@@ -55,8 +55,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private readonly pool: RegionPoolStore;
   private readonly clock: LeaseClock;
   private readonly maxWaitMs: number;
-  /** Each policy version's hooks, made once. */
-  private readonly events = new WeakMap<GlobalBudget, LeaseEvents>();
+  /** Where each policy version's units and failures are counted (its hooks, why its units lapse, its logs' fields), made once. */
+  private readonly counting = new WeakMap<GlobalBudget, Omit<UnitOwner, 'parent' | 'timeoutMs'>>();
   private readonly token = randomUUID();
   /** Pools this server spent from, by pool key: the sweep and policy changes return their units. */
   private readonly tracked = new Map<string, Tracked>();
@@ -118,8 +118,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const peekBy = this.clock.now() + this.maxWaitMs;
     const timing = answer.spent ? { retryAfterMs: 0, resetAfterMs: answer.resetAfterMs } : await this.refusal(keys, spec, answer, peekBy);
     const spendMs = spec.global.lease.shape === 'window' ? answer.resetAfterMs : (named?.holdMs ?? 0);
-    const taken = { units: answer.spent ? answer.left : 0, windowTag: answer.tag ?? 0, windowLeftMs: answer.spent ? spendMs : 0 };
-    return { ...leaseAnswer(answer, 0, 0), allowed: answer.spent, ...timing, ...taken };
+    const taken = { units: answer.spent ? answer.left : 0, windowTag: answer.tag ?? 0, windowLeftMs: answer.spent ? spendMs : 0, lapsed: 0 };
+    return { allowed: answer.spent, remaining: Math.max(0, answer.parentRemaining), ...timing, ...taken, storeNow: answer.storeNow, outcome: 'done' };
   }
 
   /** A process lease's return: into the pool's live units of the same tag; a window's the pool no longer takes, on to the global counter. */
@@ -132,7 +132,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     // Passed on, they are this region's to count (returned, lapsed, or once settled).
     if (passOn) await this.takes.give({ key: poolKey(keys[0]), keys, spec }, units - answer.left, windowTag);
     const taken = passOn ? units : answer.left;
-    return { ...leaseAnswer(answer, taken, units - taken), windowTag: windowTag ?? 0 };
+    const given = { units: taken, windowTag: windowTag ?? 0, windowLeftMs: 0, lapsed: units - taken };
+    return { allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, ...given, storeNow: answer.storeNow, outcome: 'done' };
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
@@ -187,12 +188,12 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   /** CONTRACT "Honest refusals": the global counter's own timing, as kept, else peeked (once for all refusals meanwhile) by the deadline. */
   private async refusal(keys: string[], spec: GlobalRateSpec, answer: PoolAnswer, deadline: LocalMs): Promise<RefusalTiming> {
-    const pool = { retryAfterMs: answer.retryAfterMs, resetAfterMs: answer.retryAfterMs };
     const peek = this.maxWaitMs > 0 ? () => this.global.peek(keys, spec) : undefined;
     // Not short, or no answer: kept one max wait (a burst asks once; a stale answer misleads no longer).
     const kept = this.shortage.look(poolKey(keys[0]), () => this.clock.now(), peek, this.maxWaitMs);
-    const parent = kept instanceof Promise ? await this.wait(deadline - this.clock.now(), kept) : kept;
-    return parent ? longer(parent, pool) : pool;
+    const parent = kept instanceof Promise ? await within(this.clock, deadline - this.clock.now(), () => kept) : kept;
+    // The later of the parent's timing and the pool's: its retry_after (> 0, a refusal's), for both.
+    return { retryAfterMs: Math.max(parent?.retryAfterMs ?? 0, answer.retryAfterMs), resetAfterMs: Math.max(parent?.resetAfterMs ?? 0, answer.retryAfterMs) };
   }
 
   /**
@@ -207,14 +208,14 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     let waitsFor = 0;
     for (;;) {
       const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined, op, waitsFor);
-      // Per answer, not per server: a regional Redis Cluster's pools live on nodes whose clocks differ.
-      const sample: ClockSample = { storeNow: answer.storeNow, localAt: this.clock.now() };
+      // With the store's clock it read, per answer, not per server: a regional Redis Cluster's pools live on nodes whose clocks differ.
+      const arrivedAt = this.clock.now();
       const counter = this.track(key, keys, spec);
       this.lapsed(spec.global, answer.lapsed);
       if (answer.stale !== undefined) void this.takes.reclaim({ takeId: answer.stale }, counter, 'holder_lost');
       if (answer.lock) {
         // For the cost the pool could not pay (a process lease's take: either way).
-        const started: Promise<void> = this.refill(counter, answer, sample, answer.spent && op === 'spend' ? 0 : cost).finally(() => {
+        const started: Promise<void> = this.refill(counter, answer, arrivedAt, answer.spent && op === 'spend' ? 0 : cost).finally(() => {
           if (this.refills.get(key) === started) this.refills.delete(key);
         });
         this.refills.set(key, started);
@@ -233,19 +234,12 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
         this.waited(spec.global, waitingSince);
         throw new LeaseWaitTimeoutError(waitTimeout(this.maxWaitMs, maxHoldMs));
       }
-      await this.wait(refill ? leftMs : Math.min(WAIT_POLL_MS, leftMs), refill);
+      await within(this.clock, refill ? leftMs : Math.min(WAIT_POLL_MS, leftMs), refill && (() => refill));
     }
   }
 
-  /** Waits `ms`, or until `promise` settles (its value); the timer cleared either way. */
-  private async wait<T>(ms: number, promise?: Promise<T>): Promise<T | undefined> {
-    let timer: unknown;
-    const timeout = new Promise<undefined>((resolve) => (timer = ms > 0 ? this.clock.setTimer(() => resolve(undefined), ms) : resolve(undefined)));
-    return Promise.race(promise ? [promise, timeout] : [timeout]).finally(() => this.clock.clearTimer(timer));
-  }
-
   /** Takes a chunk from the global counter into the pool (this server holds the lock). Never rejects. */
-  private async refill(counter: Leased, seen: PoolAnswer, sample: ClockSample, waiting: number): Promise<void> {
+  private async refill(counter: Leased, seen: PoolAnswer, seenAt: LocalMs, waiting: number): Promise<void> {
     const { key, spec: { global: budget } } = counter;
     const id = seen.refill!;
     const parentRemaining = seen.parentRemaining < 0 ? Infinity : seen.parentRemaining;
@@ -259,7 +253,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const named = parent.reclaim ? { ...this.takes.name(this.options.globalTimeoutMs), takeId: id } : undefined;
     const grant = await parent.take(asked, named).catch((error: unknown) => {
       if (named) this.takes.failed(named, counter);
-      this.failed(budget, 'refill', error);
+      leaseFailed(this.on(budget), 'refill', error);
     });
     // Failed: the global store's breaker paces the next attempts; until then short decisions fail at once.
     if (!grant) return this.unlock(counter, id, this.options.globalTimeoutMs);
@@ -267,13 +261,13 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     // Late (a slow link) or reclaimed (its lock taken over), it took nothing: not a short parent, whose
     // retry_after would pause the pool.
     if (grant.outcome === 'late' || grant.outcome === 'reclaimed') return this.unlock(counter, id, 0);
-    this.on(budget).refilled?.(grant.granted);
+    this.on(budget).events.refilled?.(grant.granted);
     this.shortage.note(key, grant, this.clock.now());
     // Short (less than asked, or its last units): no more until its retry_after, at most max_hold (others may give back).
     const short = grant.granted < asked || grant.retryAfterMs > 0;
     const { maxHoldMs, shape } = budget.lease;
     const retryAfterMs = short ? Math.max(1, Math.min(grant.retryAfterMs, maxHoldMs)) : 0;
-    const units = { units: grant.granted, expiresAt: toStoreClock(grant.spendBy, sample), tag: grant.windowTag, window: shape === 'window' };
+    const units = { units: grant.granted, expiresAt: toStoreClock(grant.spendBy, seen.storeNow, seenAt), tag: grant.windowTag, window: shape === 'window' };
     try {
       const added = await this.pool.add(key, { ...units, parentRemaining: grant.remaining, retryAfterMs, asked }, id, maxHoldMs);
       this.lapsed(budget, added.lapsed);
@@ -283,7 +277,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
       if (!this.tracked.has(key)) this.tracked.set(key, { ...counter, lastUsed: this.clock.now() });
     } catch (error) {
       // Not confirmed: the units are in the pool, or (never added) reclaimed by whoever takes the lock over.
-      this.failed(budget, 'refill', error, { units: grant.granted });
+      leaseFailed(this.on(budget), 'refill', error, { units: grant.granted });
     }
   }
 
@@ -306,9 +300,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   /** The global counter as a lease parent, with where to count its units. */
   private ownerOf(counter: Leased): UnitOwner {
-    const { global: budget } = counter.spec;
-    const fields = { holder: 'region', policy_id: budget.policyId };
-    return { parent: this.parentOf(counter), timeoutMs: this.options.globalTimeoutMs, events: this.on(budget), shape: budget.lease.shape, fields };
+    return { ...this.on(counter.spec.global), parent: this.parentOf(counter), timeoutMs: this.options.globalTimeoutMs };
   }
 
   private armSweep(interval: number): void {
@@ -340,40 +332,27 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     const { global: budget } = counter.spec;
     const drained = await this.pool.drain(counter.key, idleMs, budget.lease.shape === 'window').catch((error: unknown) => {
       // Unanswered: the units stay in the pool (the next drain, or their expiry, counts them).
-      this.failed(budget, 'drain', error);
+      leaseFailed(this.on(budget), 'drain', error);
     });
     if (!drained) return;
     this.lapsed(budget, drained.lapsed);
     if (drained.spent && drained.left > 0) await this.takes.give(counter, drained.left, drained.tag);
   }
 
-  private on(budget: GlobalBudget): LeaseEvents {
-    if (!this.events.has(budget)) this.events.set(budget, this.options.events?.(budget.policyId) ?? {});
-    return this.events.get(budget)!;
+  private on(budget: GlobalRateSpec['global']) {
+    if (!this.counting.has(budget)) {
+      const fields = { holder: 'region', policy_id: budget.policyId };
+      this.counting.set(budget, { events: this.options.events?.(budget.policyId) ?? {}, shape: budget.lease.shape, fields });
+    }
+    return this.counting.get(budget)!;
   }
 
-  /** Their spend-by came (window ended, a bucket's max_hold passed). */
+  /** Units whose spend-by came (window ended, a bucket's max_hold passed); their counting looked up only when there are some. */
   private lapsed(budget: GlobalRateSpec['global'], units: number): void {
-    if (units > 0) this.on(budget).lapsed?.(units, expiredReason(budget.lease.shape));
+    if (units > 0) countUnits(this.on(budget), 0, units);
   }
 
-  private waited(budget: GlobalBudget, since: LocalMs | undefined): void {
-    if (since !== undefined) this.on(budget).waited?.((this.clock.now() - since) / 1000);
+  private waited(budget: GlobalRateSpec['global'], since: LocalMs | undefined): void {
+    if (since !== undefined) this.on(budget).events.waited?.((this.clock.now() - since) / 1000);
   }
-
-  private failed(budget: GlobalBudget, kind: LeaseFailureKind, error: unknown, fields: Record<string, unknown> = {}): void {
-    leaseFailed(this.on(budget), kind, error, { holder: 'region', policy_id: budget.policyId, ...fields });
-  }
-}
-
-/** A pool answer's common part of a lease operation's answer. */
-function leaseAnswer(answer: PoolAnswer, units: number, lapsed: number): LeaseCounterResult {
-  const remaining = Math.max(0, answer.parentRemaining);
-  const timing = { retryAfterMs: 0, resetAfterMs: 0, windowTag: 0, windowLeftMs: 0 };
-  return { allowed: true, remaining, ...timing, units, storeNow: answer.storeNow, outcome: 'done', lapsed };
-}
-
-/** The later of two refusals' timings. */
-function longer(a: RefusalTiming, b: RefusalTiming): RefusalTiming {
-  return { retryAfterMs: Math.max(a.retryAfterMs, b.retryAfterMs), resetAfterMs: Math.max(a.resetAfterMs, b.resetAfterMs) };
 }

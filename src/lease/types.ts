@@ -1,21 +1,12 @@
 import type { LeaseShape } from '../counters/counter-spec.js';
-import type { CounterResult, LeaseOutcome, StoreMs } from '../counters/counter-store.js';
-
-/** A decision's answer: at once, or after a wait for a refill. */
-export type MaybePromise<T> = T | Promise<T>;
+import type { CounterResult, LeaseOutcome, NamedGive, StoreMs } from '../counters/counter-store.js';
 
 /** An instant by this process's clock (LeaseClock.now); softly branded, as StoreMs, so the two never mix. */
 export type LocalMs = number & { readonly clock?: 'local' };
 
-/** A store's clock as one of its answers read it, and this process's when that answer arrived. */
-export interface ClockSample {
-  storeNow: StoreMs;
-  localAt: LocalMs;
-}
-
-/** `at` by the store's clock, which reaches it no later than this process does (docs/distribution.md "Clocks"). */
-export function toStoreClock(at: LocalMs, sample: ClockSample): StoreMs {
-  return Math.floor(sample.storeNow + (at - sample.localAt));
+/** `at` by the store's clock, read as `storeNow` by an answer arriving at `localAt`: the store reaches it no later than this process does (docs/distribution.md "Clocks"). */
+export function toStoreClock(at: LocalMs, storeNow: StoreMs, localAt: LocalMs): StoreMs {
+  return Math.floor(storeNow + (at - localAt));
 }
 
 /** What one take from the parent answered. */
@@ -35,12 +26,8 @@ export interface Grant {
   outcome: 'done' | 'late' | 'repeat' | 'reclaimed';
 }
 
-export interface NamedTakeLimits {
-  /** Unique per take (1 to 128 characters): asked again, the parent answers the recorded grant. */
-  takeId?: string;
-  /** The last instant the take may run. */
-  deadline?: StoreMs;
-}
+/** A take's or give's id and deadline at the parent: the store's own (NamedGive), without a bucket's hold. */
+export type NamedTakeLimits = NamedGive;
 
 /** What a give or a reclaim answered: units back, and those that could not go back (window ended, hold passed, bucket full). */
 export interface GivenBack {
@@ -74,20 +61,6 @@ export interface LeaseParent {
   reclaim?(takeId: string, deadline?: StoreMs, by?: string): Promise<GivenBack>;
 }
 
-export interface Spend {
-  spent: boolean;
-  left: number;
-  /** Units past their spendBy, dropped now. */
-  lapsed: number;
-}
-
-export interface DrainedUnits {
-  /** Unspent units to give back, all under `windowTag` (buckets: the earliest). */
-  units: number;
-  windowTag: number | null;
-  lapsed: number;
-}
-
 /** The holder's clock and timers, injected (the simulation drives them). */
 export interface LeaseClock {
   now(): LocalMs;
@@ -101,6 +74,13 @@ export const systemClock: LeaseClock = {
   setTimer: (callback, ms) => setTimeout(callback, ms).unref(),
   clearTimer: (handle) => clearTimeout(handle as NodeJS.Timeout),
 };
+
+/** Waits `ms` by `clock` (the timer set first), or until `work()` settles (its value); the timer cleared either way. */
+export function within<T>(clock: LeaseClock, ms: number, work?: () => Promise<T>): Promise<T | undefined> {
+  let timer: unknown;
+  const timeout = new Promise<undefined>((resolve) => (timer = ms > 0 ? clock.setTimer(() => resolve(undefined), ms) : resolve(undefined)));
+  return Promise.race(work ? [work(), timeout] : [timeout]).finally(() => clock.clearTimer(timer));
+}
 
 /** Why units that left a parent were neither admitted nor given back (CONTRACT "Loss is bounded and counted"). */
 export type LapseReason = 'window_ended' | 'hold_expired' | 'holder_lost' | 'parent_unreachable';

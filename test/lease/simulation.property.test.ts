@@ -52,7 +52,7 @@ import { ProcessLeases, type LendingStore } from '../../src/lease/process-leases
 import { RegionPool, type RegionPoolStore } from '../../src/lease/region-pool.js';
 import { RegionCounterStore } from '../../src/lease/region-store.js';
 import type { LeasedSpec } from '../../src/lease/store-parent.js';
-import type { LeaseClock, LeaseEvents, MaybePromise } from '../../src/lease/types.js';
+import type { LeaseClock, LeaseEvents } from '../../src/lease/types.js';
 import { setLogLevel } from '../../src/util/log.js';
 
 const T0 = 1_800_000_000_000;
@@ -438,7 +438,7 @@ class Simulation {
       // A process holder's answer is its admission; a region's was counted where the pool spent it.
       else if (server.leases) this.admit(cost);
     };
-    let answer: MaybePromise<CounterResult>;
+    let answer: CounterResult | Promise<CounterResult>;
     try {
       answer = server.leases ? server.leases.operationsFor(KEYS, server.compiled)!.consume(KEYS, this.spec, cost) : server.store!.consume(KEYS, this.spec, cost);
     } catch (error) {
