@@ -157,7 +157,6 @@ describe('dashboard (headless Chromium, real server)', function () {
 
     await page.getByTestId('rollback-1').click();
     await page.getByTestId('notice').filter({ hasText: 'now version 3' }).waitFor();
-    // The notice can show before the detail view re-renders from the rolled-back policy: wait for it.
     await page.getByTestId('policy-summary').filter({ hasText: '5 / 1m' }).waitFor();
     await page.getByTestId('audit').filter({ hasText: 'rollback' }).waitFor();
     const stored = (await api('GET', '/rl/v1/policies/api-per-user')).body;
@@ -189,6 +188,23 @@ describe('dashboard (headless Chromium, real server)', function () {
     await page.getByTestId('notice').filter({ hasText: 'changed meanwhile' }).waitFor();
     expect(await page.getByTestId('rollout-slider').inputValue()).to.equal('25');
     expect(await page.getByTestId('rollout-value').textContent()).to.equal('25%');
+    await page.close();
+  });
+
+  it('shows the reload error, not a success notice, when the saved policy cannot be loaded again', async () => {
+    const page = await signIn(live.browser.context, live.server.url, ADMIN);
+    await openPolicy(page, 'search-shadow');
+    await page.locator('[data-field="description"]').fill('saved, then not reloaded');
+    // The save goes through; the reload after it is answered 503 once.
+    await page.route('**/rl/v1/policies/search-shadow/versions', (route) =>
+      route.fulfill({ status: 503, contentType: 'application/problem+json', body: JSON.stringify({ title: 'reload refused by the test', status: 503 }) }),
+      { times: 1 },
+    );
+    await page.getByTestId('save').click();
+    await page.getByTestId('error').waitFor();
+    expect(await page.getByTestId('error').textContent()).to.contain('503');
+    expect(await page.getByTestId('notice').count()).to.equal(0);
+    expect((await api('GET', '/rl/v1/policies/search-shadow')).body.description).to.equal('saved, then not reloaded');
     await page.close();
   });
 

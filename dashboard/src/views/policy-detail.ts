@@ -31,18 +31,23 @@ export const policyDetailView: View = (root, app, [rawId]) => {
   let current: Loaded | undefined;
   let formDirty = false;
   let diffPick: [number, number] | undefined;
+  /** The last load started: an earlier one answering after it must not render an older version over it. */
+  let latestLoad = 0;
   const saved = async () => {
     formDirty = false;
-    await load();
+    return load();
   };
 
-  const load = async () => {
+  /** Renders the policy as the server has it now; false when that failed (the error is shown instead). */
+  const load = async (): Promise<boolean> => {
+    const seq = ++latestLoad;
     try {
       const [policy, versionList, auditList] = await Promise.all([
         api<StoredPolicy>('GET', policyPath(id)),
         api<PolicyVersionEntry[]>('GET', policyPath(id, '/versions')),
         api<PolicyAuditEntry[]>('GET', policyPath(id, '/audit')),
       ]);
+      if (seq !== latestLoad) return true; // a later load renders
       const changed = current?.policy.version !== policy.version;
       current = { policy, versions: versionList, audit: auditList };
       renderHeader(header, policy);
@@ -59,8 +64,10 @@ export const policyDetailView: View = (root, app, [rawId]) => {
         renderDiff(diff, current!, diffPick, () => undefined);
       });
       renderAudit(audit, auditList, versionList);
+      return true;
     } catch (error) {
-      showError(result, undefined, error, load);
+      if (seq === latestLoad) showError(result, undefined, error, () => void load());
+      return false;
     }
   };
   return onPolicyChange(app, () => void load());
@@ -94,13 +101,13 @@ function kv(label: string, value: string | HTMLElement, testid?: string): HTMLEl
 }
 
 /** Rollout slider, shadow/enforce toggle, the edit form and the JSON editor; every change sends If-Match. */
-function editPanel(p: StoredPolicy, result: HTMLElement, markDirty: () => void, reload: () => Promise<void>): HTMLElement {
+function editPanel(p: StoredPolicy, result: HTMLElement, markDirty: () => void, reload: () => Promise<boolean>): HTMLElement {
   const send = async (method: string, path: string, body: unknown, form: HTMLElement | undefined, done: string, contentType?: string) => {
     try {
       const saved = await api<StoredPolicy>(method, path, { body, ifMatch: p.version, contentType });
       // Re-render first: a control clicked after the notice must carry the new version, not this panel's.
-      await reload();
-      showNotice(result, `${done}: now version ${saved.version}.`);
+      // A failed reload shows its error instead: the panel is still the old version's.
+      if (await reload()) showNotice(result, `${done}: now version ${saved.version}.`);
     } catch (error) {
       showError(result, form, error, () => void reload());
     }
@@ -220,13 +227,12 @@ function formPatch(form: HTMLFormElement, p: StoredPolicy): Record<string, unkno
   return patch;
 }
 
-function renderVersions(box: HTMLElement, loaded: Loaded, app: AppContext, result: HTMLElement, reload: () => Promise<void>): void {
+function renderVersions(box: HTMLElement, loaded: Loaded, app: AppContext, result: HTMLElement, reload: () => Promise<boolean>): void {
   const current = loaded.policy.version;
   const rollback = async (version: number) => {
     try {
       const saved = await api<StoredPolicy>('POST', policyPath(loaded.policy.policy_id, '/rollback'), { body: { version }, ifMatch: current });
-      showNotice(result, `Rolled back to the content of version ${version}: now version ${saved.version}.`);
-      await reload();
+      if (await reload()) showNotice(result, `Rolled back to the content of version ${version}: now version ${saved.version}.`);
     } catch (error) {
       showError(result, undefined, error, () => void reload());
     }
