@@ -13,7 +13,10 @@ export class ParentShortage {
 
   /** The parent's answer arrived at `arrivedAt`: kept while short (retry_after > 0), and at least `keepMs`. */
   note(key: string, answer: RefusalTiming, arrivedAt: number, keepMs = 0): void {
-    this.until.set(key, { retryAt: arrivedAt + answer.retryAfterMs, resetAt: arrivedAt + answer.resetAfterMs, keptUntil: arrivedAt + Math.max(answer.retryAfterMs, keepMs) });
+    const keptUntil = arrivedAt + Math.max(answer.retryAfterMs, keepMs);
+    // Nothing to keep: no entry (every refill notes its answer; a counter never refused would stay for ever).
+    if (keptUntil <= arrivedAt) return void this.until.delete(key);
+    this.until.set(key, { retryAt: arrivedAt + answer.retryAfterMs, resetAt: arrivedAt + answer.resetAfterMs, keptUntil });
   }
 
   /** The parent's timing counted down to `now`; undefined once no longer kept (ask again). */
@@ -25,9 +28,24 @@ export class ParentShortage {
 
   /** The timing as kept, else one `peek` shared by the refusals meanwhile; its answer, or none, kept at least `keepMs` (unless one came meanwhile). */
   look(key: string, now: () => number, peek: (() => Promise<RefusalTiming>) | undefined, keepMs: number): RefusalTiming | Promise<RefusalTiming | undefined> | undefined {
-    const noted = (answer?: RefusalTiming) => (this.at(key, now()) ?? this.note(key, answer ?? { retryAfterMs: 0, resetAfterMs: 0 }, now(), keepMs), answer);
-    const look = this.at(key, now()) ?? this.looks.get(key) ?? peek?.().then(noted, () => noted()).finally(() => this.looks.delete(key));
-    if (look instanceof Promise) this.looks.set(key, look);
+    const kept = this.at(key, now()) ?? this.looks.get(key);
+    if (kept !== undefined || peek === undefined) return kept;
+    const keep = (answer: RefusalTiming | undefined) => {
+      if (this.at(key, now()) === undefined) this.note(key, answer ?? { retryAfterMs: 0, resetAfterMs: 0 }, now(), keepMs);
+      return answer;
+    };
+    const look = peek().then(keep, () => keep(undefined)).finally(() => this.looks.delete(key));
+    this.looks.set(key, look);
     return look;
+  }
+
+  /** Its counter is no longer held here (swept idle, let go): what was kept for it goes too. */
+  forget(key: string): void {
+    this.until.delete(key);
+  }
+
+  /** Counters with an answer kept (tests: it is bounded by the counters refused lately). */
+  get size(): number {
+    return this.until.size;
   }
 }

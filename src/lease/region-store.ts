@@ -321,6 +321,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
         if (now - tracked.lastUsed < idleMs) continue;
         // Forgotten first: a decision or a refill meanwhile tracks it again.
         this.tracked.delete(key);
+        this.shortage.forget(key);
         await this.returnUnits(tracked, idleMs);
       }
     })().finally(() => (this.sweeping = undefined));
