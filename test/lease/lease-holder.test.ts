@@ -606,6 +606,15 @@ describe('LeaseHolder', () => {
       expect(await used(f, 1000)).to.equal(admitted);
     };
 
+    /** Spends, then lets go while the parent is unreachable: the give-back fails, its units still to be settled. */
+    const letGoWhileDown = async (f: Fixture) => {
+      const { admitted, letGo } = await spendThenLetGo(f);
+      f.down.value = true;
+      await f.answerAll();
+      await letGo;
+      return admitted;
+    };
+
     it('a give-back whose answer was lost is settled once the parent answers: counted returned as it went, once', async () => {
       const f = fixture(fixed(1000), 10, 60_000, 10_000, { reclaim: true });
       const { admitted, letGo } = await spendThenLetGo(f);
@@ -620,10 +629,7 @@ describe('LeaseHolder', () => {
 
     it('a give-back that never reached the parent is given again under a new id once its reclaim answers (the reclaim leaves a tombstone)', async () => {
       const f = fixture(fixed(1000), 10, 60_000, 10_000, { reclaim: true });
-      const { admitted, letGo } = await spendThenLetGo(f);
-      f.down.value = true;
-      await f.answerAll();
-      await letGo;
+      const admitted = await letGoWhileDown(f);
       f.down.value = false;
       await close(f);
       await expectGivenBackOnce(f, admitted, ['give', 'reclaim', 'give']);
@@ -644,10 +650,7 @@ describe('LeaseHolder', () => {
 
     it('a give-back that cannot be settled when the holders close (the parent still unreachable) is counted lapsed, parent_unreachable', async () => {
       const f = fixture(fixed(1000), 10, 60_000, 10_000, { reclaim: true });
-      const { admitted, letGo } = await spendThenLetGo(f);
-      f.down.value = true;
-      await f.answerAll();
-      await letGo;
+      const admitted = await letGoWhileDown(f);
       await close(f);
       expect(f.events.lapsedBy).to.deep.equal({ parent_unreachable: f.taken.units - admitted });
       expect(f.events.returned).to.equal(0);
@@ -655,10 +658,7 @@ describe('LeaseHolder', () => {
 
     it('a give-back whose window ended before it could be settled is counted lapsed, window_ended, when the parent answers', async () => {
       const f = fixture(fixed(1000), 10, 60_000, 10_000, { reclaim: true });
-      const { admitted, letGo } = await spendThenLetGo(f);
-      f.down.value = true;
-      await f.answerAll();
-      await letGo;
+      const admitted = await letGoWhileDown(f);
       f.down.value = false;
       f.clock.now = T0 + 1000;
       await close(f);
