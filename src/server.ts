@@ -84,13 +84,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     const deniedIdentities = new DeniedIdentities(matcher);
     // With regions the region's store serves the counters (global budgets from its pool); its per-master
     // health is the regional Redis connection's.
-    const stores = connectCounterStores({
-      counterStoreAddr: config.counterStoreAddr,
-      counterStoreTimeoutMs: config.counterStoreTimeoutMs,
-      region: config.region,
-      leaseMaxWaitMs: config.leaseMaxWaitMs,
-      regionEvents: (policyId) => metrics.leaseEvents('region', policyId),
-    });
+    const stores = connectCounterStores({ ...config, regionEvents: (policyId) => metrics.leaseEvents('region', policyId) });
     const regionCounters = stores?.region;
     const redisCounters = stores?.redis;
     const counters: CounterStore = stores?.counters ?? new MemoryCounterStore();
