@@ -191,20 +191,65 @@ describe('dashboard (headless Chromium, real server)', function () {
     await page.close();
   });
 
+  const isPatchOf = (id: string) => (r: { request(): { method(): string }; url(): string }) =>
+    r.request().method() === 'PATCH' && r.url().endsWith(`/rl/v1/policies/${id}`);
+
   it('shows the reload error, not a success notice, when the saved policy cannot be loaded again', async () => {
     const page = await signIn(live.browser.context, live.server.url, ADMIN);
     await openPolicy(page, 'search-shadow');
     await page.locator('[data-field="description"]').fill('saved, then not reloaded');
-    // The save goes through; the reload after it is answered 503 once.
+    // The save goes through; every load after it (the save's own, the stream's) is answered 503, numbered.
+    let refused = 0;
+    let failing = false;
     await page.route('**/rl/v1/policies/search-shadow/versions', (route) =>
-      route.fulfill({ status: 503, contentType: 'application/problem+json', body: JSON.stringify({ title: 'reload refused by the test', status: 503 }) }),
-      { times: 1 },
+      failing
+        ? route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: `reload refused #${++refused}` }) })
+        : route.continue(),
     );
+    const patched = page.waitForResponse(isPatchOf('search-shadow'));
+    failing = true;
     await page.getByTestId('save').click();
-    await page.getByTestId('error').waitFor();
+    await patched;
+    const firstAfterSave = refused + 1;
+    await page.waitForFunction(
+      (n) => Number(/#(\d+)/.exec(document.querySelector('[data-testid="error"]')?.textContent ?? '')?.[1] ?? 0) >= n,
+      firstAfterSave,
+    );
     expect(await page.getByTestId('error').textContent()).to.contain('503');
     expect(await page.getByTestId('notice').count()).to.equal(0);
     expect((await api('GET', '/rl/v1/policies/search-shadow')).body.description).to.equal('saved, then not reloaded');
+    await page.unrouteAll();
+    await page.close();
+  });
+
+  it("tells of a save whose own reload failed when a later load showed the saved version", async () => {
+    const page = await signIn(live.browser.context, live.server.url, ADMIN);
+    await openPolicy(page, 'search-shadow');
+    await page.locator('[data-field="description"]').fill('saved, shown by the stream');
+    // The first load after the click is held; the stream's load for the save's new revision goes through,
+    // and only then is the held one answered 503.
+    let releaseHeld: (() => Promise<void>) | undefined;
+    let passedAfterHeld!: () => void;
+    const laterLoadPassed = new Promise<void>((resolve) => (passedAfterHeld = resolve));
+    let watching = false;
+    await page.route('**/rl/v1/policies/search-shadow/versions', async (route) => {
+      if (!watching) return route.continue();
+      if (releaseHeld === undefined) {
+        releaseHeld = () => route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: 'held, then refused' }) });
+        return;
+      }
+      await route.continue();
+      passedAfterHeld();
+    });
+    const patched = page.waitForResponse(isPatchOf('search-shadow'));
+    watching = true;
+    await page.getByTestId('save').click();
+    const saved = (await (await patched).json()) as { version: number };
+    await laterLoadPassed;
+    await releaseHeld!();
+    await page.getByTestId('notice').filter({ hasText: `now version ${saved.version}` }).waitFor();
+    expect(await page.getByTestId('error').count()).to.equal(0);
+    await page.unrouteAll();
     await page.close();
   });
 

@@ -33,21 +33,25 @@ export const policyDetailView: View = (root, app, [rawId]) => {
   let diffPick: [number, number] | undefined;
   /** The last load started: an earlier one answering after it must not render an older version over it. */
   let latestLoad = 0;
+  let latestOutcome: Promise<boolean> = Promise.resolve(true);
   const saved = async () => {
     formDirty = false;
     return load();
   };
 
-  /** Renders the policy as the server has it now; false when that failed (the error is shown instead). */
-  const load = async (): Promise<boolean> => {
-    const seq = ++latestLoad;
+  /**
+   * Renders the policy as the server has it now; false when that failed (the error is shown instead). A load
+   * overtaken by a later one answers with the later one's outcome: that is what the page ends up showing.
+   */
+  const load = (): Promise<boolean> => (latestOutcome = loadAs(++latestLoad));
+  const loadAs = async (seq: number): Promise<boolean> => {
     try {
       const [policy, versionList, auditList] = await Promise.all([
         api<StoredPolicy>('GET', policyPath(id)),
         api<PolicyVersionEntry[]>('GET', policyPath(id, '/versions')),
         api<PolicyAuditEntry[]>('GET', policyPath(id, '/audit')),
       ]);
-      if (seq !== latestLoad) return true; // a later load renders
+      if (seq !== latestLoad) return latestOutcome;
       const changed = current?.policy.version !== policy.version;
       current = { policy, versions: versionList, audit: auditList };
       renderHeader(header, policy);
@@ -66,7 +70,8 @@ export const policyDetailView: View = (root, app, [rawId]) => {
       renderAudit(audit, auditList, versionList);
       return true;
     } catch (error) {
-      if (seq === latestLoad) showError(result, undefined, error, () => void load());
+      if (seq !== latestLoad) return latestOutcome;
+      showError(result, undefined, error, () => void load());
       return false;
     }
   };
