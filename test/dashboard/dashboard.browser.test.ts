@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { Page } from 'playwright-core';
+import type { Page, Response } from 'playwright-core';
 import { Redis } from 'ioredis';
 import { connectRedisCounterStore } from '../../src/counters/redis-store.js';
 import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
@@ -191,8 +191,7 @@ describe('dashboard (headless Chromium, real server)', function () {
     await page.close();
   });
 
-  const isPatchOf = (id: string) => (r: { request(): { method(): string }; url(): string }) =>
-    r.request().method() === 'PATCH' && r.url().endsWith(`/rl/v1/policies/${id}`);
+  const isPatchOf = (id: string) => (r: Response) => r.request().method() === 'PATCH' && r.url().endsWith(`/rl/v1/policies/${id}`);
 
   it('shows the reload error, not a success notice, when the saved policy cannot be loaded again', async () => {
     const page = await signIn(live.browser.context, live.server.url, ADMIN);
