@@ -4,9 +4,8 @@ import { RegionPool } from './lease/region-pool.js';
 import { RegionCounterStore } from './lease/region-store.js';
 import type { LeaseEvents } from './lease/types.js';
 
-/** The counter stores a server or sidecar connects: `counters` serves its decisions, `redis` is the Redis it talks to. */
+/** The counter stores a server or sidecar connects: `redis` is the Redis it talks to; `region ?? redis` serves its decisions. */
 export interface CounterStores {
-  counters: RedisCounterStore | RegionCounterStore;
   redis: RedisCounterStore;
   /** With regions: the region's store (its own Redis, and the global store for the global budgets). */
   region?: RegionCounterStore;
@@ -23,9 +22,9 @@ export function connectCounterStores(options: {
   const { counterStoreAddr, counterStoreTimeoutMs, region } = options;
   if (!counterStoreAddr) return undefined;
   const redis = connectRedisCounterStore(counterStoreAddr, { commandTimeoutMs: counterStoreTimeoutMs });
-  if (!region) return { counters: redis, redis };
+  if (!region) return { redis };
   const global = connectRedisCounterStore(region.globalStoreAddr, { commandTimeoutMs: region.globalTimeoutMs, connectionName: 'rl-global-counter-store' });
-  const regional = new RegionCounterStore({
+  const regionStore = new RegionCounterStore({
     regional: redis,
     pool: new RegionPool(redis),
     global,
@@ -34,5 +33,5 @@ export function connectCounterStores(options: {
     maxWaitMs: options.leaseMaxWaitMs,
     events: options.regionEvents,
   });
-  return { counters: regional, redis, region: regional };
+  return { redis, region: regionStore };
 }

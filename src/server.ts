@@ -87,7 +87,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     const stores = connectCounterStores({ ...config, regionEvents: (policyId) => metrics.leaseEvents('region', policyId) });
     const regionCounters = stores?.region;
     const redisCounters = stores?.redis;
-    const counters: CounterStore = stores?.counters ?? new MemoryCounterStore();
+    const counters: CounterStore = regionCounters ?? redisCounters ?? new MemoryCounterStore();
     closers.push(() => counters.close());
     const counterStoreMasters = redisCounters && (() => redisCounters.health.states());
     if (counterStoreMasters) metrics.watchCounterStoreMasters(counterStoreMasters);

@@ -127,7 +127,7 @@ async function decisionService(
       regionEvents: (policyId) => metrics.leaseEvents('region', policyId),
     })!;
     await stores.redis.waitUntilReady(10_000);
-    counters = stores.counters;
+    counters = stores.region ?? stores.redis;
   } else if (redisAddr) {
     const store = connectRedisCounterStore(redisAddr, { commandTimeoutMs: CONFIG.counterStoreTimeoutMs });
     await store.waitUntilReady(10_000);

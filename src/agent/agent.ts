@@ -40,7 +40,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   // With regions, as the region's servers: global budgets from the region's units, the rest in its store.
   const stores = connectCounterStores(config);
   const counterStore = stores?.redis;
-  const store = stores?.counters;
+  const store = stores?.region ?? counterStore;
   // Its DecisionService lets go of the units it holds (process leases, the region's) on policy changes and on close.
   const local = store
     ? new DecisionService({
