@@ -87,7 +87,10 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     // CONTRACT "Bounded wait": one deadline from arrival, for the wait and a refusal's peek.
     const deadline = this.clock.now() + this.maxWaitMs;
     const answer = await this.fromPool('spend', keys, spec, cost, deadline);
-    if (!answer.spent) return { allowed: false, remaining: answer.left, ...(await this.refusal(keys, spec, answer, deadline)) };
+    if (!answer.spent) {
+      const { retryAfterMs, resetAfterMs } = await this.refusal(keys, spec, answer, deadline);
+      return { allowed: false, remaining: answer.left, retryAfterMs, resetAfterMs };
+    }
     return { allowed: true, remaining: answer.left + Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: answer.resetAfterMs };
   }
 
