@@ -193,7 +193,7 @@ describe('dashboard (headless Chromium, real server)', function () {
 
   const isPatchOf = (id: string) => (r: Response) => r.request().method() === 'PATCH' && r.url().endsWith(`/rl/v1/policies/${id}`);
 
-  it('shows the reload error, not a success notice, when the saved policy cannot be loaded again', async () => {
+  it('says what was saved and shows the reload error, not a success notice, when the saved policy cannot be loaded again', async () => {
     const page = await signIn(live.browser.context, live.server.url, ADMIN);
     await openPolicy(page, 'search-shadow');
     await page.locator('[data-field="description"]').fill('saved, then not reloaded');
@@ -215,6 +215,10 @@ describe('dashboard (headless Chromium, real server)', function () {
       firstAfterSave,
     );
     expect(await page.getByTestId('error').textContent()).to.contain('503');
+    const saved = (await (await patched).json()) as { version: number };
+    const told = page.getByTestId('saved-not-reloaded');
+    await told.waitFor();
+    expect(await told.textContent()).to.contain(`now version ${saved.version}`).and.to.contain('Loading it again failed');
     expect(await page.getByTestId('notice').count()).to.equal(0);
     expect((await api('GET', '/rl/v1/policies/search-shadow')).body.description).to.equal('saved, then not reloaded');
     await page.unrouteAll();

@@ -33,3 +33,13 @@ export function showError(box: HTMLElement, form: HTMLElement | undefined, error
 export function showNotice(box: HTMLElement, text: string): void {
   replace(box, h('div', { class: 'notice', 'data-testid': 'notice' }, text));
 }
+
+/**
+ * After a change the server accepted: the page re-renders first (a control clicked after the notice must carry
+ * the new version), then says what was done; if that reload failed, its error stays, under what was done, so
+ * nobody takes the change for refused and sends it again.
+ */
+export async function confirmChange(box: HTMLElement, reload: () => Promise<boolean>, done: string): Promise<void> {
+  if (await reload()) return showNotice(box, done);
+  box.prepend(h('div', { class: 'notice', 'data-testid': 'saved-not-reloaded' }, `${done} Loading it again failed; the page still shows the version before:`));
+}

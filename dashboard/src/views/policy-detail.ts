@@ -6,7 +6,7 @@ import { budgetOf, leaseSummary, limitSummary, time } from '../format.js';
 import { scopeChips } from '../scope.js';
 import { SERVER_SET_FIELDS, auditAction, changeLine, policyChanges } from '../../../src/policy/policy-changes.js';
 import type { PolicyAuditEntry, PolicyVersionEntry, StoredPolicy } from '@rl/client/admin-client';
-import { showError, showNotice } from './edit-result.js';
+import { confirmChange, showError, showNotice } from './edit-result.js';
 
 const ACTIONS = ['deny', 'delay', 'drop', 'sample', 'downgrade', 'drop_low_priority'];
 const FAILURE_MODES = ['fail_open', 'fail_closed'];
@@ -110,9 +110,7 @@ function editPanel(p: StoredPolicy, result: HTMLElement, markDirty: () => void, 
   const send = async (method: string, path: string, body: unknown, form: HTMLElement | undefined, done: string, contentType?: string) => {
     try {
       const saved = await api<StoredPolicy>(method, path, { body, ifMatch: p.version, contentType });
-      // Re-render first: a control clicked after the notice must carry the new version, not this panel's.
-      // A failed reload shows its error instead: the panel is still the old version's.
-      if (await reload()) showNotice(result, `${done}: now version ${saved.version}.`);
+      await confirmChange(result, reload, `${done}: now version ${saved.version}.`);
     } catch (error) {
       showError(result, form, error, () => void reload());
     }
@@ -237,7 +235,7 @@ function renderVersions(box: HTMLElement, loaded: Loaded, app: AppContext, resul
   const rollback = async (version: number) => {
     try {
       const saved = await api<StoredPolicy>('POST', policyPath(loaded.policy.policy_id, '/rollback'), { body: { version }, ifMatch: current });
-      if (await reload()) showNotice(result, `Rolled back to the content of version ${version}: now version ${saved.version}.`);
+      await confirmChange(result, reload, `Rolled back to the content of version ${version}: now version ${saved.version}.`);
     } catch (error) {
       showError(result, undefined, error, () => void reload());
     }
