@@ -21,6 +21,7 @@
  * Profiles go to bench/profiles/<name>.cpuprofile (git-ignored; open them in Chrome DevTools or
  * speedscope); the summaries are printed. Pinning as in `npm run bench`.
  */
+import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { formatSummary, summarise, type CpuProfile } from './cpuprofile-summary.js';
@@ -115,18 +116,8 @@ async function profileAll(seconds: number, only: string[], wholeProcess: boolean
             : httpLoad({ port, path: '/rl/v1/check', bodies: bodies.map((b) => JSON.stringify(b)), connections: 10, durationSec, warmupSec: 0 });
         await load(2); // warm-up, not profiled
         if (name === 'http-redis-down') await redis!.kill();
-        if (!whole) {
-          // Profile the middle of a run: started after the load is up, stopped before it ends.
-          const running = load(seconds + 1);
-          await new Promise((resolve) => setTimeout(resolve, 500));
-          await request(child, { type: 'profile-start' }, 'profile-started');
-          await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
-          await request(child, { type: 'profile-stop', path: windowFile }, 'profile-stopped');
-          // Requests answered while profiling, estimated from the run's rate.
-          operations = (await running).throughput_rps * seconds;
-        } else {
-          await load(seconds);
-        }
+        if (!whole) operations = await profileMiddle(child, seconds, windowFile, load);
+        else await load(seconds);
       } finally {
         await stopChild(child, 30_000);
         await redis?.kill();
@@ -136,8 +127,21 @@ async function profileAll(seconds: number, only: string[], wholeProcess: boolean
   }
 }
 
+/**
+ * Profiles the middle of a run (started after the load is up, stopped before it ends) into `windowFile`;
+ * answers the requests answered meanwhile, estimated from the run's rate.
+ */
+async function profileMiddle(child: ChildProcess, seconds: number, windowFile: string, load: (durationSec: number) => Promise<{ throughput_rps: number }>) {
+  const running = load(seconds + 1);
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  await request(child, { type: 'profile-start' }, 'profile-started');
+  await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  await request(child, { type: 'profile-stop', path: windowFile }, 'profile-stopped');
+  return (await running).throughput_rps * seconds;
+}
+
 /** Scenario 13's subject: one region's server, its own store, the global store 25 ms away; paced, not saturated. */
-async function profileRegionServer(seconds: number, flags: string[], windowFile: string | undefined): Promise<number> {
+async function profileRegionServer(seconds: number, flags: string[], windowFile: string | undefined): Promise<number | undefined> {
   const RATE = 1000;
   const [global, regional] = await Promise.all([startPrivateRedis(LOAD_CORE), startPrivateRedis(LOAD_CORE)]);
   const proxy = spawnChild('link-proxy.ts', ['--port', String(global.port), '--delay-ms', '25'], { core: LOAD_CORE });
@@ -152,17 +156,9 @@ async function profileRegionServer(seconds: number, flags: string[], windowFile:
     const load = (durationSec: number) =>
       pacedHttpLoad({ port, path: '/rl/v1/check', bodies: [JSON.stringify(REGION_HOT_BODY)], connections: PACED_CONNECTIONS, rate: RATE, durationSec });
     await load(2); // warm-up, not profiled: the region's pool fills
-    if (!windowFile) {
-      await load(seconds);
-      return RATE * seconds;
-    }
-    const running = load(seconds + 1);
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    await request(child, { type: 'profile-start' }, 'profile-started');
-    await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
-    await request(child, { type: 'profile-stop', path: windowFile }, 'profile-stopped');
-    await running;
-    return RATE * seconds;
+    if (windowFile) return await profileMiddle(child, seconds, windowFile, load);
+    await load(seconds);
+    return undefined;
   } finally {
     await stopChild(child, 30_000);
     await stopChild(proxy);

@@ -788,9 +788,11 @@ async function twoRegions(ctx: Context): Promise<ScenarioResult> {
     pacedHttpLoad({ port: server.port, path: '/rl/v1/check', bodies: hot, connections: PACED_CONNECTIONS, rate, durationSec });
   // Each measured run follows a second at the same rate: the region's pool holds the units of its steady
   // rate (after max_hold idle they went back, and a cold pool waits once for the global store).
+  // `decisions`: of both seconds, as the store calls counted around them (per decision).
   const paced = async (server: { child: ChildProcess; port: number }) => {
-    await pacedLoad(server, 1);
-    return withServerCpu(server.child, () => pacedLoad(server, http.pacedDurationSec));
+    const before = await withServerCpu(server.child, () => pacedLoad(server, 1));
+    const measured = await withServerCpu(server.child, () => pacedLoad(server, http.pacedDurationSec));
+    return { ...measured, decisions: (before.service?.rl_decisions_total ?? 0) + (measured.service?.rl_decisions_total ?? 0) };
   };
   /** Both regions at once (as in production), the paced load on each. */
   const both = async (x: { child: ChildProcess; port: number }, y: { child: ChildProcess; port: number }) => {
@@ -813,9 +815,9 @@ async function twoRegions(ctx: Context): Promise<ScenarioResult> {
       withoutRegions.push(await both(aAlone, bAlone));
     }
     const globalAfter = commandStats(global);
-    const decisions = withRegions.reduce((n, run) => n + (run.x.service?.rl_decisions_total ?? 0) + (run.y.service?.rl_decisions_total ?? 0), 0);
+    const decisions = withRegions.reduce((n, run) => n + run.x.decisions + run.y.decisions, 0);
     const globalCalls = commandDelta(globalBefore, globalAfter, decisions);
-    const decisionsInA = withRegions.reduce((n, run) => n + (run.x.service?.rl_decisions_total ?? 0), 0);
+    const decisionsInA = withRegions.reduce((n, run) => n + run.x.decisions, 0);
     const regionCalls = commandDelta(new Map(), regionStoreCalls, decisionsInA);
     const median = (runs: Awaited<ReturnType<typeof both>>[], side: 'x' | 'y') =>
       [...runs].sort((p, q) => (p[side].result.p99_ms ?? 0) - (q[side].result.p99_ms ?? 0))[Math.floor((runs.length - 1) / 2)][side];
