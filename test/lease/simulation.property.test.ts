@@ -54,6 +54,7 @@ import { RegionCounterStore } from '../../src/lease/region-store.js';
 import type { LeasedSpec } from '../../src/lease/store-parent.js';
 import type { LeaseClock, LeaseEvents } from '../../src/lease/types.js';
 import { setLogLevel } from '../../src/util/log.js';
+import { flush as settle, TestClock } from './support/test-clock.js';
 
 const T0 = 1_800_000_000_000;
 const KEYS = ['sim:counter'];
@@ -65,48 +66,9 @@ const REGIONAL_TIMEOUT_MS = 500;
 const PROCESS_TIMEOUT_MS = 300;
 
 // ---------------------------------------------------------------------------------------------------
-// The simulated world: one clock, timers, and links that carry calls with delays and outages
+// The simulated world: one clock with timers (TestClock: a dead server's timers never fire), and links
+// that carry calls with delays and outages
 // ---------------------------------------------------------------------------------------------------
-
-class World {
-  now = T0;
-  private timers: { at: number; seq: number; fn: () => void; owner: Server | undefined }[] = [];
-  private seq = 0;
-
-  /** A clock reading `offset` ms from the reference, whose timers belong to `owner` (none fire once it died). */
-  clockFor(owner: Server | undefined, offset = 0): LeaseClock {
-    return {
-      now: () => this.now + offset,
-      setTimer: (fn, ms) => {
-        const timer = { at: this.now + Math.max(0, ms), seq: this.seq++, fn, owner };
-        this.timers.push(timer);
-        return timer;
-      },
-      clearTimer: (handle) => {
-        this.timers = this.timers.filter((t) => t !== handle);
-      },
-    };
-  }
-
-  /** Moves the clock to `to`, firing due timers in time order (a dead server's timers never fire). */
-  async advanceTo(to: number): Promise<void> {
-    for (;;) {
-      this.timers.sort((a, b) => a.at - b.at || a.seq - b.seq);
-      const next = this.timers[0];
-      if (next === undefined || next.at > to) break;
-      this.timers.shift();
-      this.now = Math.max(this.now, next.at);
-      if (next.owner === undefined || next.owner.alive) next.fn();
-      await settle();
-    }
-    this.now = Math.max(this.now, to);
-  }
-}
-
-/** Lets every pending promise callback run (the simulated world only moves between actions). */
-function settle(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
-}
 
 /**
  * A connection: calls queue up and are carried one way, then the answer the other, only when the
@@ -281,7 +243,7 @@ function compiledPolicy(spec: LeasedSpec, config: SimConfig): CompiledPolicy {
 }
 
 class Simulation {
-  readonly world = new World();
+  readonly world = new TestClock(T0);
   readonly exact: MemoryCounterStore;
   readonly ledger: Ledger = { admitted: [], refunded: [], periods: new Set(), failed: 0, refused: 0, unexpected: [] };
   readonly counts: Counts = { globalTakes: 0, takeOutcomes: {}, giveOutcomes: {}, reclaimOutcomes: {}, returned: 0, lapsed: 0, waited: 0 };
