@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { RateSpec } from '../../src/counters/counter-spec.js';
+import type { LeaseCounterResult } from '../../src/counters/counter-store.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
@@ -795,6 +796,9 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     return { clock, global, pool, counts, server, decide, used, inPool, tick, refillWithAddHeld };
   }
 
+  /** What the global store answered `server`'s reclaims, in order. */
+  const reclaims = (server: { toGlobal: ReturnType<typeof gate> }) => server.toGlobal.answersOf<LeaseCounterResult>('reclaim').map((answer) => answer.outcome);
+
   const window = (windowMs = 3_600_000): RateSpec => ({
     type: 'fixed_window',
     limit: LIMIT,
@@ -816,9 +820,11 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     expect(w.counts).to.deep.equal({ returned: taken, lapsed: {} });
     const held = await w.inPool();
     expect(held).to.be.above(0);
+    expect(reclaims(b)).to.deep.equal(['done']);
     // A's add arrives: refused (the pool never holds A's units too); A's own reclaim finds them given back.
     await a.toPool.release('add');
     expect(await w.inPool()).to.equal(held);
+    expect(reclaims(a)).to.deep.equal(['reclaimed']);
     expect(w.counts).to.deep.equal({ returned: taken, lapsed: {} });
     // Every unit the global counter counts as used is in the pool.
     expect(await w.used()).to.equal(held);
@@ -834,8 +840,10 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     await w.decide(b.store);
     await settle();
     await a.toPool.release('add');
+    expect(reclaims(a)).to.deep.equal(['done']);
     expect(w.counts).to.deep.equal({ returned: taken, lapsed: {} });
     await b.toGlobal.release('reclaim');
+    expect(reclaims(b)).to.deep.equal(['reclaimed']);
     expect(w.counts).to.deep.equal({ returned: taken, lapsed: {} });
     expect(await w.used()).to.equal(await w.inPool());
   });
