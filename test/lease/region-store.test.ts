@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { RateSpec } from '../../src/counters/counter-spec.js';
-import type { LeaseCounterResult } from '../../src/counters/counter-store.js';
+import type { CounterResult, LeaseCounterResult } from '../../src/counters/counter-store.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
@@ -960,15 +960,16 @@ describe('RegionCounterStore waits and refusals (in memory, a test clock)', () =
 
   /**
    * Server A's refill, held until `releaseAt` while another region spends the window's last unit, takes
-   * nothing: the pool pauses and refuses every decision. B, which did not see that refill, waits for it from T0.
+   * nothing: the pool pauses and refuses every decision. B, which did not see that refill, waits for it from
+   * T0: a decision, or (`bWaits`) a process lease's take.
    */
-  async function pausedByA(releaseAt: number) {
+  async function pausedByA(releaseAt: number, bWaits: (b: RegionCounterStore<MemoryCounterStore>, keys: string[]) => Promise<CounterResult> = (b, keys) => b.consume(keys, spec, 1)) {
     const world = region();
     const keys = ['{g}:waits'];
     world.gate.before.add('take');
     const refused = watch(world.a.consume(keys, spec, 1));
     await flush();
-    const waiting = watch(world.b.consume(keys, spec, 1));
+    const waiting = watch(bWaits(world.b, keys));
     world.gate.before.add('peek');
     await world.clock.advanceTo(releaseAt);
     expect(world.gate.held('take')).to.equal(1);
@@ -1033,6 +1034,23 @@ describe('RegionCounterStore waits and refusals (in memory, a test clock)', () =
     await clock.advanceTo(clock.now);
     expect(next.every((r) => r.value?.allowed === false)).to.equal(true);
     expect(peeks()).to.equal(1);
+    expect(clock.pending, 'timers left pending').to.equal(0);
+  });
+
+  it("a process lease's take refused after waiting nearly the max wait: its peek of the global counter gets a max wait of its own, and the refusal carries the counter's timing", async () => {
+    // B's take arrives at T0 and looks at the pool every 2 ms; A's refill, released at 97, takes nothing.
+    const { clock, gate, peeks, waiting } = await pausedByA(T0 + MAX_WAIT_MS - 3, (b, keys) => b.take(keys, spec, 1));
+    // At 98 B's take finds the pool paused: refused, 2 ms of its own max wait left, it peeks the global counter.
+    await clock.advanceTo(T0 + MAX_WAIT_MS - 2);
+    expect(peeks()).to.equal(1);
+    // The peek answers 10 ms later: past the take's max wait, within the refusal's own.
+    await clock.advanceTo(T0 + MAX_WAIT_MS + 8);
+    expect(waiting.settled, 'waiting for its peek past the max wait after its arrival').to.equal(false);
+    await gate.release('peek');
+    await clock.advanceTo(clock.now);
+    // The global counter's timing (the window's end), not the pool's pause (at most max_hold).
+    const peekedAt = MAX_WAIT_MS + 8;
+    expect(waiting.value).to.deep.include({ allowed: false, units: 0, retryAfterMs: windowLeft - peekedAt, resetAfterMs: windowLeft - peekedAt });
     expect(clock.pending, 'timers left pending').to.equal(0);
   });
 
