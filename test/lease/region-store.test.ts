@@ -935,8 +935,11 @@ describe('RegionCounterStore waits and refusals (in memory, a test clock)', () =
     return seen;
   }
 
-  /** Two servers of a region sharing its pool, their calls to the global store through one `gate` (its takes and peeks held while the test says so). */
-  function region() {
+  /**
+   * Two servers of a region sharing its pool, their calls to the global store through one `gate` (its takes
+   * and peeks held while the test says so); `sweepIntervalMs`: how often they look for idle pools (0: never).
+   */
+  function region(sweepIntervalMs = 0) {
     const clock = new TestClock(T0);
     const leaseClock = clock.clockFor();
     const global = new MemoryCounterStore({ now: leaseClock.now, sweepIntervalMs: 0 });
@@ -952,7 +955,7 @@ describe('RegionCounterStore waits and refusals (in memory, a test clock)', () =
           regionalTimeoutMs: 500,
           maxWaitMs: MAX_WAIT_MS,
           clock: leaseClock,
-          sweepIntervalMs: 0,
+          sweepIntervalMs,
         }),
     );
     return { clock, global, gate: toGlobal, peeks: () => toGlobal.callsOf('peek').length, a, b };
@@ -961,15 +964,15 @@ describe('RegionCounterStore waits and refusals (in memory, a test clock)', () =
   /**
    * Server A's refill, held until `releaseAt` while another region spends the window's last unit, takes
    * nothing: the pool pauses and refuses every decision. B, which did not see that refill, waits for it from
-   * T0: a decision, or (`bWaits`) a process lease's take.
+   * T0: a decision, or (`bTakes`) a process lease's take. `sweepIntervalMs`: the servers' sweep (default none).
    */
-  async function pausedByA(releaseAt: number, bWaits: (b: RegionCounterStore<MemoryCounterStore>, keys: string[]) => Promise<CounterResult> = (b, keys) => b.consume(keys, spec, 1)) {
-    const world = region();
+  async function pausedByA(releaseAt: number, { bTakes = false, sweepIntervalMs = 0 } = {}) {
+    const world = region(sweepIntervalMs);
     const keys = ['{g}:waits'];
     world.gate.before.add('take');
     const refused = watch(world.a.consume(keys, spec, 1));
     await flush();
-    const waiting = watch(bWaits(world.b, keys));
+    const waiting = watch<CounterResult>(bTakes ? world.b.take(keys, spec, 1) : world.b.consume(keys, spec, 1));
     world.gate.before.add('peek');
     await world.clock.advanceTo(releaseAt);
     expect(world.gate.held('take')).to.equal(1);
@@ -1039,7 +1042,7 @@ describe('RegionCounterStore waits and refusals (in memory, a test clock)', () =
 
   it("a process lease's take refused after waiting nearly the max wait: its peek of the global counter gets a max wait of its own, and the refusal carries the counter's timing", async () => {
     // B's take arrives at T0 and looks at the pool every 2 ms; A's refill, released at 97, takes nothing.
-    const { clock, gate, peeks, waiting } = await pausedByA(T0 + MAX_WAIT_MS - 3, (b, keys) => b.take(keys, spec, 1));
+    const { clock, gate, peeks, waiting } = await pausedByA(T0 + MAX_WAIT_MS - 3, { bTakes: true });
     // At 98 B's take finds the pool paused: refused, 2 ms of its own max wait left, it peeks the global counter.
     await clock.advanceTo(T0 + MAX_WAIT_MS - 2);
     expect(peeks()).to.equal(1);
@@ -1051,6 +1054,35 @@ describe('RegionCounterStore waits and refusals (in memory, a test clock)', () =
     // The global counter's timing (the window's end), not the pool's pause (at most max_hold).
     const peekedAt = MAX_WAIT_MS + 8;
     expect(waiting.value).to.deep.include({ allowed: false, units: 0, retryAfterMs: windowLeft - peekedAt, resetAfterMs: windowLeft - peekedAt });
+    expect(clock.pending, 'timers left pending').to.equal(0);
+  });
+
+  it("an idle pool swept: what the global counter said is forgotten with it, and the next refusal asks again", async () => {
+    const { clock, gate, peeks, a, b, keys, waiting } = await pausedByA(T0 + 10, { sweepIntervalMs: 250 });
+    // B's refusal peeks the global counter; its answer (short until the window's end, an hour) is kept.
+    await clock.advanceTo(T0 + 20);
+    expect(peeks()).to.equal(1);
+    await gate.release('peek');
+    expect(waiting.value).to.deep.include({ allowed: false, retryAfterMs: windowLeft - 20 });
+    const kept = watch(b.consume(keys, spec, 1));
+    await clock.advanceTo(clock.now);
+    expect(kept.value).to.deep.include({ allowed: false, retryAfterMs: windowLeft - 20 });
+    expect(peeks()).to.equal(1);
+    // Unspent for max_hold (1 s): the servers' sweeps (every 250 ms) drain and forget the pool.
+    await clock.advanceTo(T0 + 1_500);
+    // Again A's refill (its take held) takes nothing and pauses the pool, and B, waiting for it, is refused.
+    const refused = watch(a.consume(keys, spec, 1));
+    await flush();
+    const again = watch(b.consume(keys, spec, 1));
+    await clock.advanceTo(T0 + 1_510);
+    await gate.release('take');
+    await clock.advanceTo(T0 + 1_520);
+    expect(refused.value).to.deep.include({ allowed: false, retryAfterMs: windowLeft - 1_510 });
+    // Kept, B's answer would still say short for most of an hour: it was forgotten, and B asks again.
+    expect(peeks()).to.equal(2);
+    await gate.release('peek');
+    expect(again.value).to.deep.include({ allowed: false, retryAfterMs: windowLeft - 1_520 });
+    await Promise.all([a.letGoAll(), b.letGoAll()]);
     expect(clock.pending, 'timers left pending').to.equal(0);
   });
 
