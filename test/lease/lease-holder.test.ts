@@ -588,13 +588,17 @@ describe('LeaseHolder', () => {
       await settle();
       return { admitted, letGo };
     };
-    /** Closes the holder's failed-call list (as drain does), answering the parent calls that makes. */
-    const close = async (f: Fixture): Promise<void> => {
-      const closing = f.takes.close();
+    /** Answers the parent's calls, and those their answers set off (a settle's reclaim, then its give), a few rounds. */
+    const answerRounds = async (f: Fixture): Promise<void> => {
       for (let i = 0; i < 5; i++) {
         await settle();
         await f.answerAll();
       }
+    };
+    /** Closes the holder's failed-call list (as drain does), answering the parent calls that makes. */
+    const close = async (f: Fixture): Promise<void> => {
+      const closing = f.takes.close();
+      await answerRounds(f);
       await closing;
     };
     const gives = (f: Fixture): string[] => f.calls.filter((c) => c.startsWith('give') || c === 'reclaim');
@@ -640,10 +644,7 @@ describe('LeaseHolder', () => {
       const { admitted, letGo } = await spendThenLetGo(f);
       f.clock.now += 101;
       await f.answer();
-      for (let i = 0; i < 5; i++) {
-        await settle();
-        await f.answerAll();
-      }
+      await answerRounds(f);
       await letGo;
       await expectGivenBackOnce(f, admitted, ['give', 'reclaim', 'give']);
     });

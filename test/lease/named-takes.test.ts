@@ -5,7 +5,8 @@
 import { expect } from 'chai';
 import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import { NamedTakes, type UnitOwner } from '../../src/lease/named-takes.js';
+import { unansweredTakes } from '../../src/lease/lease-holder.js';
+import type { UnitOwner } from '../../src/lease/named-takes.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import type { LeaseClock, LeaseParent } from '../../src/lease/types.js';
 
@@ -36,7 +37,7 @@ function world() {
       const events = { returned: (units: number) => (counted.returned += units), lapsed: (units: number) => (counted.lapsed += units) };
       return { parent, timeoutMs: 1000, events, shape: 'window' };
     };
-    return { takes: new NamedTakes<UnitOwner>(leaseClock, (owner) => owner), owner: ownerOf('k'), ownerOf, counted, lose, outcomes };
+    return { takes: unansweredTakes(leaseClock), owner: ownerOf('k'), ownerOf, counted, lose, outcomes };
   };
   const used = async () => 100 - (await store.peek(['k'], spec)).remaining;
   return { take: (takeId: string) => parentOf('k').take(3, { takeId }), holder, used };

@@ -19,7 +19,7 @@ describe('ParentShortage (what the parent said when it admitted no more)', () =>
     expect(shortage.size).to.equal(0);
   });
 
-  it('a burst of refusals shares one peek; its answer is kept at least keepMs, then asked again', async () => {
+  it('a burst of refusals shares one peek; its answer that the parent is not short is kept keepMs (a max wait) to its last ms, then asked again', async () => {
     const shortage = new ParentShortage();
     let now = 0;
     let peeks = 0;
@@ -29,8 +29,24 @@ describe('ParentShortage (what the parent said when it admitted no more)', () =>
     expect(peeks).to.equal(1);
     now = 50;
     expect(shortage.look('spent', () => now, peek, 100)).to.deep.equal({ retryAfterMs: 0, resetAfterMs: 29_950 });
+    now = 99;
+    expect(shortage.look('spent', () => now, peek, 100)).to.deep.equal({ retryAfterMs: 0, resetAfterMs: 29_901 });
+    expect(peeks).to.equal(1);
     now = 100;
     await shortage.look('spent', () => now, peek, 100);
     expect(peeks).to.equal(2);
+  });
+
+  it("a refill's answer noted while a peek is on its way is not replaced by the peek's older one", async () => {
+    const shortage = new ParentShortage();
+    const now = 0;
+    let peeks = 0;
+    const peek = async (): Promise<RefusalTiming> => (peeks++, { retryAfterMs: 0, resetAfterMs: 0 });
+    // A refill finds the parent short while a peek is on its way.
+    const late = shortage.look('spent', () => now, peek, 100);
+    shortage.note('spent', { retryAfterMs: 5000, resetAfterMs: 5000 }, now);
+    await late;
+    expect(shortage.look('spent', () => now, peek, 100)).to.deep.equal({ retryAfterMs: 5000, resetAfterMs: 5000 });
+    expect(peeks).to.equal(1);
   });
 });

@@ -1,15 +1,16 @@
 import { expect } from 'chai';
 import type { RateSpec } from '../../src/counters/counter-spec.js';
+import type { CounterResult, LeaseCounterResult } from '../../src/counters/counter-store.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
 import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../../src/errors.js';
 import { LeaseHolder } from '../../src/lease/lease-holder.js';
 import { MemoryLeasePool } from './support/memory-region-pool.js';
+import { flush, TestClock } from './support/test-clock.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
 import { poolKey, RegionPool } from '../../src/lease/region-pool.js';
 import { RegionCounterStore } from '../../src/lease/region-store.js';
-import { ParentShortage } from '../../src/lease/parent-shortage.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import { systemClock } from '../../src/lease/types.js';
 import type { GivenBack, LeaseClock, LeaseEvents } from '../../src/lease/types.js';
@@ -428,62 +429,98 @@ describe('global budget across regions (RegionCounterStore)', function () {
   });
 });
 
+// ---------------------------------------------------------------------------------------------------
+// In memory: the global store is the exact emulator, the region's pool the script's in-memory port (as
+// the simulation wires them), the clock injected. Shared by the describes below.
+// ---------------------------------------------------------------------------------------------------
+
+const T0 = 1_800_000_000_000;
+
+/** Lets the calls a step set off run to their end (a few hops of promises). */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 5; i++) await flush();
+}
+
 /**
- * RegionCounterStore's own rules, one server of one region in one process: the global store is the exact
- * emulator, the region's pool the script's in-memory port (as the simulation wires them), the clock
- * injected and standing still unless a test moves it.
+ * `target` as a server reaches it over a link the test controls; every call and every answer of the
+ * target is recorded, by operation name. A call named in `before` waits before it runs (a request on its
+ * way), one named in `after` once it ran (its answer on its way), until `release` lets the oldest held
+ * call of that name through, or fails it (no answer: held before, it never ran; held after, its answer is
+ * lost). The next call of each name in `lose` runs and its answer is lost.
+ */
+function gate<T extends object>(target: T) {
+  const before = new Set<string>();
+  const after = new Set<string>();
+  const lose = new Set<string>();
+  const calls: { name: string; args: unknown[] }[] = [];
+  const answers: { name: string; answer: unknown }[] = [];
+  const held: { name: string; go: (fail: boolean) => void }[] = [];
+  const noAnswer = () => new CounterStoreUnavailableError('the answer was lost on the link');
+  const proxy = new Proxy(target, {
+    get(t, name) {
+      const value = Reflect.get(t, name, t) as unknown;
+      if (typeof name !== 'string' || typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        calls.push({ name, args });
+        const recorded = (answer: unknown) => (answers.push({ name, answer }), answer);
+        const run = () => Promise.resolve((value as (...a: unknown[]) => unknown).apply(t, args)).then(recorded);
+        if (lose.delete(name)) {
+          return run().then(() => {
+            throw noAnswer();
+          });
+        }
+        if (before.has(name)) return new Promise((resolve, reject) => held.push({ name, go: (fail) => (fail ? reject(noAnswer()) : run().then(resolve, reject)) }));
+        if (after.has(name)) return run().then((answer) => new Promise((resolve, reject) => held.push({ name, go: (fail) => (fail ? reject(noAnswer()) : resolve(answer)) })));
+        // Not held: as the target answers it (a synchronous call stays one).
+        const answer = (value as (...a: unknown[]) => unknown).apply(t, args);
+        return answer instanceof Promise ? answer.then(recorded) : recorded(answer);
+      };
+    },
+  });
+  return {
+    proxy,
+    before,
+    after,
+    lose,
+    /** The arguments of each call of `name` so far. */
+    callsOf: (name: string) => calls.filter((c) => c.name === name).map((c) => c.args),
+    /** The target's answers to the calls of `name` so far (lost ones too), in the order it gave them. */
+    answersOf: <A = unknown>(name: string) => answers.filter((a) => a.name === name).map((a) => a.answer as A),
+    /** Calls of `name` held now. */
+    held: (name: string) => held.filter((h) => h.name === name).length,
+    /** Lets the oldest held call of `name` through (`fail`: no answer comes), then lets what it sets off run. */
+    async release(name: string, fail = false): Promise<void> {
+      const at = held.findIndex((h) => h.name === name);
+      expect(at, `a held ${name}`).to.be.at.least(0);
+      held.splice(at, 1)[0].go(fail);
+      await settle();
+    },
+  };
+}
+
+/**
+ * RegionCounterStore's own rules, one server of one region in one process, on a clock standing still
+ * unless a test moves it.
  */
 describe('RegionCounterStore rules (in memory)', () => {
-  const T0 = 1_800_000_000_000;
-
-  function flush(): Promise<void> {
-    return new Promise((resolve) => setImmediate(resolve));
-  }
-
   /**
-   * One server of a region. `gate.returns`: its returns to the global counter wait in `held` until the
-   * test lets them arrive (a message on its way). `gate.lose`: the next call of each operation named
-   * runs at the global store and its answer is lost; `gate.onLost` runs meanwhile.
+   * One server of a region; its calls to the global store pass `gate` (its returns held there while a
+   * test says so: a message on its way; a call's answer lost).
    */
   function region(maxWaitMs = 10_000) {
-    const clock = { now: T0 };
-    const leaseClock: LeaseClock = { now: () => clock.now, setTimer: () => undefined, clearTimer: () => undefined };
+    const clock = new TestClock(T0);
+    const leaseClock = clock.clockFor();
     const global = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
     const regional = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
-    const takes: number[] = [];
-    const held: (() => void)[] = [];
-    const gate = { returns: false, lose: new Set<string>(), onLost: () => undefined as void };
-    // The global store, its takes counted and its returns held when the test says so.
-    const observed = new Proxy(global, {
-      get(target, name) {
-        if (typeof name === 'string' && gate.lose.has(name)) {
-          return async (...args: unknown[]) => {
-            gate.lose.delete(name);
-            if (name === 'take') takes.push(args[2] as number);
-            await (Reflect.get(target, name, target) as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-            gate.onLost();
-            throw new CounterStoreUnavailableError('the answer was lost on the link');
-          };
-        }
-        if (name === 'take') {
-          return (...args: Parameters<MemoryCounterStore['take']>) => {
-            takes.push(args[2]);
-            return target.take(...args);
-          };
-        }
-        if (name === 'giveBack' && gate.returns) {
-          return (...args: Parameters<MemoryCounterStore['giveBack']>) =>
-            new Promise((resolve, reject) => held.push(() => target.giveBack(...args).then(resolve, reject)));
-        }
-        return Reflect.get(target, name, target) as unknown;
-      },
-    });
+    const toGlobal = gate(global);
+    /** The units each take from the global counter asked for, in order. */
+    const takes = () => toGlobal.callsOf('take').map((args) => args[2] as number);
     const counts: Counts = { refills: 0, waits: 0, returned: 0, lapsed: 0 };
     const pool = new RegionPool(new MemoryLeasePool(() => clock.now));
     const store = new RegionCounterStore<MemoryCounterStore>({
       regional,
       pool,
-      global: observed,
+      global: toGlobal.proxy,
       globalTimeoutMs: 1000,
       regionalTimeoutMs: 500,
       maxWaitMs,
@@ -491,7 +528,7 @@ describe('RegionCounterStore rules (in memory)', () => {
       sweepIntervalMs: 0,
       events: () => ({ returned: (units) => (counts.returned += units), lapsed: (units) => (counts.lapsed += units) }),
     });
-    return { clock, leaseClock, global, pool, store, takes, held, gate, counts };
+    return { clock, leaseClock, global, pool, store, takes, gate: toGlobal, counts };
   }
 
   it('bounded wait: a decision its pool cannot pay is refused (lease_wait_timeout) once RL_LEASE_MAX_WAIT_MS has passed, 0 at once; the refill it started serves the next', async () => {
@@ -506,7 +543,7 @@ describe('RegionCounterStore rules (in memory)', () => {
     expect((error as LeaseWaitTimeoutError).retryAfterMs).to.be.within(1, 1000);
     await flush();
     await flush();
-    expect(takes).to.deep.equal([1]);
+    expect(takes()).to.deep.equal([1]);
     expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
   });
 
@@ -561,7 +598,7 @@ describe('RegionCounterStore rules (in memory)', () => {
       r.gate.lose.add('giveBack');
       await r.store.letGoAll();
       expect(await used(r, keys)).to.equal(3);
-      expect(r.counts).to.deep.include({ returned: r.takes.reduce((sum, n) => sum + n, 0) - 3, lapsed: 0 });
+      expect(r.counts).to.deep.include({ returned: r.takes().reduce((sum, n) => sum + n, 0) - 3, lapsed: 0 });
     });
 
     it('a reclaim whose answer was lost, asked again, answers repeat: the units it gave back are counted', async () => {
@@ -577,7 +614,7 @@ describe('RegionCounterStore rules (in memory)', () => {
       await flush();
       await r.store.letGoAll();
       expect(await used(r, keys)).to.equal(1);
-      expect(r.counts).to.deep.include({ returned: r.takes.reduce((sum, n) => sum + n, 0) - 1, lapsed: 0 });
+      expect(r.counts).to.deep.include({ returned: r.takes().reduce((sum, n) => sum + n, 0) - 1, lapsed: 0 });
     });
 
     it("units whose window ends while a refill fails lapse, counted, when the refill lock is let go", async () => {
@@ -587,12 +624,12 @@ describe('RegionCounterStore rules (in memory)', () => {
       expect((await r.store.consume(keys, short, 1)).allowed).to.equal(true);
       await flush();
       expect((await r.pool.peek(poolKey(keys[0]))).left).to.equal(2);
-      // The next decision starts a refill; the window ends while it is on its way, and its answer is lost.
-      r.gate.lose.add('take');
-      r.gate.onLost = () => void (r.clock.now += 1000);
+      // The next decision starts a refill; its take runs, the window ends while its answer is on its way, and the answer is lost.
+      r.gate.after.add('take');
       expect((await r.store.consume(keys, short, 1)).allowed).to.equal(true);
       await flush();
-      await flush();
+      r.clock.now += 1000;
+      await r.gate.release('take', true);
       expect(r.counts.lapsed).to.equal(1);
     });
   });
@@ -624,18 +661,18 @@ describe('RegionCounterStore rules (in memory)', () => {
       await flush();
     }
     // Two admitted; the refills so far took the 1 the first decision waited for, then 1 ahead (half of 2).
-    expect(takes).to.deep.equal([1, 1]);
+    expect(takes()).to.deep.equal([1, 1]);
     // One unit is left in the global counter, for whichever region needs it first: no refill ahead takes it.
     expect((await global.peek(keys, spec)).remaining).to.equal(1);
     // A decision that finds the pool empty waits for a take of its cost, and gets the last unit.
     expect((await store.consume(keys, spec, 1)).allowed).to.equal(true);
-    expect(takes).to.deep.equal([1, 1, 1]);
+    expect(takes()).to.deep.equal([1, 1, 1]);
     expect((await global.peek(keys, spec)).remaining).to.equal(0);
   });
 
   for (const type of ['token_bucket', 'leaky_bucket'] as const) {
     it(`a global ${type}: the region's units given back within max_hold but arriving later lapse at the global bucket (a return delayed on its way would join the tokens it refilled meanwhile)`, async () => {
-      const { clock, global, store, held, gate, counts } = region();
+      const { clock, global, store, gate, counts } = region();
       // Five tokens, refilled at 5 a second; max_hold 100 ms.
       const spec: RateSpec = { type, capacity: 5, rateUnits: 5, ratePeriodMs: 1000, global: { policyId: 'g', lease: { shape: 'bucket', maxUnits: Infinity, maxHoldMs: 100 } } };
       const keys = ['{g}:late'];
@@ -643,14 +680,14 @@ describe('RegionCounterStore rules (in memory)', () => {
       expect((await store.consume(keys, spec, 6)).allowed).to.equal(false);
       // Within max_hold the policy changes: the region's units leave for the global bucket, on their way for a second.
       clock.now += 50;
-      gate.returns = true;
+      gate.before.add('giveBack');
       const changed = store.policiesChanged(() => undefined);
       await flush();
-      expect(held).to.have.length(1);
+      expect(gate.held('giveBack')).to.equal(1);
       clock.now += 950;
       // Meanwhile the bucket refilled its 5 tokens, which another region spends now.
       expect((await global.consume(keys, spec, 5)).allowed).to.equal(true);
-      held.shift()!();
+      await gate.release('giveBack');
       await changed;
       expect(counts.returned).to.equal(0);
       expect(counts.lapsed).to.equal(5);
@@ -705,60 +742,16 @@ describe('RegionCounterStore rules (in memory)', () => {
 });
 
 describe('RegionCounterStore: a refill whose lock was taken over (in memory)', () => {
-  const T0 = 1_800_000_000_000;
   /** globalTimeoutMs + regionalTimeoutMs below: how long a refill lock lasts. */
   const LOCK_MS = 1500;
   const LIMIT = 100;
   const keys = ['{g}:takeover'];
   const key = poolKey(keys[0]);
 
-  function flush(): Promise<void> {
-    return new Promise((resolve) => setImmediate(resolve));
-  }
-
-  async function settle(): Promise<void> {
-    for (let i = 0; i < 5; i++) await flush();
-  }
-
-  /**
-   * `target` with its calls named in `before` held before they run (a request on its way), and those in
-   * `after` held once run (an answer on its way), until the test lets them through.
-   */
-  function gated<T extends object>(target: T) {
-    const before = new Set<string>();
-    const after = new Set<string>();
-    const held: { name: string; go: () => void }[] = [];
-    const proxy = new Proxy(target, {
-      get(t, name) {
-        const value = Reflect.get(t, name, t) as unknown;
-        if (typeof name !== 'string' || typeof value !== 'function') return value;
-        return (...args: unknown[]) => {
-          const run = () => (value as (...a: unknown[]) => Promise<unknown>).apply(t, args);
-          if (before.has(name)) return new Promise((resolve, reject) => held.push({ name, go: () => run().then(resolve, reject) }));
-          if (after.has(name)) return run().then((answer) => new Promise((resolve) => held.push({ name, go: () => resolve(answer) })));
-          return run();
-        };
-      },
-    });
-    /** Lets the first held call of `name` through. */
-    const release = async (name: string) => {
-      const at = held.findIndex((h) => h.name === name);
-      expect(at, `a held ${name}`).to.be.at.least(0);
-      held.splice(at, 1)[0].go();
-      await settle();
-    };
-    return { proxy, before, after, release };
-  }
-
   /** One region's pool and a global counter, on one clock; `server()` adds a server, its calls gated. */
   function world(spec: RateSpec) {
-    const clock = { now: T0 };
-    const timers: { at: number; callback: () => void }[] = [];
-    const leaseClock: LeaseClock = {
-      now: () => clock.now,
-      setTimer: (callback, ms) => timers.push({ at: clock.now + ms, callback }),
-      clearTimer: () => undefined,
-    };
+    const clock = new TestClock(T0);
+    const leaseClock = clock.clockFor();
     const global = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
     const pool = new RegionPool(new MemoryLeasePool(() => clock.now));
     const counts = { returned: 0, lapsed: {} as Record<string, number> };
@@ -767,8 +760,8 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
       lapsed: (units, reason) => (counts.lapsed[reason] = (counts.lapsed[reason] ?? 0) + units),
     };
     const server = (sweepIntervalMs = 0) => {
-      const toPool = gated(pool);
-      const toGlobal = gated(global);
+      const toPool = gate(pool);
+      const toGlobal = gate(global);
       const regional = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
       const store = new RegionCounterStore<MemoryCounterStore>({
         regional,
@@ -790,9 +783,7 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     const inPool = async () => (await pool.peek(key)).left;
     /** Fires the timers due by now (the sweep). */
     const tick = async () => {
-      const due = timers.filter((t) => t.at <= clock.now);
-      timers.splice(0, timers.length, ...timers.filter((t) => t.at > clock.now));
-      due.forEach((t) => t.callback());
+      await clock.advanceTo(clock.now);
       await settle();
     };
     /** `a`'s decision starts a refill that takes from the global counter, its add to the pool held: what it took. */
@@ -804,6 +795,9 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     };
     return { clock, global, pool, counts, server, decide, used, inPool, tick, refillWithAddHeld };
   }
+
+  /** What the global store answered `server`'s reclaims, in order. */
+  const reclaims = (server: { toGlobal: ReturnType<typeof gate> }) => server.toGlobal.answersOf<LeaseCounterResult>('reclaim').map((answer) => answer.outcome);
 
   const window = (windowMs = 3_600_000): RateSpec => ({
     type: 'fixed_window',
@@ -826,9 +820,11 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     expect(w.counts).to.deep.equal({ returned: taken, lapsed: {} });
     const held = await w.inPool();
     expect(held).to.be.above(0);
+    expect(reclaims(b)).to.deep.equal(['done']);
     // A's add arrives: refused (the pool never holds A's units too); A's own reclaim finds them given back.
     await a.toPool.release('add');
     expect(await w.inPool()).to.equal(held);
+    expect(reclaims(a)).to.deep.equal(['reclaimed']);
     expect(w.counts).to.deep.equal({ returned: taken, lapsed: {} });
     // Every unit the global counter counts as used is in the pool.
     expect(await w.used()).to.equal(held);
@@ -844,8 +840,10 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     await w.decide(b.store);
     await settle();
     await a.toPool.release('add');
+    expect(reclaims(a)).to.deep.equal(['done']);
     expect(w.counts).to.deep.equal({ returned: taken, lapsed: {} });
     await b.toGlobal.release('reclaim');
+    expect(reclaims(b)).to.deep.equal(['reclaimed']);
     expect(w.counts).to.deep.equal({ returned: taken, lapsed: {} });
     expect(await w.used()).to.equal(await w.inPool());
   });
@@ -926,39 +924,9 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
  * only when the test moves it and counts the timers left pending. Counted in the clock's ms, never timed.
  */
 describe('RegionCounterStore waits and refusals (in memory, a test clock)', () => {
-  const T0 = 1_800_000_000_000;
   const MAX_WAIT_MS = 100;
   const spec: RateSpec = { type: 'fixed_window', limit: 1, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
   const windowLeft = spec.windowMs - (T0 % spec.windowMs);
-
-  function flush(): Promise<void> {
-    return new Promise((resolve) => setImmediate(resolve));
-  }
-
-  /** A clock whose timers fire only as the test advances it, in time order. */
-  class TestClock implements LeaseClock {
-    at = T0;
-    readonly timers = new Set<{ at: number; fn: () => void }>();
-    now = () => this.at;
-    setTimer = (fn: () => void, ms: number) => {
-      const timer = { at: this.at + ms, fn };
-      this.timers.add(timer);
-      return timer;
-    };
-    clearTimer = (handle: unknown) => void this.timers.delete(handle as { at: number; fn: () => void });
-    async advanceTo(to: number): Promise<void> {
-      for (;;) {
-        await flush();
-        const due = [...this.timers].filter((t) => t.at <= to).sort((a, b) => a.at - b.at)[0];
-        if (due === undefined) break;
-        this.timers.delete(due);
-        this.at = Math.max(this.at, due.at);
-        due.fn();
-      }
-      this.at = to;
-      await flush();
-    }
-  }
 
   /** A promise whose outcome the test reads without awaiting it. */
   function watch<T>(promise: Promise<T>): { settled: boolean; value?: T } {
@@ -967,59 +935,49 @@ describe('RegionCounterStore waits and refusals (in memory, a test clock)', () =
     return seen;
   }
 
-  /** Two servers of a region sharing its pool; the global store's takes and peeks wait in `held` while `hold` says so. */
-  function region() {
-    const clock = new TestClock();
-    const global = new MemoryCounterStore({ now: clock.now, sweepIntervalMs: 0 });
-    const hold = { takes: false, peeks: false };
-    const held = { takes: [] as (() => void)[], peeks: [] as ((fail?: boolean) => void)[] };
-    let peeks = 0;
-    const observed = new Proxy(global, {
-      get(target, name) {
-        if (name === 'peek') peeks++;
-        if (name === 'take' && hold.takes) {
-          return (...args: Parameters<MemoryCounterStore['take']>) => new Promise((resolve, reject) => held.takes.push(() => target.take(...args).then(resolve, reject)));
-        }
-        if (name === 'peek' && hold.peeks) {
-          return (...args: Parameters<MemoryCounterStore['peek']>) =>
-            new Promise((resolve, reject) => held.peeks.push((fail) => (fail ? reject(new CounterStoreUnavailableError('no answer')) : target.peek(...args).then(resolve, reject))));
-        }
-        return Reflect.get(target, name, target) as unknown;
-      },
-    });
-    const pool = new RegionPool(new MemoryLeasePool(clock.now));
+  /**
+   * Two servers of a region sharing its pool, their calls to the global store through one `gate` (its takes
+   * and peeks held while the test says so); `sweepIntervalMs`: how often they look for idle pools (0: never).
+   */
+  function region(sweepIntervalMs = 0) {
+    const clock = new TestClock(T0);
+    const leaseClock = clock.clockFor();
+    const global = new MemoryCounterStore({ now: leaseClock.now, sweepIntervalMs: 0 });
+    const toGlobal = gate(global);
+    const pool = new RegionPool(new MemoryLeasePool(leaseClock.now));
     const [a, b] = [0, 1].map(
       () =>
         new RegionCounterStore<MemoryCounterStore>({
-          regional: new MemoryCounterStore({ now: clock.now, sweepIntervalMs: 0 }),
+          regional: new MemoryCounterStore({ now: leaseClock.now, sweepIntervalMs: 0 }),
           pool,
-          global: observed,
+          global: toGlobal.proxy,
           globalTimeoutMs: 1000,
           regionalTimeoutMs: 500,
           maxWaitMs: MAX_WAIT_MS,
-          clock,
-          sweepIntervalMs: 0,
+          clock: leaseClock,
+          sweepIntervalMs,
         }),
     );
-    return { clock, global, hold, held, peeks: () => peeks, a, b };
+    return { clock, global, gate: toGlobal, peeks: () => toGlobal.callsOf('peek').length, a, b };
   }
 
   /**
    * Server A's refill, held until `releaseAt` while another region spends the window's last unit, takes
-   * nothing: the pool pauses and refuses every decision. B, which did not see that refill, waits for it from T0.
+   * nothing: the pool pauses and refuses every decision. B, which did not see that refill, waits for it from
+   * T0: a decision, or (`bTakes`) a process lease's take. `sweepIntervalMs`: the servers' sweep (default none).
    */
-  async function pausedByA(releaseAt: number) {
-    const world = region();
+  async function pausedByA(releaseAt: number, { bTakes = false, sweepIntervalMs = 0 } = {}) {
+    const world = region(sweepIntervalMs);
     const keys = ['{g}:waits'];
-    world.hold.takes = true;
+    world.gate.before.add('take');
     const refused = watch(world.a.consume(keys, spec, 1));
     await flush();
-    const waiting = watch(world.b.consume(keys, spec, 1));
-    world.hold.peeks = true;
+    const waiting = watch<CounterResult>(bTakes ? world.b.take(keys, spec, 1) : world.b.consume(keys, spec, 1));
+    world.gate.before.add('peek');
     await world.clock.advanceTo(releaseAt);
-    expect(world.held.takes).to.have.length(1);
+    expect(world.gate.held('take')).to.equal(1);
     expect((await world.global.consume(keys, spec, 1)).allowed).to.equal(true);
-    world.held.takes.shift()!();
+    await world.gate.release('take');
     await world.clock.advanceTo(releaseAt);
     // A noted the shortage its refill found: no peek.
     expect(refused.value).to.deep.include({ allowed: false, retryAfterMs: windowLeft - (releaseAt - T0) });
@@ -1028,30 +986,30 @@ describe('RegionCounterStore waits and refusals (in memory, a test clock)', () =
   }
 
   it("a refused decision waits at most RL_LEASE_MAX_WAIT_MS from its arrival in all, its refusal's peek of a slow global store included", async () => {
-    const { clock, held, peeks, waiting, burst } = await pausedByA(T0 + 60);
+    const { clock, gate, peeks, waiting, burst } = await pausedByA(T0 + 60);
     // B waited 60 for A's refill, then was refused: its peek of the global store, unanswered, waits only what is left.
     await clock.advanceTo(T0 + MAX_WAIT_MS - 1);
-    expect(held.peeks).to.have.length(1);
+    expect(gate.held('peek')).to.equal(1);
     expect(waiting.settled).to.equal(false);
     await clock.advanceTo(T0 + MAX_WAIT_MS);
     // No answer within the bound: the pool's own timing (its pause, at most max_hold).
     expect(waiting.value).to.include({ allowed: false });
     expect(waiting.value!.retryAfterMs).to.be.within(1, 1000);
     // The peek fails: no answer is kept too, the refusals right after do not ask again, nor wait.
-    held.peeks.shift()!(true);
+    await gate.release('peek', true);
     const after = burst();
-    await clock.advanceTo(clock.at);
+    await clock.advanceTo(clock.now);
     expect(after.every((r) => r.value?.allowed === false && r.value.retryAfterMs <= 1000)).to.equal(true);
     expect(peeks()).to.equal(1);
-    expect(clock.timers.size, 'timers left pending').to.equal(0);
+    expect(clock.pending, 'timers left pending').to.equal(0);
   });
 
   it("concurrent refusals share one peek of the global store, and carry the global counter's timing", async () => {
-    const { clock, held, peeks, waiting, burst } = await pausedByA(T0 + 10);
+    const { clock, gate, peeks, waiting, burst } = await pausedByA(T0 + 10);
     const first = [waiting, ...burst()];
     await clock.advanceTo(T0 + 20);
     expect(peeks()).to.equal(1);
-    held.peeks.shift()!();
+    await gate.release('peek');
     await clock.advanceTo(T0 + 20);
     for (const refused of first) expect(refused.value).to.deep.include({ allowed: false, retryAfterMs: windowLeft - 20, resetAfterMs: windowLeft - 20 });
     // Kept while short: the refusals after it do not ask.
@@ -1060,61 +1018,85 @@ describe('RegionCounterStore waits and refusals (in memory, a test clock)', () =
     await clock.advanceTo(T0 + 500);
     for (const refused of next) expect(refused.value).to.deep.include({ allowed: false, retryAfterMs: windowLeft - 500 });
     expect(peeks()).to.equal(1);
-    expect(clock.timers.size, 'timers left pending').to.equal(0);
+    expect(clock.pending, 'timers left pending').to.equal(0);
   });
 
   it('a peek that finds the global counter not short (the pool still pauses) is kept too: the next burst does not ask', async () => {
-    const { clock, global, held, peeks, keys, waiting, burst } = await pausedByA(T0 + 10);
+    const { clock, global, gate, peeks, keys, waiting, burst } = await pausedByA(T0 + 10);
     // Another region gave a unit back.
     await global.refund(keys, spec, 1);
     const first = [waiting, ...burst()];
     await clock.advanceTo(T0 + 20);
     expect(peeks()).to.equal(1);
-    held.peeks.shift()!();
+    await gate.release('peek');
     await clock.advanceTo(T0 + 20);
     // The pool's own timing (its pause, at most max_hold).
     expect(first.every((r) => r.value?.allowed === false && r.value.retryAfterMs >= 1 && r.value.retryAfterMs <= 1000)).to.equal(true);
     await clock.advanceTo(T0 + 20 + MAX_WAIT_MS - 1);
     const next = burst();
-    await clock.advanceTo(clock.at);
+    await clock.advanceTo(clock.now);
     expect(next.every((r) => r.value?.allowed === false)).to.equal(true);
     expect(peeks()).to.equal(1);
-    expect(clock.timers.size, 'timers left pending').to.equal(0);
+    expect(clock.pending, 'timers left pending').to.equal(0);
   });
 
-  it('an answer that the global counter is not short (or none) is kept one max wait, unless a newer one comes', async () => {
-    const shortage = new ParentShortage();
-    let now = T0;
-    let peeks = 0;
-    const notShort = { retryAfterMs: 0, resetAfterMs: 0 };
-    const peek = () => (peeks++, Promise.resolve(notShort));
-    expect(await shortage.look('k', () => now, peek, MAX_WAIT_MS)).to.deep.equal(notShort);
-    now += MAX_WAIT_MS - 1;
-    expect(shortage.look('k', () => now, peek, MAX_WAIT_MS)).to.deep.equal(notShort);
-    expect(peeks).to.equal(1);
-    now += 1;
-    await shortage.look('k', () => now, peek, MAX_WAIT_MS);
-    expect(peeks).to.equal(2);
-    // A refill finds the parent short while a peek is on its way: the peek's older answer does not replace it.
-    now += MAX_WAIT_MS;
-    const late = shortage.look('k', () => now, peek, MAX_WAIT_MS);
-    shortage.note('k', { retryAfterMs: 5000, resetAfterMs: 5000 }, now);
-    await late;
-    expect(shortage.look('k', () => now, peek, MAX_WAIT_MS)).to.deep.equal({ retryAfterMs: 5000, resetAfterMs: 5000 });
-    expect(peeks).to.equal(3);
+  it("a process lease's take refused after waiting nearly the max wait: its peek of the global counter gets a max wait of its own, and the refusal carries the counter's timing", async () => {
+    // B's take arrives at T0 and looks at the pool every 2 ms; A's refill, released at 97, takes nothing.
+    const { clock, gate, peeks, waiting } = await pausedByA(T0 + MAX_WAIT_MS - 3, { bTakes: true });
+    // At 98 B's take finds the pool paused: refused, 2 ms of its own max wait left, it peeks the global counter.
+    await clock.advanceTo(T0 + MAX_WAIT_MS - 2);
+    expect(peeks()).to.equal(1);
+    // The peek answers 10 ms later: past the take's max wait, within the refusal's own.
+    await clock.advanceTo(T0 + MAX_WAIT_MS + 8);
+    expect(waiting.settled, 'waiting for its peek past the max wait after its arrival').to.equal(false);
+    await gate.release('peek');
+    await clock.advanceTo(clock.now);
+    // The global counter's timing (the window's end), not the pool's pause (at most max_hold).
+    const peekedAt = MAX_WAIT_MS + 8;
+    expect(waiting.value).to.deep.include({ allowed: false, units: 0, retryAfterMs: windowLeft - peekedAt, resetAfterMs: windowLeft - peekedAt });
+    expect(clock.pending, 'timers left pending').to.equal(0);
+  });
+
+  it("an idle pool swept: what the global counter said is forgotten with it, and the next refusal asks again", async () => {
+    const { clock, gate, peeks, a, b, keys, waiting } = await pausedByA(T0 + 10, { sweepIntervalMs: 250 });
+    // B's refusal peeks the global counter; its answer (short until the window's end, an hour) is kept.
+    await clock.advanceTo(T0 + 20);
+    expect(peeks()).to.equal(1);
+    await gate.release('peek');
+    expect(waiting.value).to.deep.include({ allowed: false, retryAfterMs: windowLeft - 20 });
+    const kept = watch(b.consume(keys, spec, 1));
+    await clock.advanceTo(clock.now);
+    expect(kept.value).to.deep.include({ allowed: false, retryAfterMs: windowLeft - 20 });
+    expect(peeks()).to.equal(1);
+    // Unspent for max_hold (1 s): the servers' sweeps (every 250 ms) drain and forget the pool.
+    await clock.advanceTo(T0 + 1_500);
+    // Again A's refill (its take held) takes nothing and pauses the pool, and B, waiting for it, is refused.
+    const refused = watch(a.consume(keys, spec, 1));
+    await flush();
+    const again = watch(b.consume(keys, spec, 1));
+    await clock.advanceTo(T0 + 1_510);
+    await gate.release('take');
+    await clock.advanceTo(T0 + 1_520);
+    expect(refused.value).to.deep.include({ allowed: false, retryAfterMs: windowLeft - 1_510 });
+    // Kept, B's answer would still say short for most of an hour: it was forgotten, and B asks again.
+    expect(peeks()).to.equal(2);
+    await gate.release('peek');
+    expect(again.value).to.deep.include({ allowed: false, retryAfterMs: windowLeft - 1_520 });
+    await Promise.all([a.letGoAll(), b.letGoAll()]);
+    expect(clock.pending, 'timers left pending').to.equal(0);
   });
 
   it('decisions that waited for a refill answered before the max wait leave no timer pending', async () => {
-    const { clock, a, hold, held } = region();
+    const { clock, a, gate } = region();
     const large = { ...spec, limit: 1000 };
-    hold.takes = true;
+    gate.before.add('take');
     const waiting = Array.from({ length: 10 }, () => watch(a.consume(['{g}:timers'], large, 1)));
     await clock.advanceTo(T0 + 30);
-    expect(clock.timers.size).to.be.above(0);
-    hold.takes = false;
-    held.takes.shift()!();
+    expect(clock.pending).to.be.above(0);
+    gate.before.delete('take');
+    await gate.release('take');
     await clock.advanceTo(T0 + 30);
     expect(waiting.every((r) => r.value?.allowed === true)).to.equal(true);
-    expect(clock.timers.size, 'timers left pending').to.equal(0);
+    expect(clock.pending, 'timers left pending').to.equal(0);
   });
 });

@@ -54,6 +54,7 @@ import { RegionCounterStore } from '../../src/lease/region-store.js';
 import type { LeasedSpec } from '../../src/lease/store-parent.js';
 import type { LeaseClock, LeaseEvents } from '../../src/lease/types.js';
 import { setLogLevel } from '../../src/util/log.js';
+import { flush as settle, TestClock } from './support/test-clock.js';
 
 const T0 = 1_800_000_000_000;
 const KEYS = ['sim:counter'];
@@ -65,48 +66,9 @@ const REGIONAL_TIMEOUT_MS = 500;
 const PROCESS_TIMEOUT_MS = 300;
 
 // ---------------------------------------------------------------------------------------------------
-// The simulated world: one clock, timers, and links that carry calls with delays and outages
+// The simulated world: one clock with timers (TestClock: a dead server's timers never fire), and links
+// that carry calls with delays and outages
 // ---------------------------------------------------------------------------------------------------
-
-class World {
-  now = T0;
-  private timers: { at: number; seq: number; fn: () => void; owner: Server | undefined }[] = [];
-  private seq = 0;
-
-  /** A clock reading `offset` ms from the reference, whose timers belong to `owner` (none fire once it died). */
-  clockFor(owner: Server | undefined, offset = 0): LeaseClock {
-    return {
-      now: () => this.now + offset,
-      setTimer: (fn, ms) => {
-        const timer = { at: this.now + Math.max(0, ms), seq: this.seq++, fn, owner };
-        this.timers.push(timer);
-        return timer;
-      },
-      clearTimer: (handle) => {
-        this.timers = this.timers.filter((t) => t !== handle);
-      },
-    };
-  }
-
-  /** Moves the clock to `to`, firing due timers in time order (a dead server's timers never fire). */
-  async advanceTo(to: number): Promise<void> {
-    for (;;) {
-      this.timers.sort((a, b) => a.at - b.at || a.seq - b.seq);
-      const next = this.timers[0];
-      if (next === undefined || next.at > to) break;
-      this.timers.shift();
-      this.now = Math.max(this.now, next.at);
-      if (next.owner === undefined || next.owner.alive) next.fn();
-      await settle();
-    }
-    this.now = Math.max(this.now, to);
-  }
-}
-
-/** Lets every pending promise callback run (the simulated world only moves between actions). */
-function settle(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
-}
 
 /**
  * A connection: calls queue up and are carried one way, then the answer the other, only when the
@@ -238,6 +200,8 @@ interface Counts {
   takeOutcomes: Record<string, number>;
   giveOutcomes: Record<string, number>;
   reclaimOutcomes: Record<string, number>;
+  /** What the reclaims of named gives answered (of reclaimOutcomes): `repeat`, the give ran; `ahead`, it never came. */
+  giveReclaimOutcomes: Record<string, number>;
   returned: number;
   lapsed: number;
   waited: number;
@@ -281,10 +245,10 @@ function compiledPolicy(spec: LeasedSpec, config: SimConfig): CompiledPolicy {
 }
 
 class Simulation {
-  readonly world = new World();
+  readonly world = new TestClock(T0);
   readonly exact: MemoryCounterStore;
   readonly ledger: Ledger = { admitted: [], refunded: [], periods: new Set(), failed: 0, refused: 0, unexpected: [] };
-  readonly counts: Counts = { globalTakes: 0, takeOutcomes: {}, giveOutcomes: {}, reclaimOutcomes: {}, returned: 0, lapsed: 0, waited: 0 };
+  readonly counts: Counts = { globalTakes: 0, takeOutcomes: {}, giveOutcomes: {}, reclaimOutcomes: {}, giveReclaimOutcomes: {}, returned: 0, lapsed: 0, waited: 0 };
   readonly flow: Flow = { takenGlobal: 0, returnedGlobal: 0, lapsedBy: {}, refundedNotHeld: 0, crashes: 0, drains: 0 };
   /** The policy's spec: a global budget's when there are regions. */
   readonly spec: LeasedSpec;
@@ -297,6 +261,8 @@ class Simulation {
   readonly servers: Server[] = [];
   /** Links of servers that drained or died, still carrying what was sent on them. */
   private readonly retired: Link[] = [];
+  /** The ids of the named gives the servers sent to the global store (a take's reclaim and a give's look alike there). */
+  private readonly giveIds = new Set<string>();
   private readonly events: LeaseEvents = {
     refilled: () => undefined,
     returned: (units) => (this.counts.returned += units),
@@ -335,6 +301,7 @@ class Simulation {
       reclaim: async (keys, spec, take) => {
         const answer = await exact.reclaim(keys, spec, take);
         this.counts.reclaimOutcomes[answer.outcome] = (this.counts.reclaimOutcomes[answer.outcome] ?? 0) + 1;
+        if (this.giveIds.has(take.takeId)) this.counts.giveReclaimOutcomes[answer.outcome] = (this.counts.giveReclaimOutcomes[answer.outcome] ?? 0) + 1;
         if (answer.outcome === 'done') this.flow.returnedGlobal += answer.units;
         return answer;
       },
@@ -399,7 +366,7 @@ class Simulation {
     // Calls to the global store give up after its timeout, as a Redis counter store's do: they may still
     // arrive and run later.
     globalLink.timeout = { clock, ms: topology === 'process' ? PROCESS_TIMEOUT_MS : GLOBAL_TIMEOUT_MS };
-    const global = overLink(globalLink, this.global, ['take', 'giveBack', 'reclaim']);
+    const global = this.notingGives(overLink(globalLink, this.global, ['take', 'giveBack', 'reclaim']));
     if (poolLink) {
       server.store = new RegionCounterStore<LendingStore>({
         regional: overLink(poolLink, region.counters),
@@ -414,6 +381,20 @@ class Simulation {
     }
     if (topology !== 'region') server.leases = new ProcessLeases({ store: server.store ?? global, maxWaitMs: this.config.maxWaitMs ?? 100, takeTimeoutMs: PROCESS_TIMEOUT_MS, clock, events: () => this.events });
     return server;
+  }
+
+  /** `store` noting the id of each named give as it is sent (one that never arrives is reclaimed all the same: `ahead`). */
+  private notingGives(store: LendingStore): LendingStore {
+    return new Proxy(store, {
+      get: (target, name) => {
+        if (name !== 'giveBack') return Reflect.get(target, name) as unknown;
+        return (...args: Parameters<LendingStore['giveBack']>) => {
+          const named = args[5];
+          if (named?.takeId !== undefined) this.giveIds.add(named.takeId);
+          return target.giveBack(...args);
+        };
+      },
+    });
   }
 
   private serverAt(s: number): Server {
@@ -923,7 +904,7 @@ describe('capacity leases: never over (deterministic simulation, fast-check)', f
   });
 
   it('link faults alone (no crash, no drain), every topology: every unit taken is admitted, returned or counted lapsed, exactly, though takes and gives time out and run later', async () => {
-    const faults = { runs: 0, taken: 0, timedOut: 0, ranLater: 0, reclaimed: 0, givesSettled: 0, byTopology: { process: 0, region: 0, 'region+process': 0 } };
+    const faults = { runs: 0, taken: 0, timedOut: 0, ranLater: 0, reclaimed: 0, givesSettled: 0, lateGives: 0, byTopology: { process: 0, region: 0, 'region+process': 0 } };
     // Faults of the links to the global store (a region store's outage loses a refill whose pool.add failed: refill()'s own recovery).
     const linkFaultArb = actionArb.filter((action) => action.k !== 'crash' && action.k !== 'drain' && !(action.k === 'outage' && action.store === 'region'));
     await fc.assert(
@@ -935,7 +916,8 @@ describe('capacity leases: never over (deterministic simulation, fast-check)', f
         faults.byTopology[config.topology]++;
         faults.taken += sim.flow.takenGlobal;
         faults.reclaimed += sim.counts.reclaimOutcomes.done ?? 0;
-        faults.givesSettled += (sim.counts.reclaimOutcomes.repeat ?? 0) + (sim.counts.reclaimOutcomes.ahead ?? 0);
+        faults.givesSettled += (sim.counts.giveReclaimOutcomes.repeat ?? 0) + (sim.counts.giveReclaimOutcomes.ahead ?? 0);
+        faults.lateGives += sim.counts.giveOutcomes.late ?? 0;
         for (const link of sim.links()) {
           faults.timedOut += link.timedOut.calls;
           faults.ranLater += link.timedOut.ranLater;
@@ -945,12 +927,13 @@ describe('capacity leases: never over (deterministic simulation, fast-check)', f
     );
     console.log(
       `      link faults alone, ${faults.runs} runs (${JSON.stringify(faults.byTopology)}): ${faults.taken} units taken, ${faults.timedOut} calls timed out ` +
-        `(${faults.ranLater} ran later), ${faults.reclaimed} takes reclaimed, ${faults.givesSettled} reclaims answered repeat or ahead; none uncounted`,
+        `(${faults.ranLater} ran later), ${faults.reclaimed} takes reclaimed, ${faults.givesSettled} gives settled by their reclaim (repeat or ahead), ${faults.lateGives} gives came late (gave nothing); none uncounted`,
     );
     // What this property is for: takes and gives that ran after their holder gave up on them, at every level.
     expect(faults.ranLater).to.be.above(0);
     expect(faults.reclaimed).to.be.above(0);
     expect(faults.givesSettled).to.be.above(0);
+    expect(faults.lateGives).to.be.above(0);
     for (const n of Object.values(faults.byTopology)) expect(n).to.be.above(0);
   });
 
