@@ -47,7 +47,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 /** Runs `op` on `store` at `clock.now`; the answer, to compare between stores. */
 function run(store: MemoryCounterStore, clock: { now: number }, op: Op): unknown {
   if (op.kind === 'wait') return (clock.now += op.ms);
-  const spec = SPECS[op.kind === 'acquire' || op.kind === 'release' ? 'slots' : op.spec];
+  const spec = SPECS['spec' in op ? op.spec : 'slots'];
   const keys = counterKeys(PREFIX, spec.type, spec, [`k${op.key}`]);
   const now = clock.now;
   const sync = store.sync;
@@ -101,6 +101,20 @@ describe('counter snapshots (the file and its restore)', () => {
       }),
       { numRuns: Number(process.env.SNAPSHOT_RUNS ?? 60) },
     );
+  });
+
+  it('keys of any characters and counts of any number come back as they were', async () => {
+    const clock = { now: T0 };
+    const store = storeAt(clock);
+    const spec: CounterSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
+    const identities = ['plain', 'quote " and \\ backslash', 'line\nbreak\ttab\u0001', 'ünïcødé 🚦', '\u2028sep\u2029'];
+    for (const [i, identity] of identities.entries()) store.sync.consume(counterKeys(PREFIX, 'p', spec, [identity]), spec, i + 0.25, clock.now);
+    await writeSnapshot(store.keyspace, file, PREFIX, 1);
+    const restored = storeAt(clock);
+    await restoreInto(restored);
+    for (const [i, identity] of identities.entries()) {
+      expect(restored.sync.peek(counterKeys(PREFIX, 'p', spec, [identity]), spec, clock.now).remaining, identity).to.equal(100 - (i + 0.25));
+    }
   });
 
   it('keys that expired by the restore stay behind; the others come back', async () => {

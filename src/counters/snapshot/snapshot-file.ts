@@ -5,7 +5,8 @@ import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { MemoryKeyspace, Slot } from '../emulator/keyspace.js';
-import { CounterSnapshotUnusableError, headerLine, parseHeader, parseSlot, parseTrailer, slotLine, trailerLine } from './snapshot-format.js';
+import { SnapshotChunk } from './snapshot-chunk.js';
+import { CounterSnapshotUnusableError, headerLine, parseHeader, parseSlot, parseTrailer, trailerLine } from './snapshot-format.js';
 
 /**
  * Writing and reading the counter snapshot file (snapshot-format.ts). Writing never holds the event loop
@@ -29,16 +30,18 @@ export async function writeSnapshot(space: MemoryKeyspace, file: string, keyPref
   const handle = await fsp.open(temp, 'w');
   let keys = 0;
   try {
-    const write = async (text: string) => {
+    const write = async (text: string | Buffer) => {
       digest.update(text);
-      await handle.write(text);
+      await (typeof text === 'string' ? handle.write(text) : handle.write(text));
     };
     await write(headerLine(keyPrefix, startedAt));
     const entries = space.slots.entries();
-    for (let slice = readSlice(entries, space.now(), sliceMs); ; slice = readSlice(entries, space.now(), sliceMs)) {
+    const chunk = new SnapshotChunk();
+    for (;;) {
+      const slice = readSlice(entries, chunk, space.now(), sliceMs);
       keys += slice.keys;
       // An empty slice (every key of it expired) still yields: the next one starts on a later turn.
-      if (slice.text.length > 0) await write(slice.text);
+      if (chunk.length > 0) await write(chunk.bytes);
       else await nextTurn();
       if (slice.done) break;
     }
@@ -55,17 +58,21 @@ export async function writeSnapshot(space: MemoryKeyspace, file: string, keyPref
   return { keys, startedAt };
 }
 
-/** The lines of the next keys, until `sliceMs` have passed; expired keys are left out. */
-function readSlice(entries: Iterator<[string, Slot]>, now: number, sliceMs: number): { text: string; keys: number; done: boolean } {
+/** The lines of the next keys into `chunk`, until `sliceMs` have passed; expired keys are left out. */
+function readSlice(entries: Iterator<[string, Slot]>, chunk: SnapshotChunk, now: number, sliceMs: number): { keys: number; done: boolean } {
   const deadline = performance.now() + sliceMs;
-  const lines: string[] = [];
-  for (;;) {
-    // The clock is read every 256 keys: a read costs more than a key's line.
-    if ((lines.length & 255) === 255 && performance.now() > deadline) return { text: lines.join(''), keys: lines.length, done: false };
+  chunk.reset();
+  let keys = 0;
+  for (let looked = 1; ; looked++) {
+    // The clock is read every 128 keys: a read costs more than a key's line.
+    if ((looked & 127) === 0 && performance.now() > deadline) return { keys, done: false };
     const next = entries.next();
-    if (next.done) return { text: lines.join(''), keys: lines.length, done: true };
+    if (next.done) return { keys, done: true };
     const [key, slot] = next.value;
-    if (slot.expireAt > now) lines.push(slotLine(key, slot));
+    if (slot.expireAt > now) {
+      chunk.add(key, slot);
+      keys++;
+    }
   }
 }
 
