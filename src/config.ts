@@ -92,6 +92,8 @@ export interface ServerConfig {
   tracing: { protocol: 'http/protobuf' | 'http/json' } | undefined;
   /** RL_REGION + RL_GLOBAL_COUNTERSTORE_ADDR (docs/distribution.md); undefined = no regions. */
   region: RegionConfig | undefined;
+  /** RL_COUNTER_SNAPSHOT_SECS: memory mode saves its counters in dataDir this often, and on drain; 0 = never. */
+  counterSnapshotSecs: number;
 }
 
 export interface RegionConfig {
@@ -143,6 +145,7 @@ export function loadServerConfig(env: Env): ServerConfig {
     workers: readWorkers(read, counterStoreAddr),
     tracing: readTracing(read),
     region: readRegion(read, counterStoreAddr),
+    counterSnapshotSecs: read.int('RL_COUNTER_SNAPSHOT_SECS', 5, 0, 3600),
   };
 }
 

@@ -6,6 +6,7 @@ import { Authenticator } from './auth/authenticator.js';
 import type { HttpTimeouts, ListenAddress, ServerConfig } from './config.js';
 import type { CounterStore } from './counters/counter-store.js';
 import { MemoryCounterStore } from './counters/memory-store.js';
+import { CounterSnapshots, removeCounterSnapshot } from './counters/snapshot/counter-snapshots.js';
 import { DecisionService } from './decision/decision-service.js';
 import { grpcAuthenticate } from './grpc/auth.js';
 import { bindGrpcServer, createGrpcServer, shutdownGrpcServer } from './grpc/server.js';
@@ -87,8 +88,11 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     const stores = connectCounterStores({ ...config, regionEvents: (policyId) => metrics.leaseEvents('region', policyId) });
     const regionCounters = stores?.region;
     const redisCounters = stores?.redis;
-    const counters: CounterStore = regionCounters ?? redisCounters ?? new MemoryCounterStore();
+    const memoryCounters = stores ? undefined : new MemoryCounterStore();
+    const counters: CounterStore = regionCounters ?? redisCounters ?? memoryCounters!;
     closers.push(() => counters.close());
+    // Memory mode: the counters of the last run come back before anything is decided.
+    const snapshots = memoryCounters && (await openCounterSnapshots(memoryCounters, config));
     const counterStoreMasters = redisCounters && (() => redisCounters.health.states());
     if (counterStoreMasters) metrics.watchCounterStoreMasters(counterStoreMasters);
     const decisions = new DecisionService({
@@ -143,7 +147,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
             auth: (config.auth.enabled && config.auth.mode) || 'off',
             tls: Boolean(tls),
           },
-          { counterStoreMasters, region, leases: redisCounters && (() => metrics.leaseTotals()) },
+          { counterStoreMasters, region, leases: redisCounters && (() => metrics.leaseTotals()), counterSnapshot: snapshots && (() => snapshots.status()) },
         ),
       ],
     });
@@ -179,6 +183,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       tracing: config.tracing ? config.tracing.protocol : 'off',
       ...(config.region && { region: config.region.name, global_store: redactAddress(config.region.globalStoreAddr) }),
     });
+    snapshots?.start();
     readiness.markReady();
 
     let draining: Promise<void> | undefined;
@@ -195,6 +200,8 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         // Process leases and the region's units go back while the counter store is still open.
         await decisions.letGoLeases();
         hub.stop();
+        // Every decision has been answered: the last snapshot holds them all.
+        await snapshots?.stop();
         await Promise.all([store.close(), counters.close(), tracing?.shutdown()]);
       })();
       return draining;
@@ -251,6 +258,14 @@ function openPolicyStore(config: ServerConfig): Promise<PolicyStore> {
   return config.counterStoreAddr
     ? RedisPolicyStore.open({ addr: config.counterStoreAddr, keyPrefix: config.keyPrefix })
     : FilePolicyStore.open(config.dataDir);
+}
+
+/** RL_COUNTER_SNAPSHOT_SECS above 0: the snapshots of these memory counters, restored now; 0: none (and none kept). */
+async function openCounterSnapshots(counters: MemoryCounterStore, config: ServerConfig): Promise<CounterSnapshots | undefined> {
+  if (config.counterSnapshotSecs === 0) return void (await removeCounterSnapshot(config.dataDir));
+  const snapshots = new CounterSnapshots({ space: counters.keyspace, dataDir: config.dataDir, keyPrefix: config.keyPrefix, intervalMs: config.counterSnapshotSecs * 1000 });
+  await snapshots.restore();
+  return snapshots;
 }
 
 function invalidationNotifier(config: ServerConfig, metrics: Metrics): InvalidationNotifier | undefined {

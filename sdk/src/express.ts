@@ -9,10 +9,11 @@ import {
   admitOrRefuse,
   checkWithDelay,
   defaultContext,
+  headersAfterRefund,
   leaseContext,
   once,
   quantityOf,
-  refundUnused,
+  refunderOf,
   stateOf,
   type CommonOptions,
   type ConcurrencyOptions,
@@ -117,7 +118,9 @@ export function concurrency<R extends ExpressRequestLike = ExpressRequestLike>(o
 
 /**
  * Reserves `estimate(req)` units before the handler and refunds what `used(req)` says was not used
- * once the response is done: the LLM token pattern. The decision: `req.rateLimit`.
+ * when the handler ends the response (or the connection closes first): the LLM token pattern. The
+ * decision: `req.rateLimit`; the headers, the counter after the refund (unless the handler streamed,
+ * so the headers left before the end).
  */
 export function tokenBudget<R extends ExpressRequestLike = ExpressRequestLike>(options: TokenBudgetOptions<R>): ExpressMiddleware<R> {
   return express(async (req, res, next) => {
@@ -126,7 +129,20 @@ export function tokenBudget<R extends ExpressRequestLike = ExpressRequestLike>(o
     const decision = await options.client.check(request);
     req.rateLimit = stateOf(decision);
     if (!(await setHeadersOrRefuse(options, req, res, decision))) return;
-    res.once('close', () => void refundUnused(options.client, request, decision, options.used(req)));
+    const refund = refunderOf(options.client, request, decision, () => options.used(req));
+    holdEnd(res, async () => headersAfterRefund(options, await refund(), (name, value) => !res.headersSent && res.setHeader(name, value)));
+    res.once('close', () => void refund());
     next();
   });
+}
+
+/** Runs `before` when the handler ends the response, and ends it once `before` has settled. */
+function holdEnd(res: ServerResponse, before: () => Promise<void>): void {
+  const end = res.end;
+  res.end = function (this: ServerResponse, ...args: unknown[]) {
+    res.end = end;
+    const finish = () => (end as (...a: unknown[]) => ServerResponse).apply(res, args);
+    before().then(finish, finish);
+    return res;
+  } as ServerResponse['end'];
 }

@@ -62,11 +62,13 @@ export function problemDetails(decision: Decision): QuotaExceededProblem {
   const policy = decision.matched_policy_id;
   const window = decision.window > 0 ? ` per ${seconds(decision.window)} s` : ' at once';
   const retry = decision.retry_after > 0 ? `; retry in ${seconds(decision.retry_after)} s` : '';
+  // A cost larger than the limit is never admitted: say so instead of a retry that would not help.
+  const never = decision.reason === 'quantity_exceeds_limit' ? '; this request exceeds the limit and can never be admitted' : '';
   return {
     type: QUOTA_EXCEEDED_TYPE,
     title: 'Quota exceeded',
     status: 429,
-    detail: `Policy "${policy}" allows ${wholeUnits(decision.limit)}${window}${retry}.`,
+    detail: `Policy "${policy}" allows ${wholeUnits(decision.limit)}${window}${retry}${never}.`,
     'violated-policies': policy === '' ? [] : [policy],
   };
 }

@@ -9,10 +9,11 @@ import {
   admitOrRefuse,
   checkWithDelay,
   defaultContext,
+  headersAfterRefund,
   leaseContext,
   once,
   quantityOf,
-  refundUnused,
+  refunderOf,
   stateOf,
   type CommonOptions,
   type ConcurrencyOptions,
@@ -99,7 +100,8 @@ export function concurrency<C extends KoaContextLike = KoaContextLike>(options: 
 
 /**
  * Reserves `estimate(ctx)` units before the handler and refunds what `used(ctx)` says was not used
- * after it (errors too): the LLM token pattern. The decision: `ctx.state.rateLimit`.
+ * after it (errors too): the LLM token pattern. The decision: `ctx.state.rateLimit`; the headers, the
+ * counter after the refund.
  */
 export function tokenBudget<C extends KoaContextLike = KoaContextLike>(options: TokenBudgetOptions<C>): KoaMiddleware<C> {
   return async (ctx, next) => {
@@ -108,10 +110,12 @@ export function tokenBudget<C extends KoaContextLike = KoaContextLike>(options: 
     const decision = await options.client.check(request);
     ctx.state.rateLimit = stateOf(decision);
     if (!(await setHeadersOrRefuse(options, ctx, decision))) return;
+    const refund = refunderOf(options.client, request, decision, () => options.used(ctx));
     try {
       await next();
     } finally {
-      await refundUnused(options.client, request, decision, options.used(ctx));
+      // Koa sends the response after this: its headers show the counter after the refund.
+      headersAfterRefund(options, await refund(), (name, value) => ctx.set(name, value));
     }
   };
 }

@@ -143,12 +143,32 @@ export function leaseContext(base: RequestContext): RequestContext {
 }
 
 /**
- * Gives back what a tokenBudget request reserved (`request.quantity`) and did not use. Nothing when
- * `used` is unknown, or when failMode answered (the service never counted the reservation).
+ * Gives back, once however many of `finally`, the response's end and `close` ask, what a tokenBudget
+ * request reserved (`request.quantity`) and did not use (`used()`, read at the first call). Nothing when
+ * `used` is unknown, or when failMode answered (the service never counted the reservation). Resolves to
+ * the refund's decision (undefined when nothing was refunded or the refund failed).
  */
-export async function refundUnused(client: RateLimitClient, request: RequestContext & { quantity: number }, decision: Decision, used: number | undefined): Promise<void> {
-  const unused = used === undefined ? 0 : request.quantity - Math.max(0, used);
-  if (unused > 0 && decision.reason !== 'service_unavailable') await once(() => client.refund({ ...request, quantity: unused }))();
+export function refunderOf(client: RateLimitClient, request: RequestContext & { quantity: number }, decision: Decision, used: () => number | undefined): () => Promise<Decision | undefined> {
+  let done: Promise<Decision | undefined> | undefined;
+  return () => {
+    done ??= (async () => {
+      const spent = used();
+      const unused = spent === undefined ? 0 : request.quantity - Math.max(0, spent);
+      if (unused <= 0 || decision.reason === 'service_unavailable') return undefined;
+      // A refund that fails is the service's problem, never the response's.
+      return client.refund({ ...request, quantity: unused }).catch(() => undefined);
+    })();
+    return done;
+  };
+}
+
+/**
+ * After a tokenBudget refund: the rate-limit headers say where the counter stands now, not what the
+ * reservation left (a refund the service could not count speaks for no limit and changes nothing).
+ */
+export function headersAfterRefund<C>(options: CommonOptions<C>, refunded: Decision | undefined, setHeader: (name: string, value: string) => void): void {
+  if (refunded === undefined) return;
+  for (const [name, value] of headersFor(refunded, options.headers)) setHeader(name, value);
 }
 
 /** Calls `fn` at most once, however many of `finally`, `close` and errors ask for it. */

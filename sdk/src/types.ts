@@ -36,6 +36,8 @@ export const DECISION_REASONS = [
   'refunded',
   'counter_store_unavailable',
   'lease_wait_timeout',
+  /** The request's cost exceeds what the policy ever admits at once (limit, quota or burst): retrying will not help. */
+  'quantity_exceeds_limit',
 ] as const;
 
 export type DecisionReason =

@@ -48,6 +48,11 @@ export class MemoryCounterStore implements CounterStore {
     return this.space.size;
   }
 
+  /** The key space itself, for the snapshots that save it across restarts (counters/snapshot). */
+  get keyspace(): MemoryKeyspace {
+    return this.space;
+  }
+
   /** Deletes expired keys now (MemoryKeyspace.sweep); returns how many. */
   sweep(nowMs?: number, deadline?: number): number {
     return this.space.sweep(nowMs, deadline);

@@ -11,6 +11,7 @@ import type { FailureMode, LimitAction } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
 import { leaseHolderOf, leaseIdOf } from './lease-id.js';
+import { isNeverFitting, neverFits, neverFittingOutcome, refusedAsNeverFitting } from './never-fits.js';
 import { ProcessLeases, type LendingStore } from '../lease/process-leases.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, holdsUnits, type LeaseEvents, type UnitHolders } from '../lease/types.js';
@@ -117,8 +118,11 @@ function deniedCostOf(match: PolicyMatch, ctx: RequestContext): number {
   return ctx.quantity === 0 ? 1 : costOf(match, ctx.quantity);
 }
 
-const consumeCall: CounterCall = (ops, keys, match, ctx, _leaseId, nowMs) =>
-  ops.consume(keys, match.compiled.spec as RateSpec, costOf(match, ctx.quantity), nowMs);
+const consumeCall: CounterCall = (ops, keys, match, ctx, _leaseId, nowMs) => {
+  const spec = match.compiled.spec as RateSpec;
+  const cost = costOf(match, ctx.quantity);
+  return neverFits(spec, cost) ? refusedAsNeverFitting(ops.peek(keys, spec, nowMs)) : ops.consume(keys, spec, cost, nowMs);
+};
 const peekCall: CounterCall = (ops, keys, match, _ctx, _leaseId, nowMs) => ops.peek(keys, match.compiled.spec as RateSpec, nowMs);
 const refundCall: CounterCall = (ops, keys, match, ctx, _leaseId, nowMs) =>
   ops.refund(keys, match.compiled.spec as RateSpec, costOf(match, ctx.quantity), nowMs);
@@ -376,7 +380,8 @@ export class DecisionService {
     if (evaluation.leased) decision.metadata.lease = 'local';
     if (applyResult(decision, operation, evaluation) === 'limited') {
       if (ctx.quantity === 0) return peekLimitedDecision(decision, policy.action, evaluation.result.retryAfterMs);
-      const outcome = applyLimitAction(policy, ctx, evaluation.result.retryAfterMs, this.random);
+      const { result } = evaluation;
+      const outcome = isNeverFitting(result) ? neverFittingOutcome(policy.action) : applyLimitAction(policy, ctx, result.retryAfterMs, this.random);
       decision.allowed = outcome.allowed;
       decision.action = outcome.action;
       decision.retry_after = outcome.retryAfterMs;
@@ -566,7 +571,7 @@ function applyResult(decision: Decision, operation: Operation, { result, waitTim
   } else if (result.allowed) {
     decision.reason = operation === 'acquire' ? 'lease_acquired' : 'within_limit';
   } else {
-    decision.reason = waitTimedOut ? 'lease_wait_timeout' : 'limit_exceeded';
+    decision.reason = waitTimedOut ? 'lease_wait_timeout' : isNeverFitting(result) ? 'quantity_exceeds_limit' : 'limit_exceeded';
     return 'limited';
   }
   return 'done';

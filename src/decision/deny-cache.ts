@@ -1,5 +1,6 @@
 import type { CounterResult } from '../counters/counter-store.js';
-import { capacityOf, type RateSpec } from '../counters/counter-spec.js';
+import type { RateSpec } from '../counters/counter-spec.js';
+import { neverFits } from './never-fits.js';
 
 /**
  * Refusals the counter store gave, kept to answer the same (counter, cost) in-process until its
@@ -138,6 +139,6 @@ function edgeMs(spec: RateSpec): number {
  * so it stays below `cost`: a refusal already at `cost − 1` cannot change.
  */
 function refusalHolds(spec: RateSpec, cost: number, remaining: number): boolean {
-  if (cost > capacityOf(spec)) return false;
+  if (neverFits(spec, cost)) return false;
   return spec.type === 'fixed_window' || spec.type === 'quota' || remaining === cost - 1;
 }

@@ -39,6 +39,14 @@ export const RegionStatusSchema = Type.Object({
 });
 export type RegionStatus = Static<typeof RegionStatusSchema>;
 
+/** Memory mode with RL_COUNTER_SNAPSHOT_SECS above 0: the counters' last snapshot in RL_DATA_DIR. */
+export const CounterSnapshotSchema = Type.Object({
+  age_ms: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
+    description: 'Milliseconds since the last snapshot (written, or restored at start-up) began: no count it holds is older. null before the first.',
+  }),
+  keys: Type.Integer({ minimum: 0, description: 'Counters it holds.' }),
+});
+
 /** GET /rl/v1/info (http/routes/info.ts; `rl status` prints it). */
 export const ServerInfoSchema = Type.Object(
   {
@@ -55,6 +63,7 @@ export const ServerInfoSchema = Type.Object(
     region: Type.Optional(RegionStatusSchema),
     /** Redis mode (where leases run): the lease totals of the process that answered. */
     leases: Type.Optional(LeaseTotalsSchema),
+    counter_snapshot: Type.Optional(CounterSnapshotSchema),
   },
   { title: 'ServerInfo' },
 );

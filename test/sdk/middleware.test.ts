@@ -191,7 +191,9 @@ for (const mode of ['memory', 'redis'] as StoreMode[]) {
           const first = await llm(40, 10);
           expect(first.status).to.equal(200);
           expect((await first.json()).rateLimit).to.include({ remaining: 60 });
-          await counting.until('refunds', 1);
+          // The refund happened before the response left: its headers show the counter after it (90), not the reservation (60).
+          expect(counting.refunds).to.equal(1);
+          expect(first.headers.get('ratelimit')).to.match(/^"sdk-tokens";r=90;t=\d+$/);
           expect((await peek()).remaining).to.equal(90);
           const second = await llm(80, 80); // all used: nothing to refund
           expect(second.status).to.equal(200);
@@ -201,6 +203,29 @@ for (const mode of ['memory', 'redis'] as StoreMode[]) {
           expect((await third.json())['violated-policies']).to.deep.equal(['sdk-tokens']);
           expect((await peek()).remaining).to.equal(10);
           expect(counting.refunds).to.equal(1);
+        });
+
+        it('a request larger than the limit: 429 without Retry-After, a detail that says so, nothing consumed', async () => {
+          const user = freshUser();
+          const llm = (estimate: number, used: number) => get('/llm', user, { 'x-estimate': String(estimate), 'x-used': String(used) });
+          const peek = () => client.peek({ endpoint: '/llm', user_id: user });
+          // An untouched quota of 100: a reservation of 101 can never be admitted.
+          const untouched = await llm(101, 0);
+          expect(untouched.status).to.equal(429);
+          expect(untouched.headers.get('retry-after')).to.equal(null);
+          // Whole: nothing to wait for until it resets.
+          expect(untouched.headers.get('ratelimit')).to.equal('"sdk-tokens";r=100;t=0');
+          const problem = await untouched.json();
+          expect(problem['violated-policies']).to.deep.equal(['sdk-tokens']);
+          expect(problem.detail).to.include('sdk-tokens').and.include('exceeds the limit').and.not.include('retry');
+          expect((await peek()).remaining).to.equal(100);
+          expect((await llm(30, 30)).status).to.equal(200);
+          const used = await llm(250, 0);
+          expect(used.status).to.equal(429);
+          expect(used.headers.get('retry-after')).to.equal(null);
+          expect(used.headers.get('ratelimit')).to.match(/^"sdk-tokens";r=70;t=[1-9]\d*$/);
+          expect((await peek()).remaining).to.equal(70);
+          expect(counting.refunds).to.equal(0);
         });
       });
     }

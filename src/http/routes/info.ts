@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import Router from '@koa/router';
 import type { MasterState } from '../../redis/master-health.js';
+import type { CounterSnapshotStatus } from '../../counters/snapshot/counter-snapshots.js';
 import type { LeaseTotals, RegionStatus, ServerInfoBody } from '../../schema/server-info.js';
 import { callerOf } from '../auth-guard.js';
 
@@ -15,6 +16,8 @@ export interface LiveInfo {
   region?: () => RegionStatus;
   /** Redis mode (where leases run): this process's lease totals (unrestricted callers only). */
   leases?: () => LeaseTotals;
+  /** Memory mode with snapshots on: the age and size of the counters' last snapshot. */
+  counterSnapshot?: () => CounterSnapshotStatus;
 }
 
 /**
@@ -30,6 +33,7 @@ export function infoRoutes(info: ServerInfo, live: LiveInfo = {}): Router {
     if (live.region) answer.region = live.region();
     // Every organisation's lease totals: not for a credential limited to organisations (as on the dashboard).
     if (live.leases && callerOf(ctx).orgs === undefined) answer.leases = live.leases();
+    if (live.counterSnapshot) answer.counter_snapshot = live.counterSnapshot();
     ctx.body = answer;
   });
   return router;
