@@ -17,6 +17,8 @@ COPY sdk/package.json ./sdk/
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY sdk ./sdk
+# The SDK's build copies proto/rl into its package.
+COPY proto ./proto
 COPY dashboard ./dashboard
 COPY src ./src
 RUN npm run build
@@ -31,7 +33,6 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 # dist/ holds the server, the CLI (dist/cli/main.js) and the dashboard's built assets (dist/dashboard).
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/sdk/dist ./sdk/dist
-COPY sdk/proto ./sdk/proto
 # Read at run time relative to dist/ (Lua scripts, gRPC protos) and to the working directory
 # (RL_POLICY_FILE defaults to examples/policies.json, the demo a memory-mode server seeds).
 COPY lua ./lua

@@ -1,10 +1,12 @@
 import { availableParallelism } from 'node:os';
 import { isOrgName } from './model/org-scope.js';
 import { CounterStoreAddressError, parseCounterStoreAddress } from './redis/redis-connection.js';
+import { SETTINGS, isSettingName, type SettingName, type SettingSpec, type SettingValue } from './settings.js';
 
 /**
- * The one place `RL_*` variables are read. Composition roots call `loadServerConfig(process.env)`;
- * everything else receives typed values. A bad value throws ConfigError naming the variable, and the
+ * The server's reader of its `RL_*` variables (the sidecar's is src/agent/config.ts; both read the
+ * variables declared in src/settings.ts, with their defaults and bounds, and no other). Composition
+ * roots call `loadServerConfig(process.env)`; everything else receives typed values. A bad value throws ConfigError naming the variable, and the
  * process stops before it listens: a limiter running with a half-understood config is worse than none.
  */
 export class ConfigError extends Error {
@@ -119,29 +121,29 @@ export function loadServerConfig(env: Env): ServerConfig {
   const counterStoreAddr = read.counterStoreAddr();
   return {
     policyFile: read.optional('RL_POLICY_FILE') ?? (counterStoreAddr === undefined ? DEMO_POLICY_FILE : undefined),
-    httpAddr: read.listen('RL_HTTP_ADDR', ':8080'),
-    grpcAddr: read.listen('RL_GRPC_ADDR', ':9090'),
+    httpAddr: read.setting('RL_HTTP_ADDR'),
+    grpcAddr: read.setting('RL_GRPC_ADDR'),
     invalidationTargets: read.list('RL_INVALIDATION_TARGETS').map((t) => read.httpUrl('RL_INVALIDATION_TARGETS', t)),
     invalidationToken: read.optional('RL_INVALIDATION_TOKEN'),
     tls,
     auth,
     counterStoreAddr,
-    counterStoreTimeoutMs: read.int('RL_COUNTERSTORE_TIMEOUT_MS', 100, 1, 60_000),
+    counterStoreTimeoutMs: read.setting('RL_COUNTERSTORE_TIMEOUT_MS'),
     leaseMaxWaitMs: readLeaseMaxWait(read),
     denyCache: {
-      size: read.int('RL_DENY_CACHE_SIZE', 10_000, 0, 10_000_000),
-      maxAgeMs: read.int('RL_DENY_CACHE_MAX_AGE_MS', 1_000, 1, 3_600_000),
+      size: read.setting('RL_DENY_CACHE_SIZE'),
+      maxAgeMs: read.setting('RL_DENY_CACHE_MAX_AGE_MS'),
     },
-    keyPrefix: read.string('RL_KEY_PREFIX', 'rl:'),
-    maxBodyBytes: read.int('RL_MAX_BODY_BYTES', 1024 * 1024, 1, 1024 * 1024 * 1024),
-    dataDir: read.string('RL_DATA_DIR', './data'),
-    shutdownDelaySecs: read.int('RL_SHUTDOWN_DELAY_SECS', 5, 0, 3600),
-    drainSecs: read.int('RL_DRAIN_SECS', 10, 0, 3600),
+    keyPrefix: read.setting('RL_KEY_PREFIX'),
+    maxBodyBytes: read.setting('RL_MAX_BODY_BYTES'),
+    dataDir: read.setting('RL_DATA_DIR'),
+    shutdownDelaySecs: read.setting('RL_SHUTDOWN_DELAY_SECS'),
+    drainSecs: read.setting('RL_DRAIN_SECS'),
     http: readHttpTimeouts(read),
-    metricsLabelCap: read.int('RL_METRICS_LABEL_CAP', 1000, 1, 1_000_000),
-    grpcMaxMessageBytes: read.int('RL_GRPC_MAX_MESSAGE_BYTES', 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
-    envoyHeaders: read.oneOf('RL_ENVOY_HEADERS', ['ietf', 'legacy', 'off'] as const, 'ietf'),
-    envoyHeaderDescriptors: read.oneOf('RL_ENVOY_HEADER_DESCRIPTORS', ['limiting', 'all'] as const, 'limiting'),
+    metricsLabelCap: read.setting('RL_METRICS_LABEL_CAP'),
+    grpcMaxMessageBytes: read.setting('RL_GRPC_MAX_MESSAGE_BYTES'),
+    envoyHeaders: read.setting('RL_ENVOY_HEADERS'),
+    envoyHeaderDescriptors: read.setting('RL_ENVOY_HEADER_DESCRIPTORS'),
     workers: readWorkers(read, counterStoreAddr),
     tracing: readTracing(read),
     region: readRegion(read, counterStoreAddr),
@@ -151,14 +153,14 @@ export function loadServerConfig(env: Env): ServerConfig {
 
 /** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for its lease holder's refill (CONTRACT "Bounded wait"). */
 export function readLeaseMaxWait(read: Reader): number {
-  return read.int('RL_LEASE_MAX_WAIT_MS', 100, 0, 10_000);
+  return read.setting('RL_LEASE_MAX_WAIT_MS');
 }
 
 /** Both RL_REGION and RL_GLOBAL_COUNTERSTORE_ADDR or neither; with them RL_COUNTERSTORE_ADDR is this region's store. */
 export function readRegion(read: Reader, counterStoreAddr: string | undefined): RegionConfig | undefined {
   const name = read.optional('RL_REGION');
   const globalStoreAddr = read.counterStoreAddr('RL_GLOBAL_COUNTERSTORE_ADDR');
-  const globalTimeoutMs = read.int('RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS', 1000, 1, 60_000);
+  const globalTimeoutMs = read.setting('RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS');
   if (name !== undefined && !/^[a-z0-9-]{1,32}$/.test(name)) {
     throw new ConfigError('RL_REGION', `must be 1-32 characters of a-z, 0-9 and "-", got "${name}"`);
   }
@@ -194,7 +196,7 @@ function readWorkers(read: Reader, counterStoreAddr: string | undefined): number
   if (text !== undefined && text !== 'auto' && !/^\d+$/.test(text)) {
     throw new ConfigError(name, `must be a whole number of processes or "auto", got "${text}"`);
   }
-  const workers = text === 'auto' ? availableParallelism() : read.int(name, 1, 1, 1024);
+  const workers = text === 'auto' ? availableParallelism() : read.int(name, Number(SETTINGS.RL_WORKERS.default), SETTINGS.RL_WORKERS.min, SETTINGS.RL_WORKERS.max);
   if (workers > 1 && counterStoreAddr === undefined) {
     throw new ConfigError(
       name,
@@ -207,8 +209,8 @@ function readWorkers(read: Reader, counterStoreAddr: string | undefined): number
 }
 
 function readHttpTimeouts(read: Reader): HttpTimeouts {
-  const headersSecs = read.int('RL_HTTP_HEADERS_TIMEOUT_SECS', 10, 1, 3600);
-  const requestSecs = read.int('RL_HTTP_REQUEST_TIMEOUT_SECS', 30, 1, 3600);
+  const headersSecs = read.setting('RL_HTTP_HEADERS_TIMEOUT_SECS');
+  const requestSecs = read.setting('RL_HTTP_REQUEST_TIMEOUT_SECS');
   // node:http refuses a headers timeout longer than the request timeout (which includes the headers).
   if (headersSecs > requestSecs) {
     throw new ConfigError('RL_HTTP_HEADERS_TIMEOUT_SECS', `must not exceed RL_HTTP_REQUEST_TIMEOUT_SECS (${requestSecs}), got ${headersSecs}`);
@@ -216,12 +218,12 @@ function readHttpTimeouts(read: Reader): HttpTimeouts {
   return {
     headersTimeoutMs: headersSecs * 1000,
     requestTimeoutMs: requestSecs * 1000,
-    keepAliveTimeoutMs: read.int('RL_HTTP_KEEPALIVE_TIMEOUT_SECS', 5, 1, 3600) * 1000,
+    keepAliveTimeoutMs: read.setting('RL_HTTP_KEEPALIVE_TIMEOUT_SECS') * 1000,
   };
 }
 
 function readAuth(read: Reader): AuthConfig {
-  const enabled = read.bool('RL_AUTH_ENABLED', false);
+  const enabled = read.setting('RL_AUTH_ENABLED');
   const modeText = read.optional('RL_AUTH_MODE');
   if (modeText !== undefined && modeText !== 'apikey' && modeText !== 'jwt') {
     throw new ConfigError('RL_AUTH_MODE', `must be "apikey" or "jwt", got "${modeText}"`);
@@ -243,9 +245,9 @@ function readAuth(read: Reader): AuthConfig {
     mode,
     apiKeys,
     jwtSecret,
-    roleClaim: read.string('RL_AUTH_ROLE_CLAIM', 'role'),
-    orgClaim: read.string('RL_AUTH_ORG_CLAIM', 'orgs'),
-    exemptPaths: read.list('RL_AUTH_EXEMPT_PATHS', ['/healthz', '/readyz']),
+    roleClaim: read.setting('RL_AUTH_ROLE_CLAIM'),
+    orgClaim: read.setting('RL_AUTH_ORG_CLAIM'),
+    exemptPaths: read.setting('RL_AUTH_EXEMPT_PATHS'),
   };
 }
 
@@ -285,7 +287,7 @@ function isRole(value: string): value is Role {
 }
 
 function readTls(read: Reader): TlsConfig {
-  const enabled = read.bool('RL_TLS_ENABLED', false);
+  const enabled = read.setting('RL_TLS_ENABLED');
   const certFile = read.optional('RL_TLS_CERT_FILE');
   const keyFile = read.optional('RL_TLS_KEY_FILE');
   if (enabled && !certFile) throw new ConfigError('RL_TLS_CERT_FILE', 'must be set when RL_TLS_ENABLED is true');
@@ -297,7 +299,30 @@ function readTls(read: Reader): TlsConfig {
 export class Reader {
   constructor(private readonly env: Env) {}
 
+  /** A variable declared in src/settings.ts, read with its declared default and bounds. */
+  setting<N extends SettingName>(name: N): SettingValue<N> {
+    const spec: SettingSpec = SETTINGS[name];
+    switch (spec.kind) {
+      case 'int':
+        return this.int(name, spec.default, spec.min, spec.max) as SettingValue<N>;
+      case 'string':
+        return this.string(name, spec.default) as SettingValue<N>;
+      case 'bool':
+        return this.bool(name, spec.default) as SettingValue<N>;
+      case 'oneOf':
+        return this.oneOf(name, spec.choices, spec.default) as SettingValue<N>;
+      case 'list':
+        return this.list(name, [...spec.default]) as SettingValue<N>;
+      case 'listen':
+        return this.listen(name, spec.default) as SettingValue<N>;
+      default:
+        throw new Error(`${name} is read by code of its own, not by Reader.setting`);
+    }
+  }
+
   optional(name: string): string | undefined {
+    // Every RL_* variable is declared once, in src/settings.ts: reading another is a programming error.
+    if (name.startsWith('RL_') && !isSettingName(name)) throw new Error(`${name} is not declared in src/settings.ts`);
     const value = this.env[name];
     return value === undefined || value.trim() === '' ? undefined : value.trim();
   }

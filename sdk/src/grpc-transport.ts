@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import type * as GrpcJs from '@grpc/grpc-js';
@@ -6,8 +7,17 @@ import { RateLimitAuthError, RateLimitError, RateLimitInputError } from './error
 import { decisionFrom, ServiceUnavailable, type Transport } from './transport.js';
 import type { Decision, Operation, RequestContext } from './types.js';
 
-/** The package's own copy of proto/rl/v1/rate_limit.proto (a test keeps it equal to the server's). */
-export const PROTO_FILE = fileURLToPath(new URL('../proto/rl/v1/rate_limit.proto', import.meta.url));
+/**
+ * rl/v1/rate_limit.proto: the repository's own (proto/) when this file runs inside the repository's sdk/
+ * (tests, examples), else the copy the SDK's build puts in the package (sdk/proto/, published with it).
+ */
+export const PROTO_FILE = protoFile();
+
+function protoFile(): string {
+  const inRepository = existsSync(fileURLToPath(new URL('../../sdk/package.json', import.meta.url)));
+  const repository = fileURLToPath(new URL('../../proto/rl/v1/rate_limit.proto', import.meta.url));
+  return inRepository && existsSync(repository) ? repository : fileURLToPath(new URL('../proto/rl/v1/rate_limit.proto', import.meta.url));
+}
 
 export interface GrpcTransportOptions {
   /** `host:port` of the service's gRPC listener. */

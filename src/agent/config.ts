@@ -1,26 +1,11 @@
+import { SETTINGS } from '../settings.js';
 import { ConfigError, Reader, readLeaseMaxWait, readRegion, type Env, type ListenAddress, type RegionConfig } from '../config.js';
 
 /**
  * The sidecar agent's configuration, read once from `RL_*` variables by its composition root
- * (src/agent/main.ts). A bad value throws ConfigError naming the variable.
- *
- * | Variable | Meaning | Default |
- * |---|---|---|
- * | RL_AGENT_LISTEN | `[host]:port` the agent listens on | `:18080` |
- * | RL_UPSTREAM_HTTP | base URL of a server | `http://127.0.0.1:8080` |
- * | RL_AGENT_SYNC_SECS | policy sync interval | 30 |
- * | RL_AGENT_UPSTREAM_TIMEOUT_MS | deadline of one forwarded decision | 500 |
- * | RL_AGENT_SYNC_TIMEOUT_MS | deadline of one policy fetch | 5000 |
- * | RL_AGENT_API_KEY | sent upstream as `X-Api-Key` | none |
- * | RL_AGENT_TOKEN | sent upstream as `Authorization: Bearer` (API key or JWT) | none |
- * | RL_AGENT_INVALIDATE_TOKEN | when set, `POST /rl/v1/agent/invalidate` needs `Authorization: Bearer <it>` | none |
- * | RL_COUNTERSTORE_ADDR | when set, decide against this Redis directly (no hop) | none |
- * | RL_COUNTERSTORE_TIMEOUT_MS | Redis command timeout | 100 |
- * | RL_KEY_PREFIX | counter key prefix; must equal the servers' | `rl:` |
- * | RL_REGION, RL_GLOBAL_COUNTERSTORE_ADDR, RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS | with RL_COUNTERSTORE_ADDR: as the servers of this region (global budgets from the region's units) | none |
- * | RL_LEASE_MAX_WAIT_MS | with RL_COUNTERSTORE_ADDR: the longest a decision waits for a lease refill (0–10000), then refused with reason lease_wait_timeout | 100 |
- * | RL_MAX_BODY_BYTES | largest request body | 1048576 |
- * | RL_DRAIN_SECS | on SIGTERM, how long in-flight requests get | 10 |
+ * (src/agent/main.ts). The variables, their defaults and bounds are declared in src/settings.ts (those
+ * it shares with the server, such as RL_COUNTERSTORE_ADDR and RL_DRAIN_SECS, once for both); README's
+ * "Sidecar agent" table lists them. A bad value throws ConfigError naming the variable.
  *
  * The credential needs the `read-only` role (or admin) on the server: the agent reads
  * `GET /rl/v1/policies` and makes decision calls.
@@ -66,19 +51,19 @@ export function loadAgentConfig(env: Env): AgentConfig {
 
   const counterStoreAddr = read.counterStoreAddr();
   return {
-    listen: read.listen('RL_AGENT_LISTEN', ':18080'),
-    upstream: read.httpUrl('RL_UPSTREAM_HTTP', read.string('RL_UPSTREAM_HTTP', 'http://127.0.0.1:8080')),
-    syncIntervalSecs: read.int('RL_AGENT_SYNC_SECS', 30, 1, 86_400),
-    upstreamTimeoutMs: read.int('RL_AGENT_UPSTREAM_TIMEOUT_MS', 500, 1, 60_000),
-    syncTimeoutMs: read.int('RL_AGENT_SYNC_TIMEOUT_MS', 5000, 1, 300_000),
+    listen: read.setting('RL_AGENT_LISTEN'),
+    upstream: read.httpUrl('RL_UPSTREAM_HTTP', read.string('RL_UPSTREAM_HTTP', SETTINGS.RL_UPSTREAM_HTTP.default)),
+    syncIntervalSecs: read.setting('RL_AGENT_SYNC_SECS'),
+    upstreamTimeoutMs: read.setting('RL_AGENT_UPSTREAM_TIMEOUT_MS'),
+    syncTimeoutMs: read.setting('RL_AGENT_SYNC_TIMEOUT_MS'),
     upstreamHeaders,
     invalidateToken: read.optional('RL_AGENT_INVALIDATE_TOKEN'),
     counterStoreAddr,
-    counterStoreTimeoutMs: read.int('RL_COUNTERSTORE_TIMEOUT_MS', 100, 1, 60_000),
+    counterStoreTimeoutMs: read.setting('RL_COUNTERSTORE_TIMEOUT_MS'),
     leaseMaxWaitMs: readLeaseMaxWait(read),
     region: readRegion(read, counterStoreAddr),
-    keyPrefix: read.string('RL_KEY_PREFIX', 'rl:'),
-    maxBodyBytes: read.int('RL_MAX_BODY_BYTES', 1024 * 1024, 1, 1024 * 1024 * 1024),
-    drainSecs: read.int('RL_DRAIN_SECS', 10, 0, 3600),
+    keyPrefix: read.setting('RL_KEY_PREFIX'),
+    maxBodyBytes: read.setting('RL_MAX_BODY_BYTES'),
+    drainSecs: read.setting('RL_DRAIN_SECS'),
   };
 }
