@@ -86,6 +86,8 @@ export interface ServerConfig {
   envoyHeaders: 'ietf' | 'legacy' | 'off';
   /** Which descriptors those headers speak for: the limiting one, or every one an enforced policy answered. */
   envoyHeaderDescriptors: 'limiting' | 'all';
+  /** RL_RLQS_BUCKET_IDLE_SECS: an RLQS bucket with no request reported for this long is abandoned; ALLOW_ALL lives this long. */
+  rlqsBucketIdleSecs: number;
   /** Server processes sharing the ports (RL_WORKERS, `auto` = cores); more than 1 needs RL_COUNTERSTORE_ADDR. */
   workers: number;
   /** OpenTelemetry traces: on when an OTLP endpoint is set (docs/tracing.md); the SDK reads the other OTEL_* itself. */
@@ -140,6 +142,7 @@ export function loadServerConfig(env: Env): ServerConfig {
     grpcMaxMessageBytes: read.int('RL_GRPC_MAX_MESSAGE_BYTES', 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     envoyHeaders: read.oneOf('RL_ENVOY_HEADERS', ['ietf', 'legacy', 'off'] as const, 'ietf'),
     envoyHeaderDescriptors: read.oneOf('RL_ENVOY_HEADER_DESCRIPTORS', ['limiting', 'all'] as const, 'limiting'),
+    rlqsBucketIdleSecs: read.int('RL_RLQS_BUCKET_IDLE_SECS', 60, 1, 3600),
     workers: readWorkers(read, counterStoreAddr),
     tracing: readTracing(read),
     region: readRegion(read, counterStoreAddr),

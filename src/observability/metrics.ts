@@ -7,6 +7,9 @@ import type { LeaseEvents } from '../lease/types.js';
 import type { DecisionEvent, Operation } from '../decision/decision-service.js';
 import type { Decision } from '../model/decision.js';
 import type { LeaseTotals } from '../schema/server-info.js';
+import type { RlqsStatus } from '../schema/server-info.js';
+import type { RlqsEvents } from '../lease/rlqs-stream.js';
+import { rlqsMetrics } from './rlqs-metrics.js';
 
 /**
  * Prometheus metrics of CONTRACT.md ("Metrics"), on the service's OWN prom-client Registry (never the
@@ -348,6 +351,13 @@ export class Metrics {
       units_lapsed_by_reason: byReason,
       waits: this.leaseWait.observations,
     };
+  }
+
+  /** Envoy's rate limit quota service: its series (rlqs-metrics.ts); its lapsed units count with the leases'. */
+  rlqsEvents(status: () => RlqsStatus): RlqsEvents {
+    return rlqsMetrics(this.registry, status, (policyId, units, reason) => {
+      this.leaseLapsed.at(this.leasePolicies.label(policyId), reason).value += units;
+    });
   }
 
   /** One invalidation notification to a sidecar that was given up. */

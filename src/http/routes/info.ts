@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import Router from '@koa/router';
 import type { MasterState } from '../../redis/master-health.js';
-import type { LeaseTotals, RegionStatus, ServerInfoBody } from '../../schema/server-info.js';
+import type { LeaseTotals, RegionStatus, RlqsStatus, ServerInfoBody } from '../../schema/server-info.js';
 import { callerOf } from '../auth-guard.js';
 
 /** The build and the modes chosen at start-up (for `rl status`); the body's shape is ServerInfoSchema. */
@@ -15,6 +15,8 @@ export interface LiveInfo {
   region?: () => RegionStatus;
   /** Redis mode (where leases run): this process's lease totals (unrestricted callers only). */
   leases?: () => LeaseTotals;
+  /** Envoy's rate limit quota service: open streams, their buckets and the units they hold. */
+  rlqs?: () => RlqsStatus;
 }
 
 /**
@@ -30,6 +32,7 @@ export function infoRoutes(info: ServerInfo, live: LiveInfo = {}): Router {
     if (live.region) answer.region = live.region();
     // Every organisation's lease totals: not for a credential limited to organisations (as on the dashboard).
     if (live.leases && callerOf(ctx).orgs === undefined) answer.leases = live.leases();
+    if (live.rlqs && callerOf(ctx).orgs === undefined) answer.rlqs = live.rlqs();
     ctx.body = answer;
   });
   return router;
