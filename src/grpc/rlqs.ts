@@ -74,7 +74,13 @@ export function rlqsHandler(hub: RlqsHub, guards: CallGuards): grpc.handleBidiSt
       }
     });
     // Envoy closed its side after its last report: what it did not report, it did not spend.
-    call.on('end', () => void finish(true)?.then(() => call.end()));
+    // A client's cancel ends the reading side too, and is noticed just after: a turn later, only a real half-close is left.
+    call.on('end', () =>
+      setImmediate(() => {
+        if (call.cancelled || call.destroyed) return void finish(false);
+        void finish(true)?.then(() => call.end());
+      }),
+    );
     call.on('cancelled', () => void finish(false));
     call.on('error', () => void finish(false));
     call.on('close', () => void finish(false));

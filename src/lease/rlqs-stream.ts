@@ -39,6 +39,8 @@ export interface StreamDeps extends CoverDeps {
 
 /** How far before a window's end an assignment ends: Envoy counts its life from receipt, a little later. */
 const WINDOW_GUARD_MS = 50;
+/** Reports closer together than this say too little of a rate (Envoy's own first report says nothing). */
+const MIN_RATE_SPAN_MS = 5;
 /** A token bucket shorter than this is not worth sending: the units go back, DENY_ALL to the window's end. */
 const MIN_TTL_MS = 20;
 
@@ -100,10 +102,13 @@ export class RlqsStream {
       this.deps.events.report?.();
       let bucket = this.buckets.get(usage.key);
       const first = bucket === undefined;
+      // A bucket's first report counts the request that made it: an empty one was sent before an abandon arrived.
+      if (first && usage.allowed + usage.denied === 0) continue;
       bucket ??= this.newBucket(usage, now);
       const requests = usage.allowed + usage.denied;
-      const elapsed = usage.elapsedMs > 0 ? usage.elapsedMs : now - bucket.lastReportAt;
-      if (elapsed > 0) bucket.rate = requests / elapsed;
+      // The first report only says the bucket exists (its rate is unknown: one grant of what it asked for).
+      const elapsed = Math.max(usage.elapsedMs, now - bucket.lastReportAt);
+      if (!first && elapsed >= MIN_RATE_SPAN_MS) bucket.rate = requests / elapsed;
       bucket.lastReportAt = now;
       if (requests > 0) {
         bucket.lastDemandAt = now;
@@ -152,11 +157,12 @@ export class RlqsStream {
     return bucket;
   }
 
-  /** Whether a report should bring a new assignment: none live, a token bucket half spent or near its end, or the policies changed. */
+  /** Whether a report should bring a new assignment: none yet, the policies changed, a token bucket half spent, or one in use near its end. */
   private due(bucket: Bucket, now: LocalMs): boolean {
     const { assignment } = bucket;
     if (assignment === undefined || bucket.matcher !== this.deps.policies.current()) return true;
-    if (bucket.expiresAt - leadOf(assignment) <= now) return true;
+    // Near its end, only a bucket still in use is assigned again: an unused one's assignment runs out.
+    if (bucket.expiresAt - leadOf(assignment) <= now) return bucket.demandSinceAssigned;
     const held = bucket.ledger.current;
     return assignment.strategy === 'token_bucket' && held !== undefined && held.spent * 2 >= held.grant.units;
   }
@@ -252,12 +258,14 @@ export class RlqsStream {
     const now = this.deps.clock.now();
     for (const [key, bucket] of this.buckets) {
       if (now - bucket.lastDemandAt < this.deps.idleMs || bucket.busy !== undefined) continue;
+      // Units still out wait for the reports that settle them (the grant ends, two reports follow), unless the reports stopped too.
+      if (bucket.ledger.unitsHeld() > 0 && now - bucket.lastReportAt < this.deps.idleMs) continue;
       this.buckets.delete(key);
       bucket.gone = true;
       this.deps.clock.clearTimer(bucket.timer);
       this.deps.events.abandoned?.();
       this.send(bucket.usage.bucketId, { strategy: 'abandon' });
-      // Settled grants went back on their reports; one still unsettled may have been spent after the last report.
+      // Reports stopped with units out: they may have been spent after the last report, so they lapse.
       for (const grant of bucket.ledger.takeAll()) this.lapseAtEnd(grant, undefined);
     }
     this.sweep = this.deps.clock.setTimer(() => this.sweepIdle(), sweepEvery(this.deps.idleMs));

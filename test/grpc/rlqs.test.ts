@@ -9,7 +9,7 @@ import { RlqsHub } from '../../src/lease/rlqs-hub.js';
 import type { RlqsEvents } from '../../src/lease/rlqs-stream.js';
 import { systemClock, type LapseReason } from '../../src/lease/types.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
-import { RlError } from '../../src/errors.js';
+import { CounterStoreUnavailableError, RlError } from '../../src/errors.js';
 import type { CounterStore } from '../../src/counters/counter-store.js';
 import type { Policy } from '../../src/policy/types.js';
 import { SimulatedEnvoy } from '../support/envoy-rlqs-client.js';
@@ -148,4 +148,139 @@ describe('Envoy RLQS (StreamRateLimitQuotas)', function () {
     expect(fixture.hub.status()).to.deep.equal({ streams: 0, buckets: 0, units_held: 0 });
     await fixture.close();
   });
+
+  it('answers UNAUTHENTICATED without the credentials RLS takes', async () => {
+    const fixture = await start([windowPolicy(10)], { authenticate: true });
+    const stranger = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 50 });
+    const known = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 50, apiKey: 'secret' });
+    try {
+      stranger.request(BUCKET);
+      expect((await stranger.closed).code).to.equal(grpc.status.UNAUTHENTICATED);
+      known.request(BUCKET);
+      const action = await known.waitFor((a) => a.quota_assignment_action !== undefined);
+      expect(action.quota_assignment_action!.rate_limit_strategy!.token_bucket).to.not.equal(undefined);
+    } finally {
+      stranger.cut();
+      await known.close();
+      await fixture.close();
+    }
+  });
+
+  it('assigns DENY_ALL to a spent window, living no longer than its retry_after (and the hold)', async () => {
+    const policy = windowPolicy(5);
+    const fixture = await start([policy]);
+    const spec = fixture.matcher.current().get('checkout')!.spec;
+    await fixture.counters.consume(counterKeys(PREFIX, 'checkout', spec, ['user_id', 'alice']), spec as never, 5);
+    const envoy = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 50 });
+    try {
+      expect(envoy.request(BUCKET)).to.equal(false);
+      const action = await envoy.waitFor((a) => a.quota_assignment_action !== undefined);
+      const assignment = action.quota_assignment_action!;
+      expect(assignment.rate_limit_strategy).to.deep.include({ blanket_rule: 'DENY_ALL' });
+      const ttlMs = Number(assignment.assignment_time_to_live!.seconds ?? 0) * 1000 + Number(assignment.assignment_time_to_live!.nanos ?? 0) / 1e6;
+      expect(ttlMs).to.be.above(0).and.at.most(1000);
+      expect(envoy.request(BUCKET)).to.equal(false);
+      expect(envoy.admitted).to.equal(0);
+    } finally {
+      await envoy.close();
+    }
+    expect(await fixture.consumed(policy)).to.equal(5);
+    await fixture.close();
+  });
+
+  it('abandons a bucket with no request reported for the idle time, and gives its units back', async () => {
+    const policy = windowPolicy(50);
+    const fixture = await start([policy], { idleMs: 1000 });
+    const envoy = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 20 });
+    try {
+      envoy.request(BUCKET);
+      await envoy.waitFor((a) => a.quota_assignment_action?.rate_limit_strategy?.token_bucket !== undefined);
+      for (let i = 0; i < 3; i++) envoy.request(BUCKET);
+      // No more requests: the reports go on, empty, until the server abandons the bucket.
+      await envoy.waitFor((a) => a.abandon_action !== undefined);
+      expect(fixture.counts.abandoned).to.equal(1);
+      expect(envoy.activeStrategy(BUCKET)).to.equal(undefined);
+      expect(fixture.hub.status()).to.deep.include({ streams: 1, buckets: 0, units_held: 0 });
+      expect(envoy.admitted).to.be.at.least(1);
+      expect(await fixture.consumed(policy)).to.equal(envoy.admitted);
+    } finally {
+      await envoy.close();
+      await fixture.close();
+    }
+  });
+
+  it('a stream cut mid-assignment gives nothing back: its unreported units lapse (holder_lost) once their assignment ends', async () => {
+    const policy = windowPolicy(100, { lease: { max_hold: '200ms' } });
+    const fixture = await start([policy]);
+    const envoy = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 20 });
+    const other = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 20 });
+    try {
+      envoy.request(BUCKET);
+      await envoy.waitFor((a) => a.quota_assignment_action?.rate_limit_strategy?.token_bucket !== undefined);
+      envoy.request(BUCKET);
+      envoy.cut();
+      const held = await waitUntil(() => fixture.lapsed.length > 0);
+      expect(held).to.equal(true);
+      expect(fixture.hub.status()).to.deep.include({ streams: 1, buckets: 0, units_held: 0 });
+      const lapsed = fixture.lapsed.reduce((sum, l) => sum + l.units, 0);
+      expect(fixture.lapsed.every((l) => l.reason === 'holder_lost')).to.equal(true);
+      // What the cut stream took and never reported stays consumed: the counter is never over, only under.
+      const consumed = await fixture.consumed(policy);
+      expect(consumed).to.be.at.least(envoy.admitted);
+      expect(lapsed).to.be.at.most(consumed);
+      // Another Envoy is still served from what is left.
+      other.request(BUCKET);
+      await other.waitFor((a) => a.quota_assignment_action?.rate_limit_strategy?.token_bucket !== undefined);
+    } finally {
+      await other.close();
+      await fixture.close();
+    }
+  });
+
+  for (const [mode, blanket] of [
+    ['fail_open', 'ALLOW_ALL'],
+    ['fail_closed', 'DENY_ALL'],
+  ] as const) {
+    it(`answers a store failure by the failure mode (${mode}: ${blanket}), living at most a second`, async () => {
+      const failing = new MemoryCounterStore({ sweepIntervalMs: 0 });
+      failing.take = async () => {
+        throw new CounterStoreUnavailableError('the counter store is down');
+      };
+      const fixture = await start([windowPolicy(10, { failure_mode: mode })], { store: failing });
+      const envoy = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 50 });
+      try {
+        envoy.request(BUCKET);
+        const action = await envoy.waitFor((a) => a.quota_assignment_action !== undefined);
+        expect(action.quota_assignment_action!.rate_limit_strategy).to.deep.include({ blanket_rule: blanket });
+        const ttl = action.quota_assignment_action!.assignment_time_to_live!;
+        expect(Number(ttl.seconds ?? 0) * 1000 + Number(ttl.nanos ?? 0) / 1e6).to.be.above(0).and.at.most(1000);
+      } finally {
+        await envoy.close();
+        await fixture.close();
+      }
+    });
+  }
+
+  it('assigns ALLOW_ALL to a bucket a concurrency policy covers, counted as unsupported', async () => {
+    const fixture = await start([makePolicy({ policy_id: 'slots', scope: { user_id: '*' }, algorithm: { type: 'concurrency', max_concurrency: 2 } })]);
+    const envoy = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 50 });
+    try {
+      envoy.request(BUCKET);
+      const action = await envoy.waitFor((a) => a.quota_assignment_action !== undefined);
+      expect(action.quota_assignment_action!.rate_limit_strategy).to.deep.include({ blanket_rule: 'ALLOW_ALL' });
+      expect(fixture.counts.unsupported).to.equal(1);
+    } finally {
+      await envoy.close();
+      await fixture.close();
+    }
+  });
 });
+
+/** Polls `test` every 10 ms for up to 10 s (a bound on waiting, not an assertion on time). */
+async function waitUntil(test: () => boolean): Promise<boolean> {
+  for (let i = 0; i < 1000; i++) {
+    if (test()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return test();
+}
