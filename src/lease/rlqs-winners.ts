@@ -17,13 +17,13 @@ export type BucketCover =
   /** A winner RLQS cannot serve (concurrency, sliding_window_log): allowed, counted. */
   | { kind: 'unsupported'; policyId: string };
 
-/**
- * The enforce winners of a request, one per layer. The seam for stacked limits: today the matcher
- * chooses one winner, and the bucket's grants are taken from every winner this returns.
- */
+/** The enforce winners of a request, one per layer that has one (stacked limits): a grant is taken from each. */
 export function enforceWinners(matcher: Matcher, ctx: RequestContext, nowMs: number): PolicyMatch[] {
-  const { enforce } = matcher.match(ctx, 'rate', nowMs);
-  return enforce === undefined ? [] : [enforce];
+  const match = matcher.match(ctx, 'rate', nowMs);
+  const layers = match.layers ?? [match];
+  const winners: PolicyMatch[] = [];
+  for (const layer of layers) if (layer.enforce !== undefined) winners.push(layer.enforce);
+  return winners;
 }
 
 export interface CoverDeps {

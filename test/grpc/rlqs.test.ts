@@ -149,6 +149,24 @@ describe('Envoy RLQS (StreamRateLimitQuotas)', function () {
     await fixture.close();
   });
 
+  it('takes every grant in every layer: the tighter layer bounds what is admitted, both counters end at it', async () => {
+    const user = windowPolicy(40, { layer: 'user' });
+    const platform = makePolicy({ policy_id: 'platform', layer: 'platform', scope: { user_id: '*' }, algorithm: { type: 'fixed_window', limit: 25, window: '1h' } });
+    const fixture = await start([user, platform]);
+    const envoys = [1, 2].map(() => new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 20 }));
+    try {
+      const done = spentOut(fixture, platform);
+      await Promise.all(envoys.map((envoy) => driveUntil(envoy, done)));
+    } finally {
+      await Promise.all(envoys.map((envoy) => envoy.close()));
+    }
+    const admitted = envoys.reduce((sum, envoy) => sum + envoy.admitted, 0);
+    expect(admitted).to.equal(25);
+    expect(await fixture.consumed(platform)).to.equal(admitted);
+    expect(await fixture.consumed(user)).to.equal(admitted);
+    await fixture.close();
+  });
+
   it('answers UNAUTHENTICATED without the credentials RLS takes', async () => {
     const fixture = await start([windowPolicy(10)], { authenticate: true });
     const stranger = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 50 });
