@@ -1,6 +1,7 @@
 import type { Matcher } from '../matching/matcher.js';
 import type { RequestContext } from '../model/request-context.js';
 import { chunkSize } from './chunk.js';
+import { leaseFailed } from './failures.js';
 import { FAILURE_TTL_MS, tokenBucket, type Assignment, type AssignmentStrategy } from './rlqs-assignment.js';
 import { giveBackLayered, takeLayered, type LayerCounter } from './rlqs-grant.js';
 import { BucketLedger, type HeldGrant } from './rlqs-ledger.js';
@@ -26,6 +27,7 @@ export interface RlqsEvents {
   abandoned?(): void; // rl_rlqs_abandoned_total
   unsupported?(): void; // rl_rlqs_unsupported_total
   lapsed?(policyId: string, units: number, reason: LapseReason): void; // rl_lease_units_lapsed_total
+  failed?(): void; // rl_counter_store_errors_total
 }
 
 export interface StreamDeps extends CoverDeps {
@@ -75,6 +77,7 @@ interface Bucket {
 export class RlqsStream {
   private readonly buckets = new Map<string, Bucket>();
   private closed = false;
+  private asking = 0;
   private sweep: unknown;
 
   constructor(
@@ -88,8 +91,9 @@ export class RlqsStream {
     return this.buckets.size;
   }
 
+  /** Units out with this Envoy and not yet reported spent, and those asked of the counters and not yet answered. */
   unitsHeld(): number {
-    let held = 0;
+    let held = this.asking;
     for (const bucket of this.buckets.values()) held += bucket.ledger.unitsHeld();
     return held;
   }
@@ -210,7 +214,8 @@ export class RlqsStream {
       maxUnits: Math.min(...layers.map((layer) => layer.maxUnits)),
       parentRemaining: bucket.remaining,
     });
-    const answer = await takeLayered(layers, want);
+    this.asking += want;
+    const answer = await takeLayered(layers, want).finally(() => (this.asking -= want));
     const now = this.deps.clock.now();
     if (answer.refused === 'spent') {
       bucket.remaining = 0;
@@ -219,6 +224,7 @@ export class RlqsStream {
       return this.assign(bucket, { strategy: 'deny_all', ttlMs: Math.min(answer.retryAfterMs, holdMs) });
     }
     if (answer.refused === 'failed') {
+      leaseFailed({ events: { failed: this.deps.events.failed }, fields: { holder: 'rlqs_stream' } }, 'refill', answer.error);
       bucket.ledger.replace(undefined);
       const strategy = answer.failureMode === 'fail_open' ? 'allow_all' : 'deny_all';
       return this.assign(bucket, { strategy, ttlMs: Math.min(FAILURE_TTL_MS, holdMs) });

@@ -3,7 +3,7 @@ import type { BreakerState } from '../redis/circuit-breaker.js';
 import type { MasterState } from '../redis/master-health.js';
 import { INTERNAL_ERROR_TRANSPORTS, internalErrorCount } from './internal-errors.js';
 import { PlainCounter, PlainHistogram, ReadCounter, SeriesRow, type Series } from './plain-metrics.js';
-import type { LeaseEvents } from '../lease/types.js';
+import type { LapseReason, LeaseEvents } from '../lease/types.js';
 import type { DecisionEvent, Operation } from '../decision/decision-service.js';
 import type { Decision } from '../model/decision.js';
 import type { LeaseTotals } from '../schema/server-info.js';
@@ -355,9 +355,10 @@ export class Metrics {
 
   /** Envoy's rate limit quota service: its series (rlqs-metrics.ts); its lapsed units count with the leases'. */
   rlqsEvents(status: () => RlqsStatus): RlqsEvents {
-    return rlqsMetrics(this.registry, status, (policyId, units, reason) => {
+    const lapsed = (policyId: string, units: number, reason: LapseReason) => {
       this.leaseLapsed.at(this.leasePolicies.label(policyId), reason).value += units;
-    });
+    };
+    return { ...rlqsMetrics(this.registry, status, lapsed), failed: () => this.countCounterStoreError() };
   }
 
   /** One invalidation notification to a sidecar that was given up. */
