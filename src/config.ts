@@ -88,6 +88,8 @@ export interface ServerConfig {
   envoyHeaders: 'ietf' | 'legacy' | 'off';
   /** Which descriptors those headers speak for: the limiting one, or every one an enforced policy answered. */
   envoyHeaderDescriptors: 'limiting' | 'all';
+  /** RL_RLQS_BUCKET_IDLE_SECS: an RLQS bucket with no request reported for this long is abandoned; ALLOW_ALL lives this long. */
+  rlqsBucketIdleSecs: number;
   /** Server processes sharing the ports (RL_WORKERS, `auto` = cores); more than 1 needs RL_COUNTERSTORE_ADDR. */
   workers: number;
   /** OpenTelemetry traces: on when an OTLP endpoint is set (docs/tracing.md); the SDK reads the other OTEL_* itself. */
@@ -144,10 +146,11 @@ export function loadServerConfig(env: Env): ServerConfig {
     grpcMaxMessageBytes: read.setting('RL_GRPC_MAX_MESSAGE_BYTES'),
     envoyHeaders: read.setting('RL_ENVOY_HEADERS'),
     envoyHeaderDescriptors: read.setting('RL_ENVOY_HEADER_DESCRIPTORS'),
+    rlqsBucketIdleSecs: read.setting('RL_RLQS_BUCKET_IDLE_SECS'),
     workers: readWorkers(read, counterStoreAddr),
     tracing: readTracing(read),
     region: readRegion(read, counterStoreAddr),
-    counterSnapshotSecs: read.int('RL_COUNTER_SNAPSHOT_SECS', 5, 0, 3600),
+    counterSnapshotSecs: read.setting('RL_COUNTER_SNAPSHOT_SECS'),
   };
 }
 

@@ -8,6 +8,8 @@ import type { CounterStore } from './counters/counter-store.js';
 import { MemoryCounterStore } from './counters/memory-store.js';
 import { CounterSnapshots, removeCounterSnapshot } from './counters/snapshot/counter-snapshots.js';
 import { DecisionService } from './decision/decision-service.js';
+import { RlqsHub } from './lease/rlqs-hub.js';
+import { systemClock } from './lease/types.js';
 import { grpcAuthenticate } from './grpc/auth.js';
 import { bindGrpcServer, createGrpcServer, shutdownGrpcServer } from './grpc/server.js';
 import { createHttpListener } from './http/app.js';
@@ -102,6 +104,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       recorder: bothRecorders(new ObservabilityRecorder(metrics, analytics), deniedIdentities),
       onCounterStoreError: () => metrics.countCounterStoreError(),
       onDenyCacheHit: () => metrics.countDenyCacheHit(),
+      onLayerCompensation: (policyId) => metrics.countLayerCompensation(policyId),
       onIgnoredFields: (count) => metrics.countIgnoredFields(count),
       denyCache: config.denyCache.size > 0 && { capacity: config.denyCache.size, maxAgeMs: config.denyCache.maxAgeMs },
       region: config.region?.name,
@@ -109,6 +112,8 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       // change, drain); the holders report to the metrics.
       leases: { events: (policyId) => metrics.leaseEvents('process', policyId), maxWaitMs: config.leaseMaxWaitMs, takeTimeoutMs: config.counterStoreTimeoutMs },
     });
+
+    const rlqs = rlqsHub(config, counters, matcher, metrics);
 
     const regionName = config.region?.name;
     const region = regionCounters && regionName !== undefined ? () => regionStatus(regionName, regionCounters.globalStoreHealth()) : undefined;
@@ -147,7 +152,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
             auth: (config.auth.enabled && config.auth.mode) || 'off',
             tls: Boolean(tls),
           },
-          { counterStoreMasters, region, leases: redisCounters && (() => metrics.leaseTotals()), counterSnapshot: snapshots && (() => snapshots.status()) },
+          { counterStoreMasters, region, leases: redisCounters && (() => metrics.leaseTotals()), counterSnapshot: snapshots && (() => snapshots.status()), rlqs: rlqs && (() => rlqs.status()) },
         ),
       ],
     });
@@ -164,6 +169,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       envoyHeaders: config.envoyHeaders,
       envoyHeaderDescriptors: config.envoyHeaderDescriptors,
       tracing,
+      rlqs,
     });
     closers.push(() => shutdownGrpcServer(grpcServer, 0), () => closeGracefully(httpServer, 0));
     const [httpPort, grpcPort] = await Promise.all([
@@ -224,6 +230,27 @@ function httpServerOptions(timeouts: HttpTimeouts): http.ServerOptions {
     keepAliveTimeout: timeouts.keepAliveTimeoutMs,
     connectionsCheckingInterval: 1000,
   };
+}
+
+/**
+ * Envoy's rate limit quota service over the counter store (docs/envoy.md "RLQS"), when the store can lend
+ * units (memory and Redis; a region's store lends only process leases' units).
+ */
+function rlqsHub(config: ServerConfig, counters: CounterStore, matcher: LiveMatcher, metrics: Metrics): RlqsHub | undefined {
+  const { take, giveBack } = counters;
+  if (take === undefined || giveBack === undefined || config.region !== undefined) return undefined;
+  let hub: RlqsHub | undefined = undefined;
+  const events = metrics.rlqsEvents(() => hub?.status() ?? { streams: 0, buckets: 0, units_held: 0 });
+  hub = new RlqsHub({
+    policies: matcher,
+    store: { take: take.bind(counters), giveBack: giveBack.bind(counters), peek: counters.peek.bind(counters) },
+    keyPrefix: config.keyPrefix,
+    clock: systemClock,
+    idleMs: config.rlqsBucketIdleSecs * 1000,
+    wallNow: Date.now,
+    events,
+  });
+  return hub;
 }
 
 /**

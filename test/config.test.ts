@@ -54,6 +54,8 @@ describe('server config', () => {
     ['RL_SHUTDOWN_DELAY_SECS', 'soon'],
     ['RL_ENVOY_HEADERS', 'draft-03'],
     ['RL_ENVOY_HEADER_DESCRIPTORS', 'every'],
+    ['RL_RLQS_BUCKET_IDLE_SECS', '0'],
+    ['RL_RLQS_BUCKET_IDLE_SECS', '3601'],
     ['RL_HTTP_HEADERS_TIMEOUT_SECS', '0'],
     ['RL_HTTP_HEADERS_TIMEOUT_SECS', '60'],
     ['RL_HTTP_REQUEST_TIMEOUT_SECS', '1.5'],

@@ -5,19 +5,21 @@ import * as protoLoader from '@grpc/proto-loader';
 /**
  * The .proto files this server serves, loaded at run time with @grpc/proto-loader (no generated
  * code). `proto/` sits at the repository root: two levels above both src/grpc and dist/grpc.
- * google/protobuf/{duration,wrappers}.proto are built into protobufjs and need no copy.
+ * google/protobuf/{duration,wrappers,timestamp}.proto are built into protobufjs and need no copy.
  */
 export const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url));
 
 export const PROTO_FILES = {
   rateLimit: 'rl/v1/rate_limit.proto',
   envoy: 'envoy/service/ratelimit/v3/rls.proto',
+  rlqs: 'envoy/service/rate_limit_quota/v3/rlqs.proto',
   health: 'grpc/health/v1/health.proto',
 } as const;
 
 export const SERVICE_NAMES = {
   rateLimit: 'rl.v1.RateLimitService',
   envoy: 'envoy.service.ratelimit.v3.RateLimitService',
+  rlqs: 'envoy.service.rate_limit_quota.v3.RateLimitQuotaService',
   health: 'grpc.health.v1.Health',
 } as const;
 
@@ -37,7 +39,7 @@ export const LOADER_OPTIONS: protoLoader.Options = {
 
 let cached: protoLoader.PackageDefinition | undefined;
 
-/** Every message and service of the three protocols (loaded once per process). */
+/** Every message and service of the four protocols (loaded once per process). */
 export function loadPackageDefinition(): protoLoader.PackageDefinition {
   cached ??= protoLoader.loadSync(Object.values(PROTO_FILES), LOADER_OPTIONS);
   return cached;

@@ -11,6 +11,8 @@ import type { GrpcAuthenticate } from './auth.js';
 import { ensureLive, guardedUnary, type CallGuards } from './call.js';
 import { shouldRateLimit, unitLookup, type EnvoyHeaderDescriptors, type EnvoyHeadersMode, type EnvoyRateLimitRequest, type EnvoyRateLimitResponse } from './envoy.js';
 import { createHealthService, type HealthService } from './health.js';
+import type { RlqsHub } from '../lease/rlqs-hub.js';
+import { rlqsHandler } from './rlqs.js';
 import { SERVICE_NAMES, serviceDefinition } from './protos.js';
 
 export { credentialsFromMetadata, grpcAuthenticate, type GrpcAuthenticate, type Principal } from './auth.js';
@@ -30,6 +32,8 @@ export interface GrpcServerDeps {
   envoyHeaderDescriptors?: EnvoyHeaderDescriptors;
   /** OpenTelemetry spans per decision RPC (absent: tracing off, nothing is called). */
   tracing?: Tracing;
+  /** Envoy's rate limit quota service (StreamRateLimitQuotas); absent: not served. */
+  rlqs?: RlqsHub;
 }
 
 /** A decision RPC request as decoded: the RequestContext fields flat (int64 quantity as a decimal string). */
@@ -90,7 +94,9 @@ export function createGrpcServer(deps: GrpcServerDeps): grpc.Server {
     }),
   });
 
-  const health = createHealthService(deps.readiness, [SERVICE_NAMES.rateLimit, SERVICE_NAMES.envoy]);
+  if (deps.rlqs) server.addService(serviceDefinition(SERVICE_NAMES.rlqs), { StreamRateLimitQuotas: rlqsHandler(deps.rlqs, guards) });
+
+  const health = createHealthService(deps.readiness, [SERVICE_NAMES.rateLimit, SERVICE_NAMES.envoy, ...(deps.rlqs ? [SERVICE_NAMES.rlqs] : [])]);
   server.addService(serviceDefinition(SERVICE_NAMES.health), health.implementation);
   healthServices.set(server, health);
   return server;

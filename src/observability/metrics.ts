@@ -3,10 +3,13 @@ import type { BreakerState } from '../redis/circuit-breaker.js';
 import type { MasterState } from '../redis/master-health.js';
 import { INTERNAL_ERROR_TRANSPORTS, internalErrorCount } from './internal-errors.js';
 import { PlainCounter, PlainHistogram, ReadCounter, SeriesRow, type Series } from './plain-metrics.js';
-import type { LeaseEvents } from '../lease/types.js';
+import type { LapseReason, LeaseEvents } from '../lease/types.js';
 import type { DecisionEvent, Operation } from '../decision/decision-service.js';
 import type { Decision } from '../model/decision.js';
 import type { LeaseTotals } from '../schema/server-info.js';
+import type { RlqsStatus } from '../schema/server-info.js';
+import type { RlqsEvents } from '../lease/rlqs-stream.js';
+import { rlqsMetrics } from './rlqs-metrics.js';
 
 /**
  * Prometheus metrics of CONTRACT.md ("Metrics"), on the service's OWN prom-client Registry (never the
@@ -169,6 +172,7 @@ export class Metrics {
   private readonly leaseLapsed: PlainCounter;
   private readonly leaseWait: PlainHistogram;
   private readonly leasePolicies: LabelAllowList;
+  private readonly layerCompensations: PlainCounter;
 
   constructor(options: MetricsOptions = {}) {
     const cap = options.labelCap ?? 1000;
@@ -236,6 +240,11 @@ export class Metrics {
       registry,
     );
     this.leasePolicies = new LabelAllowList(cap, options.maxLabelLength);
+    this.layerCompensations = counter(
+      'rl_layer_compensations_total',
+      `Give-backs of a refused decision over several layers: what one layer's counter took (another Redis Cluster slot, a process lease, a global budget) while another refused, per policy; capped at ${cap} distinct policy ids, later ones are "other".`,
+      ['policy_id'],
+    );
     for (const level of ['process', 'region']) {
       this.leaseRefills.at(level);
       this.leaseReturned.at(level);
@@ -299,6 +308,11 @@ export class Metrics {
     this.storeErrors.value++;
   }
 
+  /** One give-back of a refused decision over several layers, to `policyId`'s counter. */
+  countLayerCompensation(policyId: string): void {
+    this.layerCompensations.at(this.leasePolicies.label(policyId)).value++;
+  }
+
   /** One check answered from the deny cache instead of the counter store. */
   countDenyCacheHit(): void {
     this.denyCacheHits.value++;
@@ -348,6 +362,14 @@ export class Metrics {
       units_lapsed_by_reason: byReason,
       waits: this.leaseWait.observations,
     };
+  }
+
+  /** Envoy's rate limit quota service: its series (rlqs-metrics.ts); its lapsed units count with the leases'. */
+  rlqsEvents(status: () => RlqsStatus): RlqsEvents {
+    const lapsed = (policyId: string, units: number, reason: LapseReason) => {
+      this.leaseLapsed.at(this.leasePolicies.label(policyId), reason).value += units;
+    };
+    return { ...rlqsMetrics(this.registry, status, lapsed), failed: () => this.countCounterStoreError() };
   }
 
   /** One invalidation notification to a sidecar that was given up. */

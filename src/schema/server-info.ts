@@ -29,6 +29,14 @@ export const LeaseTotalsSchema = Type.Object({
 });
 export type LeaseTotals = Static<typeof LeaseTotalsSchema>;
 
+/** Envoy's rate limit quota service in this process (docs/envoy.md "RLQS"). */
+export const RlqsStatusSchema = Type.Object({
+  streams: Count,
+  buckets: Count,
+  units_held: Type.Number({ minimum: 0, description: 'Units taken from counters for Envoys that no usage report said were spent yet.' }),
+});
+export type RlqsStatus = Static<typeof RlqsStatusSchema>;
+
 /** Region mode (RL_REGION): this server's region and the global store (RL_GLOBAL_COUNTERSTORE_ADDR) as it sees it. */
 export const RegionStatusSchema = Type.Object({
   name: Type.String({ description: 'RL_REGION.' }),
@@ -64,6 +72,8 @@ export const ServerInfoSchema = Type.Object(
     /** Redis mode (where leases run): the lease totals of the process that answered. */
     leases: Type.Optional(LeaseTotalsSchema),
     counter_snapshot: Type.Optional(CounterSnapshotSchema),
+    /** Where Envoy's rate limit quota service runs: its streams, buckets and units held. */
+    rlqs: Type.Optional(RlqsStatusSchema),
   },
   { title: 'ServerInfo' },
 );

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import Router from '@koa/router';
 import type { MasterState } from '../../redis/master-health.js';
 import type { CounterSnapshotStatus } from '../../counters/snapshot/counter-snapshots.js';
-import type { LeaseTotals, RegionStatus, ServerInfoBody } from '../../schema/server-info.js';
+import type { LeaseTotals, RegionStatus, RlqsStatus, ServerInfoBody } from '../../schema/server-info.js';
 import { callerOf } from '../auth-guard.js';
 
 /** The build and the modes chosen at start-up (for `rl status`); the body's shape is ServerInfoSchema. */
@@ -18,6 +18,8 @@ export interface LiveInfo {
   leases?: () => LeaseTotals;
   /** Memory mode with snapshots on: the age and size of the counters' last snapshot. */
   counterSnapshot?: () => CounterSnapshotStatus;
+  /** Envoy's rate limit quota service: open streams, their buckets and the units they hold. */
+  rlqs?: () => RlqsStatus;
 }
 
 /**
@@ -34,6 +36,7 @@ export function infoRoutes(info: ServerInfo, live: LiveInfo = {}): Router {
     // Every organisation's lease totals: not for a credential limited to organisations (as on the dashboard).
     if (live.leases && callerOf(ctx).orgs === undefined) answer.leases = live.leases();
     if (live.counterSnapshot) answer.counter_snapshot = live.counterSnapshot();
+    if (live.rlqs && callerOf(ctx).orgs === undefined) answer.rlqs = live.rlqs();
     ctx.body = answer;
   });
   return router;

@@ -1,0 +1,313 @@
+import type { Matcher } from '../matching/matcher.js';
+import type { RequestContext } from '../model/request-context.js';
+import { chunkSize } from './chunk.js';
+import { leaseFailed } from './failures.js';
+import { FAILURE_TTL_MS, tokenBucket, type Assignment, type AssignmentStrategy } from './rlqs-assignment.js';
+import { giveBackLayered, takeLayered, type LayerCounter } from './rlqs-grant.js';
+import { BucketLedger, type HeldGrant } from './rlqs-ledger.js';
+import { coverOf, type CoverDeps } from './rlqs-winners.js';
+import type { LapseReason, LocalMs } from './types.js';
+
+/** One bucket's line of a usage report, its id already a request context (the descriptor rule). */
+export interface BucketUsage {
+  /** The bucket id's canonical form: the same map, the same key. */
+  key: string;
+  bucketId: Record<string, string>;
+  ctx: RequestContext;
+  allowed: number;
+  denied: number;
+  /** `time_elapsed` as reported; 0 when absent. */
+  elapsedMs: number;
+}
+
+/** What an RLQS stream reports, for the metrics of docs/envoy.md "RLQS" (named beside each). */
+export interface RlqsEvents {
+  report?(): void; // rl_rlqs_reports_total
+  assigned?(strategy: AssignmentStrategy): void; // rl_rlqs_assignments_total{strategy}
+  abandoned?(): void; // rl_rlqs_abandoned_total
+  unsupported?(): void; // rl_rlqs_unsupported_total
+  lapsed?(policyId: string, units: number, reason: LapseReason): void; // rl_lease_units_lapsed_total
+  failed?(): void; // rl_counter_store_errors_total
+}
+
+export interface StreamDeps extends CoverDeps {
+  policies: { current(): Matcher };
+  /** RL_RLQS_BUCKET_IDLE_SECS in ms: a bucket with no requests reported for this long is abandoned. */
+  idleMs: number;
+  /** Wall clock for matching (valid_from/valid_to). */
+  wallNow: () => number;
+  events: RlqsEvents;
+}
+
+/** How far before a window's end an assignment ends: Envoy counts its life from receipt, a little later. */
+const WINDOW_GUARD_MS = 50;
+/** Reports closer together than this say too little of a rate (Envoy's own first report says nothing). */
+const MIN_RATE_SPAN_MS = 5;
+/** A token bucket shorter than this is not worth sending: the units go back, DENY_ALL to the window's end. */
+const MIN_TTL_MS = 20;
+
+interface Bucket {
+  usage: BucketUsage;
+  ledger: BucketLedger;
+  assignment?: Assignment;
+  expiresAt: LocalMs;
+  /** When a request was last reported (or the bucket first seen). */
+  lastDemandAt: LocalMs;
+  lastReportAt: LocalMs;
+  demandSinceAssigned: boolean;
+  /** Requests per ms, as the last report said. */
+  rate: number;
+  /** What the counters could still admit at the last take (Infinity before the first). */
+  remaining: number;
+  coverKey?: string;
+  matcher?: Matcher;
+  busy?: Promise<void>;
+  again: boolean;
+  timer?: unknown;
+  seq: number;
+  gone: boolean;
+}
+
+/**
+ * One Envoy's stream (CONTRACT-free summary in docs/envoy.md "RLQS"): a capacity-lease holder whose units
+ * sit in Envoy's token buckets. Each bucket is assigned from the counters of its winners: units taken
+ * before Envoy may spend them, settled from the usage reports, given back when the bucket's grant is
+ * replaced and reported on, when the bucket is abandoned, and when the stream ends after its last report.
+ */
+export class RlqsStream {
+  private readonly buckets = new Map<string, Bucket>();
+  private closed = false;
+  private asking = 0;
+  private sweep: unknown;
+
+  constructor(
+    private readonly deps: StreamDeps,
+    private readonly send: (bucketId: Record<string, string>, assignment: Assignment) => void,
+  ) {
+    this.sweep = deps.clock.setTimer(() => this.sweepIdle(), sweepEvery(deps.idleMs));
+  }
+
+  get bucketCount(): number {
+    return this.buckets.size;
+  }
+
+  /** Units out with this Envoy and not yet reported spent, and those asked of the counters and not yet answered. */
+  unitsHeld(): number {
+    let held = this.asking;
+    for (const bucket of this.buckets.values()) held += bucket.ledger.unitsHeld();
+    return held;
+  }
+
+  /** One message of usage reports: each bucket's usage counted, settled and, where due, assessed. */
+  report(usages: readonly BucketUsage[]): void {
+    if (this.closed) return;
+    const now = this.deps.clock.now();
+    for (const usage of usages) {
+      this.deps.events.report?.();
+      let bucket = this.buckets.get(usage.key);
+      const first = bucket === undefined;
+      // A bucket's first report counts the request that made it: an empty one was sent before an abandon arrived.
+      if (first && usage.allowed + usage.denied === 0) continue;
+      bucket ??= this.newBucket(usage, now);
+      const requests = usage.allowed + usage.denied;
+      // The first report only says the bucket exists (its rate is unknown: one grant of what it asked for).
+      const elapsed = Math.max(usage.elapsedMs, now - bucket.lastReportAt);
+      if (!first && elapsed >= MIN_RATE_SPAN_MS) bucket.rate = requests / elapsed;
+      bucket.lastReportAt = now;
+      if (requests > 0) {
+        bucket.lastDemandAt = now;
+        bucket.demandSinceAssigned = true;
+      }
+      void this.settle(bucket.ledger.report(usage.allowed, now));
+      if (first || this.due(bucket, now)) this.assess(bucket);
+    }
+  }
+
+  /**
+   * The stream ended. `reported`: Envoy closed it after its last report, so what it did not report it
+   * did not spend: every grant goes back. Otherwise (cut, cancelled) its units stay with Envoy until
+   * their assignments end, and then lapse (holder_lost).
+   */
+  async end(reported: boolean): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.deps.clock.clearTimer(this.sweep);
+    const held: HeldGrant[] = [];
+    for (const bucket of this.buckets.values()) {
+      bucket.gone = true;
+      this.deps.clock.clearTimer(bucket.timer);
+      held.push(...bucket.ledger.takeAll());
+    }
+    this.buckets.clear();
+    if (reported) return this.settle(held);
+    for (const grant of held) this.lapseAtEnd(grant, 'holder_lost');
+  }
+
+  private newBucket(usage: BucketUsage, now: LocalMs): Bucket {
+    const bucket: Bucket = {
+      usage,
+      ledger: new BucketLedger(),
+      expiresAt: now,
+      lastDemandAt: now,
+      lastReportAt: now,
+      demandSinceAssigned: true,
+      rate: 0,
+      remaining: Infinity,
+      again: false,
+      seq: 0,
+      gone: false,
+    };
+    this.buckets.set(usage.key, bucket);
+    return bucket;
+  }
+
+  /** Whether a report should bring a new assignment: none yet, the policies changed, a token bucket half spent, or one in use near its end. */
+  private due(bucket: Bucket, now: LocalMs): boolean {
+    const { assignment } = bucket;
+    if (assignment === undefined || bucket.matcher !== this.deps.policies.current()) return true;
+    // Near its end, only a bucket still in use is assigned again: an unused one's assignment runs out.
+    if (bucket.expiresAt - leadOf(assignment) <= now) return bucket.demandSinceAssigned;
+    const held = bucket.ledger.current;
+    return assignment.strategy === 'token_bucket' && held !== undefined && held.spent * 2 >= held.grant.units;
+  }
+
+  /** One assessment at a time per bucket; one asked for meanwhile runs after it. */
+  private assess(bucket: Bucket): void {
+    if (bucket.busy !== undefined) {
+      bucket.again = true;
+      return;
+    }
+    bucket.busy = this.assessNow(bucket).finally(() => {
+      bucket.busy = undefined;
+      if (bucket.again && !bucket.gone) {
+        bucket.again = false;
+        this.assess(bucket);
+      }
+    });
+  }
+
+  private async assessNow(bucket: Bucket): Promise<void> {
+    const matcher = this.deps.policies.current();
+    bucket.matcher = matcher;
+    const cover = coverOf(matcher, bucket.usage.ctx, this.deps.wallNow(), this.deps);
+    if (cover.kind !== 'counters') {
+      if (cover.kind === 'unsupported') this.deps.events.unsupported?.();
+      bucket.coverKey = undefined;
+      bucket.ledger.replace(undefined);
+      return this.assign(bucket, { strategy: 'allow_all', ttlMs: this.deps.idleMs });
+    }
+    const now = this.deps.clock.now();
+    const held = bucket.ledger.current;
+    const sameCover = bucket.coverKey === cover.key;
+    if (sameCover && held !== undefined && bucket.assignment !== undefined && !this.due(bucket, now)) return;
+    if (sameCover && bucket.assignment?.strategy === 'deny_all' && bucket.expiresAt > now) return;
+    bucket.coverKey = cover.key;
+    await this.grant(bucket, cover.layers);
+  }
+
+  /** Takes the next grant of `layers` for the bucket and assigns it, or DENY_ALL / the failure mode when none comes. */
+  private async grant(bucket: Bucket, layers: LayerCounter[]): Promise<void> {
+    const holdMs = Math.min(...layers.map((layer) => layer.holdMs));
+    const want = chunkSize({
+      recent: Math.ceil(bucket.rate * holdMs),
+      waiting: 1,
+      maxUnits: Math.min(...layers.map((layer) => layer.maxUnits)),
+      parentRemaining: bucket.remaining,
+    });
+    this.asking += want;
+    const answer = await takeLayered(layers, want).finally(() => (this.asking -= want));
+    const now = this.deps.clock.now();
+    if (answer.refused === 'spent') {
+      bucket.remaining = 0;
+      bucket.ledger.replace(undefined);
+      // Never past the counter's own retry_after; within a hold, since units other streams hold may come back sooner.
+      return this.assign(bucket, { strategy: 'deny_all', ttlMs: Math.min(answer.retryAfterMs, holdMs) });
+    }
+    if (answer.refused === 'failed') {
+      leaseFailed({ events: { failed: this.deps.events.failed }, fields: { holder: 'rlqs_stream' } }, 'refill', answer.error);
+      bucket.ledger.replace(undefined);
+      const strategy = answer.failureMode === 'fail_open' ? 'allow_all' : 'deny_all';
+      return this.assign(bucket, { strategy, ttlMs: Math.min(FAILURE_TTL_MS, holdMs) });
+    }
+    const grant: HeldGrant = { grant: answer, layers, expiresAt: now, spent: 0, reportsSinceEnd: 0 };
+    const ttlMs = Math.floor(Math.min(holdMs, answer.spendBy - now - WINDOW_GUARD_MS));
+    if (bucket.gone || ttlMs < MIN_TTL_MS) {
+      // Never sent: nothing of it can have been spent.
+      await this.settle([grant]);
+      if (!bucket.gone) this.assign(bucket, { strategy: 'deny_all', ttlMs: Math.max(1, Math.ceil(answer.spendBy - now)) });
+      return;
+    }
+    grant.expiresAt = (now + ttlMs) as LocalMs;
+    bucket.remaining = answer.remaining;
+    bucket.ledger.replace(grant);
+    this.assign(bucket, tokenBucket(answer.units, ttlMs, ++bucket.seq));
+  }
+
+  private assign(bucket: Bucket, assignment: Assignment): void {
+    if (bucket.gone || assignment.strategy === 'abandon') return;
+    const now = this.deps.clock.now();
+    bucket.assignment = assignment;
+    bucket.expiresAt = (now + assignment.ttlMs) as LocalMs;
+    bucket.demandSinceAssigned = false;
+    this.deps.clock.clearTimer(bucket.timer);
+    // Near its end, a bucket that saw requests since gets its next assignment without waiting for a report.
+    bucket.timer = this.deps.clock.setTimer(() => {
+      if (!bucket.gone && bucket.demandSinceAssigned) this.assess(bucket);
+    }, Math.max(1, assignment.ttlMs - leadOf(assignment)));
+    this.deps.events.assigned?.(assignment.strategy);
+    this.send(bucket.usage.bucketId, assignment);
+  }
+
+  /** Abandons every bucket with no request reported for RL_RLQS_BUCKET_IDLE_SECS. */
+  private sweepIdle(): void {
+    if (this.closed) return;
+    const now = this.deps.clock.now();
+    for (const [key, bucket] of this.buckets) {
+      if (now - bucket.lastDemandAt < this.deps.idleMs || bucket.busy !== undefined) continue;
+      // Units still out wait for the reports that settle them (the grant ends, two reports follow), unless the reports stopped too.
+      if (bucket.ledger.unitsHeld() > 0 && now - bucket.lastReportAt < this.deps.idleMs) continue;
+      this.buckets.delete(key);
+      bucket.gone = true;
+      this.deps.clock.clearTimer(bucket.timer);
+      this.deps.events.abandoned?.();
+      this.send(bucket.usage.bucketId, { strategy: 'abandon' });
+      // Reports stopped with units out: they may have been spent after the last report, so they lapse.
+      for (const grant of bucket.ledger.takeAll()) this.lapseAtEnd(grant, undefined);
+    }
+    this.sweep = this.deps.clock.setTimer(() => this.sweepIdle(), sweepEvery(this.deps.idleMs));
+  }
+
+  /** Gives each grant's unreported units back to every layer; what a layer cannot take back is counted lapsed. */
+  private async settle(grants: readonly HeldGrant[]): Promise<void> {
+    await Promise.all(
+      grants.map(async (held) => {
+        const given = await giveBackLayered(held.layers, held.grant, held.grant.units - held.spent);
+        given.forEach((answer, i) => {
+          const layer = held.layers[i]!;
+          if (answer.lapsed > 0) this.deps.events.lapsed?.(layer.policyId, answer.lapsed, layer.expiry);
+        });
+      }),
+    );
+  }
+
+  /** Units no report will account for: counted lapsed once the grant's assignment has ended. */
+  private lapseAtEnd(held: HeldGrant, reason: LapseReason | undefined): void {
+    const units = held.grant.units - held.spent;
+    if (units <= 0) return;
+    const count = () => held.layers.forEach((layer) => this.deps.events.lapsed?.(layer.policyId, units, reason ?? layer.expiry));
+    const wait = held.expiresAt - this.deps.clock.now();
+    if (wait <= 0) count();
+    else this.deps.clock.setTimer(count, wait);
+  }
+}
+
+/** How long before an assignment's end the next one is prepared; a DENY_ALL is waited out. */
+function leadOf(assignment: Assignment): number {
+  if (assignment.strategy === 'abandon' || assignment.strategy === 'deny_all') return 0;
+  return Math.min(250, assignment.ttlMs / 4);
+}
+
+/** How often idle buckets are looked for: a quarter of the idle time, between 0.1 and 1 s. */
+function sweepEvery(idleMs: number): number {
+  return Math.max(100, Math.min(1000, idleMs / 4));
+}
