@@ -1,5 +1,5 @@
 import { availableParallelism } from 'node:os';
-import { isOrgName } from './model/org-scope.js';
+import { DEFAULT_PLATFORM_LAYERS, isOrgName } from './model/org-scope.js';
 import { CounterStoreAddressError, parseCounterStoreAddress } from './redis/redis-connection.js';
 
 /**
@@ -92,6 +92,8 @@ export interface ServerConfig {
   tracing: { protocol: 'http/protobuf' | 'http/json' } | undefined;
   /** RL_REGION + RL_GLOBAL_COUNTERSTORE_ADDR (docs/distribution.md); undefined = no regions. */
   region: RegionConfig | undefined;
+  /** RL_PLATFORM_LAYERS: policy layers only credentials not limited to organisations read and write (docs/tenants.md). */
+  platformLayers: string[];
 }
 
 export interface RegionConfig {
@@ -143,7 +145,19 @@ export function loadServerConfig(env: Env): ServerConfig {
     workers: readWorkers(read, counterStoreAddr),
     tracing: readTracing(read),
     region: readRegion(read, counterStoreAddr),
+    platformLayers: readPlatformLayers(read),
   };
+}
+
+/** RL_PLATFORM_LAYERS: comma-separated layer names (a policy's `layer` syntax), default `platform`. */
+function readPlatformLayers(read: Reader): string[] {
+  const layers = read.list('RL_PLATFORM_LAYERS', [...DEFAULT_PLATFORM_LAYERS]);
+  for (const layer of layers) {
+    if (!/^[a-z][a-z0-9_-]{0,31}$/.test(layer)) {
+      throw new ConfigError('RL_PLATFORM_LAYERS', `"${layer}" is not a layer name (a lower-case letter, then up to 31 of a-z, 0-9, _ and -)`);
+    }
+  }
+  return [...new Set(layers)];
 }
 
 /** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for its lease holder's refill (CONTRACT "Bounded wait"). */

@@ -73,13 +73,13 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     const seeded = await seedPolicies(store, config.policyFile);
     const matcher = new LiveMatcher();
     // Keeps the matcher in sync with every local and remote change from here on.
-    const policies = new PolicyService({ store, matcher });
+    const policies = new PolicyService({ store, matcher, platformLayers: config.platformLayers });
     closers.push(() => policies.close());
 
     const metrics = new Metrics({ labelCap: config.metricsLabelCap });
     // Per-organisation counts only where some credential can be limited to organisations (they cost a second count).
     const analytics = new Analytics({ byOrg: authenticator.mayLimitOrgs });
-    const viewOf = (orgs: readonly string[]) => new OrgView(orgs, matcher);
+    const viewOf = (orgs: readonly string[]) => new OrgView(orgs, matcher, config.platformLayers);
     // Who is being limited, for the dashboard: touched by denied decisions only.
     const deniedIdentities = new DeniedIdentities(matcher);
     // With regions the region's store serves the counters (global budgets from its pool); its per-master
