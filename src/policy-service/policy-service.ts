@@ -17,6 +17,7 @@ import { storedPolicy } from '../policy/stored-policy.js';
 import { oversizedCollections, validatePolicy, type PolicyInput } from '../policy/validate.js';
 import { quotaPatchToPolicyPatch } from '../policy/quota-alias.js';
 import { mergePatch } from '../util/merge-patch.js';
+import { tieWarnings, type PolicyWarning } from './policy-ties.js';
 
 /**
  * Policy management, free of any transport (CONTRACT.md "HTTP statuses and bodies"): the HTTP routes
@@ -121,6 +122,14 @@ export class PolicyService {
     const policy = this.store.get(policyId);
     if (!policy || !this.reaches(caller?.orgs, policy)) throw policyNotFound(policyId);
     return policy;
+  }
+
+  /**
+   * The tie warnings of a policy just written (policy-ties.ts), against the other policies the caller
+   * reaches: a policy it cannot read is never named.
+   */
+  warningsFor(policy: Policy, caller?: Actor): PolicyWarning[] {
+    return tieWarnings(policy, this.list(caller), this.now());
   }
 
   /** A policy the caller could not create is a 403 naming `scope.org_id`, as the create would answer. */
