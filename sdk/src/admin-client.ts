@@ -82,6 +82,8 @@ export interface PolicyFields {
   valid_to_unix: number;
   /** `regional` (default: each region enforces `limit` alone) or `global` (one limit for all regions). Absent = regional. */
   budget?: 'regional' | 'global';
+  /** The layer the policy decides in (`^[a-z][a-z0-9_-]{0,31}$`); absent = "default". Each layer has its own winner, and a request must pass every layer's. */
+  layer?: string;
   /** Capacity lease (process leases in Redis mode), as given: max_units 1–1,000,000 (default 100), max_hold 100ms–60s (default "1s"). */
   lease?: { max_units?: number; max_hold?: string };
   /** Server-set: 1 on create, +1 on every change. */

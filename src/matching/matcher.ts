@@ -10,6 +10,9 @@ import { RegexBudget } from '../policy/match-regex.js';
 import { RankOrder } from './rank-order.js';
 import type { AlgorithmConfig, Policy } from '../policy/types.js';
 import { stableHash32 } from '../util/hash.js';
+import { DEFAULT_LAYER, LayerSet, type FamilyIndex, type LayerIndex } from './layer-index.js';
+
+export { DEFAULT_LAYER } from './layer-index.js';
 
 /**
  * The policy matcher (CONTRACT.md, "Scope and matching", "Rollout", "Enforcement and shadow").
@@ -24,6 +27,10 @@ import { stableHash32 } from '../util/hash.js';
  * only visits the buckets of its own field values plus a fallback list of policies with no exact field.
  * Every bucket is pre-sorted by the winner order, so the scan of a bucket stops as soon as nothing in
  * it can beat what has been found.
+ *
+ * Layers: each policy belongs to one layer (`layer`, default "default"), and each layer is an index of
+ * its own that chooses its own winners; policies of different layers never compete. A one-layer set
+ * is one index, matched as before.
  */
 
 /** `check` considers every algorithm but concurrency; `acquire`/`release` only concurrency. */
@@ -42,6 +49,8 @@ export interface CompiledPolicy {
   /** Exact field 2 points, `*` 1 point, each tag as a field, match_expr 1 point. */
   specificity: number;
   family: PolicyFamily;
+  /** The policy's layer ("default" when it names none). */
+  layer: string;
   /**
    * Orders the winner order (smaller = better): specificity desc, priority desc, policy_id asc. Not a
    * position: ranks are spaced out so a later policy gets one between its neighbours, and may all be
@@ -93,9 +102,21 @@ export interface PolicyMatch {
   identity: string[];
 }
 
-export interface MatchResult {
+/** One layer's winners for a request: its best enforce-mode and best shadow-mode candidate. */
+export interface LayerMatch {
+  layer: string;
   enforce?: PolicyMatch;
   shadow?: PolicyMatch;
+}
+
+/**
+ * What `match` answers. The top-level fields are the winners of the first layer (in byte order of layer
+ * names) that has any; `layer` is "default" when no layer has one. `layers` is set only when two or
+ * more layers have a winner: every such layer, in layer-name order (the first is the top-level one).
+ * A request matched in one layer thus costs one object, as before layers.
+ */
+export interface MatchResult extends LayerMatch {
+  layers?: readonly LayerMatch[];
 }
 
 /** A policy the matcher could not compile (validation should have refused it); it never matches. */
@@ -117,24 +138,6 @@ function rankGap(count: number): number {
   return Math.max(1, Math.floor(RANK_LIMIT / (count + 2)));
 }
 
-/** One family's index. */
-class FamilyIndex {
-  /** field → value → bucket sorted by rank. */
-  readonly byField = new Map<ScopeField, Map<string, CompiledPolicy[]>>();
-  /** Fields that appear in `byField`, in SCOPE_FIELDS order, and their value maps (parallel arrays). */
-  fields: ScopeField[] = [];
-  fieldMaps: Map<string, CompiledPolicy[]>[] = [];
-  /** tag key → value → bucket sorted by rank. */
-  readonly byTag = new Map<string, Map<string, CompiledPolicy[]>>();
-  /** Policies with no exact-valued scope field or tag, sorted by rank. */
-  readonly fallback: CompiledPolicy[] = [];
-
-  refreshFields(): void {
-    this.fields = SCOPE_FIELDS.filter((f) => this.byField.has(f));
-    this.fieldMaps = this.fields.map((f) => this.byField.get(f)!);
-  }
-}
-
 /** What building and changing a matcher has cost, counted (tests bound work by these, not by time). */
 export interface MatcherStats {
   /** Policies compiled since this matcher was built, the build included. */
@@ -151,7 +154,7 @@ export interface MatcherStats {
  * (the compiled policy, its spec, counter keys and deny-cache entries owned by it) stays as it matched.
  */
 export class Matcher {
-  private readonly families: Record<PolicyFamily, FamilyIndex>;
+  private readonly layers: LayerSet;
   private readonly byId: Map<string, CompiledPolicy>;
   /** Every indexed policy, both families, in winner order: ranks strictly increase along it. */
   private readonly order: RankOrder<CompiledPolicy>;
@@ -161,13 +164,13 @@ export class Matcher {
   readonly stats: MatcherStats;
 
   private constructor(
-    families: Record<PolicyFamily, FamilyIndex>,
+    layers: LayerSet,
     byId: Map<string, CompiledPolicy>,
     order: CompiledPolicy[],
     skipped: Map<string, SkippedPolicy>,
     common: Sharing,
   ) {
-    this.families = families;
+    this.layers = layers;
     this.byId = byId;
     this.order = new RankOrder(order);
     this.skippedById = skipped;
@@ -203,7 +206,7 @@ export class Matcher {
       for (let i = 0; i < tags.length; i += 2) countPair(tagsShared, tags[i], tags[i + 1]);
     }
 
-    const families: Record<PolicyFamily, FamilyIndex> = { rate: new FamilyIndex(), concurrency: new FamilyIndex() };
+    const layers = new LayerSet();
     // Check lists are mostly distinct (they hold the policy's own values): shared within the build only.
     const local = sharing();
     for (const d of drafts) {
@@ -222,16 +225,18 @@ export class Matcher {
         }
       }
       // In rank order, so each policy goes at the end of its bucket.
-      place(families[d.compiled.family], d, slot, local);
+      const layer = layers.obtain(d.compiled.layer);
+      layer.size++;
+      place(layer.families[d.compiled.family], d, slot, local);
     }
-    for (const index of Object.values(families)) {
+    for (const index of layers.list.flatMap((layer) => Object.values(layer.families))) {
       index.refreshFields();
       // A bucket that grew by inserts has room for more than it holds.
       for (const byValue of [...index.byField.values(), ...index.byTag.values()]) {
         for (const [value, bucket] of byValue) if (bucket.length > 1) byValue.set(value, bucket.slice());
       }
     }
-    return new Matcher(families, byId, drafts.map((d) => d.compiled), skipped, common);
+    return new Matcher(layers, byId, drafts.map((d) => d.compiled), skipped, common);
   }
 
   /** Number of policies that can match (enabled and compiled), both families. */
@@ -303,7 +308,9 @@ export class Matcher {
     const c = d.compiled;
     this.rankAmong(c);
     this.byId.set(c.policy.policy_id, c);
-    const index = this.families[c.family];
+    const layer = this.layers.obtain(c.layer);
+    layer.size++;
+    const index = layer.families[c.family];
     // Indexed under the exact pair whose bucket is smallest now (a build picks the rarest pair; both
     // only affect how long a scan is, never what matches).
     const { exactFields: fields, exactTags: tags } = d;
@@ -344,7 +351,9 @@ export class Matcher {
   private remove(c: CompiledPolicy): void {
     this.byId.delete(c.policy.policy_id);
     this.order.remove(c, rankOf);
-    const index = this.families[c.family];
+    const layer = this.layers.get(c.layer)!;
+    this.layers.shrink(layer);
+    const index = layer.families[c.family];
     // It sits in the bucket of one of its exact pairs, or in the fallback list.
     const scope = c.policy.scope ?? {};
     for (const field of SCOPE_FIELDS) {
@@ -378,8 +387,14 @@ export class Matcher {
     removeByRank(index.fallback, c);
   }
 
+  /** The names of the layers that hold a policy, in byte order. */
+  get layerNames(): string[] {
+    return this.layers.list.map((layer) => layer.name);
+  }
+
   /**
-   * The best enforce-mode and the best shadow-mode candidate for this request. Puts `ctx.method` in
+   * Per layer, the best enforce-mode and the best shadow-mode candidate for this request (see
+   * MatchResult: the first layer's at the top, `layers` only with two or more). Puts `ctx.method` in
    * the form scopes are compiled to (model/http-method.ts) first, so counter identities, match_expr and
    * everything after the match see the one spelling.
    */
@@ -389,53 +404,67 @@ export class Matcher {
       const canonical = canonicalMethod(method);
       if (canonical !== method) ctx.method = canonical;
     }
-    const index = this.families[family];
-    // One scratch state, reset per call: matching is synchronous and never re-entered.
+    // One scratch state, reset per layer: matching is synchronous and never re-entered.
     const state = scratch;
-    state.enforce = state.shadow = state.enforceIdentity = state.shadowIdentity = undefined;
-    state.enforceRank = state.shadowRank = Infinity;
     state.regexBudget.reset(); // one regex budget for all match_expr evaluations of this decision
+    const layers = this.layers.list;
+    let first: MatchResult | undefined;
+    let all: LayerMatch[] | undefined;
+    for (let i = 0; i < layers.length; i++) {
+      const found = matchLayer(layers[i], family, ctx, nowMs, state);
+      if (found === undefined) continue;
+      if (first === undefined) first = found;
+      else (all ??= [first]).push(found);
+    }
+    if (first === undefined) return { layer: DEFAULT_LAYER };
+    if (all !== undefined) first.layers = all;
+    return first;
+  }
+}
 
-    const fields = index.fields;
-    const fieldMaps = index.fieldMaps;
-    for (let i = 0; i < fields.length; i++) {
-      const value = ctx[fields[i]];
-      if (value === undefined || value === '') continue;
-      const bucket = fieldMaps[i].get(value);
+/** One layer's winners (undefined when it has none), scanned into `state`. */
+function matchLayer(layer: LayerIndex, family: PolicyFamily, ctx: RequestContext, nowMs: number, state: ScanState): MatchResult | undefined {
+  const index = layer.families[family];
+  state.enforce = state.shadow = state.enforceIdentity = state.shadowIdentity = undefined;
+  state.enforceRank = state.shadowRank = Infinity;
+  const fields = index.fields;
+  const fieldMaps = index.fieldMaps;
+  for (let i = 0; i < fields.length; i++) {
+    const value = ctx[fields[i]];
+    if (value === undefined || value === '') continue;
+    const bucket = fieldMaps[i].get(value);
+    if (bucket !== undefined) scan(bucket, ctx, nowMs, state);
+  }
+  if (index.byTag.size > 0 && ctx.tags) scanTags(index, ctx, ctx.tags, nowMs, state);
+  if (index.fallback.length > 0) scan(index.fallback, ctx, nowMs, state);
+  if (state.enforce === undefined && state.shadow === undefined) return undefined;
+  const result: MatchResult = { layer: layer.name };
+  if (state.enforce) result.enforce = { compiled: state.enforce, identity: state.enforceIdentity ?? identityOf(state.enforce, ctx) };
+  if (state.shadow) result.shadow = { compiled: state.shadow, identity: state.shadowIdentity ?? identityOf(state.shadow, ctx) };
+  state.enforce = state.shadow = state.enforceIdentity = state.shadowIdentity = undefined; // hold no references
+  return result;
+}
+
+/** The tag buckets of the request's tags: visits whichever side is smaller, the request's tags or the indexed tag keys. */
+function scanTags(index: FamilyIndex, ctx: RequestContext, tags: Record<string, string>, nowMs: number, state: ScanState): void {
+  const tagKeys = Object.keys(tags);
+  if (tagKeys.length <= index.byTag.size) {
+    for (const key of tagKeys) {
+      const byValue = index.byTag.get(key);
+      if (byValue === undefined) continue;
+      const value = tags[key];
+      if (typeof value !== 'string') continue;
+      const bucket = byValue.get(value);
       if (bucket !== undefined) scan(bucket, ctx, nowMs, state);
     }
-    if (index.byTag.size > 0) {
-      const tags = ctx.tags;
-      if (tags) {
-        // Visit whichever side is smaller: the request's tags or the indexed tag keys.
-        const tagKeys = Object.keys(tags);
-        if (tagKeys.length <= index.byTag.size) {
-          for (const key of tagKeys) {
-            const byValue = index.byTag.get(key);
-            if (byValue === undefined) continue;
-            const value = tags[key];
-            if (typeof value !== 'string') continue;
-            const bucket = byValue.get(value);
-            if (bucket !== undefined) scan(bucket, ctx, nowMs, state);
-          }
-        } else {
-          for (const [key, byValue] of index.byTag) {
-            if (!Object.prototype.hasOwnProperty.call(tags, key)) continue;
-            const value = tags[key];
-            if (typeof value !== 'string') continue;
-            const bucket = byValue.get(value);
-            if (bucket !== undefined) scan(bucket, ctx, nowMs, state);
-          }
-        }
-      }
+  } else {
+    for (const [key, byValue] of index.byTag) {
+      if (!Object.prototype.hasOwnProperty.call(tags, key)) continue;
+      const value = tags[key];
+      if (typeof value !== 'string') continue;
+      const bucket = byValue.get(value);
+      if (bucket !== undefined) scan(bucket, ctx, nowMs, state);
     }
-    if (index.fallback.length > 0) scan(index.fallback, ctx, nowMs, state);
-
-    const result: MatchResult = {};
-    if (state.enforce) result.enforce = { compiled: state.enforce, identity: state.enforceIdentity ?? identityOf(state.enforce, ctx) };
-    if (state.shadow) result.shadow = { compiled: state.shadow, identity: state.shadowIdentity ?? identityOf(state.shadow, ctx) };
-    state.enforce = state.shadow = state.enforceIdentity = state.shadowIdentity = undefined; // hold no references
-    return result;
   }
 }
 
@@ -652,6 +681,7 @@ function compile(policy: Policy, shared: Sharing): Draft | { reason: string } {
     spec,
     specificity,
     family: spec.type === 'concurrency' ? 'concurrency' : 'rate',
+    layer: policy.layer ?? DEFAULT_LAYER,
     wildcards: wild.wildcards,
     lease: compileLease(policy, 'process'),
   };

@@ -18,6 +18,7 @@ import { oversizedCollections, validatePolicy, type PolicyInput } from '../polic
 import { quotaPatchToPolicyPatch } from '../policy/quota-alias.js';
 import { mergePatch } from '../util/merge-patch.js';
 import { tieWarnings, type PolicyWarning } from './policy-ties.js';
+import { LayerCensus } from './layer-census.js';
 
 /**
  * Policy management, free of any transport (CONTRACT.md "HTTP statuses and bodies"): the HTTP routes
@@ -82,15 +83,20 @@ export class PolicyService {
   private readonly newAuditId: () => string;
   private readonly unsubscribe: () => void;
   private readonly platformLayers: readonly string[];
+  private readonly layers: LayerCensus;
+  private readonly unsubscribeLayers: () => void;
 
   constructor(deps: PolicyServiceDeps) {
     this.store = deps.store;
     this.platformLayers = deps.platformLayers ?? DEFAULT_PLATFORM_LAYERS;
+    const policies = this.store.list();
+    this.layers = new LayerCensus(deps.store, policies);
+    this.unsubscribeLayers = deps.store.onChange((event) => this.layers.changed(event));
     this.now = deps.now ?? Date.now;
     this.newAuditId = deps.newAuditId ?? randomUUID;
     const matcher = deps.matcher;
     if (matcher) {
-      matcher.replace(this.store.list());
+      matcher.replace(policies);
       // One changed policy is applied alone (no rebuild, no sorted list); a reload may have changed anything.
       this.unsubscribe = this.store.onChange((event) => {
         if (event.change === 'reloaded') matcher.replace(this.store.list());
@@ -104,6 +110,7 @@ export class PolicyService {
   /** Stops following store changes. */
   close(): void {
     this.unsubscribe();
+    this.unsubscribeLayers();
   }
 
   /** The store revision: equal values mean the policy set did not change. */
@@ -148,6 +155,7 @@ export class PolicyService {
     const input = validOrThrow(body, true);
     this.requireWithin(orgs, input);
     const id = input.policy_id;
+    this.requireLayerRoom(input);
     for (let attempt = 1; ; attempt++) {
       const { policy: existing, head } = await this.store.fetch(id);
       if (existing) {
@@ -296,7 +304,10 @@ export class PolicyService {
       if (!current || !this.reaches(orgs, current)) throw policyNotFound(policyId);
       for (const e of expectations) if (!e.matches(current)) throw preconditionFailed(e, current);
       const input = await build(current);
-      if (input !== null) this.requireWithin(orgs, input);
+      if (input !== null) {
+        this.requireWithin(orgs, input);
+        this.requireLayerRoom(input);
+      }
       const at = this.now();
       const next = input === null ? null : stamp(input, head + 1, current.created_at, isoOf(at));
       const result = await this.store.commit({
@@ -313,6 +324,12 @@ export class PolicyService {
       }
       if (attempt >= MAX_ATTEMPTS) throw changedConcurrently(policyId);
     }
+  }
+
+  /** At most MAX_LAYERS layers in the set: a write that would open one more is a 422 naming `layer`. */
+  private requireLayerRoom(input: PolicyInput): void {
+    const problem = this.layers.problem(input.policy_id, input.layer);
+    if (problem) throw validationFailed([problem]);
   }
 
   private auditEntry(action: AuditAction, changedBy: string, atMs: number, version: number, oldValue: Policy | null, newValue: Policy | null): AuditEntry {

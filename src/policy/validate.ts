@@ -16,6 +16,7 @@ import {
   LEASE_MAX_UNITS,
   MAX_SUB_WINDOWS,
   POLICY_ID_PATTERN,
+  LAYER_PATTERN,
   ROLLOUT_PERCENT,
   SCOPE_KEYS,
   SEVERITY_LEVELS,
@@ -175,6 +176,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
   const enforcementMode = enumField<EnforcementMode>(raw, 'enforcement_mode', ENFORCEMENT_MODES, 'enforce', err);
   // Kept only when given, so a policy without it reads back exactly as before regions existed.
   const budget = own(raw, 'budget') === undefined ? undefined : enumField<Budget>(raw, 'budget', BUDGETS, 'regional', err);
+  const layer = validateLayer(own(raw, 'layer'), err);
 
   let rolloutPercent = 100;
   const rawRollout = own(raw, 'rollout_percent');
@@ -215,6 +217,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
     valid_from_unix: validFrom ?? 0,
     valid_to_unix: validTo ?? 0,
     ...(budget !== undefined && { budget }),
+    ...(layer !== undefined && { layer }),
   };
   if (sourceIpPrefix !== undefined) policy.source_ip_prefix = sourceIpPrefix;
   if (lease !== undefined) policy.lease = lease;
@@ -222,6 +225,14 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
 }
 
 type ErrFn = (field: string, message: string) => void;
+
+/** `layer`: kept only when given, so a policy without it reads back exactly as before layers existed. */
+function validateLayer(v: unknown, err: ErrFn): string | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v === 'string' && LAYER_PATTERN.test(v)) return v;
+  err('layer', `must be 1–32 characters of a–z 0–9 _ - starting with a letter (such as "platform"), got ${describe(v)}`);
+  return undefined;
+}
 
 function optionalString(raw: Obj, key: string, maxLength: number, err: ErrFn): string | undefined {
   const v = own(raw, key);

@@ -41,6 +41,9 @@ export const MAX_DESCRIPTION_LENGTH = 4096;
 export const MAX_SUB_WINDOWS = 60;
 /** rollout_percent: the share of identities (by hash) a policy applies to. */
 export const ROLLOUT_PERCENT = { minimum: 0, maximum: 100 } as const;
+/** A policy's layer: a lower-case name; a policy set holds at most MAX_LAYERS distinct ones. */
+export const LAYER_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
+export const MAX_LAYERS = 16;
 /** Keys of one scope: every scope field and `tags`. */
 export const SCOPE_KEYS = [...CONTEXT_STRING_FIELDS.filter((f) => f !== 'request_id'), 'tags'] as const;
 
@@ -178,6 +181,12 @@ const inputFields = {
   valid_to_unix: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Unix seconds; 0 = unbounded.' }),
   source_ip_prefix: Type.Partial(SourceIpPrefixSchema()),
   budget: Type.Optional(literals(BUDGETS, { description: 'regional (default): each region enforces limit alone; global: one limit for all regions (docs/distribution.md).' })),
+  layer: Type.Optional(
+    Type.String({
+      pattern: LAYER_PATTERN.source,
+      description: `The layer the policy decides in (default "default"; at most ${MAX_LAYERS} layers in a policy set). Each layer chooses its own winner; a request is allowed only when every layer's winner admits it.`,
+    }),
+  ),
 };
 
 export const PolicyInputSchema = Type.Object(
@@ -198,6 +207,7 @@ export const PolicyInputSchema = Type.Object(
     valid_to_unix: Type.Optional(inputFields.valid_to_unix),
     source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
     budget: inputFields.budget,
+    layer: inputFields.layer,
     lease: Type.Optional(LeaseSchema),
     version: Type.Optional(PositiveInt('PUT/PATCH: the version being changed; a stale one is a 409 (as If-Match).')),
     created_at: Type.Optional(serverSetTime),
@@ -241,6 +251,7 @@ export const QuotaPolicyInputSchema = Type.Object(
     valid_to_unix: Type.Optional(inputFields.valid_to_unix),
     source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
     budget: inputFields.budget,
+    layer: inputFields.layer,
     lease: Type.Optional(LeaseSchema),
     version: Type.Optional(PositiveInt('PUT: the version being changed; a stale one is a 409 (as If-Match).')),
   },

@@ -11,7 +11,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { RequestContext } from '../../src/model/request-context.js';
-import { Matcher, type MatchResult, type PolicyFamily } from '../../src/matching/matcher.js';
+import { Matcher, type LayerMatch, type MatchResult, type PolicyFamily } from '../../src/matching/matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 import { validatePolicy } from '../../src/policy/validate.js';
 
@@ -44,6 +44,7 @@ const policyArb = fc.record({
   expr: fc.option(fc.constantFrom(...EXPRS), { nil: undefined, freq: 3 }),
   window: fc.constantFrom('none', 'none', 'current', 'future', 'past'),
   concurrency: fc.boolean(),
+  layer: fc.constantFrom(undefined, undefined, 'default', 'org', 'platform'),
 });
 type PolicyDraw = typeof policyArb extends fc.Arbitrary<infer T> ? T : never;
 
@@ -68,6 +69,7 @@ function policyOf(id: string, d: PolicyDraw): Policy {
     valid_from_unix: windows[0],
     valid_to_unix: windows[1],
     algorithm: d.concurrency ? { type: 'concurrency', max_concurrency: 2 } : { type: 'fixed_window', limit: 10, window: '1m' },
+    ...(d.layer !== undefined && { layer: d.layer }),
   });
   if (!r.ok) throw new Error(`invalid test policy: ${JSON.stringify(r.errors)}`);
   versionSeq++;
@@ -106,10 +108,11 @@ const requestArb: fc.Arbitrary<RequestContext> = fc
 
 /** What a match decides, in comparable form. */
 function outcome(r: MatchResult): unknown {
-  return {
-    enforce: r.enforce && { id: r.enforce.compiled.policy.policy_id, identity: r.enforce.identity },
-    shadow: r.shadow && { id: r.shadow.compiled.policy.policy_id, identity: r.shadow.identity },
-  };
+  return (r.layers ?? [r]).map((l: LayerMatch) => ({
+    layer: l.layer,
+    enforce: l.enforce && { id: l.enforce.compiled.policy.policy_id, identity: l.enforce.identity },
+    shadow: l.shadow && { id: l.shadow.compiled.policy.policy_id, identity: l.shadow.identity },
+  }));
 }
 
 function expectSame(incremental: Matcher, rebuilt: Matcher, requests: RequestContext[], current: Map<string, Policy>): void {
@@ -157,7 +160,7 @@ describe('Matcher: incremental changes equal a full rebuild', () => {
   });
 
   it('stays equal when inserts exhaust the room between two ranks and every rank is renumbered', () => {
-    const plain = (id: string): Policy => policyOf(id, { scope: { org_id: 'a', user_id: undefined, api_key: undefined, tags: undefined }, priority: 0, enabled: true, shadow: false, rollout: 100, expr: undefined, window: 'none', concurrency: false });
+    const plain = (id: string): Policy => policyOf(id, { scope: { org_id: 'a', user_id: undefined, api_key: undefined, tags: undefined }, priority: 0, enabled: true, shadow: false, rollout: 100, expr: undefined, window: 'none', concurrency: false, layer: undefined });
     const current = new Map<string, Policy>([['a', plain('a')], ['b', plain('b')]]);
     const incremental = Matcher.build([...current.values()]);
     // Each id sorts just after the previous one and before "b": every insert halves the same gap.

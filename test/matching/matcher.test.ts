@@ -366,7 +366,7 @@ describe('Matcher', () => {
     it('keeps only what matching reads: no build-only lists', () => {
       expect(Object.keys(m.get('a')!)).to.have.members([
         'rank', 'enforce', 'rolloutPercent', 'validFromMs', 'validToMs', 'checkFields', 'wildFields', 'checkTags',
-        'wildTags', 'matchExpr', 'policy', 'spec', 'specificity', 'family', 'wildcards', 'lease',
+        'wildTags', 'matchExpr', 'policy', 'spec', 'specificity', 'family', 'layer', 'wildcards', 'lease',
       ]);
     });
   });
