@@ -31,6 +31,8 @@ import { FilePolicyStore } from './policy-store/file-policy-store.js';
 import { LiveMatcher } from './matching/live-matcher.js';
 import { loadPolicyFile } from './policy/policy-file.js';
 import { PolicyService } from './policy-service/policy-service.js';
+import { Explainer } from './decision/explainer.js';
+import { explainRoutes } from './http/routes/explain.js';
 import type { PolicyStore } from './policy-store/policy-store.js';
 import { RedisPolicyStore } from './policy-store/redis-policy-store.js';
 import { connectCounterStores } from './counter-stores.js';
@@ -132,6 +134,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       tracing,
       routers: [
         policyRoutes(policies, tracing),
+        explainRoutes(new Explainer(matcher, policies)),
         analyticsRoutes(analytics, viewOf),
         metricsRoutes(hooks.metricsSource?.(metrics) ?? metrics),
         dashboardStreamRoutes(hub),

@@ -33,7 +33,7 @@ export const ExplainCandidateSchema = Type.Object(
     covers: Type.Boolean({ description: 'Its scope, match_expr, rollout, validity and algorithm family all admit the request.' }),
     why_not: Type.Optional(
       Type.String({
-        pattern: `^(scope:[a-z_.A-Z0-9:-]+|${WHY_NOT.join('|')})$`,
+        pattern: `^(scope:.+|${WHY_NOT.join('|')})$`,
         description:
           'When it does not cover: `scope:<field>` (the first scope field or `tags.<key>` the request does not satisfy), `match_expr`, `rollout` (outside the rollout share), `disabled`, `not_valid_now` (outside valid_from/valid_to), `algorithm` (a concurrency policy on check, or another one on acquire/release).',
       }),
