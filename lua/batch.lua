@@ -20,16 +20,29 @@
 
 -- @operations
 
--- Read every operation header before running any, so a malformed call changes nothing.
-local calls = {}
+-- A group (header `group`, k): the k operations after it, each with its header `name, n, p, v, s` and
+-- its n ARGV, are all or nothing. Each is first run as a check: its ARGV with ARGV[p] = v (p may be
+-- n + 1: one argument more), which answers as the operation would and writes nothing (a rate
+-- script's `check` mode, concurrency_acquire's `check` flag). `s` is '1' for a soft operation, whose
+-- refusal does not refuse the group. When no check but soft ones refused, every admitted operation
+-- runs as given; otherwise none does. The group's entry in the reply is the list of its operations'
+-- replies: the run's for each that ran, the check's for the others.
+-- Port of the group of src/counters/memory-store.ts: change both together.
+
 local next_key = 1
-local a = 1
-while a <= #ARGV do
+
+-- One operation's header and ARGV from ARGV[a]; `checked`: the header has p, v and s after n. Returns
+-- the call, or nil and the error reply, and the position after it.
+local function parse_call(a, checked)
   local name = ARGV[a]
   local operation = OPERATIONS[name]
   local argc = tonumber(ARGV[a + 1])
-  if not operation or not argc or a + 1 + argc > #ARGV then
-    return redis.error_reply('ERR rl batch: bad operation header at ARGV[' .. a .. ']: ' .. tostring(name))
+  local skip = 2
+  if checked then
+    skip = 5
+  end
+  if not operation or not argc or a + skip - 1 + argc > #ARGV then
+    return nil, redis.error_reply('ERR rl batch: bad operation header at ARGV[' .. a .. ']: ' .. tostring(name)), a
   end
   local keys = {}
   for i = 1, operation.key_count do
@@ -37,29 +50,99 @@ while a <= #ARGV do
   end
   local argv = {}
   for i = 1, argc do
-    argv[i] = ARGV[a + 1 + i]
+    argv[i] = ARGV[a + skip - 1 + i]
   end
-  calls[#calls + 1] = { operation.run, keys, argv }
+  local call = { operation.run, keys, argv }
+  if checked then
+    local check_argv = {}
+    for i = 1, argc do
+      check_argv[i] = argv[i]
+    end
+    check_argv[tonumber(ARGV[a + 2])] = ARGV[a + 3]
+    call[4] = check_argv
+    call[5] = ARGV[a + 4] == '1'
+  end
   next_key = next_key + operation.key_count
-  a = a + 2 + argc
+  return call, nil, a + skip + argc
+end
+
+-- Read every operation header before running any, so a malformed call changes nothing.
+local calls = {}
+local a = 1
+while a <= #ARGV do
+  if ARGV[a] == 'group' then
+    local count = tonumber(ARGV[a + 1])
+    if not count then
+      return redis.error_reply('ERR rl batch: bad group header at ARGV[' .. a .. ']')
+    end
+    local group = {}
+    a = a + 2
+    for i = 1, count do
+      local call, problem
+      call, problem, a = parse_call(a, true)
+      if not call then
+        return problem
+      end
+      group[i] = call
+    end
+    calls[#calls + 1] = { group = group }
+  else
+    local call, problem
+    call, problem, a = parse_call(a, false)
+    if not call then
+      return problem
+    end
+    calls[#calls + 1] = call
+  end
 end
 if next_key - 1 ~= #KEYS then
   return redis.error_reply('ERR rl batch: ' .. #KEYS .. ' keys given, the operations take ' .. (next_key - 1))
 end
 
-local results = {}
-for i = 1, #calls do
-  local ok, reply = pcall(calls[i][1], calls[i][2], calls[i][3])
+-- One operation's reply, or its error message as a string.
+local function run(fn, keys, argv)
+  local ok, reply = pcall(fn, keys, argv)
   if not ok then
     -- redis.call raises a table {err = message}; Lua runtime errors are strings.
     if type(reply) == 'table' and reply.err then
       reply = reply.err
     end
-    reply = tostring(reply)
+    return tostring(reply)
   elseif type(reply) == 'table' and reply.err then
     -- The operation's own redis.error_reply (a bad `now`, say).
-    reply = reply.err
+    return reply.err
   end
-  results[i] = reply
+  return reply
+end
+
+local function run_group(group)
+  local checks = {}
+  local passed = {}
+  local admitted = true
+  for i = 1, #group do
+    checks[i] = run(group[i][1], group[i][2], group[i][4])
+    passed[i] = type(checks[i]) == 'table' and checks[i][1] == 1
+    if not passed[i] and not group[i][5] then
+      admitted = false
+    end
+  end
+  if not admitted then
+    return checks
+  end
+  for i = 1, #group do
+    if passed[i] then
+      checks[i] = run(group[i][1], group[i][2], group[i][3])
+    end
+  end
+  return checks
+end
+
+local results = {}
+for i = 1, #calls do
+  if calls[i].group then
+    results[i] = run_group(calls[i].group)
+  else
+    results[i] = run(calls[i][1], calls[i][2], calls[i][3])
+  end
 end
 return results

@@ -8,6 +8,8 @@
 -- ARGV[2]  lease id
 -- ARGV[3]  max concurrency
 -- ARGV[4]  lease ttl ms
+-- ARGV[5]  optional: 'check' answers as the acquire would be answered now and writes nothing (the first
+--          step of an all-or-nothing group: lua/batch.lua)
 -- Returns  {allowed 1/0, remaining slots, retry_after_ms (until the oldest lease expires),
 --          reset_after_ms (until no lease is held)}
 
@@ -18,6 +20,22 @@ local key = KEYS[1]
 local lease_id = ARGV[2]
 local max = tonumber(ARGV[3])
 local lease_ttl_ms = tonumber(ARGV[4])
+
+if ARGV[5] == 'check' then
+  -- Only the leases still held count (score after now); the expired ones stay until a real acquire.
+  local live_from = '(' .. fmt(now)
+  local live = redis.call('ZCOUNT', key, live_from, '+inf')
+  local score = redis.call('ZSCORE', key, lease_id)
+  local latest = now
+  if live > 0 then
+    latest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+  end
+  if (score and tonumber(score) > now) or live < max then
+    return reply(true, math.max(0, max - live), 0, latest - now)
+  end
+  local first = tonumber(redis.call('ZRANGEBYSCORE', key, live_from, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2])
+  return reply(false, math.max(0, max - live), first - now, latest - now)
+end
 
 -- Leases whose time has come are gone, whatever happens next.
 redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))

@@ -37,8 +37,12 @@ if state[1] and tonumber(state[1]) > now then
   sum = tonumber(state[2])
   seq = tonumber(state[3])
 elseif peeking then
-  -- Absent or stale: an empty log, which a cost of 1 always fits. Nothing is deleted by a peek.
-  return reply(true, math.max(0, limit), 0, 0)
+  -- Absent or stale: an empty log, which a peek's cost of 1 always fits and a check's fits within the
+  -- limit (a larger one waits a whole window). Nothing is deleted by a peek or a check.
+  if cost <= limit then
+    return reply(true, math.max(0, limit), 0, 0)
+  end
+  return reply(false, math.max(0, limit), window_ms, 0)
 else
   -- Absent or stale: an empty log (the emulator's get() deletes stale state; so does this).
   redis.call('DEL', log_key, state_key)

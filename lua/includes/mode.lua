@@ -3,6 +3,8 @@
 --   consume  take ARGV[3] units: admitted whole or not at all
 --   peek     answered as a consume of 1 would be answered now, and nothing is written (not even the
 --            removal of stale state, which no answer can observe); ARGV[3] is ignored
+--   check    answered as a consume of ARGV[3] would be answered now, and nothing is written, as a
+--            peek (the first step of an all-or-nothing group: lua/batch.lua)
 --   refund   ARGV[3] units go back to the current window, bucket or period, within its bounds
 -- and the operations of a capacity lease (src/lease), which answer with lease_reply (include "lease",
 -- which also reads their own arguments: they come last, after the script's parameters):
@@ -21,15 +23,16 @@
 -- Port of `mode` in src/counters/emulator/mode.ts: change both together.
 local operation = ARGV[2]
 local units = tonumber(ARGV[3])
-local peeking = operation == 'peek'
+local checking = operation == 'check'
+local peeking = operation == 'peek' or checking
 local taking = operation == 'take'
 local giving = operation == 'give'
 local refunding = giving or operation == 'refund'
 if not units or not (operation == 'consume' or peeking or refunding or taking or operation == 'reclaim') then
-  return redis.error_reply('ERR rl: ARGV[2..3] must be an operation (consume, peek, refund, take, give, reclaim) and its units, got ' .. tostring(operation) .. ' ' .. tostring(ARGV[3]))
+  return redis.error_reply('ERR rl: ARGV[2..3] must be an operation (consume, peek, check, refund, take, give, reclaim) and its units, got ' .. tostring(operation) .. ' ' .. tostring(ARGV[3]))
 end
 local cost = units
-if peeking then
+if peeking and not checking then
   cost = 1
 end
 local refund = 0

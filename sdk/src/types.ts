@@ -71,6 +71,22 @@ export interface Decision {
   window: number;
   shadow_mode: boolean;
   metadata: Record<string, string>;
+  /** Every layer with an enforcing policy, in layer-name order; only when two or more layers decided. */
+  layers?: LayerVerdict[];
+}
+
+/** One layer's verdict in a decision over several layers of policies (the top-level fields are the deciding layer's). */
+export interface LayerVerdict {
+  layer: string;
+  policy_id: string;
+  allowed: boolean;
+  action: string;
+  reason: DecisionReason;
+  remaining: number;
+  limit: number;
+  window: number;
+  reset_after: number;
+  retry_after: number;
 }
 
 export type Operation = 'check' | 'acquire' | 'release' | 'refund';

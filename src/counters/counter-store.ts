@@ -22,7 +22,7 @@ export interface CounterResult {
  * What a rate script is asked to do (lua/includes/mode.lua, its ARGV[2]), beside a cost that stays a
  * number: consume, peek and refund, and a capacity lease's partial take and window-checked return.
  */
-export type RateOperation = 'consume' | 'peek' | 'refund' | 'take' | 'give' | 'reclaim';
+export type RateOperation = 'consume' | 'peek' | 'check' | 'refund' | 'take' | 'give' | 'reclaim';
 
 /**
  * What a lease operation did (lua/includes/lease.lua): `done` it ran; a take or a give `late` (past its
@@ -75,6 +75,28 @@ export interface LeaseCounterResult extends CounterResult {
   outcome: LeaseOutcome;
   /** give, reclaim: units that did not go back (their window ended, a bucket's hold passed, or the bucket was full). */
   lapsed: number;
+}
+
+/**
+ * One operation of an all-or-nothing group (CounterStore.group): a consume or an acquire. `soft`: its
+ * refusal does not refuse the group (the caller lets such a request through anyway, a `downgrade`
+ * policy say); it then only does not run.
+ */
+export type GroupOperation =
+  | { op: 'consume'; keys: string[]; spec: RateSpec; cost: number; soft?: boolean }
+  | { op: 'acquire'; keys: string[]; spec: LeaseSpec; leaseId: string; soft?: boolean };
+
+/**
+ * What a group answered: one result per operation, in order. `committed` tells which operations ran
+ * (wrote): when no operation that is not soft refused, every admitted one ran; otherwise none did, as
+ * one step. On Redis Cluster a group runs as one step per hash slot, so operations of a slot whose
+ * step admitted ran while another slot's refused: their `committed` is true, and the caller gives
+ * them back.
+ */
+export interface GroupResult {
+  results: CounterResult[];
+  /** Per operation: whether it ran (an admitted consume counted, an admitted acquire holds its slot). */
+  committed: boolean[];
 }
 
 /**
@@ -131,6 +153,15 @@ export interface CounterStore {
    * again; a take's only to the same `by`, else `reclaimed`: nothing), `ahead` when that take or give has not come (yet): it will do nothing.
    */
   reclaim?(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): Promise<LeaseCounterResult>;
+  /**
+   * All or nothing: every operation is first checked (answered as it would be now, writing nothing),
+   * and only when all of them admit (soft ones aside) are the admitted ones run, in one step (one script call in Redis, per hash
+   * slot in a Cluster). A refused group writes nothing: its results are the checks' answers. An
+   * operation that fails (CounterStoreUnavailableError) is an Error in `results`' place, and counts as
+   * a refusal of its step. Absent: the store has no such step (the caller runs the operations one by
+   * one and gives back what a refusal left taken).
+   */
+  group?(operations: readonly GroupOperation[], nowMs?: number): Promise<GroupOutcome>;
   /** Takes a lease slot for `leaseId`, or refreshes the lease if it is already held. */
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult>;
   /** Returns the lease; `allowed` false when no such lease was held. */
@@ -155,4 +186,11 @@ export interface SyncCounterOperations {
   reclaim?(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): LeaseCounterResult;
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): CounterResult;
   release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): CounterResult;
+  group?(operations: readonly GroupOperation[], nowMs?: number): GroupResult;
+}
+
+/** A group's answer from a store that may fail per operation: a result or the failure, per operation. */
+export interface GroupOutcome {
+  results: (CounterResult | Error)[];
+  committed: boolean[];
 }

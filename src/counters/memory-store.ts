@@ -1,8 +1,10 @@
-import type { CounterResult, CounterStore, LeaseCounterResult, NamedGive, NamedTake, SyncCounterOperations, TakeReclaim } from './counter-store.js';
+import type {
+  CounterResult, CounterStore, GroupOperation, GroupOutcome, GroupResult, LeaseCounterResult, NamedGive, NamedTake, SyncCounterOperations, TakeReclaim,
+} from './counter-store.js';
 import { takesKey } from './keys.js';
 import { finishLeaseOp, prepareLeaseOp, type LedgerSlot, type TakeLedger } from './named-takes.js';
 import type { LeaseSpec, RateSpec } from './counter-spec.js';
-import { acquireNow, releaseNow } from './emulator/concurrency.js';
+import { acquireCheck, acquireNow, releaseNow } from './emulator/concurrency.js';
 import { fixedWindow } from './emulator/fixed-window.js';
 import { MemoryKeyspace, type MemoryKeyspaceOptions, type SlotCarrier } from './emulator/keyspace.js';
 import { leakyBucket } from './emulator/leaky-bucket.js';
@@ -25,7 +27,7 @@ export class MemoryCounterStore implements CounterStore {
   private readonly space: MemoryKeyspace;
   private readonly now: () => number;
   /** The emulator never waits: DecisionService uses these directly; the async methods wrap them. */
-  readonly sync: SyncCounterOperations & Required<Pick<SyncCounterOperations, 'take' | 'giveBack' | 'reclaim'>>;
+  readonly sync: SyncCounterOperations & Required<Pick<SyncCounterOperations, 'take' | 'giveBack' | 'reclaim' | 'group'>>;
 
   constructor(options: MemoryCounterStoreOptions = {}) {
     this.space = new MemoryKeyspace(options);
@@ -40,6 +42,7 @@ export class MemoryCounterStore implements CounterStore {
       take: (keys, spec, n, nowMs, named) => this.leaseNow(keys, spec, 'take', n, nowMs ?? this.now(), named ?? {}),
       giveBack: (keys, spec, units, windowTag, nowMs, named) => this.leaseNow(keys, spec, 'give', units, nowMs ?? this.now(), { ...named, tag: windowTag ?? 0 }),
       reclaim: (keys, spec, take, nowMs) => this.leaseNow(keys, spec, 'reclaim', 0, nowMs ?? this.now(), take),
+      group: (operations, nowMs) => this.groupNow(operations, nowMs ?? this.now()),
     };
   }
 
@@ -75,6 +78,10 @@ export class MemoryCounterStore implements CounterStore {
 
   async reclaim(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): Promise<LeaseCounterResult> {
     return this.sync.reclaim(keys, spec, take, nowMs);
+  }
+
+  async group(operations: readonly GroupOperation[], nowMs?: number): Promise<GroupOutcome> {
+    return this.sync.group(operations, nowMs);
   }
 
   async acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
@@ -114,6 +121,24 @@ export class MemoryCounterStore implements CounterStore {
       case 'leaky_bucket':
         return leakyBucket(this.space, key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, op, units, now, tag);
     }
+  }
+
+  /**
+   * All or nothing, as lua/batch.lua runs a group: every operation checked (written nothing), then,
+   * when all admit, every one run. Synchronous, so nothing comes between the checks and the runs.
+   */
+  private groupNow(operations: readonly GroupOperation[], now: number): GroupResult {
+    const checks = operations.map((o) => this.groupStep(o, true, now));
+    const refused = checks.some((r, i) => !r.allowed && operations[i].soft !== true);
+    if (refused) return { results: checks, committed: operations.map(() => false) };
+    const results = operations.map((o, i) => (checks[i].allowed ? this.groupStep(o, false, now) : checks[i]));
+    return { results, committed: checks.map((r) => r.allowed) };
+  }
+
+  /** One operation of a group, checked (writing nothing) or run. */
+  private groupStep(o: GroupOperation, checking: boolean, now: number): CounterResult {
+    if (o.op === 'consume') return this.consumeNow(o.keys, o.spec, checking ? 'check' : 'consume', o.cost, now);
+    return (checking ? acquireCheck : acquireNow)(this.space, o.keys[0], o.spec, o.leaseId, now);
   }
 
   /**

@@ -16,6 +16,8 @@ interface PendingOperation {
 
 /** Operations bound for one script call: their keys and ARGV laid out as lua/batch.lua reads them. */
 interface Batch {
+  /** The hash slot it collects for (ANY_SLOT outside a cluster). */
+  readonly slot: number;
   readonly keys: string[];
   readonly argv: string[];
   readonly operations: PendingOperation[];
@@ -107,10 +109,46 @@ export class ScriptBatcher {
     parse?: (reply: unknown) => T,
     batchName: string = name,
   ): Promise<T> {
+    const batch = this.batchFor(name, keys[0]);
+    if (!('keys' in batch)) return batch;
+    for (const key of keys) batch.keys.push(key);
+    batch.argv.push(batchName, argc, now, operation);
+    if (units !== undefined) batch.argv.push(units);
+    for (const arg of rest) batch.argv.push(arg);
+    return this.queued(batch, name, parse);
+  }
+
+  /**
+   * An all-or-nothing group (lua/batch.lua, "A group") as one entry of the batch of its slot: `keys`
+   * and `argv` laid out as the script reads a group (every key of it in one hash slot), `name` the
+   * first operation's (for errors and breaker events).
+   */
+  enqueueGroup<T>(name: ScriptName, keys: string[], argv: string[], parse: (reply: unknown) => T): Promise<T> {
+    const batch = this.batchFor(name, keys[0]);
+    if (!('keys' in batch)) return batch;
+    for (const key of keys) batch.keys.push(key);
+    for (const arg of argv) batch.argv.push(arg);
+    return this.queued(batch, name, parse);
+  }
+
+  /** Adds the operation to `batch` (which already holds its keys and ARGV); sends a full batch at once. */
+  private queued<T>(batch: Batch, name: ScriptName, parse?: (reply: unknown) => T): Promise<T> {
+    const result = new Promise<T>((resolve, reject) => {
+      batch.operations.push({ name, parse, resolve: resolve as (value: unknown) => void, reject });
+    });
+    if (batch.operations.length >= this.maxBatchSize) {
+      this.pending.delete(batch.slot);
+      this.send(batch);
+    }
+    return result;
+  }
+
+  /** The batch collecting for the slot of `key`, or the rejection of an operation that cannot go out. */
+  private batchFor(name: ScriptName, key: string): Batch | Promise<never> {
     if (this.closed) {
       return Promise.reject(this.errors.failed('not_connected', name, new CounterStoreUnavailableError('counter store is closed')));
     }
-    const slot = this.isCluster ? calculateSlot(keys[0]) : ANY_SLOT;
+    const slot = this.isCluster ? calculateSlot(key) : ANY_SLOT;
     const guard = this.health.guardFor(slot);
     if (!guard.breaker.tryAcquire()) {
       return Promise.reject(
@@ -133,25 +171,12 @@ export class ScriptBatcher {
       batch = undefined;
     }
     if (!batch) {
-      batch = { keys: [], argv: [], operations: [], guard, deadline: performance.now() + this.timeoutMs, settled: false, resent: false };
+      batch = { slot, keys: [], argv: [], operations: [], guard, deadline: performance.now() + this.timeoutMs, settled: false, resent: false };
       this.pending.set(slot, batch);
       this.scheduleFlush();
     }
-    for (const key of keys) batch.keys.push(key);
-    batch.argv.push(batchName, argc, now, operation);
-    if (units !== undefined) batch.argv.push(units);
-    for (const arg of rest) batch.argv.push(arg);
-    const queued = batch;
-    const result = new Promise<T>((resolve, reject) => {
-      queued.operations.push({ name, parse, resolve: resolve as (value: unknown) => void, reject });
-    });
-    if (batch.operations.length >= this.maxBatchSize) {
-      this.pending.delete(slot);
-      this.send(batch);
-    }
-    return result;
+    return batch;
   }
-
 
   private scheduleFlush(): void {
     if (this.flushScheduled) return;

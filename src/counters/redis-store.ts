@@ -4,7 +4,8 @@ import { CounterStoreUnavailableError } from '../errors.js';
 import { log } from '../util/log.js';
 import type { CircuitBreaker, CircuitBreakerOptions } from '../redis/circuit-breaker.js';
 import { ANY_SLOT, MasterHealth } from '../redis/master-health.js';
-import type { CounterResult, CounterStore, LeaseCounterResult, NamedGive, NamedTake, TakeReclaim } from './counter-store.js';
+import type { CounterResult, CounterStore, GroupOperation, GroupOutcome, LeaseCounterResult, NamedGive, NamedTake, TakeReclaim } from './counter-store.js';
+import { parseGroupReply, settleShare, slotGroups } from './redis-group.js';
 import { takesKey } from './keys.js';
 import { checkTakeId } from './named-takes.js';
 import { scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
@@ -167,6 +168,21 @@ export class RedisCounterStore implements CounterStore {
 
   release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
     return this.run('concurrency_release', keys, nowMs, leaseId, undefined, spec);
+  }
+
+  /**
+   * All or nothing (redis-group.ts): one group entry per hash slot in that slot's batch, checked then
+   * run by lua/batch.lua; a slot that fails fails its operations alone.
+   */
+  async group(operations: readonly GroupOperation[], nowMs?: number): Promise<GroupOutcome> {
+    const shares = slotGroups(operations, nowArg(nowMs), (o) => this.argsOf(o.spec), this.isCluster);
+    const outcome: GroupOutcome = { results: new Array(operations.length), committed: new Array(operations.length).fill(false) };
+    const soft = operations.map((o) => o.soft === true);
+    const answers = await Promise.all(
+      shares.map((share) => this.batcher.enqueueGroup(share.name, share.keys, share.argv, parseGroupReply).catch((error: Error) => error)),
+    );
+    shares.forEach((share, k) => settleShare(outcome, share, answers[k], soft));
+    return outcome;
   }
 
   /** Connected and no serving master's breaker open. */

@@ -1,15 +1,16 @@
 import { performance } from 'node:perf_hooks';
 import { CounterStoreUnavailableError, invalidField, LeaseWaitTimeoutError } from '../errors.js';
-import type { CounterResult, CounterStore, SyncCounterOperations } from '../counters/counter-store.js';
+import type { CounterResult, CounterStore, GroupOperation, SyncCounterOperations } from '../counters/counter-store.js';
 import { capacityOf, windowMsOf, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
 import { CounterKeyCache } from '../counters/keys.js';
 import type { Decision, DecisionReason } from '../model/decision.js';
 import { IGNORED_FIELDS, withIgnoredFields, type RequestContext } from '../model/request-context.js';
-import type { Matcher, MatchResult, PolicyFamily, PolicyMatch } from '../matching/matcher.js';
+import type { LayerMatch, Matcher, MatchResult, PolicyFamily, PolicyMatch } from '../matching/matcher.js';
 import type { MatcherSource } from '../matching/live-matcher.js';
 import type { FailureMode, LimitAction } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
+import { decideLayers, shadowAction, type LayerHost } from './layered-decision.js';
 import { leaseHolderOf, leaseIdOf } from './lease-id.js';
 import { ProcessLeases, type LendingStore } from '../lease/process-leases.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
@@ -55,6 +56,11 @@ export interface DecisionServiceDeps {
   denyCache?: DenyCacheOptions | false;
   /** Called once per decision (or peek) answered from the deny cache instead of the counter store. */
   onDenyCacheHit?: () => void;
+  /**
+   * Called once per counter a refused decision over several layers gave back (what its plan took in
+   * another Cluster slot, a process lease or a global budget): rl_layer_compensations_total.
+   */
+  onLayerCompensation?: (policyId: string) => void;
   /** Called once per decision (or peek) whose request had fields the parse ignored, with their number. */
   onIgnoredFields?: (count: number) => void;
   /**
@@ -77,7 +83,7 @@ export interface DecisionServiceDeps {
 }
 
 /** The result of running one matched policy's counter operation. */
-type Evaluation =
+export type Evaluation =
   /**
    * `leased`: answered by this process's capacity lease (metadata.lease "local"). `waitTimedOut`: a
    * refusal because the lease's refill took longer than RL_LEASE_MAX_WAIT_MS (reason lease_wait_timeout).
@@ -98,7 +104,7 @@ interface CounterOperations<R> {
  * What one decision asks of the counter of one matched policy. Written once against either form of the
  * store, so the synchronous and the asynchronous path share it; module-level, so no closure per call.
  */
-type CounterCall = <R>(
+export type CounterCall = <R>(
   ops: CounterOperations<R>,
   keys: string[],
   match: PolicyMatch,
@@ -151,6 +157,8 @@ export class DecisionService {
    * holds units itself (a region's). The one door to let go: policy changes and drain reach them here.
    */
   private readonly holders: UnitHolders[] = [];
+  /** What a decision over several layers uses of this service (layered-decision.ts). */
+  private readonly layers: LayerHost;
 
   constructor(private readonly deps: DecisionServiceDeps) {
     this.now = deps.now ?? Date.now;
@@ -168,12 +176,34 @@ export class DecisionService {
       this.holders.push(this.leases);
     }
     if (holdsUnits(store)) this.holders.push(store);
+    this.layers = this.layerHost();
     if (this.holders.length > 0) {
       deps.policies.onChange?.(() => {
         const matcher = deps.policies.current();
         for (const holder of this.holders) void holder.policiesChanged((policyId) => matcher.get(policyId));
       });
     }
+  }
+
+  private layerHost(): LayerHost {
+    const { deps } = this;
+    return {
+      random: this.random,
+      counters: deps.counters,
+      onLayerCompensation: deps.onLayerCompensation,
+      clockToStore: deps.clockToStore === true,
+      keysOf: (match) => this.keysOf(match),
+      evaluateSync: (ops, call, match, ctx, leaseId, nowMs) => this.evaluateSync(ops, call, match, ctx, leaseId, nowMs),
+      evaluate: (operation, call, match, ctx, leaseId, sentAt) => this.evaluate(operation, call, match, ctx, leaseId, sentAt),
+      grouped: (operation, match, ctx, answer, sentAt) =>
+        answer instanceof Error ? this.failedOperation(match, this.keysOf(match), answer) : this.evaluated(operation, match, ctx, this.keysOf(match), answer, sentAt, false),
+      enforcedDecision: (operation, ctx, evaluation, random) => this.enforcedDecision(operation, ctx, evaluation, random),
+      shadowOnlyDecision: (operation, evaluation) => this.shadowOnlyDecision(operation, evaluation),
+      finish: (operation, ctx, started, decision, enforced, shadowed) => this.finish(operation, ctx, started, decision, enforced, shadowed),
+      storeNow: (sync, nowMs) => (sync.clock === this.now ? nowMs : undefined),
+      giveBack: (operation, match, ctx, leaseId, sentAt) =>
+        operation === 'acquire' ? this.evaluate('release', releaseCall, match, ctx, leaseId, sentAt) : this.evaluate('refund', refundCall, match, ctx, leaseId, sentAt),
+    };
   }
 
   /**
@@ -226,7 +256,9 @@ export class DecisionService {
   private decide(operation: Operation, ctx: RequestContext, family: PolicyFamily, call: CounterCall, leaseId: string): Decision | Promise<Decision> {
     const started = this.deps.recorder ? performance.now() : 0;
     const nowMs = this.now();
-    const { enforce, shadow } = this.match(ctx, family, nowMs);
+    const matched = this.match(ctx, family, nowMs);
+    if (matched.layers !== undefined) return decideLayers(this.layers, operation, ctx, call, leaseId, started, nowMs, matched.layers);
+    const { enforce, shadow } = matched;
     if (operation === 'refund' && enforce === undefined && shadow === undefined) this.refuseLeaseRefund(ctx, nowMs);
     const sync = this.deps.counters.sync;
     if (sync === undefined) return this.decideAsync(operation, ctx, call, leaseId, started, nowMs, enforce, shadow);
@@ -337,6 +369,11 @@ export class DecisionService {
     } else {
       decision = unmatchedDecision('no_matching_policy');
     }
+    return this.finish(operation, ctx, started, decision, enforced, shadowed);
+  }
+
+  /** What every decision gets last: its budget and ignored fields named, recorded unless a peek. */
+  private finish(operation: Operation, ctx: RequestContext, started: number, decision: Decision, enforced: Evaluation | undefined, shadowed: Evaluation | undefined): Decision {
     if ((enforced ?? shadowed)?.match.compiled.spec.global) {
       decision.metadata.budget = 'global';
       if (this.deps.region !== undefined) decision.metadata.region = this.deps.region;
@@ -369,14 +406,15 @@ export class DecisionService {
     return decision;
   }
 
-  private enforcedDecision(operation: Operation, ctx: RequestContext, evaluation: Evaluation): Decision {
+  /** One layer's decision (or the one policy's); `random` replays a layer's draw made before its counter ran. */
+  private enforcedDecision(operation: Operation, ctx: RequestContext, evaluation: Evaluation, random = this.random): Decision {
     const { policy } = evaluation.match.compiled;
     const decision = baseDecision(evaluation.match);
     if (evaluation.failed) return operation === 'refund' ? unrefundedDecision(decision) : failureModeDecision(decision, policy.failure_mode);
     if (evaluation.leased) decision.metadata.lease = 'local';
     if (applyResult(decision, operation, evaluation) === 'limited') {
       if (ctx.quantity === 0) return peekLimitedDecision(decision, policy.action, evaluation.result.retryAfterMs);
-      const outcome = applyLimitAction(policy, ctx, evaluation.result.retryAfterMs, this.random);
+      const outcome = applyLimitAction(policy, ctx, evaluation.result.retryAfterMs, random);
       decision.allowed = outcome.allowed;
       decision.action = outcome.action;
       decision.retry_after = outcome.retryAfterMs;
@@ -507,12 +545,6 @@ function settled(decide: () => Decision | Promise<Decision>): Promise<Decision> 
 function withLeaseId(decision: Decision, leaseId: string): Decision {
   if (decision.matched_policy_id !== '') decision.metadata.lease_id = leaseId;
   return decision;
-}
-
-/** What the shadow policy would have done, for metadata.shadow_action. */
-function shadowAction(evaluation: Evaluation): string {
-  if (evaluation.failed) return evaluation.match.compiled.policy.failure_mode === 'fail_open' ? 'allow' : 'deny';
-  return evaluation.result.allowed ? 'allow' : evaluation.match.compiled.policy.action;
 }
 
 /** The allowing decision every other is filled in from: this runs once per request. */

@@ -166,6 +166,7 @@ export const DECISION_JSON_FIELDS = {
   window: true,
   shadow_mode: true,
   metadata: true,
+  layers: true,
 } as const satisfies Record<keyof Decision, true>;
 
 /**
@@ -194,7 +195,9 @@ export function decisionJson(d: Decision): string {
     ',"window":' +
     jsonNumber(d.window) +
     (d.shadow_mode ? ',"shadow_mode":true,"metadata":' : ',"shadow_mode":false,"metadata":') +
-    (isEmpty(d.metadata) ? '{}}' : JSON.stringify(d.metadata) + '}')
+    (isEmpty(d.metadata) ? '{}' : JSON.stringify(d.metadata)) +
+    // Only a decision over two or more layers has them.
+    (d.layers === undefined ? '}' : ',"layers":' + JSON.stringify(d.layers) + '}')
   );
 }
 

@@ -21,7 +21,12 @@ const decisionArb: fc.Arbitrary<Decision> = fc.record({
   window: fc.oneof(fc.nat(), fc.double()),
   shadow_mode: fc.boolean(),
   metadata: fc.dictionary(fc.string({ unit: 'binary' }), fc.string({ unit: 'binary' })),
-});
+}).chain((d) =>
+  fc.option(fc.array(fc.record({
+    layer: fc.string(), policy_id: fc.string({ unit: 'binary' }), allowed: fc.boolean(), action: fc.string(), reason: fc.constant('within_limit' as DecisionReason),
+    remaining: fc.integer(), limit: fc.nat(), window: fc.nat(), reset_after: fc.nat(), retry_after: fc.nat(),
+  }), { minLength: 2, maxLength: 3 }), { nil: undefined }).map((layers): Decision => (layers === undefined ? d : { ...d, layers })),
+);
 
 describe('decisionJson (the decision fast path answer body)', () => {
   it('writes exactly what JSON.stringify writes for any decision: quoting, escapes, non-finite numbers, metadata', () => {
@@ -37,6 +42,7 @@ describe('decisionJson (the decision fast path answer body)', () => {
     const decision: Decision = {
       allowed: false, action: 'deny', reason: 'limit_exceeded', matched_policy_id: 'p "1"', remaining: 0, retry_after: 12,
       reset_after: 345, limit: 10, window: 60_000, shadow_mode: true, metadata: { shadow_policy_id: 's', shadow_action: 'deny' },
+      layers: [{ layer: 'a', policy_id: 'p "1"', allowed: false, action: 'deny', reason: 'limit_exceeded', remaining: 0, limit: 10, window: 60_000, reset_after: 345, retry_after: 12 }],
     };
     expect(Object.keys(JSON.parse(decisionJson(decision)))).to.deep.equal(Object.keys(DECISION_JSON_FIELDS));
   });
@@ -46,6 +52,7 @@ describe('decisionJson (the decision fast path answer body)', () => {
       makePolicy({ policy_id: 'fw', scope: { service: 'fw' }, algorithm: { type: 'fixed_window', limit: 1, window: '1m' } }),
       makePolicy({ policy_id: 'shadow', scope: { service: 'fw' }, enforcement_mode: 'shadow', algorithm: { type: 'fixed_window', limit: 1, window: '1m' } }),
       makePolicy({ policy_id: 'leases', scope: { job_type: 'export' }, algorithm: { type: 'concurrency', max_concurrency: 1 } }),
+      makePolicy({ policy_id: 'stacked', layer: 'platform', scope: { service: 'fw' }, algorithm: { type: 'fixed_window', limit: 5, window: '1m' } }),
     ];
     const counters = new MemoryCounterStore({ sweepIntervalMs: 0 });
     try {

@@ -37,7 +37,8 @@ const holds = <T extends true[]>(...checks: T): T => checks;
 holds<
   [
     // Decision: the same fields and types; the SDK's reasons are the server's plus its own service_unavailable.
-    Mutual<Omit<SdkDecision, 'reason'>, Omit<Decision, 'reason'>>,
+    Mutual<Omit<SdkDecision, 'reason' | 'layers'>, Omit<Decision, 'reason' | 'layers'>>,
+    Mutual<Omit<NonNullable<SdkDecision['layers']>[number], 'reason'>, Omit<NonNullable<Decision['layers']>[number], 'reason'>>,
     Mutual<Exclude<SdkDecision['reason'], 'service_unavailable'>, DecisionReason>,
     Assignable<Decision, SdkDecision>,
     // RequestContext: the same fields; the SDK sends quantity as a number, the server also takes a decimal string.
@@ -54,7 +55,7 @@ holds<
     Mutual<keyof PolicyAuditEntry, keyof AuditEntryBody>,
     Mutual<FieldProblem, FieldError>,
   ]
->(true, true, true, true, true, true, true, true, true, true, true, true, true, true);
+>(true, true, true, true, true, true, true, true, true, true, true, true, true, true, true);
 
 // The checks do catch a drift: a Decision without `limit`, or a context without `region`, does not pass.
 // @ts-expect-error a field missing on one side
@@ -65,7 +66,7 @@ holds<[Mutual<keyof Omit<SdkRequestContext, 'region'>, keyof RequestContextBody>
 /** Field names of a runtime list typed by an SDK type: `satisfies` makes it name every field, and no other. */
 const sdkDecisionFields = Object.keys({
   allowed: 0, action: 0, reason: 0, matched_policy_id: 0, remaining: 0, retry_after: 0, reset_after: 0,
-  limit: 0, window: 0, shadow_mode: 0, metadata: 0,
+  limit: 0, window: 0, shadow_mode: 0, metadata: 0, layers: 0,
 } satisfies Record<keyof SdkDecision, 0>);
 const sdkPolicyFields = Object.keys({
   policy_id: 0, name: 0, description: 0, enabled: 0, priority: 0, scope: 0, algorithm: 0, action: 0,

@@ -20,6 +20,15 @@ export function acquireNow(space: MemoryKeyspace, key: string, spec: LeaseSpec, 
   return result(false, Math.max(0, max - leases.size), retry, maxValue(leases) - now);
 }
 
+/** The answer acquireNow would give now, writing nothing (lua/concurrency_acquire.lua with 'check'). */
+export function acquireCheck(space: MemoryKeyspace, key: string, spec: LeaseSpec, leaseId: string, now: number): CounterResult {
+  const max = spec.maxConcurrency;
+  const leases = liveLeases(space, key, now);
+  const latest = leases.size > 0 ? maxValue(leases) - now : 0;
+  if (leases.has(leaseId) || leases.size < max) return result(true, Math.max(0, max - leases.size), 0, latest);
+  return result(false, Math.max(0, max - leases.size), minValue(leases) - now, latest);
+}
+
 export function releaseNow(space: MemoryKeyspace, key: string, spec: LeaseSpec, leaseId: string, now: number): CounterResult {
   const leases = liveLeases(space, key, now);
   const removed = leases.delete(leaseId);

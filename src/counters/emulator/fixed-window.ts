@@ -30,7 +30,8 @@ export function fixedWindow(space: MemoryKeyspace, keys: SlotCarrier, limit: num
       // Refunded to zero usage, the window is whole again: reset 0, as a peek would then say.
       return result(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset);
     }
-    if (used + 1 > limit) return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
+    // A peek asks for one unit, a check for its units.
+    if (used + (op === 'check' ? units : 1) > limit) return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
     return result(true, Math.max(0, limit - used), 0, reset);
   }
   const cost = units;

@@ -10,7 +10,8 @@ interface SlidingLogState { entries: { ts: number; cost: number }[]; sum: number
 export function slidingLog(space: MemoryKeyspace, key: string, limit: number, windowMs: number, op: AlgorithmOperation, units: number, now: number): CounterResult {
   const { peeking, refunding, cost, refund } = mode(op, units);
   const stored = space.get<SlidingLogState>(key, now);
-  if (stored === undefined && peeking) return result(true, Math.max(0, limit), 0, 0);
+  // Absent or stale, for a peek or a check: an empty log (a cost over the limit waits a whole window).
+  if (stored === undefined && peeking) return cost <= limit ? result(true, Math.max(0, limit), 0, 0) : result(false, Math.max(0, limit), windowMs, 0);
   const log = stored ?? { entries: [], sum: 0 };
   // Entries are sorted by time; an entry leaves the window when now - windowMs reaches it. A peek
   // only skips them (it writes nothing): `first` is then the oldest entry still in the window.
