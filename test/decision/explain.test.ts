@@ -189,9 +189,8 @@ describe('explain: which policy of each layer decides, and why not the others', 
           const decision = await s.check(bodyOf(context));
           const winners = e.layers.map((l) => l.winner).filter((w) => w !== null);
           // Every layer's verdict, once the decision reports them (`layers`, with two or more layers deciding).
-          const layers = (decision as { layers?: { policy_id: string }[] }).layers;
-          if (layers !== undefined) {
-            expect(layers.map((l) => l.policy_id)).to.deep.equal(winners);
+          if (decision.layers !== undefined) {
+            expect(decision.layers.map((l) => l.policy_id)).to.deep.equal(winners);
           } else if (!decision.shadow_mode && decision.matched_policy_id !== '') {
             expect(winners).to.include(decision.matched_policy_id);
           }
