@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { DEFAULT_PLATFORM_LAYERS, isOrgName } from './model/org-scope.js';
+import { LAYER_PATTERN } from './schema/policy.js';
 import { CounterStoreAddressError, parseCounterStoreAddress } from './redis/redis-connection.js';
 
 /**
@@ -153,7 +154,7 @@ export function loadServerConfig(env: Env): ServerConfig {
 function readPlatformLayers(read: Reader): string[] {
   const layers = read.list('RL_PLATFORM_LAYERS', [...DEFAULT_PLATFORM_LAYERS]);
   for (const layer of layers) {
-    if (!/^[a-z][a-z0-9_-]{0,31}$/.test(layer)) {
+    if (!LAYER_PATTERN.test(layer)) {
       throw new ConfigError('RL_PLATFORM_LAYERS', `"${layer}" is not a layer name (a lower-case letter, then up to 31 of a-z, 0-9, _ and -)`);
     }
   }
