@@ -115,7 +115,7 @@ describe('dashboard: try any decision, see what changed (headless Chromium, real
     expect(await row('ingest-by-key').getAttribute('data-wins')).to.equal('true');
     expect(await row('ingest-shadow').getAttribute('data-wins'), 'the shadow winner').to.equal('true');
     expect(await row('api-per-user').getAttribute('data-covers')).to.equal('false');
-    expect(await row('api-per-user').textContent()).to.contain('scope: org_id does not match');
+    expect(await row('api-per-user').textContent()).to.contain('scope: user_id does not match');
     expect((await peek({ api_key: 'k-123', severity: 'error', tags: { env: 'prod' } })).remaining, 'a peek consumed nothing').to.equal(100);
 
     // A quantity is counted: 3 units, more than the shadow policy's 2.
