@@ -100,6 +100,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       recorder: bothRecorders(new ObservabilityRecorder(metrics, analytics), deniedIdentities),
       onCounterStoreError: () => metrics.countCounterStoreError(),
       onDenyCacheHit: () => metrics.countDenyCacheHit(),
+      onLayerCompensation: (policyId) => metrics.countLayerCompensation(policyId),
       onIgnoredFields: (count) => metrics.countIgnoredFields(count),
       denyCache: config.denyCache.size > 0 && { capacity: config.denyCache.size, maxAgeMs: config.denyCache.maxAgeMs },
       region: config.region?.name,

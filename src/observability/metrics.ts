@@ -169,6 +169,7 @@ export class Metrics {
   private readonly leaseLapsed: PlainCounter;
   private readonly leaseWait: PlainHistogram;
   private readonly leasePolicies: LabelAllowList;
+  private readonly layerCompensations: PlainCounter;
 
   constructor(options: MetricsOptions = {}) {
     const cap = options.labelCap ?? 1000;
@@ -236,6 +237,11 @@ export class Metrics {
       registry,
     );
     this.leasePolicies = new LabelAllowList(cap, options.maxLabelLength);
+    this.layerCompensations = counter(
+      'rl_layer_compensations_total',
+      `Give-backs of a refused decision over several layers: what one layer's counter took (another Redis Cluster slot, a process lease, a global budget) while another refused, per policy; capped at ${cap} distinct policy ids, later ones are "other".`,
+      ['policy_id'],
+    );
     for (const level of ['process', 'region']) {
       this.leaseRefills.at(level);
       this.leaseReturned.at(level);
@@ -297,6 +303,11 @@ export class Metrics {
   /** One failed counter store operation (error, timeout or open circuit). */
   countCounterStoreError(): void {
     this.storeErrors.value++;
+  }
+
+  /** One give-back of a refused decision over several layers, to `policyId`'s counter. */
+  countLayerCompensation(policyId: string): void {
+    this.layerCompensations.at(this.leasePolicies.label(policyId)).value++;
   }
 
   /** One check answered from the deny cache instead of the counter store. */

@@ -180,6 +180,8 @@ describe('observability/metrics', () => {
     m.countCounterStoreError();
     m.countDenyCacheHit();
     m.countDenyCacheHit();
+    m.countLayerCompensation('policy-0');
+    m.countLayerCompensation('policy-0');
     m.countIgnoredFields(2);
     m.countIgnoredFields(1);
     m.countInvalidationFailure();
@@ -322,4 +324,8 @@ rl_lease_parent_wait_seconds_bucket{le="1"} 1
 rl_lease_parent_wait_seconds_bucket{le="+Inf"} 1
 rl_lease_parent_wait_seconds_sum 0.003
 rl_lease_parent_wait_seconds_count 1
+
+# HELP rl_layer_compensations_total Give-backs of a refused decision over several layers: what one layer's counter took (another Redis Cluster slot, a process lease, a global budget) while another refused, per policy; capped at 3 distinct policy ids, later ones are "other".
+# TYPE rl_layer_compensations_total counter
+rl_layer_compensations_total{policy_id="policy-0"} 2
 `;
