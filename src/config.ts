@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { isOrgName } from './model/org-scope.js';
+import { LAYER_PATTERN } from './schema/policy.js';
 import { CounterStoreAddressError, parseCounterStoreAddress } from './redis/redis-connection.js';
 import { SETTINGS, isSettingName, type SettingName, type SettingSpec, type SettingValue } from './settings.js';
 
@@ -98,6 +99,8 @@ export interface ServerConfig {
   region: RegionConfig | undefined;
   /** RL_COUNTER_SNAPSHOT_SECS: memory mode saves its counters in dataDir this often, and on drain; 0 = never. */
   counterSnapshotSecs: number;
+  /** RL_PLATFORM_LAYERS: policy layers only credentials not limited to organisations read and write (docs/tenants.md). */
+  platformLayers: string[];
 }
 
 export interface RegionConfig {
@@ -151,7 +154,19 @@ export function loadServerConfig(env: Env): ServerConfig {
     tracing: readTracing(read),
     region: readRegion(read, counterStoreAddr),
     counterSnapshotSecs: read.setting('RL_COUNTER_SNAPSHOT_SECS'),
+    platformLayers: readPlatformLayers(read),
   };
+}
+
+/** RL_PLATFORM_LAYERS: comma-separated layer names (a policy's `layer` syntax), default `platform`. */
+function readPlatformLayers(read: Reader): string[] {
+  const layers = read.setting('RL_PLATFORM_LAYERS');
+  for (const layer of layers) {
+    if (!LAYER_PATTERN.test(layer)) {
+      throw new ConfigError('RL_PLATFORM_LAYERS', `"${layer}" is not a layer name (a lower-case letter, then up to 31 of a-z, 0-9, _ and -)`);
+    }
+  }
+  return [...new Set(layers)];
 }
 
 /** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for its lease holder's refill (CONTRACT "Bounded wait"). */

@@ -34,6 +34,8 @@ import { FilePolicyStore } from './policy-store/file-policy-store.js';
 import { LiveMatcher } from './matching/live-matcher.js';
 import { loadPolicyFile } from './policy/policy-file.js';
 import { PolicyService } from './policy-service/policy-service.js';
+import { Explainer } from './decision/explainer.js';
+import { explainRoutes } from './http/routes/explain.js';
 import type { PolicyStore } from './policy-store/policy-store.js';
 import { RedisPolicyStore } from './policy-store/redis-policy-store.js';
 import { connectCounterStores } from './counter-stores.js';
@@ -76,13 +78,13 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     const seeded = await seedPolicies(store, config.policyFile);
     const matcher = new LiveMatcher();
     // Keeps the matcher in sync with every local and remote change from here on.
-    const policies = new PolicyService({ store, matcher });
+    const policies = new PolicyService({ store, matcher, platformLayers: config.platformLayers });
     closers.push(() => policies.close());
 
     const metrics = new Metrics({ labelCap: config.metricsLabelCap });
     // Per-organisation counts only where some credential can be limited to organisations (they cost a second count).
     const analytics = new Analytics({ byOrg: authenticator.mayLimitOrgs });
-    const viewOf = (orgs: readonly string[]) => new OrgView(orgs, matcher);
+    const viewOf = (orgs: readonly string[]) => new OrgView(orgs, matcher, config.platformLayers);
     // Who is being limited, for the dashboard: touched by denied decisions only.
     const deniedIdentities = new DeniedIdentities(matcher);
     // With regions the region's store serves the counters (global budgets from its pool); its per-master
@@ -141,6 +143,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       tracing,
       routers: [
         policyRoutes(policies, tracing),
+        explainRoutes(new Explainer(matcher, policies)),
         analyticsRoutes(analytics, viewOf),
         metricsRoutes(hooks.metricsSource?.(metrics) ?? metrics),
         dashboardStreamRoutes(hub),

@@ -101,6 +101,35 @@ export interface StoredPolicy extends PolicyFields {
   [field: string]: unknown;
 }
 
+/** A tie with another policy of the same layer, answered by a create, replace or patch (which still stored the policy). */
+export interface PolicyWarning {
+  /** The other policy of the tie. */
+  policy_id: string;
+  /** Which of the two wins, and that `priority` settles it. */
+  message: string;
+}
+
+/** The answer of a create, replace or patch: the stored policy, with `warnings` when it ties another. */
+export interface WrittenPolicy extends StoredPolicy {
+  warnings?: PolicyWarning[];
+}
+
+/** One candidate policy of an explained request (POST /rl/v1/explain). */
+export interface ExplainCandidate {
+  policy_id: string;
+  covers: boolean;
+  /** When it does not cover: `scope:<field>`, `match_expr`, `rollout`, `disabled`, `not_valid_now` or `algorithm`. */
+  why_not?: string;
+  specificity: number;
+  priority: number;
+  wins: boolean;
+}
+
+/** Which policy of each layer would decide a request, and every candidate in winner order. */
+export interface Explanation {
+  layers: { layer: string; winner: string | null; candidates: ExplainCandidate[] }[];
+}
+
 export interface FieldProblem {
   field: string;
   message: string;
@@ -184,11 +213,11 @@ export interface AdminClient {
   readonly url: string;
   listPolicies(): Promise<StoredPolicy[]>;
   getPolicy(policyId: string): Promise<StoredPolicy>;
-  createPolicy(policy: Record<string, unknown>): Promise<StoredPolicy>;
+  createPolicy(policy: Record<string, unknown>): Promise<WrittenPolicy>;
   /** PUT: replaces the whole policy. */
-  replacePolicy(policyId: string, policy: Record<string, unknown>, options?: WriteOptions): Promise<StoredPolicy>;
+  replacePolicy(policyId: string, policy: Record<string, unknown>, options?: WriteOptions): Promise<WrittenPolicy>;
   /** PATCH: a JSON merge patch (RFC 7396). */
-  patchPolicy(policyId: string, patch: Record<string, unknown>, options?: WriteOptions): Promise<StoredPolicy>;
+  patchPolicy(policyId: string, patch: Record<string, unknown>, options?: WriteOptions): Promise<WrittenPolicy>;
   deletePolicy(policyId: string, options?: WriteOptions): Promise<{ deleted: boolean; policy_id: string }>;
   /** Server-side validation (POST /policies/validate); never changes anything. */
   validatePolicy(policy: unknown): Promise<{ valid: boolean; errors: FieldProblem[] }>;
@@ -197,6 +226,11 @@ export interface AdminClient {
   rollout(policyId: string, percent: number, options?: WriteOptions): Promise<StoredPolicy>;
   rollback(policyId: string, version: number, options?: WriteOptions): Promise<StoredPolicy>;
   analyticsSummary(top?: number): Promise<AnalyticsSummaryBody>;
+  /**
+   * POST /rl/v1/explain: which policy of each layer would decide this request context, and why every other
+   * candidate would not; nothing is counted. `decision`: the call explained (default check).
+   */
+  explain(context: Record<string, unknown>, options?: { decision?: 'check' | 'refund' | 'acquire' | 'release' }): Promise<Explanation>;
   /** GET /healthz and /readyz: never throws AdminApiError (a 503 is an answer), only AdminConnectionError. */
   health(): Promise<ProbeResult>;
   readiness(): Promise<ProbeResult>;
@@ -264,6 +298,7 @@ export function createAdminClient(options: AdminClientOptions): AdminClient {
     rollout: (policyId, percent, o) => request('POST', `${id(policyId)}/rollout`, { rollout_percent: percent }, ifMatch(o)),
     rollback: (policyId, version, o) => request('POST', `${id(policyId)}/rollback`, { version }, ifMatch(o)),
     analyticsSummary: (top) => request('GET', `${API}/analytics/summary${top !== undefined ? `?top=${top}` : ''}`),
+    explain: (context, o) => request('POST', `${API}/explain${o?.decision !== undefined ? `?decision=${o.decision}` : ''}`, context),
     health: () => probe('/healthz'),
     readiness: () => probe('/readyz'),
     info: () => request('GET', `${API}/info`),

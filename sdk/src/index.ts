@@ -18,6 +18,10 @@ export {
   type ProbeResult,
   type StoredPolicy,
   type WriteOptions,
+  type PolicyWarning,
+  type WrittenPolicy,
+  type ExplainCandidate,
+  type Explanation,
 } from './admin-client.js';
 export type { DenyCacheOptions } from './deny-cache.js';
 export type { CircuitBreakerOptions } from './circuit-breaker.js';

@@ -1,4 +1,4 @@
-import { AdminApiError, type AdminClient } from '@rl/client';
+import { AdminApiError, type AdminClient, type PolicyWarning } from '@rl/client';
 import type { Plan, PlannedAction } from './plan.js';
 
 /**
@@ -14,6 +14,8 @@ export interface ChangeResult {
   ok: boolean;
   /** The version the server stored (create, update) or deleted. */
   version?: number;
+  /** The server's tie warnings of a create or update (the change was made). */
+  warnings?: PolicyWarning[];
   error?: { status?: number; message: string; errors?: { field: string; message: string }[] };
 }
 
@@ -49,11 +51,11 @@ async function applyOne(client: AdminClient, change: Change): Promise<ChangeResu
     switch (change.action) {
       case 'create': {
         const stored = await client.createPolicy(change.policy as unknown as Record<string, unknown>);
-        return { ...base, ok: true, version: stored.version };
+        return { ...base, ok: true, version: stored.version, ...(stored.warnings && { warnings: stored.warnings }) };
       }
       case 'update': {
         const stored = await client.replacePolicy(change.policy_id, change.policy as unknown as Record<string, unknown>, { ifMatch: change.version });
-        return { ...base, ok: true, version: stored.version };
+        return { ...base, ok: true, version: stored.version, ...(stored.warnings && { warnings: stored.warnings }) };
       }
       case 'delete':
         await client.deletePolicy(change.policy_id, { ifMatch: change.version });

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { registerApplyCommands } from './commands/apply.js';
 import { registerDecisionCommands } from './commands/decisions.js';
+import { registerExplainCommand } from './commands/explain.js';
 import { registerPolicyCommands } from './commands/policies.js';
 import { registerStatusCommand } from './commands/status.js';
 import { registerTopCommand } from './commands/top.js';
@@ -35,6 +36,7 @@ export function buildProgram(): Command {
   registerPolicyCommands(program);
   registerApplyCommands(program);
   registerDecisionCommands(program);
+  registerExplainCommand(program);
   registerStatusCommand(program);
   registerTopCommand(program);
   // Subcommands inherit exitOverride only when it is set on each; usage errors must not exit mid-run.

@@ -7,8 +7,8 @@ import { log } from '../util/log.js';
 
 /** Decision calls: any valid credential. Case-insensitive and with an optional trailing slash, as the router matches. */
 const DECISION_CALL = /^\/rl\/v1\/(?:check|acquire|release|refund)\/?$/i;
-/** Policy validation changes nothing, so read-only callers may use it (the contract is silent; decided here). */
-const READ_ONLY_POST = /^\/rl\/v1\/policies\/validate\/?$/i;
+/** Policy validation and explain change nothing, so read-only callers may use them. */
+const READ_ONLY_POST = /^\/rl\/v1\/(?:policies\/validate|explain)\/?$/i;
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**

@@ -496,11 +496,9 @@ function scan(bucket: readonly CompiledPolicy[], ctx: RequestContext, nowMs: num
     if (c.enforce ? c.rank >= state.enforceRank : c.rank >= state.shadowRank) continue;
     if (!scopeMatches(c, ctx, nowMs, state.regexBudget)) continue;
     let identity: string[] | undefined;
-    const percent = c.rolloutPercent;
-    if (percent < 100) {
-      if (percent <= 0) continue;
+    if (c.rolloutPercent < 100) {
       identity = identityOf(c, ctx);
-      if (rolloutBucket(c.policy.policy_id, identity) >= percent) continue;
+      if (outsideRollout(c, identity)) continue;
     }
     if (c.enforce) {
       state.enforce = c;
@@ -514,32 +512,51 @@ function scan(bucket: readonly CompiledPolicy[], ctx: RequestContext, nowMs: num
   }
 }
 
-/** Validity window, scope and match_expr (everything but rollout). */
-function scopeMatches(c: CompiledPolicy, ctx: RequestContext, nowMs: number, regexBudget: RegexBudget): boolean {
-  if (c.validFromMs !== 0 && nowMs < c.validFromMs) return false;
-  if (c.validToMs !== 0 && nowMs >= c.validToMs) return false;
+/**
+ * Validity window, scope and match_expr (everything but rollout). `report` is explain's (report mode,
+ * matching/explain-report.ts; the decision path never passes one): it is told what refused the request.
+ * The pair a policy is indexed under is not checked here: the bucket it was found in guarantees it.
+ */
+export function scopeMatches(c: CompiledPolicy, ctx: RequestContext, nowMs: number, regexBudget: RegexBudget, report?: MissReport): boolean {
+  if (c.validFromMs !== 0 && nowMs < c.validFromMs) return refused(report, 'not_valid_now');
+  if (c.validToMs !== 0 && nowMs >= c.validToMs) return refused(report, 'not_valid_now');
   const fields = c.checkFields;
-  for (let i = 0; i < fields.length; i += 2) if (ctx[fields[i] as ScopeField] !== fields[i + 1]) return false;
+  for (let i = 0; i < fields.length; i += 2) if (ctx[fields[i] as ScopeField] !== fields[i + 1]) return refused(report, 'scope:', fields[i]);
   const wildFields = c.wildFields;
   for (let i = 0; i < wildFields.length; i++) {
     const value = ctx[wildFields[i]];
-    if (typeof value !== 'string' || value === '') return false;
+    if (typeof value !== 'string' || value === '') return refused(report, 'scope:', wildFields[i]);
   }
   const checkTags = c.checkTags;
   const wildTags = c.wildTags;
   if (checkTags.length > 0 || wildTags.length > 0) {
     const tags = ctx.tags;
-    if (!tags) return false;
+    if (!tags) return refused(report, 'scope:tags.', checkTags.length > 0 ? checkTags[0] : wildTags[0]);
     for (let i = 0; i < checkTags.length; i += 2) {
-      if (!Object.prototype.hasOwnProperty.call(tags, checkTags[i]) || tags[checkTags[i]] !== checkTags[i + 1]) return false;
+      if (!Object.prototype.hasOwnProperty.call(tags, checkTags[i]) || tags[checkTags[i]] !== checkTags[i + 1]) return refused(report, 'scope:tags.', checkTags[i]);
     }
     for (let i = 0; i < wildTags.length; i++) {
       const value = tagValue(tags, wildTags[i]);
-      if (value === undefined || value === '') return false;
+      if (value === undefined || value === '') return refused(report, 'scope:tags.', wildTags[i]);
     }
   }
-  if (c.matchExpr !== undefined && !c.matchExpr(ctx, regexBudget)) return false;
+  if (c.matchExpr !== undefined && !c.matchExpr(ctx, regexBudget)) return refused(report, 'match_expr');
   return true;
+}
+
+/** What refused a request in report mode: `scope:<field>`, `scope:tags.<key>`, `not_valid_now` or `match_expr`. */
+export interface MissReport {
+  why: string;
+}
+
+function refused(report: MissReport | undefined, why: string, name = ''): false {
+  if (report !== undefined) report.why = why + name;
+  return false;
+}
+
+/** Outside the policy's rollout share for this counter identity (a rollout of 0 takes none). */
+export function outsideRollout(c: CompiledPolicy, identity: readonly string[]): boolean {
+  return c.rolloutPercent <= 0 || rolloutBucket(c.policy.policy_id, identity) >= c.rolloutPercent;
 }
 
 function tagValue(tags: Record<string, string> | undefined, key: string): string | undefined {
@@ -548,7 +565,7 @@ function tagValue(tags: Record<string, string> | undefined, key: string): string
   return typeof v === 'string' ? v : undefined;
 }
 
-function identityOf(c: CompiledPolicy, ctx: RequestContext): string[] {
+export function identityOf(c: CompiledPolicy, ctx: RequestContext): string[] {
   const wild = c.wildcards;
   if (wild.length === 0) return [];
   const identity = new Array<string>(wild.length * 2);
@@ -883,7 +900,7 @@ function removeByRank(list: CompiledPolicy[], c: CompiledPolicy): boolean {
 }
 
 /** An exact-valued scope entry (not absent, empty or `*`). */
-function isExact(value: unknown): value is string {
+export function isExact(value: unknown): value is string {
   return typeof value === 'string' && value !== '' && value !== '*';
 }
 

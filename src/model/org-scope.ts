@@ -28,6 +28,34 @@ export function reachesOrg(orgs: Orgs, orgId: string | undefined): boolean {
   return orgs === undefined || (orgId !== undefined && orgId !== '*' && orgs.includes(orgId));
 }
 
+/** RL_PLATFORM_LAYERS' default: the layer named `platform` belongs to the platform. */
+export const DEFAULT_PLATFORM_LAYERS: readonly string[] = ['platform'];
+
+/** What the rule reads of a policy: its organisation and its layer (absent: `default`). */
+export type PolicyReach = { scope?: { org_id?: string }; layer?: string };
+
+/**
+ * THE rule for policies, over `reachesOrg`: a restricted caller reaches a policy of one of its
+ * organisations that is not in a platform layer. Platform layers (RL_PLATFORM_LAYERS) bind every
+ * organisation's traffic, so only an unrestricted caller reads or writes them.
+ */
+export function reachesPolicy(orgs: Orgs, policy: PolicyReach, platformLayers: readonly string[]): boolean {
+  return orgs === undefined || (!platformLayers.includes(policy.layer ?? 'default') && reachesOrg(orgs, policy.scope?.org_id));
+}
+
+/**
+ * A policy a restricted caller writes (its result) must be reachable by it: a platform layer is a 403
+ * naming `layer`, another organisation a 403 naming `scope.org_id`.
+ */
+export function requireReachable(orgs: Orgs, policy: PolicyReach, platformLayers: readonly string[]): void {
+  if (orgs === undefined) return;
+  const layer = policy.layer ?? 'default';
+  if (platformLayers.includes(layer)) {
+    throw new RlError('permission_denied', `layer is ${JSON.stringify(layer)}, a platform layer: only a credential that is not limited to organisations writes its policies`, 'layer', { field: 'layer' });
+  }
+  if (!reachesOrg(orgs, policy.scope?.org_id)) throw outsideOrgs('scope.org_id', policy.scope?.org_id, orgs);
+}
+
 /** Whether a restricted caller may be named an organisation: `*` (every one) and empty names cannot be. */
 export function isOrgName(value: string): boolean {
   return value !== '' && value !== '*' && value.trim() === value;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { RlError, invalidField, notFound } from '../errors.js';
 import { describe } from '../model/request-context.js';
-import { actorOf, outsideOrgs, reachesOrg, type Actor, type Orgs } from '../model/org-scope.js';
+import { DEFAULT_PLATFORM_LAYERS, actorOf, reachesPolicy, requireReachable, type Actor, type Orgs } from '../model/org-scope.js';
 import { MAX_JSON_DEPTH, isObject, jsonShapeProblem } from '../util/json-shape.js';
 import type { LiveMatcher } from '../matching/live-matcher.js';
 import {
@@ -17,6 +17,7 @@ import { storedPolicy } from '../policy/stored-policy.js';
 import { oversizedCollections, validatePolicy, type PolicyInput } from '../policy/validate.js';
 import { quotaPatchToPolicyPatch } from '../policy/quota-alias.js';
 import { mergePatch } from '../util/merge-patch.js';
+import { tieWarnings, type PolicyWarning } from './policy-ties.js';
 import { LayerCensus } from './layer-census.js';
 
 /**
@@ -35,7 +36,8 @@ import { LayerCensus } from './layer-census.js';
  * unrestricted caller of that name). A caller limited to organisations sees and changes only policies
  * whose `scope.org_id` is one of them: any other policy, its versions and its audit answer 404 as if
  * absent, and a create or change whose result would leave its organisations answers 403 naming
- * `scope.org_id`. Policy ids are one namespace, so a create of an id another organisation holds is
+ * `scope.org_id`. Policies of a platform layer (RL_PLATFORM_LAYERS) are an unrestricted caller's only:
+ * 404 to read for a restricted one, 403 naming `layer` to write. Policy ids are one namespace, so a create of an id another organisation holds is
  * still a 409 (without its version).
  *
  * Every change produces a new version (`version` +1; a delete keeps the last version number and
@@ -49,6 +51,8 @@ export interface PolicyServiceDeps {
   matcher?: LiveMatcher;
   now?: () => number;
   newAuditId?: () => string;
+  /** RL_PLATFORM_LAYERS: layers only unrestricted callers read and write (default `platform`). */
+  platformLayers?: readonly string[];
 }
 
 /** Concurrency preconditions of a change. */
@@ -78,11 +82,13 @@ export class PolicyService {
   private readonly now: () => number;
   private readonly newAuditId: () => string;
   private readonly unsubscribe: () => void;
+  private readonly platformLayers: readonly string[];
   private readonly layers: LayerCensus;
   private readonly unsubscribeLayers: () => void;
 
   constructor(deps: PolicyServiceDeps) {
     this.store = deps.store;
+    this.platformLayers = deps.platformLayers ?? DEFAULT_PLATFORM_LAYERS;
     const policies = this.store.list();
     this.layers = new LayerCensus(deps.store, policies);
     this.unsubscribeLayers = deps.store.onChange((event) => this.layers.changed(event));
@@ -116,13 +122,21 @@ export class PolicyService {
   list(caller?: Actor): Policy[] {
     const orgs = caller?.orgs;
     const all = this.store.list();
-    return orgs === undefined ? all : all.filter((p) => reachesPolicy(orgs, p));
+    return orgs === undefined ? all : all.filter((p) => this.reaches(orgs, p));
   }
 
   get(policyId: string, caller?: Actor): Policy {
     const policy = this.store.get(policyId);
-    if (!policy || !reachesPolicy(caller?.orgs, policy)) throw policyNotFound(policyId);
+    if (!policy || !this.reaches(caller?.orgs, policy)) throw policyNotFound(policyId);
     return policy;
+  }
+
+  /**
+   * The tie warnings of a policy just written (policy-ties.ts), against the other policies the caller
+   * reaches: a policy it cannot read is never named.
+   */
+  warningsFor(policy: Policy, caller?: Actor): PolicyWarning[] {
+    return tieWarnings(policy, this.list(caller), this.now());
   }
 
   /** A policy the caller could not create is a 403 naming `scope.org_id`, as the create would answer. */
@@ -130,7 +144,7 @@ export class PolicyService {
     if (tooDeep(body)) return { valid: false, errors: [{ field: 'body', message: `is nested more than ${MAX_JSON_DEPTH} levels deep` }] };
     const result = validatePolicy(body, { requireId: false });
     if (!result.ok) return { valid: false, errors: result.errors };
-    requireWithinOrgs(caller?.orgs, result.policy);
+    this.requireWithin(caller?.orgs, result.policy);
     return { valid: true, errors: [] };
   }
 
@@ -139,13 +153,13 @@ export class PolicyService {
     const { subject: changedBy, orgs } = actorOf(by);
     requireObject(body);
     const input = validOrThrow(body, true);
-    requireWithinOrgs(orgs, input);
+    this.requireWithin(orgs, input);
     const id = input.policy_id;
     this.requireLayerRoom(input);
     for (let attempt = 1; ; attempt++) {
       const { policy: existing, head } = await this.store.fetch(id);
       if (existing) {
-        const which = reachesPolicy(orgs, existing) ? ` (version ${existing.version})` : ' (policy ids are shared by every organisation)';
+        const which = this.reaches(orgs, existing) ? ` (version ${existing.version})` : ' (policy ids are shared by every organisation)';
         throw new RlError('conflict', `policy_id "${id}" already exists${which}`, 'policy_id');
       }
       const at = this.now();
@@ -229,7 +243,7 @@ export class PolicyService {
       if (!snapshot) {
         // Only versions the caller reaches: one from another organisation is "not found" like any other.
         const orgs = actorOf(by).orgs;
-        const versions = (await this.store.versions(policyId)).filter((v) => reachesPolicy(orgs, v.snapshot));
+        const versions = (await this.store.versions(policyId)).filter((v) => this.reaches(orgs, v.snapshot));
         snapshot = versions.find((v) => v.version === target)?.snapshot;
         if (!snapshot) {
           const known = versions.length > 0 ? ` (versions 1 to ${versions[versions.length - 1].version} exist)` : '';
@@ -244,7 +258,7 @@ export class PolicyService {
   /** The versions whose content the caller reaches (a policy that moved between organisations shows each its own). */
   async versions(policyId: string, caller?: Actor): Promise<PolicyVersion[]> {
     const orgs = caller?.orgs;
-    const versions = (await this.store.versions(policyId)).filter((v) => reachesPolicy(orgs, v.snapshot));
+    const versions = (await this.store.versions(policyId)).filter((v) => this.reaches(orgs, v.snapshot));
     if (versions.length === 0) throw policyNotFound(policyId);
     return versions.sort((a, b) => a.version - b.version);
   }
@@ -253,12 +267,22 @@ export class PolicyService {
   async audit(policyId: string, caller?: Actor): Promise<AuditEntry[]> {
     const orgs = caller?.orgs;
     const all = await this.store.audit(policyId);
-    const entries = orgs === undefined ? all : all.filter((e) => [e.old_value, e.new_value].every((p) => p === null || reachesPolicy(orgs, p)));
+    const entries = orgs === undefined ? all : all.filter((e) => [e.old_value, e.new_value].every((p) => p === null || this.reaches(orgs, p)));
     if (entries.length === 0) throw policyNotFound(policyId);
     return entries;
   }
 
   // -------------------------------------------------------------------------------------------------
+
+  /** Whether a caller limited to `orgs` reaches this policy (the tenant rule of model/org-scope.ts). */
+  private reaches(orgs: Orgs, policy: Policy | PolicyInput): boolean {
+    return reachesPolicy(orgs, policy, this.platformLayers);
+  }
+
+  /** A policy a restricted caller writes must stay reachable by it: else a 403 naming `layer` or `scope.org_id`. */
+  private requireWithin(orgs: Orgs, policy: Policy | PolicyInput): void {
+    requireReachable(orgs, policy, this.platformLayers);
+  }
 
   /**
    * Changes an existing policy: reads its authoritative state, checks the caller's expectations,
@@ -277,11 +301,11 @@ export class PolicyService {
     for (let attempt = 1; ; attempt++) {
       const { policy: current, head } = await this.store.fetch(policyId);
       // Another organisation's policy is absent to this caller, before any precondition could reveal it.
-      if (!current || !reachesPolicy(orgs, current)) throw policyNotFound(policyId);
+      if (!current || !this.reaches(orgs, current)) throw policyNotFound(policyId);
       for (const e of expectations) if (!e.matches(current)) throw preconditionFailed(e, current);
       const input = await build(current);
       if (input !== null) {
-        requireWithinOrgs(orgs, input);
+        this.requireWithin(orgs, input);
         this.requireLayerRoom(input);
       }
       const at = this.now();
@@ -329,16 +353,6 @@ export class PolicyService {
 
 function isoOf(ms: number): string {
   return new Date(ms).toISOString();
-}
-
-/** Whether a caller limited to `orgs` reaches this policy (its `scope.org_id`; `*` or absent is global). */
-function reachesPolicy(orgs: Orgs, policy: Pick<Policy, 'scope'>): boolean {
-  return reachesOrg(orgs, policy.scope?.org_id);
-}
-
-/** A policy a restricted caller writes must stay within its organisations: else a 403 naming `scope.org_id`. */
-function requireWithinOrgs(orgs: Orgs, policy: Pick<Policy, 'scope'>): void {
-  if (orgs !== undefined && !reachesPolicy(orgs, policy)) throw outsideOrgs('scope.org_id', policy.scope?.org_id, orgs);
 }
 
 function policyNotFound(policyId: string): RlError {

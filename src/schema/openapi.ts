@@ -8,6 +8,7 @@ import { PolicyBodySchema, PolicyPatchSchema, PolicySchema, ROLLOUT_PERCENT } fr
 import { RequestContextSchema } from './request-context.js';
 import { HelloSchema, SnapshotSchema } from './dashboard-stream.js';
 import { ServerInfoSchema } from './server-info.js';
+import { ExplainSchema, WrittenPolicySchema } from './explain.js';
 
 /**
  * The OpenAPI 3.1 document of the HTTP API (GET /rl/v1/openapi.json), built from the schemas of this
@@ -31,6 +32,8 @@ export const COMPONENT_SCHEMAS: Record<string, TSchema> = {
   DashboardHello: HelloSchema,
   DashboardSnapshot: SnapshotSchema,
   Error: ErrorSchema,
+  WrittenPolicy: WrittenPolicySchema,
+  Explain: ExplainSchema,
 };
 
 export const ref = (name: keyof typeof COMPONENT_SCHEMAS & string) => Type.Ref(`#/components/schemas/${name}`);
@@ -135,6 +138,14 @@ export const OPERATIONS: readonly Operation[] = [
   decision('release', 'Give a concurrency lease back.', 'An unknown lease answers allowed with reason lease_not_found.'),
   decision('refund', 'Give unused units back to the counter the context consumes from.', '`quantity` (>= 1) is required; a concurrency policy is a 400 naming quantity.'),
   {
+    method: 'post', path: '/rl/v1/explain', operationId: 'explain', tag: 'decisions', access: 'read',
+    summary: 'Which policy of each layer would decide this request, and why each other candidate would not. Nothing is counted.',
+    description: 'The same match a decision makes (docs/matching.md), reported: candidates are the policies the caller may read, disabled ones included; `quantity` is ignored. The query parameter `decision` says which decision to explain: `check` (default) and `refund` consider every algorithm but concurrency, `acquire` and `release` only concurrency.',
+    parameters: [{ name: 'decision', in: 'query', required: false, schema: Type.Union([Type.Literal('check'), Type.Literal('refund'), Type.Literal('acquire'), Type.Literal('release')]), description: 'The decision explained (default check).' }],
+    body: { schema: ref('RequestContext'), required: true },
+    responses: { 200: ['Every layer\'s candidates and winner.', JSON_TYPE, ref('Explain')], ...BAD_BODY },
+  },
+  {
     method: 'get', path: '/rl/v1/policies', operationId: 'listPolicies', tag: 'policies', access: 'read',
     summary: 'Every policy, sorted by policy_id.',
     responses: { 200: ['The policies.', JSON_TYPE, Type.Array(ref('Policy'))] },
@@ -144,7 +155,7 @@ export const OPERATIONS: readonly Operation[] = [
     summary: 'Create a policy (version 1).',
     body: { schema: ref('PolicyBody'), required: true },
     responses: {
-      201: ['The stored policy (Location and ETag headers).', JSON_TYPE, ref('Policy')],
+      201: ['The stored policy (Location and ETag headers), with `warnings` when it ties another policy.', JSON_TYPE, ref('WrittenPolicy')],
       ...BAD_BODY,
       409: error('The policy_id exists.'),
       422: error('The policy fails validation; `errors` lists every problem.'),
@@ -168,7 +179,7 @@ export const OPERATIONS: readonly Operation[] = [
     parameters: [POLICY_ID_PARAM, IF_MATCH],
     body: { schema: ref('PolicyBody'), required: true },
     responses: {
-      200: ['The stored policy.', JSON_TYPE, ref('Policy')],
+      200: ['The stored policy, with `warnings` when it ties another policy.', JSON_TYPE, ref('WrittenPolicy')],
       ...BAD_BODY,
       404: error('No such policy.'),
       409: error('`version` or If-Match is not current.'),
@@ -181,7 +192,7 @@ export const OPERATIONS: readonly Operation[] = [
     parameters: [POLICY_ID_PARAM, IF_MATCH],
     body: { schema: ref('PolicyPatch'), required: true, mergePatch: true },
     responses: {
-      200: ['The stored policy.', JSON_TYPE, ref('Policy')],
+      200: ['The stored policy, with `warnings` when it ties another policy.', JSON_TYPE, ref('WrittenPolicy')],
       ...BAD_BODY,
       404: error('No such policy.'),
       409: error('`version` or If-Match is not current.'),

@@ -35,6 +35,17 @@ const configError = (fn: () => unknown) => thrown(ConfigError, fn);
 const rlError = (fn: () => unknown) => thrown(RlError, fn);
 
 describe('tenants: credentials limited to organisations', () => {
+  describe('RL_PLATFORM_LAYERS', () => {
+    it('defaults to platform, takes a comma-separated list, refuses a name that is not a layer naming the variable', () => {
+      expect(loadServerConfig({}).platformLayers).to.deep.equal(['platform']);
+      expect(loadServerConfig({ RL_PLATFORM_LAYERS: 'platform, shared,platform' }).platformLayers).to.deep.equal(['platform', 'shared']);
+      for (const bad of ['Platform', 'a b', '-x', 'x'.repeat(33)]) {
+        const error = configError(() => loadServerConfig({ RL_PLATFORM_LAYERS: `platform,${bad}` }));
+        expect(error.variable, bad).to.equal('RL_PLATFORM_LAYERS');
+      }
+    });
+  });
+
   describe('RL_AUTH_API_KEYS entries', () => {
     it('key, key:role and key:role:org1|org2, read from the end so keys may contain colons', () => {
       const cases: [string, ReturnType<typeof parseApiKeyEntry>][] = [

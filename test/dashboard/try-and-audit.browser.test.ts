@@ -107,6 +107,15 @@ describe('dashboard: try any decision, see what changed (headless Chromium, real
     ]);
     // Why it matched: each scope field, the tag on its own row, beside what the context had.
     expect(await page.getByTestId('try-result').textContent()).to.contain('tags.envprodprod');
+    // The real rule, and the server's explain answer per layer.
+    expect(await page.getByTestId('try-why-matched').textContent()).to.contain('the most specific scope first, then the highest priority (its own: 20), then the smallest policy_id');
+    expect(await page.getByTestId('try-rule').textContent()).to.contain('most specific scope first').and.contain('every layer');
+    expect(await page.locator('[data-testid="explain-layer-default"] [data-testid="explain-winner"]').textContent()).to.equal('ingest-by-key');
+    const row = (id: string) => page.getByTestId(`explain-default-${id}`);
+    expect(await row('ingest-by-key').getAttribute('data-wins')).to.equal('true');
+    expect(await row('ingest-shadow').getAttribute('data-wins'), 'the shadow winner').to.equal('true');
+    expect(await row('api-per-user').getAttribute('data-covers')).to.equal('false');
+    expect(await row('api-per-user').textContent()).to.contain('scope: user_id does not match');
     expect((await peek({ api_key: 'k-123', severity: 'error', tags: { env: 'prod' } })).remaining, 'a peek consumed nothing').to.equal(100);
 
     // A quantity is counted: 3 units, more than the shadow policy's 2.
@@ -119,6 +128,17 @@ describe('dashboard: try any decision, see what changed (headless Chromium, real
     expect(await page.locator('[data-testid="try-metadata"] tr[data-key="shadow_action"] td').last().textContent()).to.equal('deny');
     expect((await peek({ api_key: 'k-123', severity: 'error', tags: { env: 'prod' } })).remaining, 'the check counted 3').to.equal(97);
     await screenshot(page, '20-try-any-field');
+    await page.close();
+  });
+
+  it('the policy list shows each policy\'s layer, scope and priority', async () => {
+    const page = await openPage(browser.context);
+    await page.goto(`${server.url}/dashboard/#/policies`);
+    await page.getByTestId('policy-row-ingest-by-key').waitFor();
+    expect(await page.getByTestId('policy-layer-ingest-by-key').textContent()).to.equal('default');
+    expect(await page.getByTestId('policy-priority-ingest-by-key').textContent()).to.equal('20');
+    const chips = await page.locator('[data-testid="policy-scope-ingest-by-key"] [data-testid="scope-chip"]').allTextContents();
+    expect(chips).to.deep.equal(['api_key = k-123', 'severity = error', 'tags.env = prod']);
     await page.close();
   });
 

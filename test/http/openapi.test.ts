@@ -22,6 +22,8 @@ import { infoRoutes } from '../../src/http/routes/info.js';
 import { metricsRoutes } from '../../src/http/routes/metrics.js';
 import { DOCS_PATH, openApiRoutes } from '../../src/http/routes/openapi.js';
 import { policyRoutes } from '../../src/http/routes/policies.js';
+import { explainRoutes } from '../../src/http/routes/explain.js';
+import { Explainer } from '../../src/decision/explainer.js';
 import { Analytics } from '../../src/observability/analytics.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
@@ -71,11 +73,13 @@ function apiRouters(deps: {
   analytics: Analytics;
   metrics: Metrics;
   counters: MemoryCounterStore;
+  matcher: LiveMatcher;
 }) {
   return {
     builtIn: [healthRoutes(deps.readiness), decisionRoutes(deps.decisions)],
     guarded: [
       policyRoutes(deps.policies),
+      explainRoutes(new Explainer(deps.matcher, deps.policies)),
       analyticsRoutes(deps.analytics),
       metricsRoutes(deps.metrics),
       infoRoutes({ version: VERSION, counters: 'memory', policy_store: 'file', auth: 'apikey', tls: false }),
@@ -124,7 +128,7 @@ describe('OpenAPI document (GET /rl/v1/openapi.json) against the server', functi
     const readiness = new Readiness();
     readiness.markReady();
     const decisions = new DecisionService({ policies: matcher, counters, keyPrefix: 't:', recorder: new ObservabilityRecorder(metrics, analytics) });
-    const { builtIn, guarded, open } = apiRouters({ decisions, readiness, policies, analytics, metrics, counters });
+    const { builtIn, guarded, open } = apiRouters({ decisions, readiness, policies, analytics, metrics, counters, matcher });
     routers = [...builtIn, ...guarded, ...open];
     const auth = loadServerConfig({ RL_AUTH_ENABLED: 'true', RL_AUTH_MODE: 'apikey', RL_AUTH_API_KEYS: `${ADMIN},${READER}:read-only`, RL_AUTH_EXEMPT_PATHS: '/healthz' }).auth;
     const listener = createHttpListener({
@@ -192,6 +196,8 @@ describe('OpenAPI document (GET /rl/v1/openapi.json) against the server', functi
       { operationId: 'createPolicy', status: 201, method: 'POST', path: '/rl/v1/policies', key: ADMIN, body: policy },
       { operationId: 'createPolicy', status: 201, method: 'POST', path: '/rl/v1/policies', key: ADMIN, body: lease },
       { operationId: 'createPolicy', status: 201, method: 'POST', path: '/rl/v1/policies', key: ADMIN, body: { id: 'quota', resource: 'llm', algorithm: 'quota', config: { quota: 100, window_seconds: 3600 }, action_deny: true } },
+      // Ties p1 (specificity 1, priority 0, both cover every request with a user_id): answered with warnings.
+      { operationId: 'createPolicy', status: 201, method: 'POST', path: '/rl/v1/policies', key: ADMIN, body: { ...policy, policy_id: 'p1-twin' } },
       { operationId: 'createPolicy', status: 409, method: 'POST', path: '/rl/v1/policies', key: ADMIN, body: policy },
       { operationId: 'createPolicy', status: 422, method: 'POST', path: '/rl/v1/policies', key: ADMIN, body: { policy_id: 'bad', algorithm: { type: 'nope' } } },
       { operationId: 'createPolicy', status: 400, method: 'POST', path: '/rl/v1/policies', key: ADMIN, body: '{"policy_id": ' },
@@ -209,6 +215,11 @@ describe('OpenAPI document (GET /rl/v1/openapi.json) against the server', functi
       { operationId: 'release', status: 200, method: 'POST', path: '/rl/v1/release', key: READER, body: { resource: 'db', request_id: 'unknown' } },
       { operationId: 'refund', status: 200, method: 'POST', path: '/rl/v1/refund', key: ADMIN, body: { user_id: 'u1', quantity: 1 } },
       { operationId: 'refund', status: 400, method: 'POST', path: '/rl/v1/refund', key: ADMIN, body: { user_id: 'u1' } },
+      { operationId: 'explain', status: 200, method: 'POST', path: '/rl/v1/explain', key: READER, body: { user_id: 'u1' } },
+      { operationId: 'explain', status: 200, method: 'POST', path: '/rl/v1/explain?decision=acquire', key: READER, body: { resource: 'db' } },
+      { operationId: 'explain', status: 400, method: 'POST', path: '/rl/v1/explain?decision=nope', key: READER, body: {} },
+      { operationId: 'explain', status: 400, method: 'POST', path: '/rl/v1/explain', key: READER, body: { quantity: -1 } },
+      { operationId: 'explain', status: 401, method: 'POST', path: '/rl/v1/explain', body: {} },
       { operationId: 'listPolicies', status: 200, path: '/rl/v1/policies', key: READER },
       { operationId: 'validatePolicy', status: 200, method: 'POST', path: '/rl/v1/policies/validate', key: READER, body: policy },
       { operationId: 'validatePolicy', status: 200, method: 'POST', path: '/rl/v1/policies/validate', key: READER, body: { algorithm: 1 } },

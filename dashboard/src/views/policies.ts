@@ -3,6 +3,7 @@ import { onPolicyChange, type View } from '../app-context.js';
 import { badge, h, replace } from '../dom.js';
 import { budgetOf, leaseSummary, limitSummary } from '../format.js';
 import type { StoredPolicy } from '@rl/client/admin-client';
+import { scopeChips } from '../scope.js';
 
 /** Every policy with what it does; reloaded whenever the policy set changes. */
 export const policiesView: View = (root, app) => {
@@ -21,7 +22,7 @@ export const policiesView: View = (root, app) => {
         h(
           'thead',
           {},
-          h('tr', {}, ['policy', 'algorithm', 'limit / window', 'lease · budget', 'action', 'mode', 'rollout', 'enabled', 'version'].map((t) => h('th', {}, t))),
+          h('tr', {}, ['policy', 'layer', 'scope', 'priority', 'algorithm', 'limit / window', 'lease · budget', 'action', 'mode', 'rollout', 'enabled', 'version'].map((t) => h('th', {}, t))),
         ),
         body,
       ),
@@ -34,12 +35,15 @@ export const policiesView: View = (root, app) => {
       replace(status);
       replace(
         body,
-        policies.length === 0 ? h('tr', {}, h('td', { colspan: 9, class: 'muted' }, 'No policies.')) : null,
+        policies.length === 0 ? h('tr', {}, h('td', { colspan: 12, class: 'muted' }, 'No policies.')) : null,
         policies.map((p) =>
           h(
             'tr',
             { class: 'clickable', 'data-testid': `policy-row-${p.policy_id}`, onclick: () => app.navigate(`#/policies/${encodeURIComponent(p.policy_id)}`) },
             h('td', {}, h('strong', {}, p.policy_id), h('div', { class: 'muted' }, p.name)),
+            h('td', { 'data-testid': `policy-layer-${p.policy_id}` }, layerOf(p)),
+            h('td', { 'data-testid': `policy-scope-${p.policy_id}` }, scopeChips(p.scope)),
+            h('td', { class: 'num', 'data-testid': `policy-priority-${p.policy_id}` }, p.priority),
             h('td', {}, p.algorithm.type),
             h('td', {}, limitSummary(p)),
             h('td', { 'data-testid': `policy-lease-${p.policy_id}` }, leaseBudget(p)),
@@ -57,6 +61,11 @@ export const policiesView: View = (root, app) => {
   };
   return onPolicyChange(app, () => void load());
 };
+
+/** The layer a policy competes in (absent: `default`). */
+function layerOf(p: StoredPolicy): string {
+  return typeof p.layer === 'string' ? p.layer : 'default';
+}
 
 /** A leased policy and a global budget are marked; a policy with neither (the usual case) shows a dash. */
 function leaseBudget(p: StoredPolicy): (HTMLElement | string)[] {

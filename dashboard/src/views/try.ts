@@ -6,6 +6,7 @@ import type { StoredPolicy } from '@rl/client/admin-client';
 import type { Decision } from '@rl/client/types';
 import { contextForm } from '../context-form.js';
 import { showError } from './edit-result.js';
+import { explainContext, explainPanel } from './explain-panel.js';
 
 const REASONS: Record<string, string> = {
   within_limit: 'The matched policy has room: a request now would be admitted.',
@@ -16,7 +17,8 @@ const REASONS: Record<string, string> = {
 
 /**
  * Sends a decision for any RequestContext (every field of its schema, context-form.ts) and explains it:
- * the policy that decided and why it matched, the shadow policy's verdict, the metadata. A blank
+ * the policy that decided and why it matched, the shadow policy's verdict, the metadata, and every
+ * layer's candidates as the server's explain call reports them. A blank
  * quantity is a peek (`quantity: 0`: nothing consumed); any other quantity is counted.
  */
 export const tryView: View = (root) => {
@@ -41,6 +43,8 @@ export const tryView: View = (root) => {
 
 async function decide(body: Record<string, unknown>, box: HTMLElement, form: HTMLElement): Promise<void> {
   let decision: Decision;
+  // Explained before the check counts anything (explaining counts nothing itself).
+  const explanation = await explainContext(body);
   try {
     decision = await api<Decision>('POST', '/rl/v1/check', { body });
   } catch (error) {
@@ -93,6 +97,7 @@ async function decide(body: Record<string, unknown>, box: HTMLElement, form: HTM
       h('h3', {}, 'Metadata'),
       metadataTable(decision.metadata),
       policy ? whyMatched(policy, body, tags) : null,
+      explanation ? explainPanel(explanation) : null,
     ),
   );
 }
@@ -140,7 +145,11 @@ function whyMatched(policy: StoredPolicy, body: Record<string, unknown>, tags: R
     'div',
     {},
     h('h3', {}, `Why ${policy.policy_id} matched`),
-    h('p', { class: 'muted' }, `Priority ${policy.priority}; the highest-priority enabled policy whose scope covers the context decides. When its limit is reached: ${policy.action}.`),
+    h(
+      'p',
+      { class: 'muted', 'data-testid': 'try-why-matched' },
+      `It covers the context, and no other policy of its layer that covers it ranks before it: the most specific scope first, then the highest priority (its own: ${policy.priority}), then the smallest policy_id. When its limit is reached: ${policy.action}.`,
+    ),
     h(
       'table',
       {},

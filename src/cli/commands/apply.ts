@@ -10,6 +10,8 @@ import { buildPlan, pendingChanges, PLAN_KIND, type Plan } from '../plan.js';
 import { loadPolicyFiles, type LoadResult } from '../policy-files.js';
 import { statusHeadline } from '../report-error.js';
 import { renderPlan } from '../render-plan.js';
+import { storedPolicy } from '../../policy/stored-policy.js';
+import { tiesAmong, type SetTie } from '../../policy-service/policy-ties.js';
 
 /**
  * `rl validate -f`, `rl diff -f`, `rl apply -f | --plan`: policy files as the desired state.
@@ -33,9 +35,13 @@ export function registerApplyCommands(program: Command): void {
     .action((o: FileOptions, cmd: Command) => {
       const g = globals(cmd);
       const loaded = loadPolicyFiles(o.filename);
-      if (g.json) printJson({ valid: loaded.problems.length === 0, files: loaded.files, policies: loaded.policies.map((p) => p.policy.policy_id), errors: loaded.problems });
-      else if (loaded.problems.length === 0) printLines([`valid: ${plural(loaded.policies.length, 'policy', 'policies')} in ${plural(loaded.files.length, 'file', 'files')}`]);
-      else printProblems(loaded);
+      // Ties only mean something among valid policies.
+      const ties = loaded.problems.length === 0 ? tiesInFiles(loaded) : [];
+      if (g.json) printJson({ valid: loaded.problems.length === 0, files: loaded.files, policies: loaded.policies.map((p) => p.policy.policy_id), errors: loaded.problems, warnings: ties });
+      else if (loaded.problems.length === 0) {
+        printLines([`valid: ${plural(loaded.policies.length, 'policy', 'policies')} in ${plural(loaded.files.length, 'file', 'files')}`]);
+        printWarnings(ties.map((t) => ({ policy_id: t.policy_id, message: t.warning.message })));
+      } else printProblems(loaded);
       process.exitCode = loaded.problems.length === 0 ? EXIT_OK : EXIT_CONFLICT_OR_INVALID;
     });
 
@@ -73,7 +79,9 @@ export function registerApplyCommands(program: Command): void {
         return;
       }
       const outcome = await applyPlan(client, plan, (r) => {
-        if (!g.json) printLines([resultLine(r)]);
+        if (g.json) return;
+        printLines([resultLine(r)]);
+        printWarnings((r.warnings ?? []).map((w) => ({ policy_id: r.policy_id, message: w.message })));
       });
       const ok = outcome.failed === undefined;
       if (g.json) printJson({ plan, dry_run: false, results: outcome.results, skipped: outcome.skipped, ok });
@@ -152,6 +160,17 @@ function exitCodeOf(r: ChangeResult): number {
 function changedSincePlan(r: ChangeResult): boolean {
   const status = r.error?.status;
   return status === 409 || (status === 404 && r.action !== 'create');
+}
+
+/** The ties among the files' policies (the server warns of the same ones on apply). */
+function tiesInFiles(loaded: LoadResult): SetTie[] {
+  const policies = loaded.policies.map((p) => storedPolicy(p.policy, 1, '', ''));
+  return tiesAmong(policies, Date.now());
+}
+
+/** `warning: <policy>: <message>` on stderr, one a line: the change was made, but a person should look. */
+function printWarnings(warnings: { policy_id: string; message: string }[]): void {
+  if (warnings.length > 0) process.stderr.write(`${warnings.map((w) => `warning: ${w.policy_id}: ${w.message}`).join('\n')}\n`);
 }
 
 function printProblems(loaded: LoadResult): void {

@@ -11,7 +11,7 @@ import { printJson, printLines } from '../output.js';
  * (every call asks the server).
  */
 
-type ContextOptions = Record<string, unknown> & { quantity?: string; tag?: string[]; peek?: boolean; data?: string };
+export type ContextOptions = Record<string, unknown> & { quantity?: string; tag?: string[]; peek?: boolean; data?: string };
 
 const OPERATIONS: { name: Operation; description: string }[] = [
   { name: 'check', description: 'count a request against the best matching rate or quota policy' },
@@ -37,11 +37,7 @@ const FIELD_OPTIONS = CONTEXT_STRING_FIELDS.map((field) => ({ field, option: fie
 export function registerDecisionCommands(program: Command): void {
   for (const op of OPERATIONS) {
     const cmd = program.command(op.name).description(op.description);
-    for (const { option } of FIELD_OPTIONS) cmd.addOption(option);
-    cmd
-      .option('--quantity <n>', op.name === 'refund' ? 'units to give back (required)' : 'units this request costs (default 1)')
-      .option('--tag <key=value>', 'a tag of the request (repeatable)', collect, [])
-      .option('-d, --data <json>', 'the whole RequestContext as JSON (flags given too are added to it)');
+    addContextOptions(cmd, op.name === 'refund' ? 'units to give back (required)' : 'units this request costs (default 1)');
     if (op.name === 'check') cmd.option('--peek', 'evaluate without consuming anything (quantity 0)');
     cmd.action(async (o: ContextOptions, c: Command) => {
       const g = c.optsWithGlobals<GlobalOptions>();
@@ -61,8 +57,17 @@ export function registerDecisionCommands(program: Command): void {
   }
 }
 
+/** The flags of a RequestContext (every field, `--quantity`, `--tag`, `-d`), for every command that sends one. */
+export function addContextOptions(cmd: Command, quantity: string): Command {
+  for (const { option } of FIELD_OPTIONS) cmd.addOption(option);
+  return cmd
+    .option('--quantity <n>', quantity)
+    .option('--tag <key=value>', 'a tag of the request (repeatable)', collect, [])
+    .option('-d, --data <json>', 'the whole RequestContext as JSON (flags given too are added to it)');
+}
+
 /** The RequestContext from `-d` and the flags (flags win); quantity and tags checked here, the rest by the server. */
-function contextFrom(o: ContextOptions, operation: Operation): RequestContext {
+export function contextFrom(o: ContextOptions, operation: Operation): RequestContext {
   const context: Record<string, unknown> = {};
   if (o.data !== undefined) {
     let data: unknown;

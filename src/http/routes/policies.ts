@@ -25,7 +25,7 @@ export function policyRoutes(service: PolicyService, tracing?: Tracing): Router 
   router.post('/policies', async (ctx) => {
     const policy = await traced(ctx, 'create', () => service.create(bodyOf(ctx), callerOf(ctx)));
     ctx.set('Location', `/rl/v1/policies/${encodeURIComponent(policy.policy_id)}`);
-    sendPolicy(ctx, policy, 201);
+    sendWritten(ctx, policy, 201);
   });
 
   // Before /policies/:id so that "validate" is never taken for an id on POST (there is no POST /:id).
@@ -38,11 +38,11 @@ export function policyRoutes(service: PolicyService, tracing?: Tracing): Router 
   });
 
   router.put('/policies/:id', async (ctx) => {
-    sendPolicy(ctx, await traced(ctx, 'update', () => service.replace(ctx.params.id, bodyOf(ctx), callerOf(ctx), writeOptions(ctx))));
+    sendWritten(ctx, await traced(ctx, 'update', () => service.replace(ctx.params.id, bodyOf(ctx), callerOf(ctx), writeOptions(ctx))));
   });
 
   router.patch('/policies/:id', async (ctx) => {
-    sendPolicy(ctx, await traced(ctx, 'patch', () => service.patch(ctx.params.id, bodyOf(ctx), callerOf(ctx), writeOptions(ctx))));
+    sendWritten(ctx, await traced(ctx, 'patch', () => service.patch(ctx.params.id, bodyOf(ctx), callerOf(ctx), writeOptions(ctx))));
   });
 
   router.delete('/policies/:id', async (ctx) => {
@@ -65,6 +65,13 @@ export function policyRoutes(service: PolicyService, tracing?: Tracing): Router 
   router.get('/policies/:id/audit', async (ctx) => {
     ctx.body = await service.audit(ctx.params.id, callerOf(ctx));
   });
+
+  /** A create, replace or patch: the policy, with `warnings` when it ties another policy. */
+  const sendWritten = (ctx: Koa.Context, policy: Policy, status = 200): void => {
+    sendPolicy(ctx, policy, status);
+    const warnings = service.warningsFor(policy, callerOf(ctx));
+    if (warnings.length > 0) ctx.body = { ...policy, warnings };
+  };
 
   return router;
 }
