@@ -184,8 +184,8 @@ export class CalendarPeriods {
 
   /** The length of the period holding `now` (ms): the Decision's `window`. */
   lengthAt(now: number): number {
-    const [start, end] = this.periodAt(now);
-    return end - start;
+    const pair = this.around(now);
+    return now < pair[1] ? pair[1] - pair[0] : pair[2] - pair[1];
   }
 
   /** The start of the period holding `t` (for tests and display). */

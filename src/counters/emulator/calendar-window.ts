@@ -1,4 +1,4 @@
-import { pickPeriod, type PeriodPair } from '../../util/calendar-period.js';
+import type { PeriodPair } from '../../util/calendar-period.js';
 import type { CounterResult } from '../counter-store.js';
 import type { MemoryKeyspace } from './keyspace.js';
 import type { AlgorithmOperation } from './mode.js';
@@ -10,9 +10,11 @@ import { countInWindow, type WindowState } from './window-count.js';
  * both is an error, as the script's.
  */
 export function calendarWindow(space: MemoryKeyspace, key: string, limit: number, pair: PeriodPair, op: AlgorithmOperation, units: number, now: number, giveTag: number): CounterResult {
-  const period = pickPeriod(pair, now);
-  if (period === undefined) throw new Error(`rl: the store clock ${now} is outside the calendar periods passed [${pair[0]}, ${pair[2]})`);
-  const [windowStart, windowEnd] = period;
+  // pickPeriod's rule, without its array: this runs per decision.
+  const first = now >= pair[0] && now < pair[1];
+  if (!first && !(now >= pair[1] && now < pair[2])) throw new Error(`rl: the store clock ${now} is outside the calendar periods passed [${pair[0]}, ${pair[2]})`);
+  const windowStart = first ? pair[0] : pair[1];
+  const windowEnd = first ? pair[1] : pair[2];
   const stored = space.get<WindowState>(key, now);
   const used = stored && stored.periodStart === windowStart ? stored.used : 0;
   return countInWindow(space, key, stored, limit, windowStart, windowEnd, used, op, units, now, giveTag);

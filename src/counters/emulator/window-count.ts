@@ -52,11 +52,19 @@ export function countInWindow(
     if (giving) return leaseResult(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset, before - used, windowStart, windowEnd - now);
     return result(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset);
   }
-  if (taking) return windowTake(cost, used, limit, windowStart, windowEnd, reset, now, (taken) => space.put<WindowState>(key, { periodStart: windowStart, used: taken }, windowEnd));
+  if (taking) return windowTake(cost, used, limit, windowStart, windowEnd, reset, now, (taken) => writeWindow(space, key, stored, windowStart, windowEnd, taken));
   if (used + cost > limit) {
     return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
   }
   if (peeking) return result(true, Math.max(0, limit - used), 0, reset);
-  space.put<WindowState>(key, { periodStart: windowStart, used: used + cost }, windowEnd);
+  writeWindow(space, key, stored, windowStart, windowEnd, used + cost);
   return result(true, Math.max(0, limit - (used + cost)), 0, windowEnd - now);
+}
+
+/** Stores the window's count: in the live state when it is that window's (no allocation per decision), else a new one. */
+function writeWindow(space: MemoryKeyspace, key: string, stored: WindowState | undefined, windowStart: number, windowEnd: number, used: number): void {
+  if (stored !== undefined && stored.periodStart === windowStart) {
+    stored.used = used;
+    space.put<WindowState>(key, stored, windowEnd);
+  } else space.put<WindowState>(key, { periodStart: windowStart, used }, windowEnd);
 }
