@@ -6,8 +6,8 @@
  * (for hours the offset's name is part of it, so a repeated hour is two periods).
  *
  * Instants are drawn near what goes wrong: month ends (leap Februaries among them), year ends, and
- * the daylight-saving changes of each zone in both directions, in zones with 30- and 45-minute offsets
- * (Asia/Kolkata, Australia/Adelaide, Australia/Lord_Howe whose change is 30 minutes) and zones whose
+ * the daylight-saving changes of each zone in both directions, in zones with 30-minute offsets
+ * (Asia/Kolkata, Australia/Adelaide; Australia/Lord_Howe, whose clock change is 30 minutes) and zones whose
  * change skips or repeats midnight (America/Havana, America/Santiago).
  */
 import { expect } from 'chai';
