@@ -67,6 +67,7 @@ export const SCENARIOS: Record<number, { key: string; run: Scenario }> = {
   13: { key: 'regions', run: twoRegions },
   14: { key: 'link_faults', run: (ctx) => linkFaults(ctx, 14) },
   15: { key: 'refill_ahead', run: (ctx) => refillAhead(ctx, 15) },
+  16: { key: 'calendar_cost', run: calendarCost },
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -381,6 +382,30 @@ async function engineMemory(ctx: Context): Promise<ScenarioResult> {
       ...(bare ? [`Without the recorder (metrics + analytics) DecisionService.check takes ${round(bare.ns_per_op)} ns.`] : []),
     ],
     details: bare ? { without_recorder: engineSide('DecisionService.check, no recorder', bare) } : {},
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// 16. A calendar policy costs what a fixed window costs
+
+async function calendarCost(ctx: Context): Promise<ScenarioResult> {
+  ctx.log('  DecisionService.check, target policy a fixed window of 1m');
+  const fixed = await runEngineChild(ctx, ['--mode', 'engine', '--impl', 'rl']);
+  ctx.log('  DecisionService.check, target policy per calendar hour (Europe/Berlin)');
+  const calendar = await runEngineChild(ctx, ['--mode', 'engine', '--impl', 'rl-calendar']);
+  const ratio = calendar.ns_per_op / fixed.ns_per_op;
+  return finish({
+    id: 16,
+    key: 'calendar_cost',
+    name: 'Calendar period vs fixed window, engine in-process, memory mode',
+    subject: engineSide('fixed_window with calendar: hour, Europe/Berlin', calendar),
+    baseline: engineSide('fixed_window with window: 1m', fixed),
+    ratio,
+    ratio_meaning: 'ns/decision(calendar) / ns/decision(fixed window); lower is better, 1.0 = the same',
+    target: 'the same cost per decision (within 10%)',
+    checks: [check('ns/decision vs the fixed window', ratio, '<=', 1.1, 'x')],
+    notes: ['Scenario 4\'s workload (Zipf(s=1) over 10,000 keys, 10 policies); only the target policy differs. One process per side; best of the timed rounds.'],
+    details: {},
   });
 }
 

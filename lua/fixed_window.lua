@@ -7,7 +7,10 @@
 -- ARGV[2]  operation: consume, peek, refund; take, give, reclaim (include "mode")
 -- ARGV[3]  units: what a consume takes, a refund gives back (a peek ignores it)
 -- ARGV[4]  limit
--- ARGV[5]  window ms
+-- ARGV[5]  window ms; 0 = calendar periods (include "calendar")
+-- ARGV[6]  calendar periods only: the current period's start (epoch ms)
+-- ARGV[7]  calendar periods only: the next period's start
+-- ARGV[8]  calendar periods only: the next period's end
 --          then a lease operation's own arguments (include "lease")
 -- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add {units, tag,
 --          ms until the tag's window ends, now, outcome, units lapsed} (include "lease")
@@ -20,10 +23,15 @@ local lease_shape = 'window'
 -- @include "lease"
 -- @include "slot"
 -- @include "window_count"
+-- @include "calendar"
 
 local key = KEYS[1]
 local limit = tonumber(ARGV[4])
 local window_ms = tonumber(ARGV[5])
+
+if window_ms == 0 then
+  return count_in_calendar_period(key, limit)
+end
 
 local window_start = now - math.fmod(now, window_ms)
 local stored = load_slot(key, 's', 'u')

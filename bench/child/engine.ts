@@ -15,6 +15,7 @@ import { argOf, childMain, send, startProfile, stopProfile } from './common.js';
  * In-process measurements (no transport), one implementation per process so JIT state and heap of one
  * never colour the other:
  *   --mode engine  --impl rl|rl-no-recorder|rlf   scenario 4: DecisionService.check vs RateLimiterMemory.consume
+ *   --mode engine  --impl rl-calendar             scenario 16: the same with the target policy per calendar hour
  *                                                  over the same Zipf-skewed sequence of 10,000 keys
  *   --mode scaling --policies N                    scenario 5: check latency with N policies (and CPU time per check)
  *   --profile <file.cpuprofile>                    CPU profile of the timed rounds
@@ -113,15 +114,18 @@ function buildEngine(impl: string): (key: number) => Promise<unknown> {
     return (k) => limiter.consume(keys[k]);
   }
   const workload = generateWorkload(10, KEYS);
+  // rl-calendar: the same workload with the target policy counted per calendar hour in Berlin instead of its window.
+  const calendarTarget = { type: 'fixed_window' as const, limit: TARGET_LIMIT, calendar: 'hour' as const, timezone: 'Europe/Berlin' };
+  const policies = impl === 'rl-calendar' ? workload.policies.map((p) => (p.policy_id === 'target-per-user' ? { ...p, algorithm: calendarTarget } : p)) : workload.policies;
   const metrics = new Metrics();
   const decisions = new DecisionService({
-    policies: new LiveMatcher(workload.policies),
+    policies: new LiveMatcher(policies),
     counters: new MemoryCounterStore(),
     keyPrefix: 'rl:',
     recorder: impl === 'rl-no-recorder' ? undefined : new ObservabilityRecorder(metrics, new Analytics()),
     onCounterStoreError: () => metrics.countCounterStoreError(),
   });
-  if (impl !== 'rl' && impl !== 'rl-no-recorder') throw new Error(`unknown --impl ${impl}`);
+  if (impl !== 'rl' && impl !== 'rl-no-recorder' && impl !== 'rl-calendar') throw new Error(`unknown --impl ${impl}`);
   const contexts: RequestContext[] = workload.bodies.map((b) => parseRequestContext(b));
   return (k) => decisions.check(contexts[k]);
 }

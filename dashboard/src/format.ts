@@ -3,6 +3,8 @@ import type { StoredPolicy } from '@rl/client/admin-client';
 /** "100 / 1m", "burst 20, 5/s", "10 concurrent", …: what a policy allows, in one short phrase. */
 export function limitSummary(policy: StoredPolicy): string {
   const a = policy.algorithm;
+  // Calendar periods read "10000 per calendar month, Europe/Berlin" (the SDK's calendarPeriodText, which the bundle may not import).
+  if (a.calendar !== undefined) return `${a.limit} per calendar ${a.calendar}, ${a.timezone ?? 'UTC'}`;
   switch (a.type) {
     case 'token_bucket':
     case 'leaky_bucket':

@@ -43,8 +43,27 @@ export interface AlgorithmFields {
   /** Lease time-to-live: a duration string, or a whole number of seconds. Default 120 seconds. */
   lease_ttl?: string | number;
   quota_period?: string;
+  /**
+   * fixed_window and quota: count per calendar period (hour, day, week from Monday, month or year) in
+   * `timezone` instead of a `window` or `quota_period`.
+   */
+  calendar?: CalendarUnit;
+  /** With `calendar`: an IANA time zone name such as `Europe/Berlin`. Default `UTC`. */
+  timezone?: string;
   cost_per_request?: number;
   sample_rate?: number;
+}
+
+/** The calendar periods a fixed_window or quota may count in (`calendar`). */
+export type CalendarUnit = 'hour' | 'day' | 'week' | 'month' | 'year';
+
+/**
+ * How a calendar policy's period reads, e.g. "per calendar month, Europe/Berlin"; undefined for an
+ * algorithm without `calendar`. The CLI and the dashboard show it.
+ */
+export function calendarPeriodText(algorithm: Pick<AlgorithmFields, 'calendar' | 'timezone'>): string | undefined {
+  if (algorithm.calendar === undefined) return undefined;
+  return `per calendar ${algorithm.calendar}, ${algorithm.timezone ?? 'UTC'}`;
 }
 
 /** A policy's algorithm as the server returns it. */

@@ -4,11 +4,13 @@ export { RateLimitAuthError, RateLimitError, RateLimitInputError, RateLimitUnava
 export {
   AdminApiError,
   AdminConnectionError,
+  calendarPeriodText,
   createAdminClient,
   type AdminClient,
   type AdminClientOptions,
   type AlgorithmFields,
   type AnalyticsSummaryBody,
+  type CalendarUnit,
   type FieldProblem,
   type PolicyAlgorithm,
   type PolicyAuditEntry,

@@ -1,3 +1,5 @@
+import type { CalendarPeriods, PeriodPair } from '../util/calendar-period.js';
+
 /**
  * The numeric parameters one algorithm needs, derived once from a validated policy when policies
  * change (matching/counter-spec-of.ts; never on the hot path). Both counter stores take exactly these
@@ -8,13 +10,24 @@
  * in floating point, whereas `window * (limit / window)` often is not.
  */
 export type RateSpec = (
-  | { type: 'fixed_window'; limit: number; windowMs: number }
+  | { type: 'fixed_window'; limit: number; windowMs: number; calendar?: CalendarPeriods }
   | { type: 'sliding_window_log'; limit: number; windowMs: number }
   | { type: 'sliding_window_counter'; limit: number; windowMs: number; subWindows: number }
   | { type: 'token_bucket'; capacity: number; rateUnits: number; ratePeriodMs: number }
   | { type: 'leaky_bucket'; capacity: number; rateUnits: number; ratePeriodMs: number }
-  | { type: 'quota'; limit: number; periodMs: number }
+  | { type: 'quota'; limit: number; periodMs: number; calendar?: CalendarPeriods }
 ) & { global?: GlobalBudget };
+
+/**
+ * A fixed window or quota counted in calendar periods (`algorithm.calendar`): its windowMs / periodMs is
+ * 0 and its periods come from `calendar`, handed to the script as a pair (lua/includes/calendar.lua).
+ */
+export type CalendarSpec = Extract<RateSpec, { type: 'fixed_window' | 'quota' }> & { calendar: CalendarPeriods };
+
+/** Whether the spec counts in calendar periods. */
+export function isCalendarSpec(spec: CounterSpec): spec is CalendarSpec {
+  return (spec.type === 'fixed_window' || spec.type === 'quota') && spec.calendar !== undefined;
+}
 
 /**
  * A `budget: "global"` policy's counter (docs/distribution.md): counted in the global store, served in
@@ -63,9 +76,11 @@ export function capacityOf(spec: CounterSpec): number {
 
 /**
  * The period the limit applies to, in whole ms (CONTRACT: Decision `window`): the window, the quota
- * period, the time a bucket takes to refill (or drain) from empty to full, 0 for leases.
+ * period, the time a bucket takes to refill (or drain) from empty to full, 0 for leases; a calendar
+ * period's length is that of the period holding `now`.
  */
-export function windowMsOf(spec: CounterSpec): number {
+export function windowMsOf(spec: CounterSpec, now?: number): number {
+  if (isCalendarSpec(spec)) return spec.calendar.lengthAt(now ?? Date.now());
   switch (spec.type) {
     case 'token_bucket':
     case 'leaky_bucket':
@@ -79,7 +94,10 @@ export function windowMsOf(spec: CounterSpec): number {
   }
 }
 
-/** The ARGV parameters after `now` and `cost`/`lease id`, in the order each Lua script reads them. */
+/**
+ * The ARGV parameters after `now` and `cost`/`lease id`, in the order each Lua script reads them. A
+ * calendar spec's period pair follows these, per call (calendarParams).
+ */
 export function scriptParams(spec: CounterSpec): number[] {
   switch (spec.type) {
     case 'fixed_window':
@@ -95,4 +113,9 @@ export function scriptParams(spec: CounterSpec): number[] {
     case 'concurrency':
       return [spec.maxConcurrency, spec.leaseTtlMs];
   }
+}
+
+/** A calendar spec's period pair as the script reads it after scriptParams (lua/includes/calendar.lua). */
+export function calendarParams(pair: PeriodPair): string[] {
+  return [String(pair[0]), String(pair[1]), String(pair[2])];
 }

@@ -25,9 +25,18 @@ export function counterKeys(
 ): string[] {
   // join() yields one flat string: a template literal would leave a ConsString (an extra object, and a
   // flatten on first hashing) for the memory store to keep as its Map key for every live counter.
-  const base = [prefix, '{', counterTag(policyId, identity), '}:', spec.type].join('');
+  const base = [prefix, '{', counterTag(policyId, identity), '}:', spec.type, calendarSuffix(spec)].join('');
   // The sliding log keeps its entries in a sorted set and its running sum beside it.
   return spec.type === 'sliding_window_log' ? [base, `${base}:sum`] : [base];
+}
+
+/**
+ * Calendar periods (`algorithm.calendar`) keep their own counter beside the algorithm's: a window
+ * aligned to the epoch and one aligned to a calendar are different counters (and the emulator keeps
+ * them in different shapes), so changing one into the other starts afresh.
+ */
+function calendarSuffix(spec: CounterSpec): string {
+  return (spec.type === 'fixed_window' || spec.type === 'quota') && spec.calendar !== undefined ? ':calendar' : '';
 }
 
 /**

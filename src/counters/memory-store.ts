@@ -5,6 +5,7 @@ import { takesKey } from './keys.js';
 import { finishLeaseOp, prepareLeaseOp, type LedgerSlot, type TakeLedger } from './named-takes.js';
 import type { LeaseSpec, RateSpec } from './counter-spec.js';
 import { acquireCheck, acquireNow, releaseNow } from './emulator/concurrency.js';
+import { calendarWindow } from './emulator/calendar-window.js';
 import { fixedWindow } from './emulator/fixed-window.js';
 import { MemoryKeyspace, type MemoryKeyspaceOptions, type SlotCarrier } from './emulator/keyspace.js';
 import { leakyBucket } from './emulator/leaky-bucket.js';
@@ -113,8 +114,10 @@ export class MemoryCounterStore implements CounterStore {
     const key = keys[0];
     switch (spec.type) {
       case 'fixed_window':
+        if (spec.calendar !== undefined) return calendarWindow(this.space, key, spec.limit, spec.calendar.around(now), op, units, now, tag);
         return fixedWindow(this.space, keys as SlotCarrier, spec.limit, spec.windowMs, op, units, now, tag);
       case 'quota':
+        if (spec.calendar !== undefined) return calendarWindow(this.space, key, spec.limit, spec.calendar.around(now), op, units, now, tag);
         return quota(this.space, key, spec.limit, spec.periodMs, op, units, now, tag);
       case 'sliding_window_counter':
         return slidingCounter(this.space, key, spec.limit, spec.windowMs, spec.subWindows, op, units, now, tag);

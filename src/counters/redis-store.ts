@@ -1,5 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
+import type { PeriodPair } from '../util/calendar-period.js';
 import { CounterStoreUnavailableError } from '../errors.js';
 import { log } from '../util/log.js';
 import type { CircuitBreaker, CircuitBreakerOptions } from '../redis/circuit-breaker.js';
@@ -8,7 +9,7 @@ import type { CounterResult, CounterStore, GroupOperation, GroupOutcome, LeaseCo
 import { parseGroupReply, settleShare, slotGroups } from './redis-group.js';
 import { takesKey } from './keys.js';
 import { checkTakeId } from './named-takes.js';
-import { scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
+import { calendarParams, isCalendarSpec, scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
 import { SCRIPT_KEY_COUNTS, withTakeLedger, type ScriptName } from '../redis/lua-scripts.js';
 import { ScriptBatcher } from './redis-batcher.js';
 import { ErrorReporter, withDeadline, type CounterStoreErrorEvent } from './redis-store-errors.js';
@@ -75,6 +76,8 @@ const DEFAULT_MAX_BATCH_SIZE = 100;
 interface SpecArgs {
   argc: string;
   params: string[];
+  /** A calendar spec's: the period pair the params end with (they are made again for the next pair). */
+  pair?: PeriodPair;
 }
 
 export class RedisCounterStore implements CounterStore {
@@ -175,7 +178,7 @@ export class RedisCounterStore implements CounterStore {
    * run by lua/batch.lua; a slot that fails fails its operations alone.
    */
   async group(operations: readonly GroupOperation[], nowMs?: number): Promise<GroupOutcome> {
-    const shares = slotGroups(operations, nowArg(nowMs), (o) => this.argsOf(o.spec), this.isCluster);
+    const shares = slotGroups(operations, nowArg(nowMs), (o) => this.argsOf(o.spec, nowMs), this.isCluster);
     const outcome: GroupOutcome = { results: new Array(operations.length), committed: new Array(operations.length).fill(false) };
     const soft = operations.map((o) => o.soft === true);
     const answers = await Promise.all(
@@ -268,7 +271,7 @@ export class RedisCounterStore implements CounterStore {
     } catch (err) {
       return Promise.reject(err);
     }
-    const args = this.argsOf(spec);
+    const args = this.argsOf(spec, nowMs);
     if (extra === undefined) return this.batcher.enqueue(name, keys, args.argc, now, operation, units, args.params);
     const argc = String(Number(args.argc) + extra.length);
     if (!ledger) return this.batcher.enqueue(name, keys, argc, now, operation, units, [...args.params, ...extra]);
@@ -289,8 +292,17 @@ export class RedisCounterStore implements CounterStore {
     return this.batcher.enqueue('lease_pool', [key], String(1 + args.length), now, args[0], undefined, args.slice(1), parse);
   }
 
-  private argsOf(spec: CounterSpec): SpecArgs {
+  private argsOf(spec: CounterSpec, nowMs: number | undefined): SpecArgs {
     let args = this.specArgs.get(spec);
+    if (isCalendarSpec(spec)) {
+      // The server's clock chooses the pair; the script's clock chooses the period in it.
+      const pair = spec.calendar.around(nowMs ?? Date.now());
+      if (args?.pair === pair) return args;
+      const params = [...scriptParams(spec).map(String), ...calendarParams(pair)];
+      args = { argc: String(3 + params.length), params, pair };
+      this.specArgs.set(spec, args);
+      return args;
+    }
     if (!args) {
       const params = scriptParams(spec).map(String);
       // now, the operation and its units (a lease operation: the lease id), then the parameters.

@@ -1,4 +1,5 @@
-import type { CounterSpec } from '../counters/counter-spec.js';
+import { isCalendarSpec, type CounterSpec } from '../counters/counter-spec.js';
+import type { CalendarUnit } from '../util/calendar-period.js';
 import type { DecisionService } from '../decision/decision-service.js';
 import type { MatcherSource } from '../matching/live-matcher.js';
 import { RlError, invalidField } from '../errors.js';
@@ -48,7 +49,7 @@ export interface EnvoyRateLimitRequest {
 }
 
 export type EnvoyCode = 'OK' | 'OVER_LIMIT';
-export type EnvoyUnit = 'UNKNOWN' | 'SECOND' | 'MINUTE' | 'HOUR' | 'DAY';
+export type EnvoyUnit = 'UNKNOWN' | 'SECOND' | 'MINUTE' | 'HOUR' | 'DAY' | 'MONTH' | 'YEAR';
 
 export interface EnvoyDescriptorStatus {
   code: EnvoyCode;
@@ -160,6 +161,8 @@ export function overallCode(statuses: readonly EnvoyDescriptorStatus[]): EnvoyCo
   return statuses.some((s) => s.code === 'OVER_LIMIT') ? 'OVER_LIMIT' : 'OK';
 }
 
+const CALENDAR_UNIT: Readonly<Record<CalendarUnit, EnvoyUnit>> = { hour: 'HOUR', day: 'DAY', week: 'UNKNOWN', month: 'MONTH', year: 'YEAR' };
+
 const UNIT_MS: readonly (readonly [number, EnvoyUnit])[] = [
   [1_000, 'SECOND'],
   [60_000, 'MINUTE'],
@@ -174,6 +177,8 @@ const UNIT_MS: readonly (readonly [number, EnvoyUnit])[] = [
  * then only meaningful together with the policy, whose id is in `current_limit.name`.
  */
 export function rateLimitUnitOf(spec: CounterSpec): EnvoyUnit {
+  // A calendar period is its unit (Envoy has no week).
+  if (isCalendarSpec(spec)) return CALENDAR_UNIT[spec.calendar.unit];
   let periodMs: number;
   switch (spec.type) {
     case 'fixed_window':

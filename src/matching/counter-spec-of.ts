@@ -1,6 +1,7 @@
 import type { CounterSpec } from '../counters/counter-spec.js';
 import type { AlgorithmConfig, AlgorithmType, Policy } from '../policy/types.js';
 import { compileLease } from '../policy/lease-terms.js';
+import { calendarPeriods, DEFAULT_TIMEZONE, type CalendarPeriods } from '../util/calendar-period.js';
 import { parseDuration } from '../util/duration.js';
 
 const DEFAULT_LEASE_TTL_SECS = 120;
@@ -25,6 +26,8 @@ export function counterSpecOf(config: AlgorithmConfig): CounterSpec {
   const type: AlgorithmType = config.type;
   switch (type) {
     case 'fixed_window':
+      if (config.calendar !== undefined) return { type, limit: need(config.limit, 'limit'), windowMs: 0, calendar: periodsOf(config) };
+      return { type, limit: need(config.limit, 'limit'), windowMs: durationMs(config.window, 'window') };
     case 'sliding_window_log':
       return { type, limit: need(config.limit, 'limit'), windowMs: durationMs(config.window, 'window') };
     case 'sliding_window_counter':
@@ -45,6 +48,7 @@ export function counterSpecOf(config: AlgorithmConfig): CounterSpec {
       return { type, capacity: config.burst ?? limit, ...rate };
     }
     case 'quota':
+      if (config.calendar !== undefined) return { type, limit: need(config.limit, 'limit'), periodMs: 0, calendar: periodsOf(config) };
       return {
         type,
         limit: need(config.limit, 'limit'),
@@ -57,6 +61,11 @@ export function counterSpecOf(config: AlgorithmConfig): CounterSpec {
         leaseTtlMs: leaseTtlMs(config.lease_ttl),
       };
   }
+}
+
+/** The calendar periods of `algorithm.calendar` in `algorithm.timezone` (default UTC), shared per unit and zone. */
+function periodsOf(config: AlgorithmConfig): CalendarPeriods {
+  return calendarPeriods(config.calendar!, config.timezone ?? DEFAULT_TIMEZONE);
 }
 
 /** lease_ttl is a duration string or a whole number of seconds (CONTRACT.md says seconds). */

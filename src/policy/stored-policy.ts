@@ -194,6 +194,8 @@ const ALGORITHM_FIELDS = [
   'max_concurrency',
   'lease_ttl',
   'quota_period',
+  'calendar',
+  'timezone',
   'cost_per_request',
   'sample_rate',
 ] as const satisfies readonly (keyof AlgorithmConfig)[];

@@ -29,6 +29,7 @@ import {
 import { parseDuration } from '../util/duration.js';
 import { isObject } from '../util/json-shape.js';
 import { LEASABLE_ALGORITHMS, leaseShapeOf } from './lease-terms.js';
+import { validateCalendarFields } from './calendar-fields.js';
 import { compileMatchExpr } from './match-expr.js';
 import { isQuotaShaped, quotaBodyErrors, quotaBodyToPolicy } from './quota-alias.js';
 import { unknownFieldErrors } from './unknown-fields.js';
@@ -531,9 +532,17 @@ function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: Err
       posRate('leak_rate');
       posInt('max_concurrency', false);
       leaseTtl(field('lease_ttl'), fail);
+      validateCalendarFields(field, fail, []);
       break;
     }
-    case 'fixed_window':
+    case 'fixed_window': {
+      out.limit = posInt('limit', true);
+      const periods = validateCalendarFields(field, fail, ['window']);
+      out.window = duration('window', !periods.given)?.text;
+      out.calendar = periods.calendar;
+      out.timezone = periods.timezone;
+      break;
+    }
     case 'sliding_window_log': {
       out.limit = posInt('limit', true);
       out.window = duration('window', true)?.text;
@@ -573,7 +582,10 @@ function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: Err
       out.limit = posInt('limit', true, 'a positive integer (the budget per period)');
       const hasPeriod = field('quota_period') !== undefined;
       const hasWindow = field('window') !== undefined;
-      if (!hasPeriod && !hasWindow) {
+      const periods = validateCalendarFields(field, fail, ['quota_period', 'window']);
+      out.calendar = periods.calendar;
+      out.timezone = periods.timezone;
+      if (!hasPeriod && !hasWindow && !periods.given) {
         fail('quota_period', 'is required for quota (a duration string such as "1h" or "30d"; "window" is accepted instead)');
       }
       out.quota_period = duration('quota_period', false)?.text;

@@ -30,6 +30,8 @@ export const ALGORITHM_TYPES = [
 ] as const;
 /** Actions taken when the limit is exceeded (CONTRACT.md, "Actions when the limit is exceeded"). */
 export const LIMIT_ACTIONS = ['deny', 'delay', 'drop', 'sample', 'downgrade', 'drop_low_priority'] as const;
+/** The calendar periods a fixed_window or quota may count in (`algorithm.calendar`, src/util/calendar-period.ts). */
+export const CALENDAR_UNITS = ['hour', 'day', 'week', 'month', 'year'] as const;
 export const FAILURE_MODES = ['fail_open', 'fail_closed'] as const;
 export const ENFORCEMENT_MODES = ['enforce', 'shadow'] as const;
 /** Where a policy's limit applies with regions configured (CONTRACT.md "Regions"): each region alone, or all together. */
@@ -62,13 +64,21 @@ const common = {
   sample_rate: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: 'For action sample: the fraction let through (required then).' })),
 };
 
+/** Calendar periods (fixed_window and quota): in place of `window` / `quota_period`. */
+const calendarFields = {
+  calendar: Type.Optional(
+    literals(CALENDAR_UNITS, { description: 'Count per calendar period in `timezone`: hour, day, week (from Monday 00:00), month or year. Replaces `window` / `quota_period`.' }),
+  ),
+  timezone: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'With `calendar`: an IANA time zone name such as `Europe/Berlin` (default `UTC`).' })),
+};
+
 function algorithm<T extends (typeof ALGORITHM_TYPES)[number], P extends Record<string, TSchema>>(type: T, description: string, fields: P) {
   return Type.Object({ type: Type.Literal(type), ...fields, ...common }, { title: `Algorithm ${type}`, description, additionalProperties: false });
 }
 
 export const AlgorithmConfigSchema = Type.Union(
   [
-    algorithm('fixed_window', 'Windows aligned to the epoch.', { limit: PositiveInt(), window: Duration }),
+    algorithm('fixed_window', 'Windows aligned to the epoch, or calendar periods (`calendar`, then no `window`).', { limit: PositiveInt(), window: Type.Optional(Duration), ...calendarFields }),
     algorithm('sliding_window_log', 'Exact sliding window.', { limit: PositiveInt(), window: Duration }),
     algorithm('sliding_window_counter', 'Weighted sub-windows.', {
       limit: PositiveInt(),
@@ -92,10 +102,11 @@ export const AlgorithmConfigSchema = Type.Union(
       limit: Type.Optional(PositiveInt()),
       lease_ttl: Type.Optional(Type.Union([Duration, PositiveInt()], { description: 'A duration or whole seconds (default 120).' })),
     }),
-    algorithm('quota', '`quota_period` (or `window`) is required.', {
+    algorithm('quota', '`quota_period` (or `window`) is required, unless `calendar` is given.', {
       limit: PositiveInt('The budget per period.'),
       quota_period: Type.Optional(Duration),
       window: Type.Optional(Duration),
+      ...calendarFields,
     }),
   ],
   { title: 'AlgorithmConfig' },

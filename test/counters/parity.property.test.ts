@@ -10,7 +10,8 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { CounterResult, CounterStore, LeaseCounterResult } from '../../src/counters/counter-store.js';
-import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import { isCalendarSpec, type CalendarSpec, type CounterSpec, type LeaseSpec, type RateSpec } from '../../src/counters/counter-spec.js';
+import { CALENDAR_UNITS, calendarPeriods } from '../../src/util/calendar-period.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DAY_MS, T0, connectRedisStore, getSuiteRedis } from '../support/counter-stores.js';
@@ -36,6 +37,25 @@ const rateArb = fc.oneof(
   { weight: 3, arbitrary: fc.record({ rateUnits: limitArb, ratePeriodMs: windowArb }) },
 );
 
+/** Calendar periods (algorithm.calendar): zones with daylight saving and with 30-minute offsets. */
+const CALENDAR_ZONES = ['UTC', 'Europe/Berlin', 'Australia/Adelaide', 'Asia/Kolkata'] as const;
+const calendarSpecArb: fc.Arbitrary<RateSpec> = fc
+  .record({ type: fc.constantFrom('fixed_window' as const, 'quota' as const), limit: limitArb, unit: fc.constantFrom(...CALENDAR_UNITS), zone: fc.constantFrom(...CALENDAR_ZONES) })
+  .map(({ type, limit, unit, zone }): RateSpec =>
+    type === 'fixed_window'
+      ? { type, limit, windowMs: 0, calendar: calendarPeriods(unit, zone) }
+      : { type, limit, periodMs: 0, calendar: calendarPeriods(unit, zone) });
+
+/** The first instant after T0 at which each zone's offset changes (by the offset's name), to the minute. */
+const CLOCK_CHANGES: number[] = CALENDAR_ZONES.filter((z) => z !== 'UTC' && z !== 'Asia/Kolkata').map((zone) => {
+  const format = new Intl.DateTimeFormat('en', { timeZone: zone, timeZoneName: 'longOffset' });
+  const name = (t: number) => format.format(t);
+  let t = T0;
+  while (name(t + 3_600_000) === name(T0)) t += 3_600_000;
+  while (name(t) === name(T0)) t += 60_000;
+  return t;
+});
+
 const rateSpecArb: fc.Arbitrary<RateSpec> = fc.oneof(
   fc.record({ type: fc.constant('fixed_window' as const), limit: limitArb, windowMs: windowArb }),
   fc.record({ type: fc.constant('sliding_window_log' as const), limit: limitArb, windowMs: windowArb }),
@@ -49,6 +69,7 @@ const rateSpecArb: fc.Arbitrary<RateSpec> = fc.oneof(
   fc.tuple(fc.constant('token_bucket' as const), limitArb, rateArb).map(([type, capacity, rate]) => ({ type, capacity, ...rate })),
   fc.tuple(fc.constant('leaky_bucket' as const), limitArb, rateArb).map(([type, capacity, rate]) => ({ type, capacity, ...rate })),
   fc.record({ type: fc.constant('quota' as const), limit: limitArb, periodMs: windowArb }),
+  calendarSpecArb,
   // The defaults of a typical policy file.
   fc.constantFrom<RateSpec>(
     { type: 'fixed_window', limit: 100, windowMs: 60_000 },
@@ -176,7 +197,12 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc
     rateSpecs: fc.array(rateSpecArb, { minLength: 1, maxLength: 3 }),
     leaseSpecs: fc.array(leaseSpecArb, { minLength: 1, maxLength: 2 }),
     variant: fc.option(limitArb, { nil: undefined }),
-    startMs: fc.oneof(fc.constant(T0), fc.integer({ min: T0, max: T0 + DAY_MS - 1 })),
+    startMs: fc.oneof(
+      fc.constant(T0),
+      fc.integer({ min: T0, max: T0 + DAY_MS - 1 }),
+      // Just before a daylight-saving change: the calendar day around it is 23 or 25 hours.
+      fc.tuple(fc.constantFrom(...CLOCK_CHANGES), fc.integer({ min: -3 * 3_600_000, max: 0 })).map(([at, d]) => at + d),
+    ),
     ops: fc.oneof(
       { weight: 3, arbitrary: fc.array(opArb, { minLength: 1, maxLength: 60 }) },
       { weight: 1, arbitrary: fc.array(leaseOpArb, { minLength: 1, maxLength: 60 }) },
@@ -208,6 +234,7 @@ function periodOf(spec: CounterSpec): number {
 }
 
 function advance(now: number, step: Step, spec: CounterSpec): number {
+  if (isCalendarSpec(spec)) return advanceCalendar(now, step, spec);
   const period = Math.max(1, periodOf(spec));
   let dt: number;
   switch (step.kind) {
@@ -222,6 +249,24 @@ function advance(now: number, step: Step, spec: CounterSpec): number {
       break;
   }
   // Time never runs backwards (the Redis clock does not either).
+  return now + Math.max(0, dt);
+}
+
+/** A calendar spec's steps: its period is the one holding `now`, its boundary that period's end. */
+function advanceCalendar(now: number, step: Step, spec: CalendarSpec): number {
+  const [start, end] = spec.calendar.periodAt(now);
+  let dt: number;
+  switch (step.kind) {
+    case 'fixed':
+      dt = step.ms;
+      break;
+    case 'period':
+      dt = Math.round((end - start) * Math.min(step.times, 1)) + step.delta;
+      break;
+    case 'boundary':
+      dt = end - now + step.delta;
+      break;
+  }
   return now + Math.max(0, dt);
 }
 

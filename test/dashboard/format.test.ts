@@ -4,7 +4,8 @@
  */
 import { expect } from 'chai';
 import type { StoredPolicy } from '@rl/client/admin-client';
-import { budgetOf, leaseSummary } from '../../dashboard/src/format.js';
+import { calendarPeriodText } from '@rl/client/admin-client';
+import { budgetOf, leaseSummary, limitSummary } from '../../dashboard/src/format.js';
 import { LEASE_MAX_HOLD_MS, LEASE_MAX_UNITS } from '../../src/schema/policy.js';
 
 const base = { policy_id: 'p', algorithm: { type: 'fixed_window', limit: 10, window: '1m' } } as unknown as StoredPolicy;
@@ -18,5 +19,13 @@ describe("dashboard: a policy's lease and budget", () => {
 
   it('reads a budget when the server sends one; none is regional', () => {
     expect([budgetOf(base), budgetOf({ ...base, budget: 'global' }), budgetOf({ ...base, budget: 'regional' })]).to.deep.equal(['regional', 'global', 'regional']);
+  });
+
+  it("shows a calendar policy's period as the SDK words it", () => {
+    const monthly = { ...base, algorithm: { type: 'quota', limit: 10000, calendar: 'month', timezone: 'Europe/Berlin' } } as unknown as StoredPolicy;
+    expect(limitSummary(monthly)).to.equal(`10000 ${calendarPeriodText(monthly.algorithm)}`);
+    expect(limitSummary(monthly)).to.equal('10000 per calendar month, Europe/Berlin');
+    const daily = { ...base, algorithm: { type: 'fixed_window', limit: 5, calendar: 'day' } } as unknown as StoredPolicy;
+    expect(limitSummary(daily)).to.equal('5 per calendar day, UTC');
   });
 });

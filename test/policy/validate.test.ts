@@ -323,7 +323,7 @@ describe('validatePolicy', () => {
 
     it('refuses fields that do not belong to the type, and unknown ones, each by name', () => {
       const e = errs(withAlg({ type: 'fixed_window', limit: 1, window: '1s', burst: 'x', leak_rate: -1, max_concurrency: 2, lease_ttl: 'bad', quota_period: 5, frobnicate: 1, limt: 2 }));
-      const fixedFields = 'type, limit, window, cost_per_request, sample_rate';
+      const fixedFields = 'type, limit, window, calendar, timezone, cost_per_request, sample_rate';
       expect(e).to.deep.equal([
         ...['burst', 'leak_rate', 'max_concurrency', 'lease_ttl', 'quota_period'].map((k) => ({ field: `algorithm.${k}`, message: `does not apply to fixed_window (fixed_window fields: ${fixedFields})` })),
         { field: 'algorithm.frobnicate', message: `unknown field (fixed_window fields: ${fixedFields})` },

@@ -158,7 +158,7 @@ function editPanel(p: StoredPolicy, result: HTMLElement, markDirty: () => void, 
   const select = (field: string, options: string[], value: string) =>
     h('select', { 'data-field': field, name: field, onchange: markDirty }, options.map((o) => h('option', { value: o, selected: o === value }, o)));
   const a = p.algorithm;
-  const algorithmFields = (['limit', 'window', 'burst', 'refill_rate', 'leak_rate', 'max_concurrency', 'quota_period'] as const).filter((f) => a[f] !== undefined);
+  const algorithmFields = (['limit', 'window', 'burst', 'refill_rate', 'leak_rate', 'max_concurrency', 'quota_period', 'calendar', 'timezone'] as const).filter((f) => a[f] !== undefined);
   const form = h(
     'form',
     { class: 'grid', 'data-testid': 'edit-form' },

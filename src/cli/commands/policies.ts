@@ -1,3 +1,4 @@
+import { calendarPeriodText } from '@rl/client';
 import type { Command } from 'commander';
 import { stringify } from 'yaml';
 import { adminClient, type GlobalOptions } from '../connection.js';
@@ -32,7 +33,7 @@ export function registerPolicyCommands(program: Command): void {
               p.enforcement_mode,
               alg.type,
               alg.limit ?? alg.max_concurrency,
-              alg.window ?? alg.quota_period,
+              alg.window ?? alg.quota_period ?? calendarPeriodText(p.algorithm),
               p.action,
               `${String(p.rollout_percent)}%`,
               p.priority,
@@ -77,7 +78,7 @@ export function registerPolicyCommands(program: Command): void {
           ['version', 'created_at', 'enabled', 'limit', 'window', 'rollout'],
           versions.map((v) => {
             const alg = (v.snapshot?.algorithm ?? {}) as Record<string, unknown>;
-            return [v.version, v.created_at, v.snapshot?.enabled, alg.limit ?? alg.max_concurrency, alg.window ?? alg.quota_period, `${String(v.snapshot?.rollout_percent)}%`];
+            return [v.version, v.created_at, v.snapshot?.enabled, alg.limit ?? alg.max_concurrency, alg.window ?? alg.quota_period ?? (v.snapshot ? calendarPeriodText(v.snapshot.algorithm) : undefined), `${String(v.snapshot?.rollout_percent)}%`];
           }),
         ),
       );

@@ -1,5 +1,7 @@
-import type { LeaseCounterResult } from '../counter-store.js';
-import { leaseResult } from './answers.js';
+import type { CounterResult, LeaseCounterResult } from '../counter-store.js';
+import { leaseResult, result } from './answers.js';
+import type { MemoryKeyspace } from './keyspace.js';
+import { mode, type AlgorithmOperation } from './mode.js';
 
 /**
  * The partial take of fixed_window and quota (lua/includes/window_count.lua): min(cost, what is left),
@@ -17,4 +19,52 @@ export function windowTake(
     reset = windowEnd - now;
   }
   return leaseResult(granted > 0, Math.max(0, limit - used), retry, reset, granted, windowStart, windowEnd - now);
+}
+
+/** The state of a window kept beside its expiry (quota, and calendar periods): its start and the units used. */
+export interface WindowState {
+  periodStart: number;
+  used: number;
+}
+
+/**
+ * Every operation on the window [windowStart, windowEnd) of `key`, which has `used` units counted in
+ * `stored` (absent when nothing is): count_in_window of lua/includes/window_count.lua, for the
+ * algorithms that keep a WindowState (quota, calendar periods).
+ */
+export function countInWindow(
+  space: MemoryKeyspace, key: string, stored: WindowState | undefined, limit: number, windowStart: number, windowEnd: number, used: number,
+  op: AlgorithmOperation, units: number, now: number, giveTag: number,
+): CounterResult {
+  const { peeking, refunding, cost, refund, taking, giving } = mode(op, units);
+  const reset = used > 0 ? windowEnd - now : 0;
+  if (giving && giveTag !== windowStart) {
+    // The units' window has ended: they lapsed, and nothing goes back.
+    return leaseResult(true, Math.max(0, limit - used), 0, reset, 0, windowStart, windowEnd - now);
+  }
+  if (refunding) {
+    const before = used;
+    if (used > 0) {
+      used = Math.max(0, used - refund);
+      stored!.used = used;
+    }
+    // Refunded to zero usage, the window is whole again: reset 0, as a peek would then say.
+    if (giving) return leaseResult(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset, before - used, windowStart, windowEnd - now);
+    return result(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset);
+  }
+  if (taking) return windowTake(cost, used, limit, windowStart, windowEnd, reset, now, (taken) => writeWindow(space, key, stored, windowStart, windowEnd, taken));
+  if (used + cost > limit) {
+    return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
+  }
+  if (peeking) return result(true, Math.max(0, limit - used), 0, reset);
+  writeWindow(space, key, stored, windowStart, windowEnd, used + cost);
+  return result(true, Math.max(0, limit - (used + cost)), 0, windowEnd - now);
+}
+
+/** Stores the window's count: in the live state when it is that window's (no allocation per decision), else a new one. */
+function writeWindow(space: MemoryKeyspace, key: string, stored: WindowState | undefined, windowStart: number, windowEnd: number, used: number): void {
+  if (stored !== undefined && stored.periodStart === windowStart) {
+    stored.used = used;
+    space.put<WindowState>(key, stored, windowEnd);
+  } else space.put<WindowState>(key, { periodStart: windowStart, used }, windowEnd);
 }
