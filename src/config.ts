@@ -86,6 +86,8 @@ export interface ServerConfig {
   envoyHeaders: 'ietf' | 'legacy' | 'off';
   /** Which descriptors those headers speak for: the limiting one, or every one an enforced policy answered. */
   envoyHeaderDescriptors: 'limiting' | 'all';
+  /** RL_ENVOY_CONSUME_ALL: every descriptor of an Envoy call counts whatever the others answer (default: all or nothing). */
+  envoyConsumeAll: boolean;
   /** Server processes sharing the ports (RL_WORKERS, `auto` = cores); more than 1 needs RL_COUNTERSTORE_ADDR. */
   workers: number;
   /** OpenTelemetry traces: on when an OTLP endpoint is set (docs/tracing.md); the SDK reads the other OTEL_* itself. */
@@ -140,6 +142,7 @@ export function loadServerConfig(env: Env): ServerConfig {
     grpcMaxMessageBytes: read.int('RL_GRPC_MAX_MESSAGE_BYTES', 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     envoyHeaders: read.oneOf('RL_ENVOY_HEADERS', ['ietf', 'legacy', 'off'] as const, 'ietf'),
     envoyHeaderDescriptors: read.oneOf('RL_ENVOY_HEADER_DESCRIPTORS', ['limiting', 'all'] as const, 'limiting'),
+    envoyConsumeAll: read.bool('RL_ENVOY_CONSUME_ALL', false),
     workers: readWorkers(read, counterStoreAddr),
     tracing: readTracing(read),
     region: readRegion(read, counterStoreAddr),

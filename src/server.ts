@@ -160,6 +160,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       policies: matcher,
       envoyHeaders: config.envoyHeaders,
       envoyHeaderDescriptors: config.envoyHeaderDescriptors,
+      envoyConsumeAll: config.envoyConsumeAll,
       tracing,
     });
     closers.push(() => shutdownGrpcServer(grpcServer, 0), () => closeGracefully(httpServer, 0));

@@ -10,7 +10,7 @@ import type { MatcherSource } from '../matching/live-matcher.js';
 import type { FailureMode, LimitAction } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
-import { decideLayers, shadowAction, type LayerHost } from './layered-decision.js';
+import { decideLayers, decideTogether, shadowAction, type LayerHost } from './layered-decision.js';
 import { leaseHolderOf, leaseIdOf } from './lease-id.js';
 import { ProcessLeases, type LendingStore } from '../lease/process-leases.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
@@ -199,10 +199,12 @@ export class DecisionService {
         answer instanceof Error ? this.failedOperation(match, this.keysOf(match), answer) : this.evaluated(operation, match, ctx, this.keysOf(match), answer, sentAt, false),
       enforcedDecision: (operation, ctx, evaluation, random) => this.enforcedDecision(operation, ctx, evaluation, random),
       shadowOnlyDecision: (operation, evaluation) => this.shadowOnlyDecision(operation, evaluation),
+      unmatched: () => unmatchedDecision('no_matching_policy'),
       finish: (operation, ctx, started, decision, enforced, shadowed) => this.finish(operation, ctx, started, decision, enforced, shadowed),
       storeNow: (sync, nowMs) => (sync.clock === this.now ? nowMs : undefined),
       giveBack: (operation, match, ctx, leaseId, sentAt) =>
         operation === 'acquire' ? this.evaluate('release', releaseCall, match, ctx, leaseId, sentAt) : this.evaluate('refund', refundCall, match, ctx, leaseId, sentAt),
+      giveBackSync: (sync, operation, match, ctx, leaseId, nowMs) => this.evaluateSync(sync, operation === 'acquire' ? releaseCall : refundCall, match, ctx, leaseId, nowMs),
     };
   }
 
@@ -226,6 +228,25 @@ export class DecisionService {
 
   acquire(ctx: RequestContext): Promise<Decision> {
     return settled(() => this.decideNow('acquire', ctx));
+  }
+
+  /**
+   * Checks of several requests decided together, all or nothing (Envoy's descriptors of one call): when
+   * any is refused, none consumes, in any of its layers. One decision per request.
+   */
+  checkTogether(contexts: readonly RequestContext[]): Promise<Decision[]> {
+    try {
+      const started = this.deps.recorder ? performance.now() : 0;
+      const nowMs = this.now();
+      const requests = contexts.map((ctx) => {
+        const matched = this.match(ctx, 'rate', nowMs);
+        return { ctx, call: ctx.quantity === 0 ? peekCall : consumeCall, started, layers: matched.layers ?? [matched] };
+      });
+      const decided = decideTogether(this.layers, nowMs, requests);
+      return decided instanceof Promise ? decided : Promise.resolve(decided);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   release(ctx: RequestContext): Promise<Decision> {
