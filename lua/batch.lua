@@ -26,7 +26,8 @@
 -- script's `check` mode, concurrency_acquire's `check` flag). `s` is '1' for a soft operation, whose
 -- refusal does not refuse the group. When no check but soft ones refused, every admitted operation
 -- runs as given; otherwise none does. The group's entry in the reply is the list of its operations'
--- replies: the run's for each that ran, the check's for the others.
+-- replies: the run's for each that ran, the check's for the others. (A counter named twice in a group
+-- is checked twice against its state before both: its second run may refuse, and then wrote nothing.)
 -- Port of the group of src/counters/memory-store.ts: change both together.
 
 local next_key = 1

@@ -91,6 +91,8 @@ export interface ServerConfig {
   envoyHeaderDescriptors: 'limiting' | 'all';
   /** RL_RLQS_BUCKET_IDLE_SECS: an RLQS bucket with no request reported for this long is abandoned; ALLOW_ALL lives this long. */
   rlqsBucketIdleSecs: number;
+  /** RL_ENVOY_CONSUME_ALL: every descriptor of an Envoy call counts whatever the others answer (default: all or nothing). */
+  envoyConsumeAll: boolean;
   /** Server processes sharing the ports (RL_WORKERS, `auto` = cores); more than 1 needs RL_COUNTERSTORE_ADDR. */
   workers: number;
   /** OpenTelemetry traces: on when an OTLP endpoint is set (docs/tracing.md); the SDK reads the other OTEL_* itself. */
@@ -150,6 +152,7 @@ export function loadServerConfig(env: Env): ServerConfig {
     envoyHeaders: read.setting('RL_ENVOY_HEADERS'),
     envoyHeaderDescriptors: read.setting('RL_ENVOY_HEADER_DESCRIPTORS'),
     rlqsBucketIdleSecs: read.setting('RL_RLQS_BUCKET_IDLE_SECS'),
+    envoyConsumeAll: read.setting('RL_ENVOY_CONSUME_ALL'),
     workers: readWorkers(read, counterStoreAddr),
     tracing: readTracing(read),
     region: readRegion(read, counterStoreAddr),

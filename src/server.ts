@@ -171,6 +171,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       policies: matcher,
       envoyHeaders: config.envoyHeaders,
       envoyHeaderDescriptors: config.envoyHeaderDescriptors,
+      envoyConsumeAll: config.envoyConsumeAll,
       tracing,
       rlqs,
     });

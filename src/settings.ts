@@ -69,6 +69,7 @@ export const SETTINGS = {
   RL_ENVOY_HEADER_DESCRIPTORS: { kind: 'oneOf', choices: ['limiting', 'all'], default: 'limiting', help: 'which descriptors those headers speak for', readers: SERVER },
   RL_RLQS_BUCKET_IDLE_SECS: { kind: 'int', default: 60, min: 1, max: 3600, help: 'an RLQS bucket with no request reported for this long is abandoned', readers: SERVER },
   RL_PLATFORM_LAYERS: { kind: 'list', default: ['platform'], help: 'policy layers only credentials not limited to organisations read and write', readers: SERVER },
+  RL_ENVOY_CONSUME_ALL: { kind: 'bool', default: false, help: 'true: every descriptor of an Envoy call counts whatever the others answer', readers: SERVER },
   RL_METRICS_LABEL_CAP: { kind: 'int', default: 1000, min: 1, max: 1_000_000, help: 'distinct tenant / policy_id label values kept in metrics', readers: SERVER },
   RL_INVALIDATION_TARGETS: { kind: 'custom', help: 'comma-separated sidecar base URLs notified after every policy change', readers: SERVER },
   RL_INVALIDATION_TOKEN: { kind: 'custom', help: 'sent to those sidecars as Authorization: Bearer', readers: SERVER },

@@ -20,6 +20,7 @@ describe('server config', () => {
       http: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000 },
       envoyHeaders: 'ietf',
       envoyHeaderDescriptors: 'limiting',
+      envoyConsumeAll: false,
     });
     expect(c.tls).to.deep.equal({ enabled: false, certFile: undefined, keyFile: undefined });
     expect(c.auth).to.deep.include({ enabled: false, roleClaim: 'role', exemptPaths: ['/healthz', '/readyz'] });

@@ -7,7 +7,9 @@ import type { Decision } from './types.js';
  *
  * Headers follow the IETF httpapi draft "RateLimit header fields for HTTP" (structured fields):
  * `RateLimit-Policy` names the policy, its quota `q` and window `w`; `RateLimit` the remaining units
- * `r` and the seconds `t` until they are whole again.
+ * `r` and the seconds `t` until they are whole again. A decision over several layers of policies lists
+ * every layer's policy in `RateLimit-Policy` and its deciding one in `RateLimit`; its problem body's
+ * `violated-policies` names every layer that refused.
  */
 
 export type RateLimitHeaderStyle = 'ietf' | 'legacy';
@@ -45,7 +47,7 @@ export function renderRateLimitHeaderList(decisions: readonly Decision[], style:
   const headers: [string, string][] =
     style === 'ietf'
       ? [
-          ['RateLimit-Policy', speaking.map(policyItem).join(', ')],
+          ['RateLimit-Policy', speaking.map(policyItems).join(', ')],
           ['RateLimit', speaking.map(remainingItem).join(', ')],
         ]
       : [
@@ -69,7 +71,7 @@ export function problemDetails(decision: Decision): QuotaExceededProblem {
     title: 'Quota exceeded',
     status: 429,
     detail: `Policy "${policy}" allows ${wholeUnits(decision.limit)}${window}${retry}${never}.`,
-    'violated-policies': policy === '' ? [] : [policy],
+    'violated-policies': decision.layers ? decision.layers.filter((l) => !l.allowed).map((l) => l.policy_id) : policy === '' ? [] : [policy],
   };
 }
 
@@ -87,10 +89,19 @@ export function speaksForALimit(decision: Decision): boolean {
   );
 }
 
+/**
+ * The `RateLimit-Policy` items of one decision: its policy's, or over several layers every layer's, in
+ * layer order (`RateLimit` names the deciding one alone).
+ */
+function policyItems(decision: Decision): string {
+  if (decision.layers === undefined) return policyItem(decision.matched_policy_id, decision.limit, decision.window);
+  return decision.layers.map((l) => policyItem(l.policy_id, l.limit, l.window)).join(', ');
+}
+
 /** `"<id>";q=<limit>;w=<s>`; a concurrency policy (no window) counts concurrent requests instead. */
-function policyItem(decision: Decision): string {
-  const base = `${sfString(decision.matched_policy_id)};q=${wholeUnits(decision.limit)}`;
-  return decision.window > 0 ? `${base};w=${seconds(decision.window)}` : `${base};qu="concurrent-requests"`;
+function policyItem(policyId: string, limit: number, window: number): string {
+  const base = `${sfString(policyId)};q=${wholeUnits(limit)}`;
+  return window > 0 ? `${base};w=${seconds(window)}` : `${base};qu="concurrent-requests"`;
 }
 
 /** `"<id>";r=<remaining>;t=<s>`: what is left of the policy's quota and when it is whole again. */

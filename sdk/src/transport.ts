@@ -27,7 +27,7 @@ export function decisionFrom(value: unknown): Decision {
   if (typeof v.metadata === 'object' && v.metadata !== null) {
     for (const [k, m] of Object.entries(v.metadata)) if (typeof m === 'string') metadata[k] = m;
   }
-  return {
+  const decision: Decision = {
     allowed: v.allowed as boolean,
     action: str(v.action),
     reason: str(v.reason) as Decision['reason'],
@@ -40,4 +40,20 @@ export function decisionFrom(value: unknown): Decision {
     shadow_mode: v.shadow_mode === true,
     metadata,
   };
+  // Only a decision over two or more layers has them (gRPC decodes an absent list as empty).
+  if (Array.isArray(v.layers) && v.layers.length > 0) {
+    decision.layers = v.layers.map((l: Record<string, unknown>) => ({
+      layer: str(l.layer),
+      policy_id: str(l.policy_id),
+      allowed: l.allowed === true,
+      action: str(l.action),
+      reason: str(l.reason) as Decision['reason'],
+      remaining: num(l.remaining),
+      limit: num(l.limit),
+      window: num(l.window),
+      reset_after: num(l.reset_after),
+      retry_after: num(l.retry_after),
+    }));
+  }
+  return decision;
 }

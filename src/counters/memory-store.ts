@@ -140,7 +140,8 @@ export class MemoryCounterStore implements CounterStore {
     const refused = checks.some((r, i) => !r.allowed && operations[i].soft !== true);
     if (refused) return { results: checks, committed: operations.map(() => false) };
     const results = operations.map((o, i) => (checks[i].allowed ? this.groupStep(o, false, now) : checks[i]));
-    return { results, committed: checks.map((r) => r.allowed) };
+    // A counter named twice may refuse its second run (each check saw the counter before both): that one did not run.
+    return { results, committed: results.map((r, i) => checks[i].allowed && r.allowed) };
   }
 
   /** One operation of a group, checked (writing nothing) or run. */

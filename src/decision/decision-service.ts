@@ -10,9 +10,9 @@ import type { MatcherSource } from '../matching/live-matcher.js';
 import type { FailureMode, LimitAction } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
-import { decideLayers, shadowAction, type LayerHost } from './layered-decision.js';
+import { decideLayers, decideTogether, shadowAction, type LayerHost } from './layered-decision.js';
 import { leaseHolderOf, leaseIdOf } from './lease-id.js';
-import { isNeverFitting, neverFits, neverFittingOutcome, refusedAsNeverFitting } from './never-fits.js';
+import { costOf, isNeverFitting, neverFits, neverFittingOutcome, refusedAsNeverFitting } from './never-fits.js';
 import { ProcessLeases, type LendingStore } from '../lease/process-leases.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, holdsUnits, type LeaseEvents, type UnitHolders } from '../lease/types.js';
@@ -114,10 +114,6 @@ export type CounterCall = <R>(
   nowMs: number | undefined,
 ) => R;
 
-/** Units a request of `quantity` counts for under this policy (refunds give back the same measure). */
-function costOf(match: PolicyMatch, quantity: number): number {
-  return Math.min(quantity * (match.compiled.policy.algorithm.cost_per_request ?? 1), 2 ** 53);
-}
 
 /** The cost a check's refusal is cached under: a peek is answered as a consume of 1 would be (docs/algorithms.md, "Peek"). */
 function deniedCostOf(match: PolicyMatch, ctx: RequestContext): number {
@@ -203,10 +199,12 @@ export class DecisionService {
         answer instanceof Error ? this.failedOperation(match, this.keysOf(match), answer) : this.evaluated(operation, match, ctx, this.keysOf(match), answer, sentAt, false),
       enforcedDecision: (operation, ctx, evaluation, random) => this.enforcedDecision(operation, ctx, evaluation, random),
       shadowOnlyDecision: (operation, evaluation) => this.shadowOnlyDecision(operation, evaluation),
+      unmatched: () => unmatchedDecision('no_matching_policy'),
       finish: (operation, ctx, started, decision, enforced, shadowed) => this.finish(operation, ctx, started, decision, enforced, shadowed),
       storeNow: (sync, nowMs) => (sync.clock === this.now ? nowMs : undefined),
       giveBack: (operation, match, ctx, leaseId, sentAt) =>
         operation === 'acquire' ? this.evaluate('release', releaseCall, match, ctx, leaseId, sentAt) : this.evaluate('refund', refundCall, match, ctx, leaseId, sentAt),
+      giveBackSync: (sync, operation, match, ctx, leaseId, nowMs) => this.evaluateSync(sync, operation === 'acquire' ? releaseCall : refundCall, match, ctx, leaseId, nowMs),
     };
   }
 
@@ -230,6 +228,25 @@ export class DecisionService {
 
   acquire(ctx: RequestContext): Promise<Decision> {
     return settled(() => this.decideNow('acquire', ctx));
+  }
+
+  /**
+   * Checks of several requests decided together, all or nothing (Envoy's descriptors of one call): when
+   * any is refused, none consumes, in any of its layers. One decision per request.
+   */
+  checkTogether(contexts: readonly RequestContext[]): Promise<Decision[]> {
+    try {
+      const started = this.deps.recorder ? performance.now() : 0;
+      const nowMs = this.now();
+      const requests = contexts.map((ctx) => {
+        const matched = this.match(ctx, 'rate', nowMs);
+        return { ctx, call: ctx.quantity === 0 ? peekCall : consumeCall, started, layers: matched.layers ?? [matched] };
+      });
+      const decided = decideTogether(this.layers, nowMs, requests);
+      return decided instanceof Promise ? decided : Promise.resolve(decided);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   release(ctx: RequestContext): Promise<Decision> {

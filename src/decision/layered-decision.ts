@@ -5,6 +5,7 @@ import type { Decision } from '../model/decision.js';
 import type { RequestContext } from '../model/request-context.js';
 import { applyLimitAction } from './actions.js';
 import { layeredDecision } from './layer-verdicts.js';
+import { neverFitsMatch, readingCheckCall } from './never-fits.js';
 import type { CounterCall, Evaluation, Operation } from './decision-service.js';
 
 /**
@@ -30,11 +31,15 @@ export interface LayerHost {
   grouped(operation: Operation, match: PolicyMatch, ctx: RequestContext, answer: CounterResult | Error, sentAt: number): Evaluation;
   enforcedDecision(operation: Operation, ctx: RequestContext, evaluation: Evaluation, random: () => number): Decision;
   shadowOnlyDecision(operation: Operation, evaluation: Evaluation): Decision;
+  /** The decision no policy made (no_matching_policy). */
+  unmatched(): Decision;
   finish(operation: Operation, ctx: RequestContext, started: number, decision: Decision, enforced: Evaluation | undefined, shadowed: Evaluation | undefined): Decision;
   /** The clock a synchronous store counts at: the decision's own reading when they share a clock. */
   storeNow(sync: SyncCounterOperations, nowMs: number): number | undefined;
   /** Gives back what a refused plan's operation took: a consume's units (refund) or an acquire's slot (release). */
   giveBack(operation: Operation, match: PolicyMatch, ctx: RequestContext, leaseId: string, sentAt: number): Evaluation | Promise<Evaluation>;
+  /** The same, on a synchronous store. */
+  giveBackSync(sync: SyncCounterOperations, operation: Operation, match: PolicyMatch, ctx: RequestContext, leaseId: string, nowMs: number | undefined): Evaluation;
 }
 
 /** A layer's evaluation and whether its operation wrote (a refused plan gives back what did). */
@@ -43,45 +48,110 @@ interface Step {
   committed: boolean;
 }
 
-interface Plan {
-  operation: Operation;
+/** One enforcing layer of one request: its winner, and its `sample` draw, made once, before its counter runs. */
+interface Entry {
+  name: string;
+  match: PolicyMatch;
+  part: Part;
+  draw: number;
+}
+
+/** One request of the plan (an Envoy call decides several together): its layers and shadow winners. */
+interface Part {
   ctx: RequestContext;
   call: CounterCall;
-  leaseId: string;
-  nowMs: number;
-  names: string[];
-  enforce: PolicyMatch[];
-  /** Per enforcing layer: its `sample` draw, made once, before its counter runs. */
-  draws: number[];
+  started: number;
+  entries: Entry[];
   shadows: PolicyMatch[];
 }
 
+interface Plan {
+  operation: Operation;
+  leaseId: string;
+  nowMs: number;
+  parts: Part[];
+  entries: Entry[];
+  /** A check one of whose layers can never admit it: every layer is read, none written. */
+  reading?: boolean;
+}
+
+/** A request's layers, as the matcher gave them; `layers` absent: the one layer of the top level. */
+export interface PlannedRequest {
+  ctx: RequestContext;
+  call: CounterCall;
+  started: number;
+  layers: readonly LayerMatch[];
+}
+
+/** One decision over the layers of one request. */
 export function decideLayers(
   host: LayerHost, operation: Operation, ctx: RequestContext, call: CounterCall, leaseId: string, started: number, nowMs: number, layers: readonly LayerMatch[],
 ): Decision | Promise<Decision> {
-  const plan: Plan = { operation, ctx, call, leaseId, nowMs, names: [], enforce: [], draws: [], shadows: [] };
-  for (const layer of layers) {
-    if (layer.enforce !== undefined) {
-      plan.names.push(layer.layer);
-      plan.enforce.push(layer.enforce);
-      plan.draws.push(host.random());
+  const decided = decidePlan(host, planOf(host, operation, leaseId, nowMs, [{ ctx, call, started, layers }]));
+  return decided instanceof Promise ? decided.then((all) => all[0]) : decided[0];
+}
+
+/**
+ * Checks of several requests decided together, all or nothing (Envoy's descriptors of one call): when
+ * any refuses, none consumes. One decision per request, each over its own layers.
+ */
+export function decideTogether(host: LayerHost, nowMs: number, requests: readonly PlannedRequest[]): Decision[] | Promise<Decision[]> {
+  return decidePlan(host, planOf(host, 'check', '', nowMs, requests));
+}
+
+function planOf(host: LayerHost, operation: Operation, leaseId: string, nowMs: number, requests: readonly PlannedRequest[]): Plan {
+  const plan: Plan = { operation, leaseId, nowMs, parts: [], entries: [] };
+  for (const request of requests) {
+    const part: Part = { ctx: request.ctx, call: request.call, started: request.started, entries: [], shadows: [] };
+    for (const layer of request.layers) {
+      if (layer.enforce !== undefined) {
+        const entry: Entry = { name: layer.layer, match: layer.enforce, part, draw: host.random() };
+        part.entries.push(entry);
+        plan.entries.push(entry);
+      }
+      if (layer.shadow !== undefined) part.shadows.push(layer.shadow);
     }
-    if (layer.shadow !== undefined) plan.shadows.push(layer.shadow);
+    plan.parts.push(part);
   }
-  const writes = plan.enforce.length > 1 && (operation === 'acquire' || (operation === 'check' && ctx.quantity > 0));
+  if (operation === 'check' && plan.entries.some((e) => neverFitsMatch(e.match, e.part.ctx))) {
+    plan.reading = true;
+    for (const part of plan.parts) part.call = readingCheckCall;
+  }
+  return plan;
+}
+
+/** Whether this entry's operation writes, and so goes in the all-or-nothing group. */
+function writes(plan: Plan, entry: Entry): boolean {
+  return plan.operation === 'acquire' || (plan.operation === 'check' && !plan.reading && entry.part.ctx.quantity > 0);
+}
+
+function decidePlan(host: LayerHost, plan: Plan): Decision[] | Promise<Decision[]> {
+  const { operation, leaseId, nowMs } = plan;
+  const writing = plan.entries.filter((e) => writes(plan, e));
+  const grouping = writing.length > 1;
   const sync = host.counters.sync;
   if (sync !== undefined) {
     const at = host.storeNow(sync, nowMs);
-    const steps = writes && sync.group ? groupSteps(host, plan, sync.group(operationsOf(host, plan, plan.enforce.map((_, i) => i)), at), at) : plan.enforce.map((m) => stepOf(host.evaluateSync(sync, call, m, ctx, leaseId, at)));
-    const shadowed = plan.shadows.map((m) => host.evaluateSync(sync, call, m, ctx, leaseId, at));
-    return conclude(host, plan, started, steps, shadowed);
+    const steps = new Map<Entry, Step>();
+    if (grouping && sync.group) {
+      const outcome = sync.group(operationsOf(host, plan, writing), at);
+      writing.forEach((e, k) => steps.set(e, groupStep(host, plan, e, outcome.results[k], outcome.committed[k], at ?? nowMs)));
+    }
+    for (const e of plan.entries) if (!steps.has(e)) steps.set(e, stepOf(host.evaluateSync(sync, e.part.call, e.match, e.part.ctx, leaseId, at)));
+    const shadowed = plan.parts.map((part) => part.shadows.map((m) => host.evaluateSync(sync, part.call, m, part.ctx, leaseId, at)));
+    const decisions = concludeAll(host, plan, steps, shadowed);
+    if (grouping && decisions.some((d) => !d.allowed)) {
+      // Only a counter named twice can have run in a refused group (its second run refused).
+      for (const e of takenBy(host, plan, steps)) host.giveBackSync(sync, operation, e.match, e.part.ctx, leaseId, at);
+    }
+    return decisions;
   }
-  const steps = writes ? plannedSteps(host, plan) : Promise.all(plan.enforce.map((m) => host.evaluate(operation, call, m, ctx, leaseId, nowMs))).then((all) => all.map(stepOf));
-  const shadowing = Promise.all(plan.shadows.map((m) => host.evaluate(operation, call, m, ctx, leaseId, nowMs)));
+  const steps = grouping ? plannedSteps(host, plan, writing) : evaluateAlone(host, plan, plan.entries, new Map());
+  const shadowing = Promise.all(plan.parts.map((part) => Promise.all(part.shadows.map((m) => host.evaluate(operation, part.call, m, part.ctx, leaseId, nowMs)))));
   return Promise.all([steps, shadowing]).then(async ([taken, shadowed]) => {
-    const decision = conclude(host, plan, started, taken, shadowed);
-    if (!decision.allowed && writes) await giveBackTaken(host, plan, taken);
-    return decision;
+    const decisions = concludeAll(host, plan, taken, shadowed);
+    if (grouping && decisions.some((d) => !d.allowed)) await giveBackTaken(host, plan, taken);
+    return decisions;
   });
 }
 
@@ -90,77 +160,79 @@ function stepOf(evaluation: Evaluation): Step {
   return { evaluation, committed: evaluation.result !== undefined && evaluation.result.allowed && !evaluation.waitTimedOut };
 }
 
-/** Whether the layer's own action lets a request its counter refused through (its refusal does not refuse the plan). */
-function isSoft(plan: Plan, i: number): boolean {
-  const match = plan.enforce[i];
-  return applyLimitAction(match.compiled.policy, plan.ctx, 0, () => plan.draws[i]).allowed;
+function groupStep(host: LayerHost, plan: Plan, e: Entry, answer: CounterResult | Error, committed: boolean, sentAt: number): Step {
+  return { evaluation: host.grouped(plan.operation, e.match, e.part.ctx, answer, sentAt), committed };
 }
 
-function operationsOf(host: LayerHost, plan: Plan, positions: readonly number[]): GroupOperation[] {
-  return positions.map((i): GroupOperation => {
-    const match = plan.enforce[i];
+/** Whether the layer's own action lets a request its counter refused through (its refusal does not refuse the plan). */
+function isSoft(e: Entry): boolean {
+  return applyLimitAction(e.match.compiled.policy, e.part.ctx, 0, () => e.draw).allowed;
+}
+
+function operationsOf(host: LayerHost, plan: Plan, entries: readonly Entry[]): GroupOperation[] {
+  return entries.map((e): GroupOperation => {
+    const { match } = e;
     const keys = host.keysOf(match);
-    const soft = isSoft(plan, i);
+    const soft = isSoft(e);
     if (plan.operation === 'acquire') return { op: 'acquire', keys, spec: match.compiled.spec as LeaseSpec, leaseId: plan.leaseId, soft };
-    const cost = Math.min(plan.ctx.quantity * (match.compiled.policy.algorithm.cost_per_request ?? 1), 2 ** 53);
+    const cost = Math.min(e.part.ctx.quantity * (match.compiled.policy.algorithm.cost_per_request ?? 1), 2 ** 53);
     return { op: 'consume', keys, spec: match.compiled.spec as RateSpec, cost, soft };
   });
 }
 
-function groupSteps(host: LayerHost, plan: Plan, outcome: { results: readonly (CounterResult | Error)[]; committed: readonly boolean[] }, at: number | undefined, positions?: readonly number[]): Step[] {
-  return outcome.results.map((answer, k) => ({
-    evaluation: host.grouped(plan.operation, plan.enforce[positions ? positions[k] : k], plan.ctx, answer, at ?? plan.nowMs),
-    committed: outcome.committed[k],
-  }));
-}
-
-/**
- * A store that has to wait: the layers its group covers (plain counters of a store with `group`) go
- * in one group; a layer served by a process lease or a global budget, or a store without groups,
- * takes on its own, beside it.
- */
-async function plannedSteps(host: LayerHost, plan: Plan): Promise<Step[]> {
-  const store = host.counters;
-  const grouped: number[] = [];
-  const alone: number[] = [];
-  plan.enforce.forEach((m, i) => (store.group !== undefined && m.compiled.lease === undefined && m.compiled.spec.global === undefined ? grouped : alone).push(i));
-  const steps: Step[] = new Array(plan.enforce.length);
-  const group: Promise<GroupOutcome> | undefined = grouped.length > 0 ? store.group!(operationsOf(host, plan, grouped), host.clockToStore ? plan.nowMs : undefined) : undefined;
-  const own = alone.map((i) => host.evaluate(plan.operation, plan.call, plan.enforce[i], plan.ctx, plan.leaseId, plan.nowMs));
-  const [outcome, evaluations] = await Promise.all([group, Promise.all(own)]);
-  alone.forEach((i, k) => (steps[i] = stepOf(evaluations[k])));
-  if (outcome !== undefined) groupSteps(host, plan, outcome, undefined, grouped).forEach((step, k) => (steps[grouped[k]] = step));
+async function evaluateAlone(host: LayerHost, plan: Plan, entries: readonly Entry[], steps: Map<Entry, Step>): Promise<Map<Entry, Step>> {
+  const evaluations = await Promise.all(entries.map((e) => host.evaluate(plan.operation, e.part.call, e.match, e.part.ctx, plan.leaseId, plan.nowMs)));
+  entries.forEach((e, k) => steps.set(e, stepOf(evaluations[k])));
   return steps;
 }
 
-/** A refused plan: every operation that wrote anyway gives back what it took, each counted. */
-async function giveBackTaken(host: LayerHost, plan: Plan, steps: Step[]): Promise<void> {
-  const gives: (Evaluation | Promise<Evaluation>)[] = [];
-  steps.forEach((step, i) => {
-    if (!step.committed) return;
-    const match = plan.enforce[i];
-    host.onLayerCompensation?.(match.compiled.policy.policy_id);
-    gives.push(host.giveBack(plan.operation, match, plan.ctx, plan.leaseId, plan.nowMs));
-  });
-  await Promise.all(gives);
+/**
+ * A store that has to wait: the writing layers its group covers (plain counters of a store with
+ * `group`) go in one group; a layer served by a process lease or a global budget, a store without
+ * groups, and every read (a peek) run on their own, beside it.
+ */
+async function plannedSteps(host: LayerHost, plan: Plan, writing: readonly Entry[]): Promise<Map<Entry, Step>> {
+  const store = host.counters;
+  const grouped = store.group === undefined ? [] : writing.filter((e) => e.match.compiled.lease === undefined && e.match.compiled.spec.global === undefined);
+  const steps = new Map<Entry, Step>();
+  const group: Promise<GroupOutcome> | undefined = grouped.length > 0 ? store.group!(operationsOf(host, plan, grouped), host.clockToStore ? plan.nowMs : undefined) : undefined;
+  const alone = evaluateAlone(host, plan, plan.entries.filter((e) => !grouped.includes(e)), steps);
+  const [outcome] = await Promise.all([group, alone]);
+  if (outcome !== undefined) grouped.forEach((e, k) => steps.set(e, groupStep(host, plan, e, outcome.results[k], outcome.committed[k], plan.nowMs)));
+  return steps;
 }
 
-function conclude(host: LayerHost, plan: Plan, started: number, steps: Step[], shadowed: Evaluation[]): Decision {
-  const { operation, ctx } = plan;
-  let decision: Decision;
-  let deciding: Evaluation | undefined;
-  if (steps.length > 0) {
-    const decisions = steps.map((s, i) => host.enforcedDecision(operation, ctx, s.evaluation, () => plan.draws[i]));
-    decision = layeredDecision(plan.names, decisions);
-    deciding = steps[decisions.indexOf(decision)].evaluation;
-    if (shadowed.length > 0) {
-      decision.metadata.shadow_policy_id = shadowed.map((e) => e.match.compiled.policy.policy_id).join(',');
-      decision.metadata.shadow_action = shadowed.map(shadowAction).join(',');
-    }
-  } else {
-    decision = host.shadowOnlyDecision(operation, shadowed[0]);
+/** A refused plan: every writing operation that wrote anyway gives back what it took, each counted. */
+async function giveBackTaken(host: LayerHost, plan: Plan, steps: Map<Entry, Step>): Promise<void> {
+  await Promise.all(takenBy(host, plan, steps).map((e) => host.giveBack(plan.operation, e.match, e.part.ctx, plan.leaseId, plan.nowMs)));
+}
+
+/** The writing entries whose operation wrote, each counted as a give-back to come. */
+function takenBy(host: LayerHost, plan: Plan, steps: Map<Entry, Step>): Entry[] {
+  const taken = plan.entries.filter((e) => writes(plan, e) && steps.get(e)!.committed);
+  for (const e of taken) host.onLayerCompensation?.(e.match.compiled.policy.policy_id);
+  return taken;
+}
+
+function concludeAll(host: LayerHost, plan: Plan, steps: Map<Entry, Step>, shadowed: Evaluation[][]): Decision[] {
+  return plan.parts.map((part, i) => conclude(host, plan, part, steps, shadowed[i]));
+}
+
+function conclude(host: LayerHost, plan: Plan, part: Part, steps: Map<Entry, Step>, shadowed: Evaluation[]): Decision {
+  const { operation } = plan;
+  const { ctx } = part;
+  if (part.entries.length === 0) {
+    const decision = shadowed.length > 0 ? host.shadowOnlyDecision(operation, shadowed[0]) : host.unmatched();
+    return host.finish(operation, ctx, part.started, decision, undefined, shadowed[0]);
   }
-  return host.finish(operation, ctx, started, decision, deciding, shadowed[0]);
+  const decisions = part.entries.map((e) => host.enforcedDecision(operation, ctx, steps.get(e)!.evaluation, () => e.draw));
+  const decision = layeredDecision(part.entries.map((e) => e.name), decisions);
+  const deciding = steps.get(part.entries[decisions.indexOf(decision)])!.evaluation;
+  if (shadowed.length > 0) {
+    decision.metadata.shadow_policy_id = shadowed.map((e) => e.match.compiled.policy.policy_id).join(',');
+    decision.metadata.shadow_action = shadowed.map(shadowAction).join(',');
+  }
+  return host.finish(operation, ctx, part.started, decision, deciding, shadowed[0]);
 }
 
 /** What a shadow policy would have done (metadata.shadow_action). */

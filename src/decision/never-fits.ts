@@ -1,7 +1,10 @@
 import type { CounterResult } from '../counters/counter-store.js';
 import { capacityOf, type RateSpec } from '../counters/counter-spec.js';
 import type { LimitAction } from '../policy/types.js';
+import type { PolicyMatch } from '../matching/matcher.js';
+import type { RequestContext } from '../model/request-context.js';
 import type { LimitedOutcome } from './actions.js';
+import type { CounterCall } from './decision-service.js';
 
 /**
  * Requests that can never fit (docs/algorithms.md, "Requests larger than the limit"): a check whose cost
@@ -43,3 +46,20 @@ export function isNeverFitting(result: CounterResult): result is NeverFittingRes
 export function neverFittingOutcome(action: LimitAction): LimitedOutcome {
   return { allowed: false, action: action === 'drop' ? 'drop' : 'deny', retryAfterMs: 0 };
 }
+
+/** Units a request of `quantity` counts for under this policy (refunds give back the same measure). */
+export function costOf(match: PolicyMatch, quantity: number): number {
+  return Math.min(quantity * (match.compiled.policy.algorithm.cost_per_request ?? 1), 2 ** 53);
+}
+
+/** Whether this layer of a check can never admit it: then no layer of the check writes (layered-decision.ts). */
+export function neverFitsMatch(match: PolicyMatch, ctx: RequestContext): boolean {
+  return ctx.quantity > 0 && neverFits(match.compiled.spec as RateSpec, costOf(match, ctx.quantity));
+}
+
+/** Each layer of a check that one of its layers can never admit: read, never written; a layer that can never fit refuses. */
+export const readingCheckCall: CounterCall = (ops, keys, match, ctx, _leaseId, nowMs) => {
+  const spec = match.compiled.spec as RateSpec;
+  const peeked = ops.peek(keys, spec, nowMs);
+  return neverFits(spec, costOf(match, ctx.quantity)) ? refusedAsNeverFitting(peeked) : peeked;
+};

@@ -12,7 +12,10 @@ import { MAX_ENVOY_DESCRIPTORS, MAX_TAGS } from '../schema/limits.js';
  * Envoy's external rate limit service (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit)
  * on top of DecisionService. See docs/envoy.md for the mapping, summarised:
  *
- * - Each descriptor becomes one RequestContext and one `DecisionService.check`.
+ * - Each descriptor becomes one RequestContext and one decision over its layers. The descriptors of a
+ *   call are decided together, all or nothing (`DecisionService.checkTogether`): a call refused by any
+ *   descriptor consumes in none. RL_ENVOY_CONSUME_ALL=true checks each on its own (every descriptor
+ *   counts whatever the others answer, as Envoy's reference service does).
  * - An entry whose key is a string field of RequestContext (`user_id`, `source_ip`, `signal_type`, …)
  *   fills that field; every other entry becomes a tag of the same key. The request's `domain` becomes
  *   the tag `domain` (policies select Envoy traffic with `scope.tags.domain`). Envoy's built-in
@@ -213,13 +216,18 @@ export interface ShouldRateLimitOptions {
   headers: EnvoyHeadersMode;
   /** Default `limiting`. */
   headerDescriptors?: EnvoyHeaderDescriptors;
+  /**
+   * Each descriptor counts on its own, whatever the others answer (RL_ENVOY_CONSUME_ALL). Default: the
+   * descriptors are decided together, all or nothing: a call refused by any consumes in none.
+   */
+  consumeAll?: boolean;
   /** Runs after validation, before any counter is touched (the caller's liveness check). */
   beforeDecide?: () => void;
   /** Told the decision the call's trace span reports (spanDecisionOf). */
   decided?: (decision: Decision) => void;
 }
 
-/** Decides every descriptor (concurrently: each is independent) and builds the response. */
+/** Decides every descriptor (together, or with consumeAll each on its own) and builds the response. */
 export async function shouldRateLimit(
   decisions: DecisionService,
   request: EnvoyRateLimitRequest,
@@ -230,7 +238,10 @@ export async function shouldRateLimit(
   if (count > MAX_ENVOY_DESCRIPTORS) throw invalidField('descriptors', `must hold at most ${MAX_ENVOY_DESCRIPTORS} descriptors, got ${count}`);
   const contexts = Array.from({ length: count }, (_, i) => descriptorContext(request, i));
   options.beforeDecide?.();
-  const results = await Promise.all(contexts.map((ctx) => decisions.check(ctx)));
+  const results =
+    count === 1 ? [await decisions.check(contexts[0])]
+    : options.consumeAll ? await Promise.all(contexts.map((ctx) => decisions.check(ctx)))
+    : await decisions.checkTogether(contexts);
   options.decided?.(spanDecisionOf(results));
   const statuses = results.map((decision) => descriptorStatus(decision, options.unitOf));
   const overall = overallCode(statuses);

@@ -30,6 +30,8 @@ export interface GrpcServerDeps {
   envoyHeaders?: EnvoyHeadersMode;
   /** Which descriptors those headers list (RL_ENVOY_HEADER_DESCRIPTORS); default limiting. */
   envoyHeaderDescriptors?: EnvoyHeaderDescriptors;
+  /** RL_ENVOY_CONSUME_ALL: each descriptor counts on its own, whatever the others answer. */
+  envoyConsumeAll?: boolean;
   /** OpenTelemetry spans per decision RPC (absent: tracing off, nothing is called). */
   tracing?: Tracing;
   /** Envoy's rate limit quota service (StreamRateLimitQuotas); absent: not served. */
@@ -85,6 +87,7 @@ export function createGrpcServer(deps: GrpcServerDeps): grpc.Server {
         unitOf,
         headers: deps.envoyHeaders ?? 'ietf',
         headerDescriptors: deps.envoyHeaderDescriptors,
+        consumeAll: deps.envoyConsumeAll,
         beforeDecide: () => ensureLive(call),
       } as const;
       if (!tracing) return shouldRateLimit(decisions, request, options);

@@ -119,9 +119,30 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
     });
     expect(response.overall_code).to.equal('OVER_LIMIT');
     expect(response.statuses.map((s: { code: string }) => s.code)).to.deep.equal(['OK', 'OVER_LIMIT', 'OK']);
-    expect(response.statuses[0]).to.deep.include({ limit_remaining: 2 });
+    // Refused by bob's descriptor, the call consumed in none: carol's counter is whole (3 left before and after).
+    expect(response.statuses[0]).to.deep.include({ limit_remaining: 3 });
     // No policy for the third: OK, no current_limit, nothing remaining to report.
     expect(response.statuses[2]).to.deep.include({ code: 'OK', current_limit: null, limit_remaining: 0, duration_until_reset: null });
+    const carol = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('carol')] });
+    expect(carol.statuses[0]).to.deep.include({ code: 'OK', limit_remaining: 2 });
+  });
+
+  it('RL_ENVOY_CONSUME_ALL=true: every descriptor counts, whatever the others answer', async () => {
+    await start({ envoyConsumeAll: true });
+    for (let i = 0; i < 3; i++) await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('bob')] });
+    const response = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('carol'), user('bob')] });
+    expect(response.statuses.map((s: { code: string; limit_remaining: number }) => [s.code, s.limit_remaining])).to.deep.equal([['OK', 2], ['OVER_LIMIT', 0]]);
+  });
+
+  it('ten calls refused by one descriptor take nothing of the others; allowed calls take from every one', async () => {
+    await start();
+    for (let i = 0; i < 3; i++) await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('bob')] });
+    for (let i = 0; i < 10; i++) {
+      const refused = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('dave'), user('bob')] });
+      expect(refused.overall_code).to.equal('OVER_LIMIT');
+    }
+    const both = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('dave'), user('erin')] });
+    expect(both.statuses.map((s: { limit_remaining: number }) => s.limit_remaining)).to.deep.equal([2, 2]);
   });
 
   it('applies policies only to their domain (the domain is the tag "domain")', async () => {
@@ -484,9 +505,10 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
       await call(request('edge', [descriptors[3]]));
       const refused = await call(request('edge', descriptors));
       expect(varintField(refused, 1)).to.equal(2);
+      // The refused call took nothing of edge-per-user: 2 left, as before it.
       expect(headers(refused, 3)).to.deep.equal([
         ['RateLimit-Policy', '"edge-per-ip";q=2;w=10, "edge-per-user";q=3;w=60'],
-        ['RateLimit', '"edge-per-ip";r=0;t=1, "edge-per-user";r=1;t=1'],
+        ['RateLimit', '"edge-per-ip";r=0;t=1, "edge-per-user";r=2;t=1'],
         ['Retry-After', '1'],
         ['content-type', 'application/problem+json'],
       ]);
@@ -517,7 +539,7 @@ describe('Envoy access-log metadata: the decision that speaks for the answer', (
     ({ allowed, reason, shadow_mode: false, action: allowed ? 'allow' : 'deny', matched_policy_id: policy, remaining, retry_after: 0, reset_after: 0, limit: 10, window: 1000, metadata: {} }) as Decision;
   const answerFor = async (results: Decision[]) => {
     let next = 0;
-    const decisions = { check: async () => results[next++] } as unknown as DecisionService;
+    const decisions = { check: async () => results[next++], checkTogether: async () => results } as unknown as DecisionService;
     const request = { domain: 'edge', descriptors: results.map((_, i) => ({ entries: [{ key: 'user_id', value: `u${i}` }] })) };
     const response = await shouldRateLimit(decisions, request, { unitOf: () => 'SECOND', headers: 'off' });
     const fields = response.dynamic_metadata?.fields ?? {};

@@ -40,6 +40,7 @@ export interface FixtureOptions {
   random?: () => number;
   envoyHeaders?: 'ietf' | 'legacy' | 'off';
   envoyHeaderDescriptors?: 'limiting' | 'all';
+  envoyConsumeAll?: boolean;
 }
 
 /** A DecisionService over fresh in-memory counters and a controllable clock. */
@@ -64,6 +65,7 @@ export async function startGrpc(policies: Policy[], options: FixtureOptions = {}
     policies: built.matcher,
     envoyHeaders: options.envoyHeaders,
     envoyHeaderDescriptors: options.envoyHeaderDescriptors,
+    envoyConsumeAll: options.envoyConsumeAll,
   });
   const port = await bindGrpcServer(server, { host: '127.0.0.1', port: 0 }, grpc.ServerCredentials.createInsecure());
   return {

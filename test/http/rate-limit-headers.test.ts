@@ -163,3 +163,26 @@ describe('rate-limit headers and problem body (the one renderer)', () => {
     expect(problemDetails(decision({ matched_policy_id: 'c', limit: 3, window: 0, allowed: false, action: 'deny' })).detail).to.equal('Policy "c" allows 3 at once.');
   });
 });
+
+describe('rate-limit headers of a decision over several layers', () => {
+  const verdict = (layer: string, policy_id: string, allowed: boolean, limit: number, window: number, remaining: number) => ({
+    layer, policy_id, allowed, action: allowed ? 'allow' : 'deny', reason: allowed ? ('within_limit' as const) : ('limit_exceeded' as const),
+    remaining, limit, window, reset_after: 30_000, retry_after: allowed ? 0 : 30_000,
+  });
+  const layered = decision({
+    allowed: false, action: 'deny', reason: 'limit_exceeded', matched_policy_id: 'per-org', remaining: 0, limit: 20, retry_after: 30_000, reset_after: 30_000,
+    layers: [verdict('org', 'per-org', false, 20, 60_000, 0), verdict('platform', 'platform', true, 100, 60_000, 80), verdict('user', 'per-user', false, 5, 1_000, 0)],
+  });
+
+  it('RateLimit-Policy lists every layer\'s policy, RateLimit the deciding one', () => {
+    expect(renderRateLimitHeaders(layered)).to.deep.equal([
+      ['RateLimit-Policy', '"per-org";q=20;w=60, "platform";q=100;w=60, "per-user";q=5;w=1'],
+      ['RateLimit', '"per-org";r=0;t=30'],
+      ['Retry-After', '30'],
+    ]);
+  });
+
+  it('the problem body names every refusing layer\'s policy', () => {
+    expect(problemDetails(layered)['violated-policies']).to.deep.equal(['per-org', 'per-user']);
+  });
+});

@@ -72,6 +72,17 @@ function suite(name: string, makeStore: StoreMaker, expectCompensations: boolean
       if (!expectCompensations) expect(f.compensations).to.deep.equal([]);
     });
 
+    it('a check larger than one layer can ever admit: refused by that layer with quantity_exceeds_limit, retry_after 0, no layer spends', async () => {
+      const f = fixture(STACK(), store, now);
+      expect((await f.check({ endpoint: '/api/things', org_id: 'o', user_id: 'u', quantity: 2 })).allowed).to.equal(true);
+      const refused = await f.check({ endpoint: '/api/things', org_id: 'o', user_id: 'u', quantity: 6 });
+      expect(refused).to.include({ allowed: false, reason: 'quantity_exceeds_limit', matched_policy_id: 'per-user', retry_after: 0, remaining: 3 });
+      const peek = await f.check({ endpoint: '/api/things', org_id: 'o', user_id: 'u', quantity: 0 });
+      const byLayer = Object.fromEntries((peek.layers ?? []).map((l) => [l.layer, l.remaining]));
+      expect(byLayer).to.deep.equal({ org: 18, platform: 98, user: 3 });
+      expect(f.compensations).to.deep.equal([]);
+    });
+
     it('a refused decision consumes in no layer; an allowed one in every layer', async () => {
       const f = fixture(STACK(), store, now);
       for (let i = 0; i < 5; i++) expect((await f.check({ endpoint: '/api/things', org_id: 'o', user_id: 'u' })).allowed).to.equal(true);
