@@ -19,7 +19,7 @@ export interface CounterSnapshotsOptions {
   keyPrefix: string;
   /** RL_COUNTER_SNAPSHOT_SECS in ms: from the start of one snapshot to the start of the next. */
   intervalMs: number;
-  /** Longest the writer holds the event loop at once (default 1 ms). */
+  /** Longest the writer holds the event loop at once (default 0.25 ms: a decision arriving meanwhile waits at most that). */
   sliceMs?: number;
 }
 
@@ -93,7 +93,7 @@ export class CounterSnapshots {
   private async write(): Promise<void> {
     const { space, keyPrefix, sliceMs } = this.options;
     try {
-      const written = await writeSnapshot(space, this.file, keyPrefix, sliceMs ?? 1);
+      const written = await writeSnapshot(space, this.file, keyPrefix, sliceMs ?? 0.25);
       this.last = written;
     } catch (error) {
       log.warn('counter snapshot not written', { file: this.file, error: String(error) });
