@@ -38,10 +38,10 @@ async function writeMillion(file: string): Promise<void> {
   const loop = monitorEventLoopDelay({ resolution: 1 });
   loop.enable();
   const started = performance.now();
-  const written = await writeSnapshot(store.keyspace, file, 'rl:', 1);
+  const written = await writeSnapshot(store.keyspace, file, 'rl:', 0.25);
   loop.disable();
   console.log(
-    `snapshot of ${written.keys} keys: ${((performance.now() - started) / 1000).toFixed(2)} s to write (slices of 1 ms), ` +
+    `snapshot of ${written.keys} keys: ${((performance.now() - started) / 1000).toFixed(2)} s to write (slices of 0.25 ms), ` +
       `${(statSync(file).size / 2 ** 20).toFixed(0)} MiB, longest event-loop stall while writing ${(loop.max / 1e6).toFixed(1)} ms`,
   );
   await store.close();

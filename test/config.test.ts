@@ -141,6 +141,18 @@ describe('server config', () => {
     }
   });
 
+  it('reads RL_COUNTER_SNAPSHOT_SECS (default 5, 0 = off, up to 3600) and stops naming it when out of range', () => {
+    expect(loadServerConfig({}).counterSnapshotSecs).to.equal(5);
+    expect(loadServerConfig({ RL_COUNTER_SNAPSHOT_SECS: '0' }).counterSnapshotSecs).to.equal(0);
+    expect(loadServerConfig({ RL_COUNTER_SNAPSHOT_SECS: '3600' }).counterSnapshotSecs).to.equal(3600);
+    for (const bad of ['-1', '3601', '0.5', 'often']) {
+      expect(() => loadServerConfig({ RL_COUNTER_SNAPSHOT_SECS: bad }))
+        .to.throw(ConfigError)
+        .with.property('message')
+        .that.matches(/^RL_COUNTER_SNAPSHOT_SECS: /);
+    }
+  });
+
   it('normalises invalidation targets', () => {
     const c = loadServerConfig({ RL_INVALIDATION_TARGETS: 'http://a:18080/, https://b:18080' });
     expect(c.invalidationTargets).to.deep.equal(['http://a:18080', 'https://b:18080']);

@@ -12,6 +12,9 @@ export interface CounterSnapshotStatus {
   keys: number;
 }
 
+/** Slices of the snapshot written on drain, after the last decision. */
+const DRAIN_SLICE_MS = 50;
+
 export interface CounterSnapshotsOptions {
   space: MemoryKeyspace;
   /** RL_DATA_DIR. */
@@ -19,7 +22,7 @@ export interface CounterSnapshotsOptions {
   keyPrefix: string;
   /** RL_COUNTER_SNAPSHOT_SECS in ms: from the start of one snapshot to the start of the next. */
   intervalMs: number;
-  /** Longest the writer holds the event loop at once (default 1 ms). */
+  /** Longest the writer holds the event loop at once (default 0.25 ms: a decision arriving meanwhile waits at most that). */
   sliceMs?: number;
 }
 
@@ -69,7 +72,8 @@ export class CounterSnapshots {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.writing;
-    await this.write();
+    // The listeners are closed: no decision waits for a slice any more, so the last one is written in long ones.
+    await this.write(DRAIN_SLICE_MS);
   }
 
   status(): CounterSnapshotStatus {
@@ -90,10 +94,10 @@ export class CounterSnapshots {
   }
 
   /** One snapshot; a failure (a full disk, a removed directory) is logged and the next one tries again. */
-  private async write(): Promise<void> {
-    const { space, keyPrefix, sliceMs } = this.options;
+  private async write(sliceMs = this.options.sliceMs ?? 0.25): Promise<void> {
+    const { space, keyPrefix } = this.options;
     try {
-      const written = await writeSnapshot(space, this.file, keyPrefix, sliceMs ?? 1);
+      const written = await writeSnapshot(space, this.file, keyPrefix, sliceMs);
       this.last = written;
     } catch (error) {
       log.warn('counter snapshot not written', { file: this.file, error: String(error) });

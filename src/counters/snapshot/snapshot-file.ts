@@ -10,12 +10,15 @@ import { CounterSnapshotUnusableError, headerLine, parseHeader, parseSlot, parse
 
 /**
  * Writing and reading the counter snapshot file (snapshot-format.ts). Writing never holds the event loop
- * for long: the key space is read in slices of at most `sliceMs`, each written out before the next, so
- * decisions run between them. Each key is written as it stands when its slice reads it (the Map's
+ * for long: the key space is read in slices of at most `sliceMs`, one per turn of the loop, so decisions
+ * run between them. Each key is written as it stands when its slice reads it (the Map's
  * iterator sees keys added meanwhile; a key deleted and written again appears twice, the later line
  * the newer). The file is written under a temporary name, fsynced, then renamed: a file in place is
  * always complete.
  */
+
+/** A chunk this large is written out (and its buffer reused); smaller ones keep growing across slices. */
+const FLUSH_BYTES = 1 << 20;
 
 export interface WrittenSnapshot {
   keys: number;
@@ -40,11 +43,17 @@ export async function writeSnapshot(space: MemoryKeyspace, file: string, keyPref
     for (;;) {
       const slice = readSlice(entries, chunk, space.now(), sliceMs);
       keys += slice.keys;
-      // An empty slice (every key of it expired) still yields: the next one starts on a later turn.
-      if (chunk.length > 0) await write(chunk.bytes);
-      else await nextTurn();
       if (slice.done) break;
+      // One slice per turn of the event loop, so a decision waits at most one slice; the file is written
+      // (off the loop) once a chunk has grown, and the chunk is reused once that write is done.
+      if (chunk.length >= FLUSH_BYTES) {
+        await write(chunk.bytes);
+        chunk.reset();
+      } else {
+        await nextTurn();
+      }
     }
+    if (chunk.length > 0) await write(chunk.bytes);
     await handle.write(trailerLine(keys, digest.digest('hex')));
     await handle.sync();
   } catch (error) {
@@ -58,14 +67,13 @@ export async function writeSnapshot(space: MemoryKeyspace, file: string, keyPref
   return { keys, startedAt };
 }
 
-/** The lines of the next keys into `chunk`, until `sliceMs` have passed; expired keys are left out. */
+/** The lines of the next keys added to `chunk`, until `sliceMs` have passed; expired keys are left out. */
 function readSlice(entries: Iterator<[string, Slot]>, chunk: SnapshotChunk, now: number, sliceMs: number): { keys: number; done: boolean } {
   const deadline = performance.now() + sliceMs;
-  chunk.reset();
   let keys = 0;
   for (let looked = 1; ; looked++) {
-    // The clock is read every 128 keys: a read costs more than a key's line.
-    if ((looked & 127) === 0 && performance.now() > deadline) return { keys, done: false };
+    // The clock is read every 32 keys: a read costs about as much as a key's line.
+    if ((looked & 31) === 0 && performance.now() > deadline) return { keys, done: false };
     const next = entries.next();
     if (next.done) return { keys, done: true };
     const [key, slot] = next.value;
