@@ -69,7 +69,7 @@ export function storedPolicy(input: PolicyInput, version: number, createdAt: str
     created_at: pool?.of(createdAt) ?? createdAt,
     updated_at: pool?.of(updatedAt) ?? updatedAt,
   };
-  return input.source_ip_prefix || input.budget !== undefined || input.lease ? withOptionalFields(policy, input) : policy;
+  return input.source_ip_prefix || input.budget !== undefined || input.budget_shares || input.lease ? withOptionalFields(policy, input) : policy;
 }
 
 /**
@@ -82,6 +82,7 @@ function withOptionalFields(policy: Policy, input: PolicyInput): Policy {
     ...given,
     ...(input.source_ip_prefix && { source_ip_prefix: { v4: input.source_ip_prefix.v4, v6: input.source_ip_prefix.v6 } }),
     ...(input.budget !== undefined && { budget: input.budget }),
+    ...(input.budget_shares && { budget_shares: { ...input.budget_shares } }),
     ...(input.lease && { lease: { ...input.lease } }),
     version,
     created_at,

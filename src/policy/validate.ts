@@ -27,6 +27,7 @@ import {
 } from '../schema/policy.js';
 import { parseDuration } from '../util/duration.js';
 import { isObject } from '../util/json-shape.js';
+import { validateBudgetShares } from './budget-shares.js';
 import { LEASABLE_ALGORITHMS, leaseShapeOf } from './lease-terms.js';
 import { compileMatchExpr } from './match-expr.js';
 import { isQuotaShaped, quotaBodyErrors, quotaBodyToPolicy } from './quota-alias.js';
@@ -197,6 +198,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
   const metadata = validateMetadata(own(raw, 'metadata'), err);
   const sourceIpPrefix = validateSourceIpPrefix(own(raw, 'source_ip_prefix'), err);
   const lease = validateLease(own(raw, 'lease'), algorithm?.type, err);
+  const budgetShares = validateBudgetShares(own(raw, 'budget_shares'), budget, algorithm?.type, err);
 
   if (errors.length > 0) return { ok: false, errors };
   const policy: PolicyInput = {
@@ -218,6 +220,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
   };
   if (sourceIpPrefix !== undefined) policy.source_ip_prefix = sourceIpPrefix;
   if (lease !== undefined) policy.lease = lease;
+  if (budgetShares !== undefined) policy.budget_shares = budgetShares;
   return { ok: true, policy };
 }
 
