@@ -3,6 +3,7 @@
 --
 -- KEYS[1]  counter hash: x = expire-at (window end), s = window start, u = units used (epoch ms)
 -- KEYS[2]  a take, give or reclaim with an id: the counter's take ledger (include "lease")
+-- KEYS[3]  a region's take, give or reclaim of a global budget with shares: the share ledger (include "shares")
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
 -- ARGV[2]  operation: consume, peek, refund; take, give, reclaim (include "mode")
 -- ARGV[3]  units: what a consume takes, a refund gives back (a peek ignores it)

@@ -5,6 +5,7 @@
 -- KEYS[1]  bucket hash: x = settled-at (when it has drained empty; also its expire-at),
 --          a = level at the last update, u = time of the last update (epoch ms)
 -- KEYS[2]  a take, give or reclaim with an id: the counter's take ledger (include "lease")
+-- KEYS[3]  never given: shares are for fixed_window and quota only (include "shares" reads it)
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
 -- ARGV[2]  operation: consume, peek, refund; take, give, reclaim (include "mode")
 -- ARGV[3]  units: what a consume pours in, a refund gives back (a peek ignores it)

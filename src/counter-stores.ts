@@ -32,6 +32,7 @@ export function connectCounterStores(options: {
     regionalTimeoutMs: counterStoreTimeoutMs,
     maxWaitMs: options.leaseMaxWaitMs,
     events: options.regionEvents,
+    region: region.name,
   });
   return { redis, region: regionStore };
 }

@@ -36,6 +36,7 @@
 -- outcome (0 done, 1 late, 2 repeat, 3 reclaimed, 4 ahead), units lapsed (give, reclaim)}.
 -- Port of src/counters/named-takes.ts: change both together.
 -- @include "slot"
+-- @include "shares"
 
 local MAX_TAKES = 256
 local MEMORY_MS = 60000
@@ -198,6 +199,10 @@ local function lease_reply(allowed, remaining, retry_after, reset_after, units, 
       write_entry('r:0:0:' .. by)
     end
   end
+  local share_text = nil
+  if share_region then
+    remaining, retry_after, share_text = share_answer(outcome == DONE, units, tag, window_left, remaining, retry_after)
+  end
   local r = reply(allowed, remaining, retry_after, reset_after)
   r[5] = reply_number(units)
   r[6] = reply_number(tag)
@@ -205,5 +210,7 @@ local function lease_reply(allowed, remaining, retry_after, reset_after, units, 
   r[8] = reply_number(now)
   r[9] = outcome
   r[10] = reply_number(lapsed)
+  -- A share's (include "shares"): every region's units of the window.
+  r[11] = share_text
   return r
 end

@@ -8,9 +8,12 @@
 -- The partial take: min(cost, what is left), possibly nothing; what it cannot take is refused until
 -- the window ends, and a take that leaves nothing answers that too (when one more unit may be taken).
 local function window_take(key, used, limit, window_start, window_end, reset)
+  -- A region's take of a global budget with shares gets at most what its share leaves it (include "shares").
+  local asked = cost
+  cost = share_cap(window_start, cost)
   local granted = math.max(0, math.min(cost, limit - used))
   local retry = 0
-  if granted < cost or used + granted >= limit then
+  if granted < asked or used + granted >= limit then
     retry = window_end - now
   end
   if granted > 0 then

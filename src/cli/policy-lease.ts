@@ -8,9 +8,11 @@ export function leaseText(policy: StoredPolicy): string | undefined {
   return `${max_units}/${max_hold}`;
 }
 
-/** `regional` (the default: a policy without `budget`) or `global` (CONTRACT "Regions"). */
+/** `regional` (the default: a policy without `budget`) or `global` (docs/distribution.md), and its `budget_shares` weights. */
 export function budgetText(policy: StoredPolicy): string {
-  return policy.budget ?? 'regional';
+  const shares = policy.budget_shares;
+  const weights = shares === undefined ? '' : ` (shares ${Object.keys(shares).map((region) => `${region}=${shares[region]}`).join(' ')})`;
+  return (policy.budget ?? 'regional') + weights;
 }
 
 /** The line `rl policies get` puts above the YAML: a comment, so the output stays ready for `rl apply`. */

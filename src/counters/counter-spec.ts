@@ -38,6 +38,20 @@ export interface GlobalBudget {
   policyId: string;
   /** The region holder's lease (src/policy/lease-terms.ts); undefined for an algorithm no lease supports. */
   lease?: CompiledLease;
+  /** `budget_shares` (src/policy/budget-shares.ts), for the global counter's takes; absent: none. */
+  shares?: CompiledShares;
+}
+
+/** A policy's shares, compiled once with the policy: every named region's guarantee, and the common share. */
+export interface CompiledShares {
+  guaranteed: Readonly<Record<string, number>>;
+  common: number;
+}
+
+/** What the global counter's script is told of one region's share (lua/includes/shares.lua). */
+export interface RegionShare {
+  guaranteed: number;
+  common: number;
 }
 
 /** How a leased algorithm's units lapse: with their window, or max_hold after they left a bucket. */

@@ -40,6 +40,8 @@ export interface NamedTake {
   deadline?: StoreMs;
   /** Buckets: how long the taker may hold the units (its max_hold; default 0): they must be back by the take's instant plus this. */
   holdMs?: number;
+  /** A region's take of a global budget with shares (lua/includes/shares.lua): the region it is for. */
+  region?: string;
 }
 
 /**
@@ -57,6 +59,8 @@ export interface TakeReclaim {
   deadline?: StoreMs;
   /** Who reclaims (1 to 128 characters): a take reclaimed again answers `repeat` only to its first reclaimer, `reclaimed` (nothing) to others. */
   by?: string;
+  /** A region's reclaim on a global budget with shares: the region the take or give was for (NamedTake). */
+  region?: string;
 }
 
 /** The answer to a lease operation: a CounterResult and what a holder needs (src/lease). */
@@ -75,6 +79,8 @@ export interface LeaseCounterResult extends CounterResult {
   outcome: LeaseOutcome;
   /** give, reclaim: units that did not go back (their window ended, a bucket's hold passed, or the bucket was full). */
   lapsed: number;
+  /** A region's operation on a global budget with shares: every region's units of the current window, by name. */
+  shareTaken?: Record<string, number>;
 }
 
 /**

@@ -47,6 +47,11 @@ export function takesKey(counterKey: string): string {
   return `${counterKey}:takes`;
 }
 
+/** A global counter's share ledger (each region's units of the window, lua/includes/shares.lua): beside it, as takesKey. */
+export function sharesKey(counterKey: string): string {
+  return `${counterKey}:shares`;
+}
+
 /** Longest tag kept readable; longer ones become a 128-bit digest (marked `#`, which encoding never yields first). */
 const MAX_READABLE_TAG = 160;
 

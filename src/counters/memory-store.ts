@@ -1,8 +1,9 @@
 import type {
   CounterResult, CounterStore, GroupOperation, GroupOutcome, GroupResult, LeaseCounterResult, NamedGive, NamedTake, SyncCounterOperations, TakeReclaim,
 } from './counter-store.js';
-import { takesKey } from './keys.js';
-import { finishLeaseOp, prepareLeaseOp, type LedgerSlot, type TakeLedger } from './named-takes.js';
+import { sharesKey, takesKey } from './keys.js';
+import { finishLeaseOp, prepareLeaseOp, type LedgerSlot, type PreparedLeaseOp, type TakeLedger } from './named-takes.js';
+import { regionShareOf, shareAnswer, shareRoom, type NamedShare, type ShareLedger, type ShareSlot } from './shares.js';
 import type { LeaseSpec, RateSpec } from './counter-spec.js';
 import { acquireCheck, acquireNow, releaseNow } from './emulator/concurrency.js';
 import { calendarWindow } from './emulator/calendar-window.js';
@@ -165,7 +166,37 @@ export class MemoryCounterStore implements CounterStore {
       write: (ledger, expireAt) => this.space.put<TakeLedger>(ledgerKey, ledger, expireAt),
     };
     const prepared = prepareLeaseOp(op, units, args, now, slot);
-    const answer = this.consumeNow(keys, spec, prepared.op, prepared.units, now, prepared.tag) as LeaseCounterResult;
-    return finishLeaseOp(prepared, answer, now, spec.type === 'token_bucket' || spec.type === 'leaky_bucket' ? 'bucket' : 'window', slot);
+    const share = regionShareOf(spec, args.region);
+    if (share === undefined) {
+      const answer = this.consumeNow(keys, spec, prepared.op, prepared.units, now, prepared.tag) as LeaseCounterResult;
+      return finishLeaseOp(prepared, answer, now, spec.type === 'token_bucket' || spec.type === 'leaky_bucket' ? 'bucket' : 'window', slot);
+    }
+    return this.sharedLeaseNow(keys, spec, prepared, share, now, slot);
+  }
+
+  /**
+   * A region's lease operation on a global budget with shares (shares.ts, the port of
+   * lua/includes/shares.lua): a take gets at most its share's room in the window, which a take of
+   * nothing names first (it writes nothing).
+   */
+  private sharedLeaseNow(keys: string[], spec: RateSpec, prepared: PreparedLeaseOp, share: NamedShare, now: number, slot: LedgerSlot): LeaseCounterResult {
+    const key = sharesKey(keys[0]);
+    const shares: ShareSlot = {
+      read: () => this.space.get<ShareLedger>(key, now),
+      write: (ledger, expireAt) => this.space.put<ShareLedger>(key, ledger, expireAt),
+    };
+    let room = 0;
+    let units = prepared.units;
+    if (prepared.op === 'take') {
+      const window = this.consumeNow(keys, spec, 'take', 0, now) as LeaseCounterResult;
+      room = shareRoom(shares, share, window.windowTag);
+      units = Math.min(units, room);
+    }
+    const answer = this.consumeNow(keys, spec, prepared.op, units, now, prepared.tag) as LeaseCounterResult;
+    // Capped by the share, the take answers as one refused the rest until the window ends.
+    if (units < prepared.units) answer.retryAfterMs = answer.windowLeftMs;
+    finishLeaseOp(prepared, answer, now, 'window', slot);
+    shareAnswer(shares, share, answer, prepared.op, room, now);
+    return answer;
   }
 }

@@ -1,15 +1,16 @@
 import type { CounterResult, LeaseCounterResult } from './counter-store.js';
 import { LEASE_OUTCOMES } from './named-takes.js';
+import { parseShareReport } from './shares.js';
 
 /**
  * The script reply: {allowed 1/0, remaining, retry_after_ms, reset_after_ms}, and for a lease operation
  * {units, window tag, window left ms, store now, outcome, lapsed} after it; see lua/includes/lease.lua.
  */
 export function parseReply(reply: unknown): CounterResult {
-  if (!Array.isArray(reply) || (reply.length !== 4 && reply.length !== 10)) {
+  if (!Array.isArray(reply) || (reply.length !== 4 && reply.length !== 10 && reply.length !== 11)) {
     throw new Error(`unexpected script reply ${JSON.stringify(reply)}`);
   }
-  if (reply.length === 10) {
+  if (reply.length >= 10) {
     const outcome = LEASE_OUTCOMES[toNumber(reply[8])];
     if (outcome === undefined) throw new Error(`unexpected lease outcome in script reply ${JSON.stringify(reply)}`);
     const lease: LeaseCounterResult = {
@@ -24,6 +25,8 @@ export function parseReply(reply: unknown): CounterResult {
       outcome,
       lapsed: toNumber(reply[9]),
     };
+    // A region's operation on a global budget with shares (lua/includes/shares.lua).
+    if (reply.length === 11) lease.shareTaken = parseShareReport(String(reply[10]));
     return lease;
   }
   return {

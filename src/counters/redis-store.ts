@@ -7,10 +7,11 @@ import type { CircuitBreaker, CircuitBreakerOptions } from '../redis/circuit-bre
 import { ANY_SLOT, MasterHealth } from '../redis/master-health.js';
 import type { CounterResult, CounterStore, GroupOperation, GroupOutcome, LeaseCounterResult, NamedGive, NamedTake, TakeReclaim } from './counter-store.js';
 import { parseGroupReply, settleShare, slotGroups } from './redis-group.js';
-import { takesKey } from './keys.js';
+import { sharesKey, takesKey } from './keys.js';
+import { regionShareOf, shareArgs } from './shares.js';
 import { checkTakeId } from './named-takes.js';
 import { calendarParams, isCalendarSpec, scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
-import { SCRIPT_KEY_COUNTS, withTakeLedger, type ScriptName } from '../redis/lua-scripts.js';
+import { SCRIPT_KEY_COUNTS, withShareLedger, withTakeLedger, type ScriptName } from '../redis/lua-scripts.js';
 import { ScriptBatcher } from './redis-batcher.js';
 import { ErrorReporter, withDeadline, type CounterStoreErrorEvent } from './redis-store-errors.js';
 import {
@@ -146,7 +147,7 @@ export class RedisCounterStore implements CounterStore {
     const { takeId, deadline, holdMs } = named;
     if (takeId !== undefined) checkTakeId(takeId);
     const extra = [takeId ?? '', optionalNumber(deadline), String(holdMs ?? 0)];
-    return this.run(spec.type, keys, nowMs, 'take', String(n), spec, extra, takeId !== undefined) as Promise<LeaseCounterResult>;
+    return this.runLease(spec.type, keys, nowMs, 'take', String(n), spec, extra, takeId !== undefined, named.region);
   }
 
   /** The algorithm's own script: settles a named take or give (lua/includes/lease.lua). */
@@ -154,7 +155,7 @@ export class RedisCounterStore implements CounterStore {
     checkTakeId(take.takeId);
     if (take.by !== undefined) checkTakeId(take.by, 'a reclaimer');
     const extra = [take.takeId, optionalNumber(take.deadline), take.by ?? ''];
-    return this.run(spec.type, keys, nowMs, 'reclaim', '0', spec, extra, true) as Promise<LeaseCounterResult>;
+    return this.runLease(spec.type, keys, nowMs, 'reclaim', '0', spec, extra, true, take.region);
   }
 
   /** The algorithm's own script, its window-checked return (lua/includes/mode.lua), named or not (lua/includes/lease.lua). */
@@ -162,7 +163,7 @@ export class RedisCounterStore implements CounterStore {
     const { takeId, deadline } = named;
     if (takeId !== undefined) checkTakeId(takeId);
     const extra = [takeId ?? '', optionalNumber(deadline), String(windowTag ?? 0)];
-    return this.run(spec.type, keys, nowMs, 'give', String(units), spec, extra, takeId !== undefined) as Promise<LeaseCounterResult>;
+    return this.runLease(spec.type, keys, nowMs, 'give', String(units), spec, extra, takeId !== undefined, named.region);
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
@@ -276,6 +277,28 @@ export class RedisCounterStore implements CounterStore {
     const argc = String(Number(args.argc) + extra.length);
     if (!ledger) return this.batcher.enqueue(name, keys, argc, now, operation, units, [...args.params, ...extra]);
     return this.batcher.enqueue(name, [...keys, takesKey(keys[0])], argc, now, operation, units, [...args.params, ...extra], undefined, withTakeLedger(name));
+  }
+
+  /**
+   * A lease operation: with a region's share of a global budget (counters/shares.ts), its share goes
+   * before the operation's own arguments and the take and share ledgers along as two keys more.
+   */
+  private runLease(
+    name: ScriptName, keys: string[], nowMs: number | undefined, operation: string, units: string, spec: RateSpec, extra: string[], ledger: boolean, region: string | undefined,
+  ): Promise<LeaseCounterResult> {
+    const share = regionShareOf(spec, region);
+    if (share === undefined || keys.length !== SCRIPT_KEY_COUNTS[name]) return this.run(name, keys, nowMs, operation, units, spec, extra, ledger) as Promise<LeaseCounterResult>;
+    let now: string;
+    try {
+      now = nowArg(nowMs);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const args = this.argsOf(spec, nowMs);
+    const params = [...args.params, ...shareArgs(share), ...extra];
+    const argc = String(Number(args.argc) + shareArgs(share).length + extra.length);
+    const shareKeys = [...keys, takesKey(keys[0]), sharesKey(keys[0])];
+    return this.batcher.enqueue(name, shareKeys, argc, now, operation, units, params, undefined, withShareLedger(name)) as Promise<LeaseCounterResult>;
   }
 
   /**

@@ -8,6 +8,8 @@ import { chunkSize } from './chunk.js';
 import type { LendingStore } from './process-leases.js';
 import { poolKey, type PoolAnswer, type RegionPoolStore } from './region-pool.js';
 import { storeParent, type LeasedSpec } from './store-parent.js';
+import { ShareViews } from './share-view.js';
+import type { RegionShareUse } from '../schema/server-info.js';
 import { leaseFailed } from './failures.js';
 import { countUnits, NamedTakes, type UnitOwner } from './named-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
@@ -32,6 +34,8 @@ export interface RegionStoreOptions<Regional extends RegionSideStore = RedisCoun
   clock?: LeaseClock;
   /** How often pools unspent for max_hold are looked for (default 250 ms; 0: never, for tests). */
   sweepIntervalMs?: number;
+  /** RL_REGION: the region a global budget with shares counts this region's takes under. */
+  region?: string;
 }
 
 /** A store on either side of a region: the counter operations with leases, and (Redis) its failures. */
@@ -63,6 +67,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   /** This server's refill in flight, by pool key: its waiting decisions await it. */
   private readonly refills = new Map<string, Promise<void>>();
   private readonly shortage = new ParentShortage();
+  /** What the global counter last said of each shared budget's regions (/rl/v1/info). */
+  private readonly shareViews: ShareViews;
   /** Refills and gives named, with deadlines by the global store's clock; those whose answer was lost, to settle. */
   private readonly takes: NamedTakes<Leased>;
   private sweeper: unknown;
@@ -77,6 +83,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     this.pool = options.pool;
     this.clock = options.clock ?? systemClock;
     this.maxWaitMs = options.maxWaitMs ?? DEFAULT_LEASE_MAX_WAIT_MS;
+    this.shareViews = new ShareViews(this.clock);
     this.takes = new NamedTakes(this.clock, (counter) => this.ownerOf(counter));
     const interval = options.sweepIntervalMs ?? 250;
     if (interval > 0) this.armSweep(interval);
@@ -151,6 +158,11 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   globalStoreHealth(): { reachable: boolean; masters: MasterState[] } {
     const masters = (this.global as { health?: { states(): MasterState[] } }).health?.states() ?? [];
     return { reachable: this.global.isHealthy(), masters };
+  }
+
+  /** Each shared global budget's regions, as the global counter last answered this server (/rl/v1/info). */
+  shareStatus(): RegionShareUse[] {
+    return this.shareViews.status();
   }
 
   /** Decisions need the region's store; the global store only for refills. */
@@ -298,7 +310,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   }
 
   private parentOf({ keys, spec }: Leased): LeaseParent {
-    return storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.lease.maxHoldMs);
+    const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.lease.maxHoldMs, this.options.region);
+    const { global: budget } = spec;
+    return budget.shares ? this.shareViews.observe(parent, { ...budget, shares: budget.shares }) : parent;
   }
 
   /** The global counter as a lease parent, with where to count its units. */

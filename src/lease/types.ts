@@ -24,6 +24,8 @@ export interface Grant {
   parentNow: StoreMs;
   /** `late`: past its deadline, took nothing; `repeat`: its id was seen, the recorded grant; `reclaimed`: took nothing. */
   outcome: 'done' | 'late' | 'repeat' | 'reclaimed';
+  /** A global budget with shares: every region's units of the window after the take, by name. */
+  shareTaken?: Record<string, number>;
 }
 
 /** A take's or give's id and deadline at the parent: the store's own (NamedGive), without a bucket's hold. */
@@ -40,6 +42,8 @@ export interface GivenBack {
    */
   outcome: LeaseOutcome;
   parentNow: StoreMs;
+  /** A global budget with shares: every region's units of the window after the give, by name. */
+  shareTaken?: Record<string, number>;
 }
 
 /** The counter a holder takes units from: one atomic call per operation. */

@@ -1,4 +1,5 @@
-import type { CounterSpec } from '../counters/counter-spec.js';
+import type { CounterSpec, GlobalBudget } from '../counters/counter-spec.js';
+import { compileShares } from '../policy/budget-shares.js';
 import type { AlgorithmConfig, AlgorithmType, Policy } from '../policy/types.js';
 import { compileLease } from '../policy/lease-terms.js';
 import { calendarPeriods, DEFAULT_TIMEZONE, type CalendarPeriods } from '../util/calendar-period.js';
@@ -10,11 +11,14 @@ const DEFAULT_LEASE_TTL_SECS = 120;
  * The counter spec of a policy: its algorithm's, marked when the policy's budget is global, with the
  * region holder's compiled lease (CONTRACT: the policy's lease.max_hold, `1s` by default).
  */
-export function policySpecOf(policy: Pick<Policy, 'policy_id' | 'algorithm' | 'budget' | 'lease'>): CounterSpec {
+export function policySpecOf(policy: Pick<Policy, 'policy_id' | 'algorithm' | 'budget' | 'budget_shares' | 'lease'>): CounterSpec {
   const spec = counterSpecOf(policy.algorithm);
   if (policy.budget !== 'global') return spec;
   const lease = compileLease(policy, 'region');
-  return { ...spec, global: lease ? { policyId: policy.policy_id, lease } : { policyId: policy.policy_id } };
+  const global: GlobalBudget = lease ? { policyId: policy.policy_id, lease } : { policyId: policy.policy_id };
+  // Validation allows shares only on the window algorithms, which have a limit.
+  if (policy.budget_shares && 'limit' in spec) global.shares = compileShares(policy.budget_shares, spec.limit);
+  return { ...spec, global };
 }
 
 /**

@@ -58,7 +58,7 @@ export function isQuotaShaped(raw: unknown): boolean {
 }
 
 /** Policy fields that may ride along with the quota shape, passed through unchanged. */
-export const QUOTA_PASS_THROUGH = ['name', 'description', 'enabled', 'priority', 'failure_mode', 'rollout_percent', 'valid_from_unix', 'valid_to_unix', 'metadata', 'enforcement_mode', 'action', 'source_ip_prefix', 'budget', 'layer', 'lease'] as const;
+export const QUOTA_PASS_THROUGH = ['name', 'description', 'enabled', 'priority', 'failure_mode', 'rollout_percent', 'valid_from_unix', 'valid_to_unix', 'metadata', 'enforcement_mode', 'action', 'source_ip_prefix', 'budget', 'budget_shares', 'layer', 'lease'] as const;
 
 /** A whole quota-shaped body as the Policy shape to validate, with the problems only the alias can see. */
 export function quotaBodyToPolicy(raw: Obj): { policy: Obj; errors: FieldError[] } {

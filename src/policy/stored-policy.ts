@@ -69,7 +69,7 @@ export function storedPolicy(input: PolicyInput, version: number, createdAt: str
     created_at: pool?.of(createdAt) ?? createdAt,
     updated_at: pool?.of(updatedAt) ?? updatedAt,
   };
-  return input.source_ip_prefix || input.budget !== undefined || input.layer !== undefined || input.lease ? withOptionalFields(policy, input) : policy;
+  return input.source_ip_prefix || input.budget !== undefined || input.budget_shares || input.layer !== undefined || input.lease ? withOptionalFields(policy, input) : policy;
 }
 
 /**
@@ -83,6 +83,7 @@ function withOptionalFields(policy: Policy, input: PolicyInput): Policy {
     ...(input.source_ip_prefix && { source_ip_prefix: { v4: input.source_ip_prefix.v4, v6: input.source_ip_prefix.v6 } }),
     ...(input.budget !== undefined && { budget: input.budget }),
     ...(input.layer !== undefined && { layer: input.layer }),
+    ...(input.budget_shares && { budget_shares: { ...input.budget_shares } }),
     ...(input.lease && { lease: { ...input.lease } }),
     version,
     created_at,

@@ -32,6 +32,8 @@ export interface Policy extends PolicyFields {
   failure_mode: FailureMode;
   enforcement_mode: EnforcementMode;
   budget?: Budget;
+  /** With `budget: "global"`: region (or `*`, the common share) to weight (src/policy/budget-shares.ts); absent: none. */
+  budget_shares?: Record<string, number>;
   /** A capacity lease (CONTRACT "Process leases"), as it was given; absent: none. */
   lease?: LeaseConfig;
 }

@@ -28,6 +28,7 @@ import {
 } from '../schema/policy.js';
 import { parseDuration } from '../util/duration.js';
 import { isObject } from '../util/json-shape.js';
+import { validateBudgetShares } from './budget-shares.js';
 import { LEASABLE_ALGORITHMS, leaseShapeOf } from './lease-terms.js';
 import { validateCalendarFields } from './calendar-fields.js';
 import { compileMatchExpr } from './match-expr.js';
@@ -200,6 +201,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
   const metadata = validateMetadata(own(raw, 'metadata'), err);
   const sourceIpPrefix = validateSourceIpPrefix(own(raw, 'source_ip_prefix'), err);
   const lease = validateLease(own(raw, 'lease'), algorithm?.type, err);
+  const budgetShares = validateBudgetShares(own(raw, 'budget_shares'), budget, algorithm?.type, err);
 
   if (errors.length > 0) return { ok: false, errors };
   const policy: PolicyInput = {
@@ -222,6 +224,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
   };
   if (sourceIpPrefix !== undefined) policy.source_ip_prefix = sourceIpPrefix;
   if (lease !== undefined) policy.lease = lease;
+  if (budgetShares !== undefined) policy.budget_shares = budgetShares;
   return { ok: true, policy };
 }
 

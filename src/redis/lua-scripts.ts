@@ -135,6 +135,15 @@ export function withTakeLedger(name: ScriptName): string {
   return `${name}+ledger`;
 }
 
+/**
+ * The batch operation that runs `name` with the take ledger and then the counter's share ledger
+ * (keys.ts sharesKey) as two keys more: a region's take, give or reclaim of a global budget with shares
+ * (lua/includes/shares.lua, included by "lease").
+ */
+export function withShareLedger(name: ScriptName): string {
+  return `${name}+shares`;
+}
+
 /** Whether a script keeps a take ledger (includes "lease"): its named takes and reclaims take one key more. */
 export function keepsTakeLedger(script: LuaScript): boolean {
   return script.lua.includes('-- >>> include "lease"');
@@ -193,6 +202,7 @@ export function readBatchScript(dir: URL = LUA_DIR): BatchScript {
   });
   const table = SCRIPT_NAMES.map((name) => `  ${name} = { run = op_${name}, key_count = ${SCRIPT_KEY_COUNTS[name]} },`);
   for (const name of ledgerScripts) table.push(`  ['${withTakeLedger(name)}'] = { run = op_${name}, key_count = ${SCRIPT_KEY_COUNTS[name] + 1} },`);
+  for (const name of ledgerScripts) table.push(`  ['${withShareLedger(name)}'] = { run = op_${name}, key_count = ${SCRIPT_KEY_COUNTS[name] + 2} },`);
   const operations = [...functions, 'local OPERATIONS = {', ...table, '}'].join('\n');
   // A replacer function: the scripts contain `$` patterns that a replacement string would interpret.
   const lua = stripLuaComments(driver.replace(OPERATIONS_LINE, () => operations));

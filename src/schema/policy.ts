@@ -36,6 +36,12 @@ export const FAILURE_MODES = ['fail_open', 'fail_closed'] as const;
 export const ENFORCEMENT_MODES = ['enforce', 'shadow'] as const;
 /** Where a policy's limit applies with regions configured (CONTRACT.md "Regions"): each region alone, or all together. */
 export const BUDGETS = ['regional', 'global'] as const;
+/** A region name as RL_REGION spells it, or `*` (the common share) in `budget_shares`. */
+export const SHARE_REGION_PATTERN = /^(\*|[a-z0-9-]{1,32})$/;
+/** `budget_shares`: at most this many entries, each weight a positive integer up to the maximum. */
+export const BUDGET_SHARES = { maxEntries: 64, maxWeight: 1_000_000 } as const;
+/** The algorithms whose limit is counted per window, the only ones `budget_shares` divides. */
+export const SHARED_ALGORITHMS = ['fixed_window', 'quota'] as const;
 export const POLICY_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 export const SEVERITY_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
 export const MAX_NAME_LENGTH = 256;
@@ -198,6 +204,14 @@ const inputFields = {
       description: `The layer the policy decides in (default "default"; at most ${MAX_LAYERS} layers in a policy set). Each layer chooses its own winner; a request is allowed only when every layer's winner admits it.`,
     }),
   ),
+  budget_shares: Type.Optional(
+    Type.Record(Type.String({ pattern: SHARE_REGION_PATTERN.source }), Type.Integer({ minimum: 1, maximum: BUDGET_SHARES.maxWeight }), {
+      minProperties: 1,
+      maxProperties: BUDGET_SHARES.maxEntries,
+      description:
+        'With budget "global" (fixed_window or quota): region name (or "*", the common share) to weight. Region r is guaranteed floor(limit × w_r / W) units of every window; the rest is the common share any region may take from (docs/distribution.md).',
+    }),
+  ),
 };
 
 export const PolicyInputSchema = Type.Object(
@@ -219,6 +233,7 @@ export const PolicyInputSchema = Type.Object(
     source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
     budget: inputFields.budget,
     layer: inputFields.layer,
+    budget_shares: inputFields.budget_shares,
     lease: Type.Optional(LeaseSchema),
     version: Type.Optional(PositiveInt('PUT/PATCH: the version being changed; a stale one is a 409 (as If-Match).')),
     created_at: Type.Optional(serverSetTime),
@@ -263,6 +278,7 @@ export const QuotaPolicyInputSchema = Type.Object(
     source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
     budget: inputFields.budget,
     layer: inputFields.layer,
+    budget_shares: inputFields.budget_shares,
     lease: Type.Optional(LeaseSchema),
     version: Type.Optional(PositiveInt('PUT: the version being changed; a stale one is a 409 (as If-Match).')),
   },

@@ -36,6 +36,21 @@ export const RlqsStatusSchema = Type.Object({
   units_held: Type.Number({ minimum: 0, description: 'Units taken from counters for Envoys that no usage report said were spent yet.' }),
 });
 export type RlqsStatus = Static<typeof RlqsStatusSchema>;
+/** One global budget with `budget_shares`: each region's units of the current window beside its guarantee. */
+export const RegionShareUseSchema = Type.Object({
+  policy_id: Type.String(),
+  window_left_ms: Count,
+  regions: Type.Array(
+    Type.Object({
+      region: Type.String(),
+      taken: Count,
+      guaranteed: Count,
+    }),
+    { description: 'Every region named in budget_shares or that took units this window, by name: units taken (held or spent) of the window, and the guarantee.' },
+  ),
+  common: Type.Object({ size: Count, taken: Count }, { description: 'The common share ("*" and what rounding leaves) and the units regions took of it.' }),
+});
+export type RegionShareUse = Static<typeof RegionShareUseSchema>;
 
 /** Region mode (RL_REGION): this server's region and the global store (RL_GLOBAL_COUNTERSTORE_ADDR) as it sees it. */
 export const RegionStatusSchema = Type.Object({
@@ -44,6 +59,11 @@ export const RegionStatusSchema = Type.Object({
     state: StoreStateSchema,
     masters: Type.Array(MasterHealthSchema, { description: 'Each global store master this server has used, with its breaker.' }),
   }),
+  shares: Type.Optional(
+    Type.Array(RegionShareUseSchema, {
+      description: 'Global budgets with budget_shares, as the global counter last answered this region (per policy, the counter this region took from last).',
+    }),
+  ),
 });
 export type RegionStatus = Static<typeof RegionStatusSchema>;
 

@@ -21,4 +21,9 @@ describe('rl: a policy\'s lease and budget', () => {
     expect([leaseText(global), budgetText(global), leaseComment(global)]).to.deep.equal(['20/1s', 'global', '# lease: max_units/max_hold 20/1s; budget: global\n']);
     expect(budgetText({ ...base, budget: 'regional' })).to.equal('regional');
   });
+
+  it('budget_shares beside a global budget, weights as given', () => {
+    const shared: StoredPolicy = { ...base, budget: 'global', budget_shares: { eu: 3, us: 1, '*': 1 } };
+    expect([budgetText(shared), leaseComment(shared)]).to.deep.equal(['global (shares eu=3 us=1 *=1)', '# lease: none; budget: global (shares eu=3 us=1 *=1)\n']);
+  });
 });

@@ -55,6 +55,8 @@ import type { LeasedSpec } from '../../src/lease/store-parent.js';
 import type { LeaseClock, LeaseEvents } from '../../src/lease/types.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { flush as settle, TestClock } from './support/test-clock.js';
+import { overShare, ShareCheck } from './support/share-check.js';
+import { compileShares } from '../../src/policy/budget-shares.js';
 
 const T0 = 1_800_000_000_000;
 const KEYS = ['sim:counter'];
@@ -183,9 +185,9 @@ interface Region {
 
 /** What happened to the demand: the units admitted and refunded, with their times. */
 interface Ledger {
-  /** `seq`: the order things happened in, within one instant. */
-  admitted: { t: number; seq: number; cost: number }[];
-  refunded: { t: number; seq: number; units: number }[];
+  /** `seq`: the order things happened in, within one instant; `region`: where (its index). */
+  admitted: { t: number; seq: number; cost: number; region: number }[];
+  refunded: { t: number; seq: number; units: number; region: number }[];
   /** Units taken from the exact counter per window tag (quota: its periods). */
   periods: Set<number>;
   failed: number;
@@ -236,7 +238,12 @@ interface SimConfig {
   storeOffsets: number[];
   /** Per server, its clock minus the reference. */
   serverOffsets: number[];
+  /** budget_shares by region index (`r0`, `r1`, ... and `*`), for a window algorithm with regions. */
+  shares?: Record<string, number>;
 }
+
+/** Region `r`'s RL_REGION in the simulation. */
+const regionName = (r: number): string => `r${r}`;
 
 /** A policy as the matcher compiles it, with what ProcessLeases reads: its id, its `lease`, its spec. */
 function compiledPolicy(spec: LeasedSpec, config: SimConfig): CompiledPolicy {
@@ -252,6 +259,8 @@ class Simulation {
   readonly flow: Flow = { takenGlobal: 0, returnedGlobal: 0, lapsedBy: {}, refundedNotHeld: 0, crashes: 0, drains: 0 };
   /** The policy's spec: a global budget's when there are regions. */
   readonly spec: LeasedSpec;
+  /** With budget_shares: the shares as the global counter answers them. */
+  readonly shareCheck: ShareCheck | undefined;
   private seq = 0;
   /** Units refunds asked back so far (a client refunds only what it was admitted). */
   private refundsAsked = 0;
@@ -275,6 +284,10 @@ class Simulation {
 
   constructor(readonly config: SimConfig) {
     this.spec = config.topology === 'process' ? config.spec : { ...config.spec, global: { policyId: POLICY_ID, lease: { shape: leaseShapeOf(config.spec.type)!, maxUnits: Infinity, maxHoldMs: config.maxHoldMs } } };
+    if (config.shares && this.spec.global && 'limit' in this.spec) {
+      this.spec.global.shares = compileShares(config.shares, this.spec.limit);
+      this.shareCheck = new ShareCheck(this.spec.global.shares, this.spec.limit);
+    }
     this.exact = new MemoryCounterStore({ now: () => this.world.now, sweepIntervalMs: 0 });
     const exact = this.exact;
     this.global = {
@@ -283,6 +296,7 @@ class Simulation {
       refund: (keys, spec, amount) => exact.refund(keys, spec, amount),
       take: async (keys, spec, n, _now, named) => {
         const answer = await exact.take(keys, spec, n, undefined, named);
+        this.shareCheck?.answered(named?.region, answer, n);
         this.counts.globalTakes++;
         this.counts.takeOutcomes[answer.outcome] = (this.counts.takeOutcomes[answer.outcome] ?? 0) + 1;
         // A repeated take answers its recorded grant: nothing more left the counter.
@@ -292,6 +306,7 @@ class Simulation {
       },
       giveBack: async (keys, spec, units, tag, _now, named) => {
         const answer = await exact.giveBack(keys, spec, units, tag, undefined, named);
+        this.shareCheck?.answered(named?.region, answer);
         this.counts.giveOutcomes[answer.outcome] = (this.counts.giveOutcomes[answer.outcome] ?? 0) + 1;
         // A repeated give answers what it did: nothing more went back.
         if (answer.outcome === 'done') this.flow.returnedGlobal += answer.units;
@@ -300,6 +315,7 @@ class Simulation {
       // The take ledger, as a Redis counter store keeps it: named takes and their reclaims.
       reclaim: async (keys, spec, take) => {
         const answer = await exact.reclaim(keys, spec, take);
+        this.shareCheck?.answered(take.region, answer);
         this.counts.reclaimOutcomes[answer.outcome] = (this.counts.reclaimOutcomes[answer.outcome] ?? 0) + 1;
         if (this.giveIds.has(take.takeId)) this.counts.giveReclaimOutcomes[answer.outcome] = (this.counts.giveReclaimOutcomes[answer.outcome] ?? 0) + 1;
         if (answer.outcome === 'done') this.flow.returnedGlobal += answer.units;
@@ -314,7 +330,7 @@ class Simulation {
       const offset = config.storeOffsets[r % config.storeOffsets.length];
       const pool = new RegionPool(new MemoryLeasePool(() => this.world.now + offset));
       this.regions.push({
-        pool: this.observed(pool),
+        pool: this.observed(pool, r),
         counters: new MemoryCounterStore({ now: () => this.world.now + offset, sweepIntervalMs: 0 }),
         globalDown: false,
         storeDown: false,
@@ -328,18 +344,18 @@ class Simulation {
   }
 
   /** The region pool as the checker sees it: a decision's units are admitted where and when the pool spends them. */
-  private observed(pool: RegionPoolStore): RegionPoolStore {
+  private observed(pool: RegionPoolStore, r: number): RegionPoolStore {
     return {
       spend: async (...call: Parameters<RegionPoolStore['spend']>) => {
         const answer = await pool.spend(...call);
         const [, cost, , , , , op] = call;
-        if (op !== 'take' && answer.spent) this.admit(cost);
+        if (op !== 'take' && answer.spent) this.admit(cost, r);
         return answer;
       },
       refund: async (key, units, below) => {
         const answer = await pool.refund(key, units, below);
         // A decision's refund (a process lease's return is no usage).
-        if (below === undefined && answer.left > 0) this.ledger.refunded.push({ t: this.world.now, seq: this.seq++, units: answer.left });
+        if (below === undefined && answer.left > 0) this.ledger.refunded.push({ t: this.world.now, seq: this.seq++, units: answer.left, region: r });
         return answer;
       },
       add: (key, grant, token, measureMs) => pool.add(key, grant, token, measureMs),
@@ -349,8 +365,8 @@ class Simulation {
     };
   }
 
-  private admit(cost: number): void {
-    this.ledger.admitted.push({ t: this.world.now, seq: this.seq++, cost });
+  private admit(cost: number, region: number): void {
+    this.ledger.admitted.push({ t: this.world.now, seq: this.seq++, cost, region });
   }
 
   private newServer(index: number): Server {
@@ -377,6 +393,7 @@ class Simulation {
         maxWaitMs: this.config.maxWaitMs ?? 100,
         events: () => this.events,
         clock,
+        region: regionName(r),
       });
     }
     if (topology !== 'region') server.leases = new ProcessLeases({ store: server.store ?? global, maxWaitMs: this.config.maxWaitMs ?? 100, takeTimeoutMs: PROCESS_TIMEOUT_MS, clock, events: () => this.events });
@@ -417,7 +434,7 @@ class Simulation {
       if (!server.alive) return;
       if (!result.allowed) this.ledger.refused++;
       // A process holder's answer is its admission; a region's was counted where the pool spent it.
-      else if (server.leases) this.admit(cost);
+      else if (server.leases) this.admit(cost, server.region);
     };
     let answer: CounterResult | Promise<CounterResult>;
     try {
@@ -443,7 +460,7 @@ class Simulation {
       return;
     }
     // A process holder takes the units back at once (before any later admission can spend them).
-    const entry = { t: this.world.now, seq: this.seq++, units: 0 };
+    const entry = { t: this.world.now, seq: this.seq++, units: 0, region: server.region };
     this.ledger.refunded.push(entry);
     server.leases!.operationsFor(KEYS, server.compiled)!
       .refund(KEYS, this.spec, amount)
@@ -655,6 +672,25 @@ function checkNeverOver(sim: Simulation): void {
   }
 }
 
+/**
+ * budget_shares: every answer of the global counter kept the shares (ShareCheck), and in every window
+ * each region admitted at most its guarantee plus the common share.
+ */
+function checkShares(sim: Simulation): void {
+  const check = sim.shareCheck;
+  if (check === undefined) return;
+  expect(check.problems, 'the shares at the global counter').to.deep.equal([]);
+  const { spec } = sim.config;
+  const starts = [...sim.ledger.periods].sort((a, b) => a - b);
+  const windowOf = (t: number): number | undefined => {
+    if (spec.type === 'fixed_window') return Math.floor(t / spec.windowMs);
+    if (spec.type === 'quota') return starts.filter((s) => s <= t && t < s + spec.periodMs).pop();
+    return undefined;
+  };
+  const uses = [...sim.ledger.admitted.map((a) => ({ ...a, units: a.cost })), ...sim.ledger.refunded.map((r) => ({ ...r, units: -r.units }))];
+  expect(overShare(uses, windowOf, (r) => check.guaranteeOf(regionName(r)) + check.shares.common), 'a region past its share').to.deep.equal([]);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Arbitraries
 // ---------------------------------------------------------------------------------------------------
@@ -719,6 +755,24 @@ const configArb: fc.Arbitrary<SimConfig> = fc.record({
   storeOffsets: fc.array(storeOffsetArb, { minLength: 3, maxLength: 3 }),
   serverOffsets: fc.array(serverOffsetArb, { minLength: 9, maxLength: 9 }),
 });
+
+/** Weights by region (r1 unnamed in the second: it takes from the common share only). */
+const sharesArb = fc.oneof(
+  fc.record({ r0: fc.integer({ min: 1, max: 4 }), r1: fc.integer({ min: 1, max: 4 }), '*': fc.integer({ min: 1, max: 2 }) }),
+  fc.record({ r0: fc.integer({ min: 1, max: 3 }), r2: fc.integer({ min: 1, max: 3 }) }),
+  fc.record({ r1: fc.constant(1), '*': fc.integer({ min: 1, max: 3 }) }),
+);
+
+/** A global budget with shares: a window algorithm, two or three regions, with or without process leases. */
+const sharedConfigArb: fc.Arbitrary<SimConfig> = fc
+  .record({
+    base: configArb,
+    spec: specArb.filter((spec) => spec.type === 'fixed_window' || spec.type === 'quota'),
+    shares: sharesArb,
+    topology: fc.constantFrom<Topology>('region', 'region+process'),
+    regions: fc.integer({ min: 2, max: 3 }),
+  })
+  .map(({ base, ...shared }) => ({ ...base, ...shared }));
 
 /**
  * Interleavings every run checks first (fast-check `examples`), besides the random ones: over-admissions
@@ -822,6 +876,21 @@ async function saturate(config: SimConfig, ticks: number, tickMs: number): Promi
   checkNeverOver(sim);
   return { admitted: sim.ledger.admitted.reduce((sum, a) => sum + a.cost, 0), exact, sim };
 }
+
+/** `count` ticks of `tickMs` without faults: each, what is on the wires arrives, then servers `deciding` decide 1 each. */
+async function tick(sim: Simulation, count: number, tickMs: number, deciding: number[]): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const inFlight = sim.links().map((l) => [l, l.pending] as const);
+    for (const [link, pending] of inFlight) for (let m = 0; m < pending; m++) link.deliverOne();
+    await settle();
+    for (const s of deciding) sim.decide(s, 1);
+    await settle();
+    await sim.world.advanceTo(sim.world.now + tickMs);
+  }
+}
+
+/** Units admitted in region `r`. */
+const admittedIn = (sim: Simulation, r: number): number => sim.ledger.admitted.filter((a) => a.region === r).reduce((sum, a) => sum + a.cost, 0);
 
 describe('capacity leases: never over (deterministic simulation, fast-check)', function () {
   this.timeout(180_000);
@@ -935,6 +1004,44 @@ describe('capacity leases: never over (deterministic simulation, fast-check)', f
     expect(faults.givesSettled).to.be.above(0);
     expect(faults.lateGives).to.be.above(0);
     for (const n of Object.values(faults.byTopology)) expect(n).to.be.above(0);
+  });
+
+  it('budget_shares, any interleaving with faults: never over, every answer of the global counter within the shares, each region within its share per window', async () => {
+    const seen = { runs: 0, guaranteedTakes: 0, admitted: 0 };
+    await fc.assert(
+      fc.asyncProperty(sharedConfigArb, fc.array(actionArb, { minLength: 1, maxLength: 200, size: 'max' }), async (config, actions) => {
+        const sim = await run(config, actions);
+        checkNeverOver(sim);
+        checkShares(sim);
+        seen.runs++;
+        seen.guaranteedTakes += sim.shareCheck!.guaranteedTakes;
+        seen.admitted += sim.ledger.admitted.length;
+      }),
+      { numRuns: Math.ceil(Number(process.env.LEASE_SIM_RUNS ?? 1000) / 4), seed: Number(process.env.LEASE_SIM_SEED ?? 21) },
+    );
+    console.log(`      budget_shares: ${seen.runs} runs, ${seen.admitted} decisions admitted, ${seen.guaranteedTakes} takes within a guarantee (each granted whole)`);
+    expect(seen.guaranteedTakes).to.be.above(0);
+  });
+
+  it('budget_shares: a region flooding first leaves a quiet region its guarantee (fixed window and quota, with and without process leases)', async () => {
+    // limit 50, r0 3, r1 1, * 1: r0 is guaranteed 30, r1 10, and 10 are common.
+    for (const spec of [{ type: 'fixed_window', limit: 50, windowMs: 60_000 }, { type: 'quota', limit: 50, periodMs: 60_000 }] as LeasedSpec[]) {
+      for (const topology of ['region', 'region+process'] as const) {
+        const config: SimConfig = { spec, regions: 2, servers: 2, topology, maxUnits: 5, maxHoldMs: 1000, storeOffsets: [0, 3_600_000], serverOffsets: [0, 17 - T0, -3_600_000, 0], shares: { r0: 3, r1: 1, '*': 1 } };
+        const sim = new Simulation(config);
+        // Servers 0 and 2 are r0's, 1 and 3 r1's. r0 floods: 400 decisions in 2 s, far past what it may have.
+        await tick(sim, 200, 10, [0, 2]);
+        const what = `${spec.type}, ${topology}`;
+        expect(admittedIn(sim, 0), `${what}: r0 flooding, its 30 and the common 10`).to.equal(40);
+        // Then r1, quiet so far, asks: its 10 are there.
+        await tick(sim, 100, 10, [1, 3]);
+        expect(admittedIn(sim, 1), `${what}: r1 after the flood`).to.be.at.least(10);
+        expect(admittedIn(sim, 0) + admittedIn(sim, 1), what).to.be.at.most(50);
+        await sim.finish();
+        checkNeverOver(sim);
+        checkShares(sim);
+      }
+    }
   });
 
   it('utilisation under saturating demand: admitted / what one exact counter admits (printed)', async () => {

@@ -1,5 +1,5 @@
 /**
- * The fields most policies do not have (`source_ip_prefix`, `budget`, `lease`) survive every way a
+ * The fields most policies do not have (`source_ip_prefix`, `budget`, `budget_shares`, `lease`) survive every way a
  * stored policy is made and read back: a policy file, PATCH (merged, removed with null), rollback,
  * the file store's journal and its snapshot after a compaction, and the Redis policy store read by
  * another instance. stored-policy.ts builds and revives policies field by field, so a field it forgot
@@ -18,7 +18,7 @@ import { PolicyService } from '../../src/policy-service/policy-service.js';
 import { getSuiteRedis } from '../support/counter-stores.js';
 import { randomPrefix } from '../support/redis.js';
 
-const GIVEN = { source_ip_prefix: { v4: 24, v6: 48 }, budget: 'global', lease: { max_units: 50, max_hold: '2s' } };
+const GIVEN = { source_ip_prefix: { v4: 24, v6: 48 }, budget: 'global', budget_shares: { eu: 3, us: 1, '*': 1 }, lease: { max_units: 50, max_hold: '2s' } };
 const FILE = {
   policies: [{ policy_id: 'net', scope: { service: 'api', source_ip: '*' }, algorithm: { type: 'fixed_window', limit: 10, window: '1m' }, ...GIVEN }],
 };
@@ -37,8 +37,8 @@ async function change(store: PolicyStore): Promise<void> {
     expect(service.get('net')).to.deep.include(GIVEN);
     // A merge patch merges into the objects and keeps what it does not name.
     const merged = await service.patch('net', { source_ip_prefix: { v6: 64 }, lease: { max_units: 7 } }, 'alice');
-    expect(merged).to.deep.include({ version: 2, source_ip_prefix: { v4: 24, v6: 64 }, budget: 'global', lease: { max_units: 7, max_hold: '2s' } });
-    const removed = await service.patch('net', { source_ip_prefix: null, budget: null, lease: null }, 'bob');
+    expect(merged).to.deep.include({ version: 2, source_ip_prefix: { v4: 24, v6: 64 }, budget: 'global', budget_shares: GIVEN.budget_shares, lease: { max_units: 7, max_hold: '2s' } });
+    const removed = await service.patch('net', { source_ip_prefix: null, budget: null, budget_shares: null, lease: null }, 'bob');
     expect(removed.version).to.equal(3);
     for (const field of Object.keys(GIVEN)) expect(removed, field).to.not.have.property(field);
     expect(await service.rollback('net', { version: 1 }, 'carol')).to.deep.include({ version: 4, ...GIVEN });

@@ -21,7 +21,8 @@ import { startRedis, type RedisHandle } from '../support/redis.js';
 
 /** The keys a script's header names: its own, and the take ledger of a named take or a reclaim (include "lease"). */
 function keyCount(name: ScriptName): number {
-  return SCRIPT_KEY_COUNTS[name] + (keepsTakeLedger(readScript(name)) ? 1 : 0);
+  // A lease script takes its take ledger, and a share ledger after it (lua/includes/shares.lua).
+  return SCRIPT_KEY_COUNTS[name] + (keepsTakeLedger(readScript(name)) ? 2 : 0);
 }
 
 /** The leading comment block of a file: every line up to the first that is not a `--` comment. */

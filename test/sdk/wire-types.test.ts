@@ -71,7 +71,7 @@ const sdkDecisionFields = Object.keys({
 const sdkPolicyFields = Object.keys({
   policy_id: 0, name: 0, description: 0, enabled: 0, priority: 0, scope: 0, algorithm: 0, action: 0,
   failure_mode: 0, enforcement_mode: 0, rollout_percent: 0, metadata: 0, valid_from_unix: 0, valid_to_unix: 0,
-  source_ip_prefix: 0, lease: 0, budget: 0, layer: 0, version: 0, created_at: 0, updated_at: 0,
+  source_ip_prefix: 0, lease: 0, budget: 0, budget_shares: 0, layer: 0, version: 0, created_at: 0, updated_at: 0,
 } satisfies Record<NamedKeys<SdkStoredPolicy>, 0>);
 
 const propertyNames = (schema: TObject) => Object.keys(schema.properties);

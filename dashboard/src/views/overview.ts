@@ -187,8 +187,20 @@ export const overviewView: View = (root, app) => {
         { class: 'muted', 'data-testid': 'global-store-masters' },
         g.masters.length === 0 ? 'No global store call made yet.' : g.masters.map((m) => `${m.master}: breaker ${m.breaker.replace('_', ' ')}, ${m.pending_calls} calls pending`).join('; '),
       ),
+      ...(region.shares ?? []).map(shareTable),
     );
   };
+
+  /** A global budget with budget_shares: each region's units of the window (taken / guaranteed) and the common share. */
+  const shareTable = (use: NonNullable<RegionStatus['shares']>[number]) =>
+    h(
+      'table',
+      { 'data-testid': `region-shares-${use.policy_id}` },
+      h('caption', {}, `${use.policy_id}: shares of the window (${Math.ceil(use.window_left_ms / 1000)} s left)`),
+      h('tr', {}, h('th', {}, 'region'), h('th', {}, 'taken'), h('th', {}, 'guaranteed')),
+      ...use.regions.map((r) => h('tr', {}, h('td', {}, r.region), h('td', {}, String(r.taken)), h('td', {}, String(r.guaranteed)))),
+      h('tr', {}, h('td', {}, 'common (*)'), h('td', {}, String(use.common.taken)), h('td', {}, String(use.common.size))),
+    );
 
   if (app.stream.latest) render(app.stream.latest);
   const unsubscribe = app.stream.subscribe(render);

@@ -4,6 +4,7 @@ import { adminClient, type GlobalOptions } from '../connection.js';
 import { EXIT_ERROR } from '../exit-codes.js';
 import { printJson, printLines } from '../output.js';
 import type { LeaseTotals, RegionStatus, ServerInfoBody } from '../../schema/server-info.js';
+import { shareText } from '../share-text.js';
 
 type MasterHealth = NonNullable<ServerInfoBody['counter_store_masters']>[number];
 
@@ -46,6 +47,8 @@ export function registerStatusCommand(program: Command): void {
             lines.push(`region     ${region.name}`);
             lines.push(`global     ${region.global_store.state.replace('_', ' ')}`);
             for (const master of region.global_store.masters) lines.push(`  master   ${masterText(master)}`);
+            // Taken/guaranteed units of the window per region (budget_shares).
+            for (const use of region.shares ?? []) lines.push(`shares     ${shareText(use)}`);
           }
           const leases = info.leases as LeaseTotals | undefined;
           if (leases) lines.push(`leases     ${leasesText(leases)}`);

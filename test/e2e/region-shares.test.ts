@@ -1,0 +1,99 @@
+import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
+import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+
+/**
+ * budget_shares with real regions: one global and two regional redis-servers, a server in each region.
+ * The limit is 40 a window, `{"eu": 2, "us": 1, "*": 1}`: eu is guaranteed 20, us 10, and 10 are common.
+ * eu floods first; us, quiet until then, still gets its 10. Counts only, no assertion on time.
+ */
+describe('two regions, real processes: weighted shares of a global budget', function () {
+  this.timeout(120_000);
+  const LIMIT = 40;
+  let global: RedisHandle;
+  const stores: RedisHandle[] = [];
+  const servers: Record<'eu' | 'us', ServerProcessHandle> = {} as never;
+  let dir: string;
+  /** A window this run never sees end: 1 h, or 1 day when the hour is nearly over. */
+  const window = 3_600_000 - (Date.now() % 3_600_000) > 10 * 60_000 ? '1h' : '1d';
+
+  before(async function () {
+    [global, stores[0], stores[1]] = await Promise.all([startPrivateRedis(), startPrivateRedis(), startPrivateRedis()]);
+    dir = mkdtempSync(join(tmpdir(), 'rl-shares-'));
+    const policyFile = join(dir, 'policies.json');
+    const policy = { policy_id: 'shared', scope: { resource: 'shared' }, budget: 'global', budget_shares: { eu: 2, us: 1, '*': 1 }, algorithm: { type: 'fixed_window', limit: LIMIT, window } };
+    writeFileSync(policyFile, JSON.stringify({ policies: [policy] }));
+    const prefix = randomPrefix();
+    const env = (region: 'eu' | 'us', store: RedisHandle) => ({
+      RL_REGION: region,
+      RL_COUNTERSTORE_ADDR: store.url,
+      RL_GLOBAL_COUNTERSTORE_ADDR: global.url,
+      RL_KEY_PREFIX: prefix,
+      RL_POLICY_FILE: policyFile,
+      RL_DATA_DIR: join(dir, 'unused'),
+      // A loaded machine: deadlines far above any round trip, so the failure mode never answers.
+      RL_COUNTERSTORE_TIMEOUT_MS: '3000',
+      RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: '5000',
+      RL_LEASE_MAX_WAIT_MS: '10000',
+    });
+    // eu seeds the empty global store first; us finds it seeded.
+    servers.eu = await startServerProcess(env('eu', stores[0]));
+    servers.us = await startServerProcess(env('us', stores[1]));
+  });
+
+  after(async function () {
+    await Promise.all(Object.values(servers).map((s) => s.stop()));
+    await Promise.all([global?.stop(), ...stores.map((s) => s?.stop())]);
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** `count` checks from `region`, 8 in flight; answers the admitted and the refused (limit_exceeded), and any other answer. */
+  async function send(region: 'eu' | 'us', count: number) {
+    const outcome = { admitted: 0, refused: 0, other: [] as string[] };
+    let next = 0;
+    const worker = async () => {
+      while (next < count) {
+        next++;
+        const response = await fetch(`${servers[region].url}/rl/v1/check`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ resource: 'shared', user_id: 'u' }),
+        });
+        const body = (await response.json()) as { allowed: boolean; reason: string; metadata: Record<string, string> };
+        if (body.allowed) outcome.admitted++;
+        else if (body.reason === 'limit_exceeded') outcome.refused++;
+        else outcome.other.push(body.reason);
+        expect(body.metadata.region).to.equal(region);
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, worker));
+    return outcome;
+  }
+
+  it('a flooding region takes its guarantee and the common share, never the quiet region\'s guarantee', async () => {
+    const flood = await send('eu', 120);
+    expect(flood.other, 'answers other than allowed or limit_exceeded').to.deep.equal([]);
+    // Its own 20 and, at most, the common 10.
+    expect(flood.admitted, 'eu admitted').to.be.within(20, 30);
+    const quiet = await send('us', 30);
+    expect(quiet.other).to.deep.equal([]);
+    expect(quiet.admitted, 'us admitted after the flood').to.be.at.least(10);
+    expect(flood.admitted + quiet.admitted, 'both regions together').to.be.at.most(LIMIT);
+
+    // Each region's use of the window, as the global counter last answered: in /rl/v1/info.
+    const info = (await (await fetch(`${servers.us.url}/rl/v1/info`)).json()) as { region: { name: string; shares?: { policy_id: string; regions: { region: string; taken: number; guaranteed: number }[]; common: { size: number; taken: number } }[] } };
+    expect(info.region.name).to.equal('us');
+    const use = info.region.shares?.find((s) => s.policy_id === 'shared');
+    expect(use, JSON.stringify(info.region)).to.not.equal(undefined);
+    expect(use!.regions.map((r) => [r.region, r.guaranteed])).to.deep.equal([['eu', 20], ['us', 10]]);
+    expect(use!.common.size).to.equal(10);
+    const taken = Object.fromEntries(use!.regions.map((r) => [r.region, r.taken]));
+    expect(taken.us).to.be.at.least(quiet.admitted);
+    expect(taken.eu).to.be.within(20, 30);
+    expect(taken.eu + taken.us).to.be.at.most(LIMIT);
+    console.log(`      eu admitted ${flood.admitted} of 120 checks, then us ${quiet.admitted} of 30; the global counter says eu took ${taken.eu}, us ${taken.us}`);
+  });
+});
