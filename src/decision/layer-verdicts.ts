@@ -25,8 +25,10 @@ export function decidingIndex(decisions: readonly Decision[]): number {
  */
 export function layeredDecision(names: readonly string[], decisions: readonly Decision[]): Decision {
   const decision = decisions[decidingIndex(decisions)];
+  // Each layer's verdict is its own: taken before the deciding decision's action turns `downgrade`.
+  const layers = decisions.length > 1 ? decisions.map((d, i) => verdictOf(names[i], d)) : undefined;
   if (decision.allowed && decisions.some((d) => d.action === 'downgrade')) decision.action = 'downgrade';
-  if (decisions.length > 1) decision.layers = decisions.map((d, i) => verdictOf(names[i], d));
+  if (layers) decision.layers = layers;
   return decision;
 }
 

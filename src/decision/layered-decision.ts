@@ -221,18 +221,28 @@ function concludeAll(host: LayerHost, plan: Plan, steps: Map<Entry, Step>, shado
 function conclude(host: LayerHost, plan: Plan, part: Part, steps: Map<Entry, Step>, shadowed: Evaluation[]): Decision {
   const { operation } = plan;
   const { ctx } = part;
+  // The recorder counts one shadow per decision: a limiting one when any layer's shadow limits.
+  const recordedShadow = shadowed.find(shadowLimited) ?? shadowed[0];
   if (part.entries.length === 0) {
-    const decision = shadowed.length > 0 ? host.shadowOnlyDecision(operation, shadowed[0]) : host.unmatched();
-    return host.finish(operation, ctx, part.started, decision, undefined, shadowed[0]);
+    const decision = shadowed.length > 0 ? host.shadowOnlyDecision(operation, recordedShadow) : host.unmatched();
+    if (shadowed.length > 1) listShadows(decision, shadowed);
+    return host.finish(operation, ctx, part.started, decision, undefined, recordedShadow);
   }
   const decisions = part.entries.map((e) => host.enforcedDecision(operation, ctx, steps.get(e)!.evaluation, () => e.draw));
   const decision = layeredDecision(part.entries.map((e) => e.name), decisions);
   const deciding = steps.get(part.entries[decisions.indexOf(decision)])!.evaluation;
-  if (shadowed.length > 0) {
-    decision.metadata.shadow_policy_id = shadowed.map((e) => e.match.compiled.policy.policy_id).join(',');
-    decision.metadata.shadow_action = shadowed.map(shadowAction).join(',');
-  }
-  return host.finish(operation, ctx, part.started, decision, deciding, shadowed[0]);
+  if (shadowed.length > 0) listShadows(decision, shadowed);
+  return host.finish(operation, ctx, part.started, decision, deciding, recordedShadow);
+}
+
+function shadowLimited(evaluation: Evaluation): boolean {
+  return evaluation.result !== undefined && !evaluation.result.allowed;
+}
+
+/** Every layer's shadow winner, in layer order, in the decision's metadata. */
+function listShadows(decision: Decision, shadowed: readonly Evaluation[]): void {
+  decision.metadata.shadow_policy_id = shadowed.map((e) => e.match.compiled.policy.policy_id).join(',');
+  decision.metadata.shadow_action = shadowed.map(shadowAction).join(',');
 }
 
 /** What a shadow policy would have done (metadata.shadow_action). */

@@ -73,6 +73,8 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
         window: 60_000,
         shadow_mode: false,
         metadata: {},
+        // One layer decided: nothing on the wire; decoding with defaults reads the absent list as empty.
+        layers: [],
       });
       await unary(client, 'CheckLimit', { service: 'api', user_id: 'u1' });
       fixture.clock.now += 15_000;

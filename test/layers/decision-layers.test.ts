@@ -156,6 +156,28 @@ function suite(name: string, makeStore: StoreMaker, expectCompensations: boolean
       expect(d.metadata).to.deep.equal({ shadow_policy_id: 'watch-a,watch-z', shadow_action: 'deny,allow' });
       expect(d.remaining).to.equal(3);
     });
+
+    it('no enforcing layer: the shadow winners of every layer are listed, in layer order', async () => {
+      const f = fixture([
+        policy('watch-a', 'a', { user_id: '*' }, 1, { enforcement_mode: 'shadow' }),
+        policy('watch-z', 'z', { user_id: '*' }, 9, { enforcement_mode: 'shadow' }),
+      ], store, now);
+      await f.check({ user_id: 'u' });
+      const d = await f.check({ user_id: 'u' });
+      expect(d.allowed).to.equal(true);
+      expect(d.metadata).to.include({ shadow_policy_id: 'watch-a,watch-z', shadow_action: 'deny,allow' });
+    });
+
+    it("a layer's verdict keeps its own action when another layer downgraded the decision", async () => {
+      const f = fixture([
+        policy('soft', 'z', { user_id: '*' }, 1, { action: 'downgrade' }),
+        policy('hard', 'a', { user_id: '*' }, 2),
+      ], store, now);
+      await f.check({ user_id: 'u' });
+      const d = await f.check({ user_id: 'u' });
+      expect(d).to.include({ allowed: true, action: 'downgrade', matched_policy_id: 'hard' });
+      expect((d.layers ?? []).map((l) => [l.layer, l.action])).to.deep.equal([['a', 'allow'], ['z', 'downgrade']]);
+    });
   });
 }
 
