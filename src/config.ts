@@ -52,7 +52,7 @@ export interface TlsConfig {
   keyFile: string | undefined;
 }
 
-/** RL_POLICY_FILE's default: the demo policies, which seed only a memory-mode server (CONTRACT "Seeding"). */
+/** RL_POLICY_FILE's default: the demo policies, which seed only a memory-mode server (docs/deployment.md "Several nodes: one shared Redis", Seeding). */
 export const DEMO_POLICY_FILE = 'examples/policies.json';
 
 export interface ServerConfig {
@@ -172,7 +172,7 @@ function readPlatformLayers(read: Reader): string[] {
   return [...new Set(layers)];
 }
 
-/** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for its lease holder's refill (CONTRACT "Bounded wait"). */
+/** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for its lease holder's refill (docs/reference.md "Two kinds of lease"). */
 export function readLeaseMaxWait(read: Reader): number {
   return read.setting('RL_LEASE_MAX_WAIT_MS');
 }

@@ -44,8 +44,8 @@ export function notFound(message: string): RlError {
  * whose capture through the async chain would cost more than the decision (BENCHMARKS.md, scenario 7).
  */
 /**
- * A decision waited RL_LEASE_MAX_WAIT_MS for its lease holder's refill and is refused (CONTRACT "Bounded
- * wait": reason lease_wait_timeout). Not a store failure: a slow parent is not a failed one, so the
+ * A decision waited RL_LEASE_MAX_WAIT_MS for its lease holder's refill and is refused (docs/reference.md "Two kinds of
+ * lease": reason lease_wait_timeout). Not a store failure: a slow parent is not a failed one, so the
  * failure mode does not answer and never-over holds. No stack trace, as for CounterStoreUnavailableError.
  */
 export class LeaseWaitTimeoutError extends Error {

@@ -258,7 +258,7 @@ function rlqsHub(config: ServerConfig, counters: CounterStore, matcher: LiveMatc
 }
 
 /**
- * Seeds an empty policy store from `policyFile` (CONTRACT "Seeding"); true when it did. Without a file
+ * Seeds an empty policy store from `policyFile` (README "Managing policies"); true when it did. Without a file
  * (a shared counter store and no RL_POLICY_FILE) an empty store stays empty, and one line says how to
  * load policies, since a server without any answers every decision `no_matching_policy`.
  */

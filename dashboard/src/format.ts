@@ -8,7 +8,7 @@ export function limitSummary(policy: StoredPolicy): string {
   switch (a.type) {
     case 'token_bucket':
     case 'leaky_bucket':
-      // burst and the refill or leak rate default from limit and window (CONTRACT.md), so they may be absent.
+      // burst and the refill or leak rate default from limit and window (docs/algorithms.md), so they may be absent.
       return [`${a.limit} / ${a.window}`, a.burst !== undefined ? `burst ${a.burst}` : '', a.refill_rate !== undefined ? `refill ${a.refill_rate}/s` : '', a.leak_rate !== undefined ? `leak ${a.leak_rate}/s` : '']
         .filter(Boolean)
         .join(', ');
@@ -34,7 +34,7 @@ export function ms(value: number): string {
   return value >= 1000 ? `${(value / 1000).toFixed(value % 1000 === 0 ? 0 : 1)} s` : `${value} ms`;
 }
 
-/** CONTRACT "Process leases": the defaults of a `lease` given without them. */
+/** docs/reference.md "Two kinds of lease": the defaults of a `lease` given without them. */
 const LEASE_DEFAULTS = { max_units: 100, max_hold: '1s' };
 
 /** "50 units, held ≤ 2s": a policy's process lease with its defaults filled in; undefined without one. */
@@ -44,7 +44,7 @@ export function leaseSummary(policy: StoredPolicy): string | undefined {
   return `${max_units} units, held ≤ ${max_hold}`;
 }
 
-/** "regional" (the default: a policy without `budget`) or "global" (CONTRACT "Regions"). */
+/** "regional" (the default: a policy without `budget`) or "global" (docs/reference.md "Regions"). */
 export function budgetOf(policy: StoredPolicy): string {
   return policy.budget ?? 'regional';
 }

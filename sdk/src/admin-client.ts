@@ -27,7 +27,7 @@ export interface AdminClientOptions {
 }
 
 /**
- * The settings of a policy's algorithm (CONTRACT.md "AlgorithmConfig"), as policy files write them
+ * The settings of a policy's algorithm (docs/algorithms.md), as policy files write them
  * (durations are strings); which apply depends on the algorithm's type. The server's AlgorithmConfig
  * (src/policy/types.ts) is these with its own list of types.
  */

@@ -1,8 +1,8 @@
 import type { Decision } from './types.js';
 
 /**
- * The rate-limit response headers and the 429 problem body of CONTRACT.md ("Rate-limit response
- * headers"), rendered from a Decision. The only place that knows their syntax; it depends on nothing
+ * The rate-limit response headers and the 429 problem body of README "SDK",
+ * rendered from a Decision. The only place that knows their syntax; it depends on nothing
  * but the Decision shape, so gateways (the Envoy adapter) and client middleware render alike.
  *
  * Headers follow the IETF httpapi draft "RateLimit header fields for HTTP" (structured fields):

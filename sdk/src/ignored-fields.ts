@@ -12,8 +12,8 @@ export const consoleLogger: ClientLogger = { warn: (message) => console.warn(mes
 const MAX_REMEMBERED = 1024;
 
 /**
- * Warns once per field name the service said it ignored (`metadata.ignored_fields`, CONTRACT "Strict
- * policies, visible leniency"): a misspelt RequestContext field matches no policy scope, so the request
+ * Warns once per field name the service said it ignored (`metadata.ignored_fields`, README
+ * "The request"): a misspelt RequestContext field matches no policy scope, so the request
  * is limited by none, and nothing else would say so.
  */
 export class IgnoredFieldWarnings {

@@ -29,7 +29,7 @@ export interface CommonOptions<C> {
   fields?: RequestContext;
   /** Requests for which it returns true pass without a decision. */
   skip?: (c: C) => boolean | Promise<boolean>;
-  /** Response headers: CONTRACT `RateLimit`/`RateLimit-Policy` (`ietf`, default), `X-RateLimit-*` (`legacy`), none (`false`). */
+  /** Response headers: README "SDK" `RateLimit`/`RateLimit-Policy` (`ietf`, default), `X-RateLimit-*` (`legacy`), none (`false`). */
   headers?: RateLimitHeaderStyle | false;
   /**
    * Answers a refused request instead of the default 429 problem+json (headers are set already).
@@ -105,7 +105,7 @@ export interface Refusal {
 }
 
 /**
- * The answer to a refused request: 429 with the CONTRACT problem body; 503 when the service could
+ * The answer to a refused request: 429 with the problem body of README "SDK"; 503 when the service could
  * not be asked and the client fails closed (not a quota the caller exceeded, so not a 429).
  */
 function refusalOf(decision: Decision): Refusal {

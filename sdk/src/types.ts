@@ -1,5 +1,5 @@
 /**
- * The wire shapes of the rate-limit service (CONTRACT.md: RequestContext, Decision), as a client sees
+ * The wire shapes of the rate-limit service (README "The request", "What a decision means"), as a client sees
  * them. Field names are the JSON and proto names; durations are integer milliseconds.
  */
 
@@ -25,7 +25,7 @@ export type RequestContext = { [K in Exclude<ContextStringField, 'signal_type'>]
   tags?: Record<string, string>;
 };
 
-/** The reasons the service gives (CONTRACT.md); clients switch on them. The server's schema uses this list. */
+/** The reasons the service gives (README "The request"); clients switch on them. The server's schema uses this list. */
 export const DECISION_REASONS = [
   'within_limit',
   'limit_exceeded',

@@ -15,7 +15,7 @@ import type { PolicySync } from './policy-sync.js';
 import type { DecisionOperation, UpstreamClient } from './upstream.js';
 
 /**
- * The sidecar's HTTP front-end (spec §4 "Sidecar agent", CONTRACT.md "Sidecar"):
+ * The sidecar's HTTP front-end (spec §4 "Sidecar agent", README "Sidecar agent"):
  *
  * - `POST /rl/v1/check` (and `/acquire`, `/release`, `/refund`, the same way): the RequestContext is validated
  *   here (400 naming the field). Once the policy set has been synced:

@@ -47,7 +47,7 @@ export interface SyncStatus {
   synced: boolean;
 }
 
-/** What an invalidation says changed (CONTRACT.md: the body of POST /rl/v1/agent/invalidate). */
+/** What an invalidation says changed (docs/deployment.md "Keeping policies current": the body of POST /rl/v1/agent/invalidate). */
 export interface InvalidationHint {
   policy_id?: unknown;
   change?: unknown;

@@ -98,7 +98,7 @@ export class UpstreamClient {
 
 /**
  * A 403 naming `org_id`: the agent's credential is limited to organisations and this request's is not
- * one of them (CONTRACT "Tenants"). An answer about the request, passed on; not an unreachable server.
+ * one of them (docs/tenants.md). An answer about the request, passed on; not an unreachable server.
  */
 function isOrgRefusal(status: number, body: unknown): boolean {
   return status === 403 && typeof body === 'object' && body !== null && (body as { field?: unknown }).field === 'org_id';

@@ -60,7 +60,7 @@ export type LeaseShape = 'window' | 'bucket';
 /** A policy's capacity lease as every level reads it, compiled once with the policy (src/policy/lease-terms.ts). */
 export interface CompiledLease {
   shape: LeaseShape;
-  /** Most units one take asks for; Infinity at the region level (CONTRACT: no max_units cap there). */
+  /** Most units one take asks for; Infinity at the region level (docs/distribution.md "How it works": no max_units cap there). */
   maxUnits: number;
   /** How long units wait unspent before they go back; a bucket's spend-by after they left it. */
   maxHoldMs: number;
@@ -89,7 +89,7 @@ export function capacityOf(spec: CounterSpec): number {
 }
 
 /**
- * The period the limit applies to, in whole ms (CONTRACT: Decision `window`): the window, the quota
+ * The period the limit applies to, in whole ms (Decision `window`, docs/algorithms.md): the window, the quota
  * period, the time a bucket takes to refill (or drain) from empty to full, 0 for leases; a calendar
  * period's length is that of the period holding `now`.
  */

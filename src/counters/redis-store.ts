@@ -337,7 +337,7 @@ export class RedisCounterStore implements CounterStore {
 }
 
 /**
- * A RedisCounterStore connected to an RL_COUNTERSTORE_ADDR address (every form of CONTRACT.md).
+ * A RedisCounterStore connected to an RL_COUNTERSTORE_ADDR address (every form of docs/deployment.md "Redis addresses").
  * Throws an Error naming RL_COUNTERSTORE_ADDR when the address is bad. The client starts connecting
  * at once; operations issued before it is ready wait for it within their timeout (use
  * `waitUntilReady()` to wait at start-up).

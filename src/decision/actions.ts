@@ -3,7 +3,7 @@ import type { LimitAction, Policy } from '../policy/types.js';
 import { SEVERITY_LEVELS } from '../policy/validate.js';
 import { unitInterval } from '../util/hash.js';
 
-/** Rank of each severity for drop_low_priority, in the order CONTRACT.md gives (the one validation accepts). */
+/** Rank of each severity for drop_low_priority, in the order docs/reference.md "Actions over the limit" gives (the one validation accepts). */
 const SEVERITY_RANK = new Map<string, number>(SEVERITY_LEVELS.map((s, i) => [s, i]));
 const DEFAULT_MIN_SEVERITY = 'warn';
 
@@ -14,8 +14,8 @@ export interface LimitedOutcome {
 }
 
 /**
- * What a policy's action makes of a request that exceeded its limit (CONTRACT.md, "Actions when the
- * limit is exceeded"). `random` is used only for `sample` without a request_id.
+ * What a policy's action makes of a request that exceeded its limit (docs/reference.md "Actions over the
+ * limit"). `random` is used only for `sample` without a request_id.
  */
 export function applyLimitAction(
   policy: Policy,

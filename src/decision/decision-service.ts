@@ -73,7 +73,7 @@ export interface DecisionServiceDeps {
   /** RL_REGION: named in `metadata.region` of every decision on a `budget: "global"` policy. */
   region?: string;
   /**
-   * Process leases (CONTRACT "Process leases", src/lease): with a store that has to wait and can lend
+   * Process leases (docs/reference.md "Two kinds of lease", src/lease): with a store that has to wait and can lend
    * units (Redis), the counters of policies with a `lease` are answered from units this process took
    * in advance. `events` gives a holder its metric hooks, `maxWaitMs` is RL_LEASE_MAX_WAIT_MS (default
    * 100), `takeTimeoutMs` the store's command timeout RL_COUNTERSTORE_TIMEOUT_MS (default the store's
@@ -253,7 +253,7 @@ export class DecisionService {
     return settled(() => this.decideNow('release', ctx));
   }
 
-  /** Gives back `quantity` units the same context consumed and did not use (CONTRACT: Refund). */
+  /** Gives back `quantity` units the same context consumed and did not use (README "Calling it"). */
   refund(ctx: RequestContext): Promise<Decision> {
     return settled(() => this.decideNow('refund', ctx));
   }
@@ -406,7 +406,7 @@ export class DecisionService {
     }
 
     if (operation === 'check' && ctx.quantity === 0) {
-      // A peek is not a decision: it is answered, never recorded (CONTRACT: Peek).
+      // A peek is not a decision: it is answered, never recorded (README "The request", quantity).
       decision.metadata.peek = 'true';
       return decision;
     }
@@ -563,7 +563,7 @@ function settled(decide: () => Decision | Promise<Decision>): Promise<Decision> 
   }
 }
 
-/** acquire and release name the lease they acted on (CONTRACT.md); a decision no policy made has none. */
+/** acquire and release name the lease they acted on (docs/reference.md "Two kinds of lease"); a decision no policy made has none. */
 function withLeaseId(decision: Decision, leaseId: string): Decision {
   if (decision.matched_policy_id !== '') decision.metadata.lease_id = leaseId;
   return decision;
@@ -626,7 +626,7 @@ function applyResult(decision: Decision, operation: Operation, { result, waitTim
   return 'done';
 }
 
-/** The counter store could not answer: the policy's failure_mode decides (CONTRACT.md). */
+/** The counter store could not answer: the policy's failure_mode decides (docs/algorithms.md). */
 function failureModeDecision(decision: Decision, mode: FailureMode): Decision {
   decision.reason = 'counter_store_unavailable';
   if (mode === 'fail_closed') {

@@ -3,7 +3,7 @@ import { credentialsFromMetadata, type Authenticator, type Principal } from '../
 
 /**
  * Authentication hook of the gRPC front-end. The authenticator (src/auth) is transport-free and reads
- * the same credentials as HTTP from call metadata (`x-api-key` or `authorization`, CONTRACT.md).
+ * the same credentials as HTTP from call metadata (`x-api-key` or `authorization`, README "Authentication and TLS").
  */
 export { credentialsFromMetadata, type Principal };
 

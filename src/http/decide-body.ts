@@ -5,7 +5,7 @@ import { scopeDecisionOrg, type Orgs } from '../model/org-scope.js';
 import { parseOperationContext, type RequestContext } from '../model/request-context.js';
 import { DECISION_SPANS, httpTraceCarrier, itself, type Tracing } from '../observability/tracing.js';
 
-/** CONTRACT: an empty body on a decision endpoint is a 400 (a client that sent nothing more likely lost its body than meant "no fields"). */
+/** README "The request": an empty body on a decision endpoint is a 400 (a client that sent nothing more likely lost its body than meant "no fields"). */
 export const EMPTY_DECISION_BODY_MESSAGE = 'empty body: send `{}` for an empty context';
 
 /**

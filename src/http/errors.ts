@@ -24,7 +24,7 @@ export function sendError(ctx: Koa.Context, status: number, message: string, ext
 }
 
 /**
- * Turns every failure into the JSON error body of CONTRACT.md: typed RlErrors by kind, errors
+ * Turns every failure into the JSON error body of docs/reference.md "Statuses": typed RlErrors by kind, errors
  * carrying an HTTP status from Koa or its body parser as that status, anything else as a logged 500
  * (a 5xx always means a bug here). Responses nobody wrote (unknown route, wrong method) become JSON too.
  */

@@ -4,7 +4,7 @@ import type Koa from 'koa';
 const VALID_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
- * Security headers of every response (spec §1, CONTRACT.md: HSTS, X-Content-Type-Options,
+ * Security headers of every response (spec §1: HSTS, X-Content-Type-Options,
  * X-Frame-Options, Content-Security-Policy). HSTS only matters over TLS; browsers ignore it on http.
  */
 export const SECURITY_HEADERS: readonly (readonly [string, string])[] = [

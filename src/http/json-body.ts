@@ -13,7 +13,7 @@ import { lineColumnOf } from '../util/source-position.js';
  * here recurses, so no input can overflow the stack.
  */
 
-/** Both are JSON (CONTRACT.md); merge-patch is what PATCH sends. */
+/** Both are JSON; merge-patch is what PATCH sends. */
 export const JSON_TYPES = ['application/json', 'application/merge-patch+json'];
 
 /** The errors a body is refused with. */

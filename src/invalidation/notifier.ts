@@ -2,7 +2,7 @@ import { describeFetchError, redactUrl, withTimeout } from '../util/fetch.js';
 import { log } from '../util/log.js';
 
 /**
- * The server side of RL_INVALIDATION_TARGETS (CONTRACT.md "Sidecar"): after a policy change, every
+ * The server side of RL_INVALIDATION_TARGETS (docs/deployment.md "Keeping policies current"): after a policy change, every
  * target gets `POST {target}/rl/v1/agent/invalidate` with `{"policy_id","change","version"}`.
  *
  * `notify()` never blocks and never throws: it only records work. Delivery runs in the background:

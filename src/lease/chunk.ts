@@ -1,4 +1,4 @@
-/** The chunk rule (CONTRACT "Chunk size adapts"): near the limit a chunk shrinks to the waiting cost, so answers converge to exact. */
+/** The chunk rule (docs/distribution.md "How it works", chunk rule): near the limit a chunk shrinks to the waiting cost, so answers converge to exact. */
 
 /** Units spent over the last `spanMs`, in SLOTS time slots (cheap per decision: one add, no allocation). */
 export class SpendRate {

@@ -30,7 +30,7 @@ interface Unanswered<Context> {
 }
 
 /**
- * The holder side of named takes and gives (CONTRACT "Loss is bounded and counted"): each gets a fresh id
+ * The holder side of named takes and gives (docs/distribution.md "What it costs (under-admission, bounded and counted)"): each gets a fresh id
  * and a deadline in the parent's clock, so one held up past the moment its holder gives up does nothing
  * there; one whose answer was lost is settled once the parent answers again. Each unit is counted once.
  *

@@ -4,8 +4,8 @@ import type { CounterResult } from '../counters/counter-store.js';
 export type RefusalTiming = Pick<CounterResult, 'retryAfterMs' | 'resetAfterMs'>;
 
 /**
- * What the parent counters said when they last admitted no more, per counter (CONTRACT "Honest
- * refusals"): counted from when the answer arrived, so a client told to retry then finds them ready.
+ * What the parent counters said when they last admitted no more, per counter (docs/distribution.md "Refusals tell the truth
+ * (`retry_after`)"): counted from when the answer arrived, so a client told to retry then finds them ready.
  */
 export class ParentShortage {
   private readonly until = new Map<string, { retryAt: number; resetAt: number; keptUntil: number }>();

@@ -91,7 +91,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   async consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
     if (!isLeased(spec)) return this.storeOf(spec).consume(keys, spec, cost, nowMs);
-    // CONTRACT "Bounded wait": one deadline from arrival, for the wait and a refusal's peek.
+    // Bounded wait (docs/reference.md "Two kinds of lease"): one deadline from arrival, for the wait and a refusal's peek.
     const deadline = this.clock.now() + this.maxWaitMs;
     const answer = await this.fromPool('spend', keys, spec, cost, deadline);
     if (!answer.spent) {
@@ -101,7 +101,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     return { allowed: true, remaining: answer.left + Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: answer.resetAfterMs };
   }
 
-  /** CONTRACT "Peek": the parent's (units held by regions count as used) plus this region's unspent units. */
+  /** A peek: the parent's (units held by regions count as used) plus this region's unspent units. */
   async peek(keys: string[], spec: RateSpec, nowMs?: number): Promise<CounterResult> {
     if (!isLeased(spec)) return this.storeOf(spec).peek(keys, spec, nowMs);
     const [parent, held] = await Promise.all([this.global.peek(keys, spec), this.pool.peek(poolKey(keys[0]))]);
@@ -111,7 +111,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     return { ...parent, remaining };
   }
 
-  /** CONTRACT "Refund": back among this region's unspent units. */
+  /** A refund: back among this region's unspent units. */
   async refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult> {
     if (!isLeased(spec)) return this.storeOf(spec).refund(keys, spec, amount, nowMs);
     const held = await this.pool.refund(poolKey(keys[0]), amount);
@@ -201,7 +201,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     return spec.global ? this.global : this.regional;
   }
 
-  /** CONTRACT "Honest refusals": the global counter's own timing, as kept, else peeked (once for all refusals meanwhile) by the deadline. */
+  /** docs/distribution.md "Refusals tell the truth": the global counter's own timing, as kept, else peeked (once for all refusals meanwhile) by the deadline. */
   private async refusal(keys: string[], spec: GlobalRateSpec, answer: PoolAnswer, deadline: LocalMs): Promise<RefusalTiming> {
     const peek = this.maxWaitMs > 0 ? () => this.global.peek(keys, spec) : undefined;
     // Not short, or no answer: kept one max wait (a burst asks once; a stale answer misleads no longer).

@@ -7,7 +7,7 @@ export type Assignment =
 
 export type AssignmentStrategy = Exclude<Assignment['strategy'], 'abandon'>;
 
-/** How long a failure mode's blanket lives (CONTRACT: at most a second). */
+/** How long a failure mode's blanket lives (at most a second). */
 export const FAILURE_TTL_MS = 1000;
 
 /**

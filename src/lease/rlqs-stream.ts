@@ -69,7 +69,7 @@ interface Bucket {
 }
 
 /**
- * One Envoy's stream (CONTRACT-free summary in docs/envoy.md "RLQS"): a capacity-lease holder whose units
+ * One Envoy's stream (docs/envoy.md "7. RLQS"): a capacity-lease holder whose units
  * sit in Envoy's token buckets. Each bucket is assigned from the counters of its winners: units taken
  * before Envoy may spend them, settled from the usage reports, given back when the bucket's grant is
  * replaced and reported on, when the bucket is abandoned, and when the stream ends after its last report.

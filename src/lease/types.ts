@@ -86,7 +86,7 @@ export function within<T>(clock: LeaseClock, ms: number, work?: () => Promise<T>
   return Promise.race(work ? [work(), timeout] : [timeout]).finally(() => clock.clearTimer(timer));
 }
 
-/** Why units that left a parent were neither admitted nor given back (CONTRACT "Loss is bounded and counted"). */
+/** Why units that left a parent were neither admitted nor given back (docs/distribution.md "What it costs (under-admission, bounded and counted)"). */
 export type LapseReason = 'window_ended' | 'hold_expired' | 'holder_lost' | 'parent_unreachable';
 
 /** Why a unit lapses when its spend-by comes. */
@@ -94,7 +94,7 @@ export function expiredReason(shape: LeaseShape): LapseReason {
   return shape === 'bucket' ? 'hold_expired' : 'window_ended';
 }
 
-/** RL_LEASE_MAX_WAIT_MS's default (CONTRACT "Bounded wait"). */
+/** RL_LEASE_MAX_WAIT_MS's default (README "Configuration"). */
 export const DEFAULT_LEASE_MAX_WAIT_MS = 100;
 
 /** Whatever holds units for this process (ProcessLeases, RegionCounterStore): the one door to let go. */
@@ -109,7 +109,7 @@ export function holdsUnits(store: object): store is UnitHolders {
   return typeof candidate.policiesChanged === 'function' && typeof candidate.letGoAll === 'function';
 }
 
-/** The retry_after of a decision refused after RL_LEASE_MAX_WAIT_MS (CONTRACT: at most max_hold). */
+/** The retry_after of a decision refused after RL_LEASE_MAX_WAIT_MS (at most max_hold). */
 export function waitTimeout(maxWaitMs: number, maxHoldMs: number): number {
   return Math.max(1, Math.min(maxWaitMs, maxHoldMs));
 }
@@ -117,7 +117,7 @@ export function waitTimeout(maxWaitMs: number, maxHoldMs: number): number {
 /** What a holder tried when its parent (or its region's store) failed it. */
 export type LeaseFailureKind = 'refill' | 'drain' | 'give_back';
 
-/** What a holder reports, for the metrics of CONTRACT "Metrics for leases" (named beside each). */
+/** What a holder reports, for the lease metrics of README "Observability" (named beside each). */
 export interface LeaseEvents {
   refilled?(granted: number): void; // rl_lease_refills_total{level}
   returned?(units: number): void; // rl_lease_units_returned_total{level}

@@ -1,7 +1,7 @@
 import { DEFAULT_SOURCE_IP_PREFIX, type SourceIpPrefix } from '../schema/policy.js';
 
 /**
- * Counting by client network (CONTRACT.md "Counting by client address"): the value a policy's
+ * Counting by client network (README "Managing policies", client networks): the value a policy's
  * `source_ip: "*"` counts by. An IPv4 address is masked to its /v4 network, an IPv6 address to its /v6
  * network, an IPv4-mapped IPv6 address (`::ffff:10.0.0.1`) counts as the IPv4 address, and any other
  * string counts as itself. Every textual form of one address gives one identity: the network's first

@@ -9,7 +9,7 @@ const DEFAULT_LEASE_TTL_SECS = 120;
 
 /**
  * The counter spec of a policy: its algorithm's, marked when the policy's budget is global, with the
- * region holder's compiled lease (CONTRACT: the policy's lease.max_hold, `1s` by default).
+ * region holder's compiled lease (docs/reference.md "Two kinds of lease": the policy's lease.max_hold, `1s` by default).
  */
 export function policySpecOf(policy: Pick<Policy, 'policy_id' | 'algorithm' | 'budget' | 'budget_shares' | 'lease'>): CounterSpec {
   const spec = counterSpecOf(policy.algorithm);
@@ -72,7 +72,7 @@ function periodsOf(config: AlgorithmConfig): CalendarPeriods {
   return calendarPeriods(config.calendar!, config.timezone ?? DEFAULT_TIMEZONE);
 }
 
-/** lease_ttl is a duration string or a whole number of seconds (CONTRACT.md says seconds). */
+/** lease_ttl is a duration string or a whole number of seconds (docs/algorithms.md says seconds). */
 function leaseTtlMs(value: string | number | undefined): number {
   if (value === undefined) return DEFAULT_LEASE_TTL_SECS * 1000;
   if (typeof value === 'number') return value * 1000;

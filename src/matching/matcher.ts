@@ -15,7 +15,7 @@ import { DEFAULT_LAYER, LayerSet, type FamilyIndex, type LayerIndex } from './la
 export { DEFAULT_LAYER } from './layer-index.js';
 
 /**
- * The policy matcher (CONTRACT.md, "Scope and matching", "Rollout", "Enforcement and shadow").
+ * The policy matcher (docs/matching.md; README "What a decision means").
  *
  * Built from a policy snapshot at start-up (or a full reload), then changed one policy at a time by
  * `apply`, never on the hot path: counter specs and CEL expressions are compiled once per policy

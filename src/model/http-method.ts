@@ -1,5 +1,5 @@
 /**
- * CONTRACT "Strict policies, visible leniency": `method` values that are HTTP method names compare
+ * README "What a decision means": `method` values that are HTTP method names compare
  * case-insensitively, in scopes and in requests; any other value stays exact. Both sides are brought
  * to the upper-case name once (a scope when it is compiled, a match_expr's literals compared with
  * `method` when it is compiled, a request before it is matched), so matching itself still compares

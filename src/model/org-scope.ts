@@ -2,7 +2,7 @@ import { RlError } from '../errors.js';
 import type { RequestContext } from './request-context.js';
 
 /**
- * Tenant scoping (CONTRACT.md "Tenants: credentials limited to organisations"), in one place: a
+ * Tenant scoping (docs/tenants.md), in one place: a
  * credential may be limited to some organisations, and everything that reads or spends something of an
  * organisation asks `reachesOrg`. The policy service, the decision entry points and the analytics
  * views call it; no route checks organisations on its own.

@@ -5,7 +5,7 @@ import { CONTEXT_STRING_FIELDS, IGNORED_FIELDS, SIGNAL_TYPES, type ContextString
 
 export { CONTEXT_STRING_FIELDS, IGNORED_FIELDS, SIGNAL_TYPES, type ContextStringField, type IgnoredFields, type RequestContext, type SignalType } from '../schema/request-context.js';
 
-/** Fields a policy scope may constrain (CONTRACT.md: every string field except request_id, plus tags). */
+/** Fields a policy scope may constrain (README "The request": every string field except request_id, plus tags). */
 export const SCOPE_FIELDS = CONTEXT_STRING_FIELDS.filter((f) => f !== 'request_id') as Exclude<
   ContextStringField,
   'request_id'
@@ -16,7 +16,7 @@ const MAX_QUANTITY = Number.MAX_SAFE_INTEGER; // 2^53 - 1
 
 /**
  * Validates an untrusted decoded body into a RequestContext (schema/request-context.ts describes it).
- * Unknown fields are ignored (CONTRACT.md) but noted under IGNORED_FIELDS (see ignoredFieldsOf); wrong types, bad values and sizes over the bounds of
+ * Unknown fields are ignored (README "The request") but noted under IGNORED_FIELDS (see ignoredFieldsOf); wrong types, bad values and sizes over the bounds of
  * schema/limits.ts throw a 400 naming the field.
  *
  * Hand-written rather than a compiled schema check: it is on every decision, and its messages are part
@@ -57,7 +57,7 @@ export function parseRequestContext(body: unknown): RequestContext {
   return ctx;
 }
 
-/** CONTRACT "Strict policies, visible leniency": at most 8 names, each cut at 64 characters. */
+/** README "The request": at most 8 names, each cut at 64 characters. */
 export const MAX_IGNORED_NAMES = 8;
 export const MAX_IGNORED_NAME_LENGTH = 64;
 
@@ -75,7 +75,7 @@ function noteIgnoredFields(ctx: RequestContext, input: Record<string, unknown>):
 }
 
 /**
- * Names the ignored fields of `ctx` in `decision.metadata.ignored_fields` (CONTRACT): every answer to a
+ * Names the ignored fields of `ctx` in `decision.metadata.ignored_fields` (README "The request"): every answer to a
  * request that had some says so, whoever made the decision (the DecisionService, or a sidecar that
  * forwarded the request). Returns the decision.
  */
@@ -126,8 +126,8 @@ export function describe(value: unknown): string {
 }
 
 /**
- * The RequestContext of one decision operation: a refund must say how much goes back (CONTRACT:
- * Refund), where check, acquire and release default `quantity` to 1.
+ * The RequestContext of one decision operation: a refund must say how much goes back (README
+ * "Calling it"), where check, acquire and release default `quantity` to 1.
  */
 export function parseOperationContext(operation: 'check' | 'acquire' | 'release' | 'refund', input: unknown): RequestContext {
   const ctx = parseRequestContext(input);

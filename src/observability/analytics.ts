@@ -3,10 +3,10 @@ import type { AnalyticsSummaryBody } from '../schema/analytics.js';
 import { DENIED, answeredOutcome, type OutcomeIndex } from './metrics.js';
 
 /**
- * Analytics of decision events (spec §6, CONTRACT.md `GET /analytics/summary`), in BOUNDED memory:
+ * Analytics of decision events (spec §6, README "Observability" `GET /analytics/summary`), in BOUNDED memory:
  *
- * - totals: `total`, `allowed`, `denied`, `shadow`, with the outcome rule of metrics.ts (CONTRACT "Outcomes:
- *   one meaning each"): allowed + denied = total; `shadow` counts the decisions a shadow policy would have
+ * - totals: `total`, `allowed`, `denied`, `shadow`, with the outcome rule of metrics.ts (docs/reference.md
+ *   "Actions over the limit"): allowed + denied = total; `shadow` counts the decisions a shadow policy would have
  *   limited, whatever was answered, so they are also in allowed or denied. They agree with `rl_decisions_total`.
  * - `by_action`: decisions per `decision.action` (a small server-defined set; capped at 64 names anyway).
  * - `by_policy`: `[{policy_id, total, allowed, denied, shadow}]`, sorted by total desc then policy_id asc,
@@ -25,7 +25,7 @@ import { DENIED, answeredOutcome, type OutcomeIndex } from './metrics.js';
  * `since` is when counting started (construction), RFC 3339. `top` (when given) cuts both lists;
  * without it every tracked row is returned (at most policyCapacity + 1 and tagCapacity rows).
  *
- * Organisations (CONTRACT "Tenants"): with `byOrg`, every decision is also counted in a smaller
+ * Organisations (docs/tenants.md): with `byOrg`, every decision is also counted in a smaller
  * Analytics of its `org_id` (the first `orgCapacity` organisations seen), so a caller limited to
  * organisations gets a summary of its organisations' decisions alone (`summary(top, view)`), its
  * by_policy cut to the policies it reaches. Off unless some credential can be limited: it doubles the

@@ -19,7 +19,7 @@ import { SeriesRing } from './series-ring.js';
  * subscriber, so the stream costs the same whatever the number of viewers. Subscribers are capped (a
  * further one is refused as unavailable). The messages' shapes are src/schema/dashboard-stream.ts.
  *
- * A viewer limited to organisations (CONTRACT "Tenants") subscribes to a hub of its own per set of
+ * A viewer limited to organisations (docs/tenants.md) subscribes to a hub of its own per set of
  * organisations, built over the same sources seen through its OrgView (`viewDeps`): its decisions, its
  * policies, its denied identities, and none of the service-wide figures. Such a hub ticks from its first
  * viewer until the parent's first tick after its last one left; the cap counts every stream.

@@ -12,10 +12,10 @@ import type { RlqsEvents } from '../lease/rlqs-stream.js';
 import { rlqsMetrics } from './rlqs-metrics.js';
 
 /**
- * Prometheus metrics of CONTRACT.md ("Metrics"), on the service's OWN prom-client Registry (never the
+ * Prometheus metrics of README "Observability", on the service's OWN prom-client Registry (never the
  * global one, so tests and embedders can hold several instances side by side).
  *
- * Outcomes (CONTRACT "Outcomes: one meaning each"; the same rule feeds analytics, see `answeredOutcome`):
+ * Outcomes (docs/reference.md "Actions over the limit"; the same rule feeds analytics, see `answeredOutcome`):
  * - `allowed` counts every decision answered `allowed: true`, `denied` every other one: each decision is
  *   exactly one of them, so allowed + denied = total.
  * - `shadow` counts decisions a shadow policy would have limited, whatever the enforced outcome (a
@@ -103,7 +103,7 @@ export function answeredOutcome(decision: Decision): OutcomeIndex {
 
 /**
  * Decisions counted by a series of rl_decisions_total (or a metric labelled the same way): each decision is
- * allowed or denied once, and `shadow` overlaps them (CONTRACT "Outcomes: one meaning each"), so it is left out.
+ * allowed or denied once, and `shadow` overlaps them (docs/reference.md "Actions over the limit"), so it is left out.
  */
 export function decisionsCounted(values: readonly { labels: Partial<Record<string, string | number>>; value: number }[]): number {
   let sum = 0;

@@ -2,7 +2,7 @@ import type { Operation } from '../decision/decision-service.js';
 import type { Decision } from '../model/decision.js';
 
 /**
- * Traces (CONTRACT.md "Traces (OpenTelemetry)"): what the transports call.
+ * Traces (docs/tracing.md): what the transports call.
  *
  * Tracing is off unless an OTLP endpoint is configured; then `startTracing` (start-tracing.ts) imports the OpenTelemetry
  * implementation (otel-tracing.ts) dynamically, so a server without an endpoint never loads the

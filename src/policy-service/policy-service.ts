@@ -21,7 +21,7 @@ import { tieWarnings, type PolicyWarning } from './policy-ties.js';
 import { LayerCensus } from './layer-census.js';
 
 /**
- * Policy management, free of any transport (CONTRACT.md "HTTP statuses and bodies"): the HTTP routes
+ * Policy management, free of any transport (docs/reference.md "Statuses"): the HTTP routes
  * are thin adapters around these methods. Bodies arrive as untrusted decoded JSON; every problem is
  * an RlError (400 bad input, 404 unknown policy or version, 409 duplicate or stale version, 422 a policy
  * that fails validation).

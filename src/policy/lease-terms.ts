@@ -4,7 +4,7 @@ import { parseDuration } from '../util/duration.js';
 import type { AlgorithmType, Policy } from './types.js';
 
 /**
- * The one list of algorithms a capacity lease supports, with the shape of their units (CONTRACT: not
+ * The one list of algorithms a capacity lease supports, with the shape of their units (docs/reference.md "Two kinds of lease": not
  * sliding_window_log, not concurrency): a window's units lapse with their window, a bucket's max_hold
  * after they left it. Validation, the matcher's compiled lease and every lease level read it.
  */
@@ -27,7 +27,7 @@ export const LEASABLE_ALGORITHMS: readonly string[] = Object.keys(LEASE_SHAPES);
 /**
  * A policy's lease in numbers, defaults applied (validated: max_units 1–1,000,000, max_hold 100ms–60s),
  * parsed once when the matcher compiles the policy. `level`: `process` (the policy's own `lease`; none
- * without one) or `region` (a global budget's region holder: CONTRACT, the policy's lease.max_hold, 1s
+ * without one) or `region` (a global budget's region holder: the policy's lease.max_hold, 1s
  * by default, and no max_units cap). Undefined when the algorithm takes no lease.
  */
 export function compileLease(policy: Pick<Policy, 'lease' | 'algorithm'>, level: 'process' | 'region'): CompiledLease | undefined {

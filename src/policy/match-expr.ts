@@ -5,7 +5,7 @@ import { MAX_FIELD_LENGTH, MAX_TAGS } from '../schema/limits.js';
 import { compileRegex, RegexBudget, regexMatches } from './match-regex.js';
 
 /**
- * `metadata.match_expr`: a CEL expression over the RequestContext (CONTRACT.md, "Scope and matching").
+ * `metadata.match_expr`: a CEL expression over the RequestContext (README "What a decision means").
  *
  * Variables: every string field of RequestContext as `string`, `tags` as `map<string,string>`,
  * `quantity` as `int`. Expressions are parsed and type-checked once, when a policy is saved (and again

@@ -8,7 +8,7 @@ import type { FieldError } from './types.js';
 import { unknownFieldErrors } from './unknown-fields.js';
 
 /**
- * The quota-shaped alias of a policy (CONTRACT.md): `{id, resource, algorithm: "quota", config: {quota,
+ * The quota-shaped alias of a policy (README "Managing policies"): `{id, resource, algorithm: "quota", config: {quota,
  * window_seconds}, action_deny, metadata}`, translated here and only here into the Policy shape, both
  * as a whole body (POST, PUT, policy files: validate.ts validates the result) and as a merge patch
  * (PATCH `{"config": {"quota": 500}}`: policy-service.ts merges the result).

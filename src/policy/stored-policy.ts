@@ -119,7 +119,7 @@ export function revivedPolicy(parsed: Policy, pool?: StringPool): Policy {
 }
 
 /**
- * Policies are strict (CONTRACT "Strict policies"), but a store written before they were, or by a newer
+ * Policies are strict (README "Managing policies"), but a store written before they were, or by a newer
  * version, may hold a key this version does not know. The store must still start and the policy still
  * be served and rewritable: the key is dropped, with one warning per policy and key.
  */

@@ -12,7 +12,7 @@ export type EnforcementMode = (typeof ENFORCEMENT_MODES)[number];
 
 /**
  * Algorithm configuration as written in policy files (the public format: durations are strings).
- * Which fields apply depends on `type`; see CONTRACT.md "AlgorithmConfig". The fields are the SDK's,
+ * Which fields apply depends on `type`; see docs/algorithms.md. The fields are the SDK's,
  * so a client's policies and the server's cannot name them differently.
  */
 export interface AlgorithmConfig extends AlgorithmFields {
@@ -34,7 +34,7 @@ export interface Policy extends PolicyFields {
   budget?: Budget;
   /** With `budget: "global"`: region (or `*`, the common share) to weight (src/policy/budget-shares.ts); absent: none. */
   budget_shares?: Record<string, number>;
-  /** A capacity lease (CONTRACT "Process leases"), as it was given; absent: none. */
+  /** A capacity lease (docs/reference.md "Two kinds of lease"), as it was given; absent: none. */
   lease?: LeaseConfig;
 }
 

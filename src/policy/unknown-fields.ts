@@ -3,7 +3,7 @@ import { nearestKey } from '../util/nearest-key.js';
 import type { FieldError } from './types.js';
 
 /**
- * Policies are strict (CONTRACT "Strict policies"): every key of a policy object that its schema does
+ * Policies are strict (README "Managing policies"): every key of a policy object that its schema does
  * not name is refused, by its path, with the nearest known key when one is close. Used by the
  * validator for every object of the Policy shape and by the quota-shaped alias for its own keys.
  *

@@ -1,7 +1,7 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 
 /**
- * `RL_COUNTERSTORE_ADDR` (CONTRACT.md, "Counter store address") and the ioredis client built from it.
+ * `RL_COUNTERSTORE_ADDR` (docs/deployment.md "Redis addresses") and the ioredis client built from it.
  *
  *   redis://[user:pass@]host[:port][/db]          one server (port 6379 and db 0 by default)
  *   rediss://[user:pass@]host[:port][/db]         the same over TLS

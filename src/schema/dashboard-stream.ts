@@ -9,7 +9,7 @@ import { LeaseTotalsSchema, RegionStatusSchema, StoreStateSchema } from './serve
 
 const Rate = Type.Number({ minimum: 0, description: 'Per second over the tick.' });
 
-/** Decisions per second by outcome (CONTRACT "Outcomes: one meaning each": shadow overlaps the other two). */
+/** Decisions per second by outcome (docs/reference.md "Actions over the limit", Outcomes: shadow overlaps the other two). */
 export const OutcomeRatesSchema = Type.Object({ allowed: Rate, denied: Rate, shadow: Rate });
 export type OutcomeRates = Static<typeof OutcomeRatesSchema>;
 

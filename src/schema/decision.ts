@@ -1,7 +1,7 @@
 import { DECISION_REASONS } from '@rl/client/types';
 import { Type, type Static } from '@sinclair/typebox';
 
-/** Reasons of CONTRACT.md, the SDK's list (clients switch on them; the SDK adds only its own service_unavailable). */
+/** Reasons of README "The request", the SDK's list (clients switch on them; the SDK adds only its own service_unavailable). */
 export { DECISION_REASONS };
 
 const ms = (description: string) => Type.Integer({ minimum: 0, description: `${description} (milliseconds).` });
@@ -23,7 +23,7 @@ export const LayerVerdictSchema = Type.Object(
   { title: 'LayerVerdict' },
 );
 
-/** The answer of check, acquire, release and refund (CONTRACT.md "Decision"). Always 200: a refusal is `allowed: false`. */
+/** The answer of check, acquire, release and refund (README "What a decision means"). Always 200: a refusal is `allowed: false`. */
 export const DecisionSchema = Type.Object(
   {
     allowed: Type.Boolean(),

@@ -3,7 +3,7 @@ import { Type, type Static } from '@sinclair/typebox';
 /** One field-level problem; `field` is a dotted path such as `algorithm.window`. */
 export const FieldErrorSchema = Type.Object({ field: Type.String(), message: Type.String() }, { title: 'FieldError' });
 
-/** Every error answer (CONTRACT.md "HTTP statuses and bodies"); a 422 adds the field errors. */
+/** Every error answer (docs/reference.md "Statuses"); a 422 adds the field errors. */
 export const ErrorSchema = Type.Object(
   {
     error: Type.String({ description: 'What went wrong; names the field for 400 and 422.' }),

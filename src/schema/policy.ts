@@ -9,7 +9,7 @@ import { mergePatchOf } from './merge-patch.js';
 import { CONTEXT_STRING_FIELDS, SIGNAL_TYPES, tagMap, type ContextStringField, type SignalType } from './request-context.js';
 
 /**
- * The Policy in its shapes (CONTRACT.md "Policy"): the body a client sends (the Policy shape or the
+ * The Policy in its shapes (README "Managing policies"): the body a client sends (the Policy shape or the
  * quota-shaped alias), and the stored policy the server answers with. policy/validate.ts enforces these
  * with field-naming messages plus the checks a schema cannot express (durations that parse, a
  * sub_window_count that divides the window, a match_expr that compiles);
@@ -28,13 +28,13 @@ export const ALGORITHM_TYPES = [
   'concurrency',
   'quota',
 ] as const;
-/** Actions taken when the limit is exceeded (CONTRACT.md, "Actions when the limit is exceeded"). */
+/** Actions taken when the limit is exceeded (docs/reference.md "Actions over the limit"). */
 export const LIMIT_ACTIONS = ['deny', 'delay', 'drop', 'sample', 'downgrade', 'drop_low_priority'] as const;
 /** The calendar periods a fixed_window or quota may count in (`algorithm.calendar`, src/util/calendar-period.ts). */
 export const CALENDAR_UNITS = ['hour', 'day', 'week', 'month', 'year'] as const;
 export const FAILURE_MODES = ['fail_open', 'fail_closed'] as const;
 export const ENFORCEMENT_MODES = ['enforce', 'shadow'] as const;
-/** Where a policy's limit applies with regions configured (CONTRACT.md "Regions"): each region alone, or all together. */
+/** Where a policy's limit applies with regions configured (docs/reference.md "Regions"): each region alone, or all together. */
 export const BUDGETS = ['regional', 'global'] as const;
 /** A region name as RL_REGION spells it, or `*` (the common share) in `budget_shares`. */
 export const SHARE_REGION_PATTERN = /^(\*|[a-z0-9-]{1,32})$/;
@@ -144,7 +144,7 @@ const metadata = <V extends TSchema>(value: V) =>
   });
 const MetadataValue = Type.String({ maxLength: MAX_METADATA_VALUE_LENGTH });
 
-/** CONTRACT "Counting by client address": the prefix lengths a `source_ip: "*"` policy counts by. */
+/** README "Managing policies" (client networks): the prefix lengths a `source_ip: "*"` policy counts by. */
 export interface SourceIpPrefix {
   v4: number;
   v6: number;
@@ -164,7 +164,7 @@ const SourceIpPrefixSchema = () =>
     { additionalProperties: false, description: 'With scope.source_ip "*": count each client network, not each address string.' },
   );
 
-/** A capacity lease (CONTRACT "Process leases"); returned as given. */
+/** A capacity lease (docs/reference.md "Two kinds of lease"); returned as given. */
 export const LEASE_MAX_UNITS = { min: 1, max: 1_000_000, default: 100 };
 export const LEASE_MAX_HOLD_MS = { min: 100, max: 60_000, default: 1000 };
 export const LeaseSchema = Type.Object(
@@ -246,7 +246,7 @@ export const PolicyInputSchema = Type.Object(
   },
 );
 
-/** The quota-shaped alias, normalised to a Policy on arrival (CONTRACT.md). */
+/** The quota-shaped alias, normalised to a Policy on arrival (README "Managing policies"). */
 export const QuotaPolicyInputSchema = Type.Object(
   {
     id: Type.Optional(inputFields.policy_id),

@@ -3,7 +3,7 @@ import { Type, type Static, type TLiteral, type TOptional, type TString, type TU
 import { MAX_FIELD_LENGTH, MAX_TAGS, MAX_TAG_KEY_LENGTH, MAX_TAG_VALUE_LENGTH } from './limits.js';
 
 /**
- * The RequestContext of check, acquire, release and refund (CONTRACT.md "RequestContext"): the one
+ * The RequestContext of check, acquire, release and refund (README "The request"): the one
  * definition its TypeScript type, the OpenAPI document and the field lists of model/request-context.ts
  * (whose hand-tuned parser validates it on the decision path) come from.
  */

@@ -16,7 +16,7 @@ export const MasterHealthSchema = Type.Object({
 
 /**
  * Capacity leases of this process since it started, every level and policy together, read from the
- * `rl_lease_*` metrics (CONTRACT "Metrics for leases").
+ * `rl_lease_*` metrics (README "Observability").
  */
 export const LeaseTotalsSchema = Type.Object({
   refills: Type.Number({ minimum: 0, description: 'Takes of units from a parent (rl_lease_refills_total).' }),

@@ -7,7 +7,7 @@ import { callerOf } from '../auth-guard.js';
 export const MAX_TOP = 10_000;
 
 /**
- * GET /rl/v1/analytics/summary?top=N: the summary of CONTRACT.md; `top` cuts by_policy and top_tags. A
+ * GET /rl/v1/analytics/summary?top=N: the summary of README "Observability"; `top` cuts by_policy and top_tags. A
  * caller limited to organisations gets its view (`viewOf`, observability/org-view.ts); without one, a 403.
  */
 export function analyticsRoutes(analytics: Analytics, viewOf?: (orgs: readonly string[]) => AnalyticsView): Router {

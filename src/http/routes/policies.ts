@@ -7,7 +7,7 @@ import { callerOf } from '../auth-guard.js';
 import { bodyOf } from '../body.js';
 
 /**
- * Policy management under /rl/v1 (CONTRACT.md "HTTP statuses and bodies"): thin adapters around
+ * Policy management under /rl/v1 (docs/reference.md "Statuses"): thin adapters around
  * PolicyService, which raises the typed errors that http/errors.ts maps to statuses.
  *
  * Single-policy responses carry `ETag: "<version>"`, the value `If-Match` takes.
