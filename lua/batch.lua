@@ -123,7 +123,9 @@ local function run_group(group)
   for i = 1, #group do
     checks[i] = run(group[i][1], group[i][2], group[i][4])
     passed[i] = type(checks[i]) == 'table' and checks[i][1] == 1
-    if not passed[i] and not group[i][5] then
+    -- A failed operation (its error as a string) does not refuse the group: its layer answers by its
+    -- own failure mode, and the caller gives back what the others took if that refuses the decision.
+    if not passed[i] and not group[i][5] and type(checks[i]) ~= 'string' then
       admitted = false
     end
   end

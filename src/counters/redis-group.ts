@@ -68,7 +68,8 @@ export function settleShare(outcome: GroupOutcome, share: SlotGroup, answer: (Co
     }
     return;
   }
-  const admitted = share.positions.every((i, k) => soft[i] || isAdmitted(answer[k]));
+  // A failed operation refuses nothing here (lua/batch.lua): its layer answers by its failure mode.
+  const admitted = share.positions.every((i, k) => soft[i] || isAdmitted(answer[k]) || answer[k] instanceof Error);
   share.positions.forEach((i, k) => {
     outcome.results[i] = answer[k];
     outcome.committed[i] = admitted && isAdmitted(answer[k]);
