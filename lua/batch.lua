@@ -24,7 +24,8 @@
 -- its n ARGV, are all or nothing. Each is first run as a check: its ARGV with ARGV[p] = v (p may be
 -- n + 1: one argument more), which answers as the operation would and writes nothing (a rate
 -- script's `check` mode, concurrency_acquire's `check` flag). `s` is '1' for a soft operation, whose
--- refusal does not refuse the group. When no check but soft ones refused, every admitted operation
+-- refusal does not refuse the group, nor does a check that failed (its error string: its layer answers by
+-- its failure mode, and the caller gives back the others if that refuses). When no check but soft ones refused, every admitted operation
 -- runs as given; otherwise none does. The group's entry in the reply is the list of its operations'
 -- replies: the run's for each that ran, the check's for the others. (A counter named twice in a group
 -- is checked twice against its state before both: its second run may refuse, and then wrote nothing.)
