@@ -9,6 +9,7 @@ import type { LayerMatch, Matcher, MatchResult, PolicyFamily, PolicyMatch } from
 import type { MatcherSource } from '../matching/live-matcher.js';
 import type { FailureMode, LimitAction } from '../policy/types.js';
 import { applyLimitAction } from './actions.js';
+import type { CounterCall, Evaluation, Operation } from './decision-types.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
 import { decideLayers, decideTogether, shadowAction, type LayerHost } from './layered-decision.js';
 import { leaseHolderOf, leaseIdOf } from './lease-id.js';
@@ -17,7 +18,7 @@ import { ProcessLeases, type LendingStore } from '../lease/process-leases.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, holdsUnits, type LeaseEvents, type UnitHolders } from '../lease/types.js';
 
-export type Operation = 'check' | 'acquire' | 'release' | 'refund';
+export type { CounterCall, Evaluation, Operation } from './decision-types.js';
 
 /** What the recorder (metrics, analytics) learns about each decision. */
 export interface DecisionEvent {
@@ -83,36 +84,6 @@ export interface DecisionServiceDeps {
   leases?: { events?: (policyId: string) => LeaseEvents; maxWaitMs?: number; takeTimeoutMs?: number } | false;
 }
 
-/** The result of running one matched policy's counter operation. */
-export type Evaluation =
-  /**
-   * `leased`: answered by this process's capacity lease (metadata.lease "local"). `waitTimedOut`: a
-   * refusal because the lease's refill took longer than RL_LEASE_MAX_WAIT_MS (reason lease_wait_timeout).
-   */
-  | { match: PolicyMatch; result: CounterResult; failed?: undefined; leased?: boolean; waitTimedOut?: boolean }
-  | { match: PolicyMatch; result?: undefined; failed: CounterStoreUnavailableError; leased?: undefined };
-
-/** The store's operations in either form: R is CounterResult (`CounterStore.sync`) or a promise of one. */
-interface CounterOperations<R> {
-  consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): R;
-  peek(keys: string[], spec: RateSpec, nowMs?: number): R;
-  refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): R;
-  acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): R;
-  release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): R;
-}
-
-/**
- * What one decision asks of the counter of one matched policy. Written once against either form of the
- * store, so the synchronous and the asynchronous path share it; module-level, so no closure per call.
- */
-export type CounterCall = <R>(
-  ops: CounterOperations<R>,
-  keys: string[],
-  match: PolicyMatch,
-  ctx: RequestContext,
-  leaseId: string,
-  nowMs: number | undefined,
-) => R;
 
 
 /** The cost a check's refusal is cached under: a peek is answered as a consume of 1 would be (docs/algorithms.md, "Peek"). */

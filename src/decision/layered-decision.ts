@@ -6,7 +6,7 @@ import type { RequestContext } from '../model/request-context.js';
 import { applyLimitAction } from './actions.js';
 import { layeredDecision } from './layer-verdicts.js';
 import { neverFitsMatch, readingCheckCall } from './never-fits.js';
-import type { CounterCall, Evaluation, Operation } from './decision-service.js';
+import type { CounterCall, Evaluation, Operation } from './decision-types.js';
 
 /**
  * One decision over several layers of policies: every layer's enforcing

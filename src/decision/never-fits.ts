@@ -4,7 +4,7 @@ import type { LimitAction } from '../policy/types.js';
 import type { PolicyMatch } from '../matching/matcher.js';
 import type { RequestContext } from '../model/request-context.js';
 import type { LimitedOutcome } from './actions.js';
-import type { CounterCall } from './decision-service.js';
+import type { CounterCall } from './decision-types.js';
 
 /**
  * Requests that can never fit (docs/algorithms.md, "Requests larger than the limit"): a check whose cost

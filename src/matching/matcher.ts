@@ -10,7 +10,11 @@ import { RegexBudget } from '../policy/match-regex.js';
 import { RankOrder } from './rank-order.js';
 import type { AlgorithmConfig, Policy } from '../policy/types.js';
 import { stableHash32 } from '../util/hash.js';
-import { DEFAULT_LAYER, LayerSet, type FamilyIndex, type LayerIndex } from './layer-index.js';
+import { DEFAULT_LAYER, LayerSet as LayerSetOf, type FamilyIndex as FamilyIndexOf, type LayerIndex as LayerIndexOf, type PolicyFamily } from './layer-index.js';
+
+type FamilyIndex = FamilyIndexOf<CompiledPolicy>;
+type LayerIndex = LayerIndexOf<CompiledPolicy>;
+type LayerSet = LayerSetOf<CompiledPolicy>;
 
 export { DEFAULT_LAYER } from './layer-index.js';
 
@@ -34,7 +38,7 @@ export { DEFAULT_LAYER } from './layer-index.js';
  */
 
 /** `check` considers every algorithm but concurrency; `acquire`/`release` only concurrency. */
-export type PolicyFamily = 'rate' | 'concurrency';
+export type { PolicyFamily } from './layer-index.js';
 
 /**
  * What a decision needs of one policy, and nothing else: a snapshot holds one per policy (100,000 and
@@ -206,7 +210,7 @@ export class Matcher {
       for (let i = 0; i < tags.length; i += 2) countPair(tagsShared, tags[i], tags[i + 1]);
     }
 
-    const layers = new LayerSet();
+    const layers = new LayerSetOf<CompiledPolicy>();
     // Check lists are mostly distinct (they hold the policy's own values): shared within the build only.
     const local = sharing();
     for (const d of drafts) {
