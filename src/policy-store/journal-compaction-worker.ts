@@ -1,7 +1,7 @@
 import { promises as fsp } from 'node:fs';
 import { join } from 'node:path';
 import { parentPort } from 'node:worker_threads';
-import { JOURNAL_FILE, parseJournal } from './file-policy-store.js';
+import { JOURNAL_FILE, parseJournal } from './journal-file.js';
 import type { CompactionJob, CompactionMessage, CompactionResult } from './journal-compaction.js';
 import { readSnapshot, SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, writeSnapshot } from './journal-snapshot.js';
 import { applyRecord, emptyState, type PolicyRecord } from './journal-state.js';
