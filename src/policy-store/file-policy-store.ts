@@ -7,6 +7,7 @@ import { DataDirLock, type LockOptions } from './journal-lock.js';
 import { CompactionWorker } from './journal-compaction.js';
 import { SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, type History, type SnapshotIndex } from './journal-snapshot.js';
 import { SnapshotReader } from './journal-snapshot-reader.js';
+import { checkBatch } from './journal-batch.js';
 import { encodeRecord, fsyncDir, JOURNAL_FILE, mkdirDurable, parseJournal } from './journal-file.js';
 import { applyRecord, emptyState, type JournalChange, type JournalRecord, type PolicyRecord, type StoreState } from './journal-state.js';
 import {
@@ -44,9 +45,11 @@ import type { Policy } from '../policy/types.js';
  *   or, on a platform without O_DSYNC, each append is `fdatasync`ed; the journal file's directory
  *   entry is fsynced when the file is created. So an acknowledged change is
  *   on disk whatever happens to the process afterwards.
- * - Records are appended by one writer at a time (a queue), so at most the LAST record can be
- *   incomplete after `kill -9` or a power cut: cut short, missing its newline, or (on some file
- *   systems) padded with zeros. At start-up the journal is read record by record; a trailing region
+ * - Records are appended by one writer at a time (a queue); the changes waiting for it go in one
+ *   write, a record each (group commit: journal-batch.ts). So only the LAST write can be incomplete
+ *   after `kill -9` or a power cut: cut short, missing its newline, or (on some file systems) padded
+ *   with zeros. Its complete records were never acknowledged either; kept, they are changes whose
+ *   answer was lost, as after a crash between a write and its reply. At start-up the journal is read record by record; a trailing region
  *   that does not parse as complete, checksummed records is such a torn write of a change that was
  *   never acknowledged: it is logged, truncated away (and the truncation fsynced) before anything
  *   new is appended. A bad record FOLLOWED by good ones cannot come from a torn append: that is
@@ -131,6 +134,8 @@ export class FilePolicyStore implements PolicyStore {
   private retryCompactionAt = 0;
   private readonly compactMinBytes: number;
   private queue: Promise<unknown> = Promise.resolve();
+  /** Changes waiting for the journal, written together by the next queued write. */
+  private waiting: { change: PolicyChange; settle: (result: CommitResult) => void; fail: (error: unknown) => void }[] = [];
   private failed: Error | undefined;
   private closed = false;
   private readonly listeners = new ChangeListeners();
@@ -278,25 +283,36 @@ export class FilePolicyStore implements PolicyStore {
     return this.listeners.add(listener);
   }
 
+  /** Waits with the changes that arrive while the journal is busy; they are written together (journal-batch.ts). */
   commit(change: PolicyChange): Promise<CommitResult> {
-    return this.serial(async () => {
-      const held = this.records.get(change.policy_id);
-      const head = held?.head ?? 0;
-      const exists = held?.current !== undefined;
-      if (head !== change.expectedHead || exists !== change.mustExist) {
-        return { ok: false, reason: 'conflict', head, exists } as const;
-      }
-      const newHead = change.policy ? change.policy.version : head;
-      const record: JournalRecord = {
-        rev: this.rev + 1,
-        changes: [{ policy_id: change.policy_id, head: newHead, policy: change.policy, audit: change.audit }],
-      };
-      await this.append(record);
-      this.apply(record);
-      this.emit(change.policy_id, change.policy, exists);
-      this.compactIfDue();
-      return { ok: true, revision: this.rev } as const;
+    return new Promise((settle, fail) => {
+      this.waiting.push({ change, settle, fail });
+      if (this.waiting.length > 1) return; // a write of the waiting changes is queued already
+      // serial() refuses before running when the store has closed or failed: then no write took them.
+      this.serial(() => this.writeWaiting()).catch((error: unknown) => {
+        for (const w of this.waiting.splice(0)) w.fail(error);
+      });
     });
+  }
+
+  /** Checks and writes every waiting change in one durable write; answers each (never throws). */
+  private async writeWaiting(): Promise<void> {
+    const batch = this.waiting.splice(0);
+    const { records, answers } = checkBatch(batch.map((w) => w.change), this.rev, (id) => this.records.get(id));
+    if (records.length > 0) {
+      try {
+        await this.append(records.map((r) => r.record));
+      } catch (error) {
+        batch.forEach((w, i) => (answers[i].ok ? w.fail(error) : w.settle(answers[i])));
+        return;
+      }
+    }
+    for (const r of records) {
+      this.apply(r.record);
+      this.emit(r.policyId, r.policy, r.existed);
+    }
+    batch.forEach((w, i) => w.settle(answers[i]));
+    this.compactIfDue();
   }
 
   seedIfEmpty(load: () => Policy[] | Promise<Policy[]>): Promise<boolean> {
@@ -313,7 +329,7 @@ export class FilePolicyStore implements PolicyStore {
           audit: seedAuditEntry(policy, randomUUID()),
         })),
       };
-      await this.append(record);
+      await this.append([record]);
       this.apply(record);
       this.listeners.emit({ policy_id: '', change: 'reloaded', version: 0, revision: this.rev, local: true }, logListenerError);
       this.compactIfDue();
@@ -455,10 +471,10 @@ export class FilePolicyStore implements PolicyStore {
     return run;
   }
 
-  /** Writes one record completely and durably (WRITE_THROUGH, else fdatasync); on failure restores the previous length. */
-  private async append(record: JournalRecord): Promise<void> {
+  /** Writes the records completely and durably in one write (WRITE_THROUGH, else fdatasync); on failure restores the previous length. */
+  private async append(records: JournalRecord[]): Promise<void> {
     await this.checkLock();
-    const line = encodeRecord(record);
+    const line = records.length === 1 ? encodeRecord(records[0]) : Buffer.concat(records.map(encodeRecord));
     try {
       let offset = 0;
       while (offset < line.length) {
@@ -468,7 +484,7 @@ export class FilePolicyStore implements PolicyStore {
       if (!WRITE_THROUGH) await this.file.datasync();
       this.size += line.length;
       this.appendedBytes += line.length;
-      this.journalRecords++;
+      this.journalRecords += records.length;
     } catch (error) {
       // The record may be partly on disk. Cut it off so the next append does not follow garbage; if
       // even that fails, stop accepting changes (the torn tail is then dropped at the next start).
