@@ -13,6 +13,7 @@ import { applyRecord, emptyState, type JournalChange, type JournalRecord, type P
 import {
   byPolicyId,
   ChangeListeners,
+  resortOne,
   revivedAuditEntry,
   seedAuditEntry,
   versionRecordOf,
@@ -524,7 +525,10 @@ export class FilePolicyStore implements PolicyStore {
     applyRecord({ rev: this.rev, records: this.records }, record);
     for (const c of record.changes) this.historyInMemory += c.policy ? 2 : 1;
     this.rev = record.rev;
-    this.sorted = undefined;
+    if (this.sorted === undefined) return;
+    // One change (a commit) is placed; a record of many (seeding) sorts again when next listed.
+    if (record.changes.length === 1) resortOne(this.sorted, record.changes[0].policy_id, this.records.get(record.changes[0].policy_id)?.current);
+    else this.sorted = undefined;
   }
 
   private emit(policyId: string, policy: Policy | null, existed: boolean): void {

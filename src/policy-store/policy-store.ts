@@ -167,6 +167,26 @@ export function byPolicyId(a: Policy, b: Policy): number {
   return a.policy_id < b.policy_id ? -1 : a.policy_id > b.policy_id ? 1 : 0;
 }
 
+/**
+ * Keeps a list sorted by policy_id equal to the current set after one id changed (`policy` undefined:
+ * gone): a binary search and one splice, where sorting again cost a write at 100,000 policies more than
+ * the write itself.
+ */
+export function resortOne(sorted: Policy[], policyId: string, policy: Policy | undefined): void {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid].policy_id < policyId) lo = mid + 1;
+    else hi = mid;
+  }
+  const found = lo < sorted.length && sorted[lo].policy_id === policyId;
+  if (policy === undefined) {
+    if (found) sorted.splice(lo, 1);
+  } else if (found) sorted[lo] = policy;
+  else sorted.splice(lo, 0, policy);
+}
+
 /** A small listener registry shared by the implementations; a throwing listener never breaks a commit. */
 export class ChangeListeners {
   private readonly listeners = new Set<ChangeListener>();

@@ -6,6 +6,7 @@ import { RlError } from '../errors.js';
 import { log } from '../util/log.js';
 import {
   byPolicyId,
+  resortOne,
   ChangeListeners,
   seedAuditEntry,
   versionRecordOf,
@@ -427,7 +428,7 @@ export class RedisPolicyStore implements PolicyStore {
   private applyEntry(policyId: string, entry: Entry, local: boolean): void {
     const before = this.entries.get(policyId);
     if (!this.setEntry(policyId, entry, false)) return;
-    this.sorted = undefined;
+    if (this.sorted) resortOne(this.sorted, policyId, entry.policy);
     const change: ChangeKind = entry.policy ? (before?.policy ? 'updated' : 'created') : 'deleted';
     this.emit({
       policy_id: policyId,
