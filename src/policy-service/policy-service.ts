@@ -18,6 +18,7 @@ import { oversizedCollections, validatePolicy, type PolicyInput } from '../polic
 import { quotaPatchToPolicyPatch } from '../policy/quota-alias.js';
 import { mergePatch } from '../util/merge-patch.js';
 import { tieWarnings, type PolicyWarning } from './policy-ties.js';
+import { TieIndex } from './tie-index.js';
 import { LayerCensus } from './layer-census.js';
 
 /**
@@ -84,14 +85,19 @@ export class PolicyService {
   private readonly unsubscribe: () => void;
   private readonly platformLayers: readonly string[];
   private readonly layers: LayerCensus;
-  private readonly unsubscribeLayers: () => void;
+  private readonly ties: TieIndex;
+  private readonly unsubscribeIndexes: () => void;
 
   constructor(deps: PolicyServiceDeps) {
     this.store = deps.store;
     this.platformLayers = deps.platformLayers ?? DEFAULT_PLATFORM_LAYERS;
     const policies = this.store.list();
     this.layers = new LayerCensus(deps.store, policies);
-    this.unsubscribeLayers = deps.store.onChange((event) => this.layers.changed(event));
+    this.ties = new TieIndex(deps.store, policies);
+    this.unsubscribeIndexes = deps.store.onChange((event) => {
+      this.layers.changed(event);
+      this.ties.changed(event);
+    });
     this.now = deps.now ?? Date.now;
     this.newAuditId = deps.newAuditId ?? randomUUID;
     const matcher = deps.matcher;
@@ -110,7 +116,7 @@ export class PolicyService {
   /** Stops following store changes. */
   close(): void {
     this.unsubscribe();
-    this.unsubscribeLayers();
+    this.unsubscribeIndexes();
   }
 
   /** The store revision: equal values mean the policy set did not change. */
@@ -136,7 +142,9 @@ export class PolicyService {
    * reaches: a policy it cannot read is never named.
    */
   warningsFor(policy: Policy, caller?: Actor): PolicyWarning[] {
-    return tieWarnings(policy, this.list(caller), this.now());
+    const orgs = caller?.orgs;
+    const rivals = this.ties.rivals(policy);
+    return tieWarnings(policy, orgs === undefined ? rivals : rivals.filter((p) => this.reaches(orgs, p)), this.now());
   }
 
   /** A policy the caller could not create is a 403 naming `scope.org_id`, as the create would answer. */
