@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { constants as fsConstants, promises as fsp } from 'node:fs';
+import { promises as fsp } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { RlError } from '../errors.js';
 import { log } from '../util/log.js';
@@ -8,7 +8,7 @@ import { CompactionWorker } from './journal-compaction.js';
 import { SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, type History, type SnapshotIndex } from './journal-snapshot.js';
 import { SnapshotReader } from './journal-snapshot-reader.js';
 import { checkBatch } from './journal-batch.js';
-import { encodeRecord, fsyncDir, JOURNAL_FILE, mkdirDurable, parseJournal } from './journal-file.js';
+import { encodeRecord, fsyncDir, mkdirDurable, openJournal, WRITE_THROUGH } from './journal-file.js';
 import { applyRecord, emptyState, type JournalChange, type JournalRecord, type PolicyRecord, type StoreState } from './journal-state.js';
 import {
   byPolicyId,
@@ -32,30 +32,7 @@ import type { Policy } from '../policy/types.js';
  * Single-node policy storage: a snapshot and an append-only journal in the data directory
  * (RL_DATA_DIR), which one server at a time may use (`policies.lock`, see journal-lock.ts).
  *
- * Journal format: `<dataDir>/policies.journal`, one record per line:
- *
- *     <16 hex digits: first 8 bytes of SHA-256 of the JSON text> <space> <JSON text> \n
- *
- * where the JSON is `{"rev": n, "changes": [{"policy_id", "head", "policy": Policy|null, "audit": AuditEntry}]}`.
- * A record is one atomic change: the new current policy (null = deleted), which is also the new
- * version's snapshot, and its audit entry. Seeding writes every file policy in ONE record.
- *
- * Crash safety:
- * - A change is acknowledged only after its record was written completely and durably: the journal is
- *   opened with O_DSYNC (each write returns once its data is on disk, as write + `fdatasync` would),
- *   or, on a platform without O_DSYNC, each append is `fdatasync`ed; the journal file's directory
- *   entry is fsynced when the file is created. So an acknowledged change is
- *   on disk whatever happens to the process afterwards.
- * - Records are appended by one writer at a time (a queue); the changes waiting for it go in one
- *   write, a record each (group commit: journal-batch.ts). So only the LAST write can be incomplete
- *   after `kill -9` or a power cut: cut short, missing its newline, or (on some file systems) padded
- *   with zeros. Its complete records were never acknowledged either; kept, they are changes whose
- *   answer was lost, as after a crash between a write and its reply. At start-up the journal is read record by record; a trailing region
- *   that does not parse as complete, checksummed records is such a torn write of a change that was
- *   never acknowledged: it is logged, truncated away (and the truncation fsynced) before anything
- *   new is appended. A bad record FOLLOWED by good ones cannot come from a torn append: that is
- *   corruption, and the store refuses to start rather than silently drop acknowledged changes.
- * - Everything (current, versions, audit) is replayed from the same records, so they cannot disagree.
+ * The journal's format and why it survives a crash: journal-file.ts.
  *
  * In memory: one record per policy id (journal-state.ts) with its head and current policy. Its versions
  * and audit entries up to the snapshot stay in the snapshot file, which the store keeps open and reads
@@ -83,12 +60,6 @@ export { encodeRecord, JOURNAL_FILE, JournalCorruptError, parseJournal } from '.
 /** The points of a compaction a crash test can stop the process at (see the file comment). */
 export type CompactionStep = 'snapshot-started' | 'snapshot-written' | 'snapshot-renamed' | 'snapshot-durable' | 'journal-truncated';
 
-/**
- * O_DSYNC where the platform has it: each write to the journal returns once its data is on disk, as a
- * write followed by fdatasync would, in one call to the libuv pool instead of two. Elsewhere 0, and
- * every append is fdatasynced.
- */
-const WRITE_THROUGH = fsConstants.O_DSYNC ?? 0;
 
 /** Journal bytes below which the journal is never compacted. */
 const COMPACT_MIN_BYTES = 4 * 1024 * 1024;
@@ -204,37 +175,7 @@ export class FilePolicyStore implements PolicyStore {
     options: FilePolicyStoreOptions,
   ): Promise<FilePolicyStore> {
     const state = snapshot?.state ?? emptyState();
-    const path = join(dir, JOURNAL_FILE);
-    let created = false;
-    let text: Buffer;
-    try {
-      text = await fsp.readFile(path);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-      text = Buffer.alloc(0);
-      created = true;
-    }
-    const { records, goodBytes, skipped } = parseJournal(path, text, state.rev);
-    const file = await fsp.open(path, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | WRITE_THROUGH, 0o644);
-    let size = goodBytes;
-    try {
-      if (records.length === 0 && skipped > 0) {
-        // A compaction stopped between its durable snapshot and the truncation: finish it.
-        await file.truncate(0);
-        await file.datasync();
-        size = 0;
-      } else if (goodBytes < text.length) {
-        const dropped = text.length - goodBytes;
-        if (options.onTornTail) options.onTornTail({ path, droppedBytes: dropped });
-        else log.warn('policy journal: dropping a torn last record (a change that was never acknowledged)', { path, dropped_bytes: dropped });
-        await file.truncate(goodBytes);
-        await file.datasync();
-      }
-      if (created) await fsyncDir(dir);
-    } catch (error) {
-      await file.close();
-      throw error;
-    }
+    const { path, file, records, size } = await openJournal(dir, state.rev, options.onTornTail);
     return new FilePolicyStore(path, file, lock, snapshot?.reader, state, records, size, snapshot?.bytes ?? 0, options);
   }
 

@@ -1,15 +1,47 @@
 import { hash } from 'node:crypto';
 import { constants as fsConstants, promises as fsp } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
+import { log } from '../util/log.js';
 import type { JournalRecord } from './journal-state.js';
 
 /**
  * The journal file of FilePolicyStore: its name, how a record is encoded and checked, how the file is
- * parsed at start-up (the format and the torn-tail rule are in file-policy-store.ts's file comment),
- * and the durable directory operations it needs.
+ * opened and parsed at start-up, and the durable directory operations it needs.
+ *
+ * Journal format: `<dataDir>/policies.journal`, one record per line:
+ *
+ *     <16 hex digits: first 8 bytes of SHA-256 of the JSON text> <space> <JSON text> \n
+ *
+ * where the JSON is `{"rev": n, "changes": [{"policy_id", "head", "policy": Policy|null, "audit": AuditEntry}]}`.
+ * A record is one atomic change: the new current policy (null = deleted), which is also the new
+ * version's snapshot, and its audit entry. Seeding writes every file policy in ONE record.
+ *
+ * Crash safety:
+ * - A change is acknowledged only after its record was written completely and durably: the journal is
+ *   opened with O_DSYNC (each write returns once its data is on disk, as write + `fdatasync` would),
+ *   or, on a platform without O_DSYNC, each append is `fdatasync`ed; the journal file's directory
+ *   entry is fsynced when the file is created. So an acknowledged change is on disk whatever happens
+ *   to the process afterwards.
+ * - Records are appended by one writer at a time (a queue); the changes waiting for it go in one
+ *   write, a record each (group commit: journal-batch.ts). So only the LAST write can be incomplete
+ *   after `kill -9` or a power cut: cut short, missing its newline, or (on some file systems) padded
+ *   with zeros. Its complete records were never acknowledged either; kept, they are changes whose
+ *   answer was lost, as after a crash between a write and its reply.
+ * - At start-up the journal is read record by record; a trailing region that does not parse as
+ *   complete, checksummed records is such a torn write of changes never acknowledged: it is logged,
+ *   truncated away (and the truncation fsynced) before anything new is appended. A bad record FOLLOWED by good ones cannot come from a torn append: that is
+ *   corruption, and the store refuses to start rather than silently drop acknowledged changes.
+ * - Everything (current, versions, audit) is replayed from the same records, so they cannot disagree.
  */
 
 export const JOURNAL_FILE = 'policies.journal';
+
+/**
+ * O_DSYNC where the platform has it: each write to the journal returns once its data is on disk, as a
+ * write followed by fdatasync would, in one call to the libuv pool instead of two. Elsewhere 0, and
+ * every append is fdatasynced.
+ */
+export const WRITE_THROUGH = fsConstants.O_DSYNC ?? 0;
 
 export class JournalCorruptError extends Error {
   constructor(readonly path: string, readonly line: number, problem: string) {
@@ -29,6 +61,49 @@ function checksum(json: string): string {
 export function encodeRecord(record: JournalRecord): Buffer {
   const json = JSON.stringify(record);
   return Buffer.from(`${checksum(json)} ${json}\n`, 'utf8');
+}
+
+/**
+ * Opens the journal for appending after reading the records that follow revision `afterRev` (the
+ * snapshot's): a torn last write is cut off, and a compaction stopped before its truncation finished.
+ */
+export async function openJournal(
+  dir: string,
+  afterRev: number,
+  onTornTail: ((info: { path: string; droppedBytes: number }) => void) | undefined,
+): Promise<{ path: string; file: fsp.FileHandle; records: JournalRecord[]; size: number }> {
+    const path = join(dir, JOURNAL_FILE);
+    let created = false;
+    let text: Buffer;
+    try {
+      text = await fsp.readFile(path);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      text = Buffer.alloc(0);
+      created = true;
+    }
+    const { records, goodBytes, skipped } = parseJournal(path, text, afterRev);
+    const file = await fsp.open(path, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | WRITE_THROUGH, 0o644);
+    let size = goodBytes;
+    try {
+      if (records.length === 0 && skipped > 0) {
+        // A compaction stopped between its durable snapshot and the truncation: finish it.
+        await file.truncate(0);
+        await file.datasync();
+        size = 0;
+      } else if (goodBytes < text.length) {
+        const dropped = text.length - goodBytes;
+        if (onTornTail) onTornTail({ path, droppedBytes: dropped });
+        else log.warn('policy journal: dropping a torn last record (a change that was never acknowledged)', { path, dropped_bytes: dropped });
+        await file.truncate(goodBytes);
+        await file.datasync();
+      }
+      if (created) await fsyncDir(dir);
+    } catch (error) {
+      await file.close();
+      throw error;
+    }
+    return { path, file, records, size };
 }
 
 /**
