@@ -2,6 +2,11 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { tieWarnings } from '../../src/policy-service/policy-ties.js';
 import { TieIndex } from '../../src/policy-service/tie-index.js';
+import { PolicyService } from '../../src/policy-service/policy-service.js';
+import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { PolicyChangeEvent, PolicyStore } from '../../src/policy-store/policy-store.js';
 import type { Policy } from '../../src/policy/types.js';
 import { makePolicy } from '../support/policies.js';
@@ -85,5 +90,30 @@ describe('TieIndex: the rivals it finds give the warnings a walk over every poli
     index.changed({ policy_id: '', change: 'reloaded', version: 0, revision: 2, local: false });
     expect(index.rivals(a).map((p) => p.policy_id)).to.deep.equal(['p1']);
     expect(tieWarnings(a, index.rivals(a), 0)).to.have.length(1);
+  });
+
+  it('a write and its warnings read no whole policy list (at 100,000 policies that walk stalled decisions)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rl-tie-index-'));
+    const store = await FilePolicyStore.open(dir);
+    try {
+      const service = new PolicyService({ store });
+      const window = { type: 'fixed_window', limit: 5, window: '1m' };
+      await service.create({ policy_id: 'per-user', scope: { endpoint: '/api/things', user_id: '*', method: '*' }, algorithm: window }, 'tester');
+      for (let i = 0; i < 50; i++) await service.create({ policy_id: `user-${i}`, scope: { user_id: `u${i}` }, algorithm: window }, 'tester');
+      let listed = 0;
+      const list = store.list.bind(store);
+      store.list = () => {
+        listed++;
+        return list();
+      };
+      const vip = await service.create({ policy_id: 'vip-user', scope: { endpoint: '/api/things', user_id: 'vip' }, algorithm: window }, 'tester');
+      const warnings = service.warningsFor(vip);
+      expect(warnings.map((w) => w.policy_id)).to.deep.equal(['per-user']);
+      expect(listed, 'whole-list reads during one write and its warnings').to.equal(0);
+      service.close();
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
