@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { createRedisClient, redactAddress } from '../redis/redis-connection.js';
-import { defineScripts, isNoScript, readPolicyScripts, type LuaScript, type PolicyScriptName } from '../redis/lua-scripts.js';
+import { defineScripts, readPolicyScripts, type PolicyScriptName } from '../redis/lua-scripts.js';
 import { RlError } from '../errors.js';
+import { ReplicaAck } from './redis-policy-replicas.js';
 import { log } from '../util/log.js';
 import {
   byPolicyId,
@@ -109,6 +110,8 @@ interface ChangeMessage {
 type Client = Redis | Cluster;
 type ScriptClient = Client & Record<string, (...args: (string | number)[]) => Promise<unknown>>;
 
+export { clusterReplicaCount } from './redis-policy-replicas.js';
+
 export class RedisPolicyStore implements PolicyStore {
   private readonly entries = new Map<string, Entry>();
   private sorted: Policy[] | undefined;
@@ -123,7 +126,7 @@ export class RedisPolicyStore implements PolicyStore {
   private lastErrorLog = 0;
   private readonly checkIntervalMs: number;
   private readonly gapGraceMs: number;
-  private readonly replicaAckTimeoutMs: number;
+  private readonly replicas: ReplicaAck;
   private readonly scripts = readPolicyScripts(KEY_NAMES.length);
   private readonly unavailable: { name: string; consequence: string };
 
@@ -140,7 +143,8 @@ export class RedisPolicyStore implements PolicyStore {
     this.unavailable = options.unavailable ?? { name: 'policy store (Redis)', consequence: '' };
     // WAIT must return before the command timeout gives up on it.
     const commandTimeout = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
-    this.replicaAckTimeoutMs = Math.max(1, Math.min(options.replicaAckTimeoutMs ?? 1500, Math.floor(commandTimeout * 0.75)));
+    const ackTimeoutMs = Math.max(1, Math.min(options.replicaAckTimeoutMs ?? 1500, Math.floor(commandTimeout * 0.75)));
+    this.replicas = new ReplicaAck(client, this.keys[KEY_NAMES.indexOf('meta')], ackTimeoutMs);
   }
 
   /** Connects (command and subscriber connections), loads every policy, starts following changes. */
@@ -244,9 +248,9 @@ export class RedisPolicyStore implements PolicyStore {
       this.channel,
       kind,
     ];
-    const replicated = await this.call(() => this.hasReplica());
+    const replicated = await this.call(() => this.replicas.present());
     const reply = (await this.call(() =>
-      replicated ? this.commitReplicated(args) : this.client[SCRIPTS.commit](...this.keys, ...args),
+      replicated ? this.replicas.commit(this.scripts.commit, [...this.keys, ...args]) : this.client[SCRIPTS.commit](...this.keys, ...args),
     )) as number[];
     if (Number(reply[0]) !== 1) {
       return { ok: false, reason: 'conflict', head: Number(reply[1]), exists: Number(reply[2]) === 1 };
@@ -255,43 +259,6 @@ export class RedisPolicyStore implements PolicyStore {
     this.applyEntry(change.policy_id, { policy: change.policy ?? undefined, head: newHead, changed: revision }, true);
     if (revision === this.applied + 1) this.applied = revision;
     return { ok: true, revision };
-  }
-
-  /** Whether the primary holding the policy keys has a replica a change should wait for. */
-  private async hasReplica(): Promise<boolean> {
-    // A keyed read leads the pipeline to the primary of the policy slot; the second command asks it.
-    const asked = this.client.pipeline().hget(this.key('meta'), 'revision');
-    const [, [error, reply]] = pipelineResults(await (this.client.isCluster ? asked.call('CLUSTER', 'NODES') : asked.info('replication')).exec());
-    if (error) throw error;
-    if (this.client.isCluster) return clusterReplicaCount(String(reply)) > 0;
-    return Number(/^connected_slaves:(\d+)/m.exec(String(reply))?.[1] ?? 0) > 0;
-  }
-
-  /**
-   * The commit script, then WAIT for one replica, in one pipeline: the same connection, so WAIT covers
-   * this write. EVALSHA, and the whole pipeline again with the script's text after NOSCRIPT (nothing
-   * ran): the defined command's own resend would go out alone, after the WAIT.
-   */
-  private async commitReplicated(args: string[]): Promise<unknown> {
-    const [[commitError, reply], [waitError, acknowledged]] = await this.commitThenWait(this.scripts.commit, args, false);
-    if (commitError) throw commitError;
-    if (waitError) throw waitError;
-    if (Number(acknowledged) < 1 && Number((reply as number[])[0]) === 1) {
-      throw new RlError(
-        'unavailable',
-        `policy store: the change was saved on the Redis primary but no replica confirmed it within ${this.replicaAckTimeoutMs} ms, ` +
-          'so a failover could still lose it; read the policy back before retrying',
-      );
-    }
-    return reply;
-  }
-
-  private async commitThenWait(script: LuaScript, args: string[], resend: boolean): Promise<[Error | null, unknown][]> {
-    const pipeline = this.client.pipeline();
-    if (resend) pipeline.eval(script.lua, script.numberOfKeys, ...this.keys, ...args);
-    else pipeline.evalsha(script.sha1, script.numberOfKeys, ...this.keys, ...args);
-    const results = pipelineResults(await pipeline.call('WAIT', '1', String(this.replicaAckTimeoutMs)).exec());
-    return !resend && isNoScript(results[0][0]) ? this.commitThenWait(script, args, true) : results;
   }
 
   async seedIfEmpty(load: () => Policy[] | Promise<Policy[]>): Promise<boolean> {
@@ -475,24 +442,6 @@ export class RedisPolicyStore implements PolicyStore {
     this.lastErrorLog = now;
     log.error(message, error === undefined ? undefined : { error: String((error as Error)?.message ?? error) });
   }
-}
-
-/**
- * Replicas of the node answering CLUSTER NODES that are not marked failed: connected or not, each could
- * be promoted in a failover (the cluster's own view; CLUSTER SLOTS omits replicas until they have
- * replicated something, and a client's slot map is only as fresh as its last refresh).
- */
-export function clusterReplicaCount(nodes: string): number {
-  const lines = nodes.split('\n').map((line) => line.split(' '));
-  const myself = lines.find((fields) => fields[2]?.split(',').includes('myself'));
-  if (!myself) return 0;
-  return lines.filter((fields) => fields[3] === myself[0] && !fields[2].split(',').includes('fail')).length;
-}
-
-/** A pipeline's [error, reply] pairs (exec() answers null only for a discarded MULTI, never used here). */
-function pipelineResults(results: [Error | null, unknown][] | null): [Error | null, unknown][] {
-  if (!results) throw new Error('Redis discarded the pipeline');
-  return results;
 }
 
 function pairs(flat: string[]): Map<string, string> {
