@@ -204,7 +204,8 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         readiness.markDraining();
         await new Promise((resolve) => setTimeout(resolve, config.shutdownDelaySecs * 1000));
         const deadlineMs = config.drainSecs * 1000;
-        await Promise.all([closeGracefully(httpServer, deadlineMs), shutdownGrpcServer(grpcServer, deadlineMs)]);
+        // RLQS streams end once their reports settled them (cut at the deadline, their units lapse).
+        await Promise.all([closeGracefully(httpServer, deadlineMs), shutdownGrpcServer(grpcServer, deadlineMs), rlqs?.drain()]);
         notifier?.close();
         policies.close();
         // Process leases and the region's units go back while the counter store is still open.

@@ -79,6 +79,10 @@ export class RlqsStream {
   private closed = false;
   private asking = 0;
   private sweep: unknown;
+  /** Set by `drain()`: no grant is taken any more, and `drained` resolves once nothing is held. */
+  private draining?: { drained: Promise<void>; resolve: () => void };
+  /** Give backs under way: the stream's end waits for them (the store closes after the streams). */
+  private readonly settling = new Set<Promise<void>>();
 
   constructor(
     private readonly deps: StreamDeps,
@@ -121,6 +125,26 @@ export class RlqsStream {
       void this.settle(bucket.ledger.report(usage.allowed, now));
       if (first || this.due(bucket, now)) this.assess(bucket);
     }
+    this.checkDrained();
+  }
+
+  /**
+   * The server drains: every bucket holding units is assigned DENY_ALL (a new strategy: Envoy reports
+   * what it spent and stops spending), and no grant is taken any more. Resolves once the reports have
+   * settled every grant, or the stream ended; then the stream can be ended without cutting anything.
+   */
+  drain(): Promise<void> {
+    if (this.draining === undefined) {
+      let resolve!: () => void;
+      const drained = new Promise<void>((r) => (resolve = r));
+      this.draining = { drained, resolve };
+      for (const bucket of this.buckets.values()) {
+        const holds = bucket.ledger.unitsHeld() > 0 || bucket.busy !== undefined || bucket.assignment?.strategy === 'token_bucket';
+        if (holds) this.assess(bucket);
+      }
+      this.checkDrained();
+    }
+    return this.draining.drained;
   }
 
   /**
@@ -139,8 +163,10 @@ export class RlqsStream {
       held.push(...bucket.ledger.takeAll());
     }
     this.buckets.clear();
-    if (reported) return this.settle(held);
-    for (const grant of held) this.lapseAtEnd(grant, 'holder_lost');
+    if (reported) await this.settle(held);
+    else for (const grant of held) this.lapseAtEnd(grant, 'holder_lost');
+    await Promise.all(this.settling);
+    this.draining?.resolve();
   }
 
   private newBucket(usage: BucketUsage, now: LocalMs): Bucket {
@@ -183,6 +209,7 @@ export class RlqsStream {
         bucket.again = false;
         this.assess(bucket);
       }
+      this.checkDrained();
     });
   }
 
@@ -196,6 +223,7 @@ export class RlqsStream {
       bucket.ledger.replace(undefined);
       return this.assign(bucket, { strategy: 'allow_all', ttlMs: this.deps.idleMs });
     }
+    if (this.draining) return this.stopSpending(bucket, cover.layers);
     const now = this.deps.clock.now();
     const held = bucket.ledger.current;
     const sameCover = bucket.coverKey === cover.key;
@@ -230,6 +258,11 @@ export class RlqsStream {
       return this.assign(bucket, { strategy, ttlMs: Math.min(FAILURE_TTL_MS, holdMs) });
     }
     const grant: HeldGrant = { grant: answer, layers, expiresAt: now, spent: 0, reportsSinceEnd: 0 };
+    if (this.draining) {
+      // Taken as the drain began, never sent.
+      await this.settle([grant]);
+      return this.stopSpending(bucket, layers);
+    }
     const ttlMs = Math.floor(Math.min(holdMs, answer.spendBy - now - WINDOW_GUARD_MS));
     if (bucket.gone || ttlMs < MIN_TTL_MS) {
       // Never sent: nothing of it can have been spent.
@@ -241,6 +274,21 @@ export class RlqsStream {
     bucket.remaining = answer.remaining;
     bucket.ledger.replace(grant);
     this.assign(bucket, tokenBucket(answer.units, ttlMs, ++bucket.seq));
+  }
+
+  /** Draining: the bucket's grant ends and Envoy is told DENY_ALL (once), so its next report says what it spent. */
+  private stopSpending(bucket: Bucket, layers: LayerCounter[]): void {
+    bucket.ledger.replace(undefined);
+    if (bucket.assignment?.strategy === 'deny_all' && bucket.expiresAt > this.deps.clock.now()) return;
+    // Its next stream (on another server) brings the next assignment; a hold's life covers the way there.
+    this.assign(bucket, { strategy: 'deny_all', ttlMs: Math.min(...layers.map((layer) => layer.holdMs)) });
+  }
+
+  private checkDrained(): void {
+    if (this.draining === undefined || this.unitsHeld() > 0) return;
+    for (const bucket of this.buckets.values()) if (bucket.busy !== undefined) return;
+    // The give backs of the last reports are done before the stream is ended and the store closed.
+    void Promise.all(this.settling).then(this.draining.resolve);
   }
 
   private assign(bucket: Bucket, assignment: Assignment): void {
@@ -278,7 +326,14 @@ export class RlqsStream {
   }
 
   /** Gives each grant's unreported units back to every layer; what a layer cannot take back is counted lapsed. */
-  private async settle(grants: readonly HeldGrant[]): Promise<void> {
+  private settle(grants: readonly HeldGrant[]): Promise<void> {
+    if (grants.length === 0) return Promise.resolve();
+    const done = this.giveBackEach(grants).finally(() => this.settling.delete(done));
+    this.settling.add(done);
+    return done;
+  }
+
+  private async giveBackEach(grants: readonly HeldGrant[]): Promise<void> {
     await Promise.all(
       grants.map(async (held) => {
         const given = await giveBackLayered(held.layers, held.grant, held.grant.units - held.spent);

@@ -4,7 +4,7 @@
  * protocol says (a different strategy: report, then a full new bucket; the same: a longer life; DENY_ALL
  * before the first and after expiry), messages both ways delayed by arbitrary amounts (in order, each
  * way under half the reporting interval: the round trip the settling rule assumes), requests at
- * arbitrary instants, and streams that end with a last report or are cut. Never over: all Envoys together
+ * arbitrary instants, and streams that end with a last report, are cut, or are drained by the server. Never over: all Envoys together
  * admit at most the limit. Nothing lost: once every stream ended with its last report, the counter has
  * consumed exactly what they admitted; a cut stream only leaves units consumed, never admits more.
  */
@@ -22,11 +22,14 @@ import { TestClock } from './support/test-clock.js';
 const T0 = Date.UTC(2031, 0, 1);
 const BUCKET = { user_id: 'u' };
 
+/** How a stream ends: Envoy closes it after a last report, it is cut, or the server drains it (then ends it). */
+type End = 'close' | 'cut' | 'drain';
+
 interface Scenario {
   limit: number;
   holdMs: number;
   reportEveryMs: number;
-  envoys: { toEnvoyMs: number; toServerMs: number; cut: boolean }[];
+  envoys: { toEnvoyMs: number; toServerMs: number; end: End }[];
   requests: { envoy: number; afterMs: number }[];
 }
 
@@ -103,7 +106,7 @@ class ModelEnvoy {
   }
 }
 
-async function run(s: Scenario): Promise<{ admitted: number; consumed: number; anyCut: boolean }> {
+async function run(s: Scenario): Promise<{ admitted: number; consumed: number; anyCut: boolean; drainsDone: boolean }> {
   const clock = new TestClock(T0);
   const policy = makePolicy({ policy_id: 'p', scope: { user_id: '*' }, algorithm: { type: 'fixed_window', limit: s.limit, window: '1h' }, lease: { max_hold: `${s.holdMs}ms` } });
   const matcher = new LiveMatcher([policy]);
@@ -130,37 +133,46 @@ async function run(s: Scenario): Promise<{ admitted: number; consumed: number; a
     envoys[i]!.request(!seen.has(i));
     seen.add(i);
   }
-  // The end: a last report (and its delivery), then the stream's end; or a cut.
+  // A drain first, the reports going on: each draining stream is told to stop spending, and settles.
+  const ends = s.envoys.map((e) => e.end);
+  let drainsLeft = ends.filter((end) => end === 'drain').length;
+  envoys.forEach((envoy, i) => {
+    if (ends[i] === 'drain') void envoy.stream.drain().then(() => drainsLeft--);
+  });
+  for (let step = 0; step < 20 && drainsLeft > 0; step++) await clock.advanceTo(clock.now + s.reportEveryMs);
+  const drainsDone = drainsLeft === 0;
+  // The end: a last report (and its delivery), then the stream's end; or a cut; a drained stream holds nothing.
   reporting.on = false;
-  for (const [i, envoy] of envoys.entries()) if (!s.envoys[i]!.cut) envoy.report();
+  for (const [i, envoy] of envoys.entries()) if (ends[i] === 'close') envoy.report();
   await clock.advanceTo(clock.now + 100);
-  await Promise.all(envoys.map((envoy, i) => envoy.stream.end(!s.envoys[i]!.cut)));
+  await Promise.all(envoys.map((envoy, i) => envoy.stream.end(ends[i] === 'close')));
   await clock.advanceTo(clock.now + 2 * s.holdMs);
   const spec = matcher.current().get('p')!.spec;
   const peek = await store.peek(counterKeys('sim:', 'p', spec, ['user_id', 'u']), spec as never);
   store.close();
-  return { admitted: envoys.reduce((sum, e) => sum + e.admitted, 0), consumed: s.limit - peek.remaining, anyCut: s.envoys.some((e) => e.cut) };
+  return { admitted: envoys.reduce((sum, e) => sum + e.admitted, 0), consumed: s.limit - peek.remaining, anyCut: ends.includes('cut'), drainsDone };
 }
 
 describe('RLQS streams under arbitrary delays and interleavings (deterministic)', function () {
   this.timeout(120_000);
 
-  it('never admit over the limit, and end with the counter at exactly what was admitted unless a stream was cut', async () => {
+  it('never admit over the limit, and end with the counter at exactly what was admitted unless a stream was cut (a drained one is settled)', async () => {
     const scenario = fc
-      .record({ limit: fc.integer({ min: 1, max: 40 }), holdMs: fc.integer({ min: 100, max: 1000 }), reportEveryMs: fc.integer({ min: 20, max: 120 }), cuts: fc.array(fc.boolean(), { minLength: 1, maxLength: 3 }) })
-      .chain(({ limit, holdMs, reportEveryMs, cuts }) => {
+      .record({ limit: fc.integer({ min: 1, max: 40 }), holdMs: fc.integer({ min: 100, max: 1000 }), reportEveryMs: fc.integer({ min: 20, max: 120 }), ends: fc.array(fc.constantFrom<End>('close', 'cut', 'drain'), { minLength: 1, maxLength: 3 }) })
+      .chain(({ limit, holdMs, reportEveryMs, ends }) => {
         const delay = fc.integer({ min: 0, max: Math.floor(reportEveryMs / 2) - 1 });
         return fc.record({
           limit: fc.constant(limit),
           holdMs: fc.constant(holdMs),
           reportEveryMs: fc.constant(reportEveryMs),
-          envoys: fc.tuple(...cuts.map((cut) => fc.record({ toEnvoyMs: delay, toServerMs: delay, cut: fc.constant(cut) }))),
+          envoys: fc.tuple(...ends.map((end) => fc.record({ toEnvoyMs: delay, toServerMs: delay, end: fc.constant(end) }))),
           requests: fc.array(fc.record({ envoy: fc.nat(2), afterMs: fc.integer({ min: 0, max: 15 }) }), { minLength: 60, maxLength: 300 }),
         });
       });
     await fc.assert(
       fc.asyncProperty(scenario, async (s) => {
-        const { admitted, consumed, anyCut } = await run(s);
+        const { admitted, consumed, anyCut, drainsDone } = await run(s);
+        expect(drainsDone, 'every drain settled from the reports').to.equal(true);
         expect(admitted).to.be.at.most(s.limit);
         if (anyCut) expect(consumed).to.be.at.least(admitted);
         else expect(consumed).to.equal(admitted);
