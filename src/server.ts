@@ -120,7 +120,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     const regionName = config.region?.name;
     const region = regionCounters && regionName !== undefined ? () => regionStatus(regionName, regionCounters.globalStoreHealth(), regionCounters.shareStatus()) : undefined;
     // Ticks from now on, viewers or not: a dashboard opened later starts with the last hour.
-    const hub = new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities, region, viewOf });
+    const hub = new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities, region, viewOf, rlqs: rlqs && (() => rlqs.status()) });
     hub.start();
     closers.push(() => hub.stop());
 
