@@ -12,15 +12,14 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import type { Assignment } from '../../src/lease/rlqs-assignment.js';
-import { RlqsStream, type BucketUsage } from '../../src/lease/rlqs-stream.js';
+import { RlqsStream } from '../../src/lease/rlqs-stream.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
-import { parseRequestContext } from '../../src/model/request-context.js';
 import { makePolicy } from '../support/policies.js';
+import { ModelEnvoy } from './support/rlqs-model-envoy.js';
 import { TestClock } from './support/test-clock.js';
 
 const T0 = Date.UTC(2031, 0, 1);
-const BUCKET = { user_id: 'u' };
 
 /** How a stream ends: Envoy closes it after a last report, it is cut, or the server drains it (then ends it). */
 type End = 'close' | 'cut' | 'drain';
@@ -33,76 +32,27 @@ interface Scenario {
   requests: { envoy: number; afterMs: number }[];
 }
 
-/** A data plane as the protocol describes it, for one bucket. */
-class ModelEnvoy {
-  admitted = 0;
-  private allowed = 0;
-  private denied = 0;
-  private lastReport: number;
-  private active?: { assignment: Assignment; expiresAt: number; tokens: number; at: number };
+/** A model Envoy whose messages go both ways after fixed delays, in order (the round trip the settling rule assumes). */
+class DelayedEnvoy {
+  readonly model: ModelEnvoy;
+  stream!: RlqsStream;
   private inbox = 0;
   private outbox = 0;
-  stream!: RlqsStream;
 
   constructor(
     private readonly clock: TestClock,
     private readonly delays: { toEnvoyMs: number; toServerMs: number },
   ) {
-    this.lastReport = clock.now;
+    this.model = new ModelEnvoy(clock, (usage) => {
+      this.outbox = Math.max(this.outbox, clock.now + delays.toServerMs);
+      clock.clockFor().setTimer(() => this.stream.report([usage]), this.outbox - clock.now);
+    });
   }
 
   /** The server's send: delivered after the delay, in order. */
   deliver(assignment: Assignment): void {
     this.inbox = Math.max(this.inbox, this.clock.now + this.delays.toEnvoyMs);
-    this.clock.clockFor().setTimer(() => this.apply(assignment), this.inbox - this.clock.now);
-  }
-
-  request(first: boolean): void {
-    const ok = this.decide();
-    if (ok) this.admitted++;
-    if (ok) this.allowed++;
-    else this.denied++;
-    if (first) this.report();
-  }
-
-  report(): void {
-    const usage: BucketUsage = {
-      key: 'u',
-      bucketId: BUCKET,
-      ctx: parseRequestContext({ user_id: 'u', tags: { domain: 'edge' } }),
-      allowed: this.allowed,
-      denied: this.denied,
-      elapsedMs: this.clock.now - this.lastReport,
-    };
-    this.allowed = 0;
-    this.denied = 0;
-    this.lastReport = this.clock.now;
-    this.outbox = Math.max(this.outbox, this.clock.now + this.delays.toServerMs);
-    this.clock.clockFor().setTimer(() => this.stream.report([usage]), this.outbox - this.clock.now);
-  }
-
-  private decide(): boolean {
-    const active = this.active;
-    if (active === undefined || active.expiresAt <= this.clock.now) return false;
-    const a = active.assignment;
-    if (a.strategy !== 'token_bucket') return a.strategy === 'allow_all';
-    active.tokens = Math.min(a.maxTokens, active.tokens + (this.clock.now - active.at) / (a.fillIntervalMs + a.fillTagNanos / 1e6));
-    active.at = this.clock.now;
-    if (active.tokens < 1) return false;
-    active.tokens -= 1;
-    return true;
-  }
-
-  private apply(assignment: Assignment): void {
-    if (assignment.strategy === 'abandon') return void (this.active = undefined);
-    const now = this.clock.now;
-    const active = this.active;
-    if (active && active.expiresAt > now && JSON.stringify({ ...active.assignment, ttlMs: 0 }) === JSON.stringify({ ...assignment, ttlMs: 0 })) {
-      active.expiresAt = now + assignment.ttlMs;
-      return;
-    }
-    if (active) this.report();
-    this.active = { assignment, expiresAt: now + assignment.ttlMs, tokens: assignment.strategy === 'token_bucket' ? assignment.maxTokens : 0, at: now };
+    this.clock.clockFor().setTimer(() => this.model.apply(assignment), this.inbox - this.clock.now);
   }
 }
 
@@ -112,7 +62,7 @@ async function run(s: Scenario): Promise<{ admitted: number; consumed: number; a
   const matcher = new LiveMatcher([policy]);
   const store = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
   const envoys = s.envoys.map((delays) => {
-    const envoy = new ModelEnvoy(clock, delays);
+    const envoy = new DelayedEnvoy(clock, delays);
     envoy.stream = new RlqsStream(
       { policies: matcher, store, keyPrefix: 'sim:', clock: clock.clockFor(), idleMs: 60_000, wallNow: () => clock.now, events: {} },
       (_bucket, assignment) => envoy.deliver(assignment),
@@ -122,16 +72,13 @@ async function run(s: Scenario): Promise<{ admitted: number; consumed: number; a
   const reporting = { on: true };
   const tick = () => {
     if (!reporting.on) return;
-    for (const envoy of envoys) envoy.report();
+    for (const envoy of envoys) envoy.model.report();
     clock.clockFor().setTimer(tick, s.reportEveryMs);
   };
   clock.clockFor().setTimer(tick, s.reportEveryMs);
-  const seen = new Set<number>();
   for (const { envoy, afterMs } of s.requests) {
     await clock.advanceTo(clock.now + afterMs);
-    const i = envoy % envoys.length;
-    envoys[i]!.request(!seen.has(i));
-    seen.add(i);
+    envoys[envoy % envoys.length]!.model.request();
   }
   // A drain first, the reports going on: each draining stream is told to stop spending, and settles.
   const ends = s.envoys.map((e) => e.end);
@@ -143,14 +90,14 @@ async function run(s: Scenario): Promise<{ admitted: number; consumed: number; a
   const drainsDone = drainsLeft === 0;
   // The end: a last report (and its delivery), then the stream's end; or a cut; a drained stream holds nothing.
   reporting.on = false;
-  for (const [i, envoy] of envoys.entries()) if (ends[i] === 'close') envoy.report();
+  for (const [i, envoy] of envoys.entries()) if (ends[i] === 'close') envoy.model.report();
   await clock.advanceTo(clock.now + 100);
   await Promise.all(envoys.map((envoy, i) => envoy.stream.end(ends[i] === 'close')));
   await clock.advanceTo(clock.now + 2 * s.holdMs);
   const spec = matcher.current().get('p')!.spec;
   const peek = await store.peek(counterKeys('sim:', 'p', spec, ['user_id', 'u']), spec as never);
   store.close();
-  return { admitted: envoys.reduce((sum, e) => sum + e.admitted, 0), consumed: s.limit - peek.remaining, anyCut: ends.includes('cut'), drainsDone };
+  return { admitted: envoys.reduce((sum, e) => sum + e.model.admitted, 0), consumed: s.limit - peek.remaining, anyCut: ends.includes('cut'), drainsDone };
 }
 
 describe('RLQS streams under arbitrary delays and interleavings (deterministic)', function () {
