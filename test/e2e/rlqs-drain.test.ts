@@ -20,7 +20,7 @@ const POLICY = {
   policy_id: 'checkout',
   scope: { user_id: '*', tags: { domain: 'edge' } },
   algorithm: { type: 'fixed_window', limit: LIMIT, window: '1h' },
-  lease: { max_hold: '5s' },
+  lease: { max_hold: '2s' },
   failure_mode: 'fail_closed',
 };
 

@@ -13,7 +13,7 @@ export const MODEL_BUCKET = { user_id: 'u' };
  * - a strategy different from the active one (or after it expired) ends it: the usage is reported, the
  *   new one applied, a token bucket starting full; the same strategy only extends the life;
  * - a token bucket fills continuously at one token per fill interval;
- * - abandon_action erases the bucket, usage and all.
+ * - abandon_action erases the bucket, usage and all; an assignment for a bucket it does not have is ignored.
  * Where its reports go, and when, is `send`'s business.
  */
 export class ModelEnvoy {
@@ -71,6 +71,8 @@ export class ModelEnvoy {
       this.denied = 0;
       return;
     }
+    // An assignment for a bucket it no longer has (one that crossed an abandon) is ignored.
+    if (!this.subscribed) return;
     const now = this.clock.now;
     const active = this.active;
     if (active && active.expiresAt > now && JSON.stringify({ ...active.assignment, ttlMs: 0 }) === JSON.stringify({ ...assignment, ttlMs: 0 })) {
