@@ -8,6 +8,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
 import { SimulatedEnvoy } from '../support/envoy-rlqs-client.js';
 import { startLinkProxy } from '../support/link-proxy.js';
@@ -118,6 +119,25 @@ describe('RLQS end to end: simulated Envoys on real servers', function () {
       servers.push(await startServerProcess({ ...env, RL_DATA_DIR: join(dir, 'a') }));
       servers.push(await startServerProcess({ ...env, RL_DATA_DIR: join(dir, 'b') }));
       await runEnvoys(servers, 2);
+    });
+
+    it('region mode (RL_REGION) does not serve RLQS: UNIMPLEMENTED, so Envoy keeps its no_assignment_behavior; /rl/v1/info has no rlqs', async () => {
+      const globalPolicy = join(dir, 'global.json');
+      writeFileSync(globalPolicy, JSON.stringify({ policies: [{ ...POLICY, budget: 'global' }] }));
+      const env = { RL_REGION: 'eu', RL_COUNTERSTORE_ADDR: redis.url, RL_GLOBAL_COUNTERSTORE_ADDR: redis.url, RL_KEY_PREFIX: randomPrefix(), RL_POLICY_FILE: globalPolicy };
+      const server = await startServerProcess({ ...env, RL_DATA_DIR: join(dir, 'region') });
+      servers.push(server);
+      const port = Number(server.logs().find((l) => l.message === 'listening')!.grpc);
+      const envoy = new SimulatedEnvoy({ target: `127.0.0.1:${port}`, domain: 'edge', reportEveryMs: 25 });
+      try {
+        expect(envoy.request(BUCKET), 'DENY_ALL before any assignment').to.equal(false);
+        expect((await envoy.closed).code).to.equal(grpc.status.UNIMPLEMENTED);
+        expect(envoy.actions).to.deep.equal([]);
+      } finally {
+        envoy.cut();
+      }
+      const info = (await (await fetch(`${server.url}/rl/v1/info`)).json()) as Record<string, unknown>;
+      expect(info).to.not.have.property('rlqs');
     });
 
     it('the store failing: a fail_closed bucket is assigned DENY_ALL for at most a second, then token buckets once the store answers', async () => {
