@@ -3,7 +3,8 @@
  * ended cleanly, not cut. Each Envoy is told to stop spending (DENY_ALL, so it reports what it spent), its
  * reports settle every grant, and the server ends the stream with OK before it exits. Counted: the
  * counter, read by a second server on the same Redis, has consumed exactly what the Envoys admitted
- * (a cut stream's unreported units would stay consumed).
+ * (a cut stream's unreported units would stay consumed). A stream whose reports stopped cannot be settled:
+ * it is cut at RL_DRAIN_SECS, its units stay consumed, and the server still exits.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -88,5 +89,23 @@ describe('RLQS on drain (SIGTERM, real process, real Redis)', function () {
     const reader = await startServerProcess({ ...env, RL_DATA_DIR: join(dir, 'b') });
     servers.push(reader);
     expect(await consumed(reader)).to.equal(admitted);
+  });
+
+  it('cuts a stream whose reports stopped at RL_DRAIN_SECS, and still exits 0: its units stay consumed (they lapse)', async () => {
+    const draining = await startServerProcess({ ...env, RL_DATA_DIR: join(dir, 'c'), RL_DRAIN_SECS: '1' });
+    servers.push(draining);
+    const envoy = new SimulatedEnvoy({ target: `127.0.0.1:${grpcPort(draining)}`, domain: 'edge', reportEveryMs: 25 });
+    envoy.request(BUCKET);
+    await envoy.waitFor((a) => a.quota_assignment_action?.rate_limit_strategy?.token_bucket !== undefined);
+    const before = await consumed(draining);
+    envoy.silence();
+    const exit = await draining.stop('SIGTERM');
+    expect(exit).to.deep.equal({ code: 0, signal: null });
+    expect((await envoy.closed).code).to.not.equal(grpc.status.OK);
+    envoy.cut();
+    const reader = await startServerProcess({ ...env, RL_DATA_DIR: join(dir, 'd') });
+    servers.push(reader);
+    // Nothing was given back for the silent stream: what it was granted stays consumed, never more.
+    expect(await consumed(reader)).to.equal(before);
   });
 });
