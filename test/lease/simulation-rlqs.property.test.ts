@@ -19,7 +19,7 @@
  * - the process holders' likewise: taken − given back = admitted + lapsed;
  * - without a cut, a silence or an outage, nothing lapses: every unit unspent went back.
  *
- * Deterministic: a test clock, no real timers, a fixed seed (38).
+ * Deterministic: a test clock, no real timers, a fixed seed (38). Knobs: RLQS_SIM_RUNS (300), RLQS_SIM_SEED.
  */
 import { expect } from 'chai';
 import fc from 'fast-check';
@@ -345,7 +345,7 @@ describe('capacity leases with RLQS holders: never over (deterministic simulatio
         if (!died && tally.outages === 0) expect(tally.rlqs.lapsed, 'nothing lapses when every stream settles').to.equal(0);
         if (!envoys.some((e) => e.end === 'cut')) expect(tally.rlqs.lapsedBy.holder_lost ?? 0, 'holder_lost only for a cut stream').to.equal(0);
       }),
-      { numRuns: Number(process.env.RLQS_SIM_RUNS ?? 150), seed: Number(process.env.RLQS_SIM_SEED ?? 38) },
+      { numRuns: Number(process.env.RLQS_SIM_RUNS ?? 300), seed: Number(process.env.RLQS_SIM_SEED ?? 38) },
     );
   });
 });
