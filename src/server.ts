@@ -120,7 +120,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
     const regionName = config.region?.name;
     const region = regionCounters && regionName !== undefined ? () => regionStatus(regionName, regionCounters.globalStoreHealth(), regionCounters.shareStatus()) : undefined;
     // Ticks from now on, viewers or not: a dashboard opened later starts with the last hour.
-    const hub = new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities, region, viewOf });
+    const hub = new DashboardHub({ analytics, metrics, policies, counters, readiness, deniedIdentities, region, viewOf, rlqs: rlqs && (() => rlqs.status()) });
     hub.start();
     closers.push(() => hub.stop());
 
@@ -204,7 +204,8 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
         readiness.markDraining();
         await new Promise((resolve) => setTimeout(resolve, config.shutdownDelaySecs * 1000));
         const deadlineMs = config.drainSecs * 1000;
-        await Promise.all([closeGracefully(httpServer, deadlineMs), shutdownGrpcServer(grpcServer, deadlineMs)]);
+        // RLQS streams end once their reports settled them (cut at the deadline, their units lapse).
+        await Promise.all([closeGracefully(httpServer, deadlineMs), shutdownGrpcServer(grpcServer, deadlineMs), rlqs?.drain()]);
         notifier?.close();
         policies.close();
         // Process leases and the region's units go back while the counter store is still open.

@@ -5,5 +5,5 @@
  * AnalyticsSummaryBody, FieldProblem) come from the SDK (`@rl/client/types`, `@rl/client/admin-client`),
  * type-only as well.
  */
-export type { Hello, OutcomeRates, SeriesHistory, Snapshot } from '../../src/schema/dashboard-stream.js';
+export type { Hello, OutcomeRates, RlqsPanel, SeriesHistory, Snapshot } from '../../src/schema/dashboard-stream.js';
 export type { LeaseTotals, RegionStatus, StoreState } from '../../src/schema/server-info.js';

@@ -51,16 +51,24 @@ export function rlqsHandler(hub: RlqsHub, guards: CallGuards): grpc.handleBidiSt
       call.emit('error', toGrpcStatus(error, method));
       return;
     }
-    const { stream, close } = hub.open((bucketId, assignment) => {
-      if (!call.writableEnded && !call.destroyed) call.write({ bucket_action: [bucketAction(bucketId, assignment)] });
-    });
     let domain: string | undefined;
     let ended = false;
+    const open = () => !call.writableEnded && !call.destroyed;
     const finish = (reported: boolean) => {
       if (ended) return undefined;
       ended = true;
       return close(reported).catch((error: unknown) => log.warn('RLQS stream settle failed', { error: String(error) }));
     };
+    const { stream, close } = hub.open(
+      (bucketId, assignment) => {
+        if (open()) call.write({ bucket_action: [bucketAction(bucketId, assignment)] });
+      },
+      // Drained (the server stops): nothing is held any more, the call ends with OK and Envoy opens its next one elsewhere.
+      () => {
+        void finish(false);
+        if (open()) call.end();
+      },
+    );
     call.on('data', (message: RlqsReports | MalformedRequest) => {
       if (ended) return;
       try {

@@ -8,21 +8,25 @@ export interface HeldGrant {
   /** The assignment's end by this server's clock (Envoy's comes a little later: it counts from receipt). */
   expiresAt: LocalMs;
   spent: number;
-  /** Reports received since the grant stopped being the bucket's active one (replaced or expired). */
-  reportsSinceEnd: number;
+  /** When it stopped being the bucket's active grant (replaced, or its life over), by this server's clock. */
+  endedAt?: LocalMs;
 }
 
-/** Reports after its end that settle a grant: the first may have left Envoy before Envoy let the grant go. */
-const REPORTS_TO_SETTLE = 2;
+/** How long after its end a report settles a grant: the hold, which the reporting interval, and so a round trip, stays within. */
+function settleAfterMs(held: HeldGrant): number {
+  return Math.min(...held.layers.map((layer) => layer.holdMs));
+}
 
 /**
  * The grants of one bucket of one stream, and what its usage reports spent of them.
  *
  * A report's `num_requests_allowed` is counted against the oldest grant not yet spent out, then the
  * next: Envoy spends a grant before the one that replaced it, so this never counts a grant as less spent
- * than it is. A grant ends when replaced or past its life; the second report after that settles it (its
- * unspent units go back): the first may have been sent while Envoy still spent from it. That assumes
- * reports at least one round trip apart, which any reporting interval of Envoy's is.
+ * than it is. A grant ends when replaced or past its life; the first report received a hold after that
+ * settles it (its unspent units go back). A report counted sooner may have left Envoy before the
+ * replacement reached it: Envoy reports at once when it applies a new strategy, so two reports can be
+ * closer together than a round trip. A hold later, a report was sent after Envoy let the grant go, as long
+ * as a round trip is shorter than the hold (docs/envoy.md asks for a hold above the reporting interval).
  */
 export class BucketLedger {
   private active: HeldGrant | undefined;
@@ -32,24 +36,27 @@ export class BucketLedger {
     return this.active;
   }
 
-  /** The new grant becomes the active one; the one it replaces ends now. */
-  replace(next: HeldGrant | undefined): void {
-    if (this.active !== undefined) this.ended.push(this.active);
+  /** The new grant becomes the active one; the one it replaces ends `now`. */
+  replace(next: HeldGrant | undefined, now: LocalMs): void {
+    if (this.active !== undefined) {
+      this.active.endedAt = now;
+      this.ended.push(this.active);
+    }
     this.active = next;
   }
 
   /** One usage report: its allowed requests counted, the active grant ended if past its life; the grants it settles. */
   report(allowed: number, now: LocalMs): HeldGrant[] {
-    if (this.active !== undefined && this.active.expiresAt <= now) this.replace(undefined);
+    if (this.active !== undefined && this.active.expiresAt <= now) this.replace(undefined, this.active.expiresAt);
     let rest = allowed;
     for (const held of [...this.ended, ...(this.active ? [this.active] : [])]) {
       const spend = Math.min(rest, held.grant.units - held.spent);
       held.spent += spend;
       rest -= spend;
     }
-    for (const held of this.ended) held.reportsSinceEnd++;
-    const settled = this.ended.filter((held) => held.reportsSinceEnd >= REPORTS_TO_SETTLE);
-    if (settled.length > 0) this.ended = this.ended.filter((held) => held.reportsSinceEnd < REPORTS_TO_SETTLE);
+    const due = (held: HeldGrant) => held.endedAt! + settleAfterMs(held) <= now;
+    const settled = this.ended.filter(due);
+    if (settled.length > 0) this.ended = this.ended.filter((held) => !due(held));
     return settled;
   }
 

@@ -57,6 +57,8 @@ interface Bucket {
   demandSinceAssigned: boolean;
   /** Requests per ms, as the last report said. */
   rate: number;
+  /** The hold of its last grant's counters (a round trip stays within it); a second before any. */
+  holdMs: number;
   /** What the counters could still admit at the last take (Infinity before the first). */
   remaining: number;
   coverKey?: string;
@@ -76,9 +78,15 @@ interface Bucket {
  */
 export class RlqsStream {
   private readonly buckets = new Map<string, Bucket>();
+  /** Buckets abandoned lately, until when a report of theirs may have crossed the abandon on its way. */
+  private readonly abandoned = new Map<string, LocalMs>();
   private closed = false;
   private asking = 0;
   private sweep: unknown;
+  /** Set by `drain()`: no grant is taken any more, and `drained` resolves once nothing is held. */
+  private draining?: { drained: Promise<void>; resolve: () => void };
+  /** Give backs under way: the stream's end waits for them (the store closes after the streams). */
+  private readonly settling = new Set<Promise<void>>();
 
   constructor(
     private readonly deps: StreamDeps,
@@ -108,6 +116,10 @@ export class RlqsStream {
       const first = bucket === undefined;
       // A bucket's first report counts the request that made it: an empty one was sent before an abandon arrived.
       if (first && usage.allowed + usage.denied === 0) continue;
+      // So may one with requests, within a round trip of the abandon: Envoy has no bucket left to spend a grant of
+      // it, which would only lapse. A bucket Envoy really made again is reported again, and assigned then.
+      if (first && (this.abandoned.get(usage.key) ?? -Infinity) > now) continue;
+      this.abandoned.delete(usage.key);
       bucket ??= this.newBucket(usage, now);
       const requests = usage.allowed + usage.denied;
       // The first report only says the bucket exists (its rate is unknown: one grant of what it asked for).
@@ -121,6 +133,26 @@ export class RlqsStream {
       void this.settle(bucket.ledger.report(usage.allowed, now));
       if (first || this.due(bucket, now)) this.assess(bucket);
     }
+    this.checkDrained();
+  }
+
+  /**
+   * The server drains: every bucket holding units is assigned DENY_ALL (a new strategy: Envoy reports
+   * what it spent and stops spending), and no grant is taken any more. Resolves once the reports have
+   * settled every grant, or the stream ended; then the stream can be ended without cutting anything.
+   */
+  drain(): Promise<void> {
+    if (this.draining === undefined) {
+      let resolve!: () => void;
+      const drained = new Promise<void>((r) => (resolve = r));
+      this.draining = { drained, resolve };
+      for (const bucket of this.buckets.values()) {
+        const holds = bucket.ledger.unitsHeld() > 0 || bucket.busy !== undefined || bucket.assignment?.strategy === 'token_bucket';
+        if (holds) this.assess(bucket);
+      }
+      this.checkDrained();
+    }
+    return this.draining.drained;
   }
 
   /**
@@ -139,8 +171,10 @@ export class RlqsStream {
       held.push(...bucket.ledger.takeAll());
     }
     this.buckets.clear();
-    if (reported) return this.settle(held);
-    for (const grant of held) this.lapseAtEnd(grant, 'holder_lost');
+    if (reported) await this.settle(held);
+    else for (const grant of held) this.lapseAtEnd(grant, 'holder_lost');
+    await Promise.all(this.settling);
+    this.draining?.resolve();
   }
 
   private newBucket(usage: BucketUsage, now: LocalMs): Bucket {
@@ -152,6 +186,7 @@ export class RlqsStream {
       lastReportAt: now,
       demandSinceAssigned: true,
       rate: 0,
+      holdMs: FAILURE_TTL_MS,
       remaining: Infinity,
       again: false,
       seq: 0,
@@ -183,6 +218,7 @@ export class RlqsStream {
         bucket.again = false;
         this.assess(bucket);
       }
+      this.checkDrained();
     });
   }
 
@@ -193,9 +229,10 @@ export class RlqsStream {
     if (cover.kind !== 'counters') {
       if (cover.kind === 'unsupported') this.deps.events.unsupported?.();
       bucket.coverKey = undefined;
-      bucket.ledger.replace(undefined);
+      bucket.ledger.replace(undefined, this.deps.clock.now());
       return this.assign(bucket, { strategy: 'allow_all', ttlMs: this.deps.idleMs });
     }
+    if (this.draining) return this.stopSpending(bucket, cover.layers);
     const now = this.deps.clock.now();
     const held = bucket.ledger.current;
     const sameCover = bucket.coverKey === cover.key;
@@ -208,6 +245,7 @@ export class RlqsStream {
   /** Takes the next grant of `layers` for the bucket and assigns it, or DENY_ALL / the failure mode when none comes. */
   private async grant(bucket: Bucket, layers: LayerCounter[]): Promise<void> {
     const holdMs = Math.min(...layers.map((layer) => layer.holdMs));
+    bucket.holdMs = holdMs;
     const want = chunkSize({
       recent: Math.ceil(bucket.rate * holdMs),
       waiting: 1,
@@ -219,17 +257,22 @@ export class RlqsStream {
     const now = this.deps.clock.now();
     if (answer.refused === 'spent') {
       bucket.remaining = 0;
-      bucket.ledger.replace(undefined);
+      bucket.ledger.replace(undefined, this.deps.clock.now());
       // Never past the counter's own retry_after; within a hold, since units other streams hold may come back sooner.
       return this.assign(bucket, { strategy: 'deny_all', ttlMs: Math.min(answer.retryAfterMs, holdMs) });
     }
     if (answer.refused === 'failed') {
       leaseFailed({ events: { failed: this.deps.events.failed }, fields: { holder: 'rlqs_stream' } }, 'refill', answer.error);
-      bucket.ledger.replace(undefined);
+      bucket.ledger.replace(undefined, this.deps.clock.now());
       const strategy = answer.failureMode === 'fail_open' ? 'allow_all' : 'deny_all';
       return this.assign(bucket, { strategy, ttlMs: Math.min(FAILURE_TTL_MS, holdMs) });
     }
-    const grant: HeldGrant = { grant: answer, layers, expiresAt: now, spent: 0, reportsSinceEnd: 0 };
+    const grant: HeldGrant = { grant: answer, layers, expiresAt: now, spent: 0 };
+    if (this.draining) {
+      // Taken as the drain began, never sent.
+      await this.settle([grant]);
+      return this.stopSpending(bucket, layers);
+    }
     const ttlMs = Math.floor(Math.min(holdMs, answer.spendBy - now - WINDOW_GUARD_MS));
     if (bucket.gone || ttlMs < MIN_TTL_MS) {
       // Never sent: nothing of it can have been spent.
@@ -239,8 +282,23 @@ export class RlqsStream {
     }
     grant.expiresAt = (now + ttlMs) as LocalMs;
     bucket.remaining = answer.remaining;
-    bucket.ledger.replace(grant);
+    bucket.ledger.replace(grant, now);
     this.assign(bucket, tokenBucket(answer.units, ttlMs, ++bucket.seq));
+  }
+
+  /** Draining: the bucket's grant ends and Envoy is told DENY_ALL (once), so its next report says what it spent. */
+  private stopSpending(bucket: Bucket, layers: LayerCounter[]): void {
+    bucket.ledger.replace(undefined, this.deps.clock.now());
+    if (bucket.assignment?.strategy === 'deny_all' && bucket.expiresAt > this.deps.clock.now()) return;
+    // Its next stream (on another server) brings the next assignment; a hold's life covers the way there.
+    this.assign(bucket, { strategy: 'deny_all', ttlMs: Math.min(...layers.map((layer) => layer.holdMs)) });
+  }
+
+  private checkDrained(): void {
+    if (this.draining === undefined || this.unitsHeld() > 0) return;
+    for (const bucket of this.buckets.values()) if (bucket.busy !== undefined) return;
+    // The give backs of the last reports are done before the stream is ended and the store closed.
+    void Promise.all(this.settling).then(this.draining.resolve);
   }
 
   private assign(bucket: Bucket, assignment: Assignment): void {
@@ -264,21 +322,30 @@ export class RlqsStream {
     const now = this.deps.clock.now();
     for (const [key, bucket] of this.buckets) {
       if (now - bucket.lastDemandAt < this.deps.idleMs || bucket.busy !== undefined) continue;
-      // Units still out wait for the reports that settle them (the grant ends, two reports follow), unless the reports stopped too.
+      // Units still out wait for the reports that settle them (a report a hold after the grant ended), unless the reports stopped too.
       if (bucket.ledger.unitsHeld() > 0 && now - bucket.lastReportAt < this.deps.idleMs) continue;
       this.buckets.delete(key);
       bucket.gone = true;
       this.deps.clock.clearTimer(bucket.timer);
       this.deps.events.abandoned?.();
+      this.abandoned.set(key, (now + bucket.holdMs) as LocalMs);
       this.send(bucket.usage.bucketId, { strategy: 'abandon' });
       // Reports stopped with units out: they may have been spent after the last report, so they lapse.
       for (const grant of bucket.ledger.takeAll()) this.lapseAtEnd(grant, undefined);
     }
+    for (const [key, until] of this.abandoned) if (until <= now) this.abandoned.delete(key);
     this.sweep = this.deps.clock.setTimer(() => this.sweepIdle(), sweepEvery(this.deps.idleMs));
   }
 
   /** Gives each grant's unreported units back to every layer; what a layer cannot take back is counted lapsed. */
-  private async settle(grants: readonly HeldGrant[]): Promise<void> {
+  private settle(grants: readonly HeldGrant[]): Promise<void> {
+    if (grants.length === 0) return Promise.resolve();
+    const done = this.giveBackEach(grants).finally(() => this.settling.delete(done));
+    this.settling.add(done);
+    return done;
+  }
+
+  private async giveBackEach(grants: readonly HeldGrant[]): Promise<void> {
     await Promise.all(
       grants.map(async (held) => {
         const given = await giveBackLayered(held.layers, held.grant, held.grant.units - held.spent);

@@ -5,8 +5,8 @@ import type { CounterStoreErrorEvent } from '../counters/redis-store.js';
 import { RlError } from '../errors.js';
 import type { PolicyService } from '../policy-service/policy-service.js';
 import type { Analytics, AnalyticsSummary, AnalyticsView } from './analytics.js';
-import type { Hello, OutcomeRates, Snapshot } from '../schema/dashboard-stream.js';
-import type { LeaseTotals, RegionStatus, StoreState } from '../schema/server-info.js';
+import type { Hello, OutcomeRates, RlqsPanel, Snapshot } from '../schema/dashboard-stream.js';
+import type { LeaseTotals, RegionStatus, RlqsStatus, StoreState } from '../schema/server-info.js';
 import type { DeniedIdentities } from './denied-identities.js';
 import type { Metrics } from './metrics.js';
 import { SeriesRing } from './series-ring.js';
@@ -60,6 +60,8 @@ export interface DashboardStreamDeps {
   historyPolicies?: number;
   /** Region mode: the region and the global store's state, read each tick. */
   region?: () => RegionStatus;
+  /** Envoy's rate limit quota service, where the server serves it: its streams, read each tick (the assignments from the metrics). */
+  rlqs?: () => RlqsStatus;
   /** Bytes a subscriber may leave unread before it is dropped (a stalled viewer must not pin memory); default 1 MiB. */
   maxBufferedBytes?: number;
   /** Clock in epoch ms (tests pin it to get exact rates); default Date.now. */
@@ -238,6 +240,7 @@ export class DashboardHub {
       readiness: this.deps.readiness.state,
       leases: this.deps.metrics.leaseTotals(),
       region: this.deps.region?.() ?? null,
+      rlqs: this.deps.rlqs ? { ...this.deps.rlqs(), assignments: assignmentCounts(this.deps.metrics) } : null,
     };
   }
 
@@ -288,6 +291,7 @@ function viewDeps(deps: DashboardStreamDeps, view: AnalyticsView, orgs: readonly
     metrics: NO_SERVICE_FIGURES,
     policies: { list: () => policies.list(caller), revision: () => policies.revision() },
     deniedIdentities: deniedIdentities && { top: (limit) => deniedIdentities.top(limit, view) },
+    rlqs: undefined,
     readiness: { get state() { return readiness.state; }, onChange: () => undefined },
     viewOf: undefined,
   };
@@ -297,12 +301,22 @@ function sseEvent(name: string, data: unknown): string {
   return `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
-/** rl_failure_mode_decisions_total{mode="fail_open"}, read from the registry without rendering the exposition. */
+/** The samples of one series of the registry, read without rendering the exposition (none when it is not registered). */
+function samples(metrics: Pick<Metrics, 'registry'>, name: string): { labels: Record<string, string>; value: number }[] {
+  const metric = metrics.registry.getSingleMetric(name) as unknown as { get(): { values: { labels: Record<string, string>; value: number }[] } } | undefined;
+  return metric?.get().values ?? [];
+}
+
+/** rl_failure_mode_decisions_total{mode="fail_open"}. */
 function failOpenCount(metrics: Pick<Metrics, 'registry'>): number {
-  const metric = metrics.registry.getSingleMetric('rl_failure_mode_decisions_total') as unknown as
-    | { get(): { values: { labels: Record<string, string>; value: number }[] } }
-    | undefined;
-  return metric?.get().values.find((v) => v.labels.mode === 'fail_open')?.value ?? 0;
+  return samples(metrics, 'rl_failure_mode_decisions_total').find((v) => v.labels.mode === 'fail_open')?.value ?? 0;
+}
+
+/** rl_rlqs_assignments_total by strategy (0 for a strategy not sent yet). */
+function assignmentCounts(metrics: Pick<Metrics, 'registry'>): RlqsPanel['assignments'] {
+  const values = samples(metrics, 'rl_rlqs_assignments_total');
+  const of = (strategy: string) => values.find((v) => v.labels.strategy === strategy)?.value ?? 0;
+  return { allow_all: of('allow_all'), deny_all: of('deny_all'), token_bucket: of('token_bucket') };
 }
 
 function round(value: number): number {

@@ -7,19 +7,27 @@ import { PlainCounter } from './plain-metrics.js';
 const STRATEGIES = ['allow_all', 'deny_all', 'token_bucket'] as const;
 
 /**
- * The series of Envoy's rate limit quota service on `registry`: rl_rlqs_streams (read from `status` at
- * scrape time), rl_rlqs_reports_total, rl_rlqs_assignments_total{strategy}, rl_rlqs_abandoned_total and
- * rl_rlqs_unsupported_total. Lapsed units go to `lapsed`, the leases' own series.
+ * The series of Envoy's rate limit quota service on `registry`: rl_rlqs_streams, rl_rlqs_buckets and
+ * rl_rlqs_units_held (read from `status` at scrape time), rl_rlqs_reports_total,
+ * rl_rlqs_assignments_total{strategy}, rl_rlqs_abandoned_total and rl_rlqs_unsupported_total. Lapsed
+ * units go to `lapsed`, the leases' own series.
  */
 export function rlqsMetrics(registry: Registry, status: () => RlqsStatus, lapsed: (policyId: string, units: number, reason: LapseReason) => void): RlqsEvents {
-  new Gauge({
-    name: 'rl_rlqs_streams',
-    help: 'Open RLQS streams (StreamRateLimitQuotas), one per Envoy.',
-    registers: [registry],
-    collect() {
-      this.set(status().streams);
-    },
-  });
+  const gauges: [keyof RlqsStatus, string, string][] = [
+    ['streams', 'rl_rlqs_streams', 'Open RLQS streams (StreamRateLimitQuotas), one per Envoy.'],
+    ['buckets', 'rl_rlqs_buckets', 'Buckets of the open RLQS streams.'],
+    ['units_held', 'rl_rlqs_units_held', 'Units taken from counters for Envoys and not yet reported spent (takes in flight included).'],
+  ];
+  for (const [field, name, help] of gauges) {
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(status()[field]);
+      },
+    });
+  }
   const reports = new PlainCounter('rl_rlqs_reports_total', 'Bucket usage reports received on RLQS streams (one per bucket per message).', [], registry).at();
   const assignments = new PlainCounter('rl_rlqs_assignments_total', 'Quota assignments sent to Envoys, by strategy (allow_all, deny_all, token_bucket).', ['strategy'], registry);
   for (const strategy of STRATEGIES) assignments.at(strategy);

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { LeaseTotalsSchema, RegionStatusSchema, StoreStateSchema } from './server-info.js';
+import { LeaseTotalsSchema, RegionStatusSchema, RlqsStatusSchema, StoreStateSchema } from './server-info.js';
 
 /**
  * The messages of GET /rl/v1/stream (server-sent events; docs/dashboard.md), defined once: the server
@@ -14,6 +14,16 @@ export const OutcomeRatesSchema = Type.Object({ allowed: Rate, denied: Rate, sha
 export type OutcomeRates = Static<typeof OutcomeRatesSchema>;
 
 const DeniedIdentitySchema = Type.Object({ policy_id: Type.String(), identity: Type.String(), count: Type.Integer(), error: Type.Integer() });
+
+/** Envoy's rate limit quota service in this process: /rl/v1/info's `rlqs`, and the assignments sent since start-up. */
+export const RlqsPanelSchema = Type.Object({
+  ...RlqsStatusSchema.properties,
+  assignments: Type.Object(
+    { allow_all: Type.Integer({ minimum: 0 }), deny_all: Type.Integer({ minimum: 0 }), token_bucket: Type.Integer({ minimum: 0 }) },
+    { description: 'rl_rlqs_assignments_total by strategy.' },
+  ),
+});
+export type RlqsPanel = Static<typeof RlqsPanelSchema>;
 
 /** `event: snapshot`, once a tick. */
 export const SnapshotSchema = Type.Object(
@@ -35,6 +45,7 @@ export const SnapshotSchema = Type.Object(
     readiness: Type.String(),
     leases: LeaseTotalsSchema,
     region: Type.Union([RegionStatusSchema, Type.Null()], { description: 'Region mode: the region and the global store; null otherwise.' }),
+    rlqs: Type.Union([RlqsPanelSchema, Type.Null()], { description: 'Envoy RLQS streams: null where the server does not serve RLQS (region mode) or the viewer is limited to organisations.' }),
   },
   { title: 'DashboardSnapshot' },
 );

@@ -40,6 +40,7 @@ describe('dashboard stream messages against their one schema', () => {
       counters: new MemoryCounterStore({ sweepIntervalMs: 0 }),
       readiness: new Readiness(),
       region: () => ({ name: 'eu-west', global_store: { state: 'up', masters: [{ master: 'master', breaker: 'closed', consecutive_failures: 0, pending_calls: 0 }] } }),
+      rlqs: () => ({ streams: 1, buckets: 2, units_held: 3 }),
     });
     hub.tick();
     const stream = hub.subscribe({ subject: 'a', role: 'admin', can_edit: true });

@@ -2,13 +2,16 @@
  * Envoy's rate limit quota service end to end: real server processes (memory mode; two servers on one
  * real Redis), several simulated Envoys (test/support/envoy-rlqs-client.ts) each demanding more than
  * the window holds. Counted, never timed: the Envoys together admit no more than the limit, use at
- * least 90% of it, and once they close the counter has consumed exactly what they admitted.
+ * least 90% of it, and once they close the counter has consumed exactly what they admitted. And the
+ * store failing under a real server (its Redis link cut): the policy's failure mode, briefly.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
 import { SimulatedEnvoy } from '../support/envoy-rlqs-client.js';
+import { startLinkProxy } from '../support/link-proxy.js';
 import { randomPrefix, startRedis, type RedisHandle } from '../support/redis.js';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 
@@ -116,6 +119,57 @@ describe('RLQS end to end: simulated Envoys on real servers', function () {
       servers.push(await startServerProcess({ ...env, RL_DATA_DIR: join(dir, 'a') }));
       servers.push(await startServerProcess({ ...env, RL_DATA_DIR: join(dir, 'b') }));
       await runEnvoys(servers, 2);
+    });
+
+    it('region mode (RL_REGION) does not serve RLQS: UNIMPLEMENTED, so Envoy keeps its no_assignment_behavior; /rl/v1/info has no rlqs', async () => {
+      const globalPolicy = join(dir, 'global.json');
+      writeFileSync(globalPolicy, JSON.stringify({ policies: [{ ...POLICY, budget: 'global' }] }));
+      const env = { RL_REGION: 'eu', RL_COUNTERSTORE_ADDR: redis.url, RL_GLOBAL_COUNTERSTORE_ADDR: redis.url, RL_KEY_PREFIX: randomPrefix(), RL_POLICY_FILE: globalPolicy };
+      const server = await startServerProcess({ ...env, RL_DATA_DIR: join(dir, 'region') });
+      servers.push(server);
+      const port = Number(server.logs().find((l) => l.message === 'listening')!.grpc);
+      const envoy = new SimulatedEnvoy({ target: `127.0.0.1:${port}`, domain: 'edge', reportEveryMs: 25 });
+      try {
+        expect(envoy.request(BUCKET), 'DENY_ALL before any assignment').to.equal(false);
+        expect((await envoy.closed).code).to.equal(grpc.status.UNIMPLEMENTED);
+        expect(envoy.actions).to.deep.equal([]);
+      } finally {
+        envoy.cut();
+      }
+      const info = (await (await fetch(`${server.url}/rl/v1/info`)).json()) as Record<string, unknown>;
+      expect(info).to.not.have.property('rlqs');
+    });
+
+    it('the store failing: a fail_closed bucket is assigned DENY_ALL for at most a second, then token buckets once the store answers', async () => {
+      const proxy = await startLinkProxy({ host: redis.host, port: redis.port });
+      const env = { RL_COUNTERSTORE_ADDR: proxy.url, RL_COUNTERSTORE_TIMEOUT_MS: '300', RL_DENY_CACHE_SIZE: '0', RL_KEY_PREFIX: randomPrefix(), RL_POLICY_FILE: policyFile };
+      const server = await startServerProcess({ ...env, RL_DATA_DIR: join(dir, 'failing') });
+      servers.push(server);
+      const port = Number(server.logs().find((l) => l.message === 'listening')!.grpc);
+      const envoy = new SimulatedEnvoy({ target: `127.0.0.1:${port}`, domain: 'edge', reportEveryMs: 25 });
+      const strategyOf = (a: (typeof envoy.actions)[number]) => a.quota_assignment_action?.rate_limit_strategy;
+      const driveUntil = async (done: () => boolean) => {
+        for (let i = 0; i < 20_000 && !done(); i++) {
+          envoy.request(BUCKET);
+          await new Promise((resolve) => setTimeout(resolve, 1));
+        }
+        expect(done(), 'the awaited assignment came').to.equal(true);
+      };
+      try {
+        await proxy.stop();
+        await driveUntil(() => envoy.actions.some((a) => strategyOf(a)?.blanket_rule === 'DENY_ALL'));
+        const deny = envoy.actions.find((a) => strategyOf(a)?.blanket_rule === 'DENY_ALL')!.quota_assignment_action!.assignment_time_to_live!;
+        expect(Number(deny.seconds ?? 0) * 1000 + Number(deny.nanos ?? 0) / 1e6).to.be.above(0).and.at.most(1000);
+        expect(envoy.admitted, 'nothing admitted while the store is down').to.equal(0);
+        const denied = envoy.actions.length;
+        await proxy.start();
+        await driveUntil(() => envoy.actions.slice(denied).some((a) => strategyOf(a)?.token_bucket !== undefined));
+        // A token bucket starts full: the next request is admitted.
+        expect(envoy.request(BUCKET)).to.equal(true);
+      } finally {
+        await envoy.close();
+        await proxy.close();
+      }
     });
   });
 });

@@ -167,6 +167,22 @@ describe('Envoy RLQS (StreamRateLimitQuotas)', function () {
     await fixture.close();
   });
 
+  it('hands out a budget: "global" policy without regions from the one store there is, like any', async () => {
+    const policy = windowPolicy(30, { budget: 'global' });
+    const fixture = await start([policy]);
+    const envoys = [1, 2].map(() => new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 20 }));
+    try {
+      const done = spentOut(fixture, policy);
+      await Promise.all(envoys.map((envoy) => driveUntil(envoy, done)));
+    } finally {
+      await Promise.all(envoys.map((envoy) => envoy.close()));
+    }
+    const admitted = envoys.reduce((sum, envoy) => sum + envoy.admitted, 0);
+    expect(admitted).to.be.at.most(30).and.at.least(27);
+    expect(await fixture.consumed(policy)).to.equal(admitted);
+    await fixture.close();
+  });
+
   it('answers UNAUTHENTICATED without the credentials RLS takes', async () => {
     const fixture = await start([windowPolicy(10)], { authenticate: true });
     const stranger = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 50 });

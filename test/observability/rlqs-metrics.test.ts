@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { Metrics } from '../../src/observability/metrics.js';
 
 describe('RLQS metrics', () => {
-  it('exposes streams, reports, assignments by strategy, abandons, unsupported winners and lapsed units', async () => {
+  it('exposes streams, buckets, units held, reports, assignments by strategy, abandons, unsupported winners and lapsed units', async () => {
     const metrics = new Metrics({ defaultMetrics: false });
     const events = metrics.rlqsEvents(() => ({ streams: 2, buckets: 3, units_held: 4 }));
     events.report!();
@@ -15,6 +15,8 @@ describe('RLQS metrics', () => {
     const text = await metrics.exposition();
     for (const line of [
       'rl_rlqs_streams 2',
+      'rl_rlqs_buckets 3',
+      'rl_rlqs_units_held 4',
       'rl_rlqs_reports_total 2',
       'rl_rlqs_assignments_total{strategy="token_bucket"} 1',
       'rl_rlqs_assignments_total{strategy="deny_all"} 1',

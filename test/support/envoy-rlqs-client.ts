@@ -66,6 +66,7 @@ export class SimulatedEnvoy {
   private readonly timer: NodeJS.Timeout;
   private readonly listeners: (() => void)[] = [];
   private ended = false;
+  private silent = false;
 
   constructor(private readonly options: SimulatedEnvoyOptions) {
     const definition = protoLoader.loadSync(PROTO_FILES.rlqs, { keepCase: true, longs: Number, enums: String, defaults: false, oneofs: true, includeDirs: [PROTO_DIR] });
@@ -134,6 +135,12 @@ export class SimulatedEnvoy {
     return status;
   }
 
+  /** Reports stop, the stream stays open (a hung data plane). */
+  silence(): void {
+    clearInterval(this.timer);
+    this.silent = true;
+  }
+
   /** The stream cut without a last report (a crash, a network cut). */
   cut(): void {
     this.ended = true;
@@ -181,7 +188,7 @@ export class SimulatedEnvoy {
   }
 
   private report(buckets: Bucket[]): void {
-    if (buckets.length === 0 || this.call.writableEnded) return;
+    if (buckets.length === 0 || this.silent || this.call.writableEnded) return;
     const now = performance.now();
     const usages: Record<string, object> = {};
     buckets.forEach((state, i) => {

@@ -3,14 +3,14 @@ import { RateChart, Sparkline } from '../charts.js';
 import { badge, h, replace } from '../dom.js';
 import { rate } from '../format.js';
 import { RANGES, type RangeSeconds } from '../series.js';
-import type { RegionStatus, Snapshot } from '../types.js';
+import type { RegionStatus, RlqsPanel, Snapshot } from '../types.js';
 
 const STORE_LABEL = { up: 'up', down: 'down', circuit_open: 'circuit open' } as const;
 
 /** The chart range chosen last in this tab: it stays when the view is left and entered again. */
 let chosenRange: RangeSeconds = 300;
 
-/** Decisions per second (total and per policy, with sparklines), counter store state, policies failing open, lease totals. */
+/** Decisions per second (total and per policy, with sparklines), counter store state, policies failing open, lease totals, Envoy RLQS. */
 export const overviewView: View = (root, app) => {
   const value = (testid: string) => h('div', { class: 'value', 'data-testid': testid }, '–');
   const card = (label: string, content: HTMLElement, kind = '') => h('div', { class: `card ${kind}` }, h('div', { class: 'label' }, label), content);
@@ -25,6 +25,7 @@ export const overviewView: View = (root, app) => {
   const leaseWaits = value('lease-waits');
   const lapsedByReason = h('div', { class: 'muted', 'data-testid': 'lease-lapsed-by-reason' });
   const regionPanel = h('div', { class: 'panel', 'data-testid': 'region', hidden: true });
+  const rlqsPanel = h('div', { class: 'panel', 'data-testid': 'rlqs', hidden: true });
   const chartBox = h('div', { class: 'chart', 'data-testid': 'rate-chart' });
   const rows = h('tbody');
   const since = h('span', { class: 'muted', 'data-testid': 'totals' });
@@ -71,6 +72,7 @@ export const overviewView: View = (root, app) => {
       lapsedByReason,
       h('p', { class: 'muted' }, 'Returned: unspent units given back (drain, policy change, idle). Lapsed: units neither spent nor given back, by reason. Waited: decisions that waited for a refill.'),
     ),
+    rlqsPanel,
     h(
       'div',
       { class: 'panel' },
@@ -98,6 +100,7 @@ export const overviewView: View = (root, app) => {
     const reasons = Object.entries(snapshot.leases.units_lapsed_by_reason).filter(([, n]) => n > 0);
     lapsedByReason.textContent = reasons.length === 0 ? '' : `Lapsed by reason: ${reasons.map(([reason, n]) => `${reason.replace(/_/g, ' ')} ${n}`).join(', ')}`;
     renderRegion(snapshot.region);
+    renderRlqs(snapshot.rlqs);
     const s = snapshot.store;
     replace(store, badge(`${s.kind} · ${STORE_LABEL[s.state]}`, s.state === 'up' ? 'ok' : 'bad'));
     replace(
@@ -188,6 +191,33 @@ export const overviewView: View = (root, app) => {
         g.masters.length === 0 ? 'No global store call made yet.' : g.masters.map((m) => `${m.master}: breaker ${m.breaker.replace('_', ' ')}, ${m.pending_calls} calls pending`).join('; '),
       ),
       ...(region.shares ?? []).map(shareTable),
+    );
+  };
+
+  /** Envoy's rate limit quota service (docs/envoy.md, RLQS): open streams, their buckets, units in Envoys' hands, assignments sent; hidden where it is not served. */
+  const renderRlqs = (rlqs: RlqsPanel | null) => {
+    rlqsPanel.hidden = rlqs === null;
+    if (rlqs === null) return;
+    const figure = (testid: string, n: number) => h('div', { class: 'value', 'data-testid': testid }, String(n));
+    const a = rlqs.assignments;
+    replace(
+      rlqsPanel,
+      h('h3', {}, 'Envoy RLQS (this server)'),
+      h(
+        'div',
+        { class: 'cards' },
+        card('streams', figure('rlqs-streams', rlqs.streams)),
+        card('buckets', figure('rlqs-buckets', rlqs.buckets)),
+        card('units held', figure('rlqs-units-held', rlqs.units_held)),
+      ),
+      h(
+        'div',
+        { class: 'cards' },
+        card('token buckets sent', figure('rlqs-token-bucket', a.token_bucket)),
+        card('DENY_ALL sent', figure('rlqs-deny-all', a.deny_all)),
+        card('ALLOW_ALL sent', figure('rlqs-allow-all', a.allow_all)),
+      ),
+      h('p', { class: 'muted' }, 'Streams: Envoys connected now, one each. Units held: taken from the counters for Envoys and not yet reported spent. Assignments: sent since start-up, by strategy.'),
     );
   };
 
