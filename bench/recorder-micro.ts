@@ -35,7 +35,7 @@ import { generateWorkload, prng, zipfSequence } from './lib/workload.js';
  * same for the other two; any directory inside the repository, so `prom-client` resolves — their
  * `../decision/` imports are type-only), measured beside the current one. The parent first checks that both render the same
  * /metrics exposition and analytics summary for both event streams (`--different-output` skips that when the
- * counting rule changed on purpose, e.g. the outcomes of CONTRACT "Outcomes: one meaning each").
+ * counting rule changed on purpose, e.g. when what an outcome counts changed).
  */
 
 type Impl = 'current' | 'baseline' | 'noop' | 'none';

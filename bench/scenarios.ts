@@ -858,7 +858,7 @@ async function twoRegions(ctx: Context): Promise<ScenarioResult> {
     const capped = [JSON.stringify(REGION_CAPPED_BODY)];
     const spend = (server: { child: ChildProcess; port: number }) =>
       withServerCpu(server.child, () => httpLoad({ port: server.port, path: '/rl/v1/check', bodies: capped, connections: http.connections, durationSec: 1, warmupSec: 0 }));
-    // Admitted by the budget: allowed answers but those of failure_mode (outside the guarantee, as in CONTRACT).
+    // Admitted by the budget: allowed answers but those of failure_mode (outside the guarantee, docs/distribution.md).
     let admitted = 0;
     let failureMode = 0;
     let cappedDecisions = 0;
