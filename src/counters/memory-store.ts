@@ -4,6 +4,7 @@ import type {
 import { sharesKey, takesKey } from './keys.js';
 import { finishLeaseOp, prepareLeaseOp, type LedgerSlot, type PreparedLeaseOp, type TakeLedger } from './named-takes.js';
 import { regionShareOf, shareAnswer, shareRoom, type NamedShare, type ShareLedger, type ShareSlot } from './shares.js';
+import { slideAt, slidingShareAnswer, slidingShareRoom, type SlidingShareLedger } from './shares-sliding.js';
 import type { LeaseSpec, RateSpec } from './counter-spec.js';
 import { acquireCheck, acquireNow, releaseNow } from './emulator/concurrency.js';
 import { calendarWindow } from './emulator/calendar-window.js';
@@ -181,22 +182,27 @@ export class MemoryCounterStore implements CounterStore {
    */
   private sharedLeaseNow(keys: string[], spec: RateSpec, prepared: PreparedLeaseOp, share: NamedShare, now: number, slot: LedgerSlot): LeaseCounterResult {
     const key = sharesKey(keys[0]);
-    const shares: ShareSlot = {
-      read: () => this.space.get<ShareLedger>(key, now),
-      write: (ledger, expireAt) => this.space.put<ShareLedger>(key, ledger, expireAt),
-    };
+    const slotOf = <Ledger>(): ShareSlot<Ledger> => ({
+      read: () => this.space.get<Ledger>(key, now),
+      write: (ledger, expireAt) => this.space.put<Ledger>(key, ledger, expireAt),
+    });
+    // A sliding window's ledger counts per sub-window (shares-sliding.ts).
+    const sliding = spec.type === 'sliding_window_counter' ? { at: slideAt(spec, now), slot: slotOf<SlidingShareLedger>() } : undefined;
+    const shares = slotOf<ShareLedger>();
     let room = 0;
     let units = prepared.units;
     if (prepared.op === 'take') {
-      const window = this.consumeNow(keys, spec, 'take', 0, now) as LeaseCounterResult;
-      room = shareRoom(shares, share, window.windowTag);
+      if (sliding) room = slidingShareRoom(sliding.slot, share, sliding.at);
+      else room = shareRoom(shares, share, (this.consumeNow(keys, spec, 'take', 0, now) as LeaseCounterResult).windowTag);
       units = Math.min(units, room);
     }
     const answer = this.consumeNow(keys, spec, prepared.op, units, now, prepared.tag) as LeaseCounterResult;
-    // Capped by the share, the take answers as one refused the rest until the window ends.
+    // Capped by the share, the take answers as one refused the rest until the window (sub-window) ends.
     if (units < prepared.units) answer.retryAfterMs = answer.windowLeftMs;
     finishLeaseOp(prepared, answer, now, 'window', slot);
-    shareAnswer(shares, share, answer, prepared.op, room, now);
+    if (sliding) slidingShareAnswer(sliding.slot, share, answer, prepared.op, room, sliding.at);
+    else shareAnswer(shares, share, answer, prepared.op, room, now);
     return answer;
   }
+
 }

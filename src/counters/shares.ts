@@ -21,14 +21,14 @@ export interface ShareLedger {
   regions: Map<string, { own: number; fromCommon: number }>;
 }
 
-/** Where the store keeps a counter's share ledger: read (absent when expired) and write with its expiry. */
-export interface ShareSlot {
-  read(): ShareLedger | undefined;
-  write(ledger: ShareLedger, expireAt: number): void;
+/** Where the store keeps a counter's share ledger (a sliding window's: shares-sliding.ts): read (absent when expired) and write with its expiry. */
+export interface ShareSlot<Ledger = ShareLedger> {
+  read(): Ledger | undefined;
+  write(ledger: Ledger, expireAt: number): void;
 }
 
-/** The algorithms whose takes shares bound (lua/includes/window_count.lua calls share_cap). */
-const SHARED_TYPES: ReadonlySet<RateSpec['type']> = new Set(['fixed_window', 'quota']);
+/** The algorithms whose takes shares bound (lua/includes/window_count.lua and lua/sliding_window_counter.lua call share_cap). */
+const SHARED_TYPES: ReadonlySet<RateSpec['type']> = new Set(['fixed_window', 'quota', 'sliding_window_counter']);
 
 /** `region`'s share of `spec`'s global budget; undefined without shares, a region, or a window algorithm. */
 export function regionShareOf(spec: RateSpec, region: string | undefined): NamedShare | undefined {
@@ -99,13 +99,18 @@ export function shareAnswer(slot: ShareSlot, share: NamedShare, answer: LeaseCou
   const done = answer.outcome === 'done';
   if (done && op === 'take') {
     count(slot, share, answer.windowTag, answer.units, now + answer.windowLeftMs);
-    const left = room - answer.units;
-    answer.remaining = Math.min(answer.remaining, Math.max(0, left));
-    if (left < 1) answer.retryAfterMs = answer.windowLeftMs;
+    boundByRoom(answer, room);
   } else if (done && op === 'give') {
     count(slot, share, answer.windowTag, -answer.units, now + answer.windowLeftMs);
   }
   answer.shareTaken = report(slot, answer.windowTag);
+}
+
+/** A take's `remaining` at most what its region may still take (`room` before it); taking all of it, refused until the window (sub-window) ends. */
+export function boundByRoom(answer: LeaseCounterResult, room: number): void {
+  const left = room - answer.units;
+  answer.remaining = Math.min(answer.remaining, Math.max(0, left));
+  if (left < 1) answer.retryAfterMs = answer.windowLeftMs;
 }
 
 /** The report as the script answers it ("<region>=<units>,..."), parsed. */
