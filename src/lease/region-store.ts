@@ -312,7 +312,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private parentOf({ keys, spec }: Leased): LeaseParent {
     const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.lease.maxHoldMs, this.options.region);
     const { global: budget } = spec;
-    return budget.shares ? this.shareViews.observe(parent, { ...budget, shares: budget.shares }) : parent;
+    const slidingMs = spec.type === 'sliding_window_counter' ? spec.windowMs : 0;
+    return budget.shares ? this.shareViews.observe(parent, { ...budget, shares: budget.shares }, slidingMs) : parent;
   }
 
   /** The global counter as a lease parent, with where to count its units. */
