@@ -30,15 +30,27 @@ export interface ShareSlot<Ledger = ShareLedger> {
 /** The algorithms whose takes shares bound (lua/includes/window_count.lua and lua/sliding_window_counter.lua call share_cap). */
 const SHARED_TYPES: ReadonlySet<RateSpec['type']> = new Set(['fixed_window', 'quota', 'sliding_window_counter']);
 
-/** `region`'s share of `spec`'s global budget; undefined without shares, a region, or a window algorithm. */
+/** `region`'s share of `spec`'s global budget, for a lease operation; undefined without shares, a region, or a window algorithm. */
 export function regionShareOf(spec: RateSpec, region: string | undefined): NamedShare | undefined {
+  return SHARED_TYPES.has(spec.type) ? shareOf(spec, region) : undefined;
+}
+
+/**
+ * `region`'s share of a sliding log's global budget, for its consume, peek and refund (it leases
+ * nothing: lua/includes/shares_log.lua); undefined for any other algorithm, or without shares or a region.
+ */
+export function logShareOf(spec: RateSpec, region: string | undefined): NamedShare | undefined {
+  return spec.type === 'sliding_window_log' ? shareOf(spec, region) : undefined;
+}
+
+function shareOf(spec: RateSpec, region: string | undefined): NamedShare | undefined {
   const shares = spec.global?.shares;
-  if (shares === undefined || region === undefined || !SHARED_TYPES.has(spec.type)) return undefined;
+  if (shares === undefined || region === undefined) return undefined;
   const guaranteed = Object.prototype.hasOwnProperty.call(shares.guaranteed, region) ? shares.guaranteed[region] : 0;
   return { region, guaranteed, common: shares.common };
 }
 
-/** The ARGV a share puts before the lease operation's own arguments (lua/includes/shares.lua). */
+/** The ARGV a share puts before the lease operation's own arguments (lua/includes/shares.lua), or a sliding log's after its parameters. */
 export function shareArgs(share: NamedShare): string[] {
   return [share.region, String(share.guaranteed), String(share.common)];
 }

@@ -30,15 +30,7 @@ export class ShareViews {
    * window's length (its units' window is the sub-window, but a region's use counts until the window slid past).
    */
   observe(parent: LeaseParent, budget: GlobalBudget & { shares: CompiledShares }, slidingMs = 0): LeaseParent {
-    const note = (taken: Record<string, number> | undefined, windowEndsAt?: LocalMs) => {
-      if (taken === undefined) return;
-      const before = this.seen.get(budget.policyId);
-      this.seen.delete(budget.policyId);
-      const ends = windowEndsAt ?? before?.windowEndsAt ?? this.clock.now();
-      const shownUntil = slidingMs > 0 ? this.clock.now() + slidingMs : ends;
-      this.seen.set(budget.policyId, { policyId: budget.policyId, shares: budget.shares, taken, windowEndsAt: ends, shownUntil });
-      if (this.seen.size > MAX_SHOWN) this.seen.delete(this.seen.keys().next().value!);
-    };
+    const note = (taken: Record<string, number> | undefined, windowEndsAt?: LocalMs) => this.note(budget, taken, windowEndsAt, slidingMs);
     return {
       ...parent,
       take: async (n, named) => {
@@ -62,8 +54,23 @@ export class ShareViews {
   }
 
   /**
+   * What the global counter said of `budget`'s regions (a sliding log's consume, peek or refund says it too):
+   * shown until `windowEndsAt` (unknown: the last one heard), or `slidingMs` on for a sliding window.
+   */
+  note(budget: GlobalBudget & { shares: CompiledShares }, taken: Record<string, number> | undefined, windowEndsAt?: LocalMs, slidingMs = 0): void {
+    if (taken === undefined) return;
+    const before = this.seen.get(budget.policyId);
+    this.seen.delete(budget.policyId);
+    const ends = windowEndsAt ?? before?.windowEndsAt ?? this.clock.now();
+    const shownUntil = slidingMs > 0 ? this.clock.now() + slidingMs : ends;
+    this.seen.set(budget.policyId, { policyId: budget.policyId, shares: budget.shares, taken, windowEndsAt: ends, shownUntil });
+    if (this.seen.size > MAX_SHOWN) this.seen.delete(this.seen.keys().next().value!);
+  }
+
+  /**
    * Per policy: each region's units of the window (0 once it ended) beside its guarantee, and the common
-   * share; `window_left_ms`, what is left of the window (a sliding window's: of its current sub-window).
+   * share; `window_left_ms`, what is left of the window (a sliding window's: of its current sub-window; a
+   * sliding log's: until it is empty).
    */
   status(): RegionShareUse[] {
     const now = this.clock.now();

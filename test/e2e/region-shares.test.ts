@@ -8,8 +8,9 @@ import { startServerProcess, type ServerProcessHandle } from '../support/server-
 /**
  * budget_shares with real regions: one global and two regional redis-servers, a server in each region.
  * The limit is 40 a window, `{"eu": 2, "us": 1, "*": 1}`: eu is guaranteed 20, us 10, and 10 are common.
- * eu floods first; us, quiet until then, still gets its 10: in a fixed window, and in a sliding window
- * (sliding_window_counter), whose flood stays counted as the window slides. Counts only, no assertion on time.
+ * eu floods first; us, quiet until then, still gets its 10: in a fixed window, and in the sliding windows
+ * (sliding_window_counter, and sliding_window_log, which leases nothing), whose flood stays counted as
+ * the window slides. Counts only, no assertion on time.
  */
 describe('two regions, real processes: weighted shares of a global budget', function () {
   this.timeout(120_000);
@@ -36,7 +37,8 @@ describe('two regions, real processes: weighted shares of a global budget', func
       policy_id: 'shared-sliding', scope: { resource: 'shared-sliding' }, ...shares,
       algorithm: { type: 'sliding_window_counter', limit: LIMIT, window: sliding.window, sub_window_count: sliding.sub_window_count },
     };
-    writeFileSync(policyFile, JSON.stringify({ policies: [policy, slidingPolicy] }));
+    const logPolicy = { policy_id: 'shared-log', scope: { resource: 'shared-log' }, ...shares, algorithm: { type: 'sliding_window_log', limit: LIMIT, window } };
+    writeFileSync(policyFile, JSON.stringify({ policies: [policy, slidingPolicy, logPolicy] }));
     const prefix = randomPrefix();
     const env = (region: 'eu' | 'us', store: RedisHandle) => ({
       RL_REGION: region,
@@ -93,7 +95,13 @@ describe('two regions, real processes: weighted shares of a global budget', func
     return use!;
   }
 
-  for (const { name, resource } of [{ name: 'a fixed window', resource: 'shared' }, { name: 'a sliding window', resource: 'shared-sliding' }]) {
+  const cases = [
+    { name: 'a fixed window', resource: 'shared' },
+    { name: 'a sliding window', resource: 'shared-sliding' },
+    // It leases nothing: every decision asks the global counter, naming its region.
+    { name: 'a sliding log', resource: 'shared-log' },
+  ];
+  for (const { name, resource } of cases) {
     it(`${name}: a flooding region takes its guarantee and the common share, never the quiet region's guarantee`, async () => {
       const flood = await send('eu', 120, resource);
       expect(flood.other, 'answers other than allowed or limit_exceeded').to.deep.equal([]);
