@@ -40,7 +40,8 @@ if state[1] and tonumber(state[1]) > now then
   seq = tonumber(state[3])
 elseif peeking then
   -- Absent or stale: an empty log, which a peek's cost of 1 always fits and a check's fits within the
-  -- limit (a larger one waits a whole window). Nothing is deleted by a peek or a check.
+  -- limit (a larger one waits a whole window; a region's, also within its share). Nothing is deleted by
+  -- a peek or a check.
   share_absent = true
   local room = share_room()
   if cost <= limit and cost <= room then

@@ -10,10 +10,10 @@
 --         (and, as always, of the counter); taking all of that, it answers the window's end as its
 --         retry_after, and `remaining` is at most what the region may still take
 --   give  (and a reclaim's give) goes back to the common share first, then to the region's guarantee
--- A fixed window's or quota's ledger counts one window (quota period): t = its tag, x = its end (epoch ms), c = units taken from
--- the common share, and per region g:<region> (units of its guarantee) and o:<region> (units of the
--- common share). A ledger of another window, or past its end, counts nothing, and is replaced. A sliding
--- window's ledger counts per sub-window (include "shares_sliding").
+-- A fixed window's or quota's ledger counts one window (quota period): t = its tag, x = its end (epoch
+-- ms), c = units taken from the common share, and per region g:<region> (units of its guarantee) and
+-- o:<region> (units of the common share). A ledger of another window, or past its end, counts nothing,
+-- and is replaced. A sliding window's ledger counts per sub-window (include "shares_sliding").
 -- Port of src/counters/shares.ts: change both together.
 
 local share_key = KEYS[3]
