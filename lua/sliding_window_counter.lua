@@ -5,13 +5,15 @@
 -- KEYS[1]  counter hash: one field per bucket, "<bucket index>" = units counted in it (index =
 --          bucket start / bucket ms), plus x = expire-at (epoch ms)
 -- KEYS[2]  a take, give or reclaim with an id: the counter's take ledger (include "lease")
--- KEYS[3]  never given: shares are for fixed_window and quota only (include "shares" reads it)
+-- KEYS[3]  a region's take, give or reclaim of a global budget with shares: the share ledger, per
+--          sub-window (include "shares_sliding")
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
 -- ARGV[2]  operation: consume, peek, refund; take, give, reclaim (include "mode")
 -- ARGV[3]  units: what a consume takes, a refund gives back (a peek ignores it)
 -- ARGV[4]  limit
 -- ARGV[5]  window ms
 -- ARGV[6]  sub-window count (1 = weighted previous window)
+--          then, with shares, the region's share (include "shares")
 --          then a lease operation's own arguments (include "lease")
 -- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add {units, tag,
 --          ms until the tag's window ends, now, outcome, units lapsed} (include "lease")
@@ -31,6 +33,9 @@ local sub_windows = tonumber(ARGV[6])
 local bucket_ms = window_ms / sub_windows
 local current = (now - math.fmod(now, bucket_ms)) / bucket_ms
 local elapsed = now - current * bucket_ms
+if share_region then
+  share_slide_at(current, sub_windows, bucket_ms, elapsed)
+end
 
 local flat = redis.call('HGETALL', key)
 for i = 1, #flat, 2 do
@@ -141,6 +146,11 @@ end
 local estimate = full + (oldest * (bucket_ms - elapsed)) / bucket_ms
 -- A take is granted what fits now; the rest is refused as a consume of `cost` would be, and a take
 -- granted all of it answers the retry_after of one more unit (0 while one more fits).
+-- A region's take of a global budget with shares gets at most what its share leaves it (include "shares").
+local wanted = cost
+if taking then
+  cost = share_cap(current, cost)
+end
 local granted = cost
 if taking then
   granted = math.max(0, math.min(cost, math.floor(limit - estimate)))
@@ -158,6 +168,10 @@ if estimate + retry_for > limit then
       retry = 1
     end
   end
+end
+if cost < wanted then
+  -- Capped by its share: refused the rest until the sub-window ends.
+  retry = bucket_ms - elapsed
 end
 if granted == 0 or (not taking and estimate + cost > limit) then
   local reset = 0

@@ -10,9 +10,10 @@
 --         (and, as always, of the counter); taking all of that, it answers the window's end as its
 --         retry_after, and `remaining` is at most what the region may still take
 --   give  (and a reclaim's give) goes back to the common share first, then to the region's guarantee
--- The ledger counts one window (quota period): t = its tag, x = its end (epoch ms), c = units taken from
--- the common share, and per region g:<region> (units of its guarantee) and o:<region> (units of the
--- common share). A ledger of another window, or past its end, counts nothing, and is replaced.
+-- A fixed window's or quota's ledger counts one window (quota period): t = its tag, x = its end (epoch
+-- ms), c = units taken from the common share, and per region g:<region> (units of its guarantee) and
+-- o:<region> (units of the common share). A ledger of another window, or past its end, counts nothing,
+-- and is replaced. A sliding window's ledger counts per sub-window (include "shares_sliding").
 -- Port of src/counters/shares.ts: change both together.
 
 local share_key = KEYS[3]
@@ -30,6 +31,8 @@ if share_key and (taking or giving or operation == 'reclaim') then
     return redis.error_reply('ERR rl: a share needs its region, guarantee and common share before the lease arguments, got ' .. tostring(ARGV[first]) .. ' ' .. tostring(ARGV[first + 1]) .. ' ' .. tostring(ARGV[first + 2]))
   end
 end
+-- A sliding window's ledger (sliding_window_counter calls share_slide_at first); the functions below hand over to it.
+-- @include "shares_sliding"
 
 -- {common taken, the region's own units, its common units} in window `tag` (0s for another window).
 local function share_counts(tag)
@@ -45,6 +48,9 @@ local function share_cap(tag, want)
   if not share_region then
     return want
   end
+  if slide then
+    return slide_cap(want)
+  end
   local c, g = share_counts(tag)
   share_room = math.max(0, share_own - g) + math.max(0, share_common - c)
   return math.min(want, share_room)
@@ -52,6 +58,9 @@ end
 
 -- Counts `units` taken (a give: `-units`) by the region in window `tag`, which ends at `window_end`.
 local function share_count(tag, units, window_end)
+  if slide then
+    return slide_count(units)
+  end
   if units == 0 then
     return
   end
@@ -77,6 +86,9 @@ end
 
 -- Every region's units of window `tag`, "<region>=<units>" by name, comma-separated ('' for none).
 local function share_report(tag)
+  if slide then
+    return slide_report()
+  end
   local flat = redis.call('HGETALL', share_key)
   local taken = {}
   local names = {}

@@ -103,7 +103,7 @@ export interface PolicyFields {
   budget?: 'regional' | 'global';
   /** The layer the policy decides in (`^[a-z][a-z0-9_-]{0,31}$`); absent = "default". Each layer has its own winner, and a request must pass every layer's. */
   layer?: string;
-  /** With `budget: "global"` (fixed_window, quota): region name or `*` (the common share) to a positive integer weight; each region is guaranteed floor(limit × weight / sum of weights) units of every window. */
+  /** With `budget: "global"` (fixed_window, quota, sliding_window_counter, sliding_window_log): region name or `*` (the common share) to a positive integer weight; each region is guaranteed floor(limit × weight / sum of weights) units of every window. */
   budget_shares?: Record<string, number>;
   /** Capacity lease (process leases in Redis mode), as given: max_units 1–1,000,000 (default 100), max_hold 100ms–60s (default "1s"). */
   lease?: { max_units?: number; max_hold?: string };

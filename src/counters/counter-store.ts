@@ -16,6 +16,11 @@ export interface CounterResult {
   retryAfterMs: number;
   /** ms until the counter is whole again (window over, bucket full, no lease held); 0 when it is. */
   resetAfterMs: number;
+  /**
+   * A region's operation on a global budget with shares (a lease operation; a sliding log's consume, peek
+   * or refund): every region's units of the current window, by name.
+   */
+  shareTaken?: Record<string, number>;
 }
 
 /**
@@ -79,8 +84,6 @@ export interface LeaseCounterResult extends CounterResult {
   outcome: LeaseOutcome;
   /** give, reclaim: units that did not go back (their window ended, a bucket's hold passed, or the bucket was full). */
   lapsed: number;
-  /** A region's operation on a global budget with shares: every region's units of the current window, by name. */
-  shareTaken?: Record<string, number>;
 }
 
 /**
@@ -122,18 +125,22 @@ export interface CounterStore {
    * errors (thrown instead of rejected) as the asynchronous ones; absent when the store has to wait.
    */
   readonly sync?: SyncCounterOperations;
-  /** Takes `cost` units if they all fit; a denied request takes nothing. */
-  consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult>;
+  /**
+   * Takes `cost` units if they all fit; a denied request takes nothing. `region`: a region's consume of a
+   * global budget with shares whose algorithm leases nothing (sliding_window_log, counters/shares-log.ts);
+   * other algorithms ignore it.
+   */
+  consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number, region?: string): Promise<CounterResult>;
   /**
    * Answers as a consume of 1 would (`remaining` before it), writing nothing: the same script in
    * read-only mode (docs/algorithms.md, "Peek").
    */
-  peek(keys: string[], spec: RateSpec, nowMs?: number): Promise<CounterResult>;
+  peek(keys: string[], spec: RateSpec, nowMs?: number, region?: string): Promise<CounterResult>;
   /**
    * Gives `amount` units back to the current window, bucket or period: usage never below zero, a
    * bucket never above its capacity. `allowed` is always true; `remaining` is after the refund.
    */
-  refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult>;
+  refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number, region?: string): Promise<CounterResult>;
   /**
    * Capacity leases (src/lease), in the algorithm's own script: takes min(`n`, what the counter admits
    * now) units, possibly none; `retryAfterMs` is that of a refused consume of `n` when less was granted,

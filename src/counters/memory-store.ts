@@ -3,7 +3,8 @@ import type {
 } from './counter-store.js';
 import { sharesKey, takesKey } from './keys.js';
 import { finishLeaseOp, prepareLeaseOp, type LedgerSlot, type PreparedLeaseOp, type TakeLedger } from './named-takes.js';
-import { regionShareOf, shareAnswer, shareRoom, type NamedShare, type ShareLedger, type ShareSlot } from './shares.js';
+import { logShareOf, regionShareOf, shareAnswer, shareRoom, type NamedShare, type ShareLedger, type ShareSlot } from './shares.js';
+import { slideAt, slidingShareAnswer, slidingShareRoom, type SlidingShareLedger } from './shares-sliding.js';
 import type { LeaseSpec, RateSpec } from './counter-spec.js';
 import { acquireCheck, acquireNow, releaseNow } from './emulator/concurrency.js';
 import { calendarWindow } from './emulator/calendar-window.js';
@@ -63,15 +64,18 @@ export class MemoryCounterStore implements CounterStore {
     return this.space.sweep(nowMs, deadline);
   }
 
-  async consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
+  async consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number, region?: string): Promise<CounterResult> {
+    if (region !== undefined) return this.consumeNow(keys, spec, 'consume', cost, nowMs ?? this.now(), 0, region);
     return this.sync.consume(keys, spec, cost, nowMs);
   }
 
-  async peek(keys: string[], spec: RateSpec, nowMs?: number): Promise<CounterResult> {
+  async peek(keys: string[], spec: RateSpec, nowMs?: number, region?: string): Promise<CounterResult> {
+    if (region !== undefined) return this.consumeNow(keys, spec, 'peek', 1, nowMs ?? this.now(), 0, region);
     return this.sync.peek(keys, spec, nowMs);
   }
 
-  async refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult> {
+  async refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number, region?: string): Promise<CounterResult> {
+    if (region !== undefined) return this.consumeNow(keys, spec, 'refund', amount, nowMs ?? this.now(), 0, region);
     return this.sync.refund(keys, spec, amount, nowMs);
   }
 
@@ -109,9 +113,10 @@ export class MemoryCounterStore implements CounterStore {
 
   /**
    * One operation of a rate script (lua/includes/mode.lua) on `units`; a take or a give is answered as a
-   * LeaseCounterResult, and a give names the window of its units (`tag`).
+   * LeaseCounterResult, and a give names the window of its units (`tag`). `region`: a sliding log's
+   * region, with a share of its global budget (shares-log.ts).
    */
-  private consumeNow(keys: string[], spec: RateSpec, op: AlgorithmOperation, units: number, now: number, tag = 0): CounterResult {
+  private consumeNow(keys: string[], spec: RateSpec, op: AlgorithmOperation, units: number, now: number, tag = 0, region?: string): CounterResult {
     const key = keys[0];
     switch (spec.type) {
       case 'fixed_window':
@@ -124,7 +129,7 @@ export class MemoryCounterStore implements CounterStore {
         return slidingCounter(this.space, key, spec.limit, spec.windowMs, spec.subWindows, op, units, now, tag);
       case 'sliding_window_log':
         if (op === 'take' || op === 'give') throw new Error('sliding_window_log takes no capacity lease');
-        return slidingLog(this.space, key, spec.limit, spec.windowMs, op, units, now);
+        return slidingLog(this.space, key, spec.limit, spec.windowMs, op, units, now, logShareOf(spec, region));
       case 'token_bucket':
         return tokenBucket(this.space, key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, op, units, now, tag);
       case 'leaky_bucket':
@@ -181,22 +186,27 @@ export class MemoryCounterStore implements CounterStore {
    */
   private sharedLeaseNow(keys: string[], spec: RateSpec, prepared: PreparedLeaseOp, share: NamedShare, now: number, slot: LedgerSlot): LeaseCounterResult {
     const key = sharesKey(keys[0]);
-    const shares: ShareSlot = {
-      read: () => this.space.get<ShareLedger>(key, now),
-      write: (ledger, expireAt) => this.space.put<ShareLedger>(key, ledger, expireAt),
-    };
+    const slotOf = <Ledger>(): ShareSlot<Ledger> => ({
+      read: () => this.space.get<Ledger>(key, now),
+      write: (ledger, expireAt) => this.space.put<Ledger>(key, ledger, expireAt),
+    });
+    // A sliding window's ledger counts per sub-window (shares-sliding.ts).
+    const sliding = spec.type === 'sliding_window_counter' ? { at: slideAt(spec, now), slot: slotOf<SlidingShareLedger>() } : undefined;
+    const shares = slotOf<ShareLedger>();
     let room = 0;
     let units = prepared.units;
     if (prepared.op === 'take') {
-      const window = this.consumeNow(keys, spec, 'take', 0, now) as LeaseCounterResult;
-      room = shareRoom(shares, share, window.windowTag);
+      if (sliding) room = slidingShareRoom(sliding.slot, share, sliding.at);
+      else room = shareRoom(shares, share, (this.consumeNow(keys, spec, 'take', 0, now) as LeaseCounterResult).windowTag);
       units = Math.min(units, room);
     }
     const answer = this.consumeNow(keys, spec, prepared.op, units, now, prepared.tag) as LeaseCounterResult;
-    // Capped by the share, the take answers as one refused the rest until the window ends.
+    // Capped by the share, the take answers as one refused the rest until the window (sub-window) ends.
     if (units < prepared.units) answer.retryAfterMs = answer.windowLeftMs;
     finishLeaseOp(prepared, answer, now, 'window', slot);
-    shareAnswer(shares, share, answer, prepared.op, room, now);
+    if (sliding) slidingShareAnswer(sliding.slot, share, answer, prepared.op, room, sliding.at);
+    else shareAnswer(shares, share, answer, prepared.op, room, now);
     return answer;
   }
+
 }

@@ -5,9 +5,10 @@ import { parseShareReport } from './shares.js';
 /**
  * The script reply: {allowed 1/0, remaining, retry_after_ms, reset_after_ms}, and for a lease operation
  * {units, window tag, window left ms, store now, outcome, lapsed} after it; see lua/includes/lease.lua.
+ * A share's report comes last: a lease operation's 11th, a sliding log's 5th (lua/includes/shares_log.lua).
  */
 export function parseReply(reply: unknown): CounterResult {
-  if (!Array.isArray(reply) || (reply.length !== 4 && reply.length !== 10 && reply.length !== 11)) {
+  if (!Array.isArray(reply) || (reply.length !== 4 && reply.length !== 5 && reply.length !== 10 && reply.length !== 11)) {
     throw new Error(`unexpected script reply ${JSON.stringify(reply)}`);
   }
   if (reply.length >= 10) {
@@ -29,12 +30,14 @@ export function parseReply(reply: unknown): CounterResult {
     if (reply.length === 11) lease.shareTaken = parseShareReport(String(reply[10]));
     return lease;
   }
-  return {
+  const answer: CounterResult = {
     allowed: toNumber(reply[0]) === 1,
     remaining: toNumber(reply[1]),
     retryAfterMs: toNumber(reply[2]),
     resetAfterMs: toNumber(reply[3]),
   };
+  if (reply.length === 5) answer.shareTaken = parseShareReport(String(reply[4]));
+  return answer;
 }
 
 function toNumber(value: unknown): number {

@@ -8,7 +8,7 @@ import { ANY_SLOT, MasterHealth } from '../redis/master-health.js';
 import type { CounterResult, CounterStore, GroupOperation, GroupOutcome, LeaseCounterResult, NamedGive, NamedTake, TakeReclaim } from './counter-store.js';
 import { parseGroupReply, settleShare, slotGroups } from './redis-group.js';
 import { sharesKey, takesKey } from './keys.js';
-import { regionShareOf, shareArgs } from './shares.js';
+import { logShareOf, regionShareOf, shareArgs } from './shares.js';
 import { checkTakeId } from './named-takes.js';
 import { calendarParams, isCalendarSpec, scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
 import { SCRIPT_KEY_COUNTS, withShareLedger, withTakeLedger, type ScriptName } from '../redis/lua-scripts.js';
@@ -129,17 +129,17 @@ export class RedisCounterStore implements CounterStore {
     });
   }
 
-  consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
-    return this.run(spec.type, keys, nowMs, 'consume', String(cost), spec);
+  consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number, region?: string): Promise<CounterResult> {
+    return this.run(spec.type, keys, nowMs, 'consume', String(cost), spec, logShareArgs(spec, region));
   }
 
   /** The algorithm's own script in its read-only mode (lua/includes/mode.lua). */
-  peek(keys: string[], spec: RateSpec, nowMs?: number): Promise<CounterResult> {
-    return this.run(spec.type, keys, nowMs, 'peek', '1', spec);
+  peek(keys: string[], spec: RateSpec, nowMs?: number, region?: string): Promise<CounterResult> {
+    return this.run(spec.type, keys, nowMs, 'peek', '1', spec, logShareArgs(spec, region));
   }
 
-  refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult> {
-    return this.run(spec.type, keys, nowMs, 'refund', String(amount), spec);
+  refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number, region?: string): Promise<CounterResult> {
+    return this.run(spec.type, keys, nowMs, 'refund', String(amount), spec, logShareArgs(spec, region));
   }
 
   /** The algorithm's own script, its partial take (lua/includes/mode.lua), named or not (lua/includes/lease.lua). */
@@ -361,6 +361,12 @@ export function connectRedisCounterStore(addr: string, options: ConnectRedisCoun
 }
 
 // ---------------------------------------------------------------------------------------------------
+
+/** A sliding log's share as its script reads it after the parameters (lua/includes/shares_log.lua); undefined without one. */
+function logShareArgs(spec: RateSpec, region: string | undefined): string[] | undefined {
+  const share = logShareOf(spec, region);
+  return share && shareArgs(share);
+}
 
 /** An optional number as a script reads it: '' when absent. */
 function optionalNumber(value: number | undefined): string {

@@ -21,24 +21,36 @@ export interface ShareLedger {
   regions: Map<string, { own: number; fromCommon: number }>;
 }
 
-/** Where the store keeps a counter's share ledger: read (absent when expired) and write with its expiry. */
-export interface ShareSlot {
-  read(): ShareLedger | undefined;
-  write(ledger: ShareLedger, expireAt: number): void;
+/** Where the store keeps a counter's share ledger (a sliding window's: shares-sliding.ts): read (absent when expired) and write with its expiry. */
+export interface ShareSlot<Ledger = ShareLedger> {
+  read(): Ledger | undefined;
+  write(ledger: Ledger, expireAt: number): void;
 }
 
-/** The algorithms whose takes shares bound (lua/includes/window_count.lua calls share_cap). */
-const SHARED_TYPES: ReadonlySet<RateSpec['type']> = new Set(['fixed_window', 'quota']);
+/** The algorithms whose takes shares bound (lua/includes/window_count.lua and lua/sliding_window_counter.lua call share_cap). */
+const SHARED_TYPES: ReadonlySet<RateSpec['type']> = new Set(['fixed_window', 'quota', 'sliding_window_counter']);
 
-/** `region`'s share of `spec`'s global budget; undefined without shares, a region, or a window algorithm. */
+/** `region`'s share of `spec`'s global budget, for a lease operation; undefined without shares, a region, or a window algorithm. */
 export function regionShareOf(spec: RateSpec, region: string | undefined): NamedShare | undefined {
+  return SHARED_TYPES.has(spec.type) ? shareOf(spec, region) : undefined;
+}
+
+/**
+ * `region`'s share of a sliding log's global budget, for its consume, peek and refund (it leases
+ * nothing: lua/includes/shares_log.lua); undefined for any other algorithm, or without shares or a region.
+ */
+export function logShareOf(spec: RateSpec, region: string | undefined): NamedShare | undefined {
+  return spec.type === 'sliding_window_log' ? shareOf(spec, region) : undefined;
+}
+
+function shareOf(spec: RateSpec, region: string | undefined): NamedShare | undefined {
   const shares = spec.global?.shares;
-  if (shares === undefined || region === undefined || !SHARED_TYPES.has(spec.type)) return undefined;
+  if (shares === undefined || region === undefined) return undefined;
   const guaranteed = Object.prototype.hasOwnProperty.call(shares.guaranteed, region) ? shares.guaranteed[region] : 0;
   return { region, guaranteed, common: shares.common };
 }
 
-/** The ARGV a share puts before the lease operation's own arguments (lua/includes/shares.lua). */
+/** The ARGV a share puts before the lease operation's own arguments (lua/includes/shares.lua), or a sliding log's after its parameters. */
 export function shareArgs(share: NamedShare): string[] {
   return [share.region, String(share.guaranteed), String(share.common)];
 }
@@ -99,13 +111,18 @@ export function shareAnswer(slot: ShareSlot, share: NamedShare, answer: LeaseCou
   const done = answer.outcome === 'done';
   if (done && op === 'take') {
     count(slot, share, answer.windowTag, answer.units, now + answer.windowLeftMs);
-    const left = room - answer.units;
-    answer.remaining = Math.min(answer.remaining, Math.max(0, left));
-    if (left < 1) answer.retryAfterMs = answer.windowLeftMs;
+    boundByRoom(answer, room);
   } else if (done && op === 'give') {
     count(slot, share, answer.windowTag, -answer.units, now + answer.windowLeftMs);
   }
   answer.shareTaken = report(slot, answer.windowTag);
+}
+
+/** A take's `remaining` at most what its region may still take (`room` before it); taking all of it, refused until the window (sub-window) ends. */
+export function boundByRoom(answer: LeaseCounterResult, room: number): void {
+  const left = room - answer.units;
+  answer.remaining = Math.min(answer.remaining, Math.max(0, left));
+  if (left < 1) answer.retryAfterMs = answer.windowLeftMs;
 }
 
 /** The report as the script answers it ("<region>=<units>,..."), parsed. */

@@ -90,7 +90,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   }
 
   async consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
-    if (!isLeased(spec)) return this.storeOf(spec).consume(keys, spec, cost, nowMs);
+    if (!isLeased(spec)) return this.unleased(spec, (region) => this.storeOf(spec).consume(keys, spec, cost, nowMs, region));
     // Bounded wait (docs/reference.md "Two kinds of lease"): one deadline from arrival, for the wait and a refusal's peek.
     const deadline = this.clock.now() + this.maxWaitMs;
     const answer = await this.fromPool('spend', keys, spec, cost, deadline);
@@ -103,7 +103,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   /** A peek: the parent's (units held by regions count as used) plus this region's unspent units. */
   async peek(keys: string[], spec: RateSpec, nowMs?: number): Promise<CounterResult> {
-    if (!isLeased(spec)) return this.storeOf(spec).peek(keys, spec, nowMs);
+    if (!isLeased(spec)) return this.unleased(spec, (region) => this.storeOf(spec).peek(keys, spec, nowMs, region));
     const [parent, held] = await Promise.all([this.global.peek(keys, spec), this.pool.peek(poolKey(keys[0]))]);
     this.lapsed(spec.global, held.lapsed);
     const remaining = parent.remaining + held.left;
@@ -113,7 +113,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   /** A refund: back among this region's unspent units. */
   async refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): Promise<CounterResult> {
-    if (!isLeased(spec)) return this.storeOf(spec).refund(keys, spec, amount, nowMs);
+    if (!isLeased(spec)) return this.unleased(spec, (region) => this.storeOf(spec).refund(keys, spec, amount, nowMs, region));
     const held = await this.pool.refund(poolKey(keys[0]), amount);
     this.lapsed(spec.global, held.lapsed);
     return { allowed: true, remaining: Math.max(0, held.parentRemaining), retryAfterMs: 0, resetAfterMs: held.resetAfterMs };
@@ -199,6 +199,19 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   private storeOf(spec: { global?: unknown }): RegionSideStore {
     return spec.global ? this.global : this.regional;
+  }
+
+  /**
+   * An operation on a counter this region does not lease from: a global budget with shares (a sliding log)
+   * names the region to the global counter, and what it answers of the regions is noted (/rl/v1/info).
+   */
+  private async unleased(spec: RateSpec, operation: (region: string | undefined) => Promise<CounterResult>): Promise<CounterResult> {
+    const shares = spec.global?.shares;
+    if (shares === undefined) return operation(undefined);
+    const answer = await operation(this.options.region);
+    const slidingMs = spec.type === 'sliding_window_log' ? spec.windowMs : 0;
+    this.shareViews.note({ ...spec.global!, shares }, answer.shareTaken, this.clock.now() + answer.resetAfterMs, slidingMs);
+    return answer;
   }
 
   /** docs/distribution.md "Refusals tell the truth": the global counter's own timing, as kept, else peeked (once for all refusals meanwhile) by the deadline. */
@@ -312,7 +325,8 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   private parentOf({ keys, spec }: Leased): LeaseParent {
     const parent = storeParent(this.global, keys, spec as LeasedSpec & GlobalRateSpec, this.clock, spec.global.lease.maxHoldMs, this.options.region);
     const { global: budget } = spec;
-    return budget.shares ? this.shareViews.observe(parent, { ...budget, shares: budget.shares }) : parent;
+    const slidingMs = spec.type === 'sliding_window_counter' ? spec.windowMs : 0;
+    return budget.shares ? this.shareViews.observe(parent, { ...budget, shares: budget.shares }, slidingMs) : parent;
   }
 
   /** The global counter as a lease parent, with where to count its units. */

@@ -8,6 +8,8 @@ interface Seen {
   shares: CompiledShares;
   taken: Record<string, number>;
   windowEndsAt: LocalMs;
+  /** Until when `taken` is shown: the window's end; a sliding window's, once the window slid past when it was heard. */
+  shownUntil: LocalMs;
 }
 
 /** At most this many policies are shown (the most recently taken from). */
@@ -23,15 +25,12 @@ export class ShareViews {
 
   constructor(private readonly clock: LeaseClock) {}
 
-  /** The global counter as a parent whose share answers are noted for `budget`. */
-  observe(parent: LeaseParent, budget: GlobalBudget & { shares: CompiledShares }): LeaseParent {
-    const note = (taken: Record<string, number> | undefined, windowEndsAt?: LocalMs) => {
-      if (taken === undefined) return;
-      const before = this.seen.get(budget.policyId);
-      this.seen.delete(budget.policyId);
-      this.seen.set(budget.policyId, { policyId: budget.policyId, shares: budget.shares, taken, windowEndsAt: windowEndsAt ?? before?.windowEndsAt ?? this.clock.now() });
-      if (this.seen.size > MAX_SHOWN) this.seen.delete(this.seen.keys().next().value!);
-    };
+  /**
+   * The global counter as a parent whose share answers are noted for `budget`. `slidingMs`: a sliding
+   * window's length (its units' window is the sub-window, but a region's use counts until the window slid past).
+   */
+  observe(parent: LeaseParent, budget: GlobalBudget & { shares: CompiledShares }, slidingMs = 0): LeaseParent {
+    const note = (taken: Record<string, number> | undefined, windowEndsAt?: LocalMs) => this.note(budget, taken, windowEndsAt, slidingMs);
     return {
       ...parent,
       take: async (n, named) => {
@@ -54,11 +53,29 @@ export class ShareViews {
     };
   }
 
-  /** Per policy: each region's units of the window (0 once it ended) beside its guarantee, and the common share. */
+  /**
+   * What the global counter said of `budget`'s regions (a sliding log's consume, peek or refund says it too):
+   * shown until `windowEndsAt` (unknown: the last one heard), or `slidingMs` on for a sliding window.
+   */
+  note(budget: GlobalBudget & { shares: CompiledShares }, taken: Record<string, number> | undefined, windowEndsAt?: LocalMs, slidingMs = 0): void {
+    if (taken === undefined) return;
+    const before = this.seen.get(budget.policyId);
+    this.seen.delete(budget.policyId);
+    const ends = windowEndsAt ?? before?.windowEndsAt ?? this.clock.now();
+    const shownUntil = slidingMs > 0 ? this.clock.now() + slidingMs : ends;
+    this.seen.set(budget.policyId, { policyId: budget.policyId, shares: budget.shares, taken, windowEndsAt: ends, shownUntil });
+    if (this.seen.size > MAX_SHOWN) this.seen.delete(this.seen.keys().next().value!);
+  }
+
+  /**
+   * Per policy: each region's units of the window (0 once it ended) beside its guarantee, and the common
+   * share; `window_left_ms`, what is left of the window (a sliding window's: of its current sub-window; a
+   * sliding log's: until it is empty).
+   */
   status(): RegionShareUse[] {
     const now = this.clock.now();
-    return [...this.seen.values()].map(({ policyId, shares, taken, windowEndsAt }) => {
-      const live = now < windowEndsAt;
+    return [...this.seen.values()].map(({ policyId, shares, taken, windowEndsAt, shownUntil }) => {
+      const live = now < shownUntil;
       const names = [...new Set([...Object.keys(shares.guaranteed), ...Object.keys(taken)])].sort();
       let commonTaken = 0;
       const regions = names.map((region) => {
@@ -67,7 +84,7 @@ export class ShareViews {
         commonTaken += Math.max(0, units - guaranteed);
         return { region, taken: units, guaranteed };
       });
-      return { policy_id: policyId, window_left_ms: live ? Math.ceil(windowEndsAt - now) : 0, regions, common: { size: shares.common, taken: commonTaken } };
+      return { policy_id: policyId, window_left_ms: Math.max(0, Math.ceil(windowEndsAt - now)), regions, common: { size: shares.common, taken: commonTaken } };
     });
   }
 }

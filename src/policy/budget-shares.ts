@@ -24,7 +24,7 @@ export function validateBudgetShares(
     return undefined;
   }
   if (algorithmType !== undefined && !(SHARED_ALGORITHMS as readonly string[]).includes(algorithmType)) {
-    err('budget_shares', `is only for a window-shaped algorithm (${SHARED_ALGORITHMS.join(' or ')}), not ${algorithmType}`);
+    err('budget_shares', `is only for a window-shaped algorithm (${SHARED_ALGORITHMS.join(', ')}), not ${algorithmType}`);
     return undefined;
   }
   if (!isObject(v) || Array.isArray(v)) {

@@ -41,7 +41,7 @@ export const SHARE_REGION_PATTERN = /^(\*|[a-z0-9-]{1,32})$/;
 /** `budget_shares`: at most this many entries, each weight a positive integer up to the maximum. */
 export const BUDGET_SHARES = { maxEntries: 64, maxWeight: 1_000_000 } as const;
 /** The algorithms whose limit is counted per window, the only ones `budget_shares` divides. */
-export const SHARED_ALGORITHMS = ['fixed_window', 'quota'] as const;
+export const SHARED_ALGORITHMS = ['fixed_window', 'quota', 'sliding_window_counter', 'sliding_window_log'] as const;
 export const POLICY_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 export const SEVERITY_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
 export const MAX_NAME_LENGTH = 256;
@@ -209,7 +209,7 @@ const inputFields = {
       minProperties: 1,
       maxProperties: BUDGET_SHARES.maxEntries,
       description:
-        'With budget "global" (fixed_window or quota): region name (or "*", the common share) to weight. Region r is guaranteed floor(limit × w_r / W) units of every window; the rest is the common share any region may take from (docs/distribution.md).',
+        'With budget "global" (fixed_window, quota, sliding_window_counter or sliding_window_log): region name (or "*", the common share) to weight. Region r is guaranteed floor(limit × w_r / W) units of every window (a sliding window: of the window as it slides); the rest is the common share any region may take from (docs/distribution.md).',
     }),
   ),
 };

@@ -29,13 +29,15 @@ const sharesArb = fc.oneof(
 
 const specArb: fc.Arbitrary<RateSpec> = fc
   .record({
-    type: fc.constantFrom('fixed_window' as const, 'quota' as const),
+    type: fc.constantFrom('fixed_window' as const, 'quota' as const, 'sliding_window_counter' as const),
     limit: fc.oneof(fc.integer({ min: 1, max: 12 }), fc.constantFrom(100, 1000)),
     windowMs: fc.constantFrom(100, 1000, 60_000),
+    subWindows: fc.constantFrom(1, 2, 4, 5, 10),
     shares: sharesArb,
   })
-  .map(({ type, limit, windowMs, shares }): RateSpec => {
+  .map(({ type, limit, windowMs, subWindows, shares }): RateSpec => {
     const global = { policyId: 'p', shares: compileShares(shares, limit) };
+    if (type === 'sliding_window_counter') return { type, limit, windowMs, subWindows, global };
     return type === 'fixed_window' ? { type, limit, windowMs, global } : { type, limit, periodMs: windowMs, global };
   });
 

@@ -8,7 +8,9 @@ import { startServerProcess, type ServerProcessHandle } from '../support/server-
 /**
  * budget_shares with real regions: one global and two regional redis-servers, a server in each region.
  * The limit is 40 a window, `{"eu": 2, "us": 1, "*": 1}`: eu is guaranteed 20, us 10, and 10 are common.
- * eu floods first; us, quiet until then, still gets its 10. Counts only, no assertion on time.
+ * eu floods first; us, quiet until then, still gets its 10: in a fixed window, and in the sliding windows
+ * (sliding_window_counter, and sliding_window_log, which leases nothing), whose flood stays counted as
+ * the window slides. Counts only, no assertion on time.
  */
 describe('two regions, real processes: weighted shares of a global budget', function () {
   this.timeout(120_000);
@@ -19,13 +21,24 @@ describe('two regions, real processes: weighted shares of a global budget', func
   let dir: string;
   /** A window this run never sees end: 1 h, or 1 day when the hour is nearly over. */
   const window = 3_600_000 - (Date.now() % 3_600_000) > 10 * 60_000 ? '1h' : '1d';
+  /** A sliding window whose current sub-window this run never sees end: of the two, the one with more of it left. */
+  const sliding = [
+    { window: '1h', sub_window_count: 4, bucketMs: 900_000 },
+    { window: '63m', sub_window_count: 3, bucketMs: 1_260_000 },
+  ].sort((a, b) => (b.bucketMs - (Date.now() % b.bucketMs)) - (a.bucketMs - (Date.now() % a.bucketMs)))[0];
 
   before(async function () {
     [global, stores[0], stores[1]] = await Promise.all([startPrivateRedis(), startPrivateRedis(), startPrivateRedis()]);
     dir = mkdtempSync(join(tmpdir(), 'rl-shares-'));
     const policyFile = join(dir, 'policies.json');
-    const policy = { policy_id: 'shared', scope: { resource: 'shared' }, budget: 'global', budget_shares: { eu: 2, us: 1, '*': 1 }, algorithm: { type: 'fixed_window', limit: LIMIT, window } };
-    writeFileSync(policyFile, JSON.stringify({ policies: [policy] }));
+    const shares = { budget: 'global', budget_shares: { eu: 2, us: 1, '*': 1 } };
+    const policy = { policy_id: 'shared', scope: { resource: 'shared' }, ...shares, algorithm: { type: 'fixed_window', limit: LIMIT, window } };
+    const slidingPolicy = {
+      policy_id: 'shared-sliding', scope: { resource: 'shared-sliding' }, ...shares,
+      algorithm: { type: 'sliding_window_counter', limit: LIMIT, window: sliding.window, sub_window_count: sliding.sub_window_count },
+    };
+    const logPolicy = { policy_id: 'shared-log', scope: { resource: 'shared-log' }, ...shares, algorithm: { type: 'sliding_window_log', limit: LIMIT, window } };
+    writeFileSync(policyFile, JSON.stringify({ policies: [policy, slidingPolicy, logPolicy] }));
     const prefix = randomPrefix();
     const env = (region: 'eu' | 'us', store: RedisHandle) => ({
       RL_REGION: region,
@@ -51,7 +64,7 @@ describe('two regions, real processes: weighted shares of a global budget', func
   });
 
   /** `count` checks from `region`, 8 in flight; answers the admitted and the refused (limit_exceeded), and any other answer. */
-  async function send(region: 'eu' | 'us', count: number) {
+  async function send(region: 'eu' | 'us', count: number, resource = 'shared') {
     const outcome = { admitted: 0, refused: 0, other: [] as string[] };
     let next = 0;
     const worker = async () => {
@@ -60,7 +73,7 @@ describe('two regions, real processes: weighted shares of a global budget', func
         const response = await fetch(`${servers[region].url}/rl/v1/check`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ resource: 'shared', user_id: 'u' }),
+          body: JSON.stringify({ resource, user_id: 'u' }),
         });
         const body = (await response.json()) as { allowed: boolean; reason: string; metadata: Record<string, string> };
         if (body.allowed) outcome.admitted++;
@@ -73,27 +86,41 @@ describe('two regions, real processes: weighted shares of a global budget', func
     return outcome;
   }
 
-  it('a flooding region takes its guarantee and the common share, never the quiet region\'s guarantee', async () => {
-    const flood = await send('eu', 120);
-    expect(flood.other, 'answers other than allowed or limit_exceeded').to.deep.equal([]);
-    // Its own 20 and, at most, the common 10.
-    expect(flood.admitted, 'eu admitted').to.be.within(20, 30);
-    const quiet = await send('us', 30);
-    expect(quiet.other).to.deep.equal([]);
-    expect(quiet.admitted, 'us admitted after the flood').to.be.at.least(10);
-    expect(flood.admitted + quiet.admitted, 'both regions together').to.be.at.most(LIMIT);
-
-    // Each region's use of the window, as the global counter last answered: in /rl/v1/info.
-    const info = (await (await fetch(`${servers.us.url}/rl/v1/info`)).json()) as { region: { name: string; shares?: { policy_id: string; regions: { region: string; taken: number; guaranteed: number }[]; common: { size: number; taken: number } }[] } };
-    expect(info.region.name).to.equal('us');
-    const use = info.region.shares?.find((s) => s.policy_id === 'shared');
+  /** The global counter's last word to a region on each region's use of `policyId`'s window, in its /rl/v1/info. */
+  async function sharesSeen(region: 'eu' | 'us', policyId: string) {
+    const info = (await (await fetch(`${servers[region].url}/rl/v1/info`)).json()) as { region: { name: string; shares?: { policy_id: string; regions: { region: string; taken: number; guaranteed: number }[]; common: { size: number; taken: number } }[] } };
+    expect(info.region.name).to.equal(region);
+    const use = info.region.shares?.find((s) => s.policy_id === policyId);
     expect(use, JSON.stringify(info.region)).to.not.equal(undefined);
-    expect(use!.regions.map((r) => [r.region, r.guaranteed])).to.deep.equal([['eu', 20], ['us', 10]]);
-    expect(use!.common.size).to.equal(10);
-    const taken = Object.fromEntries(use!.regions.map((r) => [r.region, r.taken]));
-    expect(taken.us).to.be.at.least(quiet.admitted);
-    expect(taken.eu).to.be.within(20, 30);
-    expect(taken.eu + taken.us).to.be.at.most(LIMIT);
-    console.log(`      eu admitted ${flood.admitted} of 120 checks, then us ${quiet.admitted} of 30; the global counter says eu took ${taken.eu}, us ${taken.us}`);
-  });
+    return use!;
+  }
+
+  const cases = [
+    { name: 'a fixed window', resource: 'shared' },
+    { name: 'a sliding window', resource: 'shared-sliding' },
+    // It leases nothing: every decision asks the global counter, naming its region.
+    { name: 'a sliding log', resource: 'shared-log' },
+  ];
+  for (const { name, resource } of cases) {
+    it(`${name}: a flooding region takes its guarantee and the common share, never the quiet region's guarantee`, async () => {
+      const flood = await send('eu', 120, resource);
+      expect(flood.other, 'answers other than allowed or limit_exceeded').to.deep.equal([]);
+      // Its own 20 and, at most, the common 10.
+      expect(flood.admitted, 'eu admitted').to.be.within(20, 30);
+      const quiet = await send('us', 30, resource);
+      expect(quiet.other).to.deep.equal([]);
+      expect(quiet.admitted, 'us admitted after the flood').to.be.at.least(10);
+      expect(flood.admitted + quiet.admitted, 'both regions together').to.be.at.most(LIMIT);
+
+      // Each region's use of the window, as the global counter last answered: in /rl/v1/info.
+      const use = await sharesSeen('us', resource);
+      expect(use.regions.map((r) => [r.region, r.guaranteed])).to.deep.equal([['eu', 20], ['us', 10]]);
+      expect(use.common.size).to.equal(10);
+      const taken = Object.fromEntries(use.regions.map((r) => [r.region, r.taken]));
+      expect(taken.us).to.be.at.least(quiet.admitted);
+      expect(taken.eu).to.be.within(20, 30);
+      expect(taken.eu + taken.us).to.be.at.most(LIMIT);
+      console.log(`      ${name}: eu admitted ${flood.admitted} of 120 checks, then us ${quiet.admitted} of 30; the global counter says eu took ${taken.eu}, us ${taken.us}`);
+    });
+  }
 });

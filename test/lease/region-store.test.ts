@@ -11,6 +11,7 @@ import { flush, TestClock } from './support/test-clock.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
 import { poolKey, RegionPool } from '../../src/lease/region-pool.js';
 import { RegionCounterStore } from '../../src/lease/region-store.js';
+import { compileShares } from '../../src/policy/budget-shares.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import { systemClock } from '../../src/lease/types.js';
 import type { GivenBack, LeaseClock, LeaseEvents } from '../../src/lease/types.js';
@@ -584,6 +585,39 @@ describe('RegionCounterStore rules (in memory)', () => {
     });
     const answers = await Promise.all([1, 2, 3, 4, 5].map(() => holder.consume(2)));
     expect(answers.map((a) => a.allowed)).to.deep.equal([true, true, true, true, true]);
+  });
+
+  it('a sliding log with shares (it leases nothing): each decision names its region to the global counter, which keeps the quiet region its guarantee; the region shows what it said', async () => {
+    const clock = new TestClock(T0);
+    const global = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
+    const serverOf = (region: string) =>
+      new RegionCounterStore<MemoryCounterStore>({
+        regional: new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 }),
+        pool: new RegionPool(new MemoryLeasePool(() => clock.now)),
+        global,
+        globalTimeoutMs: 1000,
+        regionalTimeoutMs: 500,
+        clock: clock.clockFor(),
+        sweepIntervalMs: 0,
+        region,
+      });
+    const [eu, us] = [serverOf('eu'), serverOf('us')];
+    // limit 10, eu 3, us 1, * 1: eu is guaranteed 6, us 2, and 2 are common.
+    const spec: RateSpec = { type: 'sliding_window_log', limit: 10, windowMs: 60_000, global: { policyId: 'log', shares: compileShares({ eu: 3, us: 1, '*': 1 }, 10) } };
+    const keys = counterKeys('t', 'log', spec, ['k']);
+    let admitted = 0;
+    for (let i = 0; i < 20; i++) if ((await eu.consume(keys, spec, 1)).allowed) admitted++;
+    expect(admitted, 'eu flooding: its 6 and the common 2').to.equal(8);
+    expect((await us.consume(keys, spec, 2)).allowed, 'us after the flood: its 2').to.equal(true);
+    expect((await us.consume(keys, spec, 1)).allowed).to.equal(false);
+    // A refund by us takes back its own entries, never eu's (it asks 3 of its 2).
+    await us.refund(keys, spec, 3);
+    expect(us.shareStatus()).to.deep.equal([
+      { policy_id: 'log', window_left_ms: 60_000, regions: [{ region: 'eu', taken: 8, guaranteed: 6 }, { region: 'us', taken: 0, guaranteed: 2 }], common: { size: 2, taken: 2 } },
+    ]);
+    expect((await eu.peek(keys, spec)).allowed, 'eu gains nothing from us giving back its own').to.equal(false);
+    expect((await us.consume(keys, spec, 2)).allowed, 'us has its 2 again').to.equal(true);
+    await Promise.all([eu.close(), us.close()]);
   });
 
   describe('give-backs and reclaims whose answer was lost', () => {

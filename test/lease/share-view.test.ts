@@ -40,4 +40,22 @@ describe('shares as a server shows them', () => {
     expect(views.status()[0]).to.deep.include({ window_left_ms: 0, common: { size: 2, taken: 0 } });
     expect(views.status()[0].regions.map((r) => r.taken)).to.deep.equal([0, 0]);
   });
+
+  it('a sliding window: each region shows until the window has slid past what the counter said, past the end of its sub-window', async () => {
+    const world = new TestClock(1_000);
+    const views = new ShareViews(world.clockFor());
+    // A window of 60 s in 4 sub-windows: the take's units are spent by its sub-window's end, 15 s on.
+    const parent: LeaseParent = {
+      take: async () => grant({ eu: 5 }, 16_000),
+      giveBack: async () => ({ returned: 0, lapsed: 0, outcome: 'done', parentNow: 0 }),
+      peek: async () => ({ allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 0 }),
+    };
+    await views.observe(parent, budget, 60_000).take(5);
+    await world.advanceTo(20_000);
+    // The sub-window ended, but eu's units still count in the window.
+    expect(views.status()[0]).to.deep.include({ window_left_ms: 0 });
+    expect(views.status()[0].regions).to.deep.equal([{ region: 'eu', taken: 5, guaranteed: 6 }, { region: 'us', taken: 0, guaranteed: 2 }]);
+    await world.advanceTo(61_000);
+    expect(views.status()[0].regions.map((r) => r.taken)).to.deep.equal([0, 0]);
+  });
 });

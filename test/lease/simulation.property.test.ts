@@ -55,7 +55,7 @@ import type { LeasedSpec } from '../../src/lease/store-parent.js';
 import type { LeaseClock, LeaseEvents } from '../../src/lease/types.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { flush as settle, TestClock } from './support/test-clock.js';
-import { overShare, ShareCheck } from './support/share-check.js';
+import { overShare, overSlidingShare, ShareCheck } from './support/share-check.js';
 import { compileShares } from '../../src/policy/budget-shares.js';
 
 const T0 = 1_800_000_000_000;
@@ -688,7 +688,12 @@ function checkShares(sim: Simulation): void {
     return undefined;
   };
   const uses = [...sim.ledger.admitted.map((a) => ({ ...a, units: a.cost })), ...sim.ledger.refunded.map((r) => ({ ...r, units: -r.units }))];
-  expect(overShare(uses, windowOf, (r) => check.guaranteeOf(regionName(r)) + check.shares.common), 'a region past its share').to.deep.equal([]);
+  const bound = (r: number) => check.guaranteeOf(regionName(r)) + check.shares.common;
+  if (spec.type === 'sliding_window_counter') {
+    expect(overSlidingShare(uses, spec.windowMs / spec.subWindows, spec.subWindows, bound), 'a region past its share of the sliding window').to.deep.equal([]);
+    return;
+  }
+  expect(overShare(uses, windowOf, bound), 'a region past its share').to.deep.equal([]);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -767,7 +772,7 @@ const sharesArb = fc.oneof(
 const sharedConfigArb: fc.Arbitrary<SimConfig> = fc
   .record({
     base: configArb,
-    spec: specArb.filter((spec) => spec.type === 'fixed_window' || spec.type === 'quota'),
+    spec: specArb.filter((spec) => spec.type === 'fixed_window' || spec.type === 'quota' || spec.type === 'sliding_window_counter'),
     shares: sharesArb,
     topology: fc.constantFrom<Topology>('region', 'region+process'),
     regions: fc.integer({ min: 2, max: 3 }),
@@ -1008,6 +1013,8 @@ describe('capacity leases: never over (deterministic simulation, fast-check)', f
 
   it('budget_shares, any interleaving with faults: never over, every answer of the global counter within the shares, each region within its share per window', async () => {
     const seen = { runs: 0, guaranteedTakes: 0, admitted: 0 };
+    /** Guaranteed takes by algorithm: each is exercised. */
+    const byType = new Map<string, number>();
     await fc.assert(
       fc.asyncProperty(sharedConfigArb, fc.array(actionArb, { minLength: 1, maxLength: 200, size: 'max' }), async (config, actions) => {
         const sim = await run(config, actions);
@@ -1016,16 +1023,22 @@ describe('capacity leases: never over (deterministic simulation, fast-check)', f
         seen.runs++;
         seen.guaranteedTakes += sim.shareCheck!.guaranteedTakes;
         seen.admitted += sim.ledger.admitted.length;
+        byType.set(config.spec.type, (byType.get(config.spec.type) ?? 0) + sim.shareCheck!.guaranteedTakes);
       }),
       { numRuns: Math.ceil(Number(process.env.LEASE_SIM_RUNS ?? 1000) / 4), seed: Number(process.env.LEASE_SIM_SEED ?? 21) },
     );
-    console.log(`      budget_shares: ${seen.runs} runs, ${seen.admitted} decisions admitted, ${seen.guaranteedTakes} takes within a guarantee (each granted whole)`);
-    expect(seen.guaranteedTakes).to.be.above(0);
+    console.log(`      budget_shares: ${seen.runs} runs, ${seen.admitted} decisions admitted, ${seen.guaranteedTakes} takes within a guarantee (each granted whole): ${JSON.stringify(Object.fromEntries(byType))}`);
+    for (const type of ['fixed_window', 'quota', 'sliding_window_counter']) expect(byType.get(type), `takes within a guarantee, ${type}`).to.be.above(0);
   });
 
-  it('budget_shares: a region flooding first leaves a quiet region its guarantee (fixed window and quota, with and without process leases)', async () => {
+  it('budget_shares: a region flooding first leaves a quiet region its guarantee (fixed and sliding windows, quota, with and without process leases)', async () => {
     // limit 50, r0 3, r1 1, * 1: r0 is guaranteed 30, r1 10, and 10 are common.
-    for (const spec of [{ type: 'fixed_window', limit: 50, windowMs: 60_000 }, { type: 'quota', limit: 50, periodMs: 60_000 }] as LeasedSpec[]) {
+    const specs = [
+      { type: 'fixed_window', limit: 50, windowMs: 60_000 },
+      { type: 'quota', limit: 50, periodMs: 60_000 },
+      { type: 'sliding_window_counter', limit: 50, windowMs: 60_000, subWindows: 4 },
+    ] as LeasedSpec[];
+    for (const spec of specs) {
       for (const topology of ['region', 'region+process'] as const) {
         const config: SimConfig = { spec, regions: 2, servers: 2, topology, maxUnits: 5, maxHoldMs: 1000, storeOffsets: [0, 3_600_000], serverOffsets: [0, 17 - T0, -3_600_000, 0], shares: { r0: 3, r1: 1, '*': 1 } };
         const sim = new Simulation(config);

@@ -1,5 +1,6 @@
 /**
- * `budget_shares` on a policy: accepted only beside `budget: "global"` on fixed_window and quota, with
+ * `budget_shares` on a policy: accepted only beside `budget: "global"` on a window-shaped algorithm (fixed
+ * and sliding windows, quota), with
  * region names (RL_REGION syntax) or `*` mapped to positive integer weights, kept as given; anything else
  * is a 422 naming `budget_shares`. Compiled, region r is guaranteed floor(limit × w_r / W) and the rest is
  * the common share.
@@ -22,8 +23,14 @@ function fieldsOf(raw: unknown): string[] {
 }
 
 describe('policy field "budget_shares"', () => {
-  it('is accepted beside budget "global" on fixed_window and quota, and kept as given', () => {
-    for (const algorithm of [base.algorithm, { type: 'quota', limit: 10, quota_period: '1d' }]) {
+  it('is accepted beside budget "global" on fixed and sliding windows and quota, and kept as given', () => {
+    const windows = [
+      base.algorithm,
+      { type: 'quota', limit: 10, quota_period: '1d' },
+      { type: 'sliding_window_counter', limit: 10, window: '1m', sub_window_count: 4 },
+      { type: 'sliding_window_log', limit: 10, window: '1m' },
+    ];
+    for (const algorithm of windows) {
       for (const budget_shares of [{ eu: 3, us: 1, '*': 1 }, { 'eu-west-1': 1 }, { '*': 2 }, { a: 1_000_000 }]) {
         const result = validatePolicy({ ...base, algorithm, budget_shares });
         expect(result.ok, `${algorithm.type} ${JSON.stringify(budget_shares)}`).to.equal(true);
@@ -42,8 +49,6 @@ describe('policy field "budget_shares"', () => {
     for (const algorithm of [
       { type: 'token_bucket', limit: 10, window: '1s' },
       { type: 'leaky_bucket', limit: 10, window: '1s' },
-      { type: 'sliding_window_log', limit: 10, window: '1s' },
-      { type: 'sliding_window_counter', limit: 10, window: '1s' },
       { type: 'concurrency', max_concurrency: 2 },
     ]) {
       expect(fieldsOf({ ...base, algorithm, budget_shares: shares }), algorithm.type).to.deep.equal(['budget_shares']);

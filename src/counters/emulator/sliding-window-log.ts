@@ -1,88 +1,136 @@
 import type { CounterResult } from '../counter-store.js';
+import { LogShareRun, type LogEntry, type LogShareSums } from '../shares-log.js';
+import type { NamedShare } from '../shares.js';
 import { result } from './answers.js';
 import type { MemoryKeyspace } from './keyspace.js';
 import { mode, type AlgorithmOperation } from './mode.js';
 
-/** The emulator's sliding_window_log: mirrors lua/sliding_window_log.lua. */
+/** The emulator's sliding_window_log: mirrors lua/sliding_window_log.lua (a region's share: shares-log.ts). */
 
-interface SlidingLogState { entries: { ts: number; cost: number }[]; sum: number }
+interface SlidingLogState { entries: LogEntry[]; sum: number; shares?: LogShareSums }
 
-export function slidingLog(space: MemoryKeyspace, key: string, limit: number, windowMs: number, op: AlgorithmOperation, units: number, now: number): CounterResult {
+export function slidingLog(
+  space: MemoryKeyspace, key: string, limit: number, windowMs: number, op: AlgorithmOperation, units: number, now: number, share?: NamedShare,
+): CounterResult {
   const { peeking, refunding, cost, refund } = mode(op, units);
   const stored = space.get<SlidingLogState>(key, now);
-  // Absent or stale, for a peek or a check: an empty log (a cost over the limit waits a whole window).
-  if (stored === undefined && peeking) return cost <= limit ? result(true, Math.max(0, limit), 0, 0) : result(false, Math.max(0, limit), windowMs, 0);
+  const run = new LogShareRun(share, () => stored?.shares);
+  /** log_reply: with a region, `remaining` at most `room` and every region's units; the changes written unless peeking. */
+  const answer = (state: SlidingLogState, allowed: boolean, remaining: number, retry: number, reset: number, room: number): CounterResult => {
+    const r = result(allowed, share === undefined ? remaining : Math.max(0, Math.min(remaining, room)), retry, reset);
+    if (share !== undefined) r.shareTaken = run.report();
+    if (!peeking) run.flush(state);
+    return r;
+  };
   const log = stored ?? { entries: [], sum: 0 };
+  // Absent or stale, for a peek or a check: an empty log (a cost over the limit, or the region's share, waits a whole window).
+  if (stored === undefined && peeking) {
+    run.absent = true;
+    const room = run.room();
+    return answer(log, cost <= limit && cost <= room, Math.max(0, limit), cost <= limit && cost <= room ? 0 : windowMs, 0, room);
+  }
   // Entries are sorted by time; an entry leaves the window when now - windowMs reaches it. A peek
   // only skips them (it writes nothing): `first` is then the oldest entry still in the window.
   let expired = 0;
   let sum = log.sum;
   while (expired < log.entries.length && log.entries[expired].ts <= now - windowMs) {
     sum = sum - log.entries[expired].cost;
+    run.forget(log.entries[expired]);
     expired++;
   }
   if (peeking) {
-    if (sum + cost > limit) return slidingLogRefusal(log.entries, expired, sum, cost, limit, windowMs, now);
+    const room = run.room();
+    if (sum + cost > limit || cost > room) return answer(log, ...slidingLogRefusal(log.entries, expired, sum, cost, limit, windowMs, now, run), room);
     const reset = log.entries.length > expired ? log.entries[log.entries.length - 1].ts + windowMs - now : 0;
-    return result(true, Math.max(0, limit - sum), 0, reset);
+    return answer(log, true, Math.max(0, limit - sum), 0, reset, room);
   }
   log.sum = sum;
   if (expired > 0) log.entries.splice(0, expired);
   if (refunding) {
-    // Units go back from the newest entries (the ones this context added last), whole entries first.
+    // Units go back from the newest entries (the ones this context added last), whole entries first; a
+    // region's, from its own entries only, to the common share first.
     let left = refund;
-    while (left > 0 && log.entries.length > 0) {
-      const newestEntry = log.entries[log.entries.length - 1];
-      if (newestEntry.cost > left) {
-        newestEntry.cost = newestEntry.cost - left;
+    let at = log.entries.length - 1;
+    while (left > 0 && at >= 0) {
+      const entry = log.entries[at];
+      if (share !== undefined && entry.region !== share.region) {
+        at--;
+      } else if (entry.cost > left) {
+        if (entry.region !== undefined) {
+          const keptOwn = entry.own! - (left - Math.min(left, entry.cost - entry.own!));
+          run.add(entry.region, keptOwn - entry.own!, -left);
+          entry.own = keptOwn;
+        }
+        entry.cost = entry.cost - left;
         log.sum = log.sum - left;
         left = 0;
       } else {
-        log.entries.pop();
-        log.sum = log.sum - newestEntry.cost;
-        left = left - newestEntry.cost;
+        run.forget(entry);
+        log.entries.splice(at, 1);
+        log.sum = log.sum - entry.cost;
+        left = left - entry.cost;
+        at--;
       }
     }
     if (log.entries.length === 0) {
       space.slots.delete(key); // a sliding-log key: never a fixed_window slot
-      return result(true, Math.max(0, limit), 0, 0);
+      run.cleared();
+      run.absent = true;
+      return answer({ entries: [], sum: 0 }, true, Math.max(0, limit), 0, 0, run.room());
     }
     const expireAt = log.entries[log.entries.length - 1].ts + windowMs;
     space.put<SlidingLogState>(key, log, expireAt);
-    return result(true, Math.max(0, limit - log.sum), 0, expireAt - now);
+    return answer(log, true, Math.max(0, limit - log.sum), 0, expireAt - now, run.room());
   }
-  if (log.sum + cost > limit) return slidingLogRefusal(log.entries, 0, log.sum, cost, limit, windowMs, now);
-  insertSorted(log.entries, { ts: now, cost });
+  const room = run.room();
+  if (log.sum + cost > limit || cost > room) return answer(log, ...slidingLogRefusal(log.entries, 0, log.sum, cost, limit, windowMs, now, run), room);
+  const entry: LogEntry = { ts: now, cost };
+  if (share !== undefined) {
+    // From the region's guarantee first, the rest from the common share.
+    entry.region = share.region;
+    entry.own = Math.min(cost, Math.max(0, share.guaranteed - run.use()[0]));
+    run.add(share.region, entry.own, cost);
+  }
+  insertSorted(log.entries, entry);
   log.sum = log.sum + cost;
   const newest = log.entries[log.entries.length - 1].ts;
   space.put<SlidingLogState>(key, log, newest + windowMs);
-  return result(true, Math.max(0, limit - log.sum), 0, newest + windowMs - now);
+  return answer(log, true, Math.max(0, limit - log.sum), 0, newest + windowMs - now, room - cost);
 }
 
 /**
  * The refusal of `cost` by a sliding log whose entries from `first` on are in the window and sum to
- * `sum`: wait until enough of the oldest entries have left the window for the cost to fit.
+ * `sum`: wait until enough of the oldest entries have left the window for the cost to fit (a region's:
+ * in its share too). Answers allowed, remaining, retry_after and reset_after.
  */
 function slidingLogRefusal(
-  entries: { ts: number; cost: number }[], first: number, sum: number, cost: number, limit: number, windowMs: number, now: number,
-): CounterResult {
+  entries: LogEntry[], first: number, sum: number, cost: number, limit: number, windowMs: number, now: number, run: LogShareRun,
+): [boolean, number, number, number] {
   const inWindow = entries.length > first;
   const newestTs = inWindow ? entries[entries.length - 1].ts : now;
   const reset = inWindow ? newestTs + windowMs - now : 0;
   let retry = newestTs + windowMs - now;
   let freed = 0;
+  let freedOwn = 0;
+  let freedCommon = 0;
+  const [ownUse, commonUse] = run.share === undefined ? [0, 0] : run.use();
   for (let i = first; i < entries.length; i++) {
-    freed = freed + entries[i].cost;
-    if (sum - freed + cost <= limit) {
-      retry = entries[i].ts + windowMs - now;
+    const entry = entries[i];
+    freed = freed + entry.cost;
+    if (entry.region !== undefined) {
+      freedCommon = freedCommon + (entry.cost - entry.own!);
+      if (entry.region === run.share?.region) freedOwn = freedOwn + entry.own!;
+    }
+    if (sum - freed + cost <= limit && (run.share === undefined || cost <= run.roomOf(ownUse - freedOwn, commonUse - freedCommon))) {
+      retry = entry.ts + windowMs - now;
       break;
     }
   }
-  return result(false, Math.max(0, limit - sum), retry, reset);
+  return [false, Math.max(0, limit - sum), retry, reset];
 }
 
 /** Inserts after every entry with the same or an earlier time (time order; arrival order on ties). */
-function insertSorted(entries: { ts: number; cost: number }[], entry: { ts: number; cost: number }): void {
+function insertSorted(entries: LogEntry[], entry: LogEntry): void {
   let lo = 0;
   let hi = entries.length;
   while (lo < hi) {

@@ -71,3 +71,34 @@ export function overShare(uses: RegionUse[], windowOf: (t: number) => number | u
   }
   return over;
 }
+
+/**
+ * The same over a sliding window of `subWindows` sub-windows of `bucketMs`: at each of a region's
+ * admissions, the sliding estimate of what it admitted (the counter's: the sub-windows inside the
+ * window whole, the one sliding out in proportion) is at most its guarantee plus the common share. A
+ * refund takes back from the region's newest live sub-window first, none below zero, as the counter does.
+ */
+export function overSlidingShare(uses: RegionUse[], bucketMs: number, subWindows: number, bound: (region: number) => number): string[] {
+  const perRegion = new Map<number, Map<number, number>>();
+  const over: string[] = [];
+  for (const u of [...uses].sort((a, b) => a.t - b.t || a.seq - b.seq)) {
+    let buckets = perRegion.get(u.region);
+    if (buckets === undefined) perRegion.set(u.region, (buckets = new Map()));
+    const current = Math.floor(u.t / bucketMs);
+    if (u.units < 0) {
+      let left = -u.units;
+      for (let b = current; b >= current - subWindows && left > 0; b--) {
+        const back = Math.min(buckets.get(b) ?? 0, left);
+        buckets.set(b, (buckets.get(b) ?? 0) - back);
+        left -= back;
+      }
+      continue;
+    }
+    buckets.set(current, (buckets.get(current) ?? 0) + u.units);
+    let estimate = 0;
+    for (let b = current - subWindows + 1; b <= current; b++) estimate += buckets.get(b) ?? 0;
+    estimate += ((buckets.get(current - subWindows) ?? 0) * (bucketMs - (u.t - current * bucketMs))) / bucketMs;
+    if (estimate > bound(u.region) + 1e-9) over.push(`at ${u.t}, region ${u.region}: a sliding estimate of ${estimate}, more than ${bound(u.region)}`);
+  }
+  return over;
+}
