@@ -120,10 +120,10 @@ export class MemoryCounterStore implements CounterStore {
     const key = keys[0];
     switch (spec.type) {
       case 'fixed_window':
-        if (spec.calendar !== undefined) return calendarWindow(this.space, key, spec.limit, spec.calendar.around(now), op, units, now, tag);
+        if (spec.calendar !== undefined) return calendarWindow(this.space, keys, spec.limit, spec.calendar.around(now), op, units, now, tag);
         return fixedWindow(this.space, keys as SlotCarrier, spec.limit, spec.windowMs, op, units, now, tag);
       case 'quota':
-        if (spec.calendar !== undefined) return calendarWindow(this.space, key, spec.limit, spec.calendar.around(now), op, units, now, tag);
+        if (spec.calendar !== undefined) return calendarWindow(this.space, keys, spec.limit, spec.calendar.around(now), op, units, now, tag);
         return quota(this.space, key, spec.limit, spec.periodMs, op, units, now, tag);
       case 'sliding_window_counter':
         return slidingCounter(this.space, key, spec.limit, spec.windowMs, spec.subWindows, op, units, now, tag);

@@ -49,11 +49,12 @@ export class FixedWindowSlot implements Slot {
  * while it has not expired: then it is exactly the one the Map holds for the key.
  */
 declare const SLOT_TAG_TYPE: unique symbol;
-export type SlotCarrier = string[] & { [SLOT_TAG_TYPE]?: FixedWindowSlot };
+export type SlotCarrier<S extends Slot = FixedWindowSlot> = string[] & { [SLOT_TAG_TYPE]?: S };
 
 /** A deleted slot reads as expired from then on: a fixed_window slot's expiry is derived from its window number. */
 function markDropped(slot: Slot): void {
   if (slot instanceof FixedWindowSlot) slot.windowNumber = -1;
+  else slot.expireAt = 0;
 }
 
 export interface MemoryKeyspaceOptions {

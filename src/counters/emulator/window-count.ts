@@ -36,7 +36,13 @@ export function countInWindow(
   space: MemoryKeyspace, key: string, stored: WindowState | undefined, limit: number, windowStart: number, windowEnd: number, used: number,
   op: AlgorithmOperation, units: number, now: number, giveTag: number,
 ): CounterResult {
-  const { peeking, refunding, cost, refund, taking, giving } = mode(op, units);
+  // The decision's own operation first, as the script's last branch: nothing to sort out per call.
+  if (op === 'consume') {
+    if (used + units > limit) return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
+    writeWindow(space, key, stored, windowStart, windowEnd, used + units);
+    return result(true, Math.max(0, limit - (used + units)), 0, windowEnd - now);
+  }
+  const { refunding, cost, refund, taking, giving } = mode(op, units);
   const reset = used > 0 ? windowEnd - now : 0;
   if (giving && giveTag !== windowStart) {
     // The units' window has ended: they lapsed, and nothing goes back.
@@ -53,18 +59,16 @@ export function countInWindow(
     return result(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset);
   }
   if (taking) return windowTake(cost, used, limit, windowStart, windowEnd, reset, now, (taken) => writeWindow(space, key, stored, windowStart, windowEnd, taken));
-  if (used + cost > limit) {
-    return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
-  }
-  if (peeking) return result(true, Math.max(0, limit - used), 0, reset);
-  writeWindow(space, key, stored, windowStart, windowEnd, used + cost);
-  return result(true, Math.max(0, limit - (used + cost)), 0, windowEnd - now);
+  // A peek or a check: what consuming `cost` would answer, nothing written.
+  if (used + cost > limit) return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
+  return result(true, Math.max(0, limit - used), 0, reset);
 }
 
-/** Stores the window's count: in the live state when it is that window's (no allocation per decision), else a new one. */
+/**
+ * Stores the window's count: in the live state when it is that window's (no allocation and no Map
+ * lookup per decision: its expiry is already that window's end), else a new one.
+ */
 function writeWindow(space: MemoryKeyspace, key: string, stored: WindowState | undefined, windowStart: number, windowEnd: number, used: number): void {
-  if (stored !== undefined && stored.periodStart === windowStart) {
-    stored.used = used;
-    space.put<WindowState>(key, stored, windowEnd);
-  } else space.put<WindowState>(key, { periodStart: windowStart, used }, windowEnd);
+  if (stored !== undefined && stored.periodStart === windowStart) stored.used = used;
+  else space.put<WindowState>(key, { periodStart: windowStart, used }, windowEnd);
 }
