@@ -94,13 +94,14 @@ export function capacityOf(spec: CounterSpec): number {
  * period's length is that of the period holding `now`.
  */
 export function windowMsOf(spec: CounterSpec, now?: number): number {
-  if (isCalendarSpec(spec)) return spec.calendar.lengthAt(now ?? Date.now());
   switch (spec.type) {
+    case 'fixed_window':
+      return spec.calendar === undefined ? spec.windowMs : spec.calendar.lengthAt(now ?? Date.now());
     case 'token_bucket':
     case 'leaky_bucket':
       return Math.ceil((spec.capacity * spec.ratePeriodMs) / spec.rateUnits);
     case 'quota':
-      return spec.periodMs;
+      return spec.calendar === undefined ? spec.periodMs : spec.calendar.lengthAt(now ?? Date.now());
     case 'concurrency':
       return 0;
     default:
