@@ -284,7 +284,7 @@ function bareHandler(decide: (body: Record<string, string>) => Promise<object>, 
       decide(body).then((decision) => {
         const payload = JSON.stringify(decision);
         if (contractHeaders) {
-          res.writeHead(200, CONTRACT_HEADERS.concat('X-Request-Id', newRequestId(), 'Content-Length', String(Buffer.byteLength(payload))));
+          res.writeHead(200, DECISION_HEADERS.concat('X-Request-Id', newRequestId(), 'Content-Length', String(Buffer.byteLength(payload))));
         } else {
           res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(payload) });
         }
@@ -314,14 +314,14 @@ function ceilingHandler(): http.RequestListener {
         res.end('{"error":"malformed JSON","status":400}');
         return;
       }
-      res.writeHead(200, CONTRACT_HEADERS.concat('X-Request-Id', newRequestId(), 'Content-Length', length));
+      res.writeHead(200, DECISION_HEADERS.concat('X-Request-Id', newRequestId(), 'Content-Length', length));
       res.end(payload);
     });
   };
 }
 
 /** The service's headers of an answer to a POST and the Content-Type, flat as writeHead takes them, built once. */
-const CONTRACT_HEADERS: readonly string[] = [...headersForMethod('POST').flat(), 'Content-Type', 'application/json; charset=utf-8'];
+const DECISION_HEADERS: readonly string[] = [...headersForMethod('POST').flat(), 'Content-Type', 'application/json; charset=utf-8'];
 
 function listen(server: http.Server): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -6,7 +6,7 @@ import { startServerProcess, type ServerProcessHandle } from '../support/server-
 import { buildCli, policyDir, removeTempDirs, rl, rlJson } from './rl.js';
 
 /**
- * `rl` with a team's key (CONTRACT "Tenants"): `diff` and `apply --prune` plan from the listing the key
+ * `rl` with a team's key (docs/tenants.md): `diff` and `apply --prune` plan from the listing the key
  * sees, so they never touch another team's or a global policy, and `rl policies audit` names the key by
  * its fingerprint, never the key.
  */

@@ -9,7 +9,7 @@ import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counte
 import { counterKeys } from '../../src/counters/keys.js';
 import type { RedisCounterStore } from '../../src/counters/redis-store.js';
 import {
-  CONTRACT_SCENARIOS,
+  COUNTER_SCENARIOS,
   at,
   connectRedisStore,
   forEachStore,
@@ -118,7 +118,7 @@ describe('Redis Cluster (3 masters)', function () {
   });
 
   describe('the contract scenarios', () => {
-    for (const [algorithm, scenarios] of Object.entries(CONTRACT_SCENARIOS)) {
+    for (const [algorithm, scenarios] of Object.entries(COUNTER_SCENARIOS)) {
       it(`${algorithm}: ${scenarios.length} scenarios`, async () => {
         for (const scenario of scenarios) await runScenario(store, keys, scenario, `cluster-${scenario.name}`);
       });
@@ -240,7 +240,7 @@ describe('Redis Sentinel (one master, one sentinel)', function () {
 
   it('runs the contract scenarios of every algorithm through redis+sentinel://', async () => {
     const prefix = randomPrefix();
-    for (const scenarios of Object.values(CONTRACT_SCENARIOS)) {
+    for (const scenarios of Object.values(COUNTER_SCENARIOS)) {
       for (const scenario of scenarios) {
         await runScenario(store, (p, s, i = []) => counterKeys(prefix, p, s, i), scenario, `sentinel-${scenario.name}`);
       }

@@ -1,12 +1,12 @@
 /**
- * The counter contract (CONTRACT.md "AlgorithmConfig", "Leases"), run against both stores with
+ * The counters' behaviour (docs/algorithms.md, docs/reference.md "Two kinds of lease"), run against both stores with
  * explicit times: one suite, two backends, identical expected results.
  */
 import { expect } from 'chai';
 import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
 import type { CounterStore } from '../../src/counters/counter-store.js';
 import { capacityOf } from '../../src/counters/counter-spec.js';
-import { CONTRACT_SCENARIOS, at, forEachStore, runScenario } from '../support/counter-stores.js';
+import { COUNTER_SCENARIOS, at, forEachStore, runScenario } from '../support/counter-stores.js';
 
 /** One spec per rate algorithm with a given capacity (limit, or burst for the buckets). */
 function rateSpecs(capacity: number): RateSpec[] {
@@ -26,7 +26,7 @@ function label(spec: CounterSpec): string {
 }
 
 forEachStore((_name, getStore) => {
-  for (const [algorithm, scenarios] of Object.entries(CONTRACT_SCENARIOS)) {
+  for (const [algorithm, scenarios] of Object.entries(COUNTER_SCENARIOS)) {
     describe(algorithm, () => {
       for (const scenario of scenarios) {
         it(scenario.name, async () => {

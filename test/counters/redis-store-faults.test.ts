@@ -14,7 +14,7 @@ import { randomPrefix, startPrivateRedisWithAdmin, stopPrivateRedisWithAdmin, ty
 
 /**
  * Fault behaviour against a private redis-server that the test stops, restarts, pauses and flushes:
- * the failure half of CONTRACT.md "Counter store failure" (the decision layer maps the error to
+ * what a policy's `failure_mode` (docs/algorithms.md) stands on (the decision layer maps the error to
  * fail_open / fail_closed): a timeout per command, no offline queue, a circuit breaker.
  *
  * No assertion here times anything (the machine is shared and noisy): a call that fails at once is

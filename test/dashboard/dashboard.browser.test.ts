@@ -408,7 +408,7 @@ describe('dashboard on a server in Redis mode with a leased policy (headless Chr
   });
 
   it('shows a global budget in the detail, and marks it in the list', async () => {
-    // Without regions a global budget means the one store there is (CONTRACT "Regions"); the page shows it all the same.
+    // Without regions a global budget means the one store there is (docs/distribution.md); the page shows it all the same.
     const created = await post('/rl/v1/policies', {
       policy_id: 'global-one',
       scope: { resource: 'global-one' },
@@ -431,7 +431,7 @@ describe('dashboard on a server in Redis mode with a leased policy (headless Chr
     await page.goto(`${live.server.url}/dashboard/`);
     await page.getByTestId('store-state').filter({ hasText: 'redis · up' }).waitFor();
 
-    // A refund to a holder with no units: they lapse (CONTRACT "Refund adds the units to this holder's unspent units").
+    // A refund to a holder with no units: they lapse (a refund adds the units to the holder's unspent ones, docs/distribution.md).
     const refund = await post('/rl/v1/refund', { service: 'export', quantity: 3 });
     expect(refund.body).to.deep.include({ allowed: true, reason: 'refunded', matched_policy_id: 'export-leased' });
 

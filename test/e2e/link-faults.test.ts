@@ -10,7 +10,7 @@ import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/re
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 
 /**
- * Global budgets under WAN link faults, as real processes (CONTRACT "Additions (fourth wave)", "Global
+ * Global budgets under WAN link faults, as real processes (docs/distribution.md "What is guaranteed", "Global
  * budgets and leases under faults"): two regions of two servers each, a global redis-server that each
  * region reaches through its own link proxy, `budget: "global"` policies (fixed window and token bucket,
  * with and without a process lease, all fail_closed), demand beyond every limit, and link faults

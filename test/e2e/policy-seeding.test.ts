@@ -12,7 +12,7 @@ import { randomPrefix } from '../support/redis.js';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 
 /**
- * Start-up as real processes: what seeds the policy store (CONTRACT "Seeding"), and a store written
+ * Start-up as real processes: what seeds the policy store (README "Configuration", `RL_POLICY_FILE`), and a store written
  * before policies were strict still starts (the unknown key is dropped with a warning).
  */
 

@@ -7,7 +7,7 @@ import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/re
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 
 /**
- * Two regions as real processes (CONTRACT "Regions"): one global and two regional redis-servers, the
+ * Two regions as real processes (docs/distribution.md): one global and two regional redis-servers, the
  * global one behind a proxy adding 25 ms each way (a WAN link), two servers per region. Counts and
  * order only: no assertion on time (polls have a hang guard, nothing more).
  */
@@ -162,9 +162,9 @@ describe('two regions, real processes: a global budget', function () {
     const elapsedMs = performance.now() - started;
     console.log(`      admitted ${outcome.admitted}/${LIMIT} in ${outcome.decisions} decisions with a server killed halfway`);
     expect(outcome.other).to.equal(0);
-    // Failure-mode answers are outside the guarantee (CONTRACT); counted apart, and none expected here.
+    // Failure-mode answers are outside the guarantee (docs/distribution.md "When things fail"); counted apart, and none expected here.
     expect(outcome.failureMode).to.equal(0);
-    // CONTRACT: burst + rate × (T + H), H = max_hold (1 s, one level of holders), T at most the run's length
+    // docs/distribution.md "What is guaranteed": burst + rate × (T + H), H = max_hold (1 s, one level of holders), T at most the run's length
     // (the bucket refills one unit in 72 s: a slow machine may see one more, never a fast one).
     expect(outcome.admitted).to.be.at.most(Math.floor(LIMIT + (LIMIT / 86_400_000) * (elapsedMs + 1000)));
     expect(outcome.admitted).to.be.above(0);

@@ -1,5 +1,5 @@
 /**
- * CONTRACT "Tenants: credentials limited to organisations", over real server processes: a platform
+ * Tenants: credentials limited to organisations (docs/tenants.md), over real server processes: a platform
  * credential (every organisation) and two teams' credentials, with API keys and with JWTs, over HTTP and
  * gRPC. Each team tries everything on its own and on the other team's policies, analytics, stream and
  * quota; every answer is collected into a table `attempt → status` that must equal the expected table

@@ -1,5 +1,5 @@
 /**
- * HTTP and gRPC give the same decision for the same input (CONTRACT.md "gRPC"): two DecisionServices
+ * HTTP and gRPC give the same decision for the same input (README "gRPC and Envoy"): two DecisionServices
  * with identical policies, separate in-memory counter stores, one shared clock and identically seeded
  * random sources; every request goes to both transports at the same instant and the decisions must be
  * equal field by field, for every algorithm and every action (plus shadow mode and no match).

@@ -130,7 +130,7 @@ describe('HTTP auth guard', () => {
       expect(accessOf('POST', '/rl/v1/check')).to.equal('decide');
       expect(accessOf('POST', '/rl/v1/acquire')).to.equal('decide');
       expect(accessOf('POST', '/rl/v1/release/')).to.equal('decide');
-      // CONTRACT: a refund takes the same credentials as check.
+      // docs/tenants.md: a refund takes the same credentials as check.
       expect(accessOf('POST', '/rl/v1/refund')).to.equal('decide');
       expect(accessOf('GET', '/rl/v1/policies')).to.equal('read');
       expect(accessOf('HEAD', '/rl/v1/policies/a')).to.equal('read');

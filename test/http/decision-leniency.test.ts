@@ -13,7 +13,7 @@ import { HTTP_PATHS, serveDecisions } from '../support/http-listeners.js';
 import { makePolicy } from '../support/policies.js';
 
 /**
- * CONTRACT "Strict policies, visible leniency", request side, through every HTTP way in: the Koa routes,
+ * Strict policies, visible leniency (README "Managing policies", "The request"), request side, through every HTTP way in: the Koa routes,
  * the decision fast path, and the sidecar (forwarding to a server). An empty body is a 400; an unknown
  * field is ignored and named in `metadata.ignored_fields`; HTTP method names compare case-insensitively.
  */

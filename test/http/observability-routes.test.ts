@@ -107,7 +107,7 @@ describe('http: /metrics and /rl/v1/analytics/summary', () => {
     expect(await res.json()).to.include({ status: 405 });
   });
 
-  it('GET /rl/v1/analytics/summary returns the summary of CONTRACT.md', async () => {
+  it('GET /rl/v1/analytics/summary returns the summary README "Observability" describes', async () => {
     const res = await fetch(`${base}/rl/v1/analytics/summary`);
     expect(res.status).to.equal(200);
     expect(res.headers.get('content-type')).to.match(/^application\/json/);

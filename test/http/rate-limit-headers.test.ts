@@ -3,7 +3,7 @@ import type { Decision } from '../../src/model/decision.js';
 import { limitingDecision } from '../../src/grpc/envoy.js';
 import { problemDetails, QUOTA_EXCEEDED_TYPE, renderRateLimitHeaderList, renderRateLimitHeaders } from '@rl/client/headers';
 
-/** Golden strings of CONTRACT "Rate-limit response headers", per algorithm and per kind of answer. */
+/** Golden strings of the rate-limit response headers (README "What a decision means"), per algorithm and per kind of answer. */
 
 function decision(overrides: Partial<Decision>): Decision {
   return {

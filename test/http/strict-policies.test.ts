@@ -15,7 +15,7 @@ import { parseBody, postJson } from '../support/http.js';
 import { servePolicyApi, type PolicyApi } from '../support/policy-api.js';
 
 /**
- * Policies are strict (CONTRACT "Strict policies"), over HTTP through the app: every unknown key of a
+ * Policies are strict (README "Managing policies"), over HTTP through the app: every unknown key of a
  * policy object is a 422 naming its path, with the nearest known key when one is close, on POST, PUT,
  * PATCH (the merged result) and /policies/validate, in the Policy shape and the quota shape.
  */

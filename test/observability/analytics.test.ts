@@ -9,7 +9,7 @@ const T0 = Date.parse('2030-01-02T03:04:05.000Z');
 const tagOf = (x: number): [key: string, value: string] => [`k${x % 3}`, String(x)];
 
 describe('observability/analytics', () => {
-  it('summarises totals, actions, policies and tags in the shape of CONTRACT.md', () => {
+  it('summarises totals, actions, policies and tags in the documented shape (README "Observability")', () => {
     const a = new Analytics({ now: () => T0 });
     a.record(allowedBy('p1', { tags: { env: 'prod', team: 'a' } }));
     a.record(allowedBy('p1', { tags: { env: 'prod' } }));
@@ -197,7 +197,7 @@ describe('observability/analytics', () => {
   });
 });
 
-/** What the analytics of `fixedEventSequence()` summarise (allowed + denied = total, shadow overlapping: CONTRACT "Outcomes: one meaning each"). */
+/** What the analytics of `fixedEventSequence()` summarise (allowed + denied = total, shadow overlapping: one meaning per outcome, docs/operations.md). */
 const PINNED_SUMMARY = {
   "since": "2030-01-02T03:04:05.000Z",
   "total": 40,

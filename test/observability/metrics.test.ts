@@ -32,7 +32,7 @@ const NAMES = [
 ];
 
 describe('observability/metrics', () => {
-  it('exposes every metric name of CONTRACT.md with its type, on its own registry', async () => {
+  it('exposes every metric name the README lists with its type, on its own registry', async () => {
     const m = new Metrics({ defaultMetrics: false });
     m.recordDecision(allowedBy('p1', { tenant_id: 't1' }));
     const text = await m.exposition();
@@ -204,7 +204,7 @@ rl_internal_errors_total{transport="grpc"} ${internalErrorCount('grpc')}
   });
 });
 
-/** What the metrics of `fixedEventSequence()` render: allowed and denied by the answer, shadow beside them (CONTRACT "Outcomes: one meaning each"). */
+/** What the metrics of `fixedEventSequence()` render: allowed and denied by the answer, shadow beside them (one meaning per outcome, docs/operations.md). */
 const PINNED_EXPOSITION = `# HELP rl_decisions_total Decisions made, by operation (check, acquire, release, refund) and outcome: allowed or denied (what was answered; their sum is every decision), and shadow (decisions a shadow policy would have limited, also counted as allowed or denied).
 # TYPE rl_decisions_total counter
 rl_decisions_total{operation="check",outcome="allowed"} 21

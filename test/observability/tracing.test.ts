@@ -1,5 +1,5 @@
 /**
- * OpenTelemetry traces (CONTRACT.md "Traces (OpenTelemetry)") from a real server process to a real
+ * OpenTelemetry traces (docs/tracing.md) from a real server process to a real
  * OTLP/HTTP receiver in this test process: the spans exported, their parents (a W3C traceparent on
  * HTTP, on both HTTP paths, and in gRPC metadata, rl.v1 and Envoy) and their attributes; in OTLP JSON
  * and in OTLP protobuf (the default protocol), decoded here by field number.

@@ -1,6 +1,6 @@
 /**
  * The Koa and Express middleware in real apps against a real server process, in memory mode and in
- * Redis mode: limits, every action, the CONTRACT headers and problem body, concurrency slots after
+ * Redis mode: limits, every action, the rate-limit headers and problem body, concurrency slots after
  * errors and aborts, and the token budget.
  */
 import { expect } from 'chai';
@@ -42,7 +42,7 @@ for (const mode of ['memory', 'redis'] as StoreMode[]) {
         const get = (path: string, user: string, headers: Record<string, string> = {}, signal?: AbortSignal) =>
           fetch(`${app.url}${path}`, { headers: { 'x-user': user, ...headers }, signal });
 
-        it('lets exactly `limit` requests through, then answers 429 with the CONTRACT headers and problem body', async () => {
+        it('lets exactly `limit` requests through, then answers 429 with the rate-limit headers and problem body', async () => {
           const user = freshUser();
           for (let i = 1; i <= 3; i++) {
             const res = await get('/deny', user);

@@ -217,7 +217,7 @@ const LB = { type: 'leaky_bucket', capacity: 5, rateUnits: 1, ratePeriodMs: 200 
 const Q = { type: 'quota', limit: 5, periodMs: 1000 } as const;
 const L = { type: 'concurrency', maxConcurrency: 2, leaseTtlMs: 1000 } as const;
 
-export const CONTRACT_SCENARIOS: Record<string, Scenario[]> = {
+export const COUNTER_SCENARIOS: Record<string, Scenario[]> = {
   fixed_window: [
     {
       name: 'a fresh key admits exactly limit, then denies until the window ends',

@@ -188,7 +188,7 @@ describe('RL_WORKERS=2: SIGTERM drains the whole group (real processes)', functi
       RL_WORKERS: '2',
       RL_COUNTERSTORE_ADDR: redis.url,
       RL_KEY_PREFIX: randomPrefix(),
-      // A shared counter store is seeded only from a file given explicitly (CONTRACT "Seeding").
+      // A shared counter store is seeded only from a file given explicitly (README "Configuration", `RL_POLICY_FILE`).
       RL_POLICY_FILE: join(REPO_ROOT, 'examples/policies.json'),
       RL_DATA_DIR: dir,
       RL_SHUTDOWN_DELAY_SECS: '5',
