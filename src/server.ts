@@ -1,9 +1,8 @@
 import http from 'node:http';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { Authenticator } from './auth/authenticator.js';
-import type { HttpTimeouts, ListenAddress, ServerConfig } from './config.js';
+import type { HttpTimeouts, ServerConfig } from './config.js';
 import type { CounterStore } from './counters/counter-store.js';
 import { MemoryCounterStore } from './counters/memory-store.js';
 import { CounterSnapshots, removeCounterSnapshot } from './counters/snapshot/counter-snapshots.js';
@@ -14,7 +13,7 @@ import { grpcAuthenticate } from './grpc/auth.js';
 import { bindGrpcServer, createGrpcServer, shutdownGrpcServer } from './grpc/server.js';
 import { createHttpListener } from './http/app.js';
 import { HttpAuth } from './http/auth-guard.js';
-import { Readiness } from './http/readiness.js';
+import { Readiness } from './lifecycle/readiness.js';
 import { analyticsRoutes } from './http/routes/analytics.js';
 import { dashboardAssetRoutes, dashboardStreamRoutes } from './http/routes/dashboard.js';
 import { DashboardHub } from './observability/dashboard-hub.js';
@@ -38,7 +37,8 @@ import { Explainer } from './decision/explainer.js';
 import { explainRoutes } from './http/routes/explain.js';
 import type { PolicyStore } from './policy-store/policy-store.js';
 import { RedisPolicyStore } from './policy-store/redis-policy-store.js';
-import { connectCounterStores } from './counter-stores.js';
+import { connectCounterStores } from './composition/counter-stores.js';
+import { closeGracefully, listen } from './lifecycle/listening.js';
 import { redactAddress } from './redis/redis-connection.js';
 import { grpcServerCredentials, httpsServerOptions, loadTlsMaterial } from './tls.js';
 import { log } from './util/log.js';
@@ -307,29 +307,5 @@ function invalidationNotifier(config: ServerConfig, metrics: Metrics): Invalidat
     token: config.invalidationToken,
     // The notifier itself logs each failure (with the target redacted).
     onFailure: () => metrics.countInvalidationFailure(),
-  });
-}
-
-export function listen(server: http.Server, address: ListenAddress): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(address.port, address.host, () => {
-      server.off('error', reject);
-      resolve((server.address() as AddressInfo).port);
-    });
-  });
-}
-
-/** Stops accepting, closes idle keep-alive sockets, and force-closes whatever is left after the deadline. */
-export function closeGracefully(server: http.Server, deadlineMs: number): Promise<void> {
-  return new Promise((resolve) => {
-    if (!server.listening) return resolve();
-    const timer = setTimeout(() => server.closeAllConnections(), deadlineMs);
-    timer.unref();
-    server.close(() => {
-      clearTimeout(timer);
-      resolve();
-    });
-    server.closeIdleConnections();
   });
 }

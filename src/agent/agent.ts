@@ -1,8 +1,8 @@
 import http from 'node:http';
 import type { RedisCounterStore } from '../counters/redis-store.js';
 import { DecisionService } from '../decision/decision-service.js';
-import { connectCounterStores } from '../counter-stores.js';
-import { closeGracefully, listen } from '../server.js';
+import { connectCounterStores } from '../composition/counter-stores.js';
+import { closeGracefully, listen } from '../lifecycle/listening.js';
 import { redactUrl } from '../util/fetch.js';
 import { log } from '../util/log.js';
 import { createAgentApp, type AgentCounters } from './agent-app.js';
