@@ -23,6 +23,7 @@ import { DeniedIdentities, bothRecorders } from './observability/denied-identiti
 import { Metrics } from './observability/metrics.js';
 import { ObservabilityRecorder } from './observability/recorder.js';
 import { startTracing } from './observability/start-tracing.js';
+import type { Tracing } from './observability/tracing.js';
 import { LiveMatcher } from './matching/live-matcher.js';
 import { loadPolicyFile } from './policy/policy-file.js';
 import { Explainer } from './decision/explainer.js';
@@ -92,9 +93,8 @@ interface StartParts {
   shutdown: ShutdownOrder;
 }
 
-/** The core, what observes it, both listeners; each piece joins the shutdown order as it opens. */
-async function startListening(config: ServerConfig, hooks: ServerHooks, parts: StartParts): Promise<Pick<RunningServer, 'httpPort' | 'grpcPort' | 'policies'>> {
-  const { tls, authenticator, readiness, shutdown } = parts;
+/** The core and what observes it (metrics, analytics, denied identities), over one live matcher. */
+async function observedCore(config: ServerConfig, authenticator: Authenticator, shutdown: ShutdownOrder) {
   const matcher = new LiveMatcher();
   const metrics = new Metrics({ labelCap: config.metricsLabelCap });
   // Per-organisation counts only where some credential can be limited to organisations (they cost a second count).
@@ -117,17 +117,24 @@ async function startListening(config: ServerConfig, hooks: ServerHooks, parts: S
     leaseEvents: (level, policyId) => metrics.leaseEvents(level, policyId),
     rlqsEvents: (status) => metrics.rlqsEvents(status),
   });
-  const { decisions, counters, redisCounters, regionCounters, snapshots, rlqs } = core;
+  if (config.policyFile === undefined) noteUnseeded(core.policies.store!);
+  return { core, metrics, analytics, viewOf, deniedIdentities };
+}
+
+type ObservedCore = Awaited<ReturnType<typeof observedCore>>;
+
+/** The core, what observes it, both listeners; each piece joins the shutdown order as it opens. */
+async function startListening(config: ServerConfig, hooks: ServerHooks, parts: StartParts): Promise<Pick<RunningServer, 'httpPort' | 'grpcPort' | 'policies'>> {
+  const { readiness, shutdown } = parts;
+  const observed = await observedCore(config, parts.authenticator, shutdown);
+  const { core, metrics, analytics, viewOf, deniedIdentities } = observed;
+  const { counters, regionCounters, rlqs } = core;
   const store = core.policies.store!;
   const policies = core.policies.service!;
-  if (config.policyFile === undefined) noteUnseeded(store);
   // Off without an OTLP endpoint: then nothing of OpenTelemetry is loaded and no transport calls it.
   const tracing = await startTracing(config.tracing && { ...config.tracing, serviceVersion: packageVersion() });
   if (tracing) shutdown.add('tracing', () => tracing.shutdown());
 
-  // Per-master health is the Redis connection's (the regional one with regions).
-  const counterStoreMasters = redisCounters && (() => redisCounters.health.states());
-  if (counterStoreMasters) metrics.watchCounterStoreMasters(counterStoreMasters);
   const regionName = config.region?.name;
   const region = regionCounters && regionName !== undefined ? () => regionStatus(regionName, regionCounters.globalStoreHealth(), regionCounters.shareStatus()) : undefined;
   // Ticks from now on, viewers or not: a dashboard opened later starts with the last hour.
@@ -143,7 +150,24 @@ async function startListening(config: ServerConfig, hooks: ServerHooks, parts: S
       if (event.local) notifier.notify({ policy_id: event.policy_id, change: event.change, version: event.version });
     });
   }
+  const ports = await openListeners(config, hooks, parts, { ...observed, tracing, hub, region });
+  core.start();
+  return { ...ports, policies };
+}
 
+/** HTTP and gRPC over the core, listening; they close first, draining RLQS streams as they do. */
+async function openListeners(
+  config: ServerConfig,
+  hooks: ServerHooks,
+  { tls, authenticator, readiness, shutdown }: StartParts,
+  { core, metrics, analytics, viewOf, tracing, hub, region }: ObservedCore & { tracing: Tracing | undefined; hub: DashboardHub; region: (() => ReturnType<typeof regionStatus>) | undefined },
+): Promise<{ httpPort: number; grpcPort: number }> {
+  const { decisions, matcher, redisCounters, snapshots, rlqs } = core;
+  const store = core.policies.store!;
+  const policies = core.policies.service!;
+  // Per-master health is the Redis connection's (the regional one with regions).
+  const counterStoreMasters = redisCounters && (() => redisCounters.health.states());
+  if (counterStoreMasters) metrics.watchCounterStoreMasters(counterStoreMasters);
   const listener = createHttpListener({
     decisions,
     readiness,
@@ -207,8 +231,7 @@ async function startListening(config: ServerConfig, hooks: ServerHooks, parts: S
     tracing: config.tracing ? config.tracing.protocol : 'off',
     ...(config.region && { region: config.region.name, global_store: redactAddress(config.region.globalStoreAddr) }),
   });
-  core.start();
-  return { httpPort, grpcPort, policies };
+  return { httpPort, grpcPort };
 }
 
 /**
