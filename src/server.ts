@@ -65,7 +65,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
   const readiness = new Readiness();
   // One order for a start-up that fails half-way and for the drain: what opened last closes first.
   const shutdown = new ShutdownOrder();
-  try {
+  return shutdown.opening(async () => {
     const listening = await startListening(config, hooks, { tls, authenticator, readiness, shutdown });
     readiness.markReady();
     let draining: Promise<void> | undefined;
@@ -80,10 +80,7 @@ export async function startServer(config: ServerConfig, hooks: ServerHooks = {})
       return draining;
     };
     return { ...listening, readiness, shutdown, drain };
-  } catch (error) {
-    await shutdown.close().catch(() => undefined);
-    throw error;
-  }
+  });
 }
 
 interface StartParts {

@@ -41,7 +41,7 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
   });
   // One order for a start-up that fails half-way and for the close: what opened last closes first.
   const shutdown = new ShutdownOrder();
-  try {
+  return shutdown.opening(async () => {
     // Redis-direct mode: the servers' core over the synced policies (with regions, as the region's servers).
     const core = config.counterStoreAddr ? await composeDecisionCore(config, { shutdown, matcher: sync.matcher, policies: { from: 'matcher' } }) : undefined;
     const { app, counters } = createAgentApp({
@@ -66,8 +66,5 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     const first = await sync.start();
     if (first.ok) log.info('policies synced', { policies: sync.status().policies });
     return { port, sync, counters, counterStore: core?.redisCounters, shutdown, close: () => shutdown.close() };
-  } catch (error) {
-    await shutdown.close().catch(() => undefined);
-    throw error;
-  }
+  });
 }

@@ -45,7 +45,7 @@ export async function createEmbeddedClient(options: EmbeddedClientOptions): Prom
   const seed = options.policies;
   // One order for a start-up that fails half-way and for close(): what opened last closes first.
   const shutdown = new ShutdownOrder();
-  try {
+  return shutdown.opening(async () => {
     const { decisions } = await composeDecisionCore(embeddedCoreSettings(options), {
       shutdown,
       // Redis mode follows every change the service's nodes make (pub/sub and the revision check).
@@ -53,10 +53,7 @@ export async function createEmbeddedClient(options: EmbeddedClientOptions): Prom
     });
     const warnings = new IgnoredFieldWarnings(options.logger === false ? undefined : (options.logger ?? consoleLogger));
     return new InProcessClient(decisions, warnings, () => shutdown.close());
-  } catch (error) {
-    await shutdown.close().catch(() => undefined);
-    throw error;
-  }
+  });
 }
 
 /** The service's own defaults (its settings table) for whatever the options leave out. */

@@ -22,6 +22,19 @@ export class ShutdownOrder {
     this.steps.push({ name, close });
   }
 
+  /**
+   * Runs `open`, which adds to this order as it opens things. When it fails half-way, what it had added is
+   * closed, and its error thrown.
+   */
+  async opening<T>(open: () => Promise<T>): Promise<T> {
+    try {
+      return await open();
+    } catch (error) {
+      await this.close().catch(() => undefined);
+      throw error;
+    }
+  }
+
   /** The steps' names in the order they will close. */
   names(): string[] {
     return this.steps.map((step) => step.name).reverse();

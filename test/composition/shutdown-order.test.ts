@@ -58,4 +58,24 @@ describe('ShutdownOrder', () => {
     expect(ran).to.deep.equal(['c', 'a']);
     expect(error).to.be.instanceOf(ShutdownError).and.to.have.deep.property('failed', ['b']);
   });
+
+  it('opening: a start-up that fails half-way closes what it had added and throws its own error; one that succeeds closes nothing', async () => {
+    const failing = new ShutdownOrder();
+    const closed: string[] = [];
+    const error = await failing
+      .opening(async () => {
+        failing.add('store', () => closed.push('store'));
+        failing.add('counters', () => closed.push('counters'));
+        throw new Error('the port is taken');
+      })
+      .catch((e: unknown) => e);
+    expect((error as Error).message).to.equal('the port is taken');
+    expect(closed).to.deep.equal(['counters', 'store']);
+
+    const working = new ShutdownOrder();
+    expect(await working.opening(async () => (working.add('store', () => closed.push('again')), 'started'))).to.equal('started');
+    expect(closed).to.deep.equal(['counters', 'store']);
+    await working.close();
+    expect(closed).to.deep.equal(['counters', 'store', 'again']);
+  });
 });
