@@ -15,7 +15,7 @@ import { SERVICE_NAMES, serviceDefinition } from '../../src/grpc/protos.js';
 import { createApp, createHttpListener } from '../../src/http/app.js';
 import { HttpAuth, httpAuthGuard } from '../../src/http/auth-guard.js';
 import { headersForMethod, newRequestId } from '../../src/http/headers.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { analyticsRoutes } from '../../src/http/routes/analytics.js';
 import { metricsRoutes } from '../../src/http/routes/metrics.js';
 import { Analytics } from '../../src/observability/analytics.js';
@@ -23,7 +23,7 @@ import { decisionsCounted, Metrics } from '../../src/observability/metrics.js';
 import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { startTracing } from '../../src/observability/start-tracing.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
-import { connectCounterStores } from '../../src/counter-stores.js';
+import { connectCounterStores } from '../../src/composition/counter-stores.js';
 import { FIXED_DECISION, HOT_KEY_POLICY, LEASE_POLICIES, REGION_POLICIES, REGION_WINDOW_POLICIES, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
 import { argOf, childMain, reportStats, send } from './common.js';
 

@@ -1,8 +1,8 @@
 import http from 'node:http';
 import type { RedisCounterStore } from '../counters/redis-store.js';
-import { DecisionService } from '../decision/decision-service.js';
-import { connectCounterStores } from '../counter-stores.js';
-import { closeGracefully, listen } from '../server.js';
+import { composeDecisionCore } from '../composition/decision-core.js';
+import { closeGracefully, listen } from '../lifecycle/listening.js';
+import { ShutdownOrder } from '../lifecycle/shutdown-order.js';
 import { redactUrl } from '../util/fetch.js';
 import { log } from '../util/log.js';
 import { createAgentApp, type AgentCounters } from './agent-app.js';
@@ -16,7 +16,9 @@ export interface RunningAgent {
   counters: AgentCounters;
   /** Set in Redis-direct mode. */
   counterStore: RedisCounterStore | undefined;
-  /** Stops syncing, lets in-flight requests finish (bounded by RL_DRAIN_SECS), closes Redis. */
+  /** What a close closes, in its order (the names of its steps). */
+  shutdown: Pick<ShutdownOrder, 'names'>;
+  /** Stops syncing, lets in-flight requests finish (bounded by RL_DRAIN_SECS), lets go of its units, closes Redis. */
   close(): Promise<void>;
 }
 
@@ -37,55 +39,32 @@ export async function startAgent(config: AgentConfig): Promise<RunningAgent> {
     headers: config.upstreamHeaders,
     timeoutMs: config.upstreamTimeoutMs,
   });
-  // With regions, as the region's servers: global budgets from the region's units, the rest in its store.
-  const stores = connectCounterStores(config);
-  const counterStore = stores?.redis;
-  const store = stores?.region ?? counterStore;
-  // Its DecisionService lets go of the units it holds (process leases, the region's) on policy changes and on close.
-  const local = store
-    ? new DecisionService({
-        policies: sync.matcher,
-        counters: store,
-        keyPrefix: config.keyPrefix,
-        region: config.region?.name,
-        leases: { maxWaitMs: config.leaseMaxWaitMs, takeTimeoutMs: config.counterStoreTimeoutMs },
-      })
-    : undefined;
-  const { app, counters } = createAgentApp({
-    sync,
-    upstream,
-    upstreamUrl: redactUrl(config.upstream),
-    local,
-    invalidateToken: config.invalidateToken,
-    maxBodyBytes: config.maxBodyBytes,
+  // One order for a start-up that fails half-way and for the close: what opened last closes first.
+  const shutdown = new ShutdownOrder();
+  return shutdown.opening(async () => {
+    // Redis-direct mode: the servers' core over the synced policies (with regions, as the region's servers).
+    const core = config.counterStoreAddr ? await composeDecisionCore(config, { shutdown, matcher: sync.matcher, policies: { from: 'matcher' } }) : undefined;
+    const { app, counters } = createAgentApp({
+      sync,
+      upstream,
+      upstreamUrl: redactUrl(config.upstream),
+      local: core?.decisions,
+      invalidateToken: config.invalidateToken,
+      maxBodyBytes: config.maxBodyBytes,
+    });
+    const server = http.createServer(app.callback());
+    shutdown.add('listener', () => closeGracefully(server, config.drainSecs * 1000));
+    const port = await listen(server, config.listen);
+    log.info('listening', {
+      http: port,
+      upstream: redactUrl(config.upstream),
+      mode: core ? 'redis' : 'forward',
+      sync_interval_secs: config.syncIntervalSecs,
+    });
+    // Stopped first on close: no sync changes the policies while the listener drains.
+    shutdown.add('policy sync', () => sync.stop());
+    const first = await sync.start();
+    if (first.ok) log.info('policies synced', { policies: sync.status().policies });
+    return { port, sync, counters, counterStore: core?.redisCounters, shutdown, close: () => shutdown.close() };
   });
-
-  const server = http.createServer(app.callback());
-  let port: number;
-  try {
-    port = await listen(server, config.listen);
-  } catch (error) {
-    await store?.close();
-    throw error;
-  }
-  log.info('listening', {
-    http: port,
-    upstream: redactUrl(config.upstream),
-    mode: local ? 'redis' : 'forward',
-    sync_interval_secs: config.syncIntervalSecs,
-  });
-  const first = await sync.start();
-  if (first.ok) log.info('policies synced', { policies: sync.status().policies });
-
-  let closing: Promise<void> | undefined;
-  const close = () => {
-    closing ??= (async () => {
-      sync.stop();
-      await closeGracefully(server, config.drainSecs * 1000);
-      await local?.letGoLeases();
-      await store?.close();
-    })();
-    return closing;
-  };
-  return { port, sync, counters, counterStore, close };
 }

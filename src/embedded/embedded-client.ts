@@ -11,17 +11,14 @@
  * implements the SDK's RateLimitClient; the SDK knows nothing of it.
  */
 import { IgnoredFieldWarnings, RateLimitInputError, consoleLogger, type ClientLogger, type Decision as ClientDecision, type RateLimitClient, type RequestContext as ClientContext } from '@rl/client';
-import type { CounterStore } from '../counters/counter-store.js';
-import { MemoryCounterStore } from '../counters/memory-store.js';
-import { connectRedisCounterStore } from '../counters/redis-store.js';
-import { DecisionService, type Operation } from '../decision/decision-service.js';
+import { composeDecisionCore, type CoreSettings } from '../composition/decision-core.js';
+import type { DecisionService, Operation } from '../decision/decision-service.js';
 import { RlError } from '../errors.js';
+import { ShutdownOrder } from '../lifecycle/shutdown-order.js';
 import { parseOperationContext } from '../model/request-context.js';
-import { LiveMatcher } from '../matching/live-matcher.js';
 import { loadPolicyFile, parsePolicyDocument } from '../policy/policy-file.js';
-import { PolicyService } from '../policy-service/policy-service.js';
 import type { Policy } from '../policy/types.js';
-import { RedisPolicyStore } from '../policy-store/redis-policy-store.js';
+import { SETTINGS } from '../settings.js';
 
 export interface EmbeddedClientOptions {
   /**
@@ -31,9 +28,9 @@ export interface EmbeddedClientOptions {
   policies?: string | unknown[] | { policies: unknown[] };
   /** The service's shared Redis: `RL_COUNTERSTORE_ADDR` syntax. Absent: memory mode. */
   redisAddr?: string;
-  /** The service's `RL_KEY_PREFIX` (default `rl:`): the same prefix shares its policies and counters. */
+  /** The service's `RL_KEY_PREFIX` (the same default): the same prefix shares its policies and counters. */
   keyPrefix?: string;
-  /** Redis command timeout, ms (the service's RL_COUNTERSTORE_TIMEOUT_MS; default 100). */
+  /** Redis command timeout, ms (the service's RL_COUNTERSTORE_TIMEOUT_MS, and its default). */
   commandTimeoutMs?: number;
   /** Where warnings go, as the SDK client's `logger` (default `console`; `false`: nowhere). */
   logger?: ClientLogger | false;
@@ -43,35 +40,31 @@ export interface EmbeddedClientOptions {
 export type EmbeddedClient = RateLimitClient;
 
 export async function createEmbeddedClient(options: EmbeddedClientOptions): Promise<EmbeddedClient> {
-  const keyPrefix = options.keyPrefix ?? 'rl:';
-  const matcher = new LiveMatcher();
-  const commandTimeoutMs = options.commandTimeoutMs ?? 100;
-  let counters: CounterStore;
-  let closePolicies: () => Promise<void>;
-  if (options.redisAddr !== undefined) {
-    const store = await RedisPolicyStore.open({ addr: options.redisAddr, keyPrefix });
-    const seed = options.policies;
-    if (seed !== undefined) await store.seedIfEmpty(() => policiesFrom(seed));
-    // Follows every change the service's nodes make (pub/sub and the revision check).
-    const policies = new PolicyService({ store, matcher });
-    counters = connectRedisCounterStore(options.redisAddr, { commandTimeoutMs });
-    closePolicies = async () => {
-      policies.close();
-      await store.close();
-    };
-  } else {
-    if (options.policies === undefined) throw new TypeError('policies: required in memory mode (no redisAddr)');
-    matcher.replace(policiesFrom(options.policies));
-    counters = new MemoryCounterStore();
-    closePolicies = async () => undefined;
-  }
-  const decisions = new DecisionService({ policies: matcher, counters, keyPrefix, leases: { takeTimeoutMs: commandTimeoutMs } });
-  const warnings = new IgnoredFieldWarnings(options.logger === false ? undefined : (options.logger ?? consoleLogger));
-  return new InProcessClient(decisions, warnings, async () => {
-    await closePolicies();
-    await decisions.letGoLeases();
-    await counters.close();
+  const redisAddr = options.redisAddr;
+  if (redisAddr === undefined && options.policies === undefined) throw new TypeError('policies: required in memory mode (no redisAddr)');
+  const seed = options.policies;
+  // One order for a start-up that fails half-way and for close(): what opened last closes first.
+  const shutdown = new ShutdownOrder();
+  return shutdown.opening(async () => {
+    const { decisions } = await composeDecisionCore(embeddedCoreSettings(options), {
+      shutdown,
+      // Redis mode follows every change the service's nodes make (pub/sub and the revision check).
+      policies: redisAddr === undefined ? { from: 'list', policies: policiesFrom(seed!) } : { from: 'store', seed: seed === undefined ? undefined : () => policiesFrom(seed) },
+    });
+    const warnings = new IgnoredFieldWarnings(options.logger === false ? undefined : (options.logger ?? consoleLogger));
+    return new InProcessClient(decisions, warnings, () => shutdown.close());
   });
+}
+
+/** The service's own defaults (its settings table) for whatever the options leave out. */
+export function embeddedCoreSettings(options: EmbeddedClientOptions): CoreSettings {
+  return {
+    counterStoreAddr: options.redisAddr,
+    keyPrefix: options.keyPrefix ?? SETTINGS.RL_KEY_PREFIX.default,
+    counterStoreTimeoutMs: options.commandTimeoutMs ?? SETTINGS.RL_COUNTERSTORE_TIMEOUT_MS.default,
+    leaseMaxWaitMs: SETTINGS.RL_LEASE_MAX_WAIT_MS.default,
+    denyCache: { size: SETTINGS.RL_DENY_CACHE_SIZE.default, maxAgeMs: SETTINGS.RL_DENY_CACHE_MAX_AGE_MS.default },
+  };
 }
 
 function policiesFrom(source: NonNullable<EmbeddedClientOptions['policies']>): Policy[] {

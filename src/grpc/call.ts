@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { RlError, invalidField } from '../errors.js';
-import type { Readiness } from '../http/readiness.js';
+import type { Readiness } from '../lifecycle/readiness.js';
 import type { Actor } from '../model/org-scope.js';
 import type { GrpcAuthenticate } from './auth.js';
 import { MalformedRequest } from './protos.js';

@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import type { Readiness, ReadinessState } from '../http/readiness.js';
+import type { Readiness, ReadinessState } from '../lifecycle/readiness.js';
 
 /**
  * The standard grpc.health.v1.Health service, fed by the same Readiness as /readyz: SERVING while

@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { DecisionService, Operation } from '../decision/decision-service.js';
 import type { MatcherSource } from '../matching/live-matcher.js';
-import type { Readiness } from '../http/readiness.js';
+import type { Readiness } from '../lifecycle/readiness.js';
 import type { Decision } from '../model/decision.js';
 import { requireUnrestricted, scopeDecisionOrg } from '../model/org-scope.js';
 import { CONTEXT_STRING_FIELDS, parseOperationContext } from '../model/request-context.js';

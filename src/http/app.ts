@@ -9,7 +9,7 @@ import { withDecisionFastPath } from './decision-fast-path.js';
 import { conditionalGet } from './conditional-get.js';
 import { errorHandler } from './errors.js';
 import { responseHeaders } from './headers.js';
-import type { Readiness } from './readiness.js';
+import type { Readiness } from '../lifecycle/readiness.js';
 import { decisionRoutes } from './routes/decisions.js';
 import { healthRoutes } from './routes/health.js';
 

@@ -5,7 +5,7 @@
  */
 import { expect } from 'chai';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { Analytics } from '../../src/observability/analytics.js';
 import { DashboardHub, type DashboardStreamDeps } from '../../src/observability/dashboard-hub.js';
 import { Metrics } from '../../src/observability/metrics.js';

@@ -8,7 +8,7 @@ import { Value } from '@sinclair/typebox/value';
 import { expect } from 'chai';
 import type { Hello as PageHello, Snapshot as PageSnapshot } from '../../dashboard/src/types.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { Analytics } from '../../src/observability/analytics.js';
 import { DashboardHub, type DashboardHello, type DashboardSnapshot } from '../../src/observability/dashboard-hub.js';
 import { Metrics } from '../../src/observability/metrics.js';

@@ -14,7 +14,7 @@ import { DecisionService } from '../../src/decision/decision-service.js';
 import { RlError } from '../../src/errors.js';
 import { createApp, createHttpListener } from '../../src/http/app.js';
 import { HttpAuth } from '../../src/http/auth-guard.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { DASHBOARD_CSP, dashboardAssetRoutes, dashboardStreamRoutes } from '../../src/http/routes/dashboard.js';
 import { DashboardHub } from '../../src/observability/dashboard-hub.js';
 import type { SeriesHistory } from '../../src/schema/dashboard-stream.js';

@@ -11,7 +11,7 @@ import {
   type GrpcAuthenticate,
   type Principal,
 } from '../../src/grpc/server.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { INVALID_FIELD_METADATA_KEY } from '../../src/grpc/status.js';
 import type { Decision } from '../../src/model/decision.js';
 import type { RequestContext } from '../../src/model/request-context.js';

@@ -9,7 +9,7 @@ import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { createGrpcServer, bindGrpcServer, shutdownGrpcServer, type GrpcAuthenticate } from '../../src/grpc/server.js';
 import { PROTO_DIR, PROTO_FILES } from '../../src/grpc/protos.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 

@@ -7,7 +7,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
 import { createApp } from '../../src/http/app.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { ALGORITHM_TYPES, LIMIT_ACTIONS } from '../../src/policy/types.js';
 import type { Decision } from '../../src/model/decision.js';
 import type { Policy } from '../../src/policy/types.js';

@@ -4,7 +4,7 @@ import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { bindGrpcServer, createGrpcServer, shutdownGrpcServer } from '../../src/grpc/server.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { RlqsHub } from '../../src/lease/rlqs-hub.js';
 import type { RlqsEvents } from '../../src/lease/rlqs-stream.js';
 import { systemClock, type LapseReason } from '../../src/lease/types.js';

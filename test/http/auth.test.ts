@@ -9,7 +9,7 @@ import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { createApp, createHttpListener } from '../../src/http/app.js';
 import { accessOf, HttpAuth, httpAuthGuard } from '../../src/http/auth-guard.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { setLogLevel } from '../../src/util/log.js';
 

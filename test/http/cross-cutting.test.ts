@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { gzipSync } from 'node:zlib';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { parseBody, serve, type TestServer } from '../support/http.js';
 import { HTTP_PATHS } from '../support/http-listeners.js';

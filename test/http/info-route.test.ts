@@ -5,7 +5,7 @@
  */
 import { Value } from '@sinclair/typebox/value';
 import { expect } from 'chai';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { createApp } from '../../src/http/app.js';
 import { infoRoutes, type LiveInfo } from '../../src/http/routes/info.js';
 import { Metrics } from '../../src/observability/metrics.js';

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { createApp } from '../../src/http/app.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { analyticsRoutes } from '../../src/http/routes/analytics.js';
 import { metricsRoutes } from '../../src/http/routes/metrics.js';
 import { Analytics } from '../../src/observability/analytics.js';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { createApp } from '../../src/http/app.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { OPENAPI_PATH, openApiRoutes } from '../../src/http/routes/openapi.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';

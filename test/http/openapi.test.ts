@@ -12,7 +12,7 @@ import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { createHttpListener } from '../../src/http/app.js';
 import { HttpAuth } from '../../src/http/auth-guard.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { analyticsRoutes } from '../../src/http/routes/analytics.js';
 import { dashboardStreamRoutes } from '../../src/http/routes/dashboard.js';
 import { DashboardHub } from '../../src/observability/dashboard-hub.js';

@@ -9,7 +9,7 @@ import { ConfigError, loadServerConfig } from '../../src/config.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { createApp } from '../../src/http/app.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { ensureTlsMinimumDefault, grpcServerCredentials, httpsServerOptions, loadTlsMaterial, type TlsMaterial } from '../../src/tls.js';

@@ -14,7 +14,7 @@ import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { ProcessLeases } from '../../src/lease/process-leases.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { createEmbeddedClient } from '../../src/embedded/index.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { envoyClient, rateLimitClient, startGrpc, unary } from '../grpc/helpers.js';
 import { HTTP_PATHS } from '../support/http-listeners.js';

@@ -6,7 +6,7 @@ import { createApp, createHttpListener, type AppDeps } from '../../src/http/app.
 import { HttpAuth } from '../../src/http/auth-guard.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 import { serve, type TestServer } from './http.js';

@@ -5,7 +5,7 @@ import type Koa from 'koa';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { createApp } from '../../src/http/app.js';
-import { Readiness } from '../../src/http/readiness.js';
+import { Readiness } from '../../src/lifecycle/readiness.js';
 import { policyRoutes } from '../../src/http/routes/policies.js';
 import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';

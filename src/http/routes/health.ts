@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import type { Readiness } from '../readiness.js';
+import type { Readiness } from '../../lifecycle/readiness.js';
 import { sendError } from '../errors.js';
 
 /** Unprefixed operational probes. /healthz: the process is alive. /readyz: send traffic here. */
