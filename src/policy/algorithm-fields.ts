@@ -1,5 +1,5 @@
 import { describe } from '../model/request-context.js';
-import { ALGORITHM_KEYS, ANY_ALGORITHM_KEYS, MAX_SUB_WINDOWS } from '../schema/policy.js';
+import { ALGORITHM_KEYS, ANY_ALGORITHM_KEYS, MAX_SUB_WINDOWS, SAMPLE_RATE } from '../schema/policy.js';
 import { parseDuration } from '../util/duration.js';
 import { isObject } from '../util/json-shape.js';
 import { nearestKey } from '../util/nearest-key.js';
@@ -156,10 +156,10 @@ export function validateAlgorithm(v: unknown, action: LimitAction | undefined, e
   out.cost_per_request = posInt('cost_per_request', false, 'a positive integer (units per unit of quantity)');
   const rate = field('sample_rate');
   if (rate !== undefined) {
-    if (typeof rate === 'number' && Number.isFinite(rate) && rate >= 0 && rate <= 1) out.sample_rate = rate;
-    else fail('sample_rate', `must be a number from 0 to 1, got ${describe(rate)}`);
+    if (typeof rate === 'number' && Number.isFinite(rate) && rate >= SAMPLE_RATE.minimum && rate <= SAMPLE_RATE.maximum) out.sample_rate = rate;
+    else fail('sample_rate', `must be a number from ${SAMPLE_RATE.minimum} to ${SAMPLE_RATE.maximum}, got ${describe(rate)}`);
   } else if (action === 'sample') {
-    fail('sample_rate', 'is required when action is sample (the fraction of over-limit requests let through, 0 to 1)');
+    fail('sample_rate', `is required when action is sample (the fraction of over-limit requests let through, ${SAMPLE_RATE.minimum} to ${SAMPLE_RATE.maximum})`);
   }
 
   if (!ok || type === undefined) return undefined;

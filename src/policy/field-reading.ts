@@ -1,5 +1,5 @@
 import { describe } from '../model/request-context.js';
-import { LAYER_PATTERN } from '../schema/policy.js';
+import { LAYER_MAX_LENGTH, LAYER_PATTERN } from '../schema/policy.js';
 
 /** How the policy validator reads one field of a decoded body, and reports a problem with it. */
 
@@ -24,7 +24,7 @@ export function oneOf<T extends string>(values: readonly T[]): string {
 export function validateLayer(v: unknown, err: ErrFn): string | undefined {
   if (v === undefined) return undefined;
   if (typeof v === 'string' && LAYER_PATTERN.test(v)) return v;
-  err('layer', `must be 1–32 characters of a–z 0–9 _ - starting with a letter (such as "platform"), got ${describe(v)}`);
+  err('layer', `must be 1–${LAYER_MAX_LENGTH} characters of a–z 0–9 _ - starting with a letter (such as "platform"), got ${describe(v)}`);
   return undefined;
 }
 

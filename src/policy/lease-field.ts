@@ -1,5 +1,5 @@
 import { describe } from '../model/request-context.js';
-import { LEASE_KEYS, LEASE_MAX_HOLD_MS, LEASE_MAX_UNITS } from '../schema/policy.js';
+import { LEASE_KEYS, LEASE_MAX_HOLD_MS, LEASE_MAX_HOLD_TEXT, LEASE_MAX_UNITS } from '../schema/policy.js';
 import { parseDuration } from '../util/duration.js';
 import { isObject } from '../util/json-shape.js';
 import { own, type ErrFn } from './field-reading.js';
@@ -30,7 +30,7 @@ export function validateLease(v: unknown, algorithmType: AlgorithmType | undefin
     const parsed = parseDuration(hold);
     const ms = 'ms' in parsed ? parsed.ms : NaN;
     if (typeof hold === 'string' && ms >= LEASE_MAX_HOLD_MS.min && ms <= LEASE_MAX_HOLD_MS.max) lease.max_hold = hold;
-    else err('lease.max_hold', `must be a duration from 100ms to 60s (such as "1s"), got ${describe(hold)}`);
+    else err('lease.max_hold', `must be a duration from ${LEASE_MAX_HOLD_TEXT.min} to ${LEASE_MAX_HOLD_TEXT.max} (such as "${LEASE_MAX_HOLD_TEXT.default}"), got ${describe(hold)}`);
   }
   return lease;
 }

@@ -8,7 +8,8 @@ import { unknownFieldErrors } from './unknown-fields.js';
 export function validateSourceIpPrefix(v: unknown, err: ErrFn): SourceIpPrefix | undefined {
   if (v === undefined) return undefined;
   if (!isObject(v)) {
-    err('source_ip_prefix', `must be an object {"v4": 8–32, "v6": 16–128}, got ${describe(v)}`);
+    const { v4, v6 } = SOURCE_IP_PREFIX_BOUNDS;
+    err('source_ip_prefix', `must be an object {"v4": ${v4.minimum}–${v4.maximum}, "v6": ${v6.minimum}–${v6.maximum}}, got ${describe(v)}`);
     return undefined;
   }
   const prefix: SourceIpPrefix = { ...DEFAULT_SOURCE_IP_PREFIX };

@@ -44,8 +44,5 @@ export interface LeaseConfig {
   max_hold?: string;
 }
 
-/** One field-level validation problem; `field` is a dotted path such as `algorithm.window`. */
-export interface FieldError {
-  field: string;
-  message: string;
-}
+/** One field-level validation problem: the API's error shape (schema/errors.ts). */
+export type { FieldError } from '../schema/errors.js';

@@ -3,6 +3,7 @@ import {
   MAX_DESCRIPTION_LENGTH,
   MAX_NAME_LENGTH,
   MAX_SUB_WINDOWS,
+  POLICY_ID_MAX_LENGTH,
   POLICY_ID_PATTERN,
   ROLLOUT_PERCENT,
   SEVERITY_LEVELS,
@@ -91,7 +92,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
   } else if (!POLICY_ID_PATTERN.test(rawId)) {
     err(
       'policy_id',
-      `must be 1–128 characters of A–Z a–z 0–9 . _ : - starting with a letter or digit, got ${describe(rawId)}`,
+      `must be 1–${POLICY_ID_MAX_LENGTH} characters of A–Z a–z 0–9 . _ : - starting with a letter or digit, got ${describe(rawId)}`,
     );
   } else {
     policyId = rawId;
