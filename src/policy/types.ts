@@ -1,4 +1,4 @@
-import type { AlgorithmFields, PolicyFields } from '@rl/client/admin-client';
+import type { AlgorithmFields, PolicyFields, PolicyLease } from '@rl/client/admin-client';
 import type { ALGORITHM_TYPES, BUDGETS, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../schema/policy.js';
 
 // The value lists live with the API's shapes; re-exported for the policy code that reads them.
@@ -39,10 +39,7 @@ export interface Policy extends PolicyFields {
 }
 
 /** `"lease"` on a policy as written (durations as strings); defaults max_units 100, max_hold 1s. */
-export interface LeaseConfig {
-  max_units?: number;
-  max_hold?: string;
-}
+export type LeaseConfig = PolicyLease;
 
 /** One field-level validation problem: the API's error shape (schema/errors.ts). */
 export type { FieldError } from '../schema/errors.js';
