@@ -1,8 +1,8 @@
 import { describe } from '../model/request-context.js';
-import { ALGORITHM_KEYS, ANY_ALGORITHM_KEYS, MAX_SUB_WINDOWS, SAMPLE_RATE } from '../schema/policy.js';
-import { parseDuration } from '../util/duration.js';
+import { ALGORITHM_KEYS, ANY_ALGORITHM_KEYS, SAMPLE_RATE } from '../schema/policy.js';
 import { isObject } from '../util/json-shape.js';
 import { nearestKey } from '../util/nearest-key.js';
+import { algorithmFieldReader, leaseTtl, subWindowCount, type AlgorithmFieldReader } from './algorithm-field-reader.js';
 import { validateCalendarFields } from './calendar-fields.js';
 import { oneOf, own, type ErrFn } from './field-reading.js';
 import { ALGORITHM_TYPES, type AlgorithmConfig, type AlgorithmType, type LimitAction } from './types.js';
@@ -42,44 +42,29 @@ export function validateAlgorithm(v: unknown, action: LimitAction | undefined, e
     err(e.field, e.message);
     ok = false;
   }
-  const field = (k: keyof AlgorithmConfig): unknown => (applies.includes(k) ? own(v, k) : undefined);
-  const kind = type ?? 'this algorithm';
+  const reader = algorithmFieldReader(v, type ?? 'this algorithm', applies, fail);
+  const { field, posInt } = reader;
   const out: AlgorithmConfig = { type: type! };
+  readTypeFields(type, reader, fail, out);
 
-  const posInt = (k: keyof AlgorithmConfig, required: boolean, what = 'a positive integer'): number | undefined => {
-    const x = field(k);
-    if (x === undefined) {
-      if (required) fail(k, `is required for ${kind} (${what})`);
-      return undefined;
-    }
-    if (typeof x === 'number' && Number.isSafeInteger(x) && x > 0) return x;
-    fail(k, `must be ${what}, got ${describe(x)}`);
-    return undefined;
-  };
-  const posRate = (k: 'refill_rate' | 'leak_rate'): number | undefined => {
-    const x = field(k);
-    if (x === undefined) return undefined;
-    if (typeof x === 'number' && Number.isFinite(x) && x > 0) return x;
-    fail(k, `must be a positive number (units per second), got ${describe(x)}`);
-    return undefined;
-  };
-  const duration = (k: 'window' | 'quota_period', required: boolean): { text: string; ms: number } | undefined => {
-    const x = field(k);
-    if (x === undefined) {
-      if (required) fail(k, `is required for ${kind} (a duration string such as "10s", "1m", "1h")`);
-      return undefined;
-    }
-    if (typeof x === 'number') {
-      fail(k, `must be a duration string such as "${x}s" or "${x}ms" (a bare number is ambiguous), got ${describe(x)}`);
-      return undefined;
-    }
-    const parsed = parseDuration(x);
-    if ('error' in parsed) {
-      fail(k, typeof x === 'string' ? parsed.error : `${parsed.error}, got ${describe(x)}`);
-      return undefined;
-    }
-    return { text: x as string, ms: parsed.ms };
-  };
+  out.cost_per_request = posInt('cost_per_request', false, 'a positive integer (units per unit of quantity)');
+  const rate = field('sample_rate');
+  if (rate !== undefined) {
+    if (typeof rate === 'number' && Number.isFinite(rate) && rate >= SAMPLE_RATE.minimum && rate <= SAMPLE_RATE.maximum) out.sample_rate = rate;
+    else fail('sample_rate', `must be a number from ${SAMPLE_RATE.minimum} to ${SAMPLE_RATE.maximum}, got ${describe(rate)}`);
+  } else if (action === 'sample') {
+    fail('sample_rate', `is required when action is sample (the fraction of over-limit requests let through, ${SAMPLE_RATE.minimum} to ${SAMPLE_RATE.maximum})`);
+  }
+
+  if (!ok || type === undefined) return undefined;
+  // Drop the keys left undefined so the stored algorithm holds exactly what applies.
+  for (const k of Object.keys(out) as (keyof AlgorithmConfig)[]) if (out[k] === undefined) delete out[k];
+  return out;
+}
+
+/** The fields of one algorithm type into `out`, each checked (a type not known: every field for its form alone). */
+function readTypeFields(type: AlgorithmType | undefined, reader: AlgorithmFieldReader, fail: ErrFn, out: AlgorithmConfig): void {
+  const { field, posInt, posRate, duration } = reader;
   switch (type) {
     case undefined: {
       // Each field a known type would read, checked for its form alone (nothing is required).
@@ -152,43 +137,4 @@ export function validateAlgorithm(v: unknown, action: LimitAction | undefined, e
       break;
     }
   }
-
-  out.cost_per_request = posInt('cost_per_request', false, 'a positive integer (units per unit of quantity)');
-  const rate = field('sample_rate');
-  if (rate !== undefined) {
-    if (typeof rate === 'number' && Number.isFinite(rate) && rate >= SAMPLE_RATE.minimum && rate <= SAMPLE_RATE.maximum) out.sample_rate = rate;
-    else fail('sample_rate', `must be a number from ${SAMPLE_RATE.minimum} to ${SAMPLE_RATE.maximum}, got ${describe(rate)}`);
-  } else if (action === 'sample') {
-    fail('sample_rate', `is required when action is sample (the fraction of over-limit requests let through, ${SAMPLE_RATE.minimum} to ${SAMPLE_RATE.maximum})`);
-  }
-
-  if (!ok || type === undefined) return undefined;
-  // Drop the keys left undefined so the stored algorithm holds exactly what applies.
-  for (const k of Object.keys(out) as (keyof AlgorithmConfig)[]) if (out[k] === undefined) delete out[k];
-  return out;
-}
-
-/** `sub_window_count` (absent: undefined), which must divide the window evenly. */
-export function subWindowCount(subs: unknown, window: { ms: number } | undefined, fail: ErrFn): number | undefined {
-  if (subs === undefined) return undefined;
-  if (typeof subs !== 'number' || !Number.isInteger(subs) || subs < 1 || subs > MAX_SUB_WINDOWS) {
-    fail('sub_window_count', `must be an integer from 1 to ${MAX_SUB_WINDOWS}, got ${describe(subs)}`);
-  } else if (window && window.ms % subs !== 0) {
-    fail('sub_window_count', `must divide the window (${window.ms}ms) evenly, got ${subs}`);
-  } else return subs;
-  return undefined;
-}
-
-/** concurrency's `lease_ttl` (absent: undefined): a duration string or whole seconds, kept as given. */
-export function leaseTtl(ttl: unknown, fail: ErrFn): string | number | undefined {
-  if (ttl === undefined) return undefined;
-  if (typeof ttl === 'number') {
-    if (Number.isSafeInteger(ttl) && ttl > 0 && Number.isSafeInteger(ttl * 1000)) return ttl;
-    fail('lease_ttl', `must be a duration string or a positive whole number of seconds, got ${describe(ttl)}`);
-    return undefined;
-  }
-  const parsed = parseDuration(ttl);
-  if (!('error' in parsed)) return ttl as string;
-  fail('lease_ttl', typeof ttl === 'string' ? parsed.error : `must be a duration string or a positive whole number of seconds, got ${describe(ttl)}`);
-  return undefined;
 }
