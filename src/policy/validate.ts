@@ -3,9 +3,7 @@ import {
   MAX_DESCRIPTION_LENGTH,
   MAX_NAME_LENGTH,
   MAX_SUB_WINDOWS,
-  POLICY_ID_MAX_LENGTH,
   POLICY_ID_PATTERN,
-  ROLLOUT_PERCENT,
   SEVERITY_LEVELS,
   POLICY_KEYS,
 } from '../schema/policy.js';
@@ -16,6 +14,7 @@ import { enumField, optionalString, own, unixField, validateLayer, type Obj } fr
 import { validateLease } from './lease-field.js';
 import { validateMetadata } from './metadata-field.js';
 import { isQuotaShaped, quotaBodyErrors, quotaBodyToPolicy } from './quota-alias.js';
+import { enabledField, policyIdField, priorityField, rolloutPercentField } from './scalar-fields.js';
 import { validateScope } from './scope-field.js';
 import { validateSourceIpPrefix } from './source-ip-prefix-field.js';
 import { unknownFieldErrors } from './unknown-fields.js';
@@ -82,38 +81,13 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
   const requireId = options.requireId ?? true;
   errors.push(...unknownFieldErrors(raw, POLICY_KEYS, '', 'policy'));
 
-  // policy_id
-  let policyId = '';
-  const rawId = own(raw, 'policy_id');
-  if (rawId === undefined) {
-    if (requireId) err('policy_id', 'is required');
-  } else if (typeof rawId !== 'string') {
-    err('policy_id', `must be a string, got ${describe(rawId)}`);
-  } else if (!POLICY_ID_PATTERN.test(rawId)) {
-    err(
-      'policy_id',
-      `must be 1–${POLICY_ID_MAX_LENGTH} characters of A–Z a–z 0–9 . _ : - starting with a letter or digit, got ${describe(rawId)}`,
-    );
-  } else {
-    policyId = rawId;
-  }
+  const policyId = policyIdField(raw, requireId, err);
 
   const name = optionalString(raw, 'name', MAX_NAME_LENGTH, err) ?? policyId;
   const description = optionalString(raw, 'description', MAX_DESCRIPTION_LENGTH, err) ?? '';
 
-  let enabled = true;
-  const rawEnabled = own(raw, 'enabled');
-  if (rawEnabled !== undefined) {
-    if (typeof rawEnabled === 'boolean') enabled = rawEnabled;
-    else err('enabled', `must be true or false, got ${describe(rawEnabled)}`);
-  }
-
-  let priority = 0;
-  const rawPriority = own(raw, 'priority');
-  if (rawPriority !== undefined) {
-    if (typeof rawPriority === 'number' && Number.isSafeInteger(rawPriority)) priority = rawPriority;
-    else err('priority', `must be an integer between ${Number.MIN_SAFE_INTEGER} and ${Number.MAX_SAFE_INTEGER}, got ${describe(rawPriority)}`);
-  }
+  const enabled = enabledField(raw, err);
+  const priority = priorityField(raw, err);
 
   const action = enumField(raw, 'action', LIMIT_ACTIONS, 'deny', err);
   const failureMode = enumField<FailureMode>(raw, 'failure_mode', FAILURE_MODES, 'fail_open', err);
@@ -122,15 +96,7 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
   const budget = own(raw, 'budget') === undefined ? undefined : enumField<Budget>(raw, 'budget', BUDGETS, 'regional', err);
   const layer = validateLayer(own(raw, 'layer'), err);
 
-  let rolloutPercent = 100;
-  const rawRollout = own(raw, 'rollout_percent');
-  if (rawRollout !== undefined) {
-    if (typeof rawRollout === 'number' && Number.isInteger(rawRollout) && rawRollout >= ROLLOUT_PERCENT.minimum && rawRollout <= ROLLOUT_PERCENT.maximum) {
-      rolloutPercent = rawRollout;
-    } else {
-      err('rollout_percent', `must be an integer from ${ROLLOUT_PERCENT.minimum} to ${ROLLOUT_PERCENT.maximum}, got ${describe(rawRollout)}`);
-    }
-  }
+  const rolloutPercent = rolloutPercentField(raw, err);
 
   const validFrom = unixField(raw, 'valid_from_unix', err);
   const validTo = unixField(raw, 'valid_to_unix', err);
