@@ -12,8 +12,9 @@ export type EnforcementMode = (typeof ENFORCEMENT_MODES)[number];
 
 /**
  * Algorithm configuration as written in policy files (the public format: durations are strings).
- * Which fields apply depends on `type`; see docs/algorithms.md. The fields are the SDK's,
- * so a client's policies and the server's cannot name them differently.
+ * Which fields apply depends on `type`; see docs/algorithms.md. The fields are the SDK's, which are
+ * generated from the schema (scripts/generate-policy-types.ts), so the schema, a client's policies and
+ * the server's cannot name them differently.
  */
 export interface AlgorithmConfig extends AlgorithmFields {
   type: AlgorithmType;
@@ -23,8 +24,8 @@ export interface AlgorithmConfig extends AlgorithmFields {
 export type { PolicyScope } from '@rl/client/admin-client';
 
 /**
- * A stored, normalised policy: every defaulted field is present. The fields are the SDK's Policy shape,
- * narrowed to the values the server knows exactly.
+ * A stored, normalised policy: every defaulted field is present. The fields are the SDK's Policy shape
+ * (generated from schema/policy.ts), narrowed to the values the server knows exactly.
  */
 export interface Policy extends PolicyFields {
   algorithm: AlgorithmConfig;
