@@ -11,7 +11,9 @@
  * sent as `If-Match: "N"`), so a change made by someone else in between is a 409, not an overwrite.
  */
 
-import type { ContextStringField } from './types.js';
+// The policy's shape is generated from the server's schema (scripts/generate-policy-types.ts).
+import type { AlgorithmFields, PolicyFields } from './policy-types.generated.js';
+export type { AlgorithmFields, CalendarUnit, PolicyFields, PolicyLease, PolicyScope } from './policy-types.generated.js';
 
 export interface AdminClientOptions {
   /** Base URL of the service, e.g. `http://127.0.0.1:8080` (a trailing `/` is ignored). */
@@ -26,36 +28,6 @@ export interface AdminClientOptions {
   fetch?: typeof fetch;
 }
 
-/**
- * The settings of a policy's algorithm (docs/algorithms.md), as policy files write them
- * (durations are strings); which apply depends on the algorithm's type. The server's AlgorithmConfig
- * (src/policy/types.ts) is these with its own list of types.
- */
-export interface AlgorithmFields {
-  limit?: number;
-  /** A duration string such as `1m`. */
-  window?: string;
-  sub_window_count?: number;
-  burst?: number;
-  refill_rate?: number;
-  leak_rate?: number;
-  max_concurrency?: number;
-  /** Lease time-to-live: a duration string, or a whole number of seconds. Default 120 seconds. */
-  lease_ttl?: string | number;
-  quota_period?: string;
-  /**
-   * fixed_window and quota: count per calendar period (hour, day, week from Monday, month or year) in
-   * `timezone` instead of a `window` or `quota_period`.
-   */
-  calendar?: CalendarUnit;
-  /** With `calendar`: an IANA time zone name such as `Europe/Berlin`. Default `UTC`. */
-  timezone?: string;
-  cost_per_request?: number;
-  sample_rate?: number;
-}
-
-/** The calendar periods a fixed_window or quota may count in (`calendar`). */
-export type CalendarUnit = 'hour' | 'day' | 'week' | 'month' | 'year';
 
 /**
  * How a calendar policy's period reads, e.g. "per calendar month, Europe/Berlin"; undefined for an
@@ -71,46 +43,6 @@ export interface PolicyAlgorithm extends AlgorithmFields {
   /** fixed_window, sliding_window_log, sliding_window_counter, token_bucket, leaky_bucket, concurrency or quota. */
   type: string;
   [field: string]: unknown;
-}
-
-/** What a policy matches: an exact value or `*` per request field (all but request_id), and tags. */
-export type PolicyScope = { [K in Exclude<ContextStringField, 'request_id'>]?: string } & { tags?: Record<string, string> };
-
-/**
- * The Policy shape of the contract, every default applied. The server's own Policy type
- * (src/policy/types.ts) is these fields with its exact lists of actions, modes and algorithm types.
- */
-export interface PolicyFields {
-  policy_id: string;
-  name: string;
-  description: string;
-  enabled: boolean;
-  priority: number;
-  scope: PolicyScope;
-  algorithm: AlgorithmFields & { type: string };
-  /** What happens past the limit: deny, delay, drop, sample, downgrade or drop_low_priority. */
-  action: string;
-  failure_mode: 'fail_open' | 'fail_closed';
-  enforcement_mode: 'enforce' | 'shadow';
-  rollout_percent: number;
-  metadata: Record<string, string>;
-  /** With `scope.source_ip: "*"`: count each client network, IPv4 by /v4 and IPv6 by /v6 (default 32 and 56). */
-  source_ip_prefix?: { v4: number; v6: number };
-  /** Unix seconds; 0 = unbounded. */
-  valid_from_unix: number;
-  valid_to_unix: number;
-  /** `regional` (default: each region enforces `limit` alone) or `global` (one limit for all regions). Absent = regional. */
-  budget?: 'regional' | 'global';
-  /** The layer the policy decides in (`^[a-z][a-z0-9_-]{0,31}$`); absent = "default". Each layer has its own winner, and a request must pass every layer's. */
-  layer?: string;
-  /** With `budget: "global"` (fixed_window, quota, sliding_window_counter, sliding_window_log): region name or `*` (the common share) to a positive integer weight; each region is guaranteed floor(limit × weight / sum of weights) units of every window. */
-  budget_shares?: Record<string, number>;
-  /** Capacity lease (process leases in Redis mode), as given: max_units 1–1,000,000 (default 100), max_hold 100ms–60s (default "1s"). */
-  lease?: { max_units?: number; max_hold?: string };
-  /** Server-set: 1 on create, +1 on every change. */
-  version: number;
-  created_at: string;
-  updated_at: string;
 }
 
 /**

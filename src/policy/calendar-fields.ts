@@ -1,4 +1,5 @@
 import { describe } from '../model/request-context.js';
+import { TIMEZONE_MAX_LENGTH } from '../schema/policy.js';
 import { CALENDAR_UNITS, isTimeZone, type CalendarUnit } from '../util/calendar-period.js';
 import { nearestKey } from '../util/nearest-key.js';
 
@@ -27,7 +28,7 @@ export function validateCalendarFields(
   const clashing = replaces.filter((key) => field(key) !== undefined);
   if (clashing.length > 0) fail('calendar', `replaces ${clashing.join(' and ')}: give calendar or ${clashing.join(' / ')}, not both`);
   if (zone !== undefined) {
-    if (typeof zone === 'string' && zone.length <= 64 && isTimeZone(zone)) out.timezone = zone;
+    if (typeof zone === 'string' && zone.length <= TIMEZONE_MAX_LENGTH && isTimeZone(zone)) out.timezone = zone;
     else fail('timezone', `must be an IANA time zone name such as "Europe/Berlin" or "UTC", got ${describe(zone)}`);
   }
   return out;

@@ -1,7 +1,7 @@
 import { RlError } from '../errors.js';
 import { describe } from '../model/request-context.js';
 import { keyCountUpTo } from '../schema/limits.js';
-import { QUOTA_CONFIG_KEYS, QUOTA_POLICY_KEYS, SCOPE_KEYS } from '../schema/policy.js';
+import { POLICY_KEYS, QUOTA_CONFIG_KEYS, QUOTA_POLICY_KEYS, SCOPE_KEYS } from '../schema/policy.js';
 import { isObject } from '../util/json-shape.js';
 import { mergePatch } from '../util/merge-patch.js';
 import type { FieldError } from './types.js';
@@ -57,8 +57,10 @@ export function isQuotaShaped(raw: unknown): boolean {
   return !hasOwn(raw, 'algorithm') && !hasOwn(raw, 'policy_id') && (hasOwn(raw, 'config') || hasOwn(raw, 'action_deny'));
 }
 
-/** Policy fields that may ride along with the quota shape, passed through unchanged. */
-export const QUOTA_PASS_THROUGH = ['name', 'description', 'enabled', 'priority', 'failure_mode', 'rollout_percent', 'valid_from_unix', 'valid_to_unix', 'metadata', 'enforcement_mode', 'action', 'source_ip_prefix', 'budget', 'budget_shares', 'layer', 'lease'] as const;
+/** Fields of the quota shape the alias translates itself (the id, the algorithm, the scope) or leaves to the caller (version). */
+const TRANSLATED_KEYS: readonly string[] = ['policy_id', 'algorithm', 'scope', 'version'];
+/** Policy fields that may ride along with the quota shape, passed through unchanged: read from the two schemas. */
+export const QUOTA_PASS_THROUGH: readonly string[] = QUOTA_POLICY_KEYS.filter((k) => POLICY_KEYS.includes(k) && !TRANSLATED_KEYS.includes(k));
 
 /** A whole quota-shaped body as the Policy shape to validate, with the problems only the alias can see. */
 export function quotaBodyToPolicy(raw: Obj): { policy: Obj; errors: FieldError[] } {

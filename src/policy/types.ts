@@ -1,4 +1,4 @@
-import type { AlgorithmFields, PolicyFields } from '@rl/client/admin-client';
+import type { AlgorithmFields, PolicyFields, PolicyLease } from '@rl/client/admin-client';
 import type { ALGORITHM_TYPES, BUDGETS, ENFORCEMENT_MODES, FAILURE_MODES, LIMIT_ACTIONS } from '../schema/policy.js';
 
 // The value lists live with the API's shapes; re-exported for the policy code that reads them.
@@ -12,8 +12,9 @@ export type EnforcementMode = (typeof ENFORCEMENT_MODES)[number];
 
 /**
  * Algorithm configuration as written in policy files (the public format: durations are strings).
- * Which fields apply depends on `type`; see docs/algorithms.md. The fields are the SDK's,
- * so a client's policies and the server's cannot name them differently.
+ * Which fields apply depends on `type`; see docs/algorithms.md. The fields are the SDK's, which are
+ * generated from the schema (scripts/generate-policy-types.ts), so the schema, a client's policies and
+ * the server's cannot name them differently.
  */
 export interface AlgorithmConfig extends AlgorithmFields {
   type: AlgorithmType;
@@ -23,8 +24,8 @@ export interface AlgorithmConfig extends AlgorithmFields {
 export type { PolicyScope } from '@rl/client/admin-client';
 
 /**
- * A stored, normalised policy: every defaulted field is present. The fields are the SDK's Policy shape,
- * narrowed to the values the server knows exactly.
+ * A stored, normalised policy: every defaulted field is present. The fields are the SDK's Policy shape
+ * (generated from schema/policy.ts), narrowed to the values the server knows exactly.
  */
 export interface Policy extends PolicyFields {
   algorithm: AlgorithmConfig;
@@ -39,13 +40,7 @@ export interface Policy extends PolicyFields {
 }
 
 /** `"lease"` on a policy as written (durations as strings); defaults max_units 100, max_hold 1s. */
-export interface LeaseConfig {
-  max_units?: number;
-  max_hold?: string;
-}
+export type LeaseConfig = PolicyLease;
 
-/** One field-level validation problem; `field` is a dotted path such as `algorithm.window`. */
-export interface FieldError {
-  field: string;
-  message: string;
-}
+/** One field-level validation problem: the API's error shape (schema/errors.ts). */
+export type { FieldError } from '../schema/errors.js';

@@ -42,7 +42,9 @@ export const SHARE_REGION_PATTERN = /^(\*|[a-z0-9-]{1,32})$/;
 export const BUDGET_SHARES = { maxEntries: 64, maxWeight: 1_000_000 } as const;
 /** The algorithms whose limit is counted per window, the only ones `budget_shares` divides. */
 export const SHARED_ALGORITHMS = ['fixed_window', 'quota', 'sliding_window_counter', 'sliding_window_log'] as const;
-export const POLICY_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+/** Characters of a policy id; POLICY_ID_PATTERN and the validator's message are built from it. */
+export const POLICY_ID_MAX_LENGTH = 128;
+export const POLICY_ID_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,${POLICY_ID_MAX_LENGTH - 1}}$`);
 export const SEVERITY_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
 export const MAX_NAME_LENGTH = 256;
 export const MAX_DESCRIPTION_LENGTH = 4096;
@@ -50,8 +52,13 @@ export const MAX_SUB_WINDOWS = 60;
 /** rollout_percent: the share of identities (by hash) a policy applies to. */
 export const ROLLOUT_PERCENT = { minimum: 0, maximum: 100 } as const;
 /** A policy's layer: a lower-case name; a policy set holds at most MAX_LAYERS distinct ones. */
-export const LAYER_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
+export const LAYER_MAX_LENGTH = 32;
+export const LAYER_PATTERN = new RegExp(`^[a-z][a-z0-9_-]{0,${LAYER_MAX_LENGTH - 1}}$`);
 export const MAX_LAYERS = 16;
+/** `algorithm.sample_rate`: the fraction of over-limit requests let through with action sample. */
+export const SAMPLE_RATE = { minimum: 0, maximum: 1 } as const;
+/** Characters of `algorithm.timezone` (an IANA zone name). */
+export const TIMEZONE_MAX_LENGTH = 64;
 /** Keys of one scope: every scope field and `tags`. */
 export const SCOPE_KEYS = [...CONTEXT_STRING_FIELDS.filter((f) => f !== 'request_id'), 'tags'] as const;
 
@@ -67,7 +74,7 @@ const Rate = (description: string) => Type.Number({ exclusiveMinimum: 0, descrip
 /** Fields every algorithm takes. */
 const common = {
   cost_per_request: Type.Optional(PositiveInt('Units per unit of quantity (default 1).')),
-  sample_rate: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: 'For action sample: the fraction let through (required then).' })),
+  sample_rate: Type.Optional(Type.Number({ ...SAMPLE_RATE, description: 'For action sample: the fraction let through (required then).' })),
 };
 
 /** Calendar periods (fixed_window and quota): in place of `window` / `quota_period`. */
@@ -75,7 +82,7 @@ const calendarFields = {
   calendar: Type.Optional(
     literals(CALENDAR_UNITS, { description: 'Count per calendar period in `timezone`: hour, day, week (from Monday 00:00), month or year. Replaces `window` / `quota_period`.' }),
   ),
-  timezone: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'With `calendar`: an IANA time zone name such as `Europe/Berlin` (default `UTC`).' })),
+  timezone: Type.Optional(Type.String({ minLength: 1, maxLength: TIMEZONE_MAX_LENGTH, description: 'With `calendar`: an IANA time zone name such as `Europe/Berlin` (default `UTC`).' })),
 };
 
 function algorithm<T extends (typeof ALGORITHM_TYPES)[number], P extends Record<string, TSchema>>(type: T, description: string, fields: P) {
@@ -154,6 +161,11 @@ export const DEFAULT_SOURCE_IP_PREFIX: Readonly<SourceIpPrefix> = { v4: 32, v6: 
 /** Inclusive bounds of each prefix length. */
 export const SOURCE_IP_PREFIX_BOUNDS = { v4: { minimum: 8, maximum: 32 }, v6: { minimum: 16, maximum: 128 } } as const;
 
+/** A millisecond count as the shortest duration string that says it: 100 -> "100ms", 60000 -> "60s". */
+function durationText(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
+}
+
 /** Prefix lengths `source_ip: "*"` counts client networks by (stored with both; either may be left out when written). */
 const SourceIpPrefixSchema = () =>
   Type.Object(
@@ -167,10 +179,12 @@ const SourceIpPrefixSchema = () =>
 /** A capacity lease (docs/reference.md "Two kinds of lease"); returned as given. */
 export const LEASE_MAX_UNITS = { min: 1, max: 1_000_000, default: 100 };
 export const LEASE_MAX_HOLD_MS = { min: 100, max: 60_000, default: 1000 };
+/** A lease's max_hold bounds as a duration is written: "100ms" to "60s". */
+export const LEASE_MAX_HOLD_TEXT = { min: durationText(LEASE_MAX_HOLD_MS.min), max: durationText(LEASE_MAX_HOLD_MS.max), default: durationText(LEASE_MAX_HOLD_MS.default) };
 export const LeaseSchema = Type.Object(
   {
-    max_units: Type.Optional(Type.Integer({ minimum: LEASE_MAX_UNITS.min, maximum: LEASE_MAX_UNITS.max, description: 'Most units one refill takes (default 100).' })),
-    max_hold: Type.Optional(Type.String({ pattern: Duration.pattern, description: 'A duration from 100ms to 60s (default 1s): how long unused units are held.' })),
+    max_units: Type.Optional(Type.Integer({ minimum: LEASE_MAX_UNITS.min, maximum: LEASE_MAX_UNITS.max, description: `Most units one refill takes (default ${LEASE_MAX_UNITS.default}).` })),
+    max_hold: Type.Optional(Type.String({ pattern: Duration.pattern, description: `A duration from ${LEASE_MAX_HOLD_TEXT.min} to ${LEASE_MAX_HOLD_TEXT.max} (default ${LEASE_MAX_HOLD_TEXT.default}): how long unused units are held.` })),
   },
   {
     title: 'Lease',

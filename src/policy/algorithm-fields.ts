@@ -1,0 +1,140 @@
+import { describe } from '../model/request-context.js';
+import { ALGORITHM_KEYS, ANY_ALGORITHM_KEYS, SAMPLE_RATE } from '../schema/policy.js';
+import { isObject } from '../util/json-shape.js';
+import { nearestKey } from '../util/nearest-key.js';
+import { algorithmFieldReader, leaseTtl, subWindowCount, type AlgorithmFieldReader } from './algorithm-field-reader.js';
+import { validateCalendarFields } from './calendar-fields.js';
+import { oneOf, own, type ErrFn } from './field-reading.js';
+import { ALGORITHM_TYPES, type AlgorithmConfig, type AlgorithmType, type LimitAction } from './types.js';
+import { unknownFieldErrors } from './unknown-fields.js';
+
+// ---------------------------------------------------------------------------------------------------
+// AlgorithmConfig
+
+export function validateAlgorithm(v: unknown, action: LimitAction | undefined, err: ErrFn): AlgorithmConfig | undefined {
+  if (v === undefined) {
+    err('algorithm', `is required (an object with "type": one of ${oneOf(ALGORITHM_TYPES)})`);
+    return undefined;
+  }
+  if (!isObject(v)) {
+    err('algorithm', `must be an object with "type": one of ${oneOf(ALGORITHM_TYPES)}, got ${describe(v)}`);
+    return undefined;
+  }
+  let ok = true;
+  const fail = (k: string, message: string): void => {
+    err(`algorithm.${k}`, message);
+    ok = false;
+  };
+  const rawType = own(v, 'type');
+  let type: AlgorithmType | undefined;
+  if (rawType === undefined) fail('type', `is required (one of ${oneOf(ALGORITHM_TYPES)})`);
+  else if (typeof rawType !== 'string' || !(ALGORITHM_TYPES as readonly string[]).includes(rawType)) {
+    const nearest = typeof rawType === 'string' ? nearestKey(rawType, ALGORITHM_TYPES) : undefined;
+    fail('type', `must be one of ${oneOf(ALGORITHM_TYPES)}, got ${describe(rawType)}${nearest === undefined ? '' : `; did you mean \`${nearest}\`?`}`);
+  } else type = rawType as AlgorithmType;
+  // Without a known type, the fields are still checked (all problems at once), against every algorithm's.
+  const applies = type === undefined ? ANY_ALGORITHM_KEYS : ALGORITHM_KEYS[type];
+  const doesNotApply = (key: string): string | undefined =>
+    type !== undefined && ANY_ALGORITHM_KEYS.includes(key) && nearestKey(key, applies) === undefined
+      ? `does not apply to ${type} (${type} fields: ${applies.join(', ')})`
+      : undefined;
+  for (const e of unknownFieldErrors(v, applies, 'algorithm', type ?? 'algorithm', doesNotApply)) {
+    err(e.field, e.message);
+    ok = false;
+  }
+  const reader = algorithmFieldReader(v, type ?? 'this algorithm', applies, fail);
+  const { field, posInt } = reader;
+  const out: AlgorithmConfig = { type: type! };
+  readTypeFields(type, reader, fail, out);
+
+  out.cost_per_request = posInt('cost_per_request', false, 'a positive integer (units per unit of quantity)');
+  const rate = field('sample_rate');
+  if (rate !== undefined) {
+    if (typeof rate === 'number' && Number.isFinite(rate) && rate >= SAMPLE_RATE.minimum && rate <= SAMPLE_RATE.maximum) out.sample_rate = rate;
+    else fail('sample_rate', `must be a number from ${SAMPLE_RATE.minimum} to ${SAMPLE_RATE.maximum}, got ${describe(rate)}`);
+  } else if (action === 'sample') {
+    fail('sample_rate', `is required when action is sample (the fraction of over-limit requests let through, ${SAMPLE_RATE.minimum} to ${SAMPLE_RATE.maximum})`);
+  }
+
+  if (!ok || type === undefined) return undefined;
+  // Drop the keys left undefined so the stored algorithm holds exactly what applies.
+  for (const k of Object.keys(out) as (keyof AlgorithmConfig)[]) if (out[k] === undefined) delete out[k];
+  return out;
+}
+
+/** The fields of one algorithm type into `out`, each checked (a type not known: every field for its form alone). */
+function readTypeFields(type: AlgorithmType | undefined, reader: AlgorithmFieldReader, fail: ErrFn, out: AlgorithmConfig): void {
+  const { field, posInt, posRate, duration } = reader;
+  switch (type) {
+    case undefined: {
+      // Each field a known type would read, checked for its form alone (nothing is required).
+      posInt('limit', false);
+      subWindowCount(field('sub_window_count'), duration('window', false), fail);
+      duration('quota_period', false);
+      posInt('burst', false, 'a positive integer (the bucket capacity)');
+      posRate('refill_rate');
+      posRate('leak_rate');
+      posInt('max_concurrency', false);
+      leaseTtl(field('lease_ttl'), fail);
+      validateCalendarFields(field, fail, []);
+      break;
+    }
+    case 'fixed_window': {
+      out.limit = posInt('limit', true);
+      const periods = validateCalendarFields(field, fail, ['window']);
+      out.window = duration('window', !periods.given)?.text;
+      out.calendar = periods.calendar;
+      out.timezone = periods.timezone;
+      break;
+    }
+    case 'sliding_window_log': {
+      out.limit = posInt('limit', true);
+      out.window = duration('window', true)?.text;
+      break;
+    }
+    case 'sliding_window_counter': {
+      out.limit = posInt('limit', true);
+      const window = duration('window', true);
+      out.window = window?.text;
+      out.sub_window_count = subWindowCount(field('sub_window_count'), window, fail);
+      break;
+    }
+    case 'token_bucket':
+    case 'leaky_bucket': {
+      const rateKey = type === 'token_bucket' ? 'refill_rate' : 'leak_rate';
+      out.limit = posInt('limit', true);
+      const rate = posRate(rateKey);
+      // The window only sets the default rate (limit per window); with an explicit rate it is optional.
+      const rateGiven = field(rateKey) !== undefined;
+      out.window = duration('window', !rateGiven)?.text;
+      out.burst = posInt('burst', false, 'a positive integer (the bucket capacity)');
+      if (rate !== undefined) out[rateKey] = rate;
+      break;
+    }
+    case 'concurrency': {
+      const max = posInt('max_concurrency', false);
+      const limit = posInt('limit', false);
+      if (field('max_concurrency') === undefined && field('limit') === undefined) {
+        fail('max_concurrency', 'is required for concurrency (a positive integer; "limit" is accepted instead)');
+      }
+      out.max_concurrency = max;
+      out.limit = limit;
+      out.lease_ttl = leaseTtl(field('lease_ttl'), fail);
+      break;
+    }
+    case 'quota': {
+      out.limit = posInt('limit', true, 'a positive integer (the budget per period)');
+      const hasPeriod = field('quota_period') !== undefined;
+      const hasWindow = field('window') !== undefined;
+      const periods = validateCalendarFields(field, fail, ['quota_period', 'window']);
+      out.calendar = periods.calendar;
+      out.timezone = periods.timezone;
+      if (!hasPeriod && !hasWindow && !periods.given) {
+        fail('quota_period', 'is required for quota (a duration string such as "1h" or "30d"; "window" is accepted instead)');
+      }
+      out.quota_period = duration('quota_period', false)?.text;
+      out.window = duration('window', false)?.text;
+      break;
+    }
+  }
+}

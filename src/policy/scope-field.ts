@@ -1,0 +1,95 @@
+import { describe, SCOPE_FIELDS, SIGNAL_TYPES, type ScopeField } from '../model/request-context.js';
+import { MAX_FIELD_LENGTH, MAX_TAGS, MAX_TAG_KEY_LENGTH, MAX_TAG_VALUE_LENGTH, keyCountUpTo } from '../schema/limits.js';
+import { SCOPE_KEYS } from '../schema/policy.js';
+import { isObject } from '../util/json-shape.js';
+import { oneOf, type ErrFn } from './field-reading.js';
+import type { PolicyScope } from './types.js';
+import { unknownFieldErrors } from './unknown-fields.js';
+
+export function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {
+  const scope = Object.create(null) as PolicyScope;
+  if (v === undefined) return scope;
+  if (!isObject(v)) {
+    err('scope', `must be an object of scope fields, got ${describe(v)}`);
+    return undefined;
+  }
+  if (keyCountUpTo(v, SCOPE_KEYS.length) > SCOPE_KEYS.length) {
+    err('scope', `must hold at most ${SCOPE_KEYS.length} fields (the scope fields and tags), got more`);
+    return undefined;
+  }
+  const unknown = unknownFieldErrors(v, SCOPE_KEYS, 'scope', 'scope');
+  for (const e of unknown) err(e.field, e.message);
+  let ok = unknown.length === 0;
+  for (const key of Object.keys(v)) {
+    const value = v[key] === null ? undefined : v[key];
+    if (key === 'tags') {
+      if (value === undefined) continue;
+      const tags = validateTags(value, err);
+      if (tags === undefined) ok = false;
+      else if (Object.keys(tags).length > 0) scope.tags = tags;
+      continue;
+    }
+    if (!(SCOPE_FIELDS as readonly string[]).includes(key)) continue; // refused above
+    if (value === undefined) continue;
+    if (typeof value !== 'string' || value === '') {
+      err(`scope.${key}`, notAScopeValue(value));
+      ok = false;
+      continue;
+    }
+    if (value.length > MAX_FIELD_LENGTH) {
+      err(`scope.${key}`, `must be at most ${MAX_FIELD_LENGTH} characters, got ${value.length}`);
+      ok = false;
+      continue;
+    }
+    if (key === 'signal_type' && value !== '*' && !(SIGNAL_TYPES as readonly string[]).includes(value)) {
+      err('scope.signal_type', `must be "*" or one of ${oneOf(SIGNAL_TYPES)}, got ${describe(value)}`);
+      ok = false;
+      continue;
+    }
+    scope[key as ScopeField] = value;
+  }
+  return ok ? scope : undefined;
+}
+
+/** The problem with a scope field or tag value that is not a non-empty string. */
+export function notAScopeValue(value: unknown): string {
+  return `must be a non-empty string (an exact value, or "*" for any present value), got ${describe(value)}`;
+}
+
+export function validateTags(v: unknown, err: ErrFn): Record<string, string> | undefined {
+  if (!isObject(v)) {
+    err('scope.tags', `must be an object of tag values, got ${describe(v)}`);
+    return undefined;
+  }
+  if (keyCountUpTo(v, MAX_TAGS) > MAX_TAGS) {
+    err('scope.tags', `must hold at most ${MAX_TAGS} tags, got more`);
+    return undefined;
+  }
+  const tags = Object.create(null) as Record<string, string>;
+  let ok = true;
+  for (const key of Object.keys(v)) {
+    const value = v[key];
+    if (key === '') {
+      err('scope.tags', 'tag names must not be empty');
+      ok = false;
+      continue;
+    }
+    if (key.length > MAX_TAG_KEY_LENGTH) {
+      err('scope.tags', `tag names must be at most ${MAX_TAG_KEY_LENGTH} characters, got ${key.length} (${describe(key)})`);
+      ok = false;
+      continue;
+    }
+    if (typeof value !== 'string' || value === '') {
+      err(`scope.tags.${key}`, notAScopeValue(value));
+      ok = false;
+      continue;
+    }
+    if (value.length > MAX_TAG_VALUE_LENGTH) {
+      err(`scope.tags.${key}`, `must be at most ${MAX_TAG_VALUE_LENGTH} characters, got ${value.length}`);
+      ok = false;
+      continue;
+    }
+    tags[key] = value;
+  }
+  return ok ? tags : undefined;
+}
