@@ -1,6 +1,7 @@
 /**
  * The SDK's wire types (sdk/src) against the server's schema (src/schema, TypeBox, the source of truth).
- * The SDK cannot import the server, so its types are written by hand; the checks below make a drift
+ * The SDK cannot import the server: its policy types are generated from the schema
+ * (scripts/generate-policy-types.ts), the others are written by hand; the checks below make a drift
  * fail `npm run typecheck` (the type-level ones) and this test (the field lists the types cannot see).
  */
 import { expect } from 'chai';
