@@ -1,5 +1,5 @@
 /**
- * `source_ip_prefix` (CONTRACT.md "Counting by client address") end to end: a policy with
+ * `source_ip_prefix` (README "Managing policies", counting by client network) end to end: a policy with
  * `source_ip: "*"` counts client networks on both counter stores (memory emulator, real Redis), over
  * both HTTP paths, over gRPC rl.v1 and over Envoy's remote_address.
  */

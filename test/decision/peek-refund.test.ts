@@ -17,7 +17,7 @@ import { callError, rateLimitClient, startGrpc, unary, type GrpcFixture } from '
 
 /**
  * Decision `window`, peek (`quantity: 0`) and refund at the DecisionService level (both counter
- * stores), and over both HTTP paths and gRPC (CONTRACT "Additions (second wave)").
+ * stores), and over both HTTP paths and gRPC (README "Calling it": peek and refund).
  */
 
 const HOUR = 3_600_000;

@@ -1,5 +1,5 @@
 /**
- * LeaseHolder's rules one by one (CONTRACT "Capacity lease: the mechanism"), against the exact emulator
+ * LeaseHolder's rules one by one (docs/distribution.md "How it works"), against the exact emulator
  * as its parent, with an injected clock and parent calls that answer only when the test lets them.
  * The simulation (simulation.property.test.ts) proves never-over over random interleavings; these pin
  * down the behaviour: refill ahead, one refill in flight, waiting only when empty, the chunk rule,

@@ -1,5 +1,5 @@
 /**
- * Process leases on a real Redis (CONTRACT "Process leases"): every transport marks the answers of a
+ * Process leases on a real Redis (docs/distribution.md "Process leases below a region, and sidecars"): every transport marks the answers of a
  * leased counter `metadata.lease: "local"`; two server processes (and two RL_WORKERS workers) on one
  * hot key never admit more than the limit, make far fewer than one Redis script call per decision, and
  * give their unspent units back on SIGTERM (the counter then holds exactly what was admitted).

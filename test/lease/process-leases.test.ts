@@ -1,5 +1,5 @@
 /**
- * Process leases inside DecisionService (CONTRACT "Process leases"), over the emulator as an awaiting
+ * Process leases inside DecisionService (docs/distribution.md "Process leases below a region, and sidecars"), over the emulator as an awaiting
  * store that can lend units (as Redis does, without the network): leased answers carry
  * metadata.lease "local"; a policy change, drain and max_hold idle give the unspent units back; the deny
  * cache answers a leased refusal as any other; a policy without a lease is decided by the store.

@@ -154,7 +154,7 @@ describe('global budget across regions (RegionCounterStore)', function () {
   // Beyond the limit, the decisions waiting for the refill that took the last units (the chunk rule asks
   // for no more than the counter had left, or another region took some first) are refused as the global
   // counter would refuse them: with what is left of its retry_after (here what is left of the window),
-  // never 1 ms (an immediate retry), and not capped at max_hold (CONTRACT "Honest refusals": the pool asks
+  // never 1 ms (an immediate retry), and not capped at max_hold (docs/distribution.md "Refusals tell the truth": the pool asks
   // the parent again after max_hold, so units other regions give back are found anyway).
   for (const longHold of [false, true]) {
     it(`demand beyond a global fixed window: every refusal carries the counter's retry_after, max_hold ${longHold ? 'longer than the window' : '1s'}`, async function () {
@@ -686,7 +686,7 @@ describe('RegionCounterStore rules (in memory)', () => {
     }
   });
 
-  it('a refill ahead asks for no more than half of what the global counter can still admit (CONTRACT chunk rule): with 1 left, none', async () => {
+  it('a refill ahead asks for no more than half of what the global counter can still admit (the chunk rule, docs/distribution.md): with 1 left, none', async () => {
     const { global, store, takes } = region();
     const spec: RateSpec = { type: 'fixed_window', limit: 3, windowMs: 3_600_000, global: { policyId: 'g', lease: { shape: 'window', maxUnits: Infinity, maxHoldMs: 1000 } } };
     const keys = ['{g}:chunk'];
@@ -953,7 +953,7 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
 });
 
 /**
- * Bounded waits and refusals (CONTRACT "Bounded wait", "Honest refusals"): two servers of one region in one
+ * Bounded waits and refusals (docs/distribution.md "What it costs", "Refusals tell the truth"): two servers of one region in one
  * process, their global store's takes and peeks held until the test lets them answer, on a clock that moves
  * only when the test moves it and counts the timers left pending. Counted in the clock's ms, never timed.
  */

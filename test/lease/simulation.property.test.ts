@@ -1,5 +1,5 @@
 /**
- * Never over, proven by simulation (CONTRACT "Capacity lease: the mechanism"): the production lease code
+ * Never over, proven by simulation (docs/distribution.md "How it works", "What is guaranteed"): the production lease code
  * at both levels, in random interleavings, with injected clocks and in-memory stores.
  *
  * - The global store is one exact counter: MemoryCounterStore, the emulator the Lua scripts are proven
@@ -210,7 +210,7 @@ interface Counts {
 }
 
 /**
- * Rule 4's ledger (CONTRACT "Loss is bounded and counted"): every unit taken from the global counter is
+ * Rule 4's ledger (docs/distribution.md "What it costs": loss is bounded and counted): every unit taken from the global counter is
  * admitted, given back to it, or counted lapsed with its reason; what is left is loss nobody counted.
  */
 interface Flow {

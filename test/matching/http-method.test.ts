@@ -9,7 +9,7 @@ import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { Matcher } from '../../src/matching/matcher.js';
 import type { Policy } from '../../src/policy/types.js';
 
-/** CONTRACT "Strict policies, visible leniency": HTTP method names compare case-insensitively, other values exactly. */
+/** Strict policies, visible leniency (docs/matching.md): HTTP method names compare case-insensitively, other values exactly. */
 
 const NOW = 1_900_000_000_000;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE', 'PATCH'];

@@ -1,5 +1,5 @@
 /**
- * `"lease"` on a policy (CONTRACT "Process leases"): accepted on the five algorithms that support it,
+ * `"lease"` on a policy (docs/distribution.md "Process leases below a region, and sidecars"): accepted on the five algorithms that support it,
  * returned as given (durations as strings), refused with 422 naming `lease` on sliding_window_log and
  * concurrency and naming lease.max_units / lease.max_hold when out of range; in memory mode it changes
  * nothing.
