@@ -68,6 +68,7 @@ export const SCENARIOS: Record<number, { key: string; run: Scenario }> = {
   14: { key: 'link_faults', run: (ctx) => linkFaults(ctx, 14) },
   15: { key: 'refill_ahead', run: (ctx) => refillAhead(ctx, 15) },
   16: { key: 'calendar_cost', run: calendarCost },
+  17: { key: 'stacked_layers', run: stackedLayers },
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -975,3 +976,68 @@ async function twoRegions(ctx: Context): Promise<ScenarioResult> {
   }
 }
 
+
+// ---------------------------------------------------------------------------------------------------
+// 17. Stacked layers: one HTTP check decided by three layers against the same check decided by one
+
+async function stackedLayers(ctx: Context): Promise<ScenarioResult> {
+  const redis = await ctx.redis();
+  const modes = [
+    { mode: 'memory', args: [] as string[] },
+    { mode: 'Redis', args: ['--redis', redis.addr] },
+  ];
+  const sides: Record<string, { one: Side; three: Side; cpuRatio: number }> = {};
+  for (const { mode, args } of modes) {
+    const [one, three] = await Promise.all([startServer('rl-http', args), startServer('rl-http', [...args, '--layers', 'yes'])]);
+    try {
+      await expectLayers(three.port, 3);
+      await expectLayers(one.port, 1);
+      ctx.log(`  rl-http (${mode}), one layer and three layers, alternately (${ctx.settings.http.rounds} rounds)`);
+      await warmHttp(ctx, [one.port, three.port]);
+      const measured = async (child: ChildProcess, port: number) => {
+        let before = new Map<string, number>();
+        const run = await measureHttp(ctx, child, port, { warm: true, beforeMeasured: () => (before = commandStats(redis)) });
+        return { ...run, commands: commandDelta(before, commandStats(redis), run.service?.rl_decisions_total ?? run.result.requests) };
+      };
+      const runs = await alternate(ctx.settings.http.rounds, () => measured(three.child, three.port), () => measured(one.child, one.port));
+      const threeSide = { ...httpSide(`three layers (default, org, platform), ${mode}`, runs.a), rounds_throughput_per_s: runs.aRounds, ...(mode === 'Redis' ? { redis: runs.a.commands } : {}) };
+      const oneSide = { ...httpSide(`one layer (the same per-user policy alone), ${mode}`, runs.b), rounds_throughput_per_s: runs.bRounds, ...(mode === 'Redis' ? { redis: runs.b.commands } : {}) };
+      const capacity = cpuCapacityRatio(threeSide, oneSide);
+      sides[mode] = { one: oneSide, three: threeSide, cpuRatio: capacity === null ? NaN : round(1 / capacity) };
+    } finally {
+      await Promise.all([stopChild(one.child), stopChild(three.child)]);
+    }
+  }
+  const memory = sides.memory;
+  const onRedis = sides.Redis;
+  const scripts = (side: Side) => (side as { redis?: { scripts_per_decision: number } }).redis?.scripts_per_decision ?? NaN;
+  return finish({
+    id: 17,
+    key: 'stacked_layers',
+    name: 'Stacked layers: three layers in one HTTP check vs one',
+    subject: memory.three,
+    baseline: memory.one,
+    ratio: memory.cpuRatio,
+    ratio_meaning: 'server CPU per request (three layers) / (one layer), memory mode, median rounds of alternating runs; lower is better',
+    target: '<= 1.3x server CPU per request in memory and Redis modes; Redis scripts per decision as one layer\'s',
+    checks: [
+      check('server CPU per request, three layers / one (memory)', memory.cpuRatio, '<=', 1.3, 'x'),
+      check('server CPU per request, three layers / one (Redis)', onRedis.cpuRatio, '<=', 1.3, 'x'),
+      check('Redis scripts per decision, three layers / one', round(scripts(onRedis.three) / scripts(onRedis.one), 2), '<=', 1.05, 'x'),
+    ],
+    notes: [
+      ...loadNotes(memory.three, memory.one),
+      'The three-layer server holds the same 10 policies plus one in layer org (org_id *) and one in layer platform (all HTTP): every check consumes in three counters, in one step (one script call on Redis).',
+      `Redis mode: three layers ${onRedis.cpuRatio}x the server CPU per request of one; scripts per decision ${scripts(onRedis.three)} (three) and ${scripts(onRedis.one)} (one): the store's batching carries several decisions per call.`,
+    ],
+    details: { redis: { subject: onRedis.three, baseline: onRedis.one, cpu_ratio: onRedis.cpuRatio } },
+  });
+}
+
+/** The bench's target request is decided by `layers` layers on this server (a decision lists them when more than one decided). */
+async function expectLayers(port: number, layers: number): Promise<void> {
+  const body = JSON.stringify(generateWorkload(10).bodies[0]);
+  const answer = (await (await fetch(`http://127.0.0.1:${port}/rl/v1/check`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })).json()) as { layers?: unknown[] };
+  const seen = answer.layers?.length ?? 1;
+  if (seen !== layers) throw new Error(`scenario 17: the target request was decided by ${seen} layers, not ${layers}`);
+}

@@ -24,7 +24,7 @@ import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { startTracing } from '../../src/observability/start-tracing.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { connectCounterStores } from '../../src/composition/counter-stores.js';
-import { FIXED_DECISION, HOT_KEY_POLICY, LEASE_POLICIES, REGION_POLICIES, REGION_WINDOW_POLICIES, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
+import { FIXED_DECISION, HOT_KEY_POLICY, LAYER_POLICIES, LEASE_POLICIES, REGION_POLICIES, REGION_WINDOW_POLICIES, TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload } from '../lib/workload.js';
 import { argOf, childMain, reportStats, send } from './common.js';
 
 /**
@@ -63,6 +63,8 @@ childMain(async () => {
     hotKey: argOf('hot-key', '') === 'yes',
     denyCache: argOf('deny-cache', 'yes') === 'yes',
     lease: argOf('lease', '') === 'yes',
+    // Scenario 17: two more layers over the target request (org and platform).
+    layers: argOf('layers', '') === 'yes',
     // Scenario 13: the global-budget policies; with --region and --global, this server is in a region.
     regions: argOf('regions', '') === 'yes',
     region: argOf('region', ''),
@@ -107,13 +109,14 @@ childMain(async () => {
 async function decisionService(
   policyCount: number,
   redisAddr: string,
-  options: ServiceOptions = { hotKey: false, denyCache: true, lease: false, regions: false, region: '', globalAddr: '' },
+  options: ServiceOptions = { hotKey: false, denyCache: true, lease: false, layers: false, regions: false, region: '', globalAddr: '' },
 ) {
   const { policies } = generateWorkload(policyCount);
   const matcher = new LiveMatcher([
     ...policies,
     ...(options.hotKey ? [HOT_KEY_POLICY] : []),
     ...(options.lease ? LEASE_POLICIES : []),
+    ...(options.layers ? LAYER_POLICIES : []),
     ...(options.regions ? [...REGION_POLICIES, ...REGION_WINDOW_POLICIES] : []),
   ]);
   const metrics = new Metrics({ labelCap: CONFIG.metricsLabelCap });
@@ -177,6 +180,7 @@ interface ServiceOptions {
   hotKey: boolean;
   denyCache: boolean;
   lease: boolean;
+  layers: boolean;
   regions: boolean;
   region: string;
   globalAddr: string;

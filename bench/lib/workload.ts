@@ -213,6 +213,21 @@ export const HOT_KEY_POLICY: Policy = (() => {
 })();
 
 /**
+ * Scenario 17 (stacked layers): the target request decided by three layers, its per-user policy in
+ * `default` plus one per organisation in `org` and one for all HTTP traffic in `platform` (docs/matching.md).
+ * Limits as the target's, so every measured decision is the common "allowed" one, in every layer.
+ */
+export const LAYER_POLICIES: Policy[] = [
+  { policy_id: 'layer-org', layer: 'org', scope: { org_id: '*', signal_type: 'http' } },
+  { policy_id: 'layer-platform', layer: 'platform', scope: { signal_type: 'http' } },
+].map(({ policy_id, layer, scope }) => {
+  const result = validatePolicy({ policy_id, layer, scope, algorithm: { type: 'fixed_window', limit: TARGET_LIMIT, window: TARGET_WINDOW }, action: 'deny' });
+  if (!result.ok) throw new Error(`layer policy invalid: ${JSON.stringify(result.errors)}`);
+  const now = new Date().toISOString();
+  return storedPolicy(result.policy, 1, now, now);
+});
+
+/**
  * Scenario 12 (process leases): one hot counter with a lease, never exhausted during a run
  * (LEASE_HOT_BODY), and one with a small quota that a run spends (LEASE_CAPPED_BODY), to count never-over.
  */
