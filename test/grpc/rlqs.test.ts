@@ -5,6 +5,7 @@ import { counterKeys } from '../../src/counters/keys.js';
 import { bindGrpcServer, createGrpcServer, shutdownGrpcServer } from '../../src/grpc/server.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { Readiness } from '../../src/http/readiness.js';
+import { SERVICE_NAMES, serviceDefinition } from '../../src/grpc/protos.js';
 import { RlqsHub } from '../../src/lease/rlqs-hub.js';
 import type { RlqsEvents } from '../../src/lease/rlqs-stream.js';
 import { systemClock, type LapseReason } from '../../src/lease/types.js';
@@ -295,6 +296,50 @@ describe('Envoy RLQS (StreamRateLimitQuotas)', function () {
     });
   }
 
+  it('decodes a report as Envoy puts it on the wire: field 2 repeated, one length-delimited BucketQuotaUsage per bucket', async () => {
+    // RateLimitQuotaUsageReports by hand, as Envoy's client builds it (add_bucket_quota_usages()): domain,
+    // then two buckets, each {bucket_id {bucket: map}, time_elapsed {seconds}, allowed, denied}.
+    const usage = (user: string, allowed: number, denied: number) =>
+      field(2, [
+        ...field(1, field(1, [...field(1, text('user_id')), ...field(2, text(user))])),
+        ...field(2, [0x08, 1]),
+        0x18, allowed,
+        0x20, denied,
+      ]);
+    const report = Buffer.from([...field(1, text('edge')), ...usage('alice', 0, 1), ...usage('bob', 2, 3)]);
+    const method = serviceDefinition(SERVICE_NAMES.rlqs).StreamRateLimitQuotas!;
+    expect(method.requestDeserialize(report)).to.deep.equal({
+      domain: 'edge',
+      bucket_quota_usages: [
+        { bucket_id: { bucket: { user_id: 'alice' } }, time_elapsed: { seconds: '1' }, num_requests_allowed: '0', num_requests_denied: '1' },
+        { bucket_id: { bucket: { user_id: 'bob' } }, time_elapsed: { seconds: '1' }, num_requests_allowed: '2', num_requests_denied: '3' },
+      ],
+    });
+    // The same bytes over a real call: the server subscribes both buckets and assigns each.
+    const fixture = await start([windowPolicy(10)]);
+    const Raw = grpc.makeGenericClientConstructor({ StreamRateLimitQuotas: { ...method, requestSerialize: (bytes: Buffer) => bytes } }, 'RawRlqs');
+    const client = new Raw(fixture.target, grpc.credentials.createInsecure()) as unknown as { StreamRateLimitQuotas(): grpc.ClientDuplexStream<Buffer, { bucket_action: { bucket_id: { bucket: Record<string, string> } }[] }> };
+    const call = client.StreamRateLimitQuotas();
+    const assigned = new Set<string>();
+    try {
+      const both = new Promise<void>((resolve, reject) => {
+        call.on('data', (message) => {
+          for (const action of message.bucket_action) assigned.add(action.bucket_id.bucket.user_id!);
+          if (assigned.size === 2) resolve();
+        });
+        call.on('error', reject);
+      });
+      call.write(report);
+      await both;
+      expect([...assigned].sort()).to.deep.equal(['alice', 'bob']);
+      expect(fixture.counts.report).to.equal(2);
+    } finally {
+      call.cancel();
+      (client as unknown as grpc.Client).close();
+      await fixture.close();
+    }
+  });
+
   it('assigns ALLOW_ALL to a bucket a concurrency policy covers, counted as unsupported', async () => {
     const fixture = await start([makePolicy({ policy_id: 'slots', scope: { user_id: '*' }, algorithm: { type: 'concurrency', max_concurrency: 2 } })]);
     const envoy = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 50 });
@@ -318,3 +363,11 @@ async function waitUntil(test: () => boolean): Promise<boolean> {
   }
   return test();
 }
+
+/** One protobuf field of wire type 2 (length-delimited): the tag, the length, the bytes. */
+function field(number: number, bytes: number[]): number[] {
+  if (bytes.length > 127) throw new Error('a one-byte length is enough here');
+  return [(number << 3) | 2, bytes.length, ...bytes];
+}
+
+const text = (value: string) => [...Buffer.from(value, 'utf8')];

@@ -190,10 +190,9 @@ export class SimulatedEnvoy {
   private report(buckets: Bucket[]): void {
     if (buckets.length === 0 || this.silent || this.call.writableEnded) return;
     const now = performance.now();
-    const usages: Record<string, object> = {};
-    buckets.forEach((state, i) => {
+    const usages = buckets.map((state) => {
       const elapsed = now - state.lastReport;
-      usages[String(i + 1)] = {
+      const usage = {
         bucket_id: { bucket: state.id },
         time_elapsed: { seconds: Math.floor(elapsed / 1000), nanos: Math.round((elapsed % 1000) * 1e6) },
         num_requests_allowed: state.allowed,
@@ -202,6 +201,7 @@ export class SimulatedEnvoy {
       state.allowed = 0;
       state.denied = 0;
       state.lastReport = now;
+      return usage;
     });
     this.call.write({ domain: this.options.domain, bucket_quota_usages: usages });
   }
