@@ -267,7 +267,7 @@ export class RlqsStream {
       const strategy = answer.failureMode === 'fail_open' ? 'allow_all' : 'deny_all';
       return this.assign(bucket, { strategy, ttlMs: Math.min(FAILURE_TTL_MS, holdMs) });
     }
-    const grant: HeldGrant = { grant: answer, layers, expiresAt: now, spent: 0 };
+    const grant: HeldGrant = { grant: answer, layers, expiresAt: now, spent: 0, counter: `${bucket.coverKey}\n${answer.windowTags.join(',')}` };
     if (this.draining) {
       // Taken as the drain began, never sent.
       await this.settle([grant]);
