@@ -7,6 +7,7 @@ import { giveBackLayered, takeLayered, type LayerCounter } from './rlqs-grant.js
 import { BucketLedger, type HeldGrant } from './rlqs-ledger.js';
 import { coverOf, type CoverDeps } from './rlqs-winners.js';
 import type { LapseReason, LocalMs } from './types.js';
+import { log } from '../util/log.js';
 
 /** One bucket's line of a usage report, its id already a request context (the descriptor rule). */
 export interface BucketUsage {
@@ -212,7 +213,9 @@ export class RlqsStream {
       bucket.again = true;
       return;
     }
-    bucket.busy = this.assessNow(bucket).finally(() => {
+    // An assessment that throws (a bug, a matcher that cannot match) must not become an unhandled
+    // rejection: it is logged, the bucket keeps its assignment, and its next report assesses it again.
+    bucket.busy = this.assessNow(bucket).catch((error: unknown) => log.warn('RLQS bucket assessment failed', { error: String(error) })).finally(() => {
       bucket.busy = undefined;
       if (bucket.again && !bucket.gone) {
         bucket.again = false;

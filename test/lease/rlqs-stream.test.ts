@@ -98,3 +98,31 @@ describe('RLQS stream: settling and abandons, step by step', () => {
     expect(await consumed()).to.equal(0);
   });
 });
+
+describe('RLQS stream: an assessment that throws', () => {
+  it('is caught (no unhandled rejection), and the bucket is assessed again at its next report', async () => {
+    const { clock, stream, sent, report } = setup();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    const policies = (stream as unknown as { deps: { policies: { current(): unknown } } }).deps.policies;
+    const current = policies.current.bind(policies);
+    try {
+      policies.current = () => {
+        throw new Error('the matcher broke');
+      };
+      await report(0, 1);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(sent, 'nothing assigned by the failed assessment').to.have.length(0);
+      policies.current = current;
+      await clock.advanceTo(clock.now + 100);
+      await report(0, 1);
+      expect(tokens(sent.at(-1)), 'assessed again: a grant').to.be.above(0);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      policies.current = current;
+      await stream.end(true);
+    }
+    expect(unhandled).to.deep.equal([]);
+  });
+});
