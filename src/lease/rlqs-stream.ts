@@ -256,7 +256,8 @@ export class RlqsStream {
       parentRemaining: bucket.remaining,
     });
     this.asking += want;
-    const answer = await takeLayered(layers, want).finally(() => (this.asking -= want));
+    const lapse = (layer: LayerCounter, units: number, reason: LapseReason) => this.deps.events.lapsed?.(layer.policyId, units, reason);
+    const answer = await takeLayered(layers, want, lapse).finally(() => (this.asking -= want));
     const now = this.deps.clock.now();
     if (answer.refused === 'spent') {
       bucket.remaining = 0;
@@ -270,13 +271,15 @@ export class RlqsStream {
       const strategy = answer.failureMode === 'fail_open' ? 'allow_all' : 'deny_all';
       return this.assign(bucket, { strategy, ttlMs: Math.min(FAILURE_TTL_MS, holdMs) });
     }
-    const grant: HeldGrant = { grant: answer, layers, expiresAt: now, spent: 0, counter: `${bucket.coverKey}\n${answer.windowTags.join(',')}` };
+    const grant: HeldGrant = { grant: answer, layers: answer.layers, expiresAt: now, spent: 0, counter: `${bucket.coverKey}\n${answer.windowTags.join(',')}` };
     if (this.draining) {
       // Taken as the drain began, never sent.
       await this.settle([grant]);
       return this.stopSpending(bucket, layers);
     }
-    const ttlMs = Math.floor(Math.min(holdMs, answer.spendBy - now - WINDOW_GUARD_MS));
+    // A layer that failed open is retried soon: the assignment lives no longer than a failure mode's.
+    const lifeMs = answer.failedOpen ? Math.min(holdMs, FAILURE_TTL_MS) : holdMs;
+    const ttlMs = Math.floor(Math.min(lifeMs, answer.spendBy - now - WINDOW_GUARD_MS));
     if (bucket.gone || ttlMs < MIN_TTL_MS) {
       // Never sent: nothing of it can have been spent.
       await this.settle([grant]);

@@ -14,7 +14,7 @@ const layer = { policyId: 'p', holdMs: HOLD_MS } as LayerCounter;
 const at = (ms: number) => ms as LocalMs;
 
 function held(units: number, counter: string): HeldGrant {
-  return { grant: { units, windowTags: [0], spendBy: at(1e9) }, layers: [layer], expiresAt: at(1e9), spent: 0, counter };
+  return { grant: { units, layers: [layer], windowTags: [0], spendBy: at(1e9), failedOpen: false }, layers: [layer], expiresAt: at(1e9), spent: 0, counter };
 }
 
 describe('RLQS bucket ledger: crediting reports across counters', () => {
