@@ -340,6 +340,24 @@ describe('Envoy RLQS (StreamRateLimitQuotas)', function () {
     }
   });
 
+  it('the same strategy again only extends the assignment: the simulated Envoy keeps the one it has, and reports only on its interval', async () => {
+    const fixture = await start([], { idleMs: 1000 });
+    const envoy = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 100 });
+    try {
+      envoy.request(BUCKET);
+      await envoy.waitFor((a) => a.quota_assignment_action !== undefined);
+      // Demand goes on: near the assignment's end the server sends ALLOW_ALL again, the same strategy.
+      let n = 0;
+      await driveUntil(envoy, () => envoy.actions.length >= 2 || ++n > 5000);
+      expect(envoy.actions.slice(0, 2).map((a) => a.quota_assignment_action?.rate_limit_strategy?.blanket_rule)).to.deep.equal(['ALLOW_ALL', 'ALLOW_ALL']);
+      expect({ replaced: envoy.replaced, extended: envoy.extended }).to.deep.equal({ replaced: 1, extended: 1 });
+      expect(envoy.activeStrategy(BUCKET)).to.deep.include({ blanket_rule: 'ALLOW_ALL' });
+    } finally {
+      await envoy.close();
+      await fixture.close();
+    }
+  });
+
   it('assigns ALLOW_ALL to a bucket a concurrency policy covers, counted as unsupported', async () => {
     const fixture = await start([makePolicy({ policy_id: 'slots', scope: { user_id: '*' }, algorithm: { type: 'concurrency', max_concurrency: 2 } })]);
     const envoy = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 50 });
