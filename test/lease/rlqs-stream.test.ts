@@ -20,9 +20,9 @@ const T0 = Date.UTC(2031, 0, 1);
 const HOLD_MS = 1000;
 const LIMIT = 1000;
 
-function setup(idleMs = 60_000) {
-  const clock = new TestClock(T0);
-  const policy = makePolicy({ policy_id: 'p', scope: { user_id: '*' }, algorithm: { type: 'fixed_window', limit: LIMIT, window: '1h' }, lease: { max_hold: `${HOLD_MS}ms` } });
+function setup(idleMs = 60_000, holdMs = HOLD_MS, startAt = T0) {
+  const clock = new TestClock(startAt);
+  const policy = makePolicy({ policy_id: 'p', scope: { user_id: '*' }, algorithm: { type: 'fixed_window', limit: LIMIT, window: '1h' }, lease: { max_hold: `${holdMs}ms` } });
   const matcher = new LiveMatcher([policy]);
   const store = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
   const sent: Assignment[] = [];
@@ -39,7 +39,8 @@ function setup(idleMs = 60_000) {
     stream.report([usage]);
     await clock.advanceTo(clock.now);
   };
-  return { clock, stream, sent, consumed, report, takes: () => takes };
+  const spend = (n: number) => store.consume(counterKeys('unit:', 'p', spec, ['user_id', 'u']), spec as never, n);
+  return { clock, stream, sent, consumed, report, spend, takes: () => takes };
 }
 
 const tokens = (a: Assignment | undefined) => (a?.strategy === 'token_bucket' ? a.maxTokens : 0);
@@ -124,5 +125,23 @@ describe('RLQS stream: an assessment that throws', () => {
       await stream.end(true);
     }
     expect(unhandled).to.deep.equal([]);
+  });
+});
+
+describe('RLQS stream: DENY_ALL for a spent counter', () => {
+  it('lives until the counter can admit again (the window\'s end), never longer, even with a longer hold', async () => {
+    // 3 s before the hour's window ends, with a 20 s hold: the counter's retry_after is the bound.
+    const { clock, stream, sent, report, spend } = setup(60_000, 20_000, T0 + 3_600_000 - 3000);
+    await spend(LIMIT);
+    await report(0, 1);
+    const deny = sent.at(-1);
+    expect(deny?.strategy).to.equal('deny_all');
+    const ttlMs = deny?.strategy === 'deny_all' ? deny.ttlMs : NaN;
+    expect(ttlMs, 'until the window ends').to.be.above(0).and.at.most(3000);
+    // The window ended: the next report brings a grant of the new window.
+    await clock.advanceTo(clock.now + ttlMs);
+    await report(0, 1);
+    expect(tokens(sent.at(-1)), 'assessed again at the window\'s end').to.be.above(0);
+    await stream.end(true);
   });
 });
