@@ -254,15 +254,15 @@ describe('Envoy RLQS (StreamRateLimitQuotas)', function () {
       await envoy.waitFor((a) => a.quota_assignment_action?.rate_limit_strategy?.token_bucket !== undefined);
       envoy.request(BUCKET);
       envoy.cut();
-      const held = await waitUntil(() => fixture.lapsed.length > 0);
+      const granted = envoy.actions.reduce((sum, a) => sum + (a.quota_assignment_action?.rate_limit_strategy?.token_bucket?.max_tokens ?? 0), 0);
+      expect(envoy.admitted, 'the one request the grant admitted, never reported').to.equal(1);
+      const held = await waitUntil(() => fixture.lapsed.reduce((sum, l) => sum + l.units, 0) >= granted);
       expect(held).to.equal(true);
       expect(fixture.hub.status()).to.deep.include({ buckets: 0, units_held: 0 });
-      const lapsed = fixture.lapsed.reduce((sum, l) => sum + l.units, 0);
+      // Nothing was reported spent, nothing given back: every granted unit lapsed, counted holder_lost, and stays consumed.
+      expect(fixture.lapsed.reduce((sum, l) => sum + l.units, 0), 'lapsed: every unit granted').to.equal(granted);
       expect(fixture.lapsed.every((l) => l.reason === 'holder_lost')).to.equal(true);
-      // What the cut stream took and never reported stays consumed: the counter is never over, only under.
-      const consumed = await fixture.consumed(policy);
-      expect(consumed).to.be.at.least(envoy.admitted);
-      expect(lapsed).to.be.at.most(consumed);
+      expect(await fixture.consumed(policy), 'consumed: exactly what was granted').to.equal(granted);
       // Another Envoy is still served from what is left.
       other.request(BUCKET);
       await other.waitFor((a) => a.quota_assignment_action?.rate_limit_strategy?.token_bucket !== undefined);
