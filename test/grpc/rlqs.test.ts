@@ -358,6 +358,22 @@ describe('Envoy RLQS (StreamRateLimitQuotas)', function () {
     }
   });
 
+  it('does not evaluate a shadow policy for a bucket: only enforced winners take units, a shadow-only bucket is ALLOW_ALL', async () => {
+    const shadow = windowPolicy(5, { enforcement_mode: 'shadow' });
+    const fixture = await start([shadow], { idleMs: 3000 });
+    const envoy = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 20 });
+    try {
+      envoy.request(BUCKET);
+      const action = await envoy.waitFor((a) => a.quota_assignment_action !== undefined);
+      expect(action.quota_assignment_action!.rate_limit_strategy).to.deep.include({ blanket_rule: 'ALLOW_ALL' });
+      for (let i = 0; i < 10; i++) expect(envoy.request(BUCKET), 'a shadow policy never denies').to.equal(true);
+    } finally {
+      await envoy.close();
+    }
+    expect(await fixture.consumed(shadow), 'no units taken from the shadow counter').to.equal(0);
+    await fixture.close();
+  });
+
   it('assigns ALLOW_ALL to a bucket a concurrency policy covers, counted as unsupported', async () => {
     const fixture = await start([makePolicy({ policy_id: 'slots', scope: { user_id: '*' }, algorithm: { type: 'concurrency', max_concurrency: 2 } })]);
     const envoy = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 50 });
