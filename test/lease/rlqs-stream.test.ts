@@ -145,3 +145,27 @@ describe('RLQS stream: DENY_ALL for a spent counter', () => {
     await stream.end(true);
   });
 });
+
+describe('RLQS stream: settling across a window rollover', () => {
+  it('a grant of the ended window does not take credit for requests spent of the new one: the new window keeps all it handed out', async () => {
+    const windowEnd = T0 + 3_600_000;
+    const { clock, stream, sent, consumed, report } = setup(60_000, 2000, windowEnd - 1500);
+    await report(0, 1);
+    const first = tokens(sent.at(-1));
+    await clock.advanceTo(clock.now + 100);
+    await report(first, 100); // the old window's second grant, unspent: it lives until just before the window ends
+    const old = tokens(sent.at(-1));
+    expect(old, 'a grant of the old window').to.be.above(1);
+    // The window ended; Envoy's assignment expired (it refused meanwhile): the next report brings a grant of the new window.
+    await clock.advanceTo(windowEnd + 10);
+    await report(0, 20);
+    const fresh = tokens(sent.at(-1));
+    expect(fresh, 'a grant of the new window').to.be.above(0);
+    expect(await consumed(), 'the new window: its grant').to.equal(fresh);
+    // Envoy spends all of it and says so; the old window's grant is still unsettled beside it.
+    await clock.advanceTo(clock.now + 20);
+    await report(fresh);
+    await stream.end(true);
+    expect(await consumed(), 'the new window keeps what Envoy admitted of it').to.equal(fresh);
+  });
+});
