@@ -40,7 +40,11 @@ function setup(idleMs = 60_000, holdMs = HOLD_MS, startAt = T0) {
     await clock.advanceTo(clock.now);
   };
   const spend = (n: number) => store.consume(counterKeys('unit:', 'p', spec, ['user_id', 'u']), spec as never, n);
-  return { clock, stream, sent, consumed, report, spend, takes: () => takes };
+  const consumedOf = async (policyId: string) => {
+    const of = matcher.current().get(policyId)!.spec;
+    return LIMIT - (await store.peek(counterKeys('unit:', policyId, of, ['user_id', 'u']), of as never)).remaining;
+  };
+  return { clock, stream, sent, consumed, consumedOf, report, spend, matcher, policy, takes: () => takes };
 }
 
 const tokens = (a: Assignment | undefined) => (a?.strategy === 'token_bucket' ? a.maxTokens : 0);
@@ -167,5 +171,26 @@ describe('RLQS stream: settling across a window rollover', () => {
     await report(fresh);
     await stream.end(true);
     expect(await consumed(), 'the new window keeps what Envoy admitted of it').to.equal(fresh);
+  });
+});
+
+describe('RLQS stream: settling across a policy swap', () => {
+  it("a grant of the replaced policy does not take credit for requests spent of the new policy's counter", async () => {
+    const { clock, stream, sent, consumedOf, report, matcher, policy } = setup(60_000, 2000);
+    await report(0, 1);
+    const first = tokens(sent.at(-1));
+    await clock.advanceTo(clock.now + 100);
+    await report(first, 100);
+    expect(tokens(sent.at(-1)), 'a grant of the old policy, unspent').to.be.above(1);
+    // The policy is replaced by another (another counter): the bucket's next assignment, near the old one's end, is from it.
+    matcher.replace([{ ...policy, policy_id: 'q' }]);
+    await clock.advanceTo(clock.now + 1800);
+    await report(0, 20);
+    const fresh = tokens(sent.at(-1));
+    expect(fresh, 'a grant of the new policy').to.be.above(0);
+    await clock.advanceTo(clock.now + 20);
+    await report(fresh);
+    await stream.end(true);
+    expect(await consumedOf('q'), "the new policy's counter keeps what Envoy admitted of it").to.equal(fresh);
   });
 });
