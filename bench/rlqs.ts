@@ -3,7 +3,11 @@
  * quota service (each decision local, in the simulated filter of test/support) and once over RLS
  * (ShouldRateLimit, one round trip per decision), against one memory-mode server process. Prints
  * decisions per second per Envoy, the server's CPU per report (RLQS) and per decision (RLS), and what
- * share of the window's limit the Envoys admitted. Run: `npx tsx bench/rlqs.ts`.
+ * share of the window's limit was used: what the counter consumed (a peek after the run, once every
+ * Envoy closed and gave back what it did not spend), beside what the Envoys admitted, which must be the
+ * same (`overAdmitted` 0). Decisions count every request, admitted or refused locally. RLS decides one
+ * round trip at a time, so its demand may stay below the limit: `demandOverLimit` says whether it did.
+ * Run: `npx tsx bench/rlqs.ts`.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,6 +25,13 @@ async function metric(server: ServerProcessHandle, name: string): Promise<number
   const text = await (await fetch(`${server.url}/metrics`)).text();
   const line = text.split('\n').find((l) => l.startsWith(`${name} `));
   return line ? Number(line.split(' ')[1]) : 0;
+}
+
+/** What the window's counter for `user` has consumed: a peek (quantity 0) on the HTTP port. */
+async function consumed(server: ServerProcessHandle, user: string): Promise<number> {
+  const response = await fetch(`${server.url}/rl/v1/check`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ user_id: user, tags: { domain: 'edge' }, quantity: 0 }) });
+  const body = (await response.json()) as { remaining: number };
+  return LIMIT - body.remaining;
 }
 
 async function rlqsRun(server: ServerProcessHandle, grpcPort: number) {
@@ -42,7 +53,8 @@ async function rlqsRun(server: ServerProcessHandle, grpcPort: number) {
   const cpu = (await metric(server, 'process_cpu_seconds_total')) - cpu0;
   const reports = (await metric(server, 'rl_rlqs_reports_total')) - reports0;
   const admitted = envoys.reduce((sum, envoy) => sum + envoy.admitted, 0);
-  return { decisionsPerSecPerEnvoy: decisions / SECONDS / ENVOYS, cpuUsPerReport: (cpu * 1e6) / reports, reports, limitUse: admitted / LIMIT, cpuSeconds: cpu };
+  const used = await consumed(server, 'rlqs');
+  return { decisionsPerSecPerEnvoy: decisions / SECONDS / ENVOYS, cpuUsPerReport: (cpu * 1e6) / reports, reports, admitted, consumed: used, overAdmitted: Math.max(0, admitted - used), limitUse: used / LIMIT, demandOverLimit: decisions > LIMIT, cpuSeconds: cpu };
 }
 
 async function rlsRun(server: ServerProcessHandle, grpcPort: number) {
@@ -65,7 +77,8 @@ async function rlsRun(server: ServerProcessHandle, grpcPort: number) {
   );
   for (const client of clients) client.close();
   const cpu = (await metric(server, 'process_cpu_seconds_total')) - cpu0;
-  return { decisionsPerSecPerEnvoy: decisions / SECONDS / ENVOYS, cpuUsPerDecision: (cpu * 1e6) / decisions, limitUse: admitted / LIMIT, cpuSeconds: cpu };
+  const used = await consumed(server, 'rls');
+  return { decisionsPerSecPerEnvoy: decisions / SECONDS / ENVOYS, cpuUsPerDecision: (cpu * 1e6) / decisions, admitted, consumed: used, overAdmitted: Math.max(0, admitted - used), limitUse: used / LIMIT, demandOverLimit: decisions > LIMIT, cpuSeconds: cpu };
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'rlqs-bench-'));

@@ -25,7 +25,8 @@ interface WireUsage {
 
 export interface RlqsReports {
   domain?: string;
-  bucket_quota_usages?: Record<string, WireUsage>;
+  /** A repeated field: one line per bucket, in the order Envoy sent them. */
+  bucket_quota_usages?: WireUsage[];
 }
 
 export interface RlqsResponse {
@@ -98,7 +99,7 @@ export function rlqsHandler(hub: RlqsHub, guards: CallGuards): grpc.handleBidiSt
 /** Every bucket line of one message; a bad bucket id is an INVALID_ARGUMENT naming it. */
 function usagesOf(domain: string, message: RlqsReports): BucketUsage[] {
   const usages: BucketUsage[] = [];
-  for (const usage of Object.values(message.bucket_quota_usages ?? {})) {
+  for (const usage of message.bucket_quota_usages ?? []) {
     const bucketId = usage.bucket_id?.bucket ?? {};
     const entries = Object.entries(bucketId).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     usages.push({

@@ -20,10 +20,3 @@ export const FAILURE_TTL_MS = 1000;
 export function tokenBucket(units: number, ttlMs: number, seq: number): Assignment {
   return { strategy: 'token_bucket', ttlMs, maxTokens: units, fillIntervalMs: (Math.ceil(ttlMs / 1000) + 1) * 1000, fillTagNanos: 1 + (seq % 999_999) * 1000 };
 }
-
-/** Whether Envoy would take `b` as the same strategy as `a` (then it only extends the life). */
-export function sameStrategy(a: Assignment | undefined, b: Assignment): boolean {
-  if (a === undefined || a.strategy !== b.strategy) return false;
-  if (a.strategy !== 'token_bucket' || b.strategy !== 'token_bucket') return true;
-  return a.maxTokens === b.maxTokens && a.fillIntervalMs === b.fillIntervalMs && a.fillTagNanos === b.fillTagNanos;
-}

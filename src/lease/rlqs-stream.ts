@@ -7,6 +7,7 @@ import { giveBackLayered, takeLayered, type LayerCounter } from './rlqs-grant.js
 import { BucketLedger, type HeldGrant } from './rlqs-ledger.js';
 import { coverOf, type CoverDeps } from './rlqs-winners.js';
 import type { LapseReason, LocalMs } from './types.js';
+import { log } from '../util/log.js';
 
 /** One bucket's line of a usage report, its id already a request context (the descriptor rule). */
 export interface BucketUsage {
@@ -212,7 +213,9 @@ export class RlqsStream {
       bucket.again = true;
       return;
     }
-    bucket.busy = this.assessNow(bucket).finally(() => {
+    // An assessment that throws (a bug, a matcher that cannot match) must not become an unhandled
+    // rejection: it is logged, the bucket keeps its assignment, and its next report assesses it again.
+    bucket.busy = this.assessNow(bucket).catch((error: unknown) => log.warn('RLQS bucket assessment failed', { error: String(error) })).finally(() => {
       bucket.busy = undefined;
       if (bucket.again && !bucket.gone) {
         bucket.again = false;
@@ -253,7 +256,8 @@ export class RlqsStream {
       parentRemaining: bucket.remaining,
     });
     this.asking += want;
-    const answer = await takeLayered(layers, want).finally(() => (this.asking -= want));
+    const lapse = (layer: LayerCounter, units: number, reason: LapseReason) => this.deps.events.lapsed?.(layer.policyId, units, reason);
+    const answer = await takeLayered(layers, want, lapse).finally(() => (this.asking -= want));
     const now = this.deps.clock.now();
     if (answer.refused === 'spent') {
       bucket.remaining = 0;
@@ -267,13 +271,15 @@ export class RlqsStream {
       const strategy = answer.failureMode === 'fail_open' ? 'allow_all' : 'deny_all';
       return this.assign(bucket, { strategy, ttlMs: Math.min(FAILURE_TTL_MS, holdMs) });
     }
-    const grant: HeldGrant = { grant: answer, layers, expiresAt: now, spent: 0 };
+    const grant: HeldGrant = { grant: answer, layers: answer.layers, expiresAt: now, spent: 0, counter: `${bucket.coverKey}\n${answer.windowTags.join(',')}` };
     if (this.draining) {
       // Taken as the drain began, never sent.
       await this.settle([grant]);
       return this.stopSpending(bucket, layers);
     }
-    const ttlMs = Math.floor(Math.min(holdMs, answer.spendBy - now - WINDOW_GUARD_MS));
+    // A layer that failed open is retried soon: the assignment lives no longer than a failure mode's.
+    const lifeMs = answer.failedOpen ? Math.min(holdMs, FAILURE_TTL_MS) : holdMs;
+    const ttlMs = Math.floor(Math.min(lifeMs, answer.spendBy - now - WINDOW_GUARD_MS));
     if (bucket.gone || ttlMs < MIN_TTL_MS) {
       // Never sent: nothing of it can have been spent.
       await this.settle([grant]);

@@ -25,7 +25,7 @@ import { SeriesRing } from './series-ring.js';
  * viewer until the parent's first tick after its last one left; the cap counts every stream.
  */
 
-/** The server's lifecycle as the hub reads it (http/readiness.ts): a draining server ends every stream. */
+/** The server's lifecycle as the hub reads it (lifecycle/readiness.ts): a draining server ends every stream. */
 export interface Lifecycle {
   readonly state: string;
   onChange(listener: (state: string) => void): void;

@@ -5,6 +5,7 @@ import { counterKeys } from '../../src/counters/keys.js';
 import { bindGrpcServer, createGrpcServer, shutdownGrpcServer } from '../../src/grpc/server.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { Readiness } from '../../src/lifecycle/readiness.js';
+import { SERVICE_NAMES, serviceDefinition } from '../../src/grpc/protos.js';
 import { RlqsHub } from '../../src/lease/rlqs-hub.js';
 import type { RlqsEvents } from '../../src/lease/rlqs-stream.js';
 import { systemClock, type LapseReason } from '../../src/lease/types.js';
@@ -253,15 +254,15 @@ describe('Envoy RLQS (StreamRateLimitQuotas)', function () {
       await envoy.waitFor((a) => a.quota_assignment_action?.rate_limit_strategy?.token_bucket !== undefined);
       envoy.request(BUCKET);
       envoy.cut();
-      const held = await waitUntil(() => fixture.lapsed.length > 0);
+      const granted = envoy.actions.reduce((sum, a) => sum + (a.quota_assignment_action?.rate_limit_strategy?.token_bucket?.max_tokens ?? 0), 0);
+      expect(envoy.admitted, 'the one request the grant admitted, never reported').to.equal(1);
+      const held = await waitUntil(() => fixture.lapsed.reduce((sum, l) => sum + l.units, 0) >= granted);
       expect(held).to.equal(true);
       expect(fixture.hub.status()).to.deep.include({ buckets: 0, units_held: 0 });
-      const lapsed = fixture.lapsed.reduce((sum, l) => sum + l.units, 0);
+      // Nothing was reported spent, nothing given back: every granted unit lapsed, counted holder_lost, and stays consumed.
+      expect(fixture.lapsed.reduce((sum, l) => sum + l.units, 0), 'lapsed: every unit granted').to.equal(granted);
       expect(fixture.lapsed.every((l) => l.reason === 'holder_lost')).to.equal(true);
-      // What the cut stream took and never reported stays consumed: the counter is never over, only under.
-      const consumed = await fixture.consumed(policy);
-      expect(consumed).to.be.at.least(envoy.admitted);
-      expect(lapsed).to.be.at.most(consumed);
+      expect(await fixture.consumed(policy), 'consumed: exactly what was granted').to.equal(granted);
       // Another Envoy is still served from what is left.
       other.request(BUCKET);
       await other.waitFor((a) => a.quota_assignment_action?.rate_limit_strategy?.token_bucket !== undefined);
@@ -295,6 +296,84 @@ describe('Envoy RLQS (StreamRateLimitQuotas)', function () {
     });
   }
 
+  it('decodes a report as Envoy puts it on the wire: field 2 repeated, one length-delimited BucketQuotaUsage per bucket', async () => {
+    // RateLimitQuotaUsageReports by hand, as Envoy's client builds it (add_bucket_quota_usages()): domain,
+    // then two buckets, each {bucket_id {bucket: map}, time_elapsed {seconds}, allowed, denied}.
+    const usage = (user: string, allowed: number, denied: number) =>
+      field(2, [
+        ...field(1, field(1, [...field(1, text('user_id')), ...field(2, text(user))])),
+        ...field(2, [0x08, 1]),
+        0x18, allowed,
+        0x20, denied,
+      ]);
+    const report = Buffer.from([...field(1, text('edge')), ...usage('alice', 0, 1), ...usage('bob', 2, 3)]);
+    const method = serviceDefinition(SERVICE_NAMES.rlqs).StreamRateLimitQuotas!;
+    expect(method.requestDeserialize(report)).to.deep.equal({
+      domain: 'edge',
+      bucket_quota_usages: [
+        { bucket_id: { bucket: { user_id: 'alice' } }, time_elapsed: { seconds: '1' }, num_requests_allowed: '0', num_requests_denied: '1' },
+        { bucket_id: { bucket: { user_id: 'bob' } }, time_elapsed: { seconds: '1' }, num_requests_allowed: '2', num_requests_denied: '3' },
+      ],
+    });
+    // The same bytes over a real call: the server subscribes both buckets and assigns each.
+    const fixture = await start([windowPolicy(10)]);
+    const Raw = grpc.makeGenericClientConstructor({ StreamRateLimitQuotas: { ...method, requestSerialize: (bytes: Buffer) => bytes } }, 'RawRlqs');
+    const client = new Raw(fixture.target, grpc.credentials.createInsecure()) as unknown as { StreamRateLimitQuotas(): grpc.ClientDuplexStream<Buffer, { bucket_action: { bucket_id: { bucket: Record<string, string> } }[] }> };
+    const call = client.StreamRateLimitQuotas();
+    const assigned = new Set<string>();
+    try {
+      const both = new Promise<void>((resolve, reject) => {
+        call.on('data', (message) => {
+          for (const action of message.bucket_action) assigned.add(action.bucket_id.bucket.user_id!);
+          if (assigned.size === 2) resolve();
+        });
+        call.on('error', reject);
+      });
+      call.write(report);
+      await both;
+      expect([...assigned].sort()).to.deep.equal(['alice', 'bob']);
+      expect(fixture.counts.report).to.equal(2);
+    } finally {
+      call.cancel();
+      (client as unknown as grpc.Client).close();
+      await fixture.close();
+    }
+  });
+
+  it('the same strategy again only extends the assignment: the simulated Envoy keeps the one it has, and reports only on its interval', async () => {
+    const fixture = await start([], { idleMs: 1000 });
+    const envoy = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 100 });
+    try {
+      envoy.request(BUCKET);
+      await envoy.waitFor((a) => a.quota_assignment_action !== undefined);
+      // Demand goes on: near the assignment's end the server sends ALLOW_ALL again, the same strategy.
+      let n = 0;
+      await driveUntil(envoy, () => envoy.actions.length >= 2 || ++n > 5000);
+      expect(envoy.actions.slice(0, 2).map((a) => a.quota_assignment_action?.rate_limit_strategy?.blanket_rule)).to.deep.equal(['ALLOW_ALL', 'ALLOW_ALL']);
+      expect({ replaced: envoy.replaced, extended: envoy.extended }).to.deep.equal({ replaced: 1, extended: 1 });
+      expect(envoy.activeStrategy(BUCKET)).to.deep.include({ blanket_rule: 'ALLOW_ALL' });
+    } finally {
+      await envoy.close();
+      await fixture.close();
+    }
+  });
+
+  it('does not evaluate a shadow policy for a bucket: only enforced winners take units, a shadow-only bucket is ALLOW_ALL', async () => {
+    const shadow = windowPolicy(5, { enforcement_mode: 'shadow' });
+    const fixture = await start([shadow], { idleMs: 3000 });
+    const envoy = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 20 });
+    try {
+      envoy.request(BUCKET);
+      const action = await envoy.waitFor((a) => a.quota_assignment_action !== undefined);
+      expect(action.quota_assignment_action!.rate_limit_strategy).to.deep.include({ blanket_rule: 'ALLOW_ALL' });
+      for (let i = 0; i < 10; i++) expect(envoy.request(BUCKET), 'a shadow policy never denies').to.equal(true);
+    } finally {
+      await envoy.close();
+    }
+    expect(await fixture.consumed(shadow), 'no units taken from the shadow counter').to.equal(0);
+    await fixture.close();
+  });
+
   it('assigns ALLOW_ALL to a bucket a concurrency policy covers, counted as unsupported', async () => {
     const fixture = await start([makePolicy({ policy_id: 'slots', scope: { user_id: '*' }, algorithm: { type: 'concurrency', max_concurrency: 2 } })]);
     const envoy = new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 50 });
@@ -318,3 +397,11 @@ async function waitUntil(test: () => boolean): Promise<boolean> {
   }
   return test();
 }
+
+/** One protobuf field of wire type 2 (length-delimited): the tag, the length, the bytes. */
+function field(number: number, bytes: number[]): number[] {
+  if (bytes.length > 127) throw new Error('a one-byte length is enough here');
+  return [(number << 3) | 2, bytes.length, ...bytes];
+}
+
+const text = (value: string) => [...Buffer.from(value, 'utf8')];

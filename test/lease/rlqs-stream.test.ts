@@ -20,9 +20,9 @@ const T0 = Date.UTC(2031, 0, 1);
 const HOLD_MS = 1000;
 const LIMIT = 1000;
 
-function setup(idleMs = 60_000) {
-  const clock = new TestClock(T0);
-  const policy = makePolicy({ policy_id: 'p', scope: { user_id: '*' }, algorithm: { type: 'fixed_window', limit: LIMIT, window: '1h' }, lease: { max_hold: `${HOLD_MS}ms` } });
+function setup(idleMs = 60_000, holdMs = HOLD_MS, startAt = T0) {
+  const clock = new TestClock(startAt);
+  const policy = makePolicy({ policy_id: 'p', scope: { user_id: '*' }, algorithm: { type: 'fixed_window', limit: LIMIT, window: '1h' }, lease: { max_hold: `${holdMs}ms` } });
   const matcher = new LiveMatcher([policy]);
   const store = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
   const sent: Assignment[] = [];
@@ -39,7 +39,12 @@ function setup(idleMs = 60_000) {
     stream.report([usage]);
     await clock.advanceTo(clock.now);
   };
-  return { clock, stream, sent, consumed, report, takes: () => takes };
+  const spend = (n: number) => store.consume(counterKeys('unit:', 'p', spec, ['user_id', 'u']), spec as never, n);
+  const consumedOf = async (policyId: string) => {
+    const of = matcher.current().get(policyId)!.spec;
+    return LIMIT - (await store.peek(counterKeys('unit:', policyId, of, ['user_id', 'u']), of as never)).remaining;
+  };
+  return { clock, stream, sent, consumed, consumedOf, report, spend, matcher, policy, takes: () => takes };
 }
 
 const tokens = (a: Assignment | undefined) => (a?.strategy === 'token_bucket' ? a.maxTokens : 0);
@@ -96,5 +101,96 @@ describe('RLQS stream: settling and abandons, step by step', () => {
     expect(tokens(sent.at(-1))).to.be.above(0);
     await stream.end(true);
     expect(await consumed()).to.equal(0);
+  });
+});
+
+describe('RLQS stream: an assessment that throws', () => {
+  it('is caught (no unhandled rejection), and the bucket is assessed again at its next report', async () => {
+    const { clock, stream, sent, report } = setup();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    const policies = (stream as unknown as { deps: { policies: { current(): unknown } } }).deps.policies;
+    const current = policies.current.bind(policies);
+    try {
+      policies.current = () => {
+        throw new Error('the matcher broke');
+      };
+      await report(0, 1);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(sent, 'nothing assigned by the failed assessment').to.have.length(0);
+      policies.current = current;
+      await clock.advanceTo(clock.now + 100);
+      await report(0, 1);
+      expect(tokens(sent.at(-1)), 'assessed again: a grant').to.be.above(0);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      policies.current = current;
+      await stream.end(true);
+    }
+    expect(unhandled).to.deep.equal([]);
+  });
+});
+
+describe('RLQS stream: DENY_ALL for a spent counter', () => {
+  it('lives until the counter can admit again (the window\'s end), never longer, even with a longer hold', async () => {
+    // 3 s before the hour's window ends, with a 20 s hold: the counter's retry_after is the bound.
+    const { clock, stream, sent, report, spend } = setup(60_000, 20_000, T0 + 3_600_000 - 3000);
+    await spend(LIMIT);
+    await report(0, 1);
+    const deny = sent.at(-1);
+    expect(deny?.strategy).to.equal('deny_all');
+    const ttlMs = deny?.strategy === 'deny_all' ? deny.ttlMs : NaN;
+    expect(ttlMs, 'until the window ends').to.be.above(0).and.at.most(3000);
+    // The window ended: the next report brings a grant of the new window.
+    await clock.advanceTo(clock.now + ttlMs);
+    await report(0, 1);
+    expect(tokens(sent.at(-1)), 'assessed again at the window\'s end').to.be.above(0);
+    await stream.end(true);
+  });
+});
+
+describe('RLQS stream: settling across a window rollover', () => {
+  it('a grant of the ended window does not take credit for requests spent of the new one: the new window keeps all it handed out', async () => {
+    const windowEnd = T0 + 3_600_000;
+    const { clock, stream, sent, consumed, report } = setup(60_000, 2000, windowEnd - 1500);
+    await report(0, 1);
+    const first = tokens(sent.at(-1));
+    await clock.advanceTo(clock.now + 100);
+    await report(first, 100); // the old window's second grant, unspent: it lives until just before the window ends
+    const old = tokens(sent.at(-1));
+    expect(old, 'a grant of the old window').to.be.above(1);
+    // The window ended; Envoy's assignment expired (it refused meanwhile): the next report brings a grant of the new window.
+    await clock.advanceTo(windowEnd + 10);
+    await report(0, 20);
+    const fresh = tokens(sent.at(-1));
+    expect(fresh, 'a grant of the new window').to.be.above(0);
+    expect(await consumed(), 'the new window: its grant').to.equal(fresh);
+    // Envoy spends all of it and says so; the old window's grant is still unsettled beside it.
+    await clock.advanceTo(clock.now + 20);
+    await report(fresh);
+    await stream.end(true);
+    expect(await consumed(), 'the new window keeps what Envoy admitted of it').to.equal(fresh);
+  });
+});
+
+describe('RLQS stream: settling across a policy swap', () => {
+  it("a grant of the replaced policy does not take credit for requests spent of the new policy's counter", async () => {
+    const { clock, stream, sent, consumedOf, report, matcher, policy } = setup(60_000, 2000);
+    await report(0, 1);
+    const first = tokens(sent.at(-1));
+    await clock.advanceTo(clock.now + 100);
+    await report(first, 100);
+    expect(tokens(sent.at(-1)), 'a grant of the old policy, unspent').to.be.above(1);
+    // The policy is replaced by another (another counter): the bucket's next assignment, near the old one's end, is from it.
+    matcher.replace([{ ...policy, policy_id: 'q' }]);
+    await clock.advanceTo(clock.now + 1800);
+    await report(0, 20);
+    const fresh = tokens(sent.at(-1));
+    expect(fresh, 'a grant of the new policy').to.be.above(0);
+    await clock.advanceTo(clock.now + 20);
+    await report(fresh);
+    await stream.end(true);
+    expect(await consumedOf('q'), "the new policy's counter keeps what Envoy admitted of it").to.equal(fresh);
   });
 });

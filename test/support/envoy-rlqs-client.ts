@@ -56,6 +56,9 @@ export class SimulatedEnvoy {
   /** Requests let through, over every bucket and the whole life of this Envoy. */
   admitted = 0;
   refused = 0;
+  /** Assignments that only extended the active one's life (the same strategy again), and those that replaced it. */
+  extended = 0;
+  replaced = 0;
   /** Every action received, in order. */
   readonly actions: Action[] = [];
   /** The stream's end: its status (OK on a clean end). */
@@ -175,7 +178,9 @@ export class SimulatedEnvoy {
       const active = state.active;
       if (active && active.expiresAt > now && sameStrategy(active.strategy, strategy)) {
         active.expiresAt = now + ttl;
+        this.extended++;
       } else {
+        this.replaced++;
         if (active) this.report([state]);
         state.active = { strategy, expiresAt: now + ttl, tokens: strategy.token_bucket?.max_tokens ?? 0, at: now };
       }
@@ -190,10 +195,9 @@ export class SimulatedEnvoy {
   private report(buckets: Bucket[]): void {
     if (buckets.length === 0 || this.silent || this.call.writableEnded) return;
     const now = performance.now();
-    const usages: Record<string, object> = {};
-    buckets.forEach((state, i) => {
+    const usages = buckets.map((state) => {
       const elapsed = now - state.lastReport;
-      usages[String(i + 1)] = {
+      const usage = {
         bucket_id: { bucket: state.id },
         time_elapsed: { seconds: Math.floor(elapsed / 1000), nanos: Math.round((elapsed % 1000) * 1e6) },
         num_requests_allowed: state.allowed,
@@ -202,11 +206,15 @@ export class SimulatedEnvoy {
       state.allowed = 0;
       state.denied = 0;
       state.lastReport = now;
+      return usage;
     });
     this.call.write({ domain: this.options.domain, bucket_quota_usages: usages });
   }
 }
 
+/** As Envoy's filter compares them: the same blanket rule, or token buckets alike in max_tokens, tokens_per_fill and fill_interval's nanos. */
 function sameStrategy(a: Strategy, b: Strategy): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
+  if (a.token_bucket === undefined || b.token_bucket === undefined) return a.token_bucket === b.token_bucket && (a.blanket_rule ?? 'ALLOW_ALL') === (b.blanket_rule ?? 'ALLOW_ALL');
+  const [x, y] = [a.token_bucket, b.token_bucket];
+  return x.max_tokens === y.max_tokens && (x.tokens_per_fill?.value ?? 1) === (y.tokens_per_fill?.value ?? 1) && Number(x.fill_interval?.nanos ?? 0) === Number(y.fill_interval?.nanos ?? 0);
 }
