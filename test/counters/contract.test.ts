@@ -441,4 +441,16 @@ forEachStore((_name, getStore) => {
       expect((await store.acquire(k, spec, 'n3', at(2))).allowed).to.equal(false);
     });
   });
+  describe('a quota key written by a counter of another period', () => {
+    it('expires at the end of the window its last consume or take counted, as the script\'s PEXPIRE', async () => {
+      const { store, keys } = getStore();
+      const long: RateSpec = { type: 'quota', limit: 1, periodMs: 2 };
+      const short: RateSpec = { type: 'quota', limit: 100, periodMs: 1 };
+      const k = keys('quota-two-periods', long);
+      expect(await store.consume(k, long, 1, at(1))).to.include({ allowed: true, remaining: 0 });
+      // The same period start, the other period: the key now ends with the shorter one.
+      expect(await store.take(k, short, 1, at(1))).to.include({ allowed: true, units: 1 });
+      expect(await store.consume(k, long, 6, at(2))).to.deep.include({ allowed: false, remaining: 1, retryAfterMs: 2 });
+    });
+  });
 });

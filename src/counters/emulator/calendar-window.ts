@@ -26,5 +26,5 @@ export function calendarWindow(
   }
   const stored = slot?.state;
   const used = stored && stored.periodStart === windowStart ? stored.used : 0;
-  return countInWindow(space, key, stored, limit, windowStart, windowEnd, used, op, units, now, giveTag);
+  return countInWindow(space, key, slot, limit, windowStart, windowEnd, used, op, units, now, giveTag);
 }

@@ -1,5 +1,5 @@
 import type { CounterResult } from '../counter-store.js';
-import type { MemoryKeyspace } from './keyspace.js';
+import type { MemoryKeyspace, StateSlot } from './keyspace.js';
 import type { AlgorithmOperation } from './mode.js';
 import { countInWindow, type WindowState } from './window-count.js';
 
@@ -7,12 +7,13 @@ import { countInWindow, type WindowState } from './window-count.js';
 
 export function quota(space: MemoryKeyspace, key: string, limit: number, periodMs: number, op: AlgorithmOperation, units: number, now: number, giveTag: number): CounterResult {
   // The period starts with the first consumption and lasts periodMs.
-  const stored = space.get<WindowState>(key, now);
+  const slot = space.live<StateSlot<WindowState>>(key, now);
+  const stored = slot?.state;
   let periodStart = now;
   let used = 0;
   if (stored && now < stored.periodStart + periodMs) {
     periodStart = stored.periodStart;
     used = stored.used;
   }
-  return countInWindow(space, key, stored, limit, periodStart, periodStart + periodMs, used, op, units, now, giveTag);
+  return countInWindow(space, key, slot, limit, periodStart, periodStart + periodMs, used, op, units, now, giveTag);
 }

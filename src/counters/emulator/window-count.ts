@@ -1,6 +1,6 @@
 import type { CounterResult, LeaseCounterResult } from '../counter-store.js';
 import { leaseResult, result } from './answers.js';
-import type { MemoryKeyspace } from './keyspace.js';
+import type { MemoryKeyspace, StateSlot } from './keyspace.js';
 import { mode, type AlgorithmOperation } from './mode.js';
 
 /**
@@ -29,17 +29,18 @@ export interface WindowState {
 
 /**
  * Every operation on the window [windowStart, windowEnd) of `key`, which has `used` units counted in
- * `stored` (absent when nothing is): count_in_window of lua/includes/window_count.lua, for the
- * algorithms that keep a WindowState (quota, calendar periods).
+ * the state of its live `slot` (absent when nothing is): count_in_window of lua/includes/window_count.lua,
+ * for the algorithms that keep a WindowState (quota, calendar periods).
  */
 export function countInWindow(
-  space: MemoryKeyspace, key: string, stored: WindowState | undefined, limit: number, windowStart: number, windowEnd: number, used: number,
+  space: MemoryKeyspace, key: string, slot: StateSlot<WindowState> | undefined, limit: number, windowStart: number, windowEnd: number, used: number,
   op: AlgorithmOperation, units: number, now: number, giveTag: number,
 ): CounterResult {
+  const stored = slot?.state;
   // The decision's own operation first, as the script's last branch: nothing to sort out per call.
   if (op === 'consume') {
     if (used + units > limit) return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
-    writeWindow(space, key, stored, windowStart, windowEnd, used + units);
+    writeWindow(space, key, slot, windowStart, windowEnd, used + units);
     return result(true, Math.max(0, limit - (used + units)), 0, windowEnd - now);
   }
   const { refunding, cost, refund, taking, giving } = mode(op, units);
@@ -58,17 +59,21 @@ export function countInWindow(
     if (giving) return leaseResult(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset, before - used, windowStart, windowEnd - now);
     return result(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset);
   }
-  if (taking) return windowTake(cost, used, limit, windowStart, windowEnd, reset, now, (taken) => writeWindow(space, key, stored, windowStart, windowEnd, taken));
+  if (taking) return windowTake(cost, used, limit, windowStart, windowEnd, reset, now, (taken) => writeWindow(space, key, slot, windowStart, windowEnd, taken));
   // A peek or a check: what consuming `cost` would answer, nothing written.
   if (used + cost > limit) return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
   return result(true, Math.max(0, limit - used), 0, reset);
 }
 
 /**
- * Stores the window's count: in the live state when it is that window's (no allocation and no Map
- * lookup per decision: its expiry is already that window's end), else a new one.
+ * Stores the window's count and, as the script's PEXPIRE, its expiry at the window's end: in the live
+ * slot when it holds that window (no allocation and no Map lookup per decision), else a new state.
  */
-function writeWindow(space: MemoryKeyspace, key: string, stored: WindowState | undefined, windowStart: number, windowEnd: number, used: number): void {
-  if (stored !== undefined && stored.periodStart === windowStart) stored.used = used;
-  else space.put<WindowState>(key, { periodStart: windowStart, used }, windowEnd);
+function writeWindow(space: MemoryKeyspace, key: string, slot: StateSlot<WindowState> | undefined, windowStart: number, windowEnd: number, used: number): void {
+  const stored = slot?.state;
+  if (stored !== undefined && stored.periodStart === windowStart) {
+    stored.used = used;
+    // Usually already the window's end; not when a counter of another period wrote the key last.
+    slot!.expireAt = windowEnd;
+  } else space.put<WindowState>(key, { periodStart: windowStart, used }, windowEnd);
 }
