@@ -449,7 +449,7 @@ forEachStore((_name, getStore) => {
       const k = keys('quota-two-periods', long);
       expect(await store.consume(k, long, 1, at(1))).to.include({ allowed: true, remaining: 0 });
       // The same period start, the other period: the key now ends with the shorter one.
-      expect(await store.take(k, short, 1, at(1))).to.include({ allowed: true, units: 1 });
+      expect(await store.take!(k, short, 1, at(1))).to.include({ allowed: true, units: 1 });
       expect(await store.consume(k, long, 6, at(2))).to.deep.include({ allowed: false, remaining: 1, retryAfterMs: 2 });
     });
   });
