@@ -1,4 +1,4 @@
-import type { LeasePoolScript } from '../../../src/lease/region-pool.js';
+import type { LeasePoolScript } from '../../../src/regions/region-pool.js';
 
 /**
  * The in-memory port of `lua/lease_pool.lua`: region pools kept in this process, on a clock of their own

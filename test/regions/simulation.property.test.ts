@@ -49,12 +49,12 @@ import type { CompiledPolicy } from '../../src/matching/matcher.js';
 import { leaseShapeOf } from '../../src/policy/lease-terms.js';
 import { MemoryLeasePool } from './support/memory-region-pool.js';
 import { ProcessLeases, type LendingStore } from '../../src/lease/process-leases.js';
-import { RegionPool, type RegionPoolStore } from '../../src/lease/region-pool.js';
-import { RegionCounterStore } from '../../src/lease/region-store.js';
+import { RegionPool, type RegionPoolStore } from '../../src/regions/region-pool.js';
+import { RegionCounterStore } from '../../src/regions/region-store.js';
 import type { LeasedSpec } from '../../src/lease/store-parent.js';
 import type { LeaseClock, LeaseEvents } from '../../src/lease/types.js';
 import { setLogLevel } from '../../src/util/log.js';
-import { flush as settle, TestClock } from './support/test-clock.js';
+import { flush as settle, TestClock } from '../lease/support/test-clock.js';
 import { overShare, overSlidingShare, ShareCheck } from './support/share-check.js';
 import { compileShares } from '../../src/policy/budget-shares.js';
 
