@@ -7,7 +7,7 @@
  * - Each region is served by several servers, each a real RegionCounterStore (refill lock, chunk rule,
  *   waiting decisions, expiry from clock samples, idle sweep, policy-change drain); the servers of a
  *   region share ONE pool, MemoryLeasePool (the port of lua/lease_pool.lua, proven identical to it by
- *   test/lease/region-pool-parity.property.test.ts), on the region store's own clock.
+ *   test/regions/region-pool-parity.property.test.ts), on the region store's own clock.
  * - Below them, each server's ProcessLeases (LeaseHolder, ProcessUnitPool, storeParent), whose parent
  *   is its RegionCounterStore, as production wires a `lease` on a global budget.
  * Three topologies, as production runs them: process leases on one store (no regions), a global budget
