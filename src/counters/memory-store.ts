@@ -2,7 +2,7 @@ import type {
   CounterResult, CounterStore, GroupOperation, GroupOutcome, GroupResult, LeaseCounterResult, NamedGive, NamedTake, SyncCounterOperations, TakeReclaim,
 } from './counter-store.js';
 import { sharesKey, takesKey } from './keys.js';
-import { finishLeaseOp, prepareLeaseOp, type LedgerSlot, type PreparedLeaseOp, type TakeLedger } from './named-takes.js';
+import { finishLeaseOp, prepareLeaseOp, type LedgerSlot, type PreparedLeaseOp, type TakeLedger } from './parent-take-ledger.js';
 import { logShareOf, regionShareOf, shareAnswer, shareRoom, type NamedShare, type ShareLedger, type ShareSlot } from './shares.js';
 import { slideAt, slidingShareAnswer, slidingShareRoom, type SlidingShareLedger } from './shares-sliding.js';
 import type { LeaseSpec, RateSpec } from './counter-spec.js';

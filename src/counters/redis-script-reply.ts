@@ -1,5 +1,5 @@
 import type { CounterResult, LeaseCounterResult } from './counter-store.js';
-import { LEASE_OUTCOMES } from './named-takes.js';
+import { LEASE_OUTCOMES } from './parent-take-ledger.js';
 import { parseShareReport } from './shares.js';
 
 /**

@@ -9,7 +9,7 @@ import type { CounterResult, CounterStore, GroupOperation, GroupOutcome, LeaseCo
 import { parseGroupReply, settleShare, slotGroups } from './redis-group.js';
 import { sharesKey, takesKey } from './keys.js';
 import { logShareOf, regionShareOf, shareArgs } from './shares.js';
-import { checkTakeId } from './named-takes.js';
+import { checkTakeId } from './parent-take-ledger.js';
 import { calendarParams, isCalendarSpec, scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
 import { SCRIPT_KEY_COUNTS, withShareLedger, withTakeLedger, type ScriptName } from '../redis/lua-scripts.js';
 import { ScriptBatcher } from './redis-batcher.js';

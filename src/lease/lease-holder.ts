@@ -4,7 +4,7 @@ import type { CompiledLease } from '../counters/counter-spec.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
 import { chunkSize, SpendRate } from './chunk.js';
 import { leaseFailed } from './failures.js';
-import { countUnits, NamedTakes, type TakeName, type UnitOwner } from './named-takes.js';
+import { countUnits, NamedTakes, type TakeName, type UnitOwner } from './holder-takes.js';
 import type { ProcessUnitPool } from './process-pool.js';
 import { waitTimeout, within, type LeaseClock, type LeaseEvents, type LeaseParent } from './types.js';
 

@@ -11,7 +11,7 @@ import { storeParent, type LeasedSpec } from '../lease/store-parent.js';
 import { ShareViews } from './share-view.js';
 import type { RegionShareUse } from '../schema/server-info.js';
 import { leaseFailed } from '../lease/failures.js';
-import { countUnits, NamedTakes, type UnitOwner } from '../lease/named-takes.js';
+import { countUnits, NamedTakes, type UnitOwner } from '../lease/holder-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, systemClock, toStoreClock, waitTimeout, within } from '../lease/types.js';
 import type { LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from '../lease/types.js';

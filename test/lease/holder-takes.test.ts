@@ -6,7 +6,7 @@ import { expect } from 'chai';
 import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { unansweredTakes } from '../../src/lease/lease-holder.js';
-import type { UnitOwner } from '../../src/lease/named-takes.js';
+import type { UnitOwner } from '../../src/lease/holder-takes.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import type { LeaseClock, LeaseParent } from '../../src/lease/types.js';
 
