@@ -34,7 +34,7 @@
 -- units must be back by, the take's plus the hold; a bucket's give: 0), ms the units may still be spent
 -- (until their window ends; a bucket's take: what is left of the hold), now (this clock, epoch ms),
 -- outcome (0 done, 1 late, 2 repeat, 3 reclaimed, 4 ahead), units lapsed (give, reclaim)}.
--- Port of src/counters/named-takes.ts: change both together.
+-- Port of src/counters/parent-take-ledger.ts: change both together.
 -- @include "slot"
 -- @include "shares"
 

@@ -158,7 +158,7 @@ export class MemoryCounterStore implements CounterStore {
 
   /**
    * A lease operation: the take ledger read first, the algorithm's take or give, then the ledger
-   * written and the answer completed (named-takes.ts, the port of lua/includes/lease.lua).
+   * written and the answer completed (parent-take-ledger.ts, the port of lua/includes/lease.lua).
    */
   private leaseNow(
     keys: string[], spec: RateSpec, op: 'take' | 'give' | 'reclaim', units: number, now: number, args: NamedTake & Partial<TakeReclaim> & { tag?: number },

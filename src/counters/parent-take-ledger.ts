@@ -12,10 +12,11 @@ const MAX_TAKES = 256;
 const MEMORY_MS = 60_000;
 
 /**
- * One id's entry: a take's grant `g` (units, tag, give tag), a give `v` (back, lapsed) or reclaimed `r`
- * (back, lapsed; a tombstone: 0, 0; and `by`, its reclaimer, '' when unnamed).
+ * One id's entry as the ledger holds it, and as memory-mode snapshots write it (snapshot-format.ts):
+ * `a`, `b`, `c` mean what `kind` says (see `entryOf`). Kept in this form so saved counters read back
+ * as they were written; the code reads and writes it only through `entryOf` and `storedOf`.
  */
-export interface LedgerEntry {
+export interface StoredLedgerEntry {
   expireAt: number;
   seq: number;
   kind: 'g' | 'v' | 'r';
@@ -25,9 +26,44 @@ export interface LedgerEntry {
   by?: string;
 }
 
+/** A take's grant (`g`): its units, their tag, and the tag a reclaim gives them back under. */
+export interface GrantEntry {
+  kind: 'g';
+  units: number;
+  tag: number;
+  giveTag: number;
+}
+
+/** A give (`v`) or a reclaim (`r`: a tombstone when it found nothing, 0 and 0): what went back, what lapsed. */
+export interface GiveEntry {
+  kind: 'v' | 'r';
+  back: number;
+  lapsed: number;
+  /** A reclaim's reclaimer ('' when unnamed). */
+  by?: string;
+}
+
+export type LedgerEntry = (GrantEntry | GiveEntry) & { expireAt: number; seq: number };
+
+/** The entry's fields by name. */
+export function entryOf(stored: StoredLedgerEntry): LedgerEntry {
+  const { expireAt, seq, kind, a, b, c } = stored;
+  if (kind === 'g') return { expireAt, seq, kind, units: a, tag: b, giveTag: c };
+  return kind === 'r' ? { expireAt, seq, kind, back: a, lapsed: b, by: stored.by ?? '' } : { expireAt, seq, kind, back: a, lapsed: b };
+}
+
+/** The entry as stored: the same fields in the same order as ever (a give's `c` is 0; only a reclaim has `by`). */
+export function storedOf(entry: LedgerEntry): StoredLedgerEntry {
+  const { expireAt, seq } = entry;
+  if (entry.kind === 'g') return { expireAt, seq, kind: 'g', a: entry.units, b: entry.tag, c: entry.giveTag };
+  const stored: StoredLedgerEntry = { expireAt, seq, kind: entry.kind, a: entry.back, b: entry.lapsed, c: 0 };
+  if (entry.kind === 'r') stored.by = entry.by ?? '';
+  return stored;
+}
+
 /** The ledger of one counter; the slot that holds it expires with its longest-lived entry (`x`). */
 export interface TakeLedger {
-  entries: Map<string, LedgerEntry>;
+  entries: Map<string, StoredLedgerEntry>;
   /** Entries written (`n`): the next one's sequence number is one more. */
   written: number;
 }
@@ -78,7 +114,7 @@ export function prepareLeaseOp(
   let recorded: LedgerEntry | undefined;
   if (takeId !== undefined) {
     const entry = slot.read()?.entries.get(takeId);
-    if (entry !== undefined && entry.expireAt > now) recorded = entry;
+    if (entry !== undefined && entry.expireAt > now) recorded = entryOf(entry);
   }
   const prepared: PreparedLeaseOp = {
     op: reclaiming ? 'give' : op, units, tag: args.tag ?? 0, outcome: 'done', reclaiming, takeId,
@@ -90,9 +126,9 @@ export function prepareLeaseOp(
   } else if (!reclaiming && args.deadline !== undefined && now > args.deadline) {
     prepared.outcome = 'late';
   } else if (reclaiming) {
-    if (recorded && recorded.kind === 'g') {
-      prepared.units = recorded.a;
-      prepared.tag = recorded.c;
+    if (recorded?.kind === 'g') {
+      prepared.units = recorded.units;
+      prepared.tag = recorded.giveTag;
     } else if (recorded?.kind === 'r' && (recorded.by ?? '') !== prepared.by) {
       // Settled by another reclaimer, who counts it.
       prepared.outcome = 'reclaimed';
@@ -121,24 +157,27 @@ export function finishLeaseOp(
     answer.windowLeftMs = p.holdMs;
   }
   if (p.op === 'take' && p.outcome === 'done' && p.takeId !== undefined) {
-    writeEntry(slot, p, 'g', answer.units, answer.windowTag, answer.windowTag, now);
+    writeEntry(slot, p, { kind: 'g', units: answer.units, tag: answer.windowTag, giveTag: answer.windowTag }, now);
   } else if (p.op === 'take' && p.outcome === 'repeat') {
-    const recorded = p.recorded!;
-    if (shape === 'bucket') answer.windowLeftMs = Math.max(0, recorded.b - now);
+    // A take asked again finds its own kind of entry.
+    const recorded = p.recorded as GrantEntry;
+    if (shape === 'bucket') answer.windowLeftMs = Math.max(0, recorded.tag - now);
     // Its window has ended.
-    else if (recorded.b !== answer.windowTag) answer.windowLeftMs = 0;
-    answer.units = recorded.a;
-    answer.windowTag = recorded.b;
+    else if (recorded.tag !== answer.windowTag) answer.windowLeftMs = 0;
+    answer.units = recorded.units;
+    answer.windowTag = recorded.tag;
     answer.allowed = answer.units > 0;
   } else if (p.op === 'give') {
     lapsed = p.asked - answer.units;
     if (p.outcome === 'repeat') {
-      answer.units = p.recorded!.a;
-      lapsed = p.recorded!.b;
+      // A give asked again, or a reclaim after a give or its own: a give's kind of entry.
+      const recorded = p.recorded as GiveEntry;
+      answer.units = recorded.back;
+      lapsed = recorded.lapsed;
     } else if (p.outcome === 'done' && p.takeId !== undefined) {
-      writeEntry(slot, p, p.reclaiming ? 'r' : 'v', answer.units, lapsed, 0, now);
+      writeEntry(slot, p, { kind: p.reclaiming ? 'r' : 'v', back: answer.units, lapsed, by: p.by }, now);
     } else if (p.outcome === 'ahead') {
-      writeEntry(slot, p, 'r', 0, 0, 0, now);
+      writeEntry(slot, p, { kind: 'r', back: 0, lapsed: 0, by: p.by }, now);
     }
   }
   answer.storeNow = now;
@@ -148,10 +187,10 @@ export function finishLeaseOp(
 }
 
 /** Writes `p`'s entry, kept MEMORY_MS past the later of now and its deadline. */
-function writeEntry(slot: LedgerSlot, p: PreparedLeaseOp, kind: LedgerEntry['kind'], a: number, b: number, c: number, now: number): void {
+function writeEntry(slot: LedgerSlot, p: PreparedLeaseOp, entry: GrantEntry | GiveEntry, now: number): void {
   const takeId = p.takeId!;
   const expireAt = Math.max(now, p.deadline ?? now) + MEMORY_MS;
-  const ledger = slot.read() ?? { entries: new Map<string, LedgerEntry>(), written: 0 };
+  const ledger = slot.read() ?? { entries: new Map<string, StoredLedgerEntry>(), written: 0 };
   const x = slot.expireAt() ?? expireAt;
   const seq = ledger.written + 1;
   if (!ledger.entries.has(takeId) && ledger.entries.size >= MAX_TAKES) {
@@ -172,7 +211,7 @@ function writeEntry(slot: LedgerSlot, p: PreparedLeaseOp, kind: LedgerEntry['kin
     }
     if (live >= MAX_TAKES) ledger.entries.delete(oldest!);
   }
-  ledger.entries.set(takeId, { expireAt, seq, kind, a, b, c, ...(kind === 'r' && { by: p.by }) });
+  ledger.entries.set(takeId, storedOf({ ...entry, expireAt, seq }));
   ledger.written = seq;
   slot.write(ledger, Math.max(x, expireAt));
 }

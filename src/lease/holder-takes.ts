@@ -38,7 +38,7 @@ interface Unanswered<Context> {
  * exceeds the true offset (same-rate clocks): a deadline `now + offset + timeout` is never later, by the
  * parent's clock, than the holder's giving up. Before any sample, no deadline (the id alone still settles).
  */
-export class NamedTakes<Context> {
+export class HolderTakes<Context> {
   private readonly prefix = randomUUID();
   private sequence = 0;
   /** `parentNow − local arrival` of the latest answers: each a lower bound of the true offset. */

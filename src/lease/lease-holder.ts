@@ -4,14 +4,14 @@ import type { CompiledLease } from '../counters/counter-spec.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
 import { chunkSize, SpendRate } from './chunk.js';
 import { leaseFailed } from './failures.js';
-import { countUnits, NamedTakes, type TakeName, type UnitOwner } from './holder-takes.js';
+import { countUnits, HolderTakes, type TakeName, type UnitOwner } from './holder-takes.js';
 import type { ProcessUnitPool } from './process-pool.js';
 import { waitTimeout, within, type LeaseClock, type LeaseEvents, type LeaseParent } from './types.js';
 
 /** Takes and gives whose answer was lost, each with its owner: shared by a process's holders. */
-export type UnansweredTakes = NamedTakes<UnitOwner>;
+export type UnansweredTakes = HolderTakes<UnitOwner>;
 
-export const unansweredTakes = (clock: LeaseClock): UnansweredTakes => new NamedTakes(clock, (owner) => owner);
+export const unansweredTakes = (clock: LeaseClock): UnansweredTakes => new HolderTakes(clock, (owner) => owner);
 
 export interface LeaseHolderOptions {
   lease: CompiledLease;

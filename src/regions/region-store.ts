@@ -11,7 +11,7 @@ import { storeParent, type LeasedSpec } from '../lease/store-parent.js';
 import { ShareViews } from './share-view.js';
 import type { RegionShareUse } from '../schema/server-info.js';
 import { leaseFailed } from '../lease/failures.js';
-import { countUnits, NamedTakes, type UnitOwner } from '../lease/holder-takes.js';
+import { countUnits, HolderTakes, type UnitOwner } from '../lease/holder-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, systemClock, toStoreClock, waitTimeout, within } from '../lease/types.js';
 import type { LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from '../lease/types.js';
@@ -70,7 +70,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   /** What the global counter last said of each shared budget's regions (/rl/v1/info). */
   private readonly shareViews: ShareViews;
   /** Refills and gives named, with deadlines by the global store's clock; those whose answer was lost, to settle. */
-  private readonly takes: NamedTakes<Leased>;
+  private readonly takes: HolderTakes<Leased>;
   private sweeper: unknown;
   private sweeping: Promise<void> | undefined;
   private closed = false;
@@ -84,7 +84,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     this.clock = options.clock ?? systemClock;
     this.maxWaitMs = options.maxWaitMs ?? DEFAULT_LEASE_MAX_WAIT_MS;
     this.shareViews = new ShareViews(this.clock);
-    this.takes = new NamedTakes(this.clock, (counter) => this.ownerOf(counter));
+    this.takes = new HolderTakes(this.clock, (counter) => this.ownerOf(counter));
     const interval = options.sweepIntervalMs ?? 250;
     if (interval > 0) this.armSweep(interval);
   }

@@ -1,5 +1,5 @@
 /**
- * NamedTakes' reclaims (issue 28 point 4): a take's units are counted once, whichever paths of one holder,
+ * HolderTakes' reclaims (issue 28 point 4): a take's units are counted once, whichever paths of one holder,
  * and whichever holders, reclaim it; a `repeat` is counted only as the answer of the holder's own lost reclaim.
  */
 import { expect } from 'chai';
@@ -13,7 +13,7 @@ import type { LeaseClock, LeaseParent } from '../../src/lease/types.js';
 const T0 = 1_800_000_000_000;
 const spec: LeasedSpec = { type: 'fixed_window', limit: 100, windowMs: 3_600_000 };
 
-/** A global counter, and holders of its takes, each with its own NamedTakes; `lose`: the next reclaims run and their answers are lost. */
+/** A global counter, and holders of its takes, each with its own HolderTakes; `lose`: the next reclaims run and their answers are lost. */
 function world() {
   const clock = { now: T0 };
   const leaseClock: LeaseClock = { now: () => clock.now, setTimer: () => undefined, clearTimer: () => undefined };
@@ -43,7 +43,7 @@ function world() {
   return { take: (takeId: string) => parentOf('k').take(3, { takeId }), holder, used };
 }
 
-describe('NamedTakes: a take reclaimed is counted once', () => {
+describe('HolderTakes: a take reclaimed is counted once', () => {
   it('a reclaim whose answer was lost, sent again, answers repeat: counted then, once', async () => {
     const w = world();
     const a = w.holder();

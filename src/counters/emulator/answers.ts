@@ -6,7 +6,7 @@ export function result(allowed: boolean, remaining: number, retryAfterMs: number
   return { allowed, remaining, retryAfterMs, resetAfterMs };
 }
 
-/** A lease operation's answer as the algorithm gives it; finishLeaseOp (named-takes.ts) completes the rest. */
+/** A lease operation's answer as the algorithm gives it; finishLeaseOp (parent-take-ledger.ts) completes the rest. */
 export function leaseResult(
   allowed: boolean, remaining: number, retryAfterMs: number, resetAfterMs: number, units: number, windowTag: number, windowLeftMs: number,
 ): LeaseCounterResult {

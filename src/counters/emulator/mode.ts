@@ -1,6 +1,6 @@
 import type { RateOperation } from '../counter-store.js';
 
-/** What an algorithm runs: a reclaim reaches it as a give (named-takes.ts). */
+/** What an algorithm runs: a reclaim reaches it as a give (parent-take-ledger.ts). */
 export type AlgorithmOperation = Exclude<RateOperation, 'reclaim'>;
 
 /**
