@@ -8,9 +8,9 @@
  * Deterministic for a seed; no wall clock. TRACE=1 prints each refill and each wait at 35%-60%.
  */
 import { MemoryCounterStore } from '../src/counters/memory-store.js';
-import { MemoryLeasePool } from '../test/lease/support/memory-region-pool.js';
-import { RegionPool } from '../src/lease/region-pool.js';
-import { RegionCounterStore } from '../src/lease/region-store.js';
+import { MemoryLeasePool } from '../test/regions/support/memory-region-pool.js';
+import { RegionPool } from '../src/regions/region-pool.js';
+import { RegionCounterStore } from '../src/regions/region-store.js';
 import type { LeaseClock } from '../src/lease/types.js';
 import { setLogLevel } from '../src/util/log.js';
 setLogLevel('error');

@@ -5,7 +5,7 @@
 --
 -- Clocks: only this store's clock is read here (ARGV[1] '' = TIME), and every answer tells it. A
 -- generation's expiry arrives in this clock, computed by the server from such an answer and the global
--- store's, so that it never comes later than the global window's end (src/lease/region-store.ts,
+-- store's, so that it never comes later than the global window's end (src/regions/region-store.ts,
 -- `expiresAtOf`; docs/distribution.md, "Clocks").
 --
 -- KEYS[1]  pool hash:

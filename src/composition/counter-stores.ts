@@ -1,7 +1,7 @@
 import type { RegionConfig } from '../config.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../redis/redis-store.js';
-import { RegionPool } from '../lease/region-pool.js';
-import { RegionCounterStore } from '../lease/region-store.js';
+import { RegionPool } from '../regions/region-pool.js';
+import { RegionCounterStore } from '../regions/region-store.js';
 import type { LeaseEvents } from '../lease/types.js';
 
 /** The counter stores a server or sidecar connects: `redis` is the Redis it talks to; `region ?? redis` serves its decisions. */

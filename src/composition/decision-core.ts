@@ -3,7 +3,7 @@ import { MemoryCounterStore } from '../counters/memory-store.js';
 import type { RedisCounterStore } from '../redis/redis-store.js';
 import { CounterSnapshots, removeCounterSnapshot } from '../counters/snapshot/counter-snapshots.js';
 import { DecisionService, type DecisionServiceDeps } from '../decision/decision-service.js';
-import type { RegionCounterStore } from '../lease/region-store.js';
+import type { RegionCounterStore } from '../regions/region-store.js';
 import { RlqsHub } from '../lease/rlqs-hub.js';
 import type { RlqsEvents } from '../lease/rlqs-stream.js';
 import { systemClock, type LeaseEvents } from '../lease/types.js';

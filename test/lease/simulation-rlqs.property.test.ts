@@ -1,5 +1,5 @@
 /**
- * The lease simulation's RLQS holders (test/lease/simulation.property.test.ts simulates the process and
+ * The lease simulation's RLQS holders (test/regions/simulation.property.test.ts simulates the process and
  * region holders; this file adds Envoys' streams beside them, on the same counter): the production
  * RlqsHub and RlqsStream on each of one or two servers, model Envoys (test/lease/support/rlqs-model-envoy.ts)
  * on their streams, and the servers' process leases (ProcessLeases) deciding from the same exact counter

@@ -17,7 +17,7 @@ interface Timer {
  * A clock that moves only when the test moves it: `now` (ms), and timers that fire, in time order, as
  * `advanceTo` passes them. Its LeaseClocks (`clockFor`) may read it offset, and their timers may belong
  * to an owner: none fires once the owner died (a crashed server's). Used by the lease simulation
- * (test/lease/simulation.property.test.ts) and the region store's tests.
+ * (test/regions/simulation.property.test.ts) and the region store's tests.
  */
 export class TestClock {
   private timers: Timer[] = [];

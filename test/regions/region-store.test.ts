@@ -7,10 +7,10 @@ import { connectRedisCounterStore, type RedisCounterStore } from '../../src/redi
 import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../../src/errors.js';
 import { LeaseHolder } from '../../src/lease/lease-holder.js';
 import { MemoryLeasePool } from './support/memory-region-pool.js';
-import { flush, TestClock } from './support/test-clock.js';
+import { flush, TestClock } from '../lease/support/test-clock.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
-import { poolKey, RegionPool } from '../../src/lease/region-pool.js';
-import { RegionCounterStore } from '../../src/lease/region-store.js';
+import { poolKey, RegionPool } from '../../src/regions/region-pool.js';
+import { RegionCounterStore } from '../../src/regions/region-store.js';
 import { compileShares } from '../../src/policy/budget-shares.js';
 import { storeParent, type LeasedSpec } from '../../src/lease/store-parent.js';
 import { systemClock } from '../../src/lease/types.js';

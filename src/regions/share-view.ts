@@ -1,6 +1,6 @@
 import type { CompiledShares, GlobalBudget } from '../counters/counter-spec.js';
 import type { RegionShareUse } from '../schema/server-info.js';
-import type { GivenBack, Grant, LeaseClock, LeaseParent, LocalMs } from './types.js';
+import type { GivenBack, Grant, LeaseClock, LeaseParent, LocalMs } from '../lease/types.js';
 
 /** What the global counter last said of one policy's shares: every region's units, until the window's end. */
 interface Seen {

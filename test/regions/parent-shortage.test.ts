@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { ParentShortage, type RefusalTiming } from '../../src/lease/parent-shortage.js';
+import { ParentShortage, type RefusalTiming } from '../../src/regions/parent-shortage.js';
 
 describe('ParentShortage (what the parent said when it admitted no more)', () => {
   it('keeps an answer only while it says something: a refill that was not short leaves no entry, a short one lasts its retry_after', () => {

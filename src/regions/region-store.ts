@@ -4,17 +4,17 @@ import type { CounterResult, CounterStore, LeaseCounterResult, NamedTake } from 
 import type { CompiledLease, GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec.js';
 import type { CounterStoreErrorEvent, RedisCounterStore } from '../redis/redis-store.js';
 import type { MasterState } from '../redis/master-health.js';
-import { chunkSize } from './chunk.js';
-import type { LendingStore } from './process-leases.js';
+import { chunkSize } from '../lease/chunk.js';
+import type { LendingStore } from '../lease/process-leases.js';
 import { poolKey, type PoolAnswer, type RegionPoolStore } from './region-pool.js';
-import { storeParent, type LeasedSpec } from './store-parent.js';
+import { storeParent, type LeasedSpec } from '../lease/store-parent.js';
 import { ShareViews } from './share-view.js';
 import type { RegionShareUse } from '../schema/server-info.js';
-import { leaseFailed } from './failures.js';
-import { countUnits, NamedTakes, type UnitOwner } from './named-takes.js';
+import { leaseFailed } from '../lease/failures.js';
+import { countUnits, NamedTakes, type UnitOwner } from '../lease/named-takes.js';
 import { ParentShortage, type RefusalTiming } from './parent-shortage.js';
-import { DEFAULT_LEASE_MAX_WAIT_MS, systemClock, toStoreClock, waitTimeout, within } from './types.js';
-import type { LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from './types.js';
+import { DEFAULT_LEASE_MAX_WAIT_MS, systemClock, toStoreClock, waitTimeout, within } from '../lease/types.js';
+import type { LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from '../lease/types.js';
 
 /**
  * The counter store of a server in a region (docs/distribution.md "How it works"): a `budget: "global"`

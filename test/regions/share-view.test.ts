@@ -5,10 +5,10 @@
  */
 import { expect } from 'chai';
 import type { Grant, GivenBack, LeaseParent } from '../../src/lease/types.js';
-import { ShareViews } from '../../src/lease/share-view.js';
+import { ShareViews } from '../../src/regions/share-view.js';
 import { shareText } from '../../src/cli/share-text.js';
 import { compileShares } from '../../src/policy/budget-shares.js';
-import { TestClock } from './support/test-clock.js';
+import { TestClock } from '../lease/support/test-clock.js';
 
 describe('shares as a server shows them', () => {
   const budget = { policyId: 'api', shares: compileShares({ eu: 3, us: 1, '*': 1 }, 10) };

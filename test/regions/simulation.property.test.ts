@@ -7,7 +7,7 @@
  * - Each region is served by several servers, each a real RegionCounterStore (refill lock, chunk rule,
  *   waiting decisions, expiry from clock samples, idle sweep, policy-change drain); the servers of a
  *   region share ONE pool, MemoryLeasePool (the port of lua/lease_pool.lua, proven identical to it by
- *   test/lease/region-pool-parity.property.test.ts), on the region store's own clock.
+ *   test/regions/region-pool-parity.property.test.ts), on the region store's own clock.
  * - Below them, each server's ProcessLeases (LeaseHolder, ProcessUnitPool, storeParent), whose parent
  *   is its RegionCounterStore, as production wires a `lease` on a global budget.
  * Three topologies, as production runs them: process leases on one store (no regions), a global budget
@@ -49,12 +49,12 @@ import type { CompiledPolicy } from '../../src/matching/matcher.js';
 import { leaseShapeOf } from '../../src/policy/lease-terms.js';
 import { MemoryLeasePool } from './support/memory-region-pool.js';
 import { ProcessLeases, type LendingStore } from '../../src/lease/process-leases.js';
-import { RegionPool, type RegionPoolStore } from '../../src/lease/region-pool.js';
-import { RegionCounterStore } from '../../src/lease/region-store.js';
+import { RegionPool, type RegionPoolStore } from '../../src/regions/region-pool.js';
+import { RegionCounterStore } from '../../src/regions/region-store.js';
 import type { LeasedSpec } from '../../src/lease/store-parent.js';
 import type { LeaseClock, LeaseEvents } from '../../src/lease/types.js';
 import { setLogLevel } from '../../src/util/log.js';
-import { flush as settle, TestClock } from './support/test-clock.js';
+import { flush as settle, TestClock } from '../lease/support/test-clock.js';
 import { overShare, overSlidingShare, ShareCheck } from './support/share-check.js';
 import { compileShares } from '../../src/policy/budget-shares.js';
 

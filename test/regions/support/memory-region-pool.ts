@@ -1,11 +1,11 @@
-import type { LeasePoolScript } from '../../../src/lease/region-pool.js';
+import type { LeasePoolScript } from '../../../src/regions/region-pool.js';
 
 /**
  * The in-memory port of `lua/lease_pool.lua`: region pools kept in this process, on a clock of their own
  * (the clock of the "region store" they stand for), for the lease simulation
- * (test/lease/simulation.property.test.ts), where several RegionCounterStores share one. A line-by-line
+ * (test/regions/simulation.property.test.ts), where several RegionCounterStores share one. A line-by-line
  * port (the same steps in the same order, so the numbers are the same; change both together), proven
- * identical to the script by test/lease/region-pool-parity.property.test.ts: every answer, the hash the
+ * identical to the script by test/regions/region-pool-parity.property.test.ts: every answer, the hash the
  * script leaves, and when its key expires.
  */
 

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/redis/redis-store.js';
-import { poolKey, RegionPool } from '../../src/lease/region-pool.js';
+import { poolKey, RegionPool } from '../../src/regions/region-pool.js';
 import { randomPrefix, startRedis, type RedisHandle } from '../support/redis.js';
 
 /**
