@@ -399,7 +399,7 @@ async function calendarCost(ctx: Context): Promise<ScenarioResult> {
   // The Redis side: the same workload in this process on the private redis-server, both policy sets side by
   // side, rounds alternated. What a decision costs Redis (its CPU, from INFO cpu) and this process (its CPU)
   // is compared, not throughput: a shared machine slows both, CPU per decision much less.
-  const { connectRedisCounterStore } = await import('../src/counters/redis-store.js');
+  const { connectRedisCounterStore } = await import('../src/redis/redis-store.js');
   const { DecisionService } = await import('../src/decision/decision-service.js');
   const { LiveMatcher } = await import('../src/matching/live-matcher.js');
   const { parseRequestContext } = await import('../src/model/request-context.js');

@@ -10,7 +10,7 @@
  * round trip per decision). Reported per transport: this process's CPU (user + system) and
  * redis-server's CPU (INFO cpu) per decision, medians over the rounds (and their spread), and the ratios.
  */
-import { connectRedisCounterStore, type RedisCounterStore } from '../src/counters/redis-store.js';
+import { connectRedisCounterStore, type RedisCounterStore } from '../src/redis/redis-store.js';
 import { DecisionService } from '../src/decision/decision-service.js';
 import { LiveMatcher } from '../src/matching/live-matcher.js';
 import { parseRequestContext, type RequestContext } from '../src/model/request-context.js';

@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { CounterStore } from '../../src/counters/counter-store.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import { connectRedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisCounterStore } from '../../src/redis/redis-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { Authenticator } from '../../src/auth/authenticator.js';
 import { loadServerConfig, type ServerConfig } from '../../src/config.js';

@@ -1,5 +1,5 @@
 import http from 'node:http';
-import type { RedisCounterStore } from '../counters/redis-store.js';
+import type { RedisCounterStore } from '../redis/redis-store.js';
 import { composeDecisionCore } from '../composition/decision-core.js';
 import { closeGracefully, listen } from '../lifecycle/listening.js';
 import { ShutdownOrder } from '../lifecycle/shutdown-order.js';

@@ -1,5 +1,5 @@
 import type { RegionConfig } from '../config.js';
-import { connectRedisCounterStore, type RedisCounterStore } from '../counters/redis-store.js';
+import { connectRedisCounterStore, type RedisCounterStore } from '../redis/redis-store.js';
 import { RegionPool } from '../regions/region-pool.js';
 import { RegionCounterStore } from '../regions/region-store.js';
 import type { LeaseEvents } from '../lease/types.js';

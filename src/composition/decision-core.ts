@@ -1,6 +1,6 @@
 import type { CounterStore } from '../counters/counter-store.js';
 import { MemoryCounterStore } from '../counters/memory-store.js';
-import type { RedisCounterStore } from '../counters/redis-store.js';
+import type { RedisCounterStore } from '../redis/redis-store.js';
 import { CounterSnapshots, removeCounterSnapshot } from '../counters/snapshot/counter-snapshots.js';
 import { DecisionService, type DecisionServiceDeps } from '../decision/decision-service.js';
 import type { RegionCounterStore } from '../regions/region-store.js';

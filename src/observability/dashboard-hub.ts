@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { Registry } from 'prom-client';
 import type { CounterStore } from '../counters/counter-store.js';
-import type { CounterStoreErrorEvent } from '../counters/redis-store.js';
+import type { CounterStoreErrorEvent } from '../redis/redis-store.js';
 import { RlError } from '../errors.js';
 import type { PolicyService } from '../policy-service/policy-service.js';
 import type { Analytics, AnalyticsSummary, AnalyticsView } from './analytics.js';

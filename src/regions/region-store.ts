@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../errors.js';
 import type { CounterResult, CounterStore, LeaseCounterResult, NamedTake } from '../counters/counter-store.js';
 import type { CompiledLease, GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec.js';
-import type { CounterStoreErrorEvent, RedisCounterStore } from '../counters/redis-store.js';
+import type { CounterStoreErrorEvent, RedisCounterStore } from '../redis/redis-store.js';
 import type { MasterState } from '../redis/master-health.js';
 import { chunkSize } from '../lease/chunk.js';
 import type { LendingStore } from '../lease/process-leases.js';

@@ -10,7 +10,7 @@ import { loadAgentConfig } from '../../src/agent/config.js';
 import { PolicySync } from '../../src/agent/policy-sync.js';
 import { ConfigError } from '../../src/config.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisCounterStore, type RedisCounterStore } from '../../src/redis/redis-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { connectCounterStores } from '../../src/composition/counter-stores.js';
 import { createApp } from '../../src/http/app.js';

@@ -6,7 +6,7 @@
 import { expect } from 'chai';
 import type { RateSpec } from '../../src/counters/counter-spec.js';
 import { takesKey } from '../../src/counters/keys.js';
-import type { RedisCounterStore } from '../../src/counters/redis-store.js';
+import type { RedisCounterStore } from '../../src/redis/redis-store.js';
 import { at, forEachStore } from '../support/counter-stores.js';
 
 const STEP_MS = 500;

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { Page, Response } from 'playwright-core';
 import { Redis } from 'ioredis';
-import { connectRedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisCounterStore } from '../../src/redis/redis-store.js';
 import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
 import { openPage, pageProblems, screenshot, signIn } from '../support/browser.js';
 import { dashboardSuite as suiteWith } from '../support/dashboard-suite.js';

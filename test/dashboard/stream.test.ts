@@ -9,7 +9,7 @@ import { Authenticator } from '../../src/auth/authenticator.js';
 import { loadServerConfig } from '../../src/config.js';
 import type { CounterStore } from '../../src/counters/counter-store.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import { connectRedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisCounterStore } from '../../src/redis/redis-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { RlError } from '../../src/errors.js';
 import { createApp, createHttpListener } from '../../src/http/app.js';

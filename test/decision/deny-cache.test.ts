@@ -10,7 +10,7 @@ import type { CounterResult } from '../../src/counters/counter-store.js';
 import type { RateSpec } from '../../src/counters/counter-spec.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { ConfigError, loadServerConfig } from '../../src/config.js';
-import type { RedisCounterStore } from '../../src/counters/redis-store.js';
+import type { RedisCounterStore } from '../../src/redis/redis-store.js';
 import { DecisionService, type DecisionServiceDeps } from '../../src/decision/decision-service.js';
 import { DenyCache } from '../../src/decision/deny-cache.js';
 import type { RequestContext } from '../../src/model/request-context.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import { connectRedisCounterStore, type CounterStoreErrorKind, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisCounterStore, type CounterStoreErrorKind, type RedisCounterStore } from '../../src/redis/redis-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { parseRequestContext } from '../../src/model/request-context.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';

@@ -15,7 +15,7 @@ import type { CounterResult, CounterStore, GroupOperation, GroupOutcome } from '
 import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import type { RedisCounterStore } from '../../src/counters/redis-store.js';
+import type { RedisCounterStore } from '../../src/redis/redis-store.js';
 import { T0, connectRedisStore, getSuiteRedis } from '../support/counter-stores.js';
 import { randomPrefix, startRedisCluster, type RedisClusterHandle } from '../support/redis.js';
 

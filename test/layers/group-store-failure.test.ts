@@ -5,7 +5,7 @@
  */
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import type { RedisCounterStore } from '../../src/counters/redis-store.js';
+import type { RedisCounterStore } from '../../src/redis/redis-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { parseRequestContext } from '../../src/model/request-context.js';

@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import type { RateSpec } from '../../src/counters/counter-spec.js';
 import type { LeaseCounterResult, NamedTake } from '../../src/counters/counter-store.js';
 import { counterKeys, takesKey } from '../../src/counters/keys.js';
-import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisCounterStore, type RedisCounterStore } from '../../src/redis/redis-store.js';
 import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { ProcessLeases } from '../../src/lease/process-leases.js';
 import { DecisionService } from '../../src/decision/decision-service.js';

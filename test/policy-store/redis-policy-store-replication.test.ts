@@ -1,6 +1,6 @@
 /**
  * The policy store acknowledges a change only once a replica has it (WAIT), so a failover cannot lose
- * an acknowledged change (issue 14). The Cluster failover itself is in test/counters/cluster-failover.test.ts.
+ * an acknowledged change (issue 14). The Cluster failover itself is in test/redis/cluster-failover.test.ts.
  */
 import { expect } from 'chai';
 import { RlError } from '../../src/errors.js';

@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import calculateSlot from 'cluster-key-slot';
 import type { RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
-import { connectRedisCounterStore, type CounterStoreErrorEvent, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisCounterStore, type CounterStoreErrorEvent, type RedisCounterStore } from '../../src/redis/redis-store.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { hangGuard, sleep } from '../support/failover.js';

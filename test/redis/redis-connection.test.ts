@@ -11,7 +11,7 @@ import {
   redactAddress,
   type CounterStoreAddress,
 } from '../../src/redis/redis-connection.js';
-import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisCounterStore, type RedisCounterStore } from '../../src/redis/redis-store.js';
 import { RedisPolicyStore } from '../../src/policy-store/redis-policy-store.js';
 import { createChange, versionedPolicy } from '../support/policies.js';
 import { command, randomPrefix, startPrivateRedis, startRedis, startRedisCluster, startRedisSentinel } from '../support/redis.js';

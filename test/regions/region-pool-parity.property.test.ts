@@ -14,7 +14,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
-import type { RedisCounterStore } from '../../src/counters/redis-store.js';
+import type { RedisCounterStore } from '../../src/redis/redis-store.js';
 import { MemoryLeasePool } from './support/memory-region-pool.js';
 import { poolKey, RegionPool, type PoolAnswer } from '../../src/regions/region-pool.js';
 import { T0, connectRedisStore, getSuiteRedis } from '../support/counter-stores.js';

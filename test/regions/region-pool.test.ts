@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
-import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisCounterStore, type RedisCounterStore } from '../../src/redis/redis-store.js';
 import { poolKey, RegionPool } from '../../src/regions/region-pool.js';
 import { randomPrefix, startRedis, type RedisHandle } from '../support/redis.js';
 

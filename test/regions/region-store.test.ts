@@ -3,7 +3,7 @@ import type { RateSpec } from '../../src/counters/counter-spec.js';
 import type { CounterResult, LeaseCounterResult } from '../../src/counters/counter-store.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisCounterStore, type RedisCounterStore } from '../../src/redis/redis-store.js';
 import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../../src/errors.js';
 import { LeaseHolder } from '../../src/lease/lease-holder.js';
 import { MemoryLeasePool } from './support/memory-region-pool.js';

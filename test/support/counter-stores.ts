@@ -9,7 +9,7 @@ import type { CounterStore } from '../../src/counters/counter-store.js';
 import type { CounterSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisCounterStore, type RedisCounterStore } from '../../src/redis/redis-store.js';
 import { randomPrefix, startRedis, type RedisHandle } from './redis.js';
 
 export type StoreName = 'memory' | 'redis';

@@ -1,5 +1,5 @@
 import type { CounterStoreUnavailableError } from '../errors.js';
-import type { ScriptName } from '../redis/lua-scripts.js';
+import type { ScriptName } from './lua-scripts.js';
 
 /** How the Redis counter store tells its failures apart (the `kind` of each error event) and reports them. */
 

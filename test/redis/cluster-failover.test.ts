@@ -14,7 +14,7 @@
  */
 import { expect } from 'chai';
 import calculateSlot from 'cluster-key-slot';
-import { connectRedisCounterStore, type CounterStoreErrorEvent, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisCounterStore, type CounterStoreErrorEvent, type RedisCounterStore } from '../../src/redis/redis-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { RlError } from '../../src/errors.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
-import type { RedisCounterStore } from '../../src/counters/redis-store.js';
+import type { RedisCounterStore } from '../../src/redis/redis-store.js';
 import { connectRedisStore, getSuiteRedis } from '../support/counter-stores.js';
 import { randomPrefix } from '../support/redis.js';
 

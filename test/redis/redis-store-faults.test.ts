@@ -8,7 +8,7 @@ import {
   RedisCounterStore,
   type CounterStoreErrorEvent,
   type CounterStoreErrorKind,
-} from '../../src/counters/redis-store.js';
+} from '../../src/redis/redis-store.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { randomPrefix, startPrivateRedisWithAdmin, stopPrivateRedisWithAdmin, type RedisHandle } from '../support/redis.js';
 

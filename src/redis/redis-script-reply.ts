@@ -1,6 +1,6 @@
-import type { CounterResult, LeaseCounterResult } from './counter-store.js';
-import { LEASE_OUTCOMES } from './parent-take-ledger.js';
-import { parseShareReport } from './shares.js';
+import type { CounterResult, LeaseCounterResult } from '../counters/counter-store.js';
+import { LEASE_OUTCOMES } from '../counters/parent-take-ledger.js';
+import { parseShareReport } from '../counters/shares.js';
 
 /**
  * The script reply: {allowed 1/0, remaining, retry_after_ms, reset_after_ms}, and for a lease operation

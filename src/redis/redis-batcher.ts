@@ -1,8 +1,8 @@
 import calculateSlot from 'cluster-key-slot';
 import { Command, type Cluster, type Redis } from 'ioredis';
 import { CounterStoreUnavailableError } from '../errors.js';
-import { ANY_SLOT, type MasterGuard, type MasterHealth } from '../redis/master-health.js';
-import { loadBatchScript, type BatchScript, type ScriptName } from '../redis/lua-scripts.js';
+import { ANY_SLOT, type MasterGuard, type MasterHealth } from './master-health.js';
+import { loadBatchScript, type BatchScript, type ScriptName } from './lua-scripts.js';
 import { parseReply } from './redis-script-reply.js';
 import { classify, isUnavailableReply, TimeoutError, UNAVAILABLE_REPLY, withDeadline, type ErrorReporter } from './redis-store-errors.js';
 

@@ -1,8 +1,8 @@
 import calculateSlot from 'cluster-key-slot';
 import { CounterStoreUnavailableError } from '../errors.js';
-import type { CounterResult, GroupOperation, GroupOutcome } from './counter-store.js';
+import type { CounterResult, GroupOperation, GroupOutcome } from '../counters/counter-store.js';
 import { parseReply } from './redis-script-reply.js';
-import type { ScriptName } from '../redis/lua-scripts.js';
+import type { ScriptName } from './lua-scripts.js';
 
 /**
  * An all-or-nothing group (CounterStore.group) as lua/batch.lua reads one: the operations of one hash

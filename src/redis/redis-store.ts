@@ -3,15 +3,15 @@ import type { Cluster, Redis } from 'ioredis';
 import type { PeriodPair } from '../util/calendar-period.js';
 import { CounterStoreUnavailableError } from '../errors.js';
 import { log } from '../util/log.js';
-import type { CircuitBreaker, CircuitBreakerOptions } from '../redis/circuit-breaker.js';
-import { ANY_SLOT, MasterHealth } from '../redis/master-health.js';
-import type { CounterResult, CounterStore, GroupOperation, GroupOutcome, LeaseCounterResult, NamedGive, NamedTake, TakeReclaim } from './counter-store.js';
+import type { CircuitBreaker, CircuitBreakerOptions } from './circuit-breaker.js';
+import { ANY_SLOT, MasterHealth } from './master-health.js';
+import type { CounterResult, CounterStore, GroupOperation, GroupOutcome, LeaseCounterResult, NamedGive, NamedTake, TakeReclaim } from '../counters/counter-store.js';
 import { parseGroupReply, settleShare, slotGroups } from './redis-group.js';
-import { sharesKey, takesKey } from './keys.js';
-import { logShareOf, regionShareOf, shareArgs } from './shares.js';
-import { checkTakeId } from './parent-take-ledger.js';
-import { calendarParams, isCalendarSpec, scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from './counter-spec.js';
-import { SCRIPT_KEY_COUNTS, withShareLedger, withTakeLedger, type ScriptName } from '../redis/lua-scripts.js';
+import { sharesKey, takesKey } from '../counters/keys.js';
+import { logShareOf, regionShareOf, shareArgs } from '../counters/shares.js';
+import { checkTakeId } from '../counters/parent-take-ledger.js';
+import { calendarParams, isCalendarSpec, scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
+import { SCRIPT_KEY_COUNTS, withShareLedger, withTakeLedger, type ScriptName } from './lua-scripts.js';
 import { ScriptBatcher } from './redis-batcher.js';
 import { ErrorReporter, withDeadline, type CounterStoreErrorEvent } from './redis-store-errors.js';
 import {
@@ -20,7 +20,7 @@ import {
   describeAddress,
   parseCounterStoreAddress,
   type RedisClientOptions,
-} from '../redis/redis-connection.js';
+} from './redis-connection.js';
 
 /**
  * The Redis backend of CounterStore: every operation is one atomic Lua script (lua/*.lua). The scripts

@@ -10,7 +10,7 @@
  * The failure-mode window is counted (decisions and rounds) and printed, never asserted in seconds.
  */
 import { expect } from 'chai';
-import { connectRedisCounterStore, type RedisCounterStore } from '../../src/counters/redis-store.js';
+import { connectRedisCounterStore, type RedisCounterStore } from '../../src/redis/redis-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { RedisPolicyStore } from '../../src/policy-store/redis-policy-store.js';

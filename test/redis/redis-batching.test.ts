@@ -13,7 +13,7 @@ import {
   connectRedisCounterStore,
   RedisCounterStore,
   type CounterStoreErrorEvent,
-} from '../../src/counters/redis-store.js';
+} from '../../src/redis/redis-store.js';
 import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { randomPrefix, startPrivateRedisWithAdmin, stopPrivateRedisWithAdmin, type RedisHandle } from '../support/redis.js';
