@@ -2,9 +2,11 @@ import { capacityOf, windowMsOf } from '../counters/counter-spec.js';
 import type { CounterResult } from '../counters/counter-store.js';
 import type { PolicyMatch } from '../matching/matcher.js';
 import type { Decision, DecisionReason } from '../model/decision.js';
+import type { RequestContext } from '../model/request-context.js';
 import type { FailureMode, LimitAction } from '../policy/types.js';
+import { applyLimitAction } from './actions.js';
 import type { Evaluation, Operation } from './decision-types.js';
-import { isNeverFitting } from './never-fits.js';
+import { isNeverFitting, neverFittingOutcome } from './never-fits.js';
 
 /** The decision objects every answer is filled in from, and what a counter's answer writes into them. */
 
@@ -31,14 +33,44 @@ export function freshDecision(reason: DecisionReason, matchedPolicyId: string, l
   };
 }
 
+/** One layer's decision (or the one policy's); `random` draws for a `sample` action (a layer's draw is made before its counter ran). */
+export function enforcedDecision(operation: Operation, ctx: RequestContext, evaluation: Evaluation, random: () => number): Decision {
+  const { policy } = evaluation.match.compiled;
+  const decision = baseDecision(evaluation.match);
+  if (evaluation.failed) return operation === 'refund' ? unrefundedDecision(decision) : failureModeDecision(decision, policy.failure_mode);
+  if (evaluation.leased) decision.metadata.lease = 'local';
+  if (applyResult(decision, operation, evaluation) === 'limited') {
+    if (ctx.quantity === 0) return peekLimitedDecision(decision, policy.action, evaluation.result.retryAfterMs);
+    const { result } = evaluation;
+    const outcome = isNeverFitting(result) ? neverFittingOutcome(policy.action) : applyLimitAction(policy, ctx, result.retryAfterMs, random);
+    decision.allowed = outcome.allowed;
+    decision.action = outcome.action;
+    decision.retry_after = outcome.retryAfterMs;
+  }
+  return decision;
+}
+
+/** No enforcing policy: the shadow one answers, but never blocks. */
+export function shadowOnlyDecision(operation: Operation, evaluation: Evaluation): Decision {
+  const decision = baseDecision(evaluation.match);
+  decision.shadow_mode = true;
+  if (evaluation.failed) {
+    decision.reason = 'counter_store_unavailable';
+  } else if (applyResult(decision, operation, evaluation) === 'limited') {
+    decision.action = 'shadow_only';
+    decision.retry_after = evaluation.result.retryAfterMs;
+  }
+  return decision;
+}
+
 /** A decision of the matched policy, before its counter's answer is filled in. */
-export function baseDecision(match: PolicyMatch): Decision {
+function baseDecision(match: PolicyMatch): Decision {
   const { spec } = match.compiled;
   return freshDecision('within_limit', match.compiled.policy.policy_id, capacityOf(spec), windowMsOf(spec));
 }
 
 /** A peek that 1 unit would not pass: refused with the policy's action, whatever that action would do to a real request. */
-export function peekLimitedDecision(decision: Decision, action: LimitAction, retryAfterMs: number): Decision {
+function peekLimitedDecision(decision: Decision, action: LimitAction, retryAfterMs: number): Decision {
   decision.allowed = false;
   decision.action = action;
   decision.retry_after = retryAfterMs;
@@ -46,7 +78,7 @@ export function peekLimitedDecision(decision: Decision, action: LimitAction, ret
 }
 
 /** The counter store could not take the refund back: the units stay spent (the safe side), the caller is told why. */
-export function unrefundedDecision(decision: Decision): Decision {
+function unrefundedDecision(decision: Decision): Decision {
   decision.reason = 'counter_store_unavailable';
   return decision;
 }
@@ -55,7 +87,7 @@ export function unrefundedDecision(decision: Decision): Decision {
  * Fills in what the counter operation answered; returns 'limited' when a check or acquire exceeded
  * the limit, for the caller to apply its action (enforced) or shadow_only (shadow).
  */
-export function applyResult(decision: Decision, operation: Operation, { result, waitTimedOut }: Evaluation & { result: CounterResult }): 'done' | 'limited' {
+function applyResult(decision: Decision, operation: Operation, { result, waitTimedOut }: Evaluation & { result: CounterResult }): 'done' | 'limited' {
   decision.remaining = result.remaining;
   decision.reset_after = result.resetAfterMs;
   if (operation === 'release') {
@@ -72,7 +104,7 @@ export function applyResult(decision: Decision, operation: Operation, { result, 
 }
 
 /** The counter store could not answer: the policy's failure_mode decides (docs/algorithms.md). */
-export function failureModeDecision(decision: Decision, mode: FailureMode): Decision {
+function failureModeDecision(decision: Decision, mode: FailureMode): Decision {
   decision.reason = 'counter_store_unavailable';
   if (mode === 'fail_closed') {
     decision.allowed = false;
