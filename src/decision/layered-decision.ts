@@ -22,7 +22,7 @@ export interface LayerHost {
   readonly random: () => number;
   readonly counters: CounterStore;
   readonly onLayerCompensation?: (policyId: string) => void;
-  /** Tests only: the store counts at the decision's clock reading (DecisionServiceDeps.clockToStore). */
+  /** Tests only: the store counts at the decision's clock reading (DecisionTestSeams.clockToStore). */
   readonly clockToStore: boolean;
   keysOf(match: PolicyMatch): string[];
   evaluateSync(ops: SyncCounterOperations, call: CounterCall, match: PolicyMatch, ctx: RequestContext, leaseId: string, nowMs: number | undefined): Evaluation;

@@ -42,11 +42,10 @@ function fixture(policies: ReturnType<typeof makePolicy>[], counters: CounterSto
     counters,
     keyPrefix: randomPrefix(),
     now,
-    clockToStore: true,
     leases: false,
     denyCache: false,
     onLayerCompensation: (id) => compensations.push(id),
-  });
+  }, { clockToStore: true });
   return { service, compensations, check: (body) => service.check(parseRequestContext(body)) };
 }
 

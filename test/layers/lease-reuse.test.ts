@@ -24,10 +24,9 @@ function reuseSuite(name: string, makeStore: () => CounterStore) {
       counters: makeStore(),
       keyPrefix: randomPrefix(),
       now: () => T0 + 1_000,
-      clockToStore: true,
       leases: false,
       denyCache: false,
-    });
+    }, { clockToStore: true });
     const acquire = (user: string, request: string) => service.acquire(parseRequestContext({ org_id: 'o', user_id: user, request_id: request }));
     expect((await acquire('a', 'r1')).allowed).to.equal(true);
     expect((await acquire('b', 'r2')).allowed).to.equal(true);
