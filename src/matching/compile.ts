@@ -128,11 +128,8 @@ export function compile(policy: Policy, shared: Sharing): Draft | { reason: stri
     layer: policy.layer ?? DEFAULT_LAYER,
     wildcards: wild.wildcards,
     lease: compileLease(policy, 'process'),
+    home: undefined,
+    homeValue: '',
   };
   return { compiled, exactFields, exactTags };
-}
-
-/** An exact-valued scope entry (not absent, empty or `*`). */
-export function isExact(value: unknown): value is string {
-  return typeof value === 'string' && value !== '' && value !== '*';
 }

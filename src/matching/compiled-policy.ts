@@ -50,6 +50,12 @@ export interface CompiledPolicy {
   checkTags: string[];
   wildFields: ScopeField[];
   wildTags: string[];
+  /**
+   * The exact pair the index holds it under, set as it is indexed (matching never reads it; taking it
+   * out and explain do): the field's name or `tags.<key>`, and the value; undefined for the fallback list.
+   */
+  home: string | undefined;
+  homeValue: string;
 }
 
 export interface Wildcard {

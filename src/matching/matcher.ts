@@ -1,21 +1,18 @@
 import { canonicalMethod } from '../model/http-method.js';
-import { SCOPE_FIELDS, type RequestContext, type ScopeField } from '../model/request-context.js';
+import type { RequestContext } from '../model/request-context.js';
 import type { Policy } from '../policy/types.js';
 import { RankOrder } from './rank-order.js';
-import { DEFAULT_LAYER, LayerSet as LayerSetOf, type PolicyFamily } from './layer-index.js';
+import { DEFAULT_LAYER, type PolicyFamily } from './layer-index.js';
 import type { CompiledPolicy, LayerMatch, MatchResult, SkippedPolicy } from './compiled-policy.js';
-import { compile, isExact, type Draft } from './compile.js';
+import { compile, type Draft } from './compile.js';
 import { sharing, SHARING_MAX, type Sharing } from './sharing.js';
 import { inWinnerOrder, precedes, RANK_LIMIT, rankGap, rankOf } from './winner-order.js';
-import { countPair, place, removeByRank } from './policy-index.js';
+import { PolicyIndex } from './policy-index.js';
 import { matchLayer, scratch } from './scan.js';
-
-type LayerSet = LayerSetOf<CompiledPolicy>;
 
 export { DEFAULT_LAYER } from './layer-index.js';
 export type { CompiledPolicy, LayerMatch, MatchResult, PolicyFamily, PolicyMatch, SkippedPolicy, Wildcard } from './compiled-policy.js';
 export { identityOf, outsideRollout, rolloutBucket, scopeMatches, wildcardValue, type MissReport } from './scan.js';
-export { isExact } from './compile.js';
 
 /**
  * The policy matcher (docs/matching.md; README "What a decision means").
@@ -52,7 +49,7 @@ export interface MatcherStats {
  * (the compiled policy, its spec, counter keys and deny-cache entries owned by it) stays as it matched.
  */
 export class Matcher {
-  private readonly layers: LayerSet;
+  private readonly index: PolicyIndex;
   private readonly byId: Map<string, CompiledPolicy>;
   /** Every indexed policy, both families, in winner order: ranks strictly increase along it. */
   private readonly order: RankOrder<CompiledPolicy>;
@@ -62,13 +59,13 @@ export class Matcher {
   readonly stats: MatcherStats;
 
   private constructor(
-    layers: LayerSet,
+    index: PolicyIndex,
     byId: Map<string, CompiledPolicy>,
     order: CompiledPolicy[],
     skipped: Map<string, SkippedPolicy>,
     common: Sharing,
   ) {
-    this.layers = layers;
+    this.index = index;
     this.byId = byId;
     this.order = new RankOrder(order);
     this.skippedById = skipped;
@@ -96,45 +93,7 @@ export class Matcher {
     const gap = rankGap(drafts.length);
     drafts.forEach((d, i) => (d.compiled.rank = (i + 1) * gap));
 
-    // How many policies share each exact (field, value) and (tag, value): each policy is indexed under its rarest one.
-    const fieldsShared = new Map<string, Map<string, number>>();
-    const tagsShared = new Map<string, Map<string, number>>();
-    for (const { exactFields: fields, exactTags: tags } of drafts) {
-      for (let i = 0; i < fields.length; i += 2) countPair(fieldsShared, fields[i], fields[i + 1]);
-      for (let i = 0; i < tags.length; i += 2) countPair(tagsShared, tags[i], tags[i + 1]);
-    }
-
-    const layers = new LayerSetOf<CompiledPolicy>();
-    // Check lists are mostly distinct (they hold the policy's own values): shared within the build only.
-    const local = sharing();
-    for (const d of drafts) {
-      const { exactFields: fields, exactTags: tags } = d;
-      // With one exact pair there is nothing to choose.
-      let slot = fields.length + tags.length === 2 ? 0 : -1;
-      if (slot < 0) {
-        let fewest = Infinity;
-        for (let i = 0; i < fields.length; i += 2) {
-          const count = fieldsShared.get(fields[i])!.get(fields[i + 1])!;
-          if (count < fewest) [fewest, slot] = [count, i / 2];
-        }
-        for (let i = 0; i < tags.length; i += 2) {
-          const count = tagsShared.get(tags[i])!.get(tags[i + 1])!;
-          if (count < fewest) [fewest, slot] = [count, (fields.length + i) / 2];
-        }
-      }
-      // In rank order, so each policy goes at the end of its bucket.
-      const layer = layers.obtain(d.compiled.layer);
-      layer.size++;
-      place(layer.families[d.compiled.family], d, slot, local);
-    }
-    for (const index of layers.list.flatMap((layer) => Object.values(layer.families))) {
-      index.refreshFields();
-      // A bucket that grew by inserts has room for more than it holds.
-      for (const byValue of [...index.byField.values(), ...index.byTag.values()]) {
-        for (const [value, bucket] of byValue) if (bucket.length > 1) byValue.set(value, bucket.slice());
-      }
-    }
-    return new Matcher(layers, byId, drafts.map((d) => d.compiled), skipped, common);
+    return new Matcher(PolicyIndex.of(drafts), byId, drafts.map((d) => d.compiled), skipped, common);
   }
 
   /** Number of policies that can match (enabled and compiled), both families. */
@@ -206,25 +165,7 @@ export class Matcher {
     const c = d.compiled;
     this.rankAmong(c);
     this.byId.set(c.policy.policy_id, c);
-    const layer = this.layers.obtain(c.layer);
-    layer.size++;
-    const index = layer.families[c.family];
-    // Indexed under the exact pair whose bucket is smallest now (a build picks the rarest pair; both
-    // only affect how long a scan is, never what matches).
-    const { exactFields: fields, exactTags: tags } = d;
-    let slot = -1;
-    let fewest = Infinity;
-    for (let i = 0; i < fields.length; i += 2) {
-      const size = index.byField.get(fields[i] as ScopeField)?.get(fields[i + 1])?.length ?? 0;
-      if (size < fewest) [fewest, slot] = [size, i / 2];
-    }
-    for (let i = 0; i < tags.length; i += 2) {
-      const size = index.byTag.get(tags[i])?.get(tags[i + 1])?.length ?? 0;
-      if (size < fewest) [fewest, slot] = [size, (fields.length + i) / 2];
-    }
-    const fieldsBefore = index.byField.size;
-    place(index, d, slot, sharing());
-    if (index.byField.size !== fieldsBefore) index.refreshFields();
+    this.index.insert(d);
   }
 
   /** Gives `c` a rank between its neighbours in the winner order, spreading all out when there is no room. */
@@ -249,45 +190,12 @@ export class Matcher {
   private remove(c: CompiledPolicy): void {
     this.byId.delete(c.policy.policy_id);
     this.order.remove(c, rankOf);
-    const layer = this.layers.get(c.layer)!;
-    this.layers.shrink(layer);
-    const index = layer.families[c.family];
-    // It sits in the bucket of one of its exact pairs, or in the fallback list.
-    const scope = c.policy.scope ?? {};
-    for (const field of SCOPE_FIELDS) {
-      const scoped = scope[field];
-      if (!isExact(scoped)) continue;
-      // The value it was indexed under (compile's form).
-      const value = field === 'method' ? canonicalMethod(scoped) : scoped;
-      const byValue = index.byField.get(field);
-      const bucket = byValue?.get(value);
-      if (bucket === undefined || !removeByRank(bucket, c)) continue;
-      if (bucket.length === 0) byValue!.delete(value);
-      if (byValue!.size === 0) {
-        index.byField.delete(field);
-        index.refreshFields();
-      }
-      return;
-    }
-    const tags = scope.tags;
-    if (tags) {
-      for (const tag of Object.keys(tags)) {
-        const value = tags[tag];
-        if (!isExact(value)) continue;
-        const byValue = index.byTag.get(tag);
-        const bucket = byValue?.get(value);
-        if (bucket === undefined || !removeByRank(bucket, c)) continue;
-        if (bucket.length === 0) byValue!.delete(value);
-        if (byValue!.size === 0) index.byTag.delete(tag);
-        return;
-      }
-    }
-    removeByRank(index.fallback, c);
+    this.index.remove(c);
   }
 
   /** The names of the layers that hold a policy, in byte order. */
   get layerNames(): string[] {
-    return this.layers.list.map((layer) => layer.name);
+    return this.index.layers.list.map((layer) => layer.name);
   }
 
   /**
@@ -305,7 +213,7 @@ export class Matcher {
     // One scratch state, reset per layer: matching is synchronous and never re-entered.
     const state = scratch;
     state.regexBudget.reset(); // one regex budget for all match_expr evaluations of this decision
-    const layers = this.layers.list;
+    const layers = this.index.layers.list;
     let first: MatchResult | undefined;
     let all: LayerMatch[] | undefined;
     for (let i = 0; i < layers.length; i++) {
