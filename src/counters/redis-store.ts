@@ -7,6 +7,7 @@ import type { CircuitBreaker, CircuitBreakerOptions } from '../redis/circuit-bre
 import { ANY_SLOT, MasterHealth } from '../redis/master-health.js';
 import type { CounterResult, CounterStore, GroupOperation, GroupOutcome, LeaseCounterResult, NamedGive, NamedTake, TakeReclaim } from './counter-store.js';
 import { parseGroupReply, settleShare, slotGroups } from './redis-group.js';
+import { parseAcquireReply } from './redis-script-reply.js';
 import { sharesKey, takesKey } from './keys.js';
 import { logShareOf, regionShareOf, shareArgs } from './shares.js';
 import { checkTakeId } from './named-takes.js';
@@ -167,7 +168,7 @@ export class RedisCounterStore implements CounterStore {
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.run('concurrency_acquire', keys, nowMs, leaseId, undefined, spec);
+    return this.run('concurrency_acquire', keys, nowMs, leaseId, undefined, spec, undefined, false, parseAcquireReply);
   }
 
   release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
@@ -183,7 +184,7 @@ export class RedisCounterStore implements CounterStore {
     const outcome: GroupOutcome = { results: new Array(operations.length), committed: new Array(operations.length).fill(false) };
     const soft = operations.map((o) => o.soft === true);
     const answers = await Promise.all(
-      shares.map((share) => this.batcher.enqueueGroup(share.name, share.keys, share.argv, parseGroupReply).catch((error: Error) => error)),
+      shares.map((share) => this.batcher.enqueueGroup(share.name, share.keys, share.argv, (reply) => parseGroupReply(reply, share.acquires)).catch((error: Error) => error)),
     );
     shares.forEach((share, k) => settleShare(outcome, share, answers[k], soft));
     return outcome;
@@ -260,7 +261,7 @@ export class RedisCounterStore implements CounterStore {
    */
   private run(
     name: ScriptName, keys: string[], nowMs: number | undefined, operation: string, units: string | undefined, spec: CounterSpec,
-    extra?: string[], ledger = false,
+    extra?: string[], ledger = false, parse?: (reply: unknown) => CounterResult,
   ): Promise<CounterResult> {
     if (keys.length !== SCRIPT_KEY_COUNTS[name]) {
       // A caller bug, not an outage: keys come from counterKeys().
@@ -273,7 +274,7 @@ export class RedisCounterStore implements CounterStore {
       return Promise.reject(err);
     }
     const args = this.argsOf(spec, nowMs);
-    if (extra === undefined) return this.batcher.enqueue(name, keys, args.argc, now, operation, units, args.params);
+    if (extra === undefined) return this.batcher.enqueue(name, keys, args.argc, now, operation, units, args.params, parse);
     const argc = String(Number(args.argc) + extra.length);
     if (!ledger) return this.batcher.enqueue(name, keys, argc, now, operation, units, [...args.params, ...extra]);
     return this.batcher.enqueue(name, [...keys, takesKey(keys[0])], argc, now, operation, units, [...args.params, ...extra], undefined, withTakeLedger(name));

@@ -42,7 +42,7 @@ export interface LayerHost {
   giveBackSync(sync: SyncCounterOperations, operation: Operation, match: PolicyMatch, ctx: RequestContext, leaseId: string, nowMs: number | undefined): Evaluation;
 }
 
-/** A layer's evaluation and whether its operation wrote (a refused plan gives back what did). */
+/** A layer's evaluation and whether its operation took something (a refused plan gives back what did). */
 interface Step {
   evaluation: Evaluation;
   committed: boolean;
@@ -137,7 +137,7 @@ function decidePlan(host: LayerHost, plan: Plan): Decision[] | Promise<Decision[
       const outcome = sync.group(operationsOf(host, plan, writing), at);
       writing.forEach((e, k) => steps.set(e, groupStep(host, plan, e, outcome.results[k], outcome.committed[k], at ?? nowMs)));
     }
-    for (const e of plan.entries) if (!steps.has(e)) steps.set(e, stepOf(host.evaluateSync(sync, e.part.call, e.match, e.part.ctx, leaseId, at)));
+    for (const e of plan.entries) if (!steps.has(e)) steps.set(e, stepOf(operation, host.evaluateSync(sync, e.part.call, e.match, e.part.ctx, leaseId, at)));
     const shadowed = plan.parts.map((part) => part.shadows.map((m) => host.evaluateSync(sync, part.call, m, part.ctx, leaseId, at)));
     const decisions = concludeAll(host, plan, steps, shadowed);
     if (grouping && decisions.some((d) => !d.allowed)) {
@@ -155,13 +155,23 @@ function decidePlan(host: LayerHost, plan: Plan): Decision[] | Promise<Decision[
   });
 }
 
-/** An operation run alone: it wrote when its counter admitted it (a consume counted, a slot held). */
-function stepOf(evaluation: Evaluation): Step {
-  return { evaluation, committed: evaluation.result !== undefined && evaluation.result.allowed && !evaluation.waitTimedOut };
+/** An operation run alone: it took something when its counter admitted it (a consume counted, a new slot held). */
+function stepOf(operation: Operation, evaluation: Evaluation): Step {
+  const { result } = evaluation;
+  return { evaluation, committed: result !== undefined && result.allowed && !evaluation.waitTimedOut && tookSlot(operation, result) };
 }
 
 function groupStep(host: LayerHost, plan: Plan, e: Entry, answer: CounterResult | Error, committed: boolean, sentAt: number): Step {
-  return { evaluation: host.grouped(plan.operation, e.match, e.part.ctx, answer, sentAt), committed };
+  const taken = committed && !(answer instanceof Error) && tookSlot(plan.operation, answer);
+  return { evaluation: host.grouped(plan.operation, e.match, e.part.ctx, answer, sentAt), committed: taken };
+}
+
+/**
+ * An admitted acquire took a slot unless its lease id held one already (it only refreshed it): releasing
+ * that one would free the earlier, admitted acquire's hold. A store that does not tell (no `newSlot`) took one.
+ */
+function tookSlot(operation: Operation, result: CounterResult): boolean {
+  return operation !== 'acquire' || result.newSlot !== false;
 }
 
 /** Whether the layer's own action lets a request its counter refused through (its refusal does not refuse the plan). */
@@ -182,7 +192,7 @@ function operationsOf(host: LayerHost, plan: Plan, entries: readonly Entry[]): G
 
 async function evaluateAlone(host: LayerHost, plan: Plan, entries: readonly Entry[], steps: Map<Entry, Step>): Promise<Map<Entry, Step>> {
   const evaluations = await Promise.all(entries.map((e) => host.evaluate(plan.operation, e.part.call, e.match, e.part.ctx, plan.leaseId, plan.nowMs)));
-  entries.forEach((e, k) => steps.set(e, stepOf(evaluations[k])));
+  entries.forEach((e, k) => steps.set(e, stepOf(plan.operation, evaluations[k])));
   return steps;
 }
 
