@@ -36,7 +36,8 @@ export function slotGroups(operations: readonly GroupOperation[], now: string, a
     let share = bySlot.get(slot);
     const name: ScriptName = o.op === 'consume' ? o.spec.type : 'concurrency_acquire';
     if (share === undefined) {
-      share = { name, positions: [], acquires: [], keys: [], argv: [] };
+      // The group's header first; its count is known once every operation is in.
+      share = { name, positions: [], acquires: [], keys: [], argv: ['group', ''] };
       bySlot.set(slot, share);
     }
     share.positions.push(i);
@@ -50,7 +51,7 @@ export function slotGroups(operations: readonly GroupOperation[], now: string, a
     for (const param of params) share.argv.push(param);
   }
   const shares = [...bySlot.values()];
-  for (const share of shares) share.argv.unshift('group', String(share.positions.length));
+  for (const share of shares) share.argv[1] = String(share.positions.length);
   return shares;
 }
 
