@@ -229,10 +229,10 @@ function layerJson(v: LayerVerdict): string {
     quoted(v.layer) +
     ',"policy_id":' +
     quoted(v.policy_id) +
-    (v.allowed ? ',"allowed":true,"action":' : ',"allowed":false,"action":') +
-    quoted(v.action) +
-    ',"reason":' +
-    quoted(v.reason) +
+    // What nearly every layer of an admitted check says, written at once.
+    (v.allowed && v.action === 'allow' && v.reason === 'within_limit'
+      ? ',"allowed":true,"action":"allow","reason":"within_limit"'
+      : (v.allowed ? ',"allowed":true,"action":' : ',"allowed":false,"action":') + quoted(v.action) + ',"reason":' + quoted(v.reason)) +
     ',"remaining":' +
     jsonNumber(v.remaining) +
     ',"limit":' +
