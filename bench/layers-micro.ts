@@ -1,6 +1,6 @@
 import type { CounterStore } from '../src/counters/counter-store.js';
 import { MemoryCounterStore } from '../src/counters/memory-store.js';
-import { connectRedisCounterStore } from '../src/counters/redis-store.js';
+import { connectRedisCounterStore } from '../src/redis/redis-store.js';
 import { DecisionService } from '../src/decision/decision-service.js';
 import { decisionJson } from '../src/http/decision-fast-path.js';
 import type { Decision } from '../src/model/decision.js';
