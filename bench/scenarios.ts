@@ -69,6 +69,7 @@ export const SCENARIOS: Record<number, { key: string; run: Scenario }> = {
   15: { key: 'refill_ahead', run: (ctx) => refillAhead(ctx, 15) },
   16: { key: 'calendar_cost', run: calendarCost },
   17: { key: 'stacked_layers', run: stackedLayers },
+  18: { key: 'layers_at_scale', run: layersAtScale },
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -513,6 +514,41 @@ async function policyScaling(ctx: Context): Promise<ScenarioResult> {
     ],
     // CPU time per check is far less sensitive to other processes on the core than wall-clock latency.
     details: { by_count: results.map(side), cpu_ratio: round(largest.cpu_ns_per_op / smallest.cpu_ns_per_op) },
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// 18. Layers at scale
+
+async function layersAtScale(ctx: Context): Promise<ScenarioResult> {
+  const counts = ctx.settings.scaling.policyCounts;
+  const [few, many] = [counts[0], counts[counts.length - 1]];
+  const run = async (policies: number) => {
+    ctx.log(`  check with ${policies} policies in 4 layers`);
+    const result: EngineResult & { cpu_ns_per_op: number } = (await runEngineChild(ctx, ['--mode', 'scaling', '--policies', String(policies), '--layers', '4'])) as never;
+    return result;
+  };
+  // Each in a child of its own, so the JIT state and heap of one never colour the other.
+  const small = await run(few);
+  const large = await run(many);
+  const side = (r: typeof small, policies: number): Side => ({ ...engineSide(`DecisionService.check, ${policies} policies in 4 layers`, r), cpu_ns_per_check: round(r.cpu_ns_per_op) });
+  const ratio = large.p99_ms / small.p99_ms;
+  const cpuRatio = large.cpu_ns_per_op / small.cpu_ns_per_op;
+  return finish({
+    id: 18,
+    key: 'layers_at_scale',
+    name: `Layers at scale: ${many} policies in 4 layers vs ${few}`,
+    subject: side(large, many),
+    baseline: side(small, few),
+    ratio,
+    ratio_meaning: `check p99 with ${many} policies in 4 layers / with ${few}; lower is better`,
+    target: `decision p99 at ${many} policies in 4 layers <= 1.3x at ${few}`,
+    checks: [check(`p99(${many}) / p99(${few}), 4 layers`, ratio, '<=', 1.3, 'x')],
+    notes: [
+      "In-process, memory store: scenario 5's policies dealt round robin into layers default, org, team and platform, plus in each other layer one policy of the target's scope, so every check is decided by four layers.",
+      `Server CPU per check: ${round(small.cpu_ns_per_op)} ns (${few}) and ${round(large.cpu_ns_per_op)} ns (${many}), ${round(cpuRatio)}x.`,
+    ],
+    details: { cpu_ratio: round(cpuRatio) },
   });
 }
 

@@ -9,6 +9,7 @@ import { ObservabilityRecorder } from '../../src/observability/recorder.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { Samples, median, type LatencySummary } from '../lib/stats.js';
 import { TARGET_LIMIT, TARGET_WINDOW_SECONDS, generateWorkload, zipfSequence } from '../lib/workload.js';
+import { layeredWorkload } from '../lib/layered-workload.js';
 import { argOf, childMain, send, startProfile, stopProfile } from './common.js';
 
 /**
@@ -18,6 +19,7 @@ import { argOf, childMain, send, startProfile, stopProfile } from './common.js';
  *   --mode engine  --impl rl-calendar             scenario 16: the same with the target policy per calendar hour
  *                                                  over the same Zipf-skewed sequence of 10,000 keys
  *   --mode scaling --policies N                    scenario 5: check latency with N policies (and CPU time per check)
+ *   --mode scaling --policies N --layers 4         scenario 18: the same policies spread over four layers
  *   --profile <file.cpuprofile>                    CPU profile of the timed rounds
  * Every call is awaited before the next (a caller's view of one decision). Throughput comes from rounds
  * without per-call timing (the best of the rounds is reported); latency percentiles from a separate pass that
@@ -42,7 +44,7 @@ childMain(async () => {
   } else if (mode === 'scaling') {
     const count = Number(argOf('policies'));
     const t0 = performance.now();
-    const workload = generateWorkload(count);
+    const workload = argOf('layers', '1') === '4' ? layeredWorkload(count) : generateWorkload(count);
     const t1 = performance.now();
     const matcher = new LiveMatcher(workload.policies);
     const buildMs = performance.now() - t1;
@@ -61,6 +63,8 @@ childMain(async () => {
     if (probe.matched_policy_id !== workload.targetPolicyId) {
       throw new Error(`the benchmark request matched ${JSON.stringify(probe.matched_policy_id)}, not ${workload.targetPolicyId}`);
     }
+    const layers = Number(argOf('layers', '1'));
+    if ((probe.layers?.length ?? 1) !== layers) throw new Error(`the benchmark request was decided by ${probe.layers?.length ?? 1} layers, not ${layers}`);
     const n = contexts.length;
     const result = await measure((i) => decisions.check(contexts[i % n]), { roundMs, rounds, warmupMs, latencyCalls, profile });
     const cpuNs = await cpuNsPerCall((i) => decisions.check(contexts[i % n]), rounds, 100_000);
