@@ -1,6 +1,6 @@
 import type { DecisionEvent } from '../decision/decision-service.js';
 import type { AnalyticsSummaryBody } from '../schema/analytics.js';
-import { DENIED, answeredOutcome, type OutcomeIndex } from './metrics.js';
+import { DENIED, answeredOutcome, type OutcomeIndex } from '../observability/metrics.js';
 
 /**
  * Analytics of decision events (spec §6, README "Observability" `GET /analytics/summary`), in BOUNDED memory:
@@ -47,7 +47,7 @@ export interface AnalyticsOptions {
   orgCapacity?: number;
 }
 
-/** What a caller limited to organisations sees (observability/org-view.ts builds it from the one org rule). */
+/** What a caller limited to organisations sees (analytics/org-view.ts builds it from the one org rule). */
 export interface AnalyticsView {
   seesOrg(orgId: string): boolean;
   seesPolicy(policyId: string): boolean;
