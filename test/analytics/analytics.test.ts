@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { Analytics, OTHER_POLICY, SpaceSaving } from '../../src/analytics/analytics.js';
+import { Analytics, OTHER_POLICY } from '../../src/analytics/analytics.js';
+import { SpaceSaving } from '../../src/analytics/space-saving.js';
 import { event, allowedBy, deniedBy, shadowOnly, fixedEventSequence } from '../support/decision-events.js';
 
 const T0 = Date.parse('2030-01-02T03:04:05.000Z');
