@@ -4,9 +4,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { MemoryCounterStore } from '../src/counters/memory-store.js';
 import { DecisionService, type DecisionEvent, type DecisionRecorder } from '../src/decision/decision-service.js';
 import { parseRequestContext, type RequestContext } from '../src/model/request-context.js';
-import { Analytics } from '../src/observability/analytics.js';
+import { Analytics } from '../src/analytics/analytics.js';
 import { Metrics } from '../src/observability/metrics.js';
-import { ObservabilityRecorder } from '../src/observability/recorder.js';
+import { ObservabilityRecorder } from '../src/analytics/recorder.js';
 import { LiveMatcher } from '../src/matching/live-matcher.js';
 import { generateWorkload, prng, zipfSequence } from './lib/workload.js';
 

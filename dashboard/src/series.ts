@@ -16,7 +16,7 @@ export type Columns = [number[], (number | null)[], (number | null)[], (number |
 type PolicyColumns = Record<keyof OutcomeRates, (number | null)[]>;
 
 /**
- * The page's copy of the server's per-second series (src/observability/series-ring.ts): the history the
+ * The page's copy of the server's per-second series (src/analytics/series-ring.ts): the history the
  * `hello` brought, extended by every snapshot, at most `capacity` ticks (an hour). DOM-free, so
  * test/dashboard/series.test.ts runs it under Node.
  */

@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 
 const Count = Type.Integer({ minimum: 0 });
 
-/** GET /analytics/summary (README "Observability"; observability/analytics.ts documents the counting). */
+/** GET /analytics/summary (README "Observability"; analytics/analytics.ts documents the counting). */
 export const AnalyticsSummarySchema = Type.Object(
   {
     since: Type.String({ format: 'date-time', description: 'When counting started.' }),

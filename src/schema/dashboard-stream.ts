@@ -3,7 +3,7 @@ import { LeaseTotalsSchema, RegionStatusSchema, RlqsStatusSchema, StoreStateSche
 
 /**
  * The messages of GET /rl/v1/stream (server-sent events; docs/dashboard.md), defined once: the server
- * (observability/dashboard-hub.ts) builds them and the page (dashboard/src) reads them, both typed from
+ * (analytics/dashboard-hub.ts) builds them and the page (dashboard/src) reads them, both typed from
  * here (the page imports the types only, so its bundle holds none of this).
  */
 
@@ -55,7 +55,7 @@ export type Snapshot = Static<typeof SnapshotSchema>;
 const Column = Type.Array(Type.Union([Type.Number(), Type.Null()]));
 
 /**
- * The per-second series the server keeps from start-up (observability/series-ring.ts), oldest first, in
+ * The per-second series the server keeps from start-up (analytics/series-ring.ts), oldest first, in
  * columns: `at[i]` is the tick of `allowed[i]`, `denied[i]`, `shadow[i]` and of each policy's i-th values.
  */
 export const SeriesHistorySchema = Type.Object(

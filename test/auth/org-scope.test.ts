@@ -13,9 +13,9 @@ import { RlError } from '../../src/errors.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { reachesOrg, requireUnrestricted, scopeDecisionOrg } from '../../src/model/org-scope.js';
 import type { RequestContext } from '../../src/model/request-context.js';
-import { Analytics } from '../../src/observability/analytics.js';
-import { DeniedIdentities } from '../../src/observability/denied-identities.js';
-import { OrgView } from '../../src/observability/org-view.js';
+import { Analytics } from '../../src/analytics/analytics.js';
+import { DeniedIdentities } from '../../src/analytics/denied-identities.js';
+import { OrgView } from '../../src/analytics/org-view.js';
 import { storedPolicy } from '../../src/policy/stored-policy.js';
 import { validatePolicy } from '../../src/policy/validate.js';
 

@@ -6,8 +6,8 @@
 import { expect } from 'chai';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { Readiness } from '../../src/lifecycle/readiness.js';
-import { Analytics } from '../../src/observability/analytics.js';
-import { DashboardHub, type DashboardStreamDeps } from '../../src/observability/dashboard-hub.js';
+import { Analytics } from '../../src/analytics/analytics.js';
+import { DashboardHub, type DashboardStreamDeps } from '../../src/analytics/dashboard-hub.js';
 import { Metrics } from '../../src/observability/metrics.js';
 
 function hubWith(extra: Partial<DashboardStreamDeps>, metrics = new Metrics({ defaultMetrics: false })): DashboardHub {

@@ -9,8 +9,8 @@ import { expect } from 'chai';
 import type { Hello as PageHello, Snapshot as PageSnapshot } from '../../dashboard/src/types.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { Readiness } from '../../src/lifecycle/readiness.js';
-import { Analytics } from '../../src/observability/analytics.js';
-import { DashboardHub, type DashboardHello, type DashboardSnapshot } from '../../src/observability/dashboard-hub.js';
+import { Analytics } from '../../src/analytics/analytics.js';
+import { DashboardHub, type DashboardHello, type DashboardSnapshot } from '../../src/analytics/dashboard-hub.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { HelloSchema, SnapshotSchema } from '../../src/schema/dashboard-stream.js';
 import '../../src/schema/index.js'; // registers the date-time format the schemas use

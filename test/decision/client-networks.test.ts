@@ -7,7 +7,7 @@ import { expect } from 'chai';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { parseRequestContext } from '../../src/model/request-context.js';
-import { DeniedIdentities } from '../../src/observability/denied-identities.js';
+import { DeniedIdentities } from '../../src/analytics/denied-identities.js';
 import { envoyClient, rateLimitClient, startGrpc, unary, type GrpcFixture } from '../grpc/helpers.js';
 import { forEachStore } from '../support/counter-stores.js';
 import { postJson, type TestServer } from '../support/http.js';

@@ -9,7 +9,7 @@ import { Readiness } from '../../src/lifecycle/readiness.js';
 import { createApp } from '../../src/http/app.js';
 import { infoRoutes, type LiveInfo } from '../../src/http/routes/info.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { regionStatus } from '../../src/observability/region-status.js';
+import { regionStatus } from '../../src/analytics/region-status.js';
 import { ServerInfoSchema } from '../../src/schema/index.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';

@@ -7,9 +7,9 @@ import { createApp } from '../../src/http/app.js';
 import { Readiness } from '../../src/lifecycle/readiness.js';
 import { analyticsRoutes } from '../../src/http/routes/analytics.js';
 import { metricsRoutes } from '../../src/http/routes/metrics.js';
-import { Analytics } from '../../src/observability/analytics.js';
+import { Analytics } from '../../src/analytics/analytics.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { ObservabilityRecorder } from '../../src/observability/recorder.js';
+import { ObservabilityRecorder } from '../../src/analytics/recorder.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { parsePolicyDocument } from '../../src/policy/policy-file.js';
 

@@ -2,8 +2,8 @@ import { expect } from 'chai';
 import { register as globalRegistry } from 'prom-client';
 import { LabelAllowList, Metrics } from '../../src/observability/metrics.js';
 import { internalErrorCount } from '../../src/observability/internal-errors.js';
-import { Analytics } from '../../src/observability/analytics.js';
-import { ObservabilityRecorder } from '../../src/observability/recorder.js';
+import { Analytics } from '../../src/analytics/analytics.js';
+import { ObservabilityRecorder } from '../../src/analytics/recorder.js';
 import { event, allowedBy, deniedBy, shadowOnly, fixedEventSequence } from '../support/decision-events.js';
 
 /** The value of one sample line `name{labels} value` of the exposition (labels in declaration order). */

@@ -1,14 +1,14 @@
 import Router from '@koa/router';
 import { invalidField } from '../../errors.js';
 import { requireUnrestricted } from '../../model/org-scope.js';
-import type { Analytics, AnalyticsView } from '../../observability/analytics.js';
+import type { Analytics, AnalyticsView } from '../../analytics/analytics.js';
 import { callerOf } from '../auth-guard.js';
 
 export const MAX_TOP = 10_000;
 
 /**
  * GET /rl/v1/analytics/summary?top=N: the summary of README "Observability"; `top` cuts by_policy and top_tags. A
- * caller limited to organisations gets its view (`viewOf`, observability/org-view.ts); without one, a 403.
+ * caller limited to organisations gets its view (`viewOf`, analytics/org-view.ts); without one, a 403.
  */
 export function analyticsRoutes(analytics: Analytics, viewOf?: (orgs: readonly string[]) => AnalyticsView): Router {
   const router = new Router({ prefix: '/rl/v1' });

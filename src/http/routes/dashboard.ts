@@ -2,14 +2,14 @@
  * The live dashboard (docs/dashboard.md): its static assets at /dashboard, served without credentials
  * (they hold no data; the page asks for a key and sends it on every API call), and its one stream
  * endpoint, GET /rl/v1/stream, behind the same authentication as every read route: a subscription to
- * the DashboardHub (observability/dashboard-hub.ts), which builds the snapshots (past its cap, a 503).
+ * the DashboardHub (analytics/dashboard-hub.ts), which builds the snapshots (past its cap, a 503).
  */
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import Router from '@koa/router';
 import type Koa from 'koa';
 import { RlError } from '../../errors.js';
-import type { DashboardHub } from '../../observability/dashboard-hub.js';
+import type { DashboardHub } from '../../analytics/dashboard-hub.js';
 import { sendError } from '../errors.js';
 
 // ---------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { DeniedIdentities, EVERYONE, bothRecorders, wildcardNames } from '../../src/observability/denied-identities.js';
+import { DeniedIdentities, EVERYONE, bothRecorders, wildcardNames } from '../../src/analytics/denied-identities.js';
 import type { DecisionEvent } from '../../src/decision/decision-service.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import type { Policy } from '../../src/policy/types.js';

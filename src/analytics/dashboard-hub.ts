@@ -8,7 +8,7 @@ import type { Analytics, AnalyticsSummary, AnalyticsView } from './analytics.js'
 import type { Hello, OutcomeRates, RlqsPanel, Snapshot } from '../schema/dashboard-stream.js';
 import type { LeaseTotals, RegionStatus, RlqsStatus, StoreState } from '../schema/server-info.js';
 import type { DeniedIdentities } from './denied-identities.js';
-import type { Metrics } from './metrics.js';
+import type { Metrics } from '../observability/metrics.js';
 import { SeriesRing } from './series-ring.js';
 
 /**
@@ -46,7 +46,7 @@ export interface DashboardStreamDeps {
   readiness: Lifecycle;
   /** Fed by the decision path; its top entries go into every snapshot. */
   deniedIdentities?: Pick<DeniedIdentities, 'top'>;
-  /** What a viewer limited to organisations sees (observability/org-view.ts); without it such viewers are refused. */
+  /** What a viewer limited to organisations sees (analytics/org-view.ts); without it such viewers are refused. */
   viewOf?: (orgs: readonly string[]) => AnalyticsView;
   /** Tick length; default 1000 ms. */
   intervalMs?: number;

@@ -1,7 +1,7 @@
 import type { DecisionEvent, DecisionRecorder } from '../decision/decision-service.js';
 import { log } from '../util/log.js';
 import type { Analytics } from './analytics.js';
-import type { Metrics } from './metrics.js';
+import type { Metrics } from '../observability/metrics.js';
 
 /**
  * Feeds every decision to metrics and analytics. Runs synchronously on the decision path, so both

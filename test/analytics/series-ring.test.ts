@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { SeriesRing } from '../../src/observability/series-ring.js';
+import { SeriesRing } from '../../src/analytics/series-ring.js';
 
 const rates = (allowed: number, denied = 0, shadow = 0) => ({ allowed, denied, shadow });
 
-describe('observability/series-ring', () => {
+describe('analytics/series-ring', () => {
   it('is empty before the first tick', () => {
     expect(new SeriesRing(4, 2).history()).to.deep.equal({ at: [], allowed: [], denied: [], shadow: [], policies: [] });
   });

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { Analytics, OTHER_POLICY, SpaceSaving } from '../../src/observability/analytics.js';
+import { Analytics, OTHER_POLICY } from '../../src/analytics/analytics.js';
+import { SpaceSaving } from '../../src/analytics/space-saving.js';
 import { event, allowedBy, deniedBy, shadowOnly, fixedEventSequence } from '../support/decision-events.js';
 
 const T0 = Date.parse('2030-01-02T03:04:05.000Z');
@@ -8,7 +9,7 @@ const T0 = Date.parse('2030-01-02T03:04:05.000Z');
 /** A small integer as a tag spread over three keys, so the sketch's per-key index is exercised too. */
 const tagOf = (x: number): [key: string, value: string] => [`k${x % 3}`, String(x)];
 
-describe('observability/analytics', () => {
+describe('analytics/analytics', () => {
   it('summarises totals, actions, policies and tags in the documented shape (README "Observability")', () => {
     const a = new Analytics({ now: () => T0 });
     a.record(allowedBy('p1', { tags: { env: 'prod', team: 'a' } }));

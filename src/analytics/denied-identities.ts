@@ -1,7 +1,8 @@
 import type { DecisionEvent, DecisionRecorder } from '../decision/decision-service.js';
 import type { MatcherSource } from '../matching/live-matcher.js';
 import { wildcardValue, type CompiledPolicy } from '../matching/matcher.js';
-import { SpaceSaving, type AnalyticsView } from './analytics.js';
+import type { AnalyticsView } from './analytics.js';
+import { SpaceSaving } from './space-saving.js';
 
 /**
  * Who is being limited: heavy hitters among the identities that policies DENIED, in bounded memory (a
