@@ -6,9 +6,9 @@ import { decisionJson } from '../src/http/decision-fast-path.js';
 import type { Decision } from '../src/model/decision.js';
 import { parseRequestContext } from '../src/model/request-context.js';
 import { LiveMatcher } from '../src/matching/live-matcher.js';
-import { Analytics } from '../src/observability/analytics.js';
+import { Analytics } from '../src/analytics/analytics.js';
 import { Metrics } from '../src/observability/metrics.js';
-import { ObservabilityRecorder } from '../src/observability/recorder.js';
+import { ObservabilityRecorder } from '../src/analytics/recorder.js';
 import { LAYER_POLICIES, generateWorkload } from './lib/workload.js';
 
 /**
