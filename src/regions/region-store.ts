@@ -235,7 +235,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     let waitingSince: LocalMs | undefined;
     let waitsFor = 0;
     for (;;) {
-      const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined, op, waitsFor);
+      const answer = await this.pool.spend(key, { cost, lockMs, token: this.token, measureMs: maxHoldMs, fresh: waitingSince === undefined, op, waitsFor });
       // With the store's clock it read, per answer, not per server: a regional Redis Cluster's pools live on nodes whose clocks differ.
       const arrivedAt = this.clock.now();
       const counter = this.track(key, keys, spec);

@@ -124,7 +124,7 @@ function apply(pool: RegionPool, key: string, s: Step, now: number, refills: Ref
   switch (s.op) {
     case 'spend':
     case 'take':
-      return pool.spend(key, s.cost, s.lockMs, s.token, s.measureMs, s.fresh, s.op, s.waitsFor);
+      return pool.spend(key, s);
     case 'add':
       return pool.add(
         key,

@@ -348,7 +348,7 @@ class Simulation {
     return {
       spend: async (...call: Parameters<RegionPoolStore['spend']>) => {
         const answer = await pool.spend(...call);
-        const [, cost, , , , , op] = call;
+        const [, { cost, op }] = call;
         if (op !== 'take' && answer.spent) this.admit(cost, r);
         return answer;
       },

@@ -1,4 +1,9 @@
+import type { WireReply } from '../../../src/redis/script-protocol.js';
+import { LEASE_POOL } from '../../../src/regions/lease-pool-protocol.js';
 import type { LeasePoolScript } from '../../../src/regions/region-pool.js';
+
+/** The script's reply by name, as it builds it (lease-pool-protocol.ts). */
+type PoolReply = WireReply<typeof LEASE_POOL.reply>;
 
 /**
  * The in-memory port of `lua/lease_pool.lua`: region pools kept in this process, on a clock of their own
@@ -65,7 +70,7 @@ export class MemoryLeasePool implements LeasePoolScript {
 
   leasePool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T> {
     try {
-      return Promise.resolve(parse(this.run(key, nowMs ?? this.clock(), args)));
+      return Promise.resolve(parse(LEASE_POOL.encodeReply(this.run(key, nowMs ?? this.clock(), args))));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -78,7 +83,7 @@ export class MemoryLeasePool implements LeasePoolScript {
   }
 
   /** One run of the script at `now`: `argv` is its ARGV from ARGV[2] (the operation) on. */
-  run(key: string, now: number, argv: readonly string[]): unknown[] {
+  run(key: string, now: number, argv: readonly string[]): PoolReply {
     // The script's ARGV[i] (ARGV[1] is `now`).
     const arg = (i: number): string | undefined => argv[i - 2];
     const num = (i: number): number => Number(arg(i));
@@ -150,11 +155,14 @@ export class MemoryLeasePool implements LeasePoolScript {
 
     const refillId = (): string => `${p.lk}:${p.ln}:${p.le}`;
 
-    const answer = (spent: boolean, retry: number, lock: string | false, tag?: string): unknown[] => {
+    const answer = (spent: boolean, retry: number, lock: string | false, tag?: string): PoolReply => {
       let recent = p.rs;
       if (p.rp > recent) recent = p.rp;
-      const down = p.dd > now ? 1 : 0;
-      return [spent ? 1 : 0, left(), retry, lock || 0, recent, p.pr, lapsed, down, resetAfter(), tag ?? newestTag(), now, p.wd, 0];
+      const refill = lock || undefined;
+      return {
+        spent, left: left(), retryAfterMs: retry, refill, recent, parentRemaining: p.pr, lapsed, down: p.dd > now, resetAfterMs: resetAfter(),
+        tag: tag ?? newestTag(), storeNow: now, waiting: p.wd, waitsFor: 0, stale: undefined,
+      };
     };
 
     if (op === 'spend' || op === 'take') {
@@ -208,14 +216,14 @@ export class MemoryLeasePool implements LeasePoolScript {
       }
       save();
       const reply = answer(taken > 0, retry, lock && refillId());
-      reply[11] = waiting;
-      reply[12] = waitsFor;
-      if (stale !== undefined) reply[13] = stale;
+      reply.waiting = waiting;
+      reply.waitsFor = waitsFor;
+      reply.stale = stale;
       if (op === 'take') {
-        reply[1] = taken;
+        reply.left = taken;
         if (taken > 0) {
-          reply[8] = expires - now;
-          reply[9] = tag;
+          reply.resetAfterMs = expires - now;
+          reply.tag = tag;
         }
       }
       return reply;
@@ -300,7 +308,7 @@ export class MemoryLeasePool implements LeasePoolScript {
       p.b_u = 0;
       save();
       const reply = answer(true, 0, false, tag);
-      reply[1] = out;
+      reply.left = out;
       return reply;
     }
 
@@ -324,7 +332,7 @@ export class MemoryLeasePool implements LeasePoolScript {
       if (!below) p.rs = p.rs - back;
       save();
       const reply = answer(true, 0, false);
-      reply[1] = back;
+      reply.left = back;
       return reply;
     }
 
