@@ -45,8 +45,8 @@ export interface PoolGrant {
 }
 
 /** Where the pool script runs: the region's Redis, or its in-memory port (tests). `args` follow ARGV[1], `now`. */
-export interface LeasePoolScript {
-  leasePool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T>;
+export interface RegionPoolScript {
+  runRegionPool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T>;
 }
 
 /**
@@ -55,7 +55,7 @@ export interface LeasePoolScript {
  * same units. `now`: tests only, an explicit time instead of the store's TIME.
  */
 export class RegionPool {
-  constructor(private readonly store: LeasePoolScript, private readonly now?: () => number) {}
+  constructor(private readonly store: RegionPoolScript, private readonly now?: () => number) {}
 
   /** spend: `cost` units, all or nothing; take: up to `cost`. */
   spend(key: string, s: PoolSpend): Promise<PoolAnswer> {
@@ -90,7 +90,7 @@ export class RegionPool {
   }
 
   private run(key: string, args: string[]): Promise<PoolAnswer> {
-    return this.store.leasePool(key, args, parsePoolReply, this.now?.());
+    return this.store.runRegionPool(key, args, parsePoolReply, this.now?.());
   }
 }
 

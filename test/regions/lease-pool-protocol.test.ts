@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { LUA_DIR, readLuaScript } from '../../src/redis/lua-scripts.js';
 import { protocolProblems } from '../../src/redis/script-protocol.js';
 import { LEASE_POOL } from '../../src/regions/lease-pool-protocol.js';
-import { RegionPool, type LeasePoolScript } from '../../src/regions/region-pool.js';
+import { RegionPool, type RegionPoolScript } from '../../src/regions/region-pool.js';
 
 describe('lua/lease_pool.lua protocol', () => {
   it('the header lists the declared names in their order, and the loader given the protocol reads it', () => {
@@ -21,7 +21,7 @@ describe('lua/lease_pool.lua protocol', () => {
     const reply = LEASE_POOL.encodeReply({
       spent: true, left: 1, retryAfterMs: 0, refill: undefined, recent: 0, parentRemaining: -1, lapsed: 0, down: false, resetAfterMs: 0, tag: '', storeNow: 5, waiting: 0, waitsFor: 0, stale: undefined,
     });
-    const script: LeasePoolScript = { leasePool: (_key, args, parse) => (sent.push(args), Promise.resolve(parse(reply))) };
+    const script: RegionPoolScript = { runRegionPool: (_key, args, parse) => (sent.push(args), Promise.resolve(parse(reply))) };
     const pool = new RegionPool(script);
     const answer = await pool.spend('k', { cost: 2, lockMs: 10.5, token: 'srv', measureMs: 1000, op: 'take' });
     expect(answer).to.include({ spent: true, left: 1, lock: false, tag: null, storeNow: 5, stale: undefined });

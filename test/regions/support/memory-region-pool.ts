@@ -1,6 +1,6 @@
 import type { WireReply } from '../../../src/redis/script-protocol.js';
 import { LEASE_POOL } from '../../../src/regions/lease-pool-protocol.js';
-import type { LeasePoolScript } from '../../../src/regions/region-pool.js';
+import type { RegionPoolScript } from '../../../src/regions/region-pool.js';
 
 /** The script's reply by name, as it builds it (lease-pool-protocol.ts). */
 type PoolReply = WireReply<typeof LEASE_POOL.reply>;
@@ -62,13 +62,13 @@ function earlierTag(x: string, y: string): string {
   return Number(y) < Number(x) ? y : x;
 }
 
-export class MemoryLeasePool implements LeasePoolScript {
+export class MemoryRegionPool implements RegionPoolScript {
   private readonly pools = new Map<string, StoredPool>();
 
   /** `clock`: this store's clock in epoch ms (what the script's TIME reads). */
   constructor(private readonly clock: () => number) {}
 
-  leasePool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T> {
+  runRegionPool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T> {
     try {
       return Promise.resolve(parse(LEASE_POOL.encodeReply(this.run(key, nowMs ?? this.clock(), args))));
     } catch (error) {
