@@ -1,7 +1,7 @@
 /**
  * CPU profiles of the hot paths (node --cpu-prof), summarised:
  *
- *   npx tsx bench/profile.ts [--seconds 10] [--only engine,http-memory,http-redis,grpc,scaling] [--whole-process] [--tsx]
+ *   npx tsx bench/profile.ts [--seconds 10] [--only engine,http-memory,http-redis,grpc,scaling] [--whole-process] [--tsx] [--layers]
  *
  * engine       DecisionService.check in-process (scenario 4's workload, recorder on)
  * http-memory  the HTTP server in memory mode under autocannon (scenario 1)
@@ -17,6 +17,8 @@
  * `node --cpu-prof`) is started over the inspector after the warm-up and stopped before the load ends,
  * so start-up, module loading and idle time do not dilute the percentages. `--whole-process` runs the
  * child under `node --cpu-prof` instead (the whole life of the process).
+ *
+ * --layers: the HTTP servers decide every check in three layers (scenario 17's subject).
  *
  * Profiles go to bench/profiles/<name>.cpuprofile (git-ignored; open them in Chrome DevTools or
  * speedscope); the summaries are printed. Pinning as in `npm run bench`.
@@ -107,7 +109,8 @@ async function profileAll(seconds: number, only: string[], wholeProcess: boolean
     } else {
       const redis = name.startsWith('http-redis') ? await startPrivateRedis(LOAD_CORE) : undefined;
       const kind = name === 'grpc' ? 'rl-grpc' : name === 'http-bare' ? 'bare-http' : 'rl-http';
-      const child = spawnChild('server.ts', ['--kind', kind, ...(redis ? ['--redis', redis.addr] : [])], { nodeFlags: flags });
+      const layers = process.argv.includes('--layers') ? ['--layers', 'yes'] : [];
+      const child = spawnChild('server.ts', ['--kind', kind, ...(redis ? ['--redis', redis.addr] : []), ...layers], { nodeFlags: flags });
       try {
         const { port } = await nextMessage<{ port: number }>(child, 'ready', 60_000);
         const load = async (durationSec: number) =>

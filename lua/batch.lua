@@ -18,6 +18,46 @@
 --          alone, as its own script call would: whatever it wrote before failing stays written (Redis
 --          does not roll scripts back either), and the operations after it still run.
 
+-- The operations' view of Redis: `redis` below, a local the operation functions see instead of the
+-- global. Two things it does for the cost of a call (a decision over several layers runs one
+-- operation per layer, each twice in a group):
+-- * TIME is read once per script call: every operation of the call runs at the same instant (a
+--   group's checks and runs included), as the call is one atomic step anyway.
+-- * An HMGET asked again of a key nothing has written since (a group's run after its check) is
+--   answered from the first reply. Any command but the reads below forgets the reply of every key
+--   among its arguments (a DEL may name two). The scripts only read the replies they get.
+local server = redis
+local clock
+local hash_reads = {}
+local READS = { HGET = true, HGETALL = true, HEXISTS = true, HLEN = true, ZCARD = true, ZCOUNT = true, ZRANGE = true, ZRANGEBYSCORE = true, ZREVRANGE = true, ZSCORE = true }
+local redis = setmetatable({
+  call = function(command, key, ...)
+    if command == 'TIME' then
+      if not clock then
+        clock = server.call('TIME')
+      end
+      return clock
+    end
+    if command == 'HMGET' then
+      local fields = table.concat({ ... }, '\0')
+      local known = hash_reads[key]
+      if known and known[1] == fields then
+        return known[2]
+      end
+      local reply = server.call('HMGET', key, ...)
+      hash_reads[key] = { fields, reply }
+      return reply
+    end
+    if not READS[command] then
+      hash_reads[key] = nil
+      for i = 1, select('#', ...) do
+        hash_reads[select(i, ...)] = nil
+      end
+    end
+    return server.call(command, key, ...)
+  end,
+}, { __index = server })
+
 -- @operations
 
 -- A group (header `group`, k): the k operations after it, each with its header `name, n, p, v, s` and

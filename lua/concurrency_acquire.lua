@@ -11,7 +11,8 @@
 -- ARGV[5]  optional: 'check' answers as the acquire would be answered now and writes nothing (the first
 --          step of an all-or-nothing group: lua/batch.lua)
 -- Returns  {allowed 1/0, remaining slots, retry_after_ms (until the oldest lease expires),
---          reset_after_ms (until no lease is held)}
+--          reset_after_ms (until no lease is held), new slot 1/0 (admitted and the lease id held
+--          none: a slot was taken; 0 when refused or only refreshed, which a give-back must not release)}
 
 -- @include "time"
 -- @include "number"
@@ -20,6 +21,12 @@ local key = KEYS[1]
 local lease_id = ARGV[2]
 local max = tonumber(ARGV[3])
 local lease_ttl_ms = tonumber(ARGV[4])
+
+local function acquire_reply(allowed, remaining, retry_after, reset_after, new_slot)
+  local r = reply(allowed, remaining, retry_after, reset_after)
+  r[5] = new_slot and 1 or 0
+  return r
+end
 
 if ARGV[5] == 'check' then
   -- Only the leases still held count (score after now); the expired ones stay until a real acquire.
@@ -30,11 +37,12 @@ if ARGV[5] == 'check' then
   if live > 0 then
     latest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
   end
-  if (score and tonumber(score) > now) or live < max then
-    return reply(true, math.max(0, max - live), 0, latest - now)
+  local held_live = score and tonumber(score) > now
+  if held_live or live < max then
+    return acquire_reply(true, math.max(0, max - live), 0, latest - now, not held_live)
   end
   local first = tonumber(redis.call('ZRANGEBYSCORE', key, live_from, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2])
-  return reply(false, math.max(0, max - live), first - now, latest - now)
+  return acquire_reply(false, math.max(0, max - live), first - now, latest - now, false)
 end
 
 -- Leases whose time has come are gone, whatever happens next.
@@ -48,7 +56,7 @@ if held or size < max then
   end
   local latest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
   expire_in(key, latest)
-  return reply(true, math.max(0, max - size), 0, latest - now)
+  return acquire_reply(true, math.max(0, max - size), 0, latest - now, not held)
 end
 local oldest = math.huge
 local latest = -math.huge
@@ -56,4 +64,4 @@ if size > 0 then
   oldest = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
   latest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
 end
-return reply(false, math.max(0, max - size), oldest - now, latest - now)
+return acquire_reply(false, math.max(0, max - size), oldest - now, latest - now, false)

@@ -17,6 +17,11 @@ export interface CounterResult {
   /** ms until the counter is whole again (window over, bucket full, no lease held); 0 when it is. */
   resetAfterMs: number;
   /**
+   * An acquire's: it took a new slot (its lease id held none). False when refused, or when it only
+   * refreshed the slot its lease id held: a give-back of it must release nothing (layered-decision.ts).
+   */
+  newSlot?: boolean;
+  /**
    * A region's operation on a global budget with shares (a lease operation; a sliding log's consume, peek
    * or refund): every region's units of the current window, by name.
    */

@@ -1,24 +1,24 @@
 import { performance } from 'node:perf_hooks';
-import { CounterStoreUnavailableError, invalidField, LeaseWaitTimeoutError } from '../errors.js';
-import type { CounterResult, CounterStore, GroupOperation, SyncCounterOperations } from '../counters/counter-store.js';
-import { capacityOf, windowMsOf, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
-import { CounterKeyCache } from '../counters/keys.js';
-import type { Decision, DecisionReason } from '../model/decision.js';
+import { invalidField, type CounterStoreUnavailableError } from '../errors.js';
+import type { CounterStore } from '../counters/counter-store.js';
+import type { Decision } from '../model/decision.js';
 import { IGNORED_FIELDS, withIgnoredFields, type RequestContext } from '../model/request-context.js';
-import type { LayerMatch, Matcher, MatchResult, PolicyFamily, PolicyMatch } from '../matching/matcher.js';
+import type { Matcher, MatchResult, PolicyFamily, PolicyMatch } from '../matching/matcher.js';
 import type { MatcherSource } from '../matching/live-matcher.js';
-import type { FailureMode, LimitAction } from '../policy/types.js';
-import { applyLimitAction } from './actions.js';
+import type { FailureMode } from '../policy/types.js';
+import { acquireCall, consumeCall, peekCall, refundCall, releaseCall } from './counter-calls.js';
+import { CounterEvaluator, type CounterAsk } from './counter-evaluator.js';
 import type { CounterCall, Evaluation, Operation } from './decision-types.js';
+import { enforcedDecision, shadowOnlyDecision, unmatchedDecision, withLeaseId } from './decisions.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
 import { decideLayers, decideTogether, shadowAction, type LayerHost } from './layered-decision.js';
 import { leaseHolderOf, leaseIdOf } from './lease-id.js';
-import { costOf, isNeverFitting, neverFits, neverFittingOutcome, refusedAsNeverFitting } from './never-fits.js';
 import { ProcessLeases, type LendingStore } from '../lease/process-leases.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, holdsUnits, type LeaseEvents, type UnitHolders } from '../lease/types.js';
 
 export type { CounterCall, Evaluation, Operation } from './decision-types.js';
+export { unmatchedDecision } from './decisions.js';
 
 /** What the recorder (metrics, analytics) learns about each decision. */
 export interface DecisionEvent {
@@ -65,12 +65,6 @@ export interface DecisionServiceDeps {
   onLayerCompensation?: (policyId: string) => void;
   /** Called once per decision (or peek) whose request had fields the parse ignored, with their number. */
   onIgnoredFields?: (count: number) => void;
-  /**
-   * Tests only: hand this service's clock reading to an asynchronous store as the operation's time
-   * (the Redis scripts then count at that instant instead of Redis TIME), so a test with an injected
-   * clock drives Redis deterministically.
-   */
-  clockToStore?: boolean;
   /** RL_REGION: named in `metadata.region` of every decision on a `budget: "global"` policy. */
   region?: string;
   /**
@@ -84,25 +78,27 @@ export interface DecisionServiceDeps {
   leases?: { events?: (policyId: string) => LeaseEvents; maxWaitMs?: number; takeTimeoutMs?: number } | false;
 }
 
-
-
-/** The cost a check's refusal is cached under: a peek is answered as a consume of 1 would be (docs/algorithms.md, "Peek"). */
-function deniedCostOf(match: PolicyMatch, ctx: RequestContext): number {
-  return ctx.quantity === 0 ? 1 : costOf(match, ctx.quantity);
+/** What only tests set, apart from the service's configuration (the second argument of its constructor). */
+export interface DecisionTestSeams {
+  /**
+   * Hand this service's clock reading to an asynchronous store as the operation's time (the Redis
+   * scripts then count at that instant instead of Redis TIME), so a test with an injected clock drives
+   * Redis deterministically.
+   */
+  clockToStore?: boolean;
 }
 
-const consumeCall: CounterCall = (ops, keys, match, ctx, _leaseId, nowMs) => {
-  const spec = match.compiled.spec as RateSpec;
-  const cost = costOf(match, ctx.quantity);
-  return neverFits(spec, cost) ? refusedAsNeverFitting(ops.peek(keys, spec, nowMs)) : ops.consume(keys, spec, cost, nowMs);
-};
-const peekCall: CounterCall = (ops, keys, match, _ctx, _leaseId, nowMs) => ops.peek(keys, match.compiled.spec as RateSpec, nowMs);
-const refundCall: CounterCall = (ops, keys, match, ctx, _leaseId, nowMs) =>
-  ops.refund(keys, match.compiled.spec as RateSpec, costOf(match, ctx.quantity), nowMs);
-const acquireCall: CounterCall = (ops, keys, match, _ctx, leaseId, nowMs) =>
-  ops.acquire(keys, match.compiled.spec as LeaseSpec, leaseId, nowMs);
-const releaseCall: CounterCall = (ops, keys, match, _ctx, leaseId, nowMs) =>
-  ops.release(keys, match.compiled.spec as LeaseSpec, leaseId, nowMs);
+/** What a decision's last steps need: the operation, the request and when it started (for the recorder). */
+interface Finishing {
+  readonly operation: Operation;
+  readonly ctx: RequestContext;
+  readonly started: number;
+}
+
+/** One decision under way: what it asks of its counters and what its last steps need. */
+interface DecisionRun extends CounterAsk, Finishing {}
+
+
 
 /**
  * The decision logic, free of any transport: HTTP, gRPC and the Envoy adapter call its four methods
@@ -116,7 +112,7 @@ const releaseCall: CounterCall = (ops, keys, match, _ctx, leaseId, nowMs) =>
 export class DecisionService {
   private readonly now: () => number;
   private readonly random: () => number;
-  private readonly keys: CounterKeyCache;
+  private readonly counters: CounterEvaluator;
   /** The policy snapshot the cached keys belong to; a new snapshot brings new CompiledPolicy objects. */
   private keysMatcher: Matcher | undefined;
   /** Only with a store that has to wait (see DecisionServiceDeps.denyCache). */
@@ -131,10 +127,9 @@ export class DecisionService {
   /** What a decision over several layers uses of this service (layered-decision.ts). */
   private readonly layers: LayerHost;
 
-  constructor(private readonly deps: DecisionServiceDeps) {
+  constructor(private readonly deps: DecisionServiceDeps, seams: DecisionTestSeams = {}) {
     this.now = deps.now ?? Date.now;
     this.random = deps.random ?? Math.random;
-    this.keys = new CounterKeyCache(deps.keyPrefix, deps.counterKeyCacheSize);
     this.denyCache = deps.counters.sync === undefined && deps.denyCache !== false ? new DenyCache(deps.denyCache) : undefined;
     const store = deps.counters;
     if (store.sync === undefined && deps.leases !== false && store.take !== undefined && store.giveBack !== undefined) {
@@ -147,7 +142,9 @@ export class DecisionService {
       this.holders.push(this.leases);
     }
     if (holdsUnits(store)) this.holders.push(store);
-    this.layers = this.layerHost();
+    const clockToStore = seams.clockToStore === true;
+    this.counters = new CounterEvaluator({ ...deps, denyCache: this.denyCache, leases: this.leases, clockToStore });
+    this.layers = this.layerHost(clockToStore);
     if (this.holders.length > 0) {
       deps.policies.onChange?.(() => {
         const matcher = deps.policies.current();
@@ -156,26 +153,24 @@ export class DecisionService {
     }
   }
 
-  private layerHost(): LayerHost {
-    const { deps } = this;
+  private layerHost(clockToStore: boolean): LayerHost {
+    const { deps, counters } = this;
     return {
       random: this.random,
       counters: deps.counters,
       onLayerCompensation: deps.onLayerCompensation,
-      clockToStore: deps.clockToStore === true,
-      keysOf: (match) => this.keysOf(match),
-      evaluateSync: (ops, call, match, ctx, leaseId, nowMs) => this.evaluateSync(ops, call, match, ctx, leaseId, nowMs),
-      evaluate: (operation, call, match, ctx, leaseId, sentAt) => this.evaluate(operation, call, match, ctx, leaseId, sentAt),
-      grouped: (operation, match, ctx, answer, sentAt) =>
-        answer instanceof Error ? this.failedOperation(match, this.keysOf(match), answer) : this.evaluated(operation, match, ctx, this.keysOf(match), answer, sentAt, false),
-      enforcedDecision: (operation, ctx, evaluation, random) => this.enforcedDecision(operation, ctx, evaluation, random),
-      shadowOnlyDecision: (operation, evaluation) => this.shadowOnlyDecision(operation, evaluation),
+      clockToStore,
+      keysOf: (match) => counters.keysOf(match),
+      evaluateSync: (ops, call, match, ctx, leaseId, nowMs) => counters.evaluateSync(ops, { call, ctx, leaseId }, match, nowMs),
+      evaluate: (operation, call, match, ctx, leaseId, sentAt) => counters.evaluate({ operation, call, ctx, leaseId, nowMs: sentAt }, match),
+      grouped: (operation, match, ctx, answer, sentAt) => counters.grouped({ operation, ctx, nowMs: sentAt }, match, answer),
+      enforcedDecision,
+      shadowOnlyDecision,
       unmatched: () => unmatchedDecision('no_matching_policy'),
-      finish: (operation, ctx, started, decision, enforced, shadowed) => this.finish(operation, ctx, started, decision, enforced, shadowed),
+      finish: (operation, ctx, started, decision, enforced, shadowed) => this.finish({ operation, ctx, started }, decision, enforced, shadowed),
       storeNow: (sync, nowMs) => (sync.clock === this.now ? nowMs : undefined),
-      giveBack: (operation, match, ctx, leaseId, sentAt) =>
-        operation === 'acquire' ? this.evaluate('release', releaseCall, match, ctx, leaseId, sentAt) : this.evaluate('refund', refundCall, match, ctx, leaseId, sentAt),
-      giveBackSync: (sync, operation, match, ctx, leaseId, nowMs) => this.evaluateSync(sync, operation === 'acquire' ? releaseCall : refundCall, match, ctx, leaseId, nowMs),
+      giveBack: (operation, match, ctx, leaseId, sentAt) => counters.giveBack({ operation, ctx, leaseId, nowMs: sentAt }, match),
+      giveBackSync: (sync, operation, match, ctx, leaseId, nowMs) => counters.giveBackSync(sync, { operation, ctx, leaseId }, match, nowMs),
     };
   }
 
@@ -252,14 +247,15 @@ export class DecisionService {
     if (matched.layers !== undefined) return decideLayers(this.layers, operation, ctx, call, leaseId, started, nowMs, matched.layers);
     const { enforce, shadow } = matched;
     if (operation === 'refund' && enforce === undefined && shadow === undefined) this.refuseLeaseRefund(ctx, nowMs);
+    const run: DecisionRun = { operation, call, ctx, leaseId, nowMs, started };
     const sync = this.deps.counters.sync;
-    if (sync === undefined) return this.decideAsync(operation, ctx, call, leaseId, started, nowMs, enforce, shadow);
+    if (sync === undefined) return this.decideAsync(run, enforce, shadow);
     // A store on the same clock (both Date.now by default) counts at the instant matching used: one
     // clock read per decision instead of two.
     const counterNowMs = sync.clock === this.now ? nowMs : undefined;
-    const enforced = enforce && this.evaluateSync(sync, call, enforce, ctx, leaseId, counterNowMs);
-    const shadowed = shadow && this.evaluateSync(sync, call, shadow, ctx, leaseId, counterNowMs);
-    return this.conclude(operation, ctx, started, enforced, shadowed);
+    const enforced = enforce && this.counters.evaluateSync(sync, run, enforce, counterNowMs);
+    const shadowed = shadow && this.counters.evaluateSync(sync, run, shadow, counterNowMs);
+    return this.conclude(run, enforced, shadowed);
   }
 
   /**
@@ -267,40 +263,30 @@ export class DecisionService {
    * cache is answered at once, as the store would answer it; otherwise the store is asked (for the
    * counters the cache could not answer).
    */
-  private decideAsync(
-    operation: Operation,
-    ctx: RequestContext,
-    call: CounterCall,
-    leaseId: string,
-    started: number,
-    nowMs: number,
-    enforce: PolicyMatch | undefined,
-    shadow: PolicyMatch | undefined,
-  ): Decision | Promise<Decision> {
-    const cache = operation === 'check' ? this.denyCache : undefined;
-    const enforced = enforce && cache && this.cachedRefusal(cache, enforce, ctx, nowMs);
-    const shadowed = shadow && cache && this.cachedRefusal(cache, shadow, ctx, nowMs);
+  private decideAsync(run: DecisionRun, enforce: PolicyMatch | undefined, shadow: PolicyMatch | undefined): Decision | Promise<Decision> {
+    const { counters } = this;
+    const cache = run.operation === 'check' ? this.denyCache : undefined;
+    const enforced = enforce && cache && counters.cachedRefusal(cache, enforce, run.ctx, run.nowMs);
+    const shadowed = shadow && cache && counters.cachedRefusal(cache, shadow, run.ctx, run.nowMs);
     if ((enforced || shadowed) && (enforce === undefined || enforced) && (shadow === undefined || shadowed)) {
       // Counted here, once per decision, and only when no store call is made (a partial hit still waits).
       this.deps.onDenyCacheHit?.();
-      return this.conclude(operation, ctx, started, enforced, shadowed);
+      return this.conclude(run, enforced, shadowed);
     }
     // Each side is an Evaluation already (from the deny cache), a match for the store to evaluate, or absent.
     const enforceAt = enforced ?? enforce;
     const shadowAt = shadowed ?? shadow;
-    const enforcing = enforceAt && !isEvaluation(enforceAt) ? this.evaluate(operation, call, enforceAt, ctx, leaseId, nowMs) : enforceAt;
-    const shadowing = shadowAt && !isEvaluation(shadowAt) ? this.evaluate(operation, call, shadowAt, ctx, leaseId, nowMs) : shadowAt;
+    const enforcing = enforceAt && !isEvaluation(enforceAt) ? counters.evaluate(run, enforceAt) : enforceAt;
+    const shadowing = shadowAt && !isEvaluation(shadowAt) ? counters.evaluate(run, shadowAt) : shadowAt;
     // Answered at once by a process lease (the other side, if any, by the deny cache or a lease too): no promise.
     if (!(enforcing instanceof Promise) && !(shadowing instanceof Promise) && (enforcing?.leased || shadowing?.leased)) {
-      return this.conclude(operation, ctx, started, enforcing, shadowing);
+      return this.conclude(run, enforcing, shadowing);
     }
-    return this.awaitCounters(operation, ctx, started, enforcing, shadowing);
+    return this.awaitCounters(run, enforcing, shadowing);
   }
 
   private async awaitCounters(
-    operation: Operation,
-    ctx: RequestContext,
-    started: number,
+    run: DecisionRun,
     enforcing: Evaluation | Promise<Evaluation> | undefined,
     shadowing: Evaluation | Promise<Evaluation> | undefined,
   ): Promise<Decision> {
@@ -314,13 +300,7 @@ export class DecisionService {
       enforced = enforcing instanceof Promise ? await enforcing : enforcing;
       shadowed = shadowing instanceof Promise ? await shadowing : shadowing;
     }
-    return this.conclude(operation, ctx, started, enforced, shadowed);
-  }
-
-  /** The deny cache's answer for this match's counter, as an Evaluation, when it has one. */
-  private cachedRefusal(cache: DenyCache, match: PolicyMatch, ctx: RequestContext, nowMs: number): Evaluation | undefined {
-    const result = cache.lookup(this.keysOf(match)[0], match.compiled, deniedCostOf(match, ctx), nowMs);
-    return result === undefined ? undefined : { match, result };
+    return this.conclude(run, enforced, shadowed);
   }
 
   /** A refund that only a concurrency policy would count: leases go back with release, not refund. */
@@ -335,37 +315,31 @@ export class DecisionService {
     const matcher = this.deps.policies.current();
     if (matcher !== this.keysMatcher) {
       // Keys are cached per CompiledPolicy: those of an older snapshot will not be asked for again.
-      this.keys.clear();
+      this.counters.forgetKeys();
       this.keysMatcher = matcher;
     }
     return matcher.match(ctx, family, nowMs);
   }
 
   /** The decision from what the counters answered, recorded. */
-  private conclude(
-    operation: Operation,
-    ctx: RequestContext,
-    started: number,
-    enforced: Evaluation | undefined,
-    shadowed: Evaluation | undefined,
-  ): Decision {
+  private conclude(run: DecisionRun, enforced: Evaluation | undefined, shadowed: Evaluation | undefined): Decision {
     let decision: Decision;
     if (enforced) {
-      decision = this.enforcedDecision(operation, ctx, enforced);
+      decision = enforcedDecision(run.operation, run.ctx, enforced, this.random);
       if (shadowed) {
         decision.metadata.shadow_policy_id = shadowed.match.compiled.policy.policy_id;
         decision.metadata.shadow_action = shadowAction(shadowed);
       }
     } else if (shadowed) {
-      decision = this.shadowOnlyDecision(operation, shadowed);
+      decision = shadowOnlyDecision(run.operation, shadowed);
     } else {
       decision = unmatchedDecision('no_matching_policy');
     }
-    return this.finish(operation, ctx, started, decision, enforced, shadowed);
+    return this.finish(run, decision, enforced, shadowed);
   }
 
   /** What every decision gets last: its budget and ignored fields named, recorded unless a peek. */
-  private finish(operation: Operation, ctx: RequestContext, started: number, decision: Decision, enforced: Evaluation | undefined, shadowed: Evaluation | undefined): Decision {
+  private finish({ operation, ctx, started }: Finishing, decision: Decision, enforced: Evaluation | undefined, shadowed: Evaluation | undefined): Decision {
     if ((enforced ?? shadowed)?.match.compiled.spec.global) {
       decision.metadata.budget = 'global';
       if (this.deps.region !== undefined) decision.metadata.region = this.deps.region;
@@ -397,127 +371,6 @@ export class DecisionService {
     });
     return decision;
   }
-
-  /** One layer's decision (or the one policy's); `random` replays a layer's draw made before its counter ran. */
-  private enforcedDecision(operation: Operation, ctx: RequestContext, evaluation: Evaluation, random = this.random): Decision {
-    const { policy } = evaluation.match.compiled;
-    const decision = baseDecision(evaluation.match);
-    if (evaluation.failed) return operation === 'refund' ? unrefundedDecision(decision) : failureModeDecision(decision, policy.failure_mode);
-    if (evaluation.leased) decision.metadata.lease = 'local';
-    if (applyResult(decision, operation, evaluation) === 'limited') {
-      if (ctx.quantity === 0) return peekLimitedDecision(decision, policy.action, evaluation.result.retryAfterMs);
-      const { result } = evaluation;
-      const outcome = isNeverFitting(result) ? neverFittingOutcome(policy.action) : applyLimitAction(policy, ctx, result.retryAfterMs, random);
-      decision.allowed = outcome.allowed;
-      decision.action = outcome.action;
-      decision.retry_after = outcome.retryAfterMs;
-    }
-    return decision;
-  }
-
-  /** No enforcing policy: the shadow one answers, but never blocks. */
-  private shadowOnlyDecision(operation: Operation, evaluation: Evaluation): Decision {
-    const decision = baseDecision(evaluation.match);
-    decision.shadow_mode = true;
-    if (evaluation.failed) {
-      decision.reason = 'counter_store_unavailable';
-    } else if (applyResult(decision, operation, evaluation) === 'limited') {
-      decision.action = 'shadow_only';
-      decision.retry_after = evaluation.result.retryAfterMs;
-    }
-    return decision;
-  }
-
-  private evaluateSync(
-    ops: SyncCounterOperations,
-    call: CounterCall,
-    match: PolicyMatch,
-    ctx: RequestContext,
-    leaseId: string,
-    nowMs: number | undefined,
-  ): Evaluation {
-    try {
-      return { match, result: call(ops, this.keysOf(match), match, ctx, leaseId, nowMs) };
-    } catch (error) {
-      return this.failedEvaluation(match, error);
-    }
-  }
-
-  /**
-   * A store that has to wait: the counter store, or this process's lease of the counter (which answers
-   * at once while it holds units).
-   */
-  private evaluate(
-    operation: Operation,
-    call: CounterCall,
-    match: PolicyMatch,
-    ctx: RequestContext,
-    leaseId: string,
-    sentAt: number,
-  ): Evaluation | Promise<Evaluation> {
-    const keys = this.keysOf(match);
-    const lease = this.leases && operation !== 'acquire' && operation !== 'release' ? this.leases.operationsFor(keys, match.compiled) : undefined;
-    let answer: CounterResult | Promise<CounterResult>;
-    try {
-      // The store reads its own clock (Redis: TIME), unless a test hands it this service's.
-      answer = lease ? call(lease, keys, match, ctx, leaseId, undefined) : call(this.deps.counters, keys, match, ctx, leaseId, this.deps.clockToStore ? sentAt : undefined);
-    } catch (error) {
-      return this.failedOperation(match, keys, error);
-    }
-    if (answer instanceof Promise) {
-      return answer.then(
-        (result) => this.evaluated(operation, match, ctx, keys, result, sentAt, lease !== undefined),
-        (error) => this.failedOperation(match, keys, error),
-      );
-    }
-    return this.evaluated(operation, match, ctx, keys, answer, sentAt, lease !== undefined);
-  }
-
-  private evaluated(operation: Operation, match: PolicyMatch, ctx: RequestContext, keys: string[], result: CounterResult, sentAt: number, leased: boolean): Evaluation {
-    // Answers arrive in the order the store ran them (one connection per slot), so the cache
-    // learns each counter's changes in order.
-    if (this.denyCache && operation !== 'acquire' && operation !== 'release') this.tellDenyCache(this.denyCache, operation, match, ctx, keys[0], result, sentAt);
-    return leased ? { match, result, leased } : { match, result };
-  }
-
-  /** The operation may or may not have run: whatever was cached for the counter is in doubt. */
-  private failedOperation(match: PolicyMatch, keys: string[], error: unknown): Evaluation {
-    this.denyCache?.changed(keys[0]);
-    return this.failedEvaluation(match, error);
-  }
-
-  /** What a rate counter's answer means for its cached refusal. */
-  private tellDenyCache(cache: DenyCache, operation: Operation, match: PolicyMatch, ctx: RequestContext, key: string, result: CounterResult, sentAt: number): void {
-    const peek = operation === 'check' && ctx.quantity === 0;
-    if (result.allowed) {
-      // An admitted consume or a refund changed the counter; an admitting peek changed nothing.
-      if (!peek) cache.changed(key);
-    } else if (operation === 'check') {
-      const { compiled } = match;
-      const spec = compiled.spec as RateSpec;
-      const lease = compiled.lease ?? spec.global?.lease;
-      cache.refused(key, compiled, spec, deniedCostOf(match, ctx), result, sentAt, lease?.maxHoldMs);
-    }
-  }
-
-  /**
-   * The counter store could not answer: the policy's failure mode will decide. A lease refill that took
-   * too long: refused (a slow parent is not a failed one). Anything else is a bug, rethrown.
-   */
-  private failedEvaluation(match: PolicyMatch, error: unknown): Evaluation {
-    if (error instanceof LeaseWaitTimeoutError) {
-      const result = { allowed: false, remaining: 0, retryAfterMs: error.retryAfterMs, resetAfterMs: error.retryAfterMs };
-      return { match, result, waitTimedOut: true };
-    }
-    if (!(error instanceof CounterStoreUnavailableError)) throw error;
-    this.deps.onCounterStoreError?.(error);
-    return { match, failed: error };
-  }
-
-  private keysOf(match: PolicyMatch): string[] {
-    const { compiled } = match;
-    return this.keys.keysOf(compiled, compiled.policy.policy_id, compiled.spec, match.identity);
-  }
 }
 
 function isEvaluation(value: Evaluation | PolicyMatch): value is Evaluation {
@@ -532,82 +385,4 @@ function settled(decide: () => Decision | Promise<Decision>): Promise<Decision> 
   } catch (error) {
     return Promise.reject(error);
   }
-}
-
-/** acquire and release name the lease they acted on (docs/reference.md "Two kinds of lease"); a decision no policy made has none. */
-function withLeaseId(decision: Decision, leaseId: string): Decision {
-  if (decision.matched_policy_id !== '') decision.metadata.lease_id = leaseId;
-  return decision;
-}
-
-/** The allowing decision every other is filled in from: this runs once per request. */
-function freshDecision(reason: DecisionReason, matchedPolicyId: string, limit: number, window: number): Decision {
-  return {
-    allowed: true,
-    action: 'allow',
-    reason,
-    matched_policy_id: matchedPolicyId,
-    remaining: 0,
-    retry_after: 0,
-    reset_after: 0,
-    limit,
-    window,
-    shadow_mode: false,
-    metadata: {},
-  };
-}
-
-/** A decision of the matched policy, before its counter's answer is filled in. */
-function baseDecision(match: PolicyMatch): Decision {
-  const { spec } = match.compiled;
-  return freshDecision('within_limit', match.compiled.policy.policy_id, capacityOf(spec), windowMsOf(spec));
-}
-
-/** A peek that 1 unit would not pass: refused with the policy's action, whatever that action would do to a real request. */
-function peekLimitedDecision(decision: Decision, action: LimitAction, retryAfterMs: number): Decision {
-  decision.allowed = false;
-  decision.action = action;
-  decision.retry_after = retryAfterMs;
-  return decision;
-}
-
-/** The counter store could not take the refund back: the units stay spent (the safe side), the caller is told why. */
-function unrefundedDecision(decision: Decision): Decision {
-  decision.reason = 'counter_store_unavailable';
-  return decision;
-}
-
-/**
- * Fills in what the counter operation answered; returns 'limited' when a check or acquire exceeded
- * the limit, for the caller to apply its action (enforced) or shadow_only (shadow).
- */
-function applyResult(decision: Decision, operation: Operation, { result, waitTimedOut }: Evaluation & { result: CounterResult }): 'done' | 'limited' {
-  decision.remaining = result.remaining;
-  decision.reset_after = result.resetAfterMs;
-  if (operation === 'release') {
-    decision.reason = result.allowed ? 'lease_released' : 'lease_not_found';
-  } else if (operation === 'refund') {
-    decision.reason = 'refunded';
-  } else if (result.allowed) {
-    decision.reason = operation === 'acquire' ? 'lease_acquired' : 'within_limit';
-  } else {
-    decision.reason = waitTimedOut ? 'lease_wait_timeout' : isNeverFitting(result) ? 'quantity_exceeds_limit' : 'limit_exceeded';
-    return 'limited';
-  }
-  return 'done';
-}
-
-/** The counter store could not answer: the policy's failure_mode decides (docs/algorithms.md). */
-function failureModeDecision(decision: Decision, mode: FailureMode): Decision {
-  decision.reason = 'counter_store_unavailable';
-  if (mode === 'fail_closed') {
-    decision.allowed = false;
-    decision.action = 'deny';
-  }
-  return decision;
-}
-
-/** An allowing decision that no policy made (no policy matched, or none is known yet). */
-export function unmatchedDecision(reason: DecisionReason): Decision {
-  return freshDecision(reason, '', 0, 0);
 }

@@ -20,16 +20,20 @@ export function decidingIndex(decisions: readonly Decision[]): number {
 }
 
 /**
- * The one decision over every enforcing layer: the deciding layer's own decision, `downgrade` when it
- * admits and any layer downgraded, and `layers` listing every layer's verdict when there are two or more.
+ * Makes the one decision over every enforcing layer of the deciding layer's own decision, and answers
+ * which that is: `downgrade` when it admits and any layer downgraded, and `layers` listing every
+ * layer's verdict (`nameOf` its layer's name) when there are two or more.
  */
-export function layeredDecision(names: readonly string[], decisions: readonly Decision[]): Decision {
-  const decision = decisions[decidingIndex(decisions)];
+export function layeredDecision(nameOf: (i: number) => string, decisions: readonly Decision[]): number {
+  const deciding = decidingIndex(decisions);
+  const decision = decisions[deciding];
+  // One layer: its decision as it is, nothing more to build.
+  if (decisions.length === 1) return deciding;
   // Each layer's verdict is its own: taken before the deciding decision's action turns `downgrade`.
-  const layers = decisions.length > 1 ? decisions.map((d, i) => verdictOf(names[i], d)) : undefined;
+  const layers = decisions.map((d, i) => verdictOf(nameOf(i), d));
   if (decision.allowed && decisions.some((d) => d.action === 'downgrade')) decision.action = 'downgrade';
-  if (layers) decision.layers = layers;
-  return decision;
+  decision.layers = layers;
+  return deciding;
 }
 
 function verdictOf(layer: string, d: Decision): LayerVerdict {

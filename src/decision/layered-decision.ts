@@ -22,7 +22,7 @@ export interface LayerHost {
   readonly random: () => number;
   readonly counters: CounterStore;
   readonly onLayerCompensation?: (policyId: string) => void;
-  /** Tests only: the store counts at the decision's clock reading (DecisionServiceDeps.clockToStore). */
+  /** Tests only: the store counts at the decision's clock reading (DecisionTestSeams.clockToStore). */
   readonly clockToStore: boolean;
   keysOf(match: PolicyMatch): string[];
   evaluateSync(ops: SyncCounterOperations, call: CounterCall, match: PolicyMatch, ctx: RequestContext, leaseId: string, nowMs: number | undefined): Evaluation;
@@ -42,7 +42,7 @@ export interface LayerHost {
   giveBackSync(sync: SyncCounterOperations, operation: Operation, match: PolicyMatch, ctx: RequestContext, leaseId: string, nowMs: number | undefined): Evaluation;
 }
 
-/** A layer's evaluation and whether its operation wrote (a refused plan gives back what did). */
+/** A layer's evaluation and whether its operation took something (a refused plan gives back what did). */
 interface Step {
   evaluation: Evaluation;
   committed: boolean;
@@ -54,6 +54,8 @@ interface Entry {
   match: PolicyMatch;
   part: Part;
   draw: number;
+  /** What its counter answered, once it has. */
+  step?: Step;
 }
 
 /** One request of the plan (an Envoy call decides several together): its layers and shadow winners. */
@@ -132,36 +134,55 @@ function decidePlan(host: LayerHost, plan: Plan): Decision[] | Promise<Decision[
   const sync = host.counters.sync;
   if (sync !== undefined) {
     const at = host.storeNow(sync, nowMs);
-    const steps = new Map<Entry, Step>();
     if (grouping && sync.group) {
       const outcome = sync.group(operationsOf(host, plan, writing), at);
-      writing.forEach((e, k) => steps.set(e, groupStep(host, plan, e, outcome.results[k], outcome.committed[k], at ?? nowMs)));
+      writing.forEach((e, k) => (e.step = groupStep(host, plan, e, outcome.results[k], outcome.committed[k], at ?? nowMs)));
     }
-    for (const e of plan.entries) if (!steps.has(e)) steps.set(e, stepOf(host.evaluateSync(sync, e.part.call, e.match, e.part.ctx, leaseId, at)));
-    const shadowed = plan.parts.map((part) => part.shadows.map((m) => host.evaluateSync(sync, part.call, m, part.ctx, leaseId, at)));
-    const decisions = concludeAll(host, plan, steps, shadowed);
+    for (const e of plan.entries) e.step ??= stepOf(operation, host.evaluateSync(sync, e.part.call, e.match, e.part.ctx, leaseId, at));
+    const shadowed = plan.parts.map((part) => (part.shadows.length === 0 ? NO_SHADOWS : part.shadows.map((m) => host.evaluateSync(sync, part.call, m, part.ctx, leaseId, at))));
+    const decisions = concludeAll(host, plan, shadowed);
     if (grouping && decisions.some((d) => !d.allowed)) {
       // Only a counter named twice can have run in a refused group (its second run refused).
-      for (const e of takenBy(host, plan, steps)) host.giveBackSync(sync, operation, e.match, e.part.ctx, leaseId, at);
+      for (const e of takenBy(host, plan)) host.giveBackSync(sync, operation, e.match, e.part.ctx, leaseId, at);
     }
     return decisions;
   }
-  const steps = grouping ? plannedSteps(host, plan, writing) : evaluateAlone(host, plan, plan.entries, new Map());
-  const shadowing = Promise.all(plan.parts.map((part) => Promise.all(part.shadows.map((m) => host.evaluate(operation, part.call, m, part.ctx, leaseId, nowMs)))));
-  return Promise.all([steps, shadowing]).then(async ([taken, shadowed]) => {
-    const decisions = concludeAll(host, plan, taken, shadowed);
-    if (grouping && decisions.some((d) => !d.allowed)) await giveBackTaken(host, plan, taken);
-    return decisions;
-  });
+  const steps = grouping ? plannedSteps(host, plan, writing) : evaluateAlone(host, plan, plan.entries);
+  // Most plans have no shadow winner: then no promise waits for them.
+  const shadowing = plan.parts.some((part) => part.shadows.length > 0)
+    ? Promise.all(plan.parts.map((part) => Promise.all(part.shadows.map((m) => host.evaluate(operation, part.call, m, part.ctx, leaseId, nowMs)))))
+    : undefined;
+  return concludeLater(host, plan, grouping, shadowing === undefined ? steps : Promise.all([steps, shadowing]), shadowing);
 }
 
-/** An operation run alone: it wrote when its counter admitted it (a consume counted, a slot held). */
-function stepOf(evaluation: Evaluation): Step {
-  return { evaluation, committed: evaluation.result !== undefined && evaluation.result.allowed && !evaluation.waitTimedOut };
+/** Every plan's part without shadow winners shares this (never written). */
+const NO_SHADOWS: Evaluation[] = [];
+
+async function concludeLater(host: LayerHost, plan: Plan, grouping: boolean, counted: Promise<unknown>, shadowing: Promise<Evaluation[][]> | undefined): Promise<Decision[]> {
+  await counted;
+  const shadowed = shadowing === undefined ? plan.parts.map(() => NO_SHADOWS) : await shadowing;
+  const decisions = concludeAll(host, plan, shadowed);
+  if (grouping && decisions.some((d) => !d.allowed)) await giveBackTaken(host, plan);
+  return decisions;
+}
+
+/** An operation run alone: it took something when its counter admitted it (a consume counted, a new slot held). */
+function stepOf(operation: Operation, evaluation: Evaluation): Step {
+  const { result } = evaluation;
+  return { evaluation, committed: result !== undefined && result.allowed && !evaluation.waitTimedOut && tookSlot(operation, result) };
 }
 
 function groupStep(host: LayerHost, plan: Plan, e: Entry, answer: CounterResult | Error, committed: boolean, sentAt: number): Step {
-  return { evaluation: host.grouped(plan.operation, e.match, e.part.ctx, answer, sentAt), committed };
+  const taken = committed && !(answer instanceof Error) && tookSlot(plan.operation, answer);
+  return { evaluation: host.grouped(plan.operation, e.match, e.part.ctx, answer, sentAt), committed: taken };
+}
+
+/**
+ * An admitted acquire took a slot unless its lease id held one already (it only refreshed it): releasing
+ * that one would free the earlier, admitted acquire's hold. A store that does not tell (no `newSlot`) took one.
+ */
+function tookSlot(operation: Operation, result: CounterResult): boolean {
+  return operation !== 'acquire' || result.newSlot !== false;
 }
 
 /** Whether the layer's own action lets a request its counter refused through (its refusal does not refuse the plan). */
@@ -180,10 +201,10 @@ function operationsOf(host: LayerHost, plan: Plan, entries: readonly Entry[]): G
   });
 }
 
-async function evaluateAlone(host: LayerHost, plan: Plan, entries: readonly Entry[], steps: Map<Entry, Step>): Promise<Map<Entry, Step>> {
-  const evaluations = await Promise.all(entries.map((e) => host.evaluate(plan.operation, e.part.call, e.match, e.part.ctx, plan.leaseId, plan.nowMs)));
-  entries.forEach((e, k) => steps.set(e, stepOf(evaluations[k])));
-  return steps;
+/** The entries' operations, each on its own; their steps set once all have answered. */
+function evaluateAlone(host: LayerHost, plan: Plan, entries: readonly Entry[]): Promise<unknown> {
+  const evaluating = Promise.all(entries.map((e) => host.evaluate(plan.operation, e.part.call, e.match, e.part.ctx, plan.leaseId, plan.nowMs)));
+  return evaluating.then((evaluations) => entries.forEach((e, k) => (e.step = stepOf(plan.operation, evaluations[k]))));
 }
 
 /**
@@ -191,34 +212,35 @@ async function evaluateAlone(host: LayerHost, plan: Plan, entries: readonly Entr
  * `group`) go in one group; a layer served by a process lease or a global budget, a store without
  * groups, and every read (a peek) run on their own, beside it.
  */
-async function plannedSteps(host: LayerHost, plan: Plan, writing: readonly Entry[]): Promise<Map<Entry, Step>> {
+function plannedSteps(host: LayerHost, plan: Plan, writing: readonly Entry[]): Promise<unknown> {
   const store = host.counters;
   const grouped = store.group === undefined ? [] : writing.filter((e) => e.match.compiled.lease === undefined && e.match.compiled.spec.global === undefined);
-  const steps = new Map<Entry, Step>();
-  const group: Promise<GroupOutcome> | undefined = grouped.length > 0 ? store.group!(operationsOf(host, plan, grouped), host.clockToStore ? plan.nowMs : undefined) : undefined;
-  const alone = evaluateAlone(host, plan, plan.entries.filter((e) => !grouped.includes(e)), steps);
-  const [outcome] = await Promise.all([group, alone]);
-  if (outcome !== undefined) grouped.forEach((e, k) => steps.set(e, groupStep(host, plan, e, outcome.results[k], outcome.committed[k], plan.nowMs)));
-  return steps;
+  if (grouped.length === 0) return evaluateAlone(host, plan, plan.entries);
+  const group = store.group!(operationsOf(host, plan, grouped), host.clockToStore ? plan.nowMs : undefined).then((outcome: GroupOutcome) =>
+    grouped.forEach((e, k) => (e.step = groupStep(host, plan, e, outcome.results[k], outcome.committed[k], plan.nowMs))),
+  );
+  // The common plan: every layer in the group, nothing beside it.
+  if (grouped.length === plan.entries.length) return group;
+  return Promise.all([group, evaluateAlone(host, plan, plan.entries.filter((e) => !grouped.includes(e)))]);
 }
 
 /** A refused plan: every writing operation that wrote anyway gives back what it took, each counted. */
-async function giveBackTaken(host: LayerHost, plan: Plan, steps: Map<Entry, Step>): Promise<void> {
-  await Promise.all(takenBy(host, plan, steps).map((e) => host.giveBack(plan.operation, e.match, e.part.ctx, plan.leaseId, plan.nowMs)));
+async function giveBackTaken(host: LayerHost, plan: Plan): Promise<void> {
+  await Promise.all(takenBy(host, plan).map((e) => host.giveBack(plan.operation, e.match, e.part.ctx, plan.leaseId, plan.nowMs)));
 }
 
 /** The writing entries whose operation wrote, each counted as a give-back to come. */
-function takenBy(host: LayerHost, plan: Plan, steps: Map<Entry, Step>): Entry[] {
-  const taken = plan.entries.filter((e) => writes(plan, e) && steps.get(e)!.committed);
+function takenBy(host: LayerHost, plan: Plan): Entry[] {
+  const taken = plan.entries.filter((e) => writes(plan, e) && e.step!.committed);
   for (const e of taken) host.onLayerCompensation?.(e.match.compiled.policy.policy_id);
   return taken;
 }
 
-function concludeAll(host: LayerHost, plan: Plan, steps: Map<Entry, Step>, shadowed: Evaluation[][]): Decision[] {
-  return plan.parts.map((part, i) => conclude(host, plan, part, steps, shadowed[i]));
+function concludeAll(host: LayerHost, plan: Plan, shadowed: Evaluation[][]): Decision[] {
+  return plan.parts.map((part, i) => conclude(host, plan, part, shadowed[i]));
 }
 
-function conclude(host: LayerHost, plan: Plan, part: Part, steps: Map<Entry, Step>, shadowed: Evaluation[]): Decision {
+function conclude(host: LayerHost, plan: Plan, part: Part, shadowed: Evaluation[]): Decision {
   const { operation } = plan;
   const { ctx } = part;
   // The recorder counts one shadow per decision: a limiting one when any layer's shadow limits.
@@ -228,11 +250,13 @@ function conclude(host: LayerHost, plan: Plan, part: Part, steps: Map<Entry, Ste
     if (shadowed.length > 1) listShadows(decision, shadowed);
     return host.finish(operation, ctx, part.started, decision, undefined, recordedShadow);
   }
-  const decisions = part.entries.map((e) => host.enforcedDecision(operation, ctx, steps.get(e)!.evaluation, () => e.draw));
-  const decision = layeredDecision(part.entries.map((e) => e.name), decisions);
-  const deciding = steps.get(part.entries[decisions.indexOf(decision)])!.evaluation;
+  const { entries } = part;
+  const decisions = entries.map((e) => host.enforcedDecision(operation, ctx, e.step!.evaluation, () => e.draw));
+  const deciding = layeredDecision((i) => entries[i].name, decisions);
+  const decision = decisions[deciding];
+  const { evaluation } = entries[deciding].step!;
   if (shadowed.length > 0) listShadows(decision, shadowed);
-  return host.finish(operation, ctx, part.started, decision, deciding, recordedShadow);
+  return host.finish(operation, ctx, part.started, decision, evaluation, recordedShadow);
 }
 
 function shadowLimited(evaluation: Evaluation): boolean {

@@ -1,6 +1,7 @@
 import type http from 'node:http';
 import type { DecisionService, Operation } from '../decision/decision-service.js';
 import type { Decision } from '../model/decision.js';
+import type { LayerVerdict } from '../schema/decision.js';
 import type { Orgs } from '../model/org-scope.js';
 import type { Tracing } from '../observability/tracing.js';
 import type { HttpAuth } from './auth-guard.js';
@@ -197,7 +198,52 @@ export function decisionJson(d: Decision): string {
     (d.shadow_mode ? ',"shadow_mode":true,"metadata":' : ',"shadow_mode":false,"metadata":') +
     (isEmpty(d.metadata) ? '{}' : JSON.stringify(d.metadata)) +
     // Only a decision over two or more layers has them.
-    (d.layers === undefined ? '}' : ',"layers":' + JSON.stringify(d.layers) + '}')
+    (d.layers === undefined ? '}' : ',"layers":' + layersJson(d.layers) + '}')
+  );
+}
+
+/** The fields layerJson writes, in its order (as DECISION_JSON_FIELDS for a decision). */
+export const LAYER_JSON_FIELDS = {
+  layer: true,
+  policy_id: true,
+  allowed: true,
+  action: true,
+  reason: true,
+  remaining: true,
+  limit: true,
+  window: true,
+  reset_after: true,
+  retry_after: true,
+} as const satisfies Record<keyof LayerVerdict, true>;
+
+/** Every layer's verdict, as decisionJson writes a decision: field by field, the repeating strings quoted once. */
+function layersJson(layers: readonly LayerVerdict[]): string {
+  let text = '[';
+  for (let i = 0; i < layers.length; i++) text += (i === 0 ? '' : ',') + layerJson(layers[i]);
+  return text + ']';
+}
+
+function layerJson(v: LayerVerdict): string {
+  return (
+    '{"layer":' +
+    quoted(v.layer) +
+    ',"policy_id":' +
+    quoted(v.policy_id) +
+    // What nearly every layer of an admitted check says, written at once.
+    (v.allowed && v.action === 'allow' && v.reason === 'within_limit'
+      ? ',"allowed":true,"action":"allow","reason":"within_limit"'
+      : (v.allowed ? ',"allowed":true,"action":' : ',"allowed":false,"action":') + quoted(v.action) + ',"reason":' + quoted(v.reason)) +
+    ',"remaining":' +
+    jsonNumber(v.remaining) +
+    ',"limit":' +
+    jsonNumber(v.limit) +
+    ',"window":' +
+    jsonNumber(v.window) +
+    ',"reset_after":' +
+    jsonNumber(v.reset_after) +
+    ',"retry_after":' +
+    jsonNumber(v.retry_after) +
+    '}'
   );
 }
 

@@ -3,8 +3,6 @@ import type { Grant, LocalMs } from './types.js';
 /** Units of one grant still unspent. */
 interface Batch {
   units: number;
-  /** Units the parent granted into this batch: refunds never make it hold more (usage never below zero). */
-  granted: number;
   windowTag: number;
   spendBy: LocalMs;
 }
@@ -12,6 +10,12 @@ interface Batch {
 /** A holder's unspent units: spent oldest deadline first; usually one batch, two while a refill lands. */
 export class ProcessUnitPool {
   private batches: Batch[] = [];
+  /**
+   * Units spent from the newest window's batches (a bucket's: from any) and not refunded: what refunds may
+   * bring back (usage never below zero). Kept for the window, not per batch: a batch emptied and dropped while
+   * a refill of its window landed still had its units spent in that window.
+   */
+  private refundable = { key: NaN, units: 0 };
 
   /** `bucket`: the tags are back-by instants, one per take: a refund joins any batch, and all go back by the earliest. */
   constructor(private readonly bucket = false) {}
@@ -22,14 +26,15 @@ export class ProcessUnitPool {
     const held = unitsOf(this.batches);
     if (held < cost) return { spent: false, left: held, lapsed };
     let due = cost;
+    const newest = this.batches[this.batches.length - 1];
     for (const batch of this.batches) {
       const taken = Math.min(batch.units, due);
       batch.units -= taken;
       due -= taken;
+      this.spent(batch.windowTag, newest.windowTag, taken);
       if (due === 0) break;
     }
-    // The newest batch stays even when empty: a refund of what was spent from it can still go back.
-    const newest = this.batches[this.batches.length - 1];
+    // The newest batch stays even when empty: a refund has a batch to join.
     if (this.batches[0].units === 0) this.batches = this.batches.filter((b) => b.units > 0 || b === newest);
     return { spent: true, left: held - cost, lapsed };
   }
@@ -37,11 +42,9 @@ export class ProcessUnitPool {
   add(grant: Grant, now: LocalMs): void {
     if (grant.granted <= 0 || grant.spendBy <= now) return;
     const same = this.batches.find((b) => b.windowTag === grant.windowTag && b.spendBy === grant.spendBy);
-    if (same) {
-      same.units += grant.granted;
-      same.granted += grant.granted;
-    } else {
-      this.batches.push({ units: grant.granted, granted: grant.granted, windowTag: grant.windowTag, spendBy: grant.spendBy });
+    if (same) same.units += grant.granted;
+    else {
+      this.batches.push({ units: grant.granted, windowTag: grant.windowTag, spendBy: grant.spendBy });
       this.batches.sort((a, b) => a.spendBy - b.spendBy);
     }
   }
@@ -49,17 +52,13 @@ export class ProcessUnitPool {
   /** `accepted`: the units that joined; `lapsed`: held units whose spend-by had come, dropped now. */
   refund(units: number, now: LocalMs): { accepted: number; lapsed: number } {
     const lapsed = this.dropLapsed(now);
-    // Into the newest window's units (a bucket's: any), never above what a batch was granted: what does not fit lapsed.
-    const tag = this.batches[this.batches.length - 1]?.windowTag;
-    let left = units;
-    for (let i = this.batches.length - 1; i >= 0 && left > 0; i--) {
-      const batch = this.batches[i];
-      if (!this.bucket && batch.windowTag !== tag) continue;
-      const back = Math.min(left, batch.granted - batch.units);
-      batch.units += back;
-      left -= back;
-    }
-    return { accepted: units - left, lapsed };
+    // Into the newest batch, never more than its window had spent (a bucket's: the holder): what does not fit lapses.
+    const newest = this.batches[this.batches.length - 1];
+    if (newest === undefined || this.refundable.key !== this.refundKey(newest.windowTag)) return { accepted: 0, lapsed };
+    const accepted = Math.min(units, this.refundable.units);
+    newest.units += accepted;
+    this.refundable.units -= accepted;
+    return { accepted, lapsed };
   }
 
   available(now: LocalMs): number {
@@ -77,6 +76,7 @@ export class ProcessUnitPool {
     lapsed += unitsOf(this.batches) - units;
     const windowTag = this.bucket ? Math.min(...back.map((b) => b.windowTag)) : newest.windowTag;
     this.batches = [];
+    this.refundable = { key: NaN, units: 0 };
     return { units, windowTag, lapsed };
   }
 
@@ -85,7 +85,23 @@ export class ProcessUnitPool {
     if (this.batches.length === 0 || this.batches[0].spendBy > now) return 0;
     // The batches are sorted by spendBy: the lapsed ones come first.
     const live = this.batches.findIndex((b) => b.spendBy > now);
-    return unitsOf(this.batches.splice(0, live < 0 ? this.batches.length : live));
+    const lapsed = unitsOf(this.batches.splice(0, live < 0 ? this.batches.length : live));
+    // None held: a later refund has nothing to join, and a later take starts afresh.
+    if (this.batches.length === 0) this.refundable = { key: NaN, units: 0 };
+    return lapsed;
+  }
+
+  /** `taken` units spent from a batch of `windowTag`: refundable while its window is the newest (a bucket's: always). */
+  private spent(windowTag: number, newestTag: number, taken: number): void {
+    const key = this.refundKey(windowTag);
+    if (taken === 0 || key !== this.refundKey(newestTag)) return;
+    if (this.refundable.key !== key) this.refundable = { key, units: 0 };
+    this.refundable.units += taken;
+  }
+
+  /** A bucket's takes all refund alike (one key); a window's, by their window. */
+  private refundKey(windowTag: number): number {
+    return this.bucket ? 0 : windowTag;
   }
 }
 

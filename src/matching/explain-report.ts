@@ -1,7 +1,9 @@
-import { canonicalMethod } from '../model/http-method.js';
-import { SCOPE_FIELDS, type RequestContext } from '../model/request-context.js';
+import type { RequestContext } from '../model/request-context.js';
 import type { RegexBudget } from '../policy/match-regex.js';
-import { identityOf, isExact, outsideRollout, scopeMatches, type CompiledPolicy, type MissReport, type PolicyFamily } from './matcher.js';
+import type { CompiledPolicy } from './compiled-policy.js';
+import type { PolicyFamily } from './layer-index.js';
+import { inHome } from './policy-index.js';
+import { identityOf, outsideRollout, scopeMatches, type MissReport } from './scan.js';
 
 /**
  * Report mode of the matcher, for explain (docs/matching.md): why one compiled policy does or does not
@@ -16,32 +18,9 @@ export function whyNotCovered(c: CompiledPolicy, ctx: RequestContext, family: Po
   if (c.family !== family) return 'algorithm';
   const report: MissReport = { why: '' };
   if (!scopeMatches(c, ctx, nowMs, regexBudget, report)) return report.why;
-  const indexed = indexedPairMiss(c, ctx);
-  if (indexed !== undefined) return indexed;
+  // The pair a decision finds the policy by (its bucket) is left out of scopeMatches' checks: a report,
+  // which finds no bucket, compares it itself.
+  if (!inHome(c, ctx)) return `scope:${c.home}`;
   if (c.rolloutPercent < 100 && outsideRollout(c, identityOf(c, ctx))) return 'rollout';
-  return undefined;
-}
-
-/**
- * The exact pair a decision finds a policy by (its index bucket) is left out of `scopeMatches`' checks;
- * a report, which finds no bucket, compares the policy's exact fields and tags (in the form they were
- * indexed under) itself. After `scopeMatches` passed, only the indexed pair can still differ here.
- */
-function indexedPairMiss(c: CompiledPolicy, ctx: RequestContext): string | undefined {
-  const scope = c.policy.scope ?? {};
-  for (const field of SCOPE_FIELDS) {
-    const scoped = scope[field];
-    if (!isExact(scoped)) continue;
-    if (ctx[field] !== (field === 'method' ? canonicalMethod(scoped) : scoped)) return `scope:${field}`;
-  }
-  const tags = scope.tags;
-  if (tags) {
-    for (const key of Object.keys(tags)) {
-      const value = tags[key];
-      if (!isExact(value)) continue;
-      const has = ctx.tags !== undefined && Object.prototype.hasOwnProperty.call(ctx.tags, key) ? ctx.tags[key] : undefined;
-      if (has !== value) return `scope:tags.${key}`;
-    }
-  }
   return undefined;
 }

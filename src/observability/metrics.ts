@@ -4,12 +4,37 @@ import type { MasterState } from '../redis/master-health.js';
 import { INTERNAL_ERROR_TRANSPORTS, internalErrorCount } from './internal-errors.js';
 import { PlainCounter, PlainHistogram, ReadCounter, SeriesRow, type Series } from './plain-metrics.js';
 import type { LapseReason, LeaseEvents } from '../lease/types.js';
-import type { DecisionEvent, Operation } from '../decision/decision-service.js';
-import type { Decision } from '../model/decision.js';
+import type { DecisionEvent } from '../decision/decision-service.js';
 import type { LeaseTotals } from '../schema/server-info.js';
 import type { RlqsStatus } from '../schema/server-info.js';
 import type { RlqsEvents } from '../lease/rlqs-stream.js';
 import { rlqsMetrics } from './rlqs-metrics.js';
+import {
+  DECISION_DURATION_BUCKETS,
+  LabelAllowList,
+  OPERATIONS,
+  OUTCOMES,
+  OutcomeRows,
+  SHADOW,
+  answeredOutcome,
+  operationIndex,
+  shadowLimited,
+} from './metric-outcomes.js';
+
+export {
+  ALLOWED,
+  DECISION_DURATION_BUCKETS,
+  DENIED,
+  LabelAllowList,
+  OTHER_LABEL,
+  OUTCOMES,
+  SHADOW,
+  answeredOutcome,
+  decisionsCounted,
+  shadowLimited,
+  type Outcome,
+  type OutcomeIndex,
+} from './metric-outcomes.js';
 
 /**
  * Prometheus metrics of README "Observability", on the service's OWN prom-client Registry (never the
@@ -36,18 +61,6 @@ import { rlqsMetrics } from './rlqs-metrics.js';
  * `maxLabelLength`) is reported as `other`.
  */
 
-export type Outcome = 'allowed' | 'denied' | 'shadow';
-export const OUTCOMES: readonly Outcome[] = ['allowed', 'denied', 'shadow'];
-
-/** An outcome as its index in OUTCOMES: the hot path counts into per-outcome arrays, not by name. */
-export type OutcomeIndex = 0 | 1 | 2;
-export const ALLOWED: OutcomeIndex = 0;
-export const DENIED: OutcomeIndex = 1;
-export const SHADOW: OutcomeIndex = 2;
-
-/** The label value every value past the cap is reported as. */
-export const OTHER_LABEL = 'other';
-
 export interface MetricsOptions {
   /** Distinct request-derived label values (per label) that keep their own series. RL_METRICS_LABEL_CAP; default 1000. */
   labelCap?: number;
@@ -57,94 +70,86 @@ export interface MetricsOptions {
   defaultMetrics?: boolean;
 }
 
-/** The operations of `rl_decisions_total`, each with its zero series from the start. */
-const OPERATIONS = ['check', 'acquire', 'release', 'refund'] as const satisfies readonly Operation[];
-
-/** An operation's index in OPERATIONS (-1 for any other): comparisons of interned literals, no lookup. */
-function operationIndex(operation: string): number {
-  return operation === 'check' ? 0 : operation === 'acquire' ? 1 : operation === 'release' ? 2 : operation === 'refund' ? 3 : -1;
+/** A counter on `registry`. */
+function counterOn(registry: Registry): (name: string, help: string, labelNames?: string[]) => PlainCounter {
+  return (name, help, labelNames = []) => new PlainCounter(name, help, labelNames, registry);
 }
 
-/** Sub-millisecond decisions are the norm; the tail up to 1 s is what an outage looks like. */
-export const DECISION_DURATION_BUCKETS = [
-  0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
-];
-
-/**
- * A bounded allow-list of label values: the first `cap` distinct values are admitted and keep their
- * own value; every later one maps to `other`. Memory is bounded by cap × maxLength.
- */
-export class LabelAllowList {
-  private readonly admitted = new Set<string>();
-
-  constructor(
-    readonly cap: number,
-    private readonly maxLength = 256,
-  ) {
-    if (!Number.isInteger(cap) || cap < 0) throw new RangeError(`label cap must be a non-negative integer, got ${cap}`);
-  }
-
-  label(value: string): string {
-    if (this.admitted.has(value)) return value;
-    if (value.length > this.maxLength || this.admitted.size >= this.cap) return OTHER_LABEL;
-    this.admitted.add(value);
-    return value;
-  }
-
-  get size(): number {
-    return this.admitted.size;
-  }
+/** The decision series, registered in the order /metrics lists them. */
+function decisionSeries(registry: Registry, cap: number) {
+  const counter = counterOn(registry);
+  const decisions = counter(
+    'rl_decisions_total',
+    'Decisions made, by operation (check, acquire, release, refund) and outcome: allowed or denied (what was answered; their sum is every decision), and shadow (decisions a shadow policy would have limited, also counted as allowed or denied).',
+    ['operation', 'outcome'],
+  );
+  const duration = new PlainHistogram(
+    'rl_decision_duration_seconds',
+    'Time to make one decision (policy match and counter store), in seconds.',
+    DECISION_DURATION_BUCKETS,
+    registry,
+  );
+  const cacheHits = counter('rl_policy_cache_hits_total', 'Decisions that found a matching policy in the compiled in-memory policy snapshot.').at();
+  const cacheMisses = counter(
+    'rl_policy_cache_misses_total',
+    'Decisions that found no matching policy in the compiled in-memory policy snapshot.',
+  ).at();
+  const storeErrors = counter(
+    'rl_counter_store_errors_total',
+    'Counter store operations that failed (error, timeout, circuit open).',
+  ).at();
+  const denyCacheHits = counter(
+    'rl_deny_cache_hits_total',
+    'Checks (and peeks) answered from the deny cache: a standing refusal of the same counter and cost, no counter store call (Redis mode).',
+  ).at();
+  const ignoredFields = counter(
+    'rl_request_ignored_fields_total',
+    'Unknown RequestContext fields that decisions ignored (each named in that decision\'s metadata.ignored_fields): usually a misspelt field.',
+  ).at();
+  const invalidationFailures = counter(
+    'rl_invalidation_failures_total',
+    'Sidecar invalidation notifications given up (attempts exhausted, or dropped from a full queue).',
+  ).at();
+  const failureMode = counter(
+    'rl_failure_mode_decisions_total',
+    "Decisions made by a policy's failure_mode because the counter store could not answer.",
+    ['mode'],
+  );
+  const tenantDecisions = counter(
+    'rl_tenant_decisions_total',
+    `Decisions per tenant_id and outcome; the first ${cap} distinct tenants keep their own series, later ones are "other".`,
+    ['tenant', 'outcome'],
+  );
+  const policyDecisions = counter(
+    'rl_policy_decisions_total',
+    `Decisions per policy: allowed or denied for the deciding policy, shadow for a shadow policy that would have limited; capped at ${cap} distinct policy ids, later ones are "other".`,
+    ['policy_id', 'outcome'],
+  );
+  return { decisions, duration, cacheHits, cacheMisses, storeErrors, denyCacheHits, ignoredFields, invalidationFailures, failureMode, tenantDecisions, policyDecisions };
 }
 
-/** What the decision answered: ALLOWED or DENIED (every decision is exactly one). */
-export function answeredOutcome(decision: Decision): OutcomeIndex {
-  return decision.allowed ? ALLOWED : DENIED;
-}
-
-/**
- * Decisions counted by a series of rl_decisions_total (or a metric labelled the same way): each decision is
- * allowed or denied once, and `shadow` overlaps them (docs/reference.md "Actions over the limit"), so it is left out.
- */
-export function decisionsCounted(values: readonly { labels: Partial<Record<string, string | number>>; value: number }[]): number {
-  let sum = 0;
-  for (const v of values) if (v.labels.outcome !== 'shadow') sum += v.value;
-  return sum;
-}
-
-/** True when a shadow policy (beside an enforcing one, or answering alone) would have limited the decision. */
-export function shadowLimited(event: DecisionEvent): boolean {
-  return event.shadow?.limited === true;
-}
-
-/**
- * The per-outcome SeriesRows of a `(label, outcome)` counter, one row per label value, so counting a
- * decision is one Map lookup under a string V8 has usually hashed before (a policy id comes from the
- * compiled policy) and an array index, instead of building and hashing a `label\0outcome` key. With an
- * allow-list, only the values it admits get a cached row (memory stays bounded by its cap); every other
- * value reaches the shared `other` row after the same allow-list check as before.
- */
-class OutcomeRows {
-  private readonly rows = new Map<string, SeriesRow>();
-  private overflow: SeriesRow | undefined;
-
-  constructor(
-    private readonly counter: PlainCounter,
-    private readonly allowList?: LabelAllowList,
-  ) {}
-
-  row(value: string): SeriesRow {
-    return this.rows.get(value) ?? this.add(value);
-  }
-
-  private add(value: string): SeriesRow {
-    const label = this.allowList ? this.allowList.label(value) : value;
-    // `label === value` for an admitted value and for a literal "other": both always map to their own
-    // label, so caching them is safe.
-    if (label !== value) return (this.overflow ??= new SeriesRow(this.counter, label, OUTCOMES));
-    const row = new SeriesRow(this.counter, label, OUTCOMES);
-    this.rows.set(value, row);
-    return row;
-  }
+/** The lease and layer series, registered after the decision series. */
+function leaseSeries(registry: Registry, cap: number) {
+  const counter = counterOn(registry);
+  const leaseRefills = counter('rl_lease_refills_total', 'Takes of units from a lease parent, by level (process, region).', ['level']);
+  const leaseReturned = counter('rl_lease_units_returned_total', 'Unspent lease units given back to the parent, by level (process, region).', ['level']);
+  const leaseLapsed = counter(
+    'rl_lease_units_lapsed_total',
+    `Lease units neither admitted nor given back, per policy and reason (window_ended, hold_expired, holder_lost, parent_unreachable); capped at ${cap} distinct policy ids, later ones are "other".`,
+    ['policy_id', 'reason'],
+  );
+  const leaseWait = new PlainHistogram(
+    'rl_lease_parent_wait_seconds',
+    'Decisions that waited for a lease refill: how long, in seconds.',
+    DECISION_DURATION_BUCKETS,
+    registry,
+  );
+  const layerCompensations = counter(
+    'rl_layer_compensations_total',
+    `Give-backs of a refused decision over several layers: what one layer's counter took (another Redis Cluster slot, a process lease, a global budget) while another refused, per policy; capped at ${cap} distinct policy ids, later ones are "other".`,
+    ['policy_id'],
+  );
+  return { leaseRefills, leaseReturned, leaseLapsed, leaseWait, layerCompensations };
 }
 
 const BREAKER_STATE_VALUES: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
@@ -177,74 +182,28 @@ export class Metrics {
   constructor(options: MetricsOptions = {}) {
     const cap = options.labelCap ?? 1000;
     const registry = (this.registry = new Registry());
-
-    const counter = (name: string, help: string, labelNames: string[] = []) => new PlainCounter(name, help, labelNames, registry);
-    this.decisions = counter(
-      'rl_decisions_total',
-      'Decisions made, by operation (check, acquire, release, refund) and outcome: allowed or denied (what was answered; their sum is every decision), and shadow (decisions a shadow policy would have limited, also counted as allowed or denied).',
-      ['operation', 'outcome'],
-    );
-    this.duration = new PlainHistogram(
-      'rl_decision_duration_seconds',
-      'Time to make one decision (policy match and counter store), in seconds.',
-      DECISION_DURATION_BUCKETS,
-      registry,
-    );
-    this.cacheHits = counter('rl_policy_cache_hits_total', 'Decisions that found a matching policy in the compiled in-memory policy snapshot.').at();
-    this.cacheMisses = counter(
-      'rl_policy_cache_misses_total',
-      'Decisions that found no matching policy in the compiled in-memory policy snapshot.',
-    ).at();
-    this.storeErrors = counter(
-      'rl_counter_store_errors_total',
-      'Counter store operations that failed (error, timeout, circuit open).',
-    ).at();
-    this.denyCacheHits = counter(
-      'rl_deny_cache_hits_total',
-      'Checks (and peeks) answered from the deny cache: a standing refusal of the same counter and cost, no counter store call (Redis mode).',
-    ).at();
-    this.ignoredFields = counter(
-      'rl_request_ignored_fields_total',
-      'Unknown RequestContext fields that decisions ignored (each named in that decision\'s metadata.ignored_fields): usually a misspelt field.',
-    ).at();
-    this.invalidationFailures = counter(
-      'rl_invalidation_failures_total',
-      'Sidecar invalidation notifications given up (attempts exhausted, or dropped from a full queue).',
-    ).at();
-    this.failureMode = counter(
-      'rl_failure_mode_decisions_total',
-      "Decisions made by a policy's failure_mode because the counter store could not answer.",
-      ['mode'],
-    );
-    this.tenantDecisions = counter(
-      'rl_tenant_decisions_total',
-      `Decisions per tenant_id and outcome; the first ${cap} distinct tenants keep their own series, later ones are "other".`,
-      ['tenant', 'outcome'],
-    );
-    this.policyDecisions = counter(
-      'rl_policy_decisions_total',
-      `Decisions per policy: allowed or denied for the deciding policy, shadow for a shadow policy that would have limited; capped at ${cap} distinct policy ids, later ones are "other".`,
-      ['policy_id', 'outcome'],
-    );
-    this.leaseRefills = counter('rl_lease_refills_total', 'Takes of units from a lease parent, by level (process, region).', ['level']);
-    this.leaseReturned = counter('rl_lease_units_returned_total', 'Unspent lease units given back to the parent, by level (process, region).', ['level']);
-    this.leaseLapsed = counter(
-      'rl_lease_units_lapsed_total',
-      `Lease units neither admitted nor given back, per policy and reason (window_ended, hold_expired, holder_lost, parent_unreachable); capped at ${cap} distinct policy ids, later ones are "other".`,
-      ['policy_id', 'reason'],
-    );
-    this.leaseWait = new PlainHistogram(
-      'rl_lease_parent_wait_seconds',
-      'Decisions that waited for a lease refill: how long, in seconds.',
-      DECISION_DURATION_BUCKETS,
-      registry,
-    );
+    // Each series registers as it is made: /metrics lists them in this order.
+    ({
+      decisions: this.decisions,
+      duration: this.duration,
+      cacheHits: this.cacheHits,
+      cacheMisses: this.cacheMisses,
+      storeErrors: this.storeErrors,
+      denyCacheHits: this.denyCacheHits,
+      ignoredFields: this.ignoredFields,
+      invalidationFailures: this.invalidationFailures,
+      failureMode: this.failureMode,
+      tenantDecisions: this.tenantDecisions,
+      policyDecisions: this.policyDecisions,
+    } = decisionSeries(registry, cap));
+    ({
+      leaseRefills: this.leaseRefills,
+      leaseReturned: this.leaseReturned,
+      leaseLapsed: this.leaseLapsed,
+      leaseWait: this.leaseWait,
+      layerCompensations: this.layerCompensations,
+    } = leaseSeries(registry, cap));
     this.leasePolicies = new LabelAllowList(cap, options.maxLabelLength);
-    this.layerCompensations = counter(
-      'rl_layer_compensations_total',
-      `Give-backs of a refused decision over several layers: what one layer's counter took (another Redis Cluster slot, a process lease, a global budget) while another refused, per policy; capped at ${cap} distinct policy ids, later ones are "other".`,
-      ['policy_id'],
-    );
     for (const level of ['process', 'region']) {
       this.leaseRefills.at(level);
       this.leaseReturned.at(level);

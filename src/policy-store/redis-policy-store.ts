@@ -1,7 +1,5 @@
-import { randomUUID } from 'node:crypto';
-import type { Cluster, Redis } from 'ioredis';
-import { createRedisClient, redactAddress } from '../redis/redis-connection.js';
-import { defineScripts, readPolicyScripts, type PolicyScriptName } from '../redis/lua-scripts.js';
+import { createRedisClient } from '../redis/redis-connection.js';
+import { defineScripts, readPolicyScripts } from '../redis/lua-scripts.js';
 import { RlError } from '../errors.js';
 import { ReplicaAck } from './redis-policy-replicas.js';
 import { log } from '../util/log.js';
@@ -9,8 +7,6 @@ import {
   byPolicyId,
   resortOne,
   ChangeListeners,
-  seedAuditEntry,
-  versionRecordOf,
   type AuditEntry,
   type ChangeKind,
   type ChangeListener,
@@ -23,6 +19,23 @@ import {
 } from './policy-store.js';
 import { revivedPolicy, StringPool } from '../policy/stored-policy.js';
 import type { Policy } from '../policy/types.js';
+import {
+  KEY_NAMES,
+  SCRIPTS,
+  commitArgs,
+  commitReply,
+  entryOf,
+  quit,
+  seedArgs,
+  sleep,
+  snapshotOf,
+  waitReady,
+  type Client,
+  type Entry,
+  type KeyName,
+  type RedisPolicyStoreOptions,
+  type ScriptClient,
+} from './redis-policy-scripts.js';
 
 /**
  * Multi-node policy storage in Redis (RL_COUNTERSTORE_ADDR set).
@@ -58,47 +71,7 @@ import type { Policy } from '../policy/types.js';
 
 /** Per-command timeout: policy management is not the hot path. */
 const DEFAULT_COMMAND_TIMEOUT_MS = 2000;
-const KEY_NAMES = ['current', 'heads', 'changed', 'versions', 'audit', 'auditn', 'meta'] as const;
-type KeyName = (typeof KEY_NAMES)[number];
-
-/** The command each script is defined as on the store's connection. */
-const SCRIPTS: Record<PolicyScriptName, string> = {
-  commit: 'rlPolicyCommit',
-  seed: 'rlPolicySeed',
-  read_one: 'rlPolicyReadOne',
-  snapshot: 'rlPolicySnapshot',
-};
-
-export interface RedisPolicyStoreOptions {
-  /** RL_COUNTERSTORE_ADDR. */
-  addr: string;
-  /** Key prefix (RL_KEY_PREFIX); tests use a random one. */
-  keyPrefix: string;
-  /** Per-command timeout (default 2000 ms: policy management is not the hot path). */
-  commandTimeoutMs?: number;
-  /** How long `open` waits for Redis (default 10 s). */
-  connectTimeoutMs?: number;
-  /** Revision check interval, the safety net for lost change messages (default 5000 ms). */
-  checkIntervalMs?: number;
-  /** How long a revision gap may last before a reload, to let in-flight messages arrive (default 1000 ms). */
-  gapGraceMs?: number;
-  /** Subscribe to change messages (default true; tests turn it off to exercise the revision check). */
-  subscribe?: boolean;
-  /** What the store is called in a 503 when Redis cannot be reached (default `policy store (Redis)`), and what follows the cause. */
-  unavailable?: { name: string; consequence: string };
-  /**
-   * How long a change waits for a replica to confirm it, ms (default 1500; capped below the command
-   * timeout). Only when the primary has replicas (see the class comment).
-   */
-  replicaAckTimeoutMs?: number;
-}
-
-interface Entry {
-  policy: Policy | undefined;
-  head: number;
-  /** Store revision of this policy's last change. */
-  changed: number;
-}
+export type { RedisPolicyStoreOptions } from './redis-policy-scripts.js';
 
 interface ChangeMessage {
   policy_id: string;
@@ -106,9 +79,6 @@ interface ChangeMessage {
   version: number;
   revision: number;
 }
-
-type Client = Redis | Cluster;
-type ScriptClient = Client & Record<string, (...args: (string | number)[]) => Promise<unknown>>;
 
 export { clusterReplicaCount } from './redis-policy-replicas.js';
 
@@ -237,25 +207,14 @@ export class RedisPolicyStore implements PolicyStore {
     const existed = change.mustExist;
     const kind: ChangeKind = change.policy ? (existed ? 'updated' : 'created') : 'deleted';
     const newHead = change.policy ? change.policy.version : change.expectedHead;
-    const args = [
-      change.policy_id,
-      String(change.expectedHead),
-      change.mustExist ? '1' : '0',
-      String(newHead),
-      change.policy ? JSON.stringify(change.policy) : '',
-      change.policy ? JSON.stringify(versionRecordOf(change.policy)) : '',
-      JSON.stringify(change.audit),
-      this.channel,
-      kind,
-    ];
+    const args = commitArgs(change, { newHead, channel: this.channel, kind });
     const replicated = await this.call(() => this.replicas.present());
     const reply = (await this.call(() =>
       replicated ? this.replicas.commit(this.scripts.commit, [...this.keys, ...args]) : this.client[SCRIPTS.commit](...this.keys, ...args),
     )) as number[];
-    if (Number(reply[0]) !== 1) {
-      return { ok: false, reason: 'conflict', head: Number(reply[1]), exists: Number(reply[2]) === 1 };
-    }
-    const revision = Number(reply[1]);
+    const committed = commitReply(reply);
+    if (!committed.ok) return committed;
+    const { revision } = committed;
     this.applyEntry(change.policy_id, { policy: change.policy ?? undefined, head: newHead, changed: revision }, true);
     if (revision === this.applied + 1) this.applied = revision;
     return { ok: true, revision };
@@ -266,16 +225,7 @@ export class RedisPolicyStore implements PolicyStore {
     if (count > 0) return false;
     const policies = await load();
     if (policies.length === 0) return false;
-    const args: string[] = [this.channel];
-    for (const policy of policies) {
-      args.push(
-        policy.policy_id,
-        String(policy.version),
-        JSON.stringify(policy),
-        JSON.stringify(versionRecordOf(policy)),
-        JSON.stringify(seedAuditEntry(policy, randomUUID())),
-      );
-    }
+    const args = seedArgs(this.channel, policies);
     const revision = Number(await this.call(() => this.client[SCRIPTS.seed](...this.keys, ...args)));
     this.enqueue(() => this.reload());
     await this.sync;
@@ -344,11 +294,7 @@ export class RedisPolicyStore implements PolicyStore {
   /** Reads every policy atomically and applies whatever is newer than what we hold. */
   private async reload(): Promise<void> {
     if (this.closed) return;
-    const reply = (await this.call(() => this.client[SCRIPTS.snapshot](...this.keys))) as [number, string[], string[], string[]];
-    const revision = Number(reply[0]);
-    const current = pairs(reply[1]);
-    const heads = pairs(reply[2]);
-    const changed = pairs(reply[3]);
+    const { revision, current, heads, changed } = snapshotOf(await this.call(() => this.client[SCRIPTS.snapshot](...this.keys)));
     if (revision === 0 && this.applied > 0) {
       this.logError('policy store in Redis is empty although it held policies (data lost?); keeping the last known policies', undefined);
       return;
@@ -383,12 +329,7 @@ export class RedisPolicyStore implements PolicyStore {
   }
 
   private async readOne(policyId: string): Promise<Entry> {
-    const reply = (await this.call(() => this.client[SCRIPTS.read_one](...this.keys, policyId))) as [string, number, number, number];
-    return {
-      policy: reply[0] === '' ? undefined : revivedPolicy(JSON.parse(reply[0]) as Policy),
-      head: Number(reply[1]),
-      changed: Number(reply[2]),
-    };
+    return entryOf(await this.call(() => this.client[SCRIPTS.read_one](...this.keys, policyId)));
   }
 
   /** Applies a policy's state if it is newer than ours and tells listeners. */
@@ -442,38 +383,4 @@ export class RedisPolicyStore implements PolicyStore {
     this.lastErrorLog = now;
     log.error(message, error === undefined ? undefined : { error: String((error as Error)?.message ?? error) });
   }
-}
-
-function pairs(flat: string[]): Map<string, string> {
-  const map = new Map<string, string>();
-  for (let i = 0; i + 1 < flat.length; i += 2) map.set(flat[i], flat[i + 1]);
-  return map;
-}
-
-function waitReady(client: Client, timeoutMs: number, addr: string): Promise<void> {
-  if (client.status === 'ready') return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      client.off('ready', onReady);
-      reject(new Error(`policy store: Redis at ${redactAddress(addr)} not reachable within ${timeoutMs} ms`));
-    }, timeoutMs);
-    const onReady = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-    client.once('ready', onReady);
-  });
-}
-
-async function quit(client: Client): Promise<void> {
-  try {
-    await Promise.race([client.quit(), sleep(1000)]);
-  } catch {
-    // already closed
-  }
-  client.disconnect();
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }

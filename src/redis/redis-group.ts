@@ -1,7 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { CounterStoreUnavailableError } from '../errors.js';
 import type { CounterResult, GroupOperation, GroupOutcome } from '../counters/counter-store.js';
-import { parseReply } from './redis-script-reply.js';
+import { parseAcquireReply, parseReply } from './redis-script-reply.js';
 import type { ScriptName } from './lua-scripts.js';
 
 /**
@@ -21,6 +21,8 @@ export interface GroupArgs {
 export interface SlotGroup {
   name: ScriptName;
   positions: number[];
+  /** Per operation of the share: an acquire (its reply says whether it took a new slot). */
+  acquires: boolean[];
   keys: string[];
   argv: string[];
 }
@@ -34,10 +36,12 @@ export function slotGroups(operations: readonly GroupOperation[], now: string, a
     let share = bySlot.get(slot);
     const name: ScriptName = o.op === 'consume' ? o.spec.type : 'concurrency_acquire';
     if (share === undefined) {
-      share = { name, positions: [], keys: [], argv: [] };
+      // The group's header first; its count is known once every operation is in.
+      share = { name, positions: [], acquires: [], keys: [], argv: ['group', ''] };
       bySlot.set(slot, share);
     }
     share.positions.push(i);
+    share.acquires.push(o.op === 'acquire');
     for (const key of o.keys) share.keys.push(key);
     const { argc, params } = argsOf(o);
     const soft = o.soft === true ? '1' : '0';
@@ -47,16 +51,17 @@ export function slotGroups(operations: readonly GroupOperation[], now: string, a
     for (const param of params) share.argv.push(param);
   }
   const shares = [...bySlot.values()];
-  for (const share of shares) share.argv.unshift('group', String(share.positions.length));
+  for (const share of shares) share.argv[1] = String(share.positions.length);
   return shares;
 }
 
-/** A group entry's reply: one script reply or error message per operation. */
-export function parseGroupReply(reply: unknown): (CounterResult | Error)[] {
+/** A group entry's reply: one script reply or error message per operation (`acquires`: which are acquires). */
+export function parseGroupReply(reply: unknown, acquires: readonly boolean[]): (CounterResult | Error)[] {
   if (!Array.isArray(reply)) throw new Error(`unexpected group reply ${JSON.stringify(reply)}`);
-  return reply.map((entry: unknown) =>
-    typeof entry === 'string' ? new CounterStoreUnavailableError(`counter store unavailable (redis_error): ${entry}`) : parseReply(entry),
-  );
+  return reply.map((entry: unknown, k) => {
+    if (typeof entry === 'string') return new CounterStoreUnavailableError(`counter store unavailable (redis_error): ${entry}`);
+    return acquires[k] ? parseAcquireReply(entry) : parseReply(entry);
+  });
 }
 
 /** Puts one slot's answer (or failure) into the whole group's outcome, as that slot's group ran. */

@@ -40,6 +40,18 @@ export function parseReply(reply: unknown): CounterResult {
   return answer;
 }
 
+/** concurrency_acquire's reply: the four of every script, then whether it took a new slot (1/0). */
+export function parseAcquireReply(reply: unknown): CounterResult {
+  if (!Array.isArray(reply) || reply.length !== 5) throw new Error(`unexpected acquire reply ${JSON.stringify(reply)}`);
+  return {
+    allowed: toNumber(reply[0]) === 1,
+    remaining: toNumber(reply[1]),
+    retryAfterMs: toNumber(reply[2]),
+    resetAfterMs: toNumber(reply[3]),
+    newSlot: toNumber(reply[4]) === 1,
+  };
+}
+
 function toNumber(value: unknown): number {
   if (typeof value === 'number') return value;
   if (typeof value === 'string') {

@@ -6,7 +6,8 @@ import { log } from '../util/log.js';
 import type { CircuitBreaker, CircuitBreakerOptions } from './circuit-breaker.js';
 import { ANY_SLOT, MasterHealth } from './master-health.js';
 import type { CounterResult, CounterStore, GroupOperation, GroupOutcome, LeaseCounterResult, NamedGive, NamedTake, TakeReclaim } from '../counters/counter-store.js';
-import { parseGroupReply, settleShare, slotGroups } from './redis-group.js';
+import { parseGroupReply, settleShare, slotGroups, type SlotGroup } from './redis-group.js';
+import { parseAcquireReply } from './redis-script-reply.js';
 import { sharesKey, takesKey } from '../counters/keys.js';
 import { logShareOf, regionShareOf, shareArgs } from '../counters/shares.js';
 import { checkTakeId } from '../counters/parent-take-ledger.js';
@@ -167,7 +168,7 @@ export class RedisCounterStore implements CounterStore {
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.run('concurrency_acquire', keys, nowMs, leaseId, undefined, spec);
+    return this.run('concurrency_acquire', keys, nowMs, leaseId, undefined, spec, undefined, false, parseAcquireReply);
   }
 
   release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
@@ -178,15 +179,24 @@ export class RedisCounterStore implements CounterStore {
    * All or nothing (redis-group.ts): one group entry per hash slot in that slot's batch, checked then
    * run by lua/batch.lua; a slot that fails fails its operations alone.
    */
-  async group(operations: readonly GroupOperation[], nowMs?: number): Promise<GroupOutcome> {
-    const shares = slotGroups(operations, nowArg(nowMs), (o) => this.argsOf(o.spec, nowMs), this.isCluster);
+  group(operations: readonly GroupOperation[], nowMs?: number): Promise<GroupOutcome> {
+    let shares: SlotGroup[];
+    try {
+      shares = slotGroups(operations, nowArg(nowMs), (o) => this.argsOf(o.spec, nowMs), this.isCluster);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     const outcome: GroupOutcome = { results: new Array(operations.length), committed: new Array(operations.length).fill(false) };
     const soft = operations.map((o) => o.soft === true);
-    const answers = await Promise.all(
-      shares.map((share) => this.batcher.enqueueGroup(share.name, share.keys, share.argv, parseGroupReply).catch((error: Error) => error)),
-    );
-    shares.forEach((share, k) => settleShare(outcome, share, answers[k], soft));
-    return outcome;
+    // Each share settles its own positions as its slot answers (or fails).
+    const settled = (share: SlotGroup) =>
+      this.batcher.enqueueGroup(share.name, share.keys, share.argv, (reply) => parseGroupReply(reply, share.acquires)).then(
+        (answer) => settleShare(outcome, share, answer, soft),
+        (error: Error) => settleShare(outcome, share, error, soft),
+      );
+    // One share (outside a Cluster, or one slot's layers): no Promise.all.
+    if (shares.length === 1) return settled(shares[0]).then(() => outcome);
+    return Promise.all(shares.map(settled)).then(() => outcome);
   }
 
   /** Connected and no serving master's breaker open. */
@@ -260,7 +270,7 @@ export class RedisCounterStore implements CounterStore {
    */
   private run(
     name: ScriptName, keys: string[], nowMs: number | undefined, operation: string, units: string | undefined, spec: CounterSpec,
-    extra?: string[], ledger = false,
+    extra?: string[], ledger = false, parse?: (reply: unknown) => CounterResult,
   ): Promise<CounterResult> {
     if (keys.length !== SCRIPT_KEY_COUNTS[name]) {
       // A caller bug, not an outage: keys come from counterKeys().
@@ -273,7 +283,7 @@ export class RedisCounterStore implements CounterStore {
       return Promise.reject(err);
     }
     const args = this.argsOf(spec, nowMs);
-    if (extra === undefined) return this.batcher.enqueue(name, keys, args.argc, now, operation, units, args.params);
+    if (extra === undefined) return this.batcher.enqueue(name, keys, args.argc, now, operation, units, args.params, parse);
     const argc = String(Number(args.argc) + extra.length);
     if (!ledger) return this.batcher.enqueue(name, keys, argc, now, operation, units, [...args.params, ...extra]);
     return this.batcher.enqueue(name, [...keys, takesKey(keys[0])], argc, now, operation, units, [...args.params, ...extra], undefined, withTakeLedger(name));

@@ -417,14 +417,14 @@ forEachStore((_name, getStore) => {
       const { store, keys } = getStore();
       const k = keys('leases', spec);
       for (let i = 0; i < 3; i++) {
-        expect(await store.acquire(k, spec, `l${i}`, at(i))).to.include({ allowed: true, remaining: 2 - i, retryAfterMs: 0 });
+        expect(await store.acquire(k, spec, `l${i}`, at(i))).to.include({ allowed: true, remaining: 2 - i, retryAfterMs: 0, newSlot: true });
       }
       for (let i = 3; i < 10; i++) {
         const r = await store.acquire(k, spec, `l${i}`, at(10));
-        expect(r).to.deep.equal({ allowed: false, remaining: 0, retryAfterMs: 4_990, resetAfterMs: 4_992 });
+        expect(r).to.deep.equal({ allowed: false, remaining: 0, retryAfterMs: 4_990, resetAfterMs: 4_992, newSlot: false });
       }
-      // Held leases can still be refreshed when the limiter is full.
-      expect(await store.acquire(k, spec, 'l0', at(20))).to.include({ allowed: true, remaining: 0 });
+      // Held leases can still be refreshed when the limiter is full: that takes no new slot.
+      expect(await store.acquire(k, spec, 'l0', at(20))).to.include({ allowed: true, remaining: 0, newSlot: false });
     });
 
     it('many releases of the same and of unknown leases never push the count below zero', async () => {

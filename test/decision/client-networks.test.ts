@@ -71,7 +71,7 @@ describe('client networks: source_ip_prefix', () => {
     let service: DecisionService;
     beforeEach(() => {
       const { store, prefix, clock } = getStore();
-      service = new DecisionService({ policies: new LiveMatcher(POLICIES), counters: store, keyPrefix: prefix, now: () => clock.now, clockToStore: true, denyCache: false });
+      service = new DecisionService({ policies: new LiveMatcher(POLICIES), counters: store, keyPrefix: prefix, now: () => clock.now, denyCache: false }, { clockToStore: true });
     });
     scenarios(() => (svc, ip) => service.check(parseRequestContext({ service: svc, source_ip: ip })));
 
@@ -99,7 +99,7 @@ describe('client networks: source_ip_prefix', () => {
       const matcher = new LiveMatcher(POLICIES);
       const denied = new DeniedIdentities(matcher);
       const { store, prefix, clock } = getStore();
-      const recorded = new DecisionService({ policies: matcher, counters: store, keyPrefix: prefix, now: () => clock.now, clockToStore: true, denyCache: false, recorder: denied });
+      const recorded = new DecisionService({ policies: matcher, counters: store, keyPrefix: prefix, now: () => clock.now, denyCache: false, recorder: denied }, { clockToStore: true });
       for (const ip of ['2001:db8::1', '2001:db8::2', '2001:DB8::3']) await recorded.check(parseRequestContext({ service: 'api', source_ip: ip }));
       expect(denied.top(5)).to.deep.equal([{ policy_id: 'per-client', identity: 'source_ip=2001:db8::/56', count: 1, error: 0 }]);
     });

@@ -11,7 +11,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import { DecisionService } from '../../src/decision/decision-service.js';
+import { DecisionService, type DecisionServiceDeps, type DecisionTestSeams } from '../../src/decision/decision-service.js';
 import type { Decision } from '../../src/model/decision.js';
 import type { RequestContext } from '../../src/model/request-context.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
@@ -252,9 +252,9 @@ function hitsOf(service: DecisionService): number {
 }
 
 /** A service with the cache, counting its hits. */
-function cachedService(deps: ConstructorParameters<typeof DecisionService>[0]): DecisionService {
+function cachedService(deps: DecisionServiceDeps, seams?: DecisionTestSeams): DecisionService {
   const count = { hits: 0 };
-  const service = new DecisionService({ ...deps, onDenyCacheHit: () => count.hits++ });
+  const service = new DecisionService({ ...deps, onDenyCacheHit: () => count.hits++ }, seams);
   hitCounts.set(service, count);
   return service;
 }
@@ -307,10 +307,11 @@ describe('deny cache: identical decisions with and without it (property)', funct
         fc.asyncProperty(scenarioArb, fc.integer({ min: 1, max: 2 ** 31 }), async (scenario, seed) => {
           hits += await replay(scenario, (matcher, clock) => {
             const now = () => clock.now;
-            const common = { policies: matcher, counters: store, now, clockToStore: true };
+            const common = { policies: matcher, counters: store, now };
+            const seams = { clockToStore: true };
             return {
-              cached: cachedService({ ...common, keyPrefix: randomPrefix(), random: seededRandom(seed) }),
-              reference: new DecisionService({ ...common, keyPrefix: randomPrefix(), random: seededRandom(seed), denyCache: false }),
+              cached: cachedService({ ...common, keyPrefix: randomPrefix(), random: seededRandom(seed) }, seams),
+              reference: new DecisionService({ ...common, keyPrefix: randomPrefix(), random: seededRandom(seed), denyCache: false }, seams),
               close: async () => {},
             };
           });

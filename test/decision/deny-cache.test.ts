@@ -65,10 +65,9 @@ describe('deny cache (Redis, counted)', function () {
       counters: store,
       keyPrefix: prefix,
       now: () => clock.now,
-      clockToStore: true,
       onDenyCacheHit: () => hits++,
       ...deps,
-    });
+    }, { clockToStore: true });
   }
 
   async function exhaust(service: DecisionService, user = 'hot'): Promise<void> {

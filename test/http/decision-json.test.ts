@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
-import { DECISION_JSON_FIELDS, decisionJson } from '../../src/http/decision-fast-path.js';
+import { DECISION_JSON_FIELDS, LAYER_JSON_FIELDS, decisionJson } from '../../src/http/decision-fast-path.js';
 import type { Decision, DecisionReason } from '../../src/model/decision.js';
 import { parseRequestContext } from '../../src/model/request-context.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
@@ -23,8 +23,8 @@ const decisionArb: fc.Arbitrary<Decision> = fc.record({
   metadata: fc.dictionary(fc.string({ unit: 'binary' }), fc.string({ unit: 'binary' })),
 }).chain((d) =>
   fc.option(fc.array(fc.record({
-    layer: fc.string(), policy_id: fc.string({ unit: 'binary' }), allowed: fc.boolean(), action: fc.string(), reason: fc.constant('within_limit' as DecisionReason),
-    remaining: fc.integer(), limit: fc.nat(), window: fc.nat(), reset_after: fc.nat(), retry_after: fc.nat(),
+    layer: fc.string({ unit: 'binary' }), policy_id: fc.string({ unit: 'binary' }), allowed: fc.boolean(), action: fc.string({ unit: 'binary' }), reason: fc.constant('within_limit' as DecisionReason),
+    remaining: fc.oneof(fc.integer(), fc.double()), limit: fc.oneof(fc.nat(), fc.constantFrom(Number.MAX_SAFE_INTEGER, Infinity, -0)), window: fc.nat(), reset_after: fc.oneof(fc.nat(), fc.double()), retry_after: fc.nat(),
   }), { minLength: 2, maxLength: 3 }), { nil: undefined }).map((layers): Decision => (layers === undefined ? d : { ...d, layers })),
 );
 
@@ -45,6 +45,7 @@ describe('decisionJson (the decision fast path answer body)', () => {
       layers: [{ layer: 'a', policy_id: 'p "1"', allowed: false, action: 'deny', reason: 'limit_exceeded', remaining: 0, limit: 10, window: 60_000, reset_after: 345, retry_after: 12 }],
     };
     expect(Object.keys(JSON.parse(decisionJson(decision)))).to.deep.equal(Object.keys(DECISION_JSON_FIELDS));
+    expect(Object.keys(JSON.parse(decisionJson(decision)).layers[0])).to.deep.equal(Object.keys(LAYER_JSON_FIELDS));
   });
 
   it('gives the same text as JSON.stringify for the decisions DecisionService makes', async () => {

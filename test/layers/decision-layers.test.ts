@@ -6,15 +6,13 @@
  */
 import { expect } from 'chai';
 import type { CounterStore } from '../../src/counters/counter-store.js';
-import { MemoryCounterStore } from '../../src/counters/memory-store.js';
-import type { RedisCounterStore } from '../../src/redis/redis-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { parseRequestContext } from '../../src/model/request-context.js';
-import { awaitingOnly } from '../support/async-store.js';
-import { connectRedisStore, getSuiteRedis, T0 } from '../support/counter-stores.js';
+import { T0 } from '../support/counter-stores.js';
+import { forEachLayerStore } from '../support/layer-stores.js';
 import { makePolicy } from '../support/policies.js';
-import { randomPrefix, startRedisCluster, type RedisClusterHandle } from '../support/redis.js';
+import { randomPrefix } from '../support/redis.js';
 
 function policy(id: string, layer: string | undefined, scope: Record<string, string>, limit: number, extra: Record<string, unknown> = {}) {
   return makePolicy({ policy_id: id, ...(layer ? { layer } : {}), scope, algorithm: { type: 'fixed_window', limit, window: '1m' }, ...extra });
@@ -42,11 +40,10 @@ function fixture(policies: ReturnType<typeof makePolicy>[], counters: CounterSto
     counters,
     keyPrefix: randomPrefix(),
     now,
-    clockToStore: true,
     leases: false,
     denyCache: false,
     onLayerCompensation: (id) => compensations.push(id),
-  });
+  }, { clockToStore: true });
   return { service, compensations, check: (body) => service.check(parseRequestContext(body)) };
 }
 
@@ -183,26 +180,5 @@ function suite(name: string, makeStore: StoreMaker, expectCompensations: boolean
 
 describe('Layers: one decision over every layer, all or nothing', function () {
   this.timeout(60_000);
-  suite('memory store', async () => new MemoryCounterStore({ sweepIntervalMs: 0 }), false);
-  suite('a store that has to wait, without groups', async () => awaitingOnly(new MemoryCounterStore({ sweepIntervalMs: 0 })), true);
-
-  let redis: RedisCounterStore | undefined;
-  after(async () => redis?.close());
-  suite('single Redis', async () => {
-    redis ??= connectRedisStore((await getSuiteRedis()).url);
-    return redis;
-  }, false);
-
-  let cluster: RedisClusterHandle | undefined;
-  let clustered: RedisCounterStore | undefined;
-  after(async () => {
-    await clustered?.close();
-    await cluster?.stop();
-  });
-  suite('Redis Cluster', async () => {
-    cluster ??= await startRedisCluster();
-    clustered ??= connectRedisStore(cluster.addr, { commandTimeoutMs: 5_000 });
-    await clustered.waitUntilReady(10_000);
-    return clustered;
-  }, true);
+  forEachLayerStore(suite);
 });

@@ -32,7 +32,7 @@ describe('Layers on Redis: a layer whose counter fails inside the group', functi
       makePolicy({ policy_id: 'broken', layer: 'a', scope: { user_id: '*' }, algorithm: { type: 'token_bucket', limit: 5, window: '1m', burst: 5 }, failure_mode: failureMode }),
       makePolicy({ policy_id: 'counted', layer: 'b', scope: { user_id: '*' }, algorithm: { type: 'fixed_window', limit: 3, window: '1m' } }),
     ];
-    return new DecisionService({ policies: new LiveMatcher(policies), counters: store, keyPrefix: prefix, now: () => T0 + 1_000, clockToStore: true, leases: false, denyCache: false });
+    return new DecisionService({ policies: new LiveMatcher(policies), counters: store, keyPrefix: prefix, now: () => T0 + 1_000, leases: false, denyCache: false }, { clockToStore: true });
   }
 
   /** Turns the token bucket's counter into a list, so its script fails (WRONGTYPE) inside the group. */

@@ -363,10 +363,10 @@ describe('Matcher', () => {
       expect([d.compiled.policy.policy_id, d.identity]).to.deep.equal(['d', ['api_key', 'k']]);
     });
 
-    it('keeps only what matching reads: no build-only lists', () => {
+    it('keeps only what matching reads and the pair it is indexed under: no build-only lists', () => {
       expect(Object.keys(m.get('a')!)).to.have.members([
         'rank', 'enforce', 'rolloutPercent', 'validFromMs', 'validToMs', 'checkFields', 'wildFields', 'checkTags',
-        'wildTags', 'matchExpr', 'policy', 'spec', 'specificity', 'family', 'layer', 'wildcards', 'lease',
+        'wildTags', 'matchExpr', 'policy', 'spec', 'specificity', 'family', 'layer', 'wildcards', 'lease', 'home', 'homeValue',
       ]);
     });
   });

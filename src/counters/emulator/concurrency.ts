@@ -3,21 +3,26 @@ import type { LeaseSpec } from '../counter-spec.js';
 import { result } from './answers.js';
 import type { MemoryKeyspace } from './keyspace.js';
 
-/** The emulator's concurrency leases: mirrors lua/concurrency_acquire.lua and lua/concurrency_release.lua. */
+/**
+ * The emulator's concurrency leases: mirrors lua/concurrency_acquire.lua and lua/concurrency_release.lua.
+ * An acquire's answer tells whether it took a new slot (`newSlot`): one that only refreshed the slot its
+ * lease id held took nothing, so a give-back must not release it (layered-decision.ts).
+ */
 
 interface LeaseState { leases: Map<string, number> }
 
 export function acquireNow(space: MemoryKeyspace, key: string, spec: LeaseSpec, leaseId: string, now: number): CounterResult {
   const max = spec.maxConcurrency;
   const leases = liveLeases(space, key, now);
-  if (leases.has(leaseId) || leases.size < max) {
+  const held = leases.has(leaseId);
+  if (held || leases.size < max) {
     leases.set(leaseId, now + spec.leaseTtlMs);
     const latest = maxValue(leases);
     space.put<LeaseState>(key, { leases }, latest);
-    return result(true, Math.max(0, max - leases.size), 0, latest - now);
+    return acquired(true, Math.max(0, max - leases.size), 0, latest - now, !held);
   }
   const retry = minValue(leases) - now;
-  return result(false, Math.max(0, max - leases.size), retry, maxValue(leases) - now);
+  return acquired(false, Math.max(0, max - leases.size), retry, maxValue(leases) - now, false);
 }
 
 /** The answer acquireNow would give now, writing nothing (lua/concurrency_acquire.lua with 'check'). */
@@ -25,8 +30,14 @@ export function acquireCheck(space: MemoryKeyspace, key: string, spec: LeaseSpec
   const max = spec.maxConcurrency;
   const leases = liveLeases(space, key, now);
   const latest = leases.size > 0 ? maxValue(leases) - now : 0;
-  if (leases.has(leaseId) || leases.size < max) return result(true, Math.max(0, max - leases.size), 0, latest);
-  return result(false, Math.max(0, max - leases.size), minValue(leases) - now, latest);
+  const held = leases.has(leaseId);
+  if (held || leases.size < max) return acquired(true, Math.max(0, max - leases.size), 0, latest, !held);
+  return acquired(false, Math.max(0, max - leases.size), minValue(leases) - now, latest, false);
+}
+
+/** An acquire's answer: the script's reply with its 5th entry, whether a new slot was taken. */
+function acquired(allowed: boolean, remaining: number, retryAfterMs: number, resetAfterMs: number, newSlot: boolean): CounterResult {
+  return { allowed, remaining, retryAfterMs, resetAfterMs, newSlot };
 }
 
 export function releaseNow(space: MemoryKeyspace, key: string, spec: LeaseSpec, leaseId: string, now: number): CounterResult {

@@ -1,0 +1,144 @@
+import { randomUUID } from 'node:crypto';
+import type { Cluster, Redis } from 'ioredis';
+import { redactAddress } from '../redis/redis-connection.js';
+import type { PolicyScriptName } from '../redis/lua-scripts.js';
+import { revivedPolicy } from '../policy/stored-policy.js';
+import type { Policy } from '../policy/types.js';
+import { seedAuditEntry, versionRecordOf, type ChangeKind, type CommitResult, type PolicyChange } from './policy-store.js';
+
+/**
+ * The Redis side of RedisPolicyStore: its keys, the lua/policy scripts' arguments and replies, and
+ * its connections' start and end.
+ */
+
+export const KEY_NAMES = ['current', 'heads', 'changed', 'versions', 'audit', 'auditn', 'meta'] as const;
+export type KeyName = (typeof KEY_NAMES)[number];
+
+/** The command each script is defined as on the store's connection. */
+export const SCRIPTS: Record<PolicyScriptName, string> = {
+  commit: 'rlPolicyCommit',
+  seed: 'rlPolicySeed',
+  read_one: 'rlPolicyReadOne',
+  snapshot: 'rlPolicySnapshot',
+};
+
+export interface RedisPolicyStoreOptions {
+  /** RL_COUNTERSTORE_ADDR. */
+  addr: string;
+  /** Key prefix (RL_KEY_PREFIX); tests use a random one. */
+  keyPrefix: string;
+  /** Per-command timeout (default 2000 ms: policy management is not the hot path). */
+  commandTimeoutMs?: number;
+  /** How long `open` waits for Redis (default 10 s). */
+  connectTimeoutMs?: number;
+  /** Revision check interval, the safety net for lost change messages (default 5000 ms). */
+  checkIntervalMs?: number;
+  /** How long a revision gap may last before a reload, to let in-flight messages arrive (default 1000 ms). */
+  gapGraceMs?: number;
+  /** Subscribe to change messages (default true; tests turn it off to exercise the revision check). */
+  subscribe?: boolean;
+  /** What the store is called in a 503 when Redis cannot be reached (default `policy store (Redis)`), and what follows the cause. */
+  unavailable?: { name: string; consequence: string };
+  /**
+   * How long a change waits for a replica to confirm it, ms (default 1500; capped below the command
+   * timeout). Only when the primary has replicas (see the class comment).
+   */
+  replicaAckTimeoutMs?: number;
+}
+
+/** What a node holds of one policy. */
+export interface Entry {
+  policy: Policy | undefined;
+  head: number;
+  /** Store revision of this policy's last change. */
+  changed: number;
+}
+
+export type Client = Redis | Cluster;
+export type ScriptClient = Client & Record<string, (...args: (string | number)[]) => Promise<unknown>>;
+
+/** commit.lua's arguments after its keys. */
+export function commitArgs(change: PolicyChange, { newHead, channel, kind }: { newHead: number; channel: string; kind: ChangeKind }): string[] {
+  return [
+    change.policy_id,
+    String(change.expectedHead),
+    change.mustExist ? '1' : '0',
+    String(newHead),
+    change.policy ? JSON.stringify(change.policy) : '',
+    change.policy ? JSON.stringify(versionRecordOf(change.policy)) : '',
+    JSON.stringify(change.audit),
+    channel,
+    kind,
+  ];
+}
+
+/** commit.lua's reply: `{1, revision}`, or `{0, head, exists}` when the expected head did not hold. */
+export function commitReply(reply: number[]): CommitResult {
+  if (Number(reply[0]) !== 1) return { ok: false, reason: 'conflict', head: Number(reply[1]), exists: Number(reply[2]) === 1 };
+  return { ok: true, revision: Number(reply[1]) };
+}
+
+/** seed.lua's arguments after its keys: the channel, then five per policy. */
+export function seedArgs(channel: string, policies: readonly Policy[]): string[] {
+  const args: string[] = [channel];
+  for (const policy of policies) {
+    args.push(
+      policy.policy_id,
+      String(policy.version),
+      JSON.stringify(policy),
+      JSON.stringify(versionRecordOf(policy)),
+      JSON.stringify(seedAuditEntry(policy, randomUUID())),
+    );
+  }
+  return args;
+}
+
+/** snapshot.lua's reply: the revision, then current, heads and changed as flat field/value lists. */
+export function snapshotOf(reply: unknown): { revision: number; current: Map<string, string>; heads: Map<string, string>; changed: Map<string, string> } {
+  const [revision, current, heads, changed] = reply as [number, string[], string[], string[]];
+  return { revision: Number(revision), current: pairs(current), heads: pairs(heads), changed: pairs(changed) };
+}
+
+/** read_one.lua's reply: the policy JSON ('' when absent), its head and its last change's revision. */
+export function entryOf(reply: unknown): Entry {
+  const [policy, head, changed] = reply as [string, number, number, number];
+  return {
+    policy: policy === '' ? undefined : revivedPolicy(JSON.parse(policy) as Policy),
+    head: Number(head),
+    changed: Number(changed),
+  };
+}
+
+function pairs(flat: string[]): Map<string, string> {
+  const map = new Map<string, string>();
+  for (let i = 0; i + 1 < flat.length; i += 2) map.set(flat[i], flat[i + 1]);
+  return map;
+}
+
+export function waitReady(client: Client, timeoutMs: number, addr: string): Promise<void> {
+  if (client.status === 'ready') return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      client.off('ready', onReady);
+      reject(new Error(`policy store: Redis at ${redactAddress(addr)} not reachable within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onReady = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    client.once('ready', onReady);
+  });
+}
+
+export async function quit(client: Client): Promise<void> {
+  try {
+    await Promise.race([client.quit(), sleep(1000)]);
+  } catch {
+    // already closed
+  }
+  client.disconnect();
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
