@@ -1,6 +1,6 @@
 /**
  * A model of issue 28 point 8 in virtual time (`npx tsx bench/refill-ahead-model.mts`; BENCHMARKS.md, "Fourth
- * wave: link faults"): four production RegionCounterStores (two regions, a MemoryLeasePool each) spend one
+ * wave: link faults"): four production RegionCounterStores (two regions, a MemoryRegionPool each) spend one
  * global fixed window of 1,000 (a MemoryCounterStore 25 ms away each way) at 500 decisions/s round-robin.
  * Prints the p95 of the decisions sent at 35%-60% used, how many took >= 25 ms, and how many decisions waited
  * for a refill (all, and at 35%-60%). A busy machine is modelled by env: JITTER (global link, extra ms each
@@ -8,7 +8,7 @@
  * Deterministic for a seed; no wall clock. TRACE=1 prints each refill and each wait at 35%-60%.
  */
 import { MemoryCounterStore } from '../src/counters/memory-store.js';
-import { MemoryLeasePool } from '../test/regions/support/memory-region-pool.js';
+import { MemoryRegionPool } from '../test/regions/support/memory-region-pool.js';
 import { RegionPool } from '../src/regions/region-pool.js';
 import { RegionCounterStore } from '../src/regions/region-store.js';
 import type { LeaseClock } from '../src/lease/types.js';
@@ -56,7 +56,7 @@ function delayed<T extends object>(target: T, oneWay: number, server = 0): T {
   } });
 }
 const global = new MemoryCounterStore({ now: () => world.now, sweepIntervalMs: 0 });
-const regions = [0, 1].map(() => ({ pool: new RegionPool(new MemoryLeasePool(() => world.now)), counters: new MemoryCounterStore({ now: () => world.now, sweepIntervalMs: 0 }) }));
+const regions = [0, 1].map(() => ({ pool: new RegionPool(new MemoryRegionPool(() => world.now)), counters: new MemoryCounterStore({ now: () => world.now, sweepIntervalMs: 0 }) }));
 let waits = 0;
 let admittedNow = 0;
 const stores = [0, 1, 0, 1].map((r, si) => new RegionCounterStore<any>({

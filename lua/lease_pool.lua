@@ -1,14 +1,17 @@
--- lease_pool: a region's units of one `budget: global` counter, held in the region's store
+-- lease_pool: a region's pool of units of one `budget: global` counter, held in the region's store
 -- (docs/distribution.md). One script for every algorithm: the units were taken from the global counter
 -- by the algorithm's own script; here they are only counted, spent and let go. Every server of the
 -- region spends from the same pool, so decisions in the region are exact against it.
+-- Protocol: src/regions/lease-pool-protocol.ts declares the same operations, arguments and reply
+-- fields, in this order (the loader checks this header against it); the port of this script is
+-- test/regions/support/memory-region-pool.ts: change all together.
 --
 -- Clocks: only this store's clock is read here (ARGV[1] '' = TIME), and every answer tells it. A
 -- generation's expiry arrives in this clock, computed by the server from such an answer and the global
 -- store's, so that it never comes later than the global window's end (src/regions/region-store.ts,
--- `expiresAtOf`; docs/distribution.md, "Clocks").
+-- `refill`, by `toStoreClock` of src/lease/types.ts; docs/distribution.md, "Clocks").
 --
--- KEYS[1]  pool hash:
+-- KEYS[1]  pool hash (include "pool"), its fields by their stored names:
 --            a_u a_e a_t a_s  older generation: units, expires-at (this store's clock), tag (windows: the
 --                             window's; buckets: the instant, in the global store's clock, they must be back
 --                             there by), units spent or taken from it (what refunds may put back)
@@ -30,39 +33,31 @@
 --            su           parent short until: when the last refill that landed said the parent may admit more
 --                         (its retry_after; 0: at once); a waiting decision refused before is told what is left
 -- ARGV[1]  now, epoch ms; '' = Redis TIME
--- ARGV[2]  operation; its arguments follow (ARGV[3] onwards):
---            spend  cost lock_ms token measure_ms fresh waits_for
---            take   n lock_ms token measure_ms fresh waits_for (up to n: a process lease below the region)
+-- ARGV[2]  operation; its arguments follow, from ARGV[3] on, in this order:
+--            spend  cost lock_ms token measure_ms fresh waits_for  (all of cost or nothing)
+--            take   cost lock_ms token measure_ms fresh waits_for  (up to cost: a process lease below the region)
 --            add    units expires_at tag parent_remaining refill retry_after_ms asked measure_ms window
---            fail   refill down_ms         (a refill could not reach the parent)
---            drain  idle_ms window         (every live unit out if none was spent for idle_ms; 0 = now)
---            refund units tag below             (below 1: a return from a process lease, into units of window tag)
+--            fail   refill down_ms  (a refill could not reach the parent)
+--            drain  idle_ms window  (every live unit out if none was spent for idle_ms; 0 = now)
+--            refund units tag below  (below 1: a return from a process lease, into units of window tag)
 --            peek
--- ARGV[3]  spend, take, add: cost / n / units; fail: refill (its id, as the lock was given); drain:
---          idle_ms; refund: units
--- ARGV[4]  spend, take: lock_ms; add: expires_at (this store's clock); fail: down_ms; drain: window;
---          refund: tag
--- ARGV[5]  spend, take: token; add: tag; refund: below
--- ARGV[6]  spend, take: measure_ms; add: parent_remaining
--- ARGV[7]  spend, take: fresh (1: a first try, so its demand counts once); add: refill (its id): only
---          the refill that holds the lock adds (one whose lock was taken over is refused: its take is
---          reclaimed, so its units must not reach the pool too)
--- ARGV[8]  spend, take: waits_for (the refill this decision waits for, as the last answer said; 0: none);
---          add: retry_after_ms (> 0: the parent admits no more for that long, as its take answered when
---          it granted fewer units than asked or its last ones, at most max_hold; 0: it may admit more now)
--- ARGV[9]  add: asked (the chunk asked for)
--- ARGV[10] add: measure_ms
--- ARGV[11] add: window ('1': the tags are windows, and units of another window lapse; '0': a bucket's,
---          whose generations stay side by side, and merged go back by the earlier tag). drain: ARGV[4]
--- Returns  {spent 1/0, left, retry_after_ms, lock, recent, parent_remaining, lapsed, down 1/0,
---          reset_after_ms, tag, now, waiting, waits_for[, stale]}: `lock` the id of the refill the
---          lock was given for (0: none), `stale` (only then) the id of the refill whose expired lock it
---          took over, `left` the live units after the operation,
+--          `fresh` 1: a first try, so its demand counts once. `waits_for` the refill this decision waits
+--          for, as the last answer said (0: none). `expires_at` in this store's clock. `refill` the
+--          refill's id, as the lock was given: only the refill that holds the lock adds (one whose lock
+--          was taken over is refused: its take is reclaimed, so its units must not reach the pool too).
+--          `retry_after_ms` > 0: the parent admits no more for that long, as its take answered when it
+--          granted fewer units than asked or its last ones, at most max_hold (0: it may admit more now).
+--          `asked` the chunk asked for. `window` 1: the tags are windows, and units of another window
+--          lapse; 0: a bucket's, whose generations stay side by side, and merged go back by the earlier tag.
+-- Returns  {spent 1/0, left, retry_after_ms, refill, recent, parent_remaining, lapsed, down 1/0,
+--          reset_after_ms, tag, store_now, waiting, waits_for[, stale]}: `refill` the id of the refill
+--          the lock was given for (0: none), `stale` (only then) the id of the refill whose expired lock
+--          it took over, `left` the live units after the operation,
 --          `retry_after_ms` (spend, take: > 0 refused) until the parent may admit again: while it admits
 --          nothing (`du`), or, for a waiting decision refused, what is left of `su` (at least 1),
 --          `recent` the units wanted over the last measure period (the chunk rule's rate), `lapsed` units that expired
 --          unspent (or were dropped) during this call, `reset_after_ms` until the newest live units
---          expire, `tag` their window tag, `now` this store's clock as the script read it, `waiting`
+--          expire, `tag` their window tag, `store_now` this store's clock as the script read it, `waiting`
 --          the units the decisions waiting for a refill want (spend, take: those the refill this call
 --          starts must ask for), `waits_for` (spend, take) the refill this decision now waits for (0:
 --          it does not wait). Except:
@@ -77,121 +72,7 @@ local key = KEYS[1]
 local op = ARGV[2]
 local POOL_TTL_MS = 600000
 
--- Every field, with its value when absent; `p` holds them as numbers (strings for the tags and the lock).
-local FIELDS = { 'a_u', 'a_e', 'a_t', 'a_s', 'b_u', 'b_e', 'b_t', 'b_s', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la', 'ln', 'an', 'wd', 'lw', 'sh', 'su' }
-local STRINGS = { a_t = true, b_t = true, lk = true }
-local ABSENT = { pr = -1, rw = now, la = now }
-local p = {}
--- As read, so that `save` writes only what changed (a decision changes two or three fields).
-local stored = {}
-local fresh_pool
-do
-  local v = redis.call('HMGET', key, unpack(FIELDS))
-  fresh_pool = v[1] == false
-  for i, f in ipairs(FIELDS) do
-    if STRINGS[f] then
-      p[f] = v[i] or ''
-    else
-      p[f] = tonumber(v[i]) or ABSENT[f] or 0
-    end
-    stored[f] = p[f]
-  end
-end
-
-local lapsed = 0
-local GENERATIONS = { 'a', 'b' }
-
--- The units of generation `g` ('a' or 'b') are gone, counted as lapsed.
-local function lapse(g)
-  lapsed = lapsed + p[g .. '_u']
-  p[g .. '_u'] = 0
-end
-
--- The older live units are always in `a`.
-local function settle()
-  if p.a_u == 0 and p.b_u > 0 then
-    p.a_u, p.a_e, p.a_t, p.a_s, p.b_u, p.b_s = p.b_u, p.b_e, p.b_t, p.b_s, 0, 0
-  end
-end
-
--- Units whose generation has expired are gone: they belonged to a window that may be over.
-for _, g in ipairs(GENERATIONS) do
-  if p[g .. '_u'] > 0 and p[g .. '_e'] <= now then lapse(g) end
-end
-settle()
-
-local function measure(period)
-  if now - p.rw >= period then
-    if now - p.rw >= 2 * period then
-      p.rp = 0
-    else
-      p.rp = p.rs
-    end
-    p.rs = 0
-    p.rw = now
-  end
-end
-
-local function left()
-  return p.a_u + p.b_u
-end
-
-local function reset_after()
-  local e = 0
-  if p.a_u > 0 then e = p.a_e end
-  if p.b_u > 0 and p.b_e > e then e = p.b_e end
-  if e == 0 then return 0 end
-  return e - now
-end
-
--- Writes the fields that changed. Made or refilled (`refresh`), the pool lives POOL_TTL_MS past its
--- newest live units' expiry (none: past now), so no live unit goes with the key; later only memory is at
--- stake: expired units are recognised by their own expiry.
-local function save(refresh)
-  local args = {}
-  for _, f in ipairs(FIELDS) do
-    if p[f] ~= stored[f] or fresh_pool then
-      args[#args + 1] = f
-      args[#args + 1] = STRINGS[f] and p[f] or fmt(p[f])
-    end
-  end
-  if #args > 0 then
-    redis.call('HSET', key, unpack(args))
-  end
-  if refresh or fresh_pool then
-    expire_in(key, now + reset_after() + POOL_TTL_MS)
-  end
-end
-
--- A bucket's tags are the instants its units must be back by: of two, the earlier ('' unknown: they
--- never go back).
-local function earlier_tag(x, y)
-  if x == '' or y == '' then return '' end
-  if tonumber(y) < tonumber(x) then return y end
-  return x
-end
-
-local function newest_tag()
-  if p.b_u > 0 then return p.b_t end
-  if p.a_u > 0 then return p.a_t end
-  return ''
-end
-
--- The id of the refill holding the lock (or that held it last).
-local function refill_id()
-  return p.lk .. ':' .. fmt(p.ln) .. ':' .. fmt(p.le)
-end
-
--- `lock`: the id of the refill the lock was just given for, or false.
-local function answer(spent, retry, lock, tag)
-  local recent = p.rs
-  if p.rp > recent then recent = p.rp end
-  local down = 0
-  if p.dd > now then down = 1 end
-  return { spent and 1 or 0, reply_number(left()), reply_number(retry), lock or 0, reply_number(recent),
-    reply_number(p.pr), reply_number(lapsed), down, reply_number(reset_after()), tag or newest_tag(), reply_number(now),
-    reply_number(p.wd), 0 }
-end
+-- @include "pool"
 
 if op == 'spend' or op == 'take' then
   -- spend: a decision's cost, all or nothing. take: up to n units for a process lease below the
@@ -199,6 +80,7 @@ if op == 'spend' or op == 'take' then
   local cost = tonumber(ARGV[3])
   local lock_ms = tonumber(ARGV[4])
   local token = ARGV[5]
+  local fresh = ARGV[7] == '1'
   measure(tonumber(ARGV[6]))
   local units = 0
   if op == 'take' then
@@ -221,7 +103,7 @@ if op == 'spend' or op == 'take' then
     settle()
     p.la = now
   end
-  if units > 0 or ARGV[7] == '1' then
+  if units > 0 or fresh then
     -- Demand the pool could not meet counts too, so the next chunk is sized for it.
     p.rs = p.rs + cost
   end
@@ -282,6 +164,7 @@ if op == 'spend' or op == 'take' then
   return reply
 end
 
+-- add's `refill` (ARGV[7]).
 if op == 'add' and (p.lk == '' or ARGV[7] ~= refill_id()) then
   -- Not the refill holding the lock (taken over, or landed already): its take is reclaimed instead.
   if lapsed > 0 then save() end
@@ -290,12 +173,12 @@ end
 
 if op == 'add' then
   local units = tonumber(ARGV[3])
-  local expires = tonumber(ARGV[4])
+  local expires = tonumber(ARGV[4]) -- expires_at
   local tag = ARGV[5]
-  p.pr = tonumber(ARGV[6])
-  local retry = tonumber(ARGV[8])
-  p.lc = tonumber(ARGV[9])
-  measure(tonumber(ARGV[10]))
+  p.pr = tonumber(ARGV[6]) -- parent_remaining
+  local retry = tonumber(ARGV[8]) -- retry_after_ms
+  p.lc = tonumber(ARGV[9]) -- asked
+  measure(tonumber(ARGV[10])) -- measure_ms
   local window = ARGV[11] == '1'
   if units > 0 and expires <= now then
     -- Already past their window (a slow round trip): they lapse here.
@@ -339,6 +222,7 @@ if op == 'add' then
 end
 
 if op == 'fail' then
+  -- ARGV[3] refill, ARGV[4] down_ms
   if p.lk ~= '' and ARGV[3] == refill_id() then
     p.lk = ''
     p.le = 0
@@ -350,13 +234,14 @@ end
 
 if op == 'drain' then
   local idle_ms = tonumber(ARGV[3])
+  local window = ARGV[4] == '1'
   if left() == 0 or now - p.la < idle_ms then
     if lapsed > 0 then save() end
     return answer(false, 0, false, '')
   end
   local units = left()
   local tag = p.a_t
-  if ARGV[4] ~= '1' then
+  if not window then
     -- A bucket's units all leave, by the earlier tag.
     if p.b_u > 0 then tag = earlier_tag(p.a_t, p.b_t) end
   else

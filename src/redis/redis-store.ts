@@ -315,7 +315,7 @@ export class RedisCounterStore implements CounterStore {
    * One operation of `lua/lease_pool.lua` (a region's units of a global budget, src/regions/region-pool.ts),
    * batched with the counter operations of the same turn: `args` after `now`, its reply as `parse` reads it.
    */
-  leasePool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T> {
+  runRegionPool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T> {
     let now: string;
     try {
       now = nowArg(nowMs);

@@ -27,7 +27,7 @@ type Wire<K extends FieldKind> = K extends 'tag' ? string : Parsed<K>;
 
 export type ReplyFields = Readonly<Record<string, FieldKind>>;
 export type ParsedReply<F extends ReplyFields> = { -readonly [N in keyof F]: Parsed<F[N]> };
-export type WireReply<F extends ReplyFields> = { [N in keyof F]: Wire<F[N]> };
+export type WireReply<F extends ReplyFields> = { -readonly [N in keyof F]: Wire<F[N]> };
 
 /** An argument: a number as its decimal string, a flag as '1'/'0', null as '' (none), a string as it is. */
 export type ArgValue = string | number | boolean | null;

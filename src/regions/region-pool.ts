@@ -1,10 +1,27 @@
 import type { StoreMs } from '../counters/counter-store.js';
+import type { ParsedReply } from '../redis/script-protocol.js';
+import { LEASE_POOL } from './lease-pool-protocol.js';
 
 /**
- * The script's reply: `left` the live units, or take's units taken, drain's taken out, refund's taken back; `tag` null for none;
- * `refill` the id of the refill the lock was given for (it names the take), `stale` that of the one whose expired lock this took over.
+ * The script's reply (lease-pool-protocol.ts): `left` the live units, or take's units taken, drain's taken out, refund's taken back;
+ * `tag` null for none; `refill` the id of the refill the lock was given for (it names the take), `lock` whether there is one,
+ * `stale` the id of the refill whose expired lock this took over.
  */
-export type PoolAnswer = ReturnType<typeof parsePoolReply>;
+export type PoolAnswer = ParsedReply<typeof LEASE_POOL.reply> & { storeNow: StoreMs; lock: boolean };
+
+/** A spend of `cost` units, all or nothing, or (`op` take) a take of up to `cost`. */
+export interface PoolSpend {
+  cost: number;
+  lockMs: number;
+  /** This server's id, the refill lock's owner. */
+  token: string;
+  measureMs: number;
+  /** A decision's first look (default): its demand counts once. */
+  fresh?: boolean;
+  op?: 'spend' | 'take';
+  /** The refill this decision waits for, as the last answer said (0, default: none). */
+  waitsFor?: number;
+}
 
 /** The pool's key: beside the counter's keys, in the same hash slot (its `{tag}`). */
 export function poolKey(counterKey: string): string {
@@ -28,13 +45,8 @@ export interface PoolGrant {
 }
 
 /** Where the pool script runs: the region's Redis, or its in-memory port (tests). `args` follow ARGV[1], `now`. */
-export interface LeasePoolScript {
-  leasePool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T>;
-}
-
-/** The script's tags are decimal strings, '' for none (parsePoolReply reads them back). */
-function tagArg(tag: number | null): string {
-  return tag === null ? '' : String(tag);
+export interface RegionPoolScript {
+  runRegionPool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T>;
 }
 
 /**
@@ -43,71 +55,48 @@ function tagArg(tag: number | null): string {
  * same units. `now`: tests only, an explicit time instead of the store's TIME.
  */
 export class RegionPool {
-  constructor(private readonly store: LeasePoolScript, private readonly now?: () => number) {}
+  constructor(private readonly store: RegionPoolScript, private readonly now?: () => number) {}
 
-  /** spend: `cost` units, all or nothing; take: up to `cost`. `fresh`: a decision's first look (its demand counts once). */
-  spend(
-    key: string, cost: number, lockMs: number, token: string, measureMs: number, fresh = true, op: 'spend' | 'take' = 'spend', waitsFor = 0,
-  ): Promise<PoolAnswer> {
-    return this.run(key, [op, String(cost), String(Math.ceil(lockMs)), token, String(measureMs), fresh ? '1' : '0', String(waitsFor)]);
+  /** spend: `cost` units, all or nothing; take: up to `cost`. */
+  spend(key: string, s: PoolSpend): Promise<PoolAnswer> {
+    const args = { cost: s.cost, lockMs: Math.ceil(s.lockMs), token: s.token, measureMs: s.measureMs, fresh: s.fresh ?? true, waitsFor: s.waitsFor ?? 0 };
+    return this.run(key, LEASE_POOL.argv(s.op ?? 'spend', args));
   }
 
   /** Adds a refill's units and releases its lock; `spent` false: refused, its lock was taken over (its take is reclaimed). */
   add(key: string, grant: PoolGrant, refill: string, measureMs: number): Promise<PoolAnswer> {
-    const { units, expiresAt, tag, parentRemaining, retryAfterMs, asked, window } = grant;
-    const args = [String(units), String(Math.floor(expiresAt)), tagArg(tag), String(parentRemaining), refill, String(Math.ceil(retryAfterMs))];
-    return this.run(key, ['add', ...args, String(asked), String(measureMs), window ? '1' : '0']);
+    const { units, parentRemaining, asked, window } = grant;
+    const args = { units, expiresAt: Math.floor(grant.expiresAt), tag: grant.tag, parentRemaining, refill, retryAfterMs: Math.ceil(grant.retryAfterMs), asked, measureMs, window };
+    return this.run(key, LEASE_POOL.argv('add', args));
   }
 
   /** A refill could not reach the parent: releases the lock; for `downMs` decisions that do not fit fail at once. */
   fail(key: string, refill: string, downMs: number): Promise<PoolAnswer> {
-    return this.run(key, ['fail', refill, String(Math.ceil(downMs))]);
+    return this.run(key, LEASE_POOL.argv('fail', { refill, downMs: Math.ceil(downMs) }));
   }
 
   /** Takes every live unit out if none was spent for `idleMs` (0: now); `window`: older windows' units lapse. */
   drain(key: string, idleMs: number, window: boolean): Promise<PoolAnswer> {
-    return this.run(key, ['drain', String(idleMs), window ? '1' : '0']);
+    return this.run(key, LEASE_POOL.argv('drain', { idleMs, window }));
   }
 
   /** A decision's refund; with `below`, a process lease's return into units of that tag only. */
   refund(key: string, units: number, below?: { tag: number | null }): Promise<PoolAnswer> {
-    return this.run(key, ['refund', String(units), below ? tagArg(below.tag) : '', below ? '1' : '0']);
+    return this.run(key, LEASE_POOL.argv('refund', { units, tag: below ? below.tag : null, below: below !== undefined }));
   }
 
   peek(key: string): Promise<PoolAnswer> {
-    return this.run(key, ['peek']);
+    return this.run(key, LEASE_POOL.argv('peek', {}));
   }
 
   private run(key: string, args: string[]): Promise<PoolAnswer> {
-    return this.store.leasePool(key, args, parsePoolReply, this.now?.());
+    return this.store.runRegionPool(key, args, parsePoolReply, this.now?.());
   }
 }
 
-function parsePoolReply(reply: unknown) {
-  if (!Array.isArray(reply) || reply.length < 13 || reply.length > 14) throw new Error(`unexpected lease_pool reply ${JSON.stringify(reply)}`);
-  const n = (i: number) => {
-    const value = Number(reply[i]);
-    if (!Number.isFinite(value)) throw new Error(`unexpected number ${JSON.stringify(reply[i])} in lease_pool reply`);
-    return value;
-  };
-  // Field by field into one literal: this runs once per decision, and a spread or a destructured slice is slow here (BENCHMARKS.md, scenario 13).
-  // reply[3]: the id of the refill the lock was given for, or 0.
-  const refill = typeof reply[3] === 'string' ? (reply[3] as string) : undefined;
-  return {
-    spent: n(0) === 1,
-    left: n(1),
-    retryAfterMs: n(2),
-    lock: refill !== undefined,
-    recent: n(4),
-    parentRemaining: n(5),
-    lapsed: n(6),
-    down: n(7) === 1,
-    resetAfterMs: n(8),
-    tag: reply[9] === '' || reply[9] == null ? null : n(9),
-    storeNow: n(10) as StoreMs,
-    waiting: n(11),
-    waitsFor: n(12),
-    refill,
-    stale: typeof reply[13] === 'string' ? (reply[13] as string) : undefined,
-  };
+/** One parse per decision: the protocol's object, and `lock` always set after it, so every answer has one shape (BENCHMARKS.md, scenario 13). */
+function parsePoolReply(reply: unknown): PoolAnswer {
+  const answer = LEASE_POOL.parse(reply) as PoolAnswer;
+  answer.lock = answer.refill !== undefined;
+  return answer;
 }

@@ -18,7 +18,7 @@ import type { LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from 
 
 /**
  * The counter store of a server in a region (docs/distribution.md "How it works"): a `budget: "global"`
- * counter's units are leased into a pool in the region's store (lua/lease_pool.lua), which the region's
+ * counter's units are taken into a pool in the region's store (lua/lease_pool.lua), which the region's
  * servers spend from, refill and let go together. Injected stores and clock: the simulation runs this code.
  */
 export interface RegionStoreOptions<Regional extends RegionSideStore = RedisCounterStore> {
@@ -235,7 +235,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     let waitingSince: LocalMs | undefined;
     let waitsFor = 0;
     for (;;) {
-      const answer = await this.pool.spend(key, cost, lockMs, this.token, maxHoldMs, waitingSince === undefined, op, waitsFor);
+      const answer = await this.pool.spend(key, { cost, lockMs, token: this.token, measureMs: maxHoldMs, fresh: waitingSince === undefined, op, waitsFor });
       // With the store's clock it read, per answer, not per server: a regional Redis Cluster's pools live on nodes whose clocks differ.
       const arrivedAt = this.clock.now();
       const counter = this.track(key, keys, spec);

@@ -1,7 +1,7 @@
 /**
  * Parity is proven, not hoped (as test/counters/parity.property.test.ts does for the counter scripts):
  * random sequences of region-pool operations at explicit instants run through lua/lease_pool.lua on a
- * real Redis and through its in-memory port (MemoryLeasePool), both behind the same RegionPool. Every
+ * real Redis and through its in-memory port (MemoryRegionPool), both behind the same RegionPool. Every
  * answer must be identical, and after each operation the stored state too: the hash's fields, and
  * whether the operation (re)set the key's expiry, and to when.
  *
@@ -15,7 +15,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import type { RedisCounterStore } from '../../src/redis/redis-store.js';
-import { MemoryLeasePool } from './support/memory-region-pool.js';
+import { MemoryRegionPool } from './support/memory-region-pool.js';
 import { poolKey, RegionPool, type PoolAnswer } from '../../src/regions/region-pool.js';
 import { T0, connectRedisStore, getSuiteRedis } from '../support/counter-stores.js';
 import { randomPrefix } from '../support/redis.js';
@@ -124,7 +124,7 @@ function apply(pool: RegionPool, key: string, s: Step, now: number, refills: Ref
   switch (s.op) {
     case 'spend':
     case 'take':
-      return pool.spend(key, s.cost, s.lockMs, s.token, s.measureMs, s.fresh, s.op, s.waitsFor);
+      return pool.spend(key, s);
     case 'add':
       return pool.add(
         key,
@@ -152,7 +152,7 @@ function describeStep(i: number, s: Step, now: number): string {
 // Replay against both
 // ---------------------------------------------------------------------------------------------------
 
-describe('parity: lua/lease_pool.lua ≡ MemoryLeasePool (fast-check)', function () {
+describe('parity: lua/lease_pool.lua ≡ MemoryRegionPool (fast-check)', function () {
   this.timeout(120_000);
   let store: RedisCounterStore;
   let admin: Redis;
@@ -178,7 +178,7 @@ describe('parity: lua/lease_pool.lua ≡ MemoryLeasePool (fast-check)', function
   /** The script on Redis and the port, each behind a RegionPool, at the instants of `clock`; two fresh pool keys. */
   function bothPools() {
     const clock = { now: T0 };
-    const memory = new MemoryLeasePool(() => clock.now);
+    const memory = new MemoryRegionPool(() => clock.now);
     const prefix = randomPrefix();
     return {
       clock,

@@ -6,7 +6,7 @@ import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { connectRedisCounterStore, type RedisCounterStore } from '../../src/redis/redis-store.js';
 import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../../src/errors.js';
 import { LeaseHolder } from '../../src/lease/lease-holder.js';
-import { MemoryLeasePool } from './support/memory-region-pool.js';
+import { MemoryRegionPool } from './support/memory-region-pool.js';
 import { flush, TestClock } from '../lease/support/test-clock.js';
 import { ProcessUnitPool } from '../../src/lease/process-pool.js';
 import { poolKey, RegionPool } from '../../src/regions/region-pool.js';
@@ -517,7 +517,7 @@ describe('RegionCounterStore rules (in memory)', () => {
     /** The units each take from the global counter asked for, in order. */
     const takes = () => toGlobal.callsOf('take').map((args) => args[2] as number);
     const counts: Counts = { refills: 0, waits: 0, returned: 0, lapsed: 0 };
-    const pool = new RegionPool(new MemoryLeasePool(() => clock.now));
+    const pool = new RegionPool(new MemoryRegionPool(() => clock.now));
     const store = new RegionCounterStore<MemoryCounterStore>({
       regional,
       pool,
@@ -593,7 +593,7 @@ describe('RegionCounterStore rules (in memory)', () => {
     const serverOf = (region: string) =>
       new RegionCounterStore<MemoryCounterStore>({
         regional: new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 }),
-        pool: new RegionPool(new MemoryLeasePool(() => clock.now)),
+        pool: new RegionPool(new MemoryRegionPool(() => clock.now)),
         global,
         globalTimeoutMs: 1000,
         regionalTimeoutMs: 500,
@@ -787,7 +787,7 @@ describe('RegionCounterStore: a refill whose lock was taken over (in memory)', (
     const clock = new TestClock(T0);
     const leaseClock = clock.clockFor();
     const global = new MemoryCounterStore({ now: () => clock.now, sweepIntervalMs: 0 });
-    const pool = new RegionPool(new MemoryLeasePool(() => clock.now));
+    const pool = new RegionPool(new MemoryRegionPool(() => clock.now));
     const counts = { returned: 0, lapsed: {} as Record<string, number> };
     const events: LeaseEvents = {
       returned: (units) => (counts.returned += units),
@@ -978,7 +978,7 @@ describe('RegionCounterStore waits and refusals (in memory, a test clock)', () =
     const leaseClock = clock.clockFor();
     const global = new MemoryCounterStore({ now: leaseClock.now, sweepIntervalMs: 0 });
     const toGlobal = gate(global);
-    const pool = new RegionPool(new MemoryLeasePool(leaseClock.now));
+    const pool = new RegionPool(new MemoryRegionPool(leaseClock.now));
     const [a, b] = [0, 1].map(
       () =>
         new RegionCounterStore<MemoryCounterStore>({

@@ -6,7 +6,7 @@
  *   identical to (test/counters/parity.property.test.ts). Its clock is the reference time.
  * - Each region is served by several servers, each a real RegionCounterStore (refill lock, chunk rule,
  *   waiting decisions, expiry from clock samples, idle sweep, policy-change drain); the servers of a
- *   region share ONE pool, MemoryLeasePool (the port of lua/lease_pool.lua, proven identical to it by
+ *   region share ONE pool, MemoryRegionPool (the port of lua/lease_pool.lua, proven identical to it by
  *   test/regions/region-pool-parity.property.test.ts), on the region store's own clock.
  * - Below them, each server's ProcessLeases (LeaseHolder, ProcessUnitPool, storeParent), whose parent
  *   is its RegionCounterStore, as production wires a `lease` on a global budget.
@@ -47,7 +47,7 @@ import type { CounterResult } from '../../src/counters/counter-store.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import type { CompiledPolicy } from '../../src/matching/matcher.js';
 import { leaseShapeOf } from '../../src/policy/lease-terms.js';
-import { MemoryLeasePool } from './support/memory-region-pool.js';
+import { MemoryRegionPool } from './support/memory-region-pool.js';
 import { ProcessLeases, type LendingStore } from '../../src/lease/process-leases.js';
 import { RegionPool, type RegionPoolStore } from '../../src/regions/region-pool.js';
 import { RegionCounterStore } from '../../src/regions/region-store.js';
@@ -328,7 +328,7 @@ class Simulation {
     };
     for (let r = 0; r < config.regions; r++) {
       const offset = config.storeOffsets[r % config.storeOffsets.length];
-      const pool = new RegionPool(new MemoryLeasePool(() => this.world.now + offset));
+      const pool = new RegionPool(new MemoryRegionPool(() => this.world.now + offset));
       this.regions.push({
         pool: this.observed(pool, r),
         counters: new MemoryCounterStore({ now: () => this.world.now + offset, sweepIntervalMs: 0 }),
@@ -348,7 +348,7 @@ class Simulation {
     return {
       spend: async (...call: Parameters<RegionPoolStore['spend']>) => {
         const answer = await pool.spend(...call);
-        const [, cost, , , , , op] = call;
+        const [, { cost, op }] = call;
         if (op !== 'take' && answer.spent) this.admit(cost, r);
         return answer;
       },

@@ -1,4 +1,9 @@
-import type { LeasePoolScript } from '../../../src/regions/region-pool.js';
+import type { WireReply } from '../../../src/redis/script-protocol.js';
+import { LEASE_POOL } from '../../../src/regions/lease-pool-protocol.js';
+import type { RegionPoolScript } from '../../../src/regions/region-pool.js';
+
+/** The script's reply by name, as it builds it (lease-pool-protocol.ts). */
+type PoolReply = WireReply<typeof LEASE_POOL.reply>;
 
 /**
  * The in-memory port of `lua/lease_pool.lua`: region pools kept in this process, on a clock of their own
@@ -57,15 +62,15 @@ function earlierTag(x: string, y: string): string {
   return Number(y) < Number(x) ? y : x;
 }
 
-export class MemoryLeasePool implements LeasePoolScript {
+export class MemoryRegionPool implements RegionPoolScript {
   private readonly pools = new Map<string, StoredPool>();
 
   /** `clock`: this store's clock in epoch ms (what the script's TIME reads). */
   constructor(private readonly clock: () => number) {}
 
-  leasePool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T> {
+  runRegionPool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T> {
     try {
-      return Promise.resolve(parse(this.run(key, nowMs ?? this.clock(), args)));
+      return Promise.resolve(parse(LEASE_POOL.encodeReply(this.run(key, nowMs ?? this.clock(), args))));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -77,262 +82,313 @@ export class MemoryLeasePool implements LeasePoolScript {
     return pool && { fields: { ...pool.fields }, expireAt: pool.expireAt };
   }
 
-  /** One run of the script at `now`: `argv` is its ARGV from ARGV[2] (the operation) on. */
-  run(key: string, now: number, argv: readonly string[]): unknown[] {
-    // The script's ARGV[i] (ARGV[1] is `now`).
-    const arg = (i: number): string | undefined => argv[i - 2];
-    const num = (i: number): number => Number(arg(i));
-    const op = arg(2);
-
+  /** One run of the script at `now`: `argv` is its ARGV from ARGV[2] (the operation) on, read by the protocol's names. */
+  run(key: string, now: number, argv: readonly string[]): PoolReply {
+    const op = argv[0];
     let held = this.pools.get(key);
     // An expired key is gone, as in Redis (a key lives up to and including its expiry instant).
     if (held !== undefined && now > held.expireAt) {
       this.pools.delete(key);
       held = undefined;
     }
-    const freshPool = held === undefined;
-    const stored: PoolFields = held
+    const names: readonly string[] = (LEASE_POOL.operations as Record<string, readonly string[]>)[op] ?? [];
+    const args: Args = {};
+    names.forEach((name, i) => (args[name] = argv[i + 1]));
+    const run = new PoolRun(now, held, (pool) => this.pools.set(key, pool));
+    switch (op) {
+      case 'spend':
+      case 'take':
+        return run.spend(op, args);
+      case 'add':
+        return run.add(args);
+      case 'fail':
+        return run.fail(args);
+      case 'drain':
+        return run.drain(args);
+      case 'refund':
+        return run.refund(args);
+      case 'peek':
+        return run.peek();
+    }
+    throw new Error(`ERR rl lease_pool: unknown operation ${String(op)}`);
+  }
+}
+
+/** An operation's arguments by name (lease-pool-protocol.ts), as the script's ARGV strings; absent: undefined. */
+type Args = Record<string, string | undefined>;
+const num = (value: string | undefined): number => Number(value);
+
+/** One run of the script: the pool as read (expired generations lapsed), its helpers, and one method per operation, in the script's steps. */
+class PoolRun {
+  private readonly stored: PoolFields;
+  private readonly p: PoolFields;
+  private readonly freshPool: boolean;
+  private lapsed = 0;
+
+  constructor(private readonly now: number, private readonly held: StoredPool | undefined, private readonly write: (pool: StoredPool) => void) {
+    this.freshPool = held === undefined;
+    this.stored = held
       ? { ...held.fields }
       : { a_u: 0, a_e: 0, a_t: '', a_s: 0, b_u: 0, b_e: 0, b_t: '', b_s: 0, lk: '', le: 0, pr: -1, lc: 0, du: 0, dd: 0, rw: now, rs: 0, rp: 0, la: now, ln: 0, an: 0, wd: 0, lw: 0, sh: 0, su: 0 };
-    const p: PoolFields = { ...stored };
-
-    let lapsed = 0;
-    const units = (g: Generation) => p[`${g}_u` as const];
-
-    const lapse = (g: Generation): void => {
-      lapsed = lapsed + units(g);
-      p[`${g}_u` as const] = 0;
-    };
-
-    const settle = (): void => {
-      if (p.a_u === 0 && p.b_u > 0) {
-        [p.a_u, p.a_e, p.a_t, p.a_s, p.b_u, p.b_s] = [p.b_u, p.b_e, p.b_t, p.b_s, 0, 0];
-      }
-    };
-
+    this.p = { ...this.stored };
     for (const g of GENERATIONS) {
-      if (units(g) > 0 && p[`${g}_e` as const] <= now) lapse(g);
+      if (this.units(g) > 0 && this.p[`${g}_e` as const] <= now) this.lapse(g);
     }
-    settle();
+    this.settle();
+  }
 
-    const measure = (period: number): void => {
-      if (now - p.rw >= period) {
-        if (now - p.rw >= 2 * period) p.rp = 0;
-        else p.rp = p.rs;
-        p.rs = 0;
-        p.rw = now;
+  private units(g: Generation): number {
+    return this.p[`${g}_u` as const];
+  }
+
+  private lapse(g: Generation): void {
+    this.lapsed = this.lapsed + this.units(g);
+    this.p[`${g}_u` as const] = 0;
+  }
+
+  private settle(): void {
+    const p = this.p;
+    if (p.a_u === 0 && p.b_u > 0) {
+      [p.a_u, p.a_e, p.a_t, p.a_s, p.b_u, p.b_s] = [p.b_u, p.b_e, p.b_t, p.b_s, 0, 0];
+    }
+  }
+
+  private measure(period: number): void {
+    const p = this.p;
+    if (this.now - p.rw >= period) {
+      if (this.now - p.rw >= 2 * period) p.rp = 0;
+      else p.rp = p.rs;
+      p.rs = 0;
+      p.rw = this.now;
+    }
+  }
+
+  private left(): number {
+    return this.p.a_u + this.p.b_u;
+  }
+
+  private resetAfter(): number {
+    const p = this.p;
+    let e = 0;
+    if (p.a_u > 0) e = p.a_e;
+    if (p.b_u > 0 && p.b_e > e) e = p.b_e;
+    if (e === 0) return 0;
+    return e - this.now;
+  }
+
+  private save(refresh = false): void {
+    const now = this.now;
+    const changed = this.freshPool || POOL_FIELDS.some((f) => this.p[f] !== this.stored[f]);
+    const expires = refresh || this.freshPool;
+    if (!changed && !expires) return;
+    const expireAt = expires ? now + Math.max(1, Math.ceil(now + this.resetAfter() + POOL_TTL_MS - now)) : this.held!.expireAt;
+    this.write({ fields: { ...this.p }, expireAt });
+  }
+
+  private newestTag(): string {
+    if (this.p.b_u > 0) return this.p.b_t;
+    if (this.p.a_u > 0) return this.p.a_t;
+    return '';
+  }
+
+  private refillId(): string {
+    return `${this.p.lk}:${this.p.ln}:${this.p.le}`;
+  }
+
+  private answer(spent: boolean, retry: number, lock: string | false, tag?: string): PoolReply {
+    const p = this.p;
+    let recent = p.rs;
+    if (p.rp > recent) recent = p.rp;
+    return {
+      spent, left: this.left(), retryAfterMs: retry, refill: lock || undefined, recent, parentRemaining: p.pr, lapsed: this.lapsed, down: p.dd > this.now,
+      resetAfterMs: this.resetAfter(), tag: tag ?? this.newestTag(), storeNow: this.now, waiting: p.wd, waitsFor: 0, stale: undefined,
+    };
+  }
+
+  spend(op: 'spend' | 'take', args: Args): PoolReply {
+    const { p, now } = this;
+    const cost = num(args.cost);
+    this.measure(num(args.measureMs));
+    let taken = 0;
+    if (op === 'take') taken = Math.min(cost, this.left());
+    else if (cost <= this.left()) taken = cost;
+    const tag = p.a_t;
+    let expires = p.a_e;
+    if (taken > 0) {
+      const fromA = Math.min(taken, p.a_u);
+      p.a_u = p.a_u - fromA;
+      p.b_u = p.b_u - (taken - fromA);
+      p.a_s = p.a_s + fromA;
+      p.b_s = p.b_s + (taken - fromA);
+      if (taken > fromA) expires = Math.min(expires, p.b_e);
+      this.settle();
+      p.la = now;
+    }
+    if (taken > 0 || args.fresh === '1') p.rs = p.rs + cost;
+    let retry = 0;
+    if (p.du > now) retry = p.du - now;
+    let waitsFor = 0;
+    if (taken === 0 && retry === 0 && p.dd <= now) {
+      waitsFor = num(args.waitsFor);
+      const needs = op === 'take' ? 1 : cost;
+      if (waitsFor > 0 && waitsFor <= p.an && (p.sh === 1 || (p.pr >= 0 && p.pr < needs))) {
+        retry = Math.max(1, p.su - now);
+        waitsFor = 0;
+      } else if (waitsFor <= p.an) {
+        p.wd = p.wd + needs;
+        waitsFor = p.ln + 1;
       }
-    };
-
-    const left = (): number => p.a_u + p.b_u;
-
-    const resetAfter = (): number => {
-      let e = 0;
-      if (p.a_u > 0) e = p.a_e;
-      if (p.b_u > 0 && p.b_e > e) e = p.b_e;
-      if (e === 0) return 0;
-      return e - now;
-    };
-
-    const save = (refresh = false): void => {
-      const changed = freshPool || POOL_FIELDS.some((f) => p[f] !== stored[f]);
-      const expires = refresh || freshPool;
-      if (!changed && !expires) return;
-      const expireAt = expires ? now + Math.max(1, Math.ceil(now + resetAfter() + POOL_TTL_MS - now)) : held!.expireAt;
-      this.pools.set(key, { fields: { ...p }, expireAt });
-    };
-
-    const newestTag = (): string => {
-      if (p.b_u > 0) return p.b_t;
-      if (p.a_u > 0) return p.a_t;
-      return '';
-    };
-
-    const refillId = (): string => `${p.lk}:${p.ln}:${p.le}`;
-
-    const answer = (spent: boolean, retry: number, lock: string | false, tag?: string): unknown[] => {
-      let recent = p.rs;
-      if (p.rp > recent) recent = p.rp;
-      const down = p.dd > now ? 1 : 0;
-      return [spent ? 1 : 0, left(), retry, lock || 0, recent, p.pr, lapsed, down, resetAfter(), tag ?? newestTag(), now, p.wd, 0];
-    };
-
-    if (op === 'spend' || op === 'take') {
-      const cost = num(3);
-      const lockMs = num(4);
-      const token = arg(5)!;
-      measure(num(6));
-      let taken = 0;
-      if (op === 'take') taken = Math.min(cost, left());
-      else if (cost <= left()) taken = cost;
-      const tag = p.a_t;
-      let expires = p.a_e;
+    }
+    const { lock, stale } = this.lockForRefill(taken < cost, retry, args);
+    const waiting = p.wd;
+    if (lock) {
+      p.ln = p.ln + 1;
+      p.lw = p.wd;
+      p.wd = 0;
+    }
+    this.save();
+    const reply = this.answer(taken > 0, retry, lock && this.refillId());
+    reply.waiting = waiting;
+    reply.waitsFor = waitsFor;
+    reply.stale = stale;
+    if (op === 'take') {
+      reply.left = taken;
       if (taken > 0) {
-        const fromA = Math.min(taken, p.a_u);
-        p.a_u = p.a_u - fromA;
-        p.b_u = p.b_u - (taken - fromA);
-        p.a_s = p.a_s + fromA;
-        p.b_s = p.b_s + (taken - fromA);
-        if (taken > fromA) expires = Math.min(expires, p.b_e);
-        settle();
-        p.la = now;
+        reply.resetAfterMs = expires - now;
+        reply.tag = tag;
       }
-      if (taken > 0 || arg(7) === '1') p.rs = p.rs + cost;
-      let retry = 0;
-      if (p.du > now) retry = p.du - now;
-      let waitsFor = 0;
-      if (taken === 0 && retry === 0 && p.dd <= now) {
-        waitsFor = num(8);
-        const needs = op === 'take' ? 1 : cost;
-        if (waitsFor > 0 && waitsFor <= p.an && (p.sh === 1 || (p.pr >= 0 && p.pr < needs))) {
-          retry = Math.max(1, p.su - now);
-          waitsFor = 0;
-        } else if (waitsFor <= p.an) {
-          p.wd = p.wd + needs;
-          waitsFor = p.ln + 1;
-        }
-      }
-      let lock = false;
-      let stale: string | undefined;
-      if ((taken < cost || left() * 2 <= p.lc) && retry === 0 && p.dd <= now && (p.lk === '' || p.le <= now)) {
-        if (p.lk !== '') stale = refillId();
-        p.lk = token;
-        p.le = now + lockMs;
-        lock = true;
-      }
-      const waiting = p.wd;
-      if (lock) {
-        p.ln = p.ln + 1;
-        p.lw = p.wd;
-        p.wd = 0;
-      }
-      save();
-      const reply = answer(taken > 0, retry, lock && refillId());
-      reply[11] = waiting;
-      reply[12] = waitsFor;
-      if (stale !== undefined) reply[13] = stale;
-      if (op === 'take') {
-        reply[1] = taken;
-        if (taken > 0) {
-          reply[8] = expires - now;
-          reply[9] = tag;
-        }
-      }
-      return reply;
     }
+    return reply;
+  }
 
-    if (op === 'add' && (p.lk === '' || arg(7) !== refillId())) {
-      if (lapsed > 0) save();
-      return answer(false, 0, false);
+  /** Refill ahead once half the last chunk is spent, or now for a demand that does not fit: the lock, and the expired refill it takes over. */
+  private lockForRefill(short: boolean, retry: number, args: Args): { lock: boolean; stale: string | undefined } {
+    const { p, now } = this;
+    let stale: string | undefined;
+    if (!((short || this.left() * 2 <= p.lc) && retry === 0 && p.dd <= now && (p.lk === '' || p.le <= now))) return { lock: false, stale };
+    if (p.lk !== '') stale = this.refillId();
+    p.lk = args.token!;
+    p.le = now + num(args.lockMs);
+    return { lock: true, stale };
+  }
+
+  add(args: Args): PoolReply {
+    const { p, now } = this;
+    if (p.lk === '' || args.refill !== this.refillId()) {
+      if (this.lapsed > 0) this.save();
+      return this.answer(false, 0, false);
     }
+    const added = num(args.units);
+    const expires = num(args.expiresAt);
+    const tag = args.tag!;
+    p.pr = num(args.parentRemaining);
+    const retry = num(args.retryAfterMs);
+    p.lc = num(args.asked);
+    this.measure(num(args.measureMs));
+    const window = args.window === '1';
+    if (added > 0 && expires <= now) {
+      this.lapsed = this.lapsed + added;
+    } else if (added > 0) {
+      this.addGeneration(added, expires, tag, window);
+      p.du = 0;
+    } else if (added <= 0) {
+      p.du = now + Math.max(1, retry);
+    }
+    p.su = retry > 0 ? now + retry : 0;
+    p.dd = 0;
+    p.an = p.ln;
+    p.sh = added < p.lw ? 1 : 0;
+    p.lk = '';
+    p.le = 0;
+    this.save(true);
+    return this.answer(true, 0, false);
+  }
 
-    if (op === 'add') {
-      const added = num(3);
-      const expires = num(4);
-      const tag = arg(5)!;
-      p.pr = num(6);
-      const retry = num(8);
-      p.lc = num(9);
-      measure(num(10));
-      const window = arg(11) === '1';
-      if (added > 0 && expires <= now) {
-        lapsed = lapsed + added;
-      } else if (added > 0) {
-        if (window && tag !== '') {
-          for (const g of GENERATIONS) {
-            if (units(g) > 0 && p[`${g}_t` as const] !== tag) lapse(g);
-          }
-          settle();
-        }
-        if (p.a_u === 0) {
-          [p.a_u, p.a_e, p.a_t, p.a_s] = [added, expires, tag, 0];
-        } else {
-          if (p.b_u > 0) {
-            p.a_u = p.a_u + p.b_u;
-            p.a_e = Math.min(p.a_e, p.b_e);
-            p.a_s = p.a_s + p.b_s;
-            if (!window) p.a_t = earlierTag(p.a_t, p.b_t);
-          }
-          [p.b_u, p.b_e, p.b_t, p.b_s] = [added, expires, tag, 0];
-        }
-        p.du = 0;
-      } else if (added <= 0) {
-        p.du = now + Math.max(1, retry);
+  /** A refill's units as the newest generation; of a window, older windows' lapse; two generations at most. */
+  private addGeneration(added: number, expires: number, tag: string, window: boolean): void {
+    const p = this.p;
+    if (window && tag !== '') {
+      for (const g of GENERATIONS) {
+        if (this.units(g) > 0 && p[`${g}_t` as const] !== tag) this.lapse(g);
       }
-      p.su = retry > 0 ? now + retry : 0;
-      p.dd = 0;
-      p.an = p.ln;
-      p.sh = added < p.lw ? 1 : 0;
+      this.settle();
+    }
+    if (p.a_u === 0) {
+      [p.a_u, p.a_e, p.a_t, p.a_s] = [added, expires, tag, 0];
+      return;
+    }
+    if (p.b_u > 0) {
+      p.a_u = p.a_u + p.b_u;
+      p.a_e = Math.min(p.a_e, p.b_e);
+      p.a_s = p.a_s + p.b_s;
+      if (!window) p.a_t = earlierTag(p.a_t, p.b_t);
+    }
+    [p.b_u, p.b_e, p.b_t, p.b_s] = [added, expires, tag, 0];
+  }
+
+  fail(args: Args): PoolReply {
+    const p = this.p;
+    if (p.lk !== '' && args.refill === this.refillId()) {
       p.lk = '';
       p.le = 0;
-      save(true);
-      return answer(true, 0, false);
     }
+    p.dd = this.now + num(args.downMs);
+    this.save();
+    return this.answer(false, 0, false);
+  }
 
-    if (op === 'fail') {
-      if (p.lk !== '' && arg(3) === refillId()) {
-        p.lk = '';
-        p.le = 0;
-      }
-      p.dd = now + num(4);
-      save();
-      return answer(false, 0, false);
+  drain(args: Args): PoolReply {
+    const p = this.p;
+    if (this.left() === 0 || this.now - p.la < num(args.idleMs)) {
+      if (this.lapsed > 0) this.save();
+      return this.answer(false, 0, false, '');
     }
-
-    if (op === 'drain') {
-      const idleMs = num(3);
-      if (left() === 0 || now - p.la < idleMs) {
-        if (lapsed > 0) save();
-        return answer(false, 0, false, '');
+    let out = this.left();
+    let tag = p.a_t;
+    if (args.window !== '1') {
+      if (p.b_u > 0) tag = earlierTag(p.a_t, p.b_t);
+    } else {
+      if (p.b_u > 0) tag = p.b_t;
+      if (p.b_u > 0 && p.a_u > 0 && p.a_t !== p.b_t) {
+        this.lapsed = this.lapsed + p.a_u;
+        out = p.b_u;
       }
-      let out = left();
-      let tag = p.a_t;
-      if (arg(4) !== '1') {
-        if (p.b_u > 0) tag = earlierTag(p.a_t, p.b_t);
-      } else {
-        if (p.b_u > 0) tag = p.b_t;
-        if (p.b_u > 0 && p.a_u > 0 && p.a_t !== p.b_t) {
-          lapsed = lapsed + p.a_u;
-          out = p.b_u;
-        }
-      }
-      p.a_u = 0;
-      p.b_u = 0;
-      save();
-      const reply = answer(true, 0, false, tag);
-      reply[1] = out;
-      return reply;
     }
+    p.a_u = 0;
+    p.b_u = 0;
+    this.save();
+    const reply = this.answer(true, 0, false, tag);
+    reply.left = out;
+    return reply;
+  }
 
-    if (op === 'refund') {
-      let back = num(3);
-      const tag = arg(4) ?? '';
-      const below = arg(5) === '1';
-      if (!below) back = Math.min(back, p.rs);
-      let into: Generation | undefined;
-      for (const g of GENERATIONS) {
-        if (into === undefined && p[`${g}_e` as const] > now && p[`${g}_s` as const] > 0 && (!below || p[`${g}_t` as const] === tag)) into = g;
-      }
-      if (into === undefined) {
-        back = 0;
-      } else {
-        back = Math.min(back, p[`${into}_s` as const]);
-        p[`${into}_u` as const] = p[`${into}_u` as const] + back;
-        p[`${into}_s` as const] = p[`${into}_s` as const] - back;
-        settle();
-      }
-      if (!below) p.rs = p.rs - back;
-      save();
-      const reply = answer(true, 0, false);
-      reply[1] = back;
-      return reply;
+  refund(args: Args): PoolReply {
+    const { p, now } = this;
+    let back = num(args.units);
+    const tag = args.tag ?? '';
+    const below = args.below === '1';
+    if (!below) back = Math.min(back, p.rs);
+    let into: Generation | undefined;
+    for (const g of GENERATIONS) {
+      if (into === undefined && p[`${g}_e` as const] > now && p[`${g}_s` as const] > 0 && (!below || p[`${g}_t` as const] === tag)) into = g;
     }
-
-    if (op === 'peek') {
-      if (lapsed > 0) save();
-      return answer(false, 0, false);
+    if (into === undefined) {
+      back = 0;
+    } else {
+      back = Math.min(back, p[`${into}_s` as const]);
+      p[`${into}_u` as const] = p[`${into}_u` as const] + back;
+      p[`${into}_s` as const] = p[`${into}_s` as const] - back;
+      this.settle();
     }
+    if (!below) p.rs = p.rs - back;
+    this.save();
+    const reply = this.answer(true, 0, false);
+    reply.left = back;
+    return reply;
+  }
 
-    throw new Error(`ERR rl lease_pool: unknown operation ${String(op)}`);
+  peek(): PoolReply {
+    if (this.lapsed > 0) this.save();
+    return this.answer(false, 0, false);
   }
 }
