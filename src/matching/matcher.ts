@@ -7,7 +7,7 @@ import { compile, type Draft } from './compile.js';
 import { sharing, SHARING_MAX, type Sharing } from './sharing.js';
 import { WinnerOrder } from './winner-order.js';
 import { PolicyIndex } from './policy-index.js';
-import { matchLayer, scratch } from './scan.js';
+import { matchLayer, scanState } from './scan.js';
 
 export { DEFAULT_LAYER } from './layer-index.js';
 export type { CompiledPolicy, LayerMatch, MatchResult, PolicyFamily, PolicyMatch, SkippedPolicy, Wildcard } from './compiled-policy.js';
@@ -55,6 +55,7 @@ export class Matcher {
   /** Specs and wildcard lists many policies share, kept so that later changes share them too. */
   private readonly common: Sharing;
   readonly stats: MatcherStats;
+  private readonly scratch = scanState();
 
   private constructor(
     index: PolicyIndex,
@@ -186,8 +187,8 @@ export class Matcher {
       const canonical = canonicalMethod(method);
       if (canonical !== method) ctx.method = canonical;
     }
-    // One scratch state, reset per layer: matching is synchronous and never re-entered.
-    const state = scratch;
+    // This matcher's scratch, reset per layer: matching is synchronous and never re-entered.
+    const state = this.scratch;
     state.regexBudget.reset(); // one regex budget for all match_expr evaluations of this decision
     const layers = this.index.layers.list;
     let first: MatchResult | undefined;
