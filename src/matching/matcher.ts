@@ -30,6 +30,9 @@ export { identityOf, outsideRollout, rolloutBucket, scopeMatches, wildcardValue,
  * Layers: each policy belongs to one layer (`layer`, default "default"), and each layer is an index of
  * its own that chooses its own winners; policies of different layers never compete. A one-layer set
  * is one index, matched as before.
+ *
+ * This file ties the jobs together: compile.ts (a policy into its compiled form), sharing.ts (shared
+ * objects and caches), policy-index.ts (buckets), winner-order.ts (ranks), scan.ts (matching a request).
  */
 
 /** What building and changing a matcher has cost, counted (tests bound work by these, not by time). */
