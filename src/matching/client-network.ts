@@ -16,13 +16,12 @@ import { DEFAULT_SOURCE_IP_PREFIX, type SourceIpPrefix } from '../schema/policy.
  * the string it was given.
  */
 
-/** Scratch for the IPv6 parser (synchronous, so one per process is enough). */
-const words = new Uint16Array(8);
-
 export class ClientNetwork {
   private readonly mask4: number;
   /** Per 16-bit word of an IPv6 address, the bits the /v6 prefix keeps. */
   private readonly mask6: Uint16Array;
+  /** Scratch for the IPv6 parser (synchronous: one per network is enough; there are a few networks). */
+  private readonly words = new Uint16Array(8);
 
   constructor(
     readonly v4: number,
@@ -38,6 +37,7 @@ export class ClientNetwork {
 
   /** The identity `source_ip` counts by (see the file comment). */
   identityOf(value: string): string {
+    const words = this.words;
     const v4 = parseIPv4(value, 0, value.length);
     if (v4 >= 0) return this.v4 === 32 ? value : this.ipv4Identity(v4);
     if (value.indexOf(':') < 0 || !parseIPv6(value, words)) return value;

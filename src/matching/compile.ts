@@ -26,8 +26,37 @@ const FIELD_POSITION = new Map<string, number>(SCOPE_FIELDS.map((field, at) => [
 const SOURCE_IP = 1 << FIELD_POSITION.get('source_ip')!;
 const METHOD = FIELD_POSITION.get('method')!;
 
-/** compile's scratch: the scope's value of each field present, by position (compiling is synchronous). */
-const fieldValues: string[] = SCOPE_FIELDS.map(() => '');
+/**
+ * The scope's own fields, in SCOPE_FIELDS order (the order checks and index slots follow): the exact
+ * ones as [field, value, ...] (method in its canonical form), the `*` ones as a mask of positions, and
+ * their specificity points. Walks the scope's keys rather than asking it for each of the twenty names.
+ */
+function fieldsOf(scope: NonNullable<Policy['scope']>): { exactFields: string[]; wildMask: number; points: number } {
+  let present = 0;
+  for (const key in scope) {
+    const at = FIELD_POSITION.get(key);
+    if (at === undefined) continue;
+    const value = scope[key as ScopeField];
+    if (value === undefined || value === '') continue;
+    present |= 1 << at;
+  }
+  const exactFields: string[] = [];
+  let wildMask = 0;
+  let points = 0;
+  for (let bits = present; bits !== 0; bits &= bits - 1) {
+    const at = 31 - Math.clz32(bits & -bits);
+    const field = SCOPE_FIELDS[at];
+    const value = at === METHOD ? canonicalMethod(scope[field]!) : scope[field]!;
+    if (value === '*') {
+      wildMask |= 1 << at;
+      points += 1;
+    } else {
+      exactFields.push(field, value);
+      points += 2;
+    }
+  }
+  return { exactFields, wildMask, points };
+}
 
 /** The wildcards of the `*` fields in `mask` and the `*` tags `tagKeys`, sorted by identity name. */
 function wildcardsOf(mask: number, tagKeys: readonly string[] | undefined, sourceIpPrefix: Policy['source_ip_prefix']): Wildcard[] {
@@ -64,30 +93,8 @@ export function compile(policy: Policy, shared: Sharing): Draft | { reason: stri
     matchExpr = compiled.evaluate;
   }
   const scope = policy.scope ?? {};
-  // The scope's own fields, by position in SCOPE_FIELDS (the order checks and index slots follow),
-  // without asking the scope for each of the twenty field names.
-  let present = 0;
-  for (const key in scope) {
-    const at = FIELD_POSITION.get(key);
-    if (at === undefined) continue;
-    const value = scope[key as ScopeField];
-    if (value === undefined || value === '') continue;
-    present |= 1 << at;
-    fieldValues[at] = at === METHOD ? canonicalMethod(value) : value;
-  }
-  const exactFields: string[] = [];
-  let wildMask = 0;
-  let specificity = matchExpr ? 1 : 0;
-  for (let bits = present; bits !== 0; bits &= bits - 1) {
-    const at = 31 - Math.clz32(bits & -bits);
-    if (fieldValues[at] === '*') {
-      wildMask |= 1 << at;
-      specificity += 1;
-    } else {
-      exactFields.push(SCOPE_FIELDS[at], fieldValues[at]);
-      specificity += 2;
-    }
-  }
+  const { exactFields, wildMask, points } = fieldsOf(scope);
+  let specificity = (matchExpr ? 1 : 0) + points;
   const exactTags: string[] = [];
   let wildTagKeys: string[] | undefined;
   const tags = scope.tags;

@@ -1,14 +1,13 @@
 import { canonicalMethod } from '../model/http-method.js';
 import type { RequestContext } from '../model/request-context.js';
 import type { Policy } from '../policy/types.js';
-import { RankOrder } from './rank-order.js';
 import { DEFAULT_LAYER, type PolicyFamily } from './layer-index.js';
 import type { CompiledPolicy, LayerMatch, MatchResult, SkippedPolicy } from './compiled-policy.js';
 import { compile, type Draft } from './compile.js';
 import { sharing, SHARING_MAX, type Sharing } from './sharing.js';
-import { inWinnerOrder, precedes, RANK_LIMIT, rankGap, rankOf } from './winner-order.js';
+import { WinnerOrder } from './winner-order.js';
 import { PolicyIndex } from './policy-index.js';
-import { matchLayer, scratch } from './scan.js';
+import { matchLayer, scanState } from './scan.js';
 
 export { DEFAULT_LAYER } from './layer-index.js';
 export type { CompiledPolicy, LayerMatch, MatchResult, PolicyFamily, PolicyMatch, SkippedPolicy, Wildcard } from './compiled-policy.js';
@@ -31,6 +30,9 @@ export { identityOf, outsideRollout, rolloutBucket, scopeMatches, wildcardValue,
  * Layers: each policy belongs to one layer (`layer`, default "default"), and each layer is an index of
  * its own that chooses its own winners; policies of different layers never compete. A one-layer set
  * is one index, matched as before.
+ *
+ * This file ties the jobs together: compile.ts (a policy into its compiled form), sharing.ts (shared
+ * objects and caches), policy-index.ts (buckets), winner-order.ts (ranks), scan.ts (matching a request).
  */
 
 /** What building and changing a matcher has cost, counted (tests bound work by these, not by time). */
@@ -51,26 +53,26 @@ export interface MatcherStats {
 export class Matcher {
   private readonly index: PolicyIndex;
   private readonly byId: Map<string, CompiledPolicy>;
-  /** Every indexed policy, both families, in winner order: ranks strictly increase along it. */
-  private readonly order: RankOrder<CompiledPolicy>;
+  private readonly order: WinnerOrder;
   private readonly skippedById: Map<string, SkippedPolicy>;
   /** Specs and wildcard lists many policies share, kept so that later changes share them too. */
   private readonly common: Sharing;
   readonly stats: MatcherStats;
+  private readonly scratch = scanState();
 
   private constructor(
     index: PolicyIndex,
     byId: Map<string, CompiledPolicy>,
-    order: CompiledPolicy[],
+    order: WinnerOrder,
     skipped: Map<string, SkippedPolicy>,
     common: Sharing,
   ) {
     this.index = index;
     this.byId = byId;
-    this.order = new RankOrder(order);
+    this.order = order;
     this.skippedById = skipped;
     this.common = common;
-    this.stats = { compiled: order.length + skipped.size, renumbered: 0 };
+    this.stats = { compiled: order.size + skipped.size, renumbered: 0 };
   }
 
   /** Policies are already validated; specs and CEL are compiled once, here. Disabled policies are left out. */
@@ -89,11 +91,8 @@ export class Matcher {
         byId.set(policy.policy_id, d.compiled);
       }
     }
-    inWinnerOrder(drafts);
-    const gap = rankGap(drafts.length);
-    drafts.forEach((d, i) => (d.compiled.rank = (i + 1) * gap));
-
-    return new Matcher(PolicyIndex.of(drafts), byId, drafts.map((d) => d.compiled), skipped, common);
+    const order = new WinnerOrder(drafts);
+    return new Matcher(PolicyIndex.of(drafts), byId, order, skipped, common);
   }
 
   /** Number of policies that can match (enabled and compiled), both families. */
@@ -163,33 +162,14 @@ export class Matcher {
 
   private insert(d: Draft): void {
     const c = d.compiled;
-    this.rankAmong(c);
+    if (this.order.insert(c)) this.stats.renumbered++;
     this.byId.set(c.policy.policy_id, c);
     this.index.insert(d);
   }
 
-  /** Gives `c` a rank between its neighbours in the winner order, spreading all out when there is no room. */
-  private rankAmong(c: CompiledPolicy): void {
-    const { previous, next } = this.order.insert(c, precedes);
-    const before = previous ? previous.rank : -1;
-    const after = next ? next.rank : RANK_LIMIT;
-    if (after - before >= 2) {
-      // At an end, one gap away from the neighbour (more appends fit after it); inside, halfway.
-      const gap = rankGap(this.order.size);
-      if (next === undefined) c.rank = Math.min(before + gap, before + Math.floor((after - before) / 2));
-      else if (previous === undefined) c.rank = Math.max(after - gap, before + Math.ceil((after - before) / 2));
-      else c.rank = before + Math.floor((after - before) / 2);
-      return;
-    }
-    // No whole number left between them: after ~log2(gap) inserts into the same gap; O(n) plain stores.
-    const gap = rankGap(this.order.size);
-    this.order.forEach((p, i) => (p.rank = (i + 1) * gap));
-    this.stats.renumbered++;
-  }
-
   private remove(c: CompiledPolicy): void {
     this.byId.delete(c.policy.policy_id);
-    this.order.remove(c, rankOf);
+    this.order.remove(c);
     this.index.remove(c);
   }
 
@@ -210,8 +190,8 @@ export class Matcher {
       const canonical = canonicalMethod(method);
       if (canonical !== method) ctx.method = canonical;
     }
-    // One scratch state, reset per layer: matching is synchronous and never re-entered.
-    const state = scratch;
+    // This matcher's scratch, reset per layer: matching is synchronous and never re-entered.
+    const state = this.scratch;
     state.regexBudget.reset(); // one regex budget for all match_expr evaluations of this decision
     const layers = this.index.layers.list;
     let first: MatchResult | undefined;

@@ -1,7 +1,7 @@
 /**
  * A sorted sequence of items kept in blocks of a few hundred: inserting or removing one moves at most a
  * block's elements (plus, rarely, the short list of blocks), where one flat array of 100,000 would move
- * half of it on every change. The Matcher keeps its global winner order in one (see Matcher.rankAmong).
+ * half of it on every change. The Matcher keeps its global winner order in one (see WinnerOrder.insert).
  */
 const BLOCK = 512;
 

@@ -66,15 +66,18 @@ export interface ScanState {
   regexBudget: RegexBudget;
 }
 
-export const scratch: ScanState = {
-  enforce: undefined,
-  shadow: undefined,
-  enforceRank: Infinity,
-  shadowRank: Infinity,
-  enforceIdentity: undefined,
-  shadowIdentity: undefined,
-  regexBudget: new RegexBudget(),
-};
+/** A matcher's scratch for its scans (one per matcher: matching is synchronous and never re-entered). */
+export function scanState(): ScanState {
+  return {
+    enforce: undefined,
+    shadow: undefined,
+    enforceRank: Infinity,
+    shadowRank: Infinity,
+    enforceIdentity: undefined,
+    shadowIdentity: undefined,
+    regexBudget: new RegexBudget(),
+  };
+}
 
 export function scan(bucket: readonly CompiledPolicy[], ctx: RequestContext, nowMs: number, state: ScanState): void {
   for (let i = 0; i < bucket.length; i++) {

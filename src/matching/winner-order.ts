@@ -1,17 +1,61 @@
 import type { CompiledPolicy } from './compiled-policy.js';
 import type { Draft } from './compile.js';
+import { RankOrder } from './rank-order.js';
 
 /** The winner order (specificity, priority, policy_id) and the ranks that encode it. */
+
+/** Every indexed policy, both families, in winner order: ranks strictly increase along it. */
+export class WinnerOrder {
+  private readonly order: RankOrder<CompiledPolicy>;
+
+  /** Sorts `drafts` into winner order (in place) and ranks them, spread out evenly. */
+  constructor(drafts: Draft[]) {
+    inWinnerOrder(drafts);
+    const gap = rankGap(drafts.length);
+    drafts.forEach((d, i) => (d.compiled.rank = (i + 1) * gap));
+    this.order = new RankOrder(drafts.map((d) => d.compiled));
+  }
+
+  /**
+   * Gives `c` a rank between its neighbours in the winner order, spreading all out when there is no
+   * room; true when it had to renumber every rank.
+   */
+  insert(c: CompiledPolicy): boolean {
+    const { previous, next } = this.order.insert(c, precedes);
+    const before = previous ? previous.rank : -1;
+    const after = next ? next.rank : RANK_LIMIT;
+    if (after - before >= 2) {
+      // At an end, one gap away from the neighbour (more appends fit after it); inside, halfway.
+      const gap = rankGap(this.order.size);
+      if (next === undefined) c.rank = Math.min(before + gap, before + Math.floor((after - before) / 2));
+      else if (previous === undefined) c.rank = Math.max(after - gap, before + Math.ceil((after - before) / 2));
+      else c.rank = before + Math.floor((after - before) / 2);
+      return false;
+    }
+    // No whole number left between them: after ~log2(gap) inserts into the same gap; O(n) plain stores.
+    const gap = rankGap(this.order.size);
+    this.order.forEach((p, i) => (p.rank = (i + 1) * gap));
+    return true;
+  }
+
+  remove(c: CompiledPolicy): void {
+    this.order.remove(c, rankOf);
+  }
+
+  get size(): number {
+    return this.order.size;
+  }
+}
 
 /**
  * Ranks are whole numbers in [0, RANK_LIMIT): small integers stay unboxed in V8 (a fractional or larger
  * rank would turn every policy's rank field into a boxed double and slow the scan down). A build
  * spreads them out evenly, so a policy added later fits between two neighbours; when no whole number is
- * left between them, all are spread out again (see Matcher.rankAmong).
+ * left between them, all are spread out again (see WinnerOrder.insert).
  */
-export const RANK_LIMIT = 2 ** 30;
+const RANK_LIMIT = 2 ** 30;
 
-export function rankGap(count: number): number {
+function rankGap(count: number): number {
   // Room for count ranks plus a gap before the first and after the last.
   return Math.max(1, Math.floor(RANK_LIMIT / (count + 2)));
 }
@@ -22,7 +66,7 @@ export function rankGap(count: number): number {
  * each group in policy_id order already (a group that is not is sorted). A comparison sort of every
  * draft would chase pointers to two policies per comparison, n log n times.
  */
-export function inWinnerOrder(drafts: Draft[]): void {
+function inWinnerOrder(drafts: Draft[]): void {
   const groups = new Map<number, Map<number, Draft[]>>(); // specificity → priority → drafts, input order
   for (const d of drafts) {
     let byPriority = groups.get(d.compiled.specificity);
@@ -58,10 +102,10 @@ function compareRank(a: CompiledPolicy, b: CompiledPolicy): number {
 }
 
 /** Does `c` come before `other` in winner order (or tie with it: never, ids are unique)? */
-export function precedes(c: CompiledPolicy, other: CompiledPolicy): boolean {
+function precedes(c: CompiledPolicy, other: CompiledPolicy): boolean {
   return compareRank(other, c) >= 0;
 }
 
-export function rankOf(c: CompiledPolicy): number {
+function rankOf(c: CompiledPolicy): number {
   return c.rank;
 }
