@@ -1,6 +1,14 @@
 import { expect } from 'chai';
 import { ConfigError, loadServerConfig } from '../src/config.js';
 
+/** loadServerConfig(env) stops with a ConfigError whose message starts with `variable`. */
+function expectStopsNaming(env: Record<string, string>, variable: string): void {
+  expect(() => loadServerConfig(env))
+    .to.throw(ConfigError)
+    .with.property('message')
+    .that.matches(new RegExp(`^${variable}: `));
+}
+
 describe('server config', () => {
   it('has the documented defaults', () => {
     const c = loadServerConfig({});
@@ -71,10 +79,7 @@ describe('server config', () => {
   ];
   for (const [variable, value] of bad) {
     it(`stops on ${variable}=${value} with a message naming the variable`, () => {
-      expect(() => loadServerConfig({ [variable]: value }))
-        .to.throw(ConfigError)
-        .with.property('message')
-        .that.matches(new RegExp(`^${variable}: `));
+      expectStopsNaming({ [variable]: value }, variable);
     });
   }
 
@@ -121,10 +126,7 @@ describe('server config', () => {
     ];
     for (const [env, variable] of badRegions) {
       it(`stops on ${JSON.stringify(env)} naming ${variable}`, () => {
-        expect(() => loadServerConfig(env))
-          .to.throw(ConfigError)
-          .with.property('message')
-          .that.matches(new RegExp(`^${variable}: `));
+        expectStopsNaming(env, variable);
       });
     }
   });
@@ -134,10 +136,7 @@ describe('server config', () => {
     expect(loadServerConfig({ RL_LEASE_MAX_WAIT_MS: '0' }).leaseMaxWaitMs).to.equal(0);
     expect(loadServerConfig({ RL_LEASE_MAX_WAIT_MS: '10000' }).leaseMaxWaitMs).to.equal(10_000);
     for (const bad of ['-1', '10001', '1.5', 'soon']) {
-      expect(() => loadServerConfig({ RL_LEASE_MAX_WAIT_MS: bad }))
-        .to.throw(ConfigError)
-        .with.property('message')
-        .that.matches(/^RL_LEASE_MAX_WAIT_MS: /);
+      expectStopsNaming({ RL_LEASE_MAX_WAIT_MS: bad }, 'RL_LEASE_MAX_WAIT_MS');
     }
   });
 
@@ -146,10 +145,7 @@ describe('server config', () => {
     expect(loadServerConfig({ RL_COUNTER_SNAPSHOT_SECS: '0' }).counterSnapshotSecs).to.equal(0);
     expect(loadServerConfig({ RL_COUNTER_SNAPSHOT_SECS: '3600' }).counterSnapshotSecs).to.equal(3600);
     for (const bad of ['-1', '3601', '0.5', 'often']) {
-      expect(() => loadServerConfig({ RL_COUNTER_SNAPSHOT_SECS: bad }))
-        .to.throw(ConfigError)
-        .with.property('message')
-        .that.matches(/^RL_COUNTER_SNAPSHOT_SECS: /);
+      expectStopsNaming({ RL_COUNTER_SNAPSHOT_SECS: bad }, 'RL_COUNTER_SNAPSHOT_SECS');
     }
   });
 
