@@ -1,6 +1,14 @@
 import { expect } from 'chai';
 import { ConfigError, loadServerConfig } from '../src/config.js';
 
+/** loadServerConfig(env) stops with a ConfigError whose message starts with `variable`. */
+function expectStopsNaming(env: Record<string, string>, variable: string): void {
+  expect(() => loadServerConfig(env))
+    .to.throw(ConfigError)
+    .with.property('message')
+    .that.matches(new RegExp(`^${variable}: `));
+}
+
 describe('server config', () => {
   it('has the documented defaults', () => {
     const c = loadServerConfig({});
@@ -71,10 +79,7 @@ describe('server config', () => {
   ];
   for (const [variable, value] of bad) {
     it(`stops on ${variable}=${value} with a message naming the variable`, () => {
-      expect(() => loadServerConfig({ [variable]: value }))
-        .to.throw(ConfigError)
-        .with.property('message')
-        .that.matches(new RegExp(`^${variable}: `));
+      expectStopsNaming({ [variable]: value }, variable);
     });
   }
 
@@ -121,37 +126,22 @@ describe('server config', () => {
     ];
     for (const [env, variable] of badRegions) {
       it(`stops on ${JSON.stringify(env)} naming ${variable}`, () => {
-        expect(() => loadServerConfig(env))
-          .to.throw(ConfigError)
-          .with.property('message')
-          .that.matches(new RegExp(`^${variable}: `));
+        expectStopsNaming(env, variable);
       });
     }
   });
 
-  it('reads RL_LEASE_MAX_WAIT_MS (default 100, 0–10000) and stops naming it when out of range', () => {
-    expect(loadServerConfig({}).leaseMaxWaitMs).to.equal(100);
-    expect(loadServerConfig({ RL_LEASE_MAX_WAIT_MS: '0' }).leaseMaxWaitMs).to.equal(0);
-    expect(loadServerConfig({ RL_LEASE_MAX_WAIT_MS: '10000' }).leaseMaxWaitMs).to.equal(10_000);
-    for (const bad of ['-1', '10001', '1.5', 'soon']) {
-      expect(() => loadServerConfig({ RL_LEASE_MAX_WAIT_MS: bad }))
-        .to.throw(ConfigError)
-        .with.property('message')
-        .that.matches(/^RL_LEASE_MAX_WAIT_MS: /);
-    }
-  });
-
-  it('reads RL_COUNTER_SNAPSHOT_SECS (default 5, 0 = off, up to 3600) and stops naming it when out of range', () => {
-    expect(loadServerConfig({}).counterSnapshotSecs).to.equal(5);
-    expect(loadServerConfig({ RL_COUNTER_SNAPSHOT_SECS: '0' }).counterSnapshotSecs).to.equal(0);
-    expect(loadServerConfig({ RL_COUNTER_SNAPSHOT_SECS: '3600' }).counterSnapshotSecs).to.equal(3600);
-    for (const bad of ['-1', '3601', '0.5', 'often']) {
-      expect(() => loadServerConfig({ RL_COUNTER_SNAPSHOT_SECS: bad }))
-        .to.throw(ConfigError)
-        .with.property('message')
-        .that.matches(/^RL_COUNTER_SNAPSHOT_SECS: /);
-    }
-  });
+  const bounded: { variable: string; field: 'leaseMaxWaitMs' | 'counterSnapshotSecs'; range: string; byDefault: number; valid: [string, number][]; bad: string[] }[] = [
+    { variable: 'RL_LEASE_MAX_WAIT_MS', field: 'leaseMaxWaitMs', range: 'default 100, 0–10000', byDefault: 100, valid: [['0', 0], ['10000', 10_000]], bad: ['-1', '10001', '1.5', 'soon'] },
+    { variable: 'RL_COUNTER_SNAPSHOT_SECS', field: 'counterSnapshotSecs', range: 'default 5, 0 = off, up to 3600', byDefault: 5, valid: [['0', 0], ['3600', 3600]], bad: ['-1', '3601', '0.5', 'often'] },
+  ];
+  for (const { variable, field, range, byDefault, valid, bad } of bounded) {
+    it(`reads ${variable} (${range}) and stops naming it when out of range`, () => {
+      expect(loadServerConfig({})[field]).to.equal(byDefault);
+      for (const [text, value] of valid) expect(loadServerConfig({ [variable]: text })[field]).to.equal(value);
+      for (const text of bad) expectStopsNaming({ [variable]: text }, variable);
+    });
+  }
 
   it('normalises invalidation targets', () => {
     const c = loadServerConfig({ RL_INVALIDATION_TARGETS: 'http://a:18080/, https://b:18080' });

@@ -472,18 +472,23 @@ describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directl
     RL_DRAIN_SECS: '0',
   });
 
-  it('shares the limit with a server on the same Redis, without asking the upstream to decide', async () => {
+  /**
+   * An upstream serving `policies`, the agent deciding on Redis under a fresh prefix, and beside it a
+   * "server" deciding on the same Redis with the same prefix and policies.
+   */
+  async function agentBesideServer(policies: Policy[], serverOptions: { denyCache?: false } = {}) {
     const prefix = randomPrefix();
     upstream = await new FakeUpstream().start();
-    upstream.set([makePolicy({ policy_id: 'shared', scope: { service: 'shared' }, algorithm: { type: 'fixed_window', limit: 5, window: '1m' } })]);
-    agent = await startAgent(
-      loadAgentConfig(redisDirectEnv(prefix)),
-    );
+    upstream.set(policies);
+    agent = await startAgent(loadAgentConfig(redisDirectEnv(prefix)));
     await agent.counterStore!.waitUntilReady();
-    const url = `http://127.0.0.1:${agent.port}`;
-    // A "server" deciding on the same Redis with the same prefix and policy.
     serverStore = connectRedisCounterStore(redis.url, { commandTimeoutMs: 500 });
-    const server = new DecisionService({ policies: new LiveMatcher(upstream.policies), counters: serverStore, keyPrefix: prefix });
+    const server = new DecisionService({ policies: new LiveMatcher(upstream.policies), counters: serverStore, keyPrefix: prefix, ...serverOptions });
+    return { url: `http://127.0.0.1:${agent.port}`, server };
+  }
+
+  it('shares the limit with a server on the same Redis, without asking the upstream to decide', async () => {
+    const { url, server } = await agentBesideServer([makePolicy({ policy_id: 'shared', scope: { service: 'shared' }, algorithm: { type: 'fixed_window', limit: 5, window: '1m' } })]);
 
     const outcomes: boolean[] = [];
     for (let i = 0; i < 4; i++) outcomes.push((await postJson(`${url}/rl/v1/check`, { service: 'shared' })).body.allowed);
@@ -497,16 +502,7 @@ describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directl
   });
 
   it('peeks and refunds on the shared Redis counter too', async () => {
-    const prefix = randomPrefix();
-    upstream = await new FakeUpstream().start();
-    upstream.set([makePolicy({ policy_id: 'budget', scope: { service: 'llm' }, algorithm: { type: 'quota', limit: 100, quota_period: '1h' } })]);
-    agent = await startAgent(
-      loadAgentConfig(redisDirectEnv(prefix)),
-    );
-    await agent.counterStore!.waitUntilReady();
-    const url = `http://127.0.0.1:${agent.port}`;
-    serverStore = connectRedisCounterStore(redis.url, { commandTimeoutMs: 500 });
-    const server = new DecisionService({ policies: new LiveMatcher(upstream.policies), counters: serverStore, keyPrefix: prefix });
+    const { url, server } = await agentBesideServer([makePolicy({ policy_id: 'budget', scope: { service: 'llm' }, algorithm: { type: 'quota', limit: 100, quota_period: '1h' } })]);
 
     // Reserve 80 tokens through the server, give back the 50 unused through the agent.
     expect((await server.check({ service: 'llm', quantity: 80, tags: {} })).remaining).to.equal(20);
@@ -519,18 +515,12 @@ describe('sidecar agent with RL_COUNTERSTORE_ADDR (decides against Redis directl
   });
 
   it('a process lease: answers from units taken ahead (metadata.lease "local"), never over with a server beside it, unspent units back on close', async () => {
-    const prefix = randomPrefix();
-    upstream = await new FakeUpstream().start();
     const LIMIT = 60;
-    upstream.set([
-      makePolicy({ policy_id: 'hot', scope: { service: 'hot' }, lease: { max_units: 10, max_hold: '1m' }, algorithm: { type: 'fixed_window', limit: LIMIT, window: '1h' } }),
-    ]);
-    agent = await startAgent(loadAgentConfig(redisDirectEnv(prefix)));
-    await agent.counterStore!.waitUntilReady();
-    const url = `http://127.0.0.1:${agent.port}`;
-    serverStore = connectRedisCounterStore(redis.url, { commandTimeoutMs: 500 });
     // No deny cache: its refusals would hide the units the agent gives back for up to RL_DENY_CACHE_MAX_AGE_MS.
-    const server = new DecisionService({ policies: new LiveMatcher(upstream.policies), counters: serverStore, keyPrefix: prefix, denyCache: false });
+    const { url, server } = await agentBesideServer(
+      [makePolicy({ policy_id: 'hot', scope: { service: 'hot' }, lease: { max_units: 10, max_hold: '1m' }, algorithm: { type: 'fixed_window', limit: LIMIT, window: '1h' } })],
+      { denyCache: false },
+    );
     const scriptCalls = async () => Number(/calls=(\d+)/.exec(String(await command(redis.host, redis.port, ['INFO', 'commandstats'])).split('\n').filter((l) => l.startsWith('cmdstat_evalsha')).join(''))?.[1] ?? 0);
 
     const before = await scriptCalls();

@@ -8,16 +8,9 @@ import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counte
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { T0 } from '../support/counter-stores.js';
+import { everySpec } from '../support/counter-specs.js';
 
-const SHORT_SPECS: CounterSpec[] = [
-  { type: 'fixed_window', limit: 10, windowMs: 100 },
-  { type: 'sliding_window_log', limit: 10, windowMs: 100 },
-  { type: 'sliding_window_counter', limit: 10, windowMs: 100, subWindows: 4 },
-  { type: 'token_bucket', capacity: 10, rateUnits: 10, ratePeriodMs: 100 },
-  { type: 'leaky_bucket', capacity: 10, rateUnits: 10, ratePeriodMs: 100 },
-  { type: 'quota', limit: 10, periodMs: 100 },
-  { type: 'concurrency', maxConcurrency: 10, leaseTtlMs: 100 },
-];
+const SHORT_SPECS: CounterSpec[] = everySpec(10, 100);
 
 /** Longest time after the last operation that any SHORT_SPECS key may live. */
 const SHORT_MAX_LIFE_MS = 250;

@@ -3,7 +3,7 @@ import { DecisionService } from '../../src/decision/decision-service.js';
 import type { RequestContext } from '../../src/model/request-context.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { forEachStore } from '../support/counter-stores.js';
-import { makePolicy } from '../support/policies.js';
+import { makePolicy, hourlyAlgorithms } from '../support/policies.js';
 
 /**
  * Requests that can never fit: a check whose cost exceeds what its policy ever admits at once is refused
@@ -13,14 +13,7 @@ import { makePolicy } from '../support/policies.js';
 
 const LIMIT = 10;
 
-const ALGORITHMS: Record<string, Record<string, unknown>> = {
-  fixed_window: { type: 'fixed_window', limit: LIMIT, window: '1h' },
-  sliding_window_log: { type: 'sliding_window_log', limit: LIMIT, window: '1h' },
-  sliding_window_counter: { type: 'sliding_window_counter', limit: LIMIT, window: '1h', sub_window_count: 4 },
-  token_bucket: { type: 'token_bucket', limit: LIMIT, window: '1h' },
-  leaky_bucket: { type: 'leaky_bucket', limit: LIMIT, window: '1h' },
-  quota: { type: 'quota', limit: LIMIT, quota_period: '1h' },
-};
+const ALGORITHMS = hourlyAlgorithms(LIMIT);
 
 function policies() {
   return [

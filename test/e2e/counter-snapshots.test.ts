@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { COUNTER_SNAPSHOT_FILE } from '../../src/counters/snapshot/snapshot-format.js';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { hourlyAlgorithms } from '../support/policies.js';
 
 /**
  * Memory-mode counters across restarts, with real server processes on one data directory: SIGTERM then
@@ -13,14 +14,7 @@ import { startServerProcess, type ServerProcessHandle } from '../support/server-
  */
 
 const LIMIT = 10;
-const ALGORITHMS: Record<string, Record<string, unknown>> = {
-  fixed_window: { type: 'fixed_window', limit: LIMIT, window: '1h' },
-  sliding_window_log: { type: 'sliding_window_log', limit: LIMIT, window: '1h' },
-  sliding_window_counter: { type: 'sliding_window_counter', limit: LIMIT, window: '1h', sub_window_count: 4 },
-  token_bucket: { type: 'token_bucket', limit: LIMIT, window: '1h' },
-  leaky_bucket: { type: 'leaky_bucket', limit: LIMIT, window: '1h' },
-  quota: { type: 'quota', limit: LIMIT, quota_period: '1h' },
-};
+const ALGORITHMS = hourlyAlgorithms(LIMIT);
 const POLICIES = [
   ...Object.entries(ALGORITHMS).map(([type, algorithm]) => ({ policy_id: type, scope: { service: type, user_id: '*' }, algorithm, action: 'deny' })),
   { policy_id: 'slots', scope: { service: 'slots', user_id: '*' }, algorithm: { type: 'concurrency', max_concurrency: 2, lease_ttl: 600 }, action: 'deny' },

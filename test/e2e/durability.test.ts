@@ -1,9 +1,17 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { JOURNAL_FILE } from '../../src/policy-store/file-policy-store.js';
 import { REPO_ROOT, startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { tempDir } from '../support/temp-dir.js';
+
+/** One data directory for the block, and the servers started on it (killed, then the directory removed). */
+function serversOnOneDataDir(prefix: string) {
+  const servers: ServerProcessHandle[] = [];
+  const dataDir = tempDir(prefix, { release: async () => { for (const s of servers) await s.kill(); } });
+  const env = () => ({ RL_DATA_DIR: dataDir.path, RL_POLICY_FILE: join(REPO_ROOT, 'examples/policies.json') });
+  return { dataDir, servers, env };
+}
 
 /**
  * Single-node durability: a stream of policy writes, SIGKILL in the middle of it, restart on the same
@@ -11,18 +19,7 @@ import { REPO_ROOT, startServerProcess, type ServerProcessHandle } from '../supp
  */
 describe('durability of acknowledged policy changes (single node, kill -9)', function () {
   this.timeout(60_000);
-  let dataDir: string;
-  const servers: ServerProcessHandle[] = [];
-
-  before(() => {
-    dataDir = mkdtempSync(join(tmpdir(), 'rl-durability-'));
-  });
-  after(async () => {
-    for (const s of servers) await s.kill();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-
-  const env = () => ({ RL_DATA_DIR: dataDir, RL_POLICY_FILE: join(REPO_ROOT, 'examples/policies.json') });
+  const { dataDir, servers, env } = serversOnOneDataDir('rl-durability-');
 
   interface Ack {
     id: string;
@@ -82,7 +79,7 @@ describe('durability of acknowledged policy changes (single node, kill -9)', fun
     expect(exit.signal).to.equal('SIGKILL');
     await Promise.all(writers);
     expect(acks.length).to.be.greaterThan(100);
-    expect(statSync(join(dataDir, JOURNAL_FILE)).size).to.be.greaterThan(0);
+    expect(statSync(join(dataDir.path, JOURNAL_FILE)).size).to.be.greaterThan(0);
 
     const second = await startServerProcess(env());
     servers.push(second);
@@ -124,18 +121,7 @@ describe('durability of acknowledged policy changes (single node, kill -9)', fun
 /** One server per data directory: a second one stops at start; a killed one does not keep the directory. */
 describe('the single-node data directory is locked (two real server processes)', function () {
   this.timeout(60_000);
-  let dataDir: string;
-  const servers: ServerProcessHandle[] = [];
-
-  before(() => {
-    dataDir = mkdtempSync(join(tmpdir(), 'rl-lock-e2e-'));
-  });
-  after(async () => {
-    for (const s of servers) await s.kill();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
-
-  const env = () => ({ RL_DATA_DIR: dataDir, RL_POLICY_FILE: join(REPO_ROOT, 'examples/policies.json') });
+  const { dataDir, servers, env } = serversOnOneDataDir('rl-lock-e2e-');
 
   async function startFails(): Promise<string> {
     try {
@@ -151,7 +137,7 @@ describe('the single-node data directory is locked (two real server processes)',
     servers.push(first);
     const message = await startFails();
     expect(message).to.include('exited before listening (code 1');
-    expect(message).to.include(`RL_DATA_DIR ${dataDir} is in use by another server (pid ${first.pid}`);
+    expect(message).to.include(`RL_DATA_DIR ${dataDir.path} is in use by another server (pid ${first.pid}`);
     // The first one was not disturbed.
     expect((await fetch(`${first.url}/rl/v1/policies`)).status).to.equal(200);
 

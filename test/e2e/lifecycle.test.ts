@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 import { healthClient, rateLimitClient, unary } from '../grpc/helpers.js';
+import { tempDir } from '../support/temp-dir.js';
 
 const body = JSON.stringify({ org_id: 'acme', signal_type: 'http', user_id: 'drain' });
 
@@ -20,8 +21,7 @@ async function logged(server: ServerProcessHandle, message: string): Promise<voi
 describe('lifecycle: drain on SIGTERM (real process)', function () {
   this.timeout(40_000);
   let dataDir: string;
-  beforeEach(() => (dataDir = mkdtempSync(join(tmpdir(), 'rl-lifecycle-'))));
-  afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
+  tempDir('rl-lifecycle-', { per: 'test', made: (path) => (dataDir = path) });
 
   /** Sends the request line, headers and the first half of the body; the rest is up to the caller. */
   function startSlowRequest(port: number): Promise<{ socket: Socket; response: Promise<string> }> {
@@ -82,8 +82,7 @@ describe('lifecycle: drain on SIGTERM (real process)', function () {
 describe('lifecycle: shutdown delay (real process)', function () {
   this.timeout(40_000);
   let dataDir: string;
-  beforeEach(() => (dataDir = mkdtempSync(join(tmpdir(), 'rl-lifecycle-'))));
-  afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
+  tempDir('rl-lifecycle-', { per: 'test', made: (path) => (dataDir = path) });
 
   it('after SIGTERM, /readyz on a new connection answers 503 and gRPC health NOT_SERVING while decisions keep being answered; then it exits 0', async () => {
     const server = await startServerProcess({ RL_DATA_DIR: dataDir, RL_SHUTDOWN_DELAY_SECS: '2', RL_DRAIN_SECS: '5' });

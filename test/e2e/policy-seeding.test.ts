@@ -1,6 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
 import type { PolicyStore } from '../../src/policy-store/policy-store.js';
@@ -10,6 +9,7 @@ import { getSuiteRedis } from '../support/counter-stores.js';
 import { createChange, makePolicy } from '../support/policies.js';
 import { randomPrefix } from '../support/redis.js';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { tempDir } from '../support/temp-dir.js';
 
 /**
  * Start-up as real processes: what seeds the policy store (README "Configuration", `RL_POLICY_FILE`), and a store written
@@ -33,13 +33,7 @@ describe('policy seeding at start-up (real processes)', function () {
     ((await (await fetch(`${server.url}/rl/v1/policies`)).json()) as Policy[]).map((p) => p.policy_id);
   const howToLoadLines = (server: ServerProcessHandle) => server.logs().filter((l) => HOW_TO_LOAD.test(String(l.message)));
 
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'rl-seeding-'));
-  });
-  afterEach(async () => {
-    for (const s of servers.splice(0)) await s.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  tempDir('rl-seeding-', { per: 'test', made: (path) => (dir = path), release: async () => { for (const s of servers.splice(0)) await s.stop(); } });
 
   it('memory mode without RL_POLICY_FILE seeds the demo policies', async () => {
     const server = await start({ RL_DATA_DIR: join(dir, 'data'), RL_POLICY_FILE: '', RL_COUNTERSTORE_ADDR: '' });
@@ -77,10 +71,7 @@ describe('policy seeding at start-up (real processes)', function () {
 describe('a bad RL_POLICY_FILE stops start-up, naming the file, the policy and the field (real processes)', function () {
   this.timeout(60_000);
   let dir: string;
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'rl-strict-file-'));
-  });
-  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+  tempDir('rl-strict-file-', { per: 'test', made: (path) => (dir = path) });
 
   /** The error line of a server that exits before listening. */
   async function startFailure(file: string, text: string): Promise<string> {
@@ -119,14 +110,7 @@ describe('a policy store written before policies were strict still starts (real 
   let dir: string;
   let server: ServerProcessHandle | undefined;
 
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'rl-strict-upgrade-'));
-  });
-  afterEach(async () => {
-    await server?.stop();
-    server = undefined;
-    rmSync(dir, { recursive: true, force: true });
-  });
+  tempDir('rl-strict-upgrade-', { per: 'test', made: (path) => (dir = path), release: async () => { await server?.stop(); server = undefined; } });
 
   /** A stored policy carrying keys this version does not know, at the top level and in its algorithm and scope. */
   function withUnknownKeys(): Policy {

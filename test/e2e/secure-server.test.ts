@@ -1,9 +1,6 @@
 import { expect } from 'chai';
 import https from 'node:https';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { generateKeyPairSync } from 'node:crypto';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import jwt from 'jsonwebtoken';
 import { loadServerConfig } from '../../src/config.js';
@@ -11,6 +8,7 @@ import { startServer, type RunningServer } from '../../src/server.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { callError, healthClient, rateLimitClient, unary } from '../grpc/helpers.js';
 import { testCertificate } from '../support/tls.js';
+import { tempDir } from '../support/temp-dir.js';
 
 /**
  * The whole server as `npm start` builds it, with native TLS and authentication on: the same
@@ -26,8 +24,7 @@ describe('server with TLS and authentication, HTTP and gRPC', function () {
 
   before(() => setLogLevel('silent'));
   after(() => setLogLevel('info'));
-  beforeEach(() => (dataDir = mkdtempSync(join(tmpdir(), 'rl-secure-'))));
-  afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
+  tempDir('rl-secure-', { per: 'test', made: (path) => (dataDir = path) });
 
   async function start(auth: Record<string, string>): Promise<RunningServer> {
     return startServer(

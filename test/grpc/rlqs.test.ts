@@ -107,6 +107,18 @@ function spentOut(fixture: Fixture, policy: Policy, tries = 15_000): () => boole
   };
 }
 
+/** Two Envoys on `fixture` drive requests until `policy` is spent out; how many they admitted together. */
+async function twoEnvoysSpendOut(fixture: Fixture, policy: Policy): Promise<number> {
+  const envoys = [1, 2].map(() => new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 20 }));
+  try {
+    const done = spentOut(fixture, policy);
+    await Promise.all(envoys.map((envoy) => driveUntil(envoy, done)));
+  } finally {
+    await Promise.all(envoys.map((envoy) => envoy.close()));
+  }
+  return envoys.reduce((sum, envoy) => sum + envoy.admitted, 0);
+}
+
 const windowPolicy = (limit: number, extra: Record<string, unknown> = {}) =>
   makePolicy({ policy_id: 'checkout', scope: { user_id: '*' }, algorithm: { type: 'fixed_window', limit, window: '1h' }, lease: { max_hold: '1s' }, ...extra });
 
@@ -154,14 +166,7 @@ describe('Envoy RLQS (StreamRateLimitQuotas)', function () {
     const user = windowPolicy(40, { layer: 'user' });
     const platform = makePolicy({ policy_id: 'platform', layer: 'platform', scope: { user_id: '*' }, algorithm: { type: 'fixed_window', limit: 25, window: '1h' } });
     const fixture = await start([user, platform]);
-    const envoys = [1, 2].map(() => new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 20 }));
-    try {
-      const done = spentOut(fixture, platform);
-      await Promise.all(envoys.map((envoy) => driveUntil(envoy, done)));
-    } finally {
-      await Promise.all(envoys.map((envoy) => envoy.close()));
-    }
-    const admitted = envoys.reduce((sum, envoy) => sum + envoy.admitted, 0);
+    const admitted = await twoEnvoysSpendOut(fixture, platform);
     expect(admitted).to.equal(25);
     expect(await fixture.consumed(platform)).to.equal(admitted);
     expect(await fixture.consumed(user)).to.equal(admitted);
@@ -171,14 +176,7 @@ describe('Envoy RLQS (StreamRateLimitQuotas)', function () {
   it('hands out a budget: "global" policy without regions from the one store there is, like any', async () => {
     const policy = windowPolicy(30, { budget: 'global' });
     const fixture = await start([policy]);
-    const envoys = [1, 2].map(() => new SimulatedEnvoy({ target: fixture.target, domain: 'edge', reportEveryMs: 20 }));
-    try {
-      const done = spentOut(fixture, policy);
-      await Promise.all(envoys.map((envoy) => driveUntil(envoy, done)));
-    } finally {
-      await Promise.all(envoys.map((envoy) => envoy.close()));
-    }
-    const admitted = envoys.reduce((sum, envoy) => sum + envoy.admitted, 0);
+    const admitted = await twoEnvoysSpendOut(fixture, policy);
     expect(admitted).to.be.at.most(30).and.at.least(27);
     expect(await fixture.consumed(policy)).to.equal(admitted);
     await fixture.close();

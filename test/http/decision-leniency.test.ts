@@ -1,16 +1,12 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import Router from '@koa/router';
 import { expect } from 'chai';
 import { startAgent, type RunningAgent } from '../../src/agent/agent.js';
 import { loadAgentConfig } from '../../src/agent/config.js';
-import { loadServerConfig } from '../../src/config.js';
-import { startServer } from '../../src/server.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { postJson, type TestServer } from '../support/http.js';
 import { HTTP_PATHS, serveDecisions } from '../support/http-listeners.js';
 import { makePolicy } from '../support/policies.js';
+import { wholeServerSuite } from '../support/whole-server.js';
 
 /**
  * Strict policies, visible leniency (README "Managing policies", "The request"), request side, through every HTTP way in: the Koa routes,
@@ -139,20 +135,11 @@ describe('decision requests: empty bodies and ignored fields, every HTTP path', 
 
 describe('rl_request_ignored_fields_total (the whole server)', function () {
   this.timeout(30_000);
-  let dataDir: string;
-  before(() => setLogLevel('silent'));
-  after(() => setLogLevel('info'));
-  beforeEach(() => (dataDir = mkdtempSync(join(tmpdir(), 'rl-ignored-'))));
-  afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
+  const whole = wholeServerSuite('rl-ignored-');
 
   it('counts every ignored field, with no per-name label', async () => {
-    const policyFile = join(dataDir, 'policies.json');
-    writeFileSync(policyFile, JSON.stringify({ policies: POLICIES }));
-    const server = await startServer(
-      loadServerConfig({ RL_HTTP_ADDR: '127.0.0.1:0', RL_GRPC_ADDR: '127.0.0.1:0', RL_DATA_DIR: dataDir, RL_POLICY_FILE: policyFile, RL_DRAIN_SECS: '0', RL_SHUTDOWN_DELAY_SECS: '0' }),
-    );
+    const { server, url } = await whole.start(POLICIES);
     try {
-      const url = `http://127.0.0.1:${server.httpPort}`;
       const series = async () => (await (await fetch(`${url}/metrics`)).text()).split('\n').filter((l) => l.startsWith('rl_request_ignored_fields_total'));
       expect(await series()).to.deep.equal(['rl_request_ignored_fields_total 0']);
       await postJson(`${url}/rl/v1/check`, { endpoint: '/orders', a: 1, b: 2 });

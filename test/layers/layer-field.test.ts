@@ -1,16 +1,10 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { RlError } from '../../src/errors.js';
-import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
-import { RedisPolicyStore } from '../../src/policy-store/redis-policy-store.js';
 import type { PolicyStore } from '../../src/policy-store/policy-store.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { PolicyService } from '../../src/policy-service/policy-service.js';
 import { validatePolicy } from '../../src/policy/validate.js';
-import { getSuiteRedis } from '../support/counter-stores.js';
-import { randomPrefix } from '../support/redis.js';
+import { policyStoreBackends } from '../support/policy-store-backends.js';
 
 const FIXED = { type: 'fixed_window', limit: 10, window: '1m' };
 
@@ -34,24 +28,7 @@ describe('layer on a policy', () => {
   });
 });
 
-const BACKENDS: { name: string; open: () => Promise<{ store: PolicyStore; cleanup: () => Promise<void> }> }[] = [
-  {
-    name: 'file',
-    open: async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'rl-layers-'));
-      const store = await FilePolicyStore.open(dir);
-      return { store, cleanup: async () => { await store.close(); rmSync(dir, { recursive: true, force: true }); } };
-    },
-  },
-  {
-    name: 'redis',
-    open: async () => {
-      const redis = await getSuiteRedis();
-      const store = await RedisPolicyStore.open({ addr: redis.url, keyPrefix: randomPrefix() });
-      return { store, cleanup: () => store.close() };
-    },
-  },
-];
+const BACKENDS = policyStoreBackends('rl-layers-');
 
 for (const backend of BACKENDS) {
   describe(`at most 16 layers in a policy set (${backend.name} store)`, function () {

@@ -4,19 +4,14 @@
  * not by time.
  */
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { RequestContext } from '../../src/model/request-context.js';
-import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { PolicyService } from '../../src/policy-service/policy-service.js';
 import type { PolicyStore } from '../../src/policy-store/policy-store.js';
-import { RedisPolicyStore } from '../../src/policy-store/redis-policy-store.js';
 import type { Policy } from '../../src/policy/types.js';
-import { getSuiteRedis } from '../support/counter-stores.js';
 import { makePolicy } from '../support/policies.js';
 import { randomPrefix } from '../support/redis.js';
+import { policyStoreBackends } from '../support/policy-store-backends.js';
 
 const NOW = Date.UTC(2030, 0, 1);
 const FIXED = { type: 'fixed_window', limit: 10, window: '1m' };
@@ -94,26 +89,7 @@ describe('LiveMatcher: one change among 100,000 policies', function () {
   });
 });
 
-type Backend = { name: string; open: (prefix?: string) => Promise<{ store: PolicyStore; cleanup: () => Promise<void> }> };
-
-const BACKENDS: Backend[] = [
-  {
-    name: 'file',
-    open: async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'rl-matcher-changes-'));
-      const store = await FilePolicyStore.open(dir);
-      return { store, cleanup: async () => { await store.close(); rmSync(dir, { recursive: true, force: true }); } };
-    },
-  },
-  {
-    name: 'redis',
-    open: async (prefix = randomPrefix()) => {
-      const redis = await getSuiteRedis();
-      const store = await RedisPolicyStore.open({ addr: redis.url, keyPrefix: prefix });
-      return { store, cleanup: () => store.close() };
-    },
-  },
-];
+const BACKENDS = policyStoreBackends('rl-matcher-changes-');
 
 for (const backend of BACKENDS) {
   describe(`PolicyService keeps the matcher up to date one policy at a time (${backend.name} store)`, function () {

@@ -1,10 +1,10 @@
 import { expect } from 'chai';
-import { appendFileSync, constants, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { appendFileSync, constants, readdirSync, readFileSync, readlinkSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FilePolicyStore, JOURNAL_FILE, JournalCorruptError } from '../../src/policy-store/file-policy-store.js';
 import { churn } from '../support/policy-churn.js';
 import { createChange as create, removeChange as remove, updateChange as update, versionedPolicy as policy } from '../support/policies.js';
+import { tempDir } from '../support/temp-dir.js';
 
 describe('FilePolicyStore', () => {
   let dir: string;
@@ -15,13 +15,7 @@ describe('FilePolicyStore', () => {
     return store;
   };
 
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'rl-file-store-'));
-  });
-  afterEach(async () => {
-    for (const s of stores.splice(0)) await s.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  tempDir('rl-file-store-', { per: 'test', made: (path) => (dir = path), release: async () => { for (const s of stores.splice(0)) await s.close(); } });
 
   it('creates the data directory and an empty store', async () => {
     dir = join(dir, 'nested', 'data');

@@ -1,13 +1,13 @@
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { FilePolicyStore, type CompactionStep } from '../../src/policy-store/file-policy-store.js';
 import { LOCK_FILE } from '../../src/policy-store/journal-lock.js';
 import { SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE } from '../../src/policy-store/journal-snapshot.js';
 import { churn, expectAcknowledged, type ChurnAck } from '../support/policy-churn.js';
 import { REPO_ROOT } from '../support/server-process.js';
+import { tempDir } from '../support/temp-dir.js';
 
 /** Runs the crash child until it kills itself at `step` of compaction `nth`; returns its acks. */
 function crashAt(dir: string, step: CompactionStep, nth: number, from: number): Promise<{ acks: ChurnAck[]; signal: string | null }> {
@@ -41,10 +41,7 @@ describe('FilePolicyStore compaction survives kill -9 at every step', function (
   this.timeout(120_000);
   const steps: CompactionStep[] = ['snapshot-started', 'snapshot-written', 'snapshot-renamed', 'snapshot-durable', 'journal-truncated'];
   let dir: string;
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'rl-compaction-crash-'));
-  });
-  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+  tempDir('rl-compaction-crash-', { per: 'test', made: (path) => (dir = path) });
 
   for (const step of steps) {
     it(`kill -9 at ${step}`, async () => {

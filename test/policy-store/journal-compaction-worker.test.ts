@@ -5,21 +5,18 @@
  */
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodeRecord, JOURNAL_FILE } from '../../src/policy-store/file-policy-store.js';
 import { CompactionWorker } from '../../src/policy-store/journal-compaction.js';
 import { SNAPSHOT_TEMP_FILE } from '../../src/policy-store/journal-snapshot.js';
 import { REPO_ROOT } from '../support/server-process.js';
+import { tempDir } from '../support/temp-dir.js';
 
 describe('CompactionWorker', function () {
   this.timeout(60_000);
   let dir: string;
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'rl-compaction-worker-'));
-  });
-  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+  tempDir('rl-compaction-worker-', { per: 'test', made: (path) => (dir = path) });
 
   it('a job the files contradict fails with the reason the worker found; the worker then runs the next job', async () => {
     const worker = new CompactionWorker();

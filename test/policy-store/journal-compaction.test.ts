@@ -1,11 +1,11 @@
 import { expect } from 'chai';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { encodeRecord, FilePolicyStore, JOURNAL_FILE, JournalCorruptError, type FilePolicyStoreOptions } from '../../src/policy-store/file-policy-store.js';
 import { LOCK_FILE } from '../../src/policy-store/journal-lock.js';
 import { SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, SnapshotCorruptError } from '../../src/policy-store/journal-snapshot.js';
 import { churn, expectAcknowledged, type ChurnAck } from '../support/policy-churn.js';
+import { tempDir } from '../support/temp-dir.js';
 
 describe('FilePolicyStore compaction (snapshot + journal)', function () {
   this.timeout(60_000);
@@ -20,13 +20,7 @@ describe('FilePolicyStore compaction (snapshot + journal)', function () {
     for (const s of stores.splice(0)) await s.close();
   };
 
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'rl-compaction-'));
-  });
-  afterEach(async () => {
-    await closeAll();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  tempDir('rl-compaction-', { per: 'test', made: (path) => (dir = path), release: closeAll });
 
   /** Everything a reader can see, to compare a store before and after a restart. */
   async function everything(store: FilePolicyStore) {

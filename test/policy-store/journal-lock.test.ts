@@ -1,13 +1,13 @@
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, statSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
 import { DataDirLock, DataDirLockedError, LOCK_FILE, type LockOwner } from '../../src/policy-store/journal-lock.js';
 import { RlError } from '../../src/errors.js';
 import { createChange, versionedPolicy } from '../support/policies.js';
 import { REPO_ROOT } from '../support/server-process.js';
+import { tempDir } from '../support/temp-dir.js';
 
 /** Polls `condition` (every 10 ms, up to 10 s): for what a timer does in the background. */
 async function until(condition: () => boolean | Promise<boolean>, what: string): Promise<void> {
@@ -44,13 +44,7 @@ describe('data directory lock', function () {
     utimesSync(lockPath(), t, t);
   };
 
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'rl-lock-'));
-  });
-  afterEach(async () => {
-    for (const l of locks.splice(0)) await l.release();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  tempDir('rl-lock-', { per: 'test', made: (path) => (dir = path), release: async () => { for (const l of locks.splice(0)) await l.release(); } });
 
   it('is held by one owner at a time, also within one process, and released on close', async () => {
     const lock = await acquire();

@@ -1,11 +1,11 @@
 import { expect } from 'chai';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
 import { SNAPSHOT_FILE, SnapshotCorruptError } from '../../src/policy-store/journal-snapshot.js';
 import { churn } from '../support/policy-churn.js';
+import { tempDir } from '../support/temp-dir.js';
 
 /** The snapshot's bytes with `edit` applied before its trailer and the trailer's digest made to match again. */
 function rewritten(snapshot: Buffer, edit: (body: string) => string): Buffer {
@@ -19,10 +19,7 @@ function rewritten(snapshot: Buffer, edit: (body: string) => string): Buffer {
 describe('policy snapshot', function () {
   this.timeout(30_000);
   let dir: string;
-  beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'rl-snapshot-'));
-  });
-  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+  tempDir('rl-snapshot-', { per: 'test', made: (path) => (dir = path) });
 
   it('start-up parses the current policies only; an id\'s versions and audit trail are read from the snapshot when asked', async () => {
     const store = await FilePolicyStore.open(dir, { compactMinBytes: 16 * 1024 });

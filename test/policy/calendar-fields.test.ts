@@ -1,16 +1,11 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { expect } from 'chai';
 import { calendarPeriodText } from '@rl/client';
 import { renderRateLimitHeaders } from '@rl/client/headers';
-import { loadServerConfig } from '../../src/config.js';
 import { isCalendarSpec } from '../../src/counters/counter-spec.js';
 import { counterSpecOf } from '../../src/matching/counter-spec-of.js';
 import { validatePolicy } from '../../src/policy/validate.js';
-import { startServer } from '../../src/server.js';
-import { setLogLevel } from '../../src/util/log.js';
 import { postJson } from '../support/http.js';
+import { wholeServerSuite } from '../support/whole-server.js';
 
 /** `algorithm.calendar` and `algorithm.timezone`: validation (422s naming the field), the compiled spec, and a whole server's answer. */
 
@@ -63,21 +58,12 @@ describe('algorithm.calendar and algorithm.timezone', function () {
 
   describe('a whole server', function () {
     this.timeout(30_000);
-    let dataDir: string;
-    before(() => setLogLevel('silent'));
-    after(() => setLogLevel('info'));
-    beforeEach(() => (dataDir = mkdtempSync(join(tmpdir(), 'rl-calendar-'))));
-    afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
+    const whole = wholeServerSuite('rl-calendar-');
 
     it("answers with the period's length as window, counts to its end, and refuses bad fields with 422", async function () {
-      const policyFile = join(dataDir, 'policies.json');
       const kolkata = { policy_id: 'daily', scope: { endpoint: '/daily' }, algorithm: { type: 'fixed_window', limit: 2, calendar: 'day', timezone: 'Asia/Kolkata' } };
-      writeFileSync(policyFile, JSON.stringify({ policies: [kolkata] }));
-      const server = await startServer(
-        loadServerConfig({ RL_HTTP_ADDR: '127.0.0.1:0', RL_GRPC_ADDR: '127.0.0.1:0', RL_DATA_DIR: dataDir, RL_POLICY_FILE: policyFile, RL_DRAIN_SECS: '0', RL_SHUTDOWN_DELAY_SECS: '0' }),
-      );
+      const { server, url } = await whole.start([kolkata]);
       try {
-        const url = `http://127.0.0.1:${server.httpPort}`;
         const before = Date.now();
         const first = (await postJson(`${url}/rl/v1/check`, { endpoint: '/daily' })).body as Record<string, number>;
         // The day in Kolkata (no daylight saving) ends at 18:30Z.

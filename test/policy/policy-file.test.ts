@@ -1,21 +1,18 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Matcher } from '../../src/matching/matcher.js';
 import { loadPolicyFile, PolicyFileError } from '../../src/policy/policy-file.js';
 import { ALGORITHM_TYPES, LIMIT_ACTIONS } from '../../src/policy/types.js';
+import { tempDir } from '../support/temp-dir.js';
 
 const EXAMPLES = fileURLToPath(new URL('../../examples/policies.json', import.meta.url));
 const NOW_ISO = '2030-01-02T03:04:05.000Z';
 
 describe('loadPolicyFile', () => {
   let dir: string;
-  before(() => {
-    dir = mkdtempSync(join(tmpdir(), 'rl-policy-file-'));
-  });
-  after(() => rmSync(dir, { recursive: true, force: true }));
+  tempDir('rl-policy-file-', { made: (path) => (dir = path) });
 
   function file(name: string, content: unknown): string {
     const path = join(dir, name);

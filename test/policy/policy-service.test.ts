@@ -1,17 +1,11 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { RlError, type ErrorKind } from '../../src/errors.js';
-import { FilePolicyStore } from '../../src/policy-store/file-policy-store.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { PolicyService } from '../../src/policy-service/policy-service.js';
 import { mergePatch } from '../../src/util/merge-patch.js';
 import type { PolicyStore } from '../../src/policy-store/policy-store.js';
-import { RedisPolicyStore } from '../../src/policy-store/redis-policy-store.js';
 import type { Policy } from '../../src/policy/types.js';
-import { getSuiteRedis } from '../support/counter-stores.js';
-import { randomPrefix } from '../support/redis.js';
+import { policyStoreBackends } from '../support/policy-store-backends.js';
 
 const BASE = {
   policy_id: 'p1',
@@ -36,26 +30,7 @@ function content(p: Policy): Omit<Policy, 'version' | 'created_at' | 'updated_at
   return rest;
 }
 
-type Backend = { name: string; open: () => Promise<{ store: PolicyStore; cleanup: () => Promise<void> }> };
-
-const BACKENDS: Backend[] = [
-  {
-    name: 'file',
-    open: async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'rl-policy-service-'));
-      const store = await FilePolicyStore.open(dir);
-      return { store, cleanup: async () => { await store.close(); rmSync(dir, { recursive: true, force: true }); } };
-    },
-  },
-  {
-    name: 'redis',
-    open: async () => {
-      const redis = await getSuiteRedis();
-      const store = await RedisPolicyStore.open({ addr: redis.url, keyPrefix: randomPrefix() });
-      return { store, cleanup: () => store.close() };
-    },
-  },
-];
+const BACKENDS = policyStoreBackends('rl-policy-service-');
 
 for (const backend of BACKENDS) {
   describe(`PolicyService (${backend.name} store)`, function () {

@@ -16,16 +16,9 @@ import {
   runScenario,
 } from '../support/counter-stores.js';
 import { command, randomPrefix, startRedisCluster, startRedisSentinel, type RedisClusterHandle } from '../support/redis.js';
+import { everyRateSpec, everySpec } from '../support/counter-specs.js';
 
-const ALL_SPECS: CounterSpec[] = [
-  { type: 'fixed_window', limit: 2, windowMs: 60_000 },
-  { type: 'sliding_window_log', limit: 2, windowMs: 60_000 },
-  { type: 'sliding_window_counter', limit: 2, windowMs: 60_000, subWindows: 4 },
-  { type: 'token_bucket', capacity: 2, rateUnits: 2, ratePeriodMs: 60_000 },
-  { type: 'leaky_bucket', capacity: 2, rateUnits: 2, ratePeriodMs: 60_000 },
-  { type: 'quota', limit: 2, periodMs: 60_000 },
-  { type: 'concurrency', maxConcurrency: 2, leaseTtlMs: 60_000 },
-];
+const ALL_SPECS: CounterSpec[] = everySpec(2, 60_000);
 
 /** Policy ids and identities full of hash-tag braces and separators. */
 const NASTY: { policyId: string; identity: string[] }[] = [
@@ -126,14 +119,7 @@ describe('Redis Cluster (3 masters)', function () {
   });
 
   it('peek and refund work on every rate algorithm across the cluster (same scripts, same slots)', async () => {
-    const specs: RateSpec[] = [
-      { type: 'fixed_window', limit: 10, windowMs: 3_600_000 },
-      { type: 'sliding_window_log', limit: 10, windowMs: 3_600_000 },
-      { type: 'sliding_window_counter', limit: 10, windowMs: 3_600_000, subWindows: 4 },
-      { type: 'token_bucket', capacity: 10, rateUnits: 10, ratePeriodMs: 3_600_000 },
-      { type: 'leaky_bucket', capacity: 10, rateUnits: 10, ratePeriodMs: 3_600_000 },
-      { type: 'quota', limit: 10, periodMs: 3_600_000 },
-    ];
+    const specs: RateSpec[] = everyRateSpec(10, 3_600_000);
     for (const spec of specs) {
       // Several identities, so the counters land on different masters.
       for (const user of ['u1', 'u2', 'u3']) {

@@ -17,20 +17,13 @@ import {
 import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { randomPrefix, startPrivateRedisWithAdmin, stopPrivateRedisWithAdmin, type RedisHandle } from '../support/redis.js';
+import { everySpec } from '../support/counter-specs.js';
 
 const HOUR = 3_600_000;
 /** An explicit time inside one hour-long window, so no call straddles a window boundary. */
 const T = Math.floor(Date.now() / HOUR) * HOUR + 1_000;
 
-const SPECS: CounterSpec[] = [
-  { type: 'fixed_window', limit: 3, windowMs: HOUR },
-  { type: 'sliding_window_log', limit: 3, windowMs: HOUR },
-  { type: 'sliding_window_counter', limit: 3, windowMs: HOUR, subWindows: 4 },
-  { type: 'token_bucket', capacity: 3, rateUnits: 1, ratePeriodMs: HOUR },
-  { type: 'leaky_bucket', capacity: 3, rateUnits: 1, ratePeriodMs: HOUR },
-  { type: 'quota', limit: 3, periodMs: HOUR },
-  { type: 'concurrency', maxConcurrency: 3, leaseTtlMs: HOUR },
-];
+const SPECS: CounterSpec[] = everySpec(3, HOUR, { rateUnits: 1 });
 
 /** One cost-1 use of a counter (an acquire of lease `id` for concurrency). */
 function use(store: RedisCounterStore, keys: string[], spec: CounterSpec, id: string): Promise<CounterResult> {

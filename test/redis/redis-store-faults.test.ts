@@ -11,6 +11,7 @@ import {
 } from '../../src/redis/redis-store.js';
 import { setLogLevel } from '../../src/util/log.js';
 import { randomPrefix, startPrivateRedisWithAdmin, stopPrivateRedisWithAdmin, type RedisHandle } from '../support/redis.js';
+import { everySpec } from '../support/counter-specs.js';
 
 /**
  * Fault behaviour against a private redis-server that the test stops, restarts, pauses and flushes:
@@ -207,15 +208,7 @@ describe('RedisCounterStore under faults (private redis-server)', function () {
 
   it('after SCRIPT FLUSH a batch mixing every algorithm runs each operation exactly once', async function () {
     const prefix = randomPrefix();
-    const specs: CounterSpec[] = [
-      { type: 'fixed_window', limit: 100, windowMs: 3_600_000 },
-      { type: 'sliding_window_log', limit: 100, windowMs: 3_600_000 },
-      { type: 'sliding_window_counter', limit: 100, windowMs: 3_600_000, subWindows: 4 },
-      { type: 'token_bucket', capacity: 100, rateUnits: 1, ratePeriodMs: 3_600_000 },
-      { type: 'leaky_bucket', capacity: 100, rateUnits: 1, ratePeriodMs: 3_600_000 },
-      { type: 'quota', limit: 100, periodMs: 3_600_000 },
-      { type: 'concurrency', maxConcurrency: 100, leaseTtlMs: 3_600_000 },
-    ];
+    const specs: CounterSpec[] = everySpec(100, 3_600_000, { rateUnits: 1 });
     const useAll = (round: number) =>
       Promise.all(
         specs.map((s) => {

@@ -4,6 +4,7 @@ import { counterKeys } from '../../src/counters/keys.js';
 import type { RedisCounterStore } from '../../src/redis/redis-store.js';
 import { connectRedisStore, getSuiteRedis } from '../support/counter-stores.js';
 import { randomPrefix } from '../support/redis.js';
+import { everyRateSpec } from '../support/counter-specs.js';
 
 /**
  * Refunds are atomic: consume/refund pairs racing through two separate connections (two server
@@ -24,14 +25,7 @@ describe('refund under concurrency (real Redis, two connections)', function () {
     await b?.close();
   });
 
-  const specs: RateSpec[] = [
-    { type: 'fixed_window', limit: 5_000, windowMs: 3_600_000 },
-    { type: 'sliding_window_log', limit: 5_000, windowMs: 3_600_000 },
-    { type: 'sliding_window_counter', limit: 5_000, windowMs: 3_600_000, subWindows: 4 },
-    { type: 'token_bucket', capacity: 5_000, rateUnits: 1, ratePeriodMs: 3_600_000_000 },
-    { type: 'leaky_bucket', capacity: 5_000, rateUnits: 1, ratePeriodMs: 3_600_000_000 },
-    { type: 'quota', limit: 5_000, periodMs: 3_600_000 },
-  ];
+  const specs: RateSpec[] = everyRateSpec(5_000, 3_600_000, { rateUnits: 1, ratePeriodMs: 3_600_000_000 });
   for (const spec of specs) {
     it(`${spec.type}: 1,000 parallel consume/refund pairs leave the counter where it started`, async () => {
       const keys = counterKeys(randomPrefix(), 'pairs', spec, ['u']);

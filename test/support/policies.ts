@@ -46,3 +46,16 @@ export function updateChange(p: Policy, old: Policy): PolicyChange {
 export function removeChange(old: Policy): PolicyChange {
   return { policy_id: old.policy_id, action: 'delete', expectedHead: old.version, mustExist: true, policy: null, audit: auditOf(null, old, 'delete') };
 }
+
+/** The policy `algorithm` of every rate algorithm, by its type: `limit` an hour (sliding_window_counter with 4 sub-windows). */
+export function hourlyAlgorithms(limit: number): Record<string, Record<string, unknown>> {
+  const hourly = (type: string, extra: Record<string, unknown> = {}) => ({ type, limit, window: '1h', ...extra });
+  return {
+    fixed_window: hourly('fixed_window'),
+    sliding_window_log: hourly('sliding_window_log'),
+    sliding_window_counter: hourly('sliding_window_counter', { sub_window_count: 4 }),
+    token_bucket: hourly('token_bucket'),
+    leaky_bucket: hourly('leaky_bucket'),
+    quota: { type: 'quota', limit, quota_period: '1h' },
+  };
+}
