@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Cluster, Redis } from 'ioredis';
+import { protocolProblems, type Operations, type ProtocolDeclaration, type ReplyFields } from './script-protocol.js';
 
 /**
  * The one loader of every Lua script the service sends to Redis: the counter store's (`lua/*.lua`,
@@ -115,10 +116,15 @@ export function expandIncludes(source: string, readInclude: (name: string) => st
   return expand(source, origin, []);
 }
 
-/** Reads `<dir>/<name>.lua` (default `lua/`) and expands its includes. */
-export function readLuaScript(name: string, numberOfKeys: number, dir: URL = LUA_DIR): LuaScript {
+/**
+ * Reads `<dir>/<name>.lua` (default `lua/`) and expands its includes. Given the script's `protocol`
+ * (script-protocol.ts), throws if the header does not list its names in its order.
+ */
+export function readLuaScript(name: string, numberOfKeys: number, dir: URL = LUA_DIR, protocol?: ProtocolDeclaration<Operations, ReplyFields>): LuaScript {
   const file = new URL(`${name}.lua`, dir);
   const source = readFileSync(file, 'utf8');
+  const problems = protocol ? protocolProblems(protocol, source) : [];
+  if (problems.length > 0) throw new Error(`${fileURLToPath(file)}: header differs from its protocol: ${problems.join('; ')}`);
   const lua = expandIncludes(
     source,
     (include) => readFileSync(new URL(`includes/${include}.lua`, dir), 'utf8'),

@@ -1,0 +1,171 @@
+/**
+ * A Lua script's protocol, declared once: each operation's named arguments in ARGV order, and the named
+ * fields of its reply array in order. From the one declaration come the ARGV a call sends (`argv`), the
+ * reply read back into a named object (`parse`), the reply an in-memory port of the script builds
+ * (`encodeReply`), and the check that the script's header lists the same names in the same order
+ * (`protocolProblems`, run by the loader when it is given the protocol, and by the tests).
+ *
+ * Names are camelCase here and snake_case in the Lua header (`retryAfterMs` is `retry_after_ms`).
+ * The header forms checked:
+ *   - an operation of a script that takes its operation as an argument: a comment line
+ *     `--   <operation>  <arg> <arg> ...` (a remark may follow the names, in parentheses);
+ *   - a script of one operation (`operation: false`): its `-- ARGV[i]  <arg> ...` lines, whose first
+ *     words end with the declared arguments (the arguments before them, such as `now`, are the caller's);
+ *   - the reply: `-- Returns  {<field>, <field> 1/0, ...[, <optional field>]}`.
+ *
+ * Hot path (a region decision sends and reads one of these): `argv` fills one array, `parse` one object
+ * whose fields are always written in the same order, so every reply of a protocol has the same shape.
+ */
+
+/** How a reply field is read: a number; a 1/0 flag; a decimal tag ('' none: null); an id (a string; 0 or absent: none). */
+export type FieldKind = 'number' | 'flag' | 'tag' | 'id';
+
+/** A field's value as read (`parse`). */
+type Parsed<K extends FieldKind> = K extends 'number' ? number : K extends 'flag' ? boolean : K extends 'tag' ? number | null : string | undefined;
+/** A field's value as a port of the script gives it (`encodeReply`): a tag in its wire form, '' for none. */
+type Wire<K extends FieldKind> = K extends 'tag' ? string : Parsed<K>;
+
+export type ReplyFields = Readonly<Record<string, FieldKind>>;
+export type ParsedReply<F extends ReplyFields> = { -readonly [N in keyof F]: Parsed<F[N]> };
+export type WireReply<F extends ReplyFields> = { [N in keyof F]: Wire<F[N]> };
+
+/** An argument: a number as its decimal string, a flag as '1'/'0', null as '' (none), a string as it is. */
+export type ArgValue = string | number | boolean | null;
+export type Operations = Readonly<Record<string, readonly string[]>>;
+export type ArgsOf<Names extends readonly string[]> = { readonly [N in Names[number]]: ArgValue };
+
+export interface ProtocolDeclaration<O extends Operations, F extends ReplyFields> {
+  /** The script's path below `lua/`, without `.lua` (as the loader names it). */
+  script: string;
+  /** Each operation's arguments, in ARGV order. */
+  operations: O;
+  /** true: the operation's name is sent first, before its arguments (the script switches on it). */
+  operationArg: boolean;
+  /** The reply array's fields, in order. */
+  reply: F;
+  /** How many of the last reply fields (ids only) the script may leave out. */
+  optionalFields?: number;
+}
+
+export interface ScriptProtocol<O extends Operations, F extends ReplyFields> extends ProtocolDeclaration<O, F> {
+  /** The ARGV of `operation` (its name first, if the script takes it), from the named arguments. */
+  argv<N extends keyof O & string>(operation: N, args: ArgsOf<O[N]>): string[];
+  /** The script's reply array as a named object; throws on a reply of another shape. */
+  parse(reply: unknown): ParsedReply<F>;
+  /** The reply array the script would return for these fields (its in-memory ports build theirs here). */
+  encodeReply(fields: WireReply<F>): unknown[];
+}
+
+function encodeArg(value: ArgValue): string {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number') return String(value);
+  if (typeof value === 'boolean') return value ? '1' : '0';
+  return '';
+}
+
+/** `retryAfterMs` -> `retry_after_ms`: a name as the Lua header spells it. */
+export function luaName(name: string): string {
+  return name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}
+
+export function defineProtocol<const O extends Operations, const F extends ReplyFields>(declaration: ProtocolDeclaration<O, F>): ScriptProtocol<O, F> {
+  const names = Object.keys(declaration.reply);
+  const kinds = names.map((name) => declaration.reply[name]);
+  const optional = declaration.optionalFields ?? 0;
+  if (kinds.slice(names.length - optional).some((kind) => kind !== 'id')) throw new Error(`${declaration.script}: only id fields may be optional`);
+  const min = names.length - optional;
+  const { script, operationArg } = declaration;
+  const read = (kind: FieldKind, value: unknown): unknown => {
+    if (kind === 'id') return typeof value === 'string' ? value : undefined;
+    if (kind === 'tag' && (value === '' || value == null)) return null;
+    const n = Number(value);
+    if (!Number.isFinite(n)) throw new Error(`unexpected number ${JSON.stringify(value)} in ${script} reply`);
+    return kind === 'flag' ? n === 1 : n;
+  };
+  return {
+    ...declaration,
+    argv(operation, args) {
+      const list = declaration.operations[operation];
+      const out = new Array<string>(list.length + (operationArg ? 1 : 0));
+      let i = 0;
+      if (operationArg) out[i++] = operation;
+      for (const name of list) out[i++] = encodeArg((args as Record<string, ArgValue>)[name]);
+      return out;
+    },
+    parse(reply) {
+      if (!Array.isArray(reply) || reply.length < min || reply.length > names.length) throw new Error(`unexpected ${script} reply ${JSON.stringify(reply)}`);
+      const out: Record<string, unknown> = {};
+      for (let i = 0; i < names.length; i++) out[names[i]] = read(kinds[i], reply[i]);
+      return out as ParsedReply<F>;
+    },
+    encodeReply(fields) {
+      const out: unknown[] = [];
+      for (let i = 0; i < names.length; i++) {
+        const value = (fields as Record<string, unknown>)[names[i]];
+        if (kinds[i] === 'flag') out.push(value ? 1 : 0);
+        else if (kinds[i] !== 'id' || value !== undefined) out.push(value);
+        else if (i < min) out.push(0);
+        else break; // an optional id left out, and the optional ones after it
+      }
+      return out;
+    },
+  };
+}
+
+/** The comment lines that open `source` (its header). */
+function headerLines(source: string): string[] {
+  const lines: string[] = [];
+  for (const line of source.split('\n')) {
+    if (!line.startsWith('--')) break;
+    lines.push(line.replace(/\r$/, ''));
+  }
+  return lines;
+}
+
+const NAME = /^[a-z_][a-z0-9_]*$/;
+
+/** The leading names of `words`, up to the first word that is not one (a remark). */
+function leadingNames(words: string[]): string[] {
+  const out: string[] = [];
+  for (const word of words) {
+    if (!NAME.test(word)) break;
+    out.push(word);
+  }
+  return out;
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** The field names of the header's `Returns  {...}`, which may run over several comment lines. */
+function replyNames(header: string[]): string[] | undefined {
+  const text = header.map((line) => line.replace(/^--\s?/, '')).join(' ');
+  const match = /Returns\s+\{([^}]*)\}/.exec(text);
+  if (!match) return undefined;
+  return match[1].split(',').map((part) => part.replace(/[[\]]/g, '').trim().split(/\s+/)[0]).filter((name) => name !== '');
+}
+
+/** How the script's header (`source`, as in the file) differs from `protocol`; [] when it lists the same names in the same order. */
+export function protocolProblems(protocol: ProtocolDeclaration<Operations, ReplyFields>, source: string): string[] {
+  const header = headerLines(source);
+  const problems: string[] = [];
+  const words = header.map((line) => line.replace(/^--/, '').trim().split(/\s+/));
+  for (const [operation, args] of Object.entries(protocol.operations)) {
+    const expected = args.map(luaName);
+    if (protocol.operationArg) {
+      const lines = words.filter((w) => w[0] === operation).map((w) => leadingNames(w.slice(1)));
+      if (!lines.some((found) => sameList(found, expected))) {
+        problems.push(`operation ${operation}: no header line "--   ${[operation, ...expected].join(' ')}" (found: ${lines.map((l) => l.join(' ')).join(' | ') || 'none'})`);
+      }
+    } else {
+      const found = words.filter((w) => /^ARGV\[\d+\]$/.test(w[0])).map((w) => (w[1] ?? '').replace(/[^a-z0-9_].*$/, ''));
+      if (!sameList(found.slice(found.length - expected.length), expected)) problems.push(`ARGV lines name ${found.join(' ')}, not ending with ${expected.join(' ')}`);
+    }
+  }
+  const found = replyNames(header);
+  const expected = Object.keys(protocol.reply).map(luaName);
+  if (!found) problems.push('no "Returns  {...}" in the header');
+  else if (!sameList(found, expected)) problems.push(`reply fields {${found.join(', ')}}, declared {${expected.join(', ')}}`);
+  return problems;
+}
