@@ -21,11 +21,13 @@ import { revivedPolicy, StringPool } from '../policy/stored-policy.js';
 import type { Policy } from '../policy/types.js';
 import {
   KEY_NAMES,
+  POLICY_PROTOCOLS,
   SCRIPTS,
   commitArgs,
   commitReply,
   entryOf,
   quit,
+  readOneArgs,
   seedArgs,
   sleep,
   snapshotOf,
@@ -97,7 +99,7 @@ export class RedisPolicyStore implements PolicyStore {
   private readonly checkIntervalMs: number;
   private readonly gapGraceMs: number;
   private readonly replicas: ReplicaAck;
-  private readonly scripts = readPolicyScripts(KEY_NAMES.length);
+  private readonly scripts = readPolicyScripts(KEY_NAMES.length, undefined, POLICY_PROTOCOLS);
   private readonly unavailable: { name: string; consequence: string };
 
   private constructor(
@@ -211,7 +213,7 @@ export class RedisPolicyStore implements PolicyStore {
     const replicated = await this.call(() => this.replicas.present());
     const reply = (await this.call(() =>
       replicated ? this.replicas.commit(this.scripts.commit, [...this.keys, ...args]) : this.client[SCRIPTS.commit](...this.keys, ...args),
-    )) as number[];
+    ));
     const committed = commitReply(reply);
     if (!committed.ok) return committed;
     const { revision } = committed;
@@ -329,7 +331,7 @@ export class RedisPolicyStore implements PolicyStore {
   }
 
   private async readOne(policyId: string): Promise<Entry> {
-    return entryOf(await this.call(() => this.client[SCRIPTS.read_one](...this.keys, policyId)));
+    return entryOf(await this.call(() => this.client[SCRIPTS.read_one](...this.keys, ...readOneArgs(policyId))));
   }
 
   /** Applies a policy's state if it is newer than ours and tells listeners. */
