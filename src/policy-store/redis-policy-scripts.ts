@@ -74,8 +74,16 @@ const READ_ONE = defineProtocol({
   reply: { policy: 'id', head: 'number', changed: 'number', revision: 'number' },
 });
 
-/** The protocols of the lua/policy scripts that have one (seed's arguments run on, snapshot's reply nests lists). */
-export const POLICY_PROTOCOLS = { commit: COMMIT, read_one: READ_ONE };
+/** lua/policy/seed.lua: the policy file's policies into an empty store; its channel, then five arguments per policy (seedArgs). */
+const SEED = defineProtocol({
+  script: 'policy/seed',
+  operations: { seed: ['channel'] },
+  operationArg: false,
+  reply: { revision: 'number' },
+});
+
+/** The protocols of the lua/policy scripts (all but snapshot, whose reply nests lists no protocol field reads). */
+export const POLICY_PROTOCOLS = { commit: COMMIT, read_one: READ_ONE, seed: SEED };
 
 /** commit.lua's arguments after its keys. */
 export function commitArgs(change: PolicyChange, { newHead, channel, kind }: { newHead: number; channel: string; kind: ChangeKind }): string[] {
@@ -99,6 +107,11 @@ export function commitReply(reply: unknown): CommitResult {
   return committed ? { ok: true, revision } : { ok: false, reason: 'conflict', head, exists };
 }
 
+/** seed.lua's reply: the revision it seeded at, 0 when the store had held policies. */
+export function seededRevision(reply: unknown): number {
+  return SEED.parse(reply).revision;
+}
+
 /** read_one.lua's arguments after its keys. */
 export function readOneArgs(policyId: string): string[] {
   return READ_ONE.argv('read_one', { policyId });
@@ -106,7 +119,7 @@ export function readOneArgs(policyId: string): string[] {
 
 /** seed.lua's arguments after its keys: the channel, then five per policy. */
 export function seedArgs(channel: string, policies: readonly Policy[]): string[] {
-  const args: string[] = [channel];
+  const args = SEED.argv('seed', { channel });
   for (const policy of policies) {
     args.push(
       policy.policy_id,

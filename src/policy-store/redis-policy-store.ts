@@ -29,6 +29,7 @@ import {
   quit,
   readOneArgs,
   seedArgs,
+  seededRevision,
   sleep,
   snapshotOf,
   waitReady,
@@ -228,7 +229,7 @@ export class RedisPolicyStore implements PolicyStore {
     const policies = await load();
     if (policies.length === 0) return false;
     const args = seedArgs(this.channel, policies);
-    const revision = Number(await this.call(() => this.client[SCRIPTS.seed](...this.keys, ...args)));
+    const revision = seededRevision(await this.call(() => this.client[SCRIPTS.seed](...this.keys, ...args)));
     this.enqueue(() => this.reload());
     await this.sync;
     return revision > 0;

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import { protocolProblems } from '../../src/redis/script-protocol.js';
-import { POLICY_PROTOCOLS, commitArgs, commitReply, entryOf } from '../../src/policy-store/redis-policy-scripts.js';
+import { POLICY_PROTOCOLS, commitArgs, commitReply, entryOf, seededRevision } from '../../src/policy-store/redis-policy-scripts.js';
 import type { PolicyChange } from '../../src/policy-store/policy-store.js';
 
 /** The policy scripts' protocols (redis-policy-scripts.ts) against their headers and the replies they read. */
@@ -22,6 +22,11 @@ describe('lua/policy script protocols', () => {
     expect(commitReply([1, 42, 4, 1])).to.deep.equal({ ok: true, revision: 42 });
     expect(commitReply([0, 0, 7, 0])).to.deep.equal({ ok: false, reason: 'conflict', head: 7, exists: false });
     expect(() => commitReply([1, 42])).to.throw(/unexpected policy\/commit reply/);
+  });
+
+  it('seed reads the revision it seeded at, 0 when the store had held policies', () => {
+    expect(seededRevision([3])).to.equal(3);
+    expect(seededRevision([0])).to.equal(0);
   });
 
   it('read_one reads an absent policy as undefined beside its head and last change', () => {
