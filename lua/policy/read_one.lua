@@ -3,7 +3,8 @@
 --
 -- KEYS[1..7]  as in commit.lua: current, heads, changed, versions, audit, auditn, meta
 -- ARGV[1]     policy_id
--- Returns     {policy JSON or '', head, changed revision, store revision}
+-- Returns     {policy, head, changed, revision}: the policy JSON ('' when absent), its head, the store
+--             revision of its last change, and the store revision.
 
 local id = ARGV[1]
 return {

@@ -3,14 +3,15 @@
 -- once: the emptiness check and the writes are one atomic step, so exactly one of them seeds.
 --
 -- KEYS[1..7]  as in commit.lua: current, heads, changed, versions, audit, auditn, meta
--- ARGV[1]     pub/sub channel for change messages
+-- ARGV[1]     channel  (pub/sub channel for change messages)
 -- ARGV[2..]   groups of five per policy: policy_id, version, policy JSON, version record JSON,
 --             audit entry JSON
--- Returns     the new revision when it seeded, 0 when the store already held (or had held) policies.
+-- Returns     {revision}: the new revision when it seeded, 0 when the store already held (or had held)
+--             policies.
 --             Publishes {"policy_id":"","change":"reloaded","version":0,"revision":r} when it seeded.
 
 if redis.call('HLEN', KEYS[2]) > 0 then
-  return 0
+  return {0}
 end
 local revision = redis.call('HINCRBY', KEYS[7], 'revision', 1)
 for i = 2, #ARGV, 5 do
@@ -24,4 +25,4 @@ for i = 2, #ARGV, 5 do
   redis.call('HSET', KEYS[6], id, 1)
 end
 redis.call('PUBLISH', ARGV[1], cjson.encode({policy_id = '', change = 'reloaded', version = 0, revision = revision}))
-return revision
+return {revision}

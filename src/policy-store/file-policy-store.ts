@@ -1,21 +1,18 @@
-import { randomUUID } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { RlError } from '../errors.js';
 import { log } from '../util/log.js';
-import { DataDirLock, type LockOptions } from './journal-lock.js';
+import { DataDirLock } from './journal-lock.js';
 import { CompactionWorker } from './journal-compaction.js';
-import { SNAPSHOT_FILE, SNAPSHOT_TEMP_FILE, type History, type SnapshotIndex } from './journal-snapshot.js';
+import { SNAPSHOT_FILE, type History, type SnapshotIndex } from './journal-snapshot.js';
 import { SnapshotReader } from './journal-snapshot-reader.js';
 import { checkBatch } from './journal-batch.js';
-import { encodeRecord, fsyncDir, mkdirDurable, openJournal, WRITE_THROUGH } from './journal-file.js';
-import { applyRecord, emptyState, type JournalChange, type JournalRecord, type PolicyRecord, type StoreState } from './journal-state.js';
+import { encodeRecord, fsyncDir, mkdirDurable, WRITE_THROUGH } from './journal-file.js';
+import { applyRecord, type JournalRecord, type PolicyRecord } from './journal-state.js';
 import {
   byPolicyId,
   ChangeListeners,
   resortOne,
-  revivedAuditEntry,
-  seedAuditEntry,
   versionRecordOf,
   type AuditEntry,
   type ChangeListener,
@@ -25,8 +22,11 @@ import {
   type PolicyStore,
   type PolicyVersion,
 } from './policy-store.js';
-import { revivedPolicy, StringPool } from '../policy/stored-policy.js';
+import { StringPool } from '../policy/stored-policy.js';
 import type { Policy } from '../policy/types.js';
+import { COMPACT_MIN_BYTES, type FilePolicyStoreOptions, type StorageStats } from './file-policy-options.js';
+import { loadFiles, revivedRecord, seedRecord, type LoadedFiles } from './file-policy-load.js';
+import { moveHistoryToSnapshot, writeSnapshot } from './file-policy-compaction.js';
 
 /**
  * Single-node policy storage: a snapshot and an append-only journal in the data directory
@@ -56,40 +56,12 @@ import type { Policy } from '../policy/types.js';
  */
 
 export { encodeRecord, JOURNAL_FILE, JournalCorruptError, parseJournal } from './journal-file.js';
+export type { CompactionStep, FilePolicyStoreOptions, StorageStats } from './file-policy-options.js';
 
-/** The points of a compaction a crash test can stop the process at (see the file comment). */
-export type CompactionStep = 'snapshot-started' | 'snapshot-written' | 'snapshot-renamed' | 'snapshot-durable' | 'journal-truncated';
-
-
-/** Journal bytes below which the journal is never compacted. */
-const COMPACT_MIN_BYTES = 4 * 1024 * 1024;
-
-export interface FilePolicyStoreOptions {
-  /** Called instead of the default warning log when a torn tail is dropped at start-up (tests). */
-  onTornTail?: (info: { path: string; droppedBytes: number }) => void;
-  /** Journal bytes below which no compaction happens (default COMPACT_MIN_BYTES; tests set it low). */
-  compactMinBytes?: number;
-  /** Called after each compaction step (crash tests kill the process there). */
-  onCompactionStep?: (step: CompactionStep) => void;
-  /** Data directory lock timings (tests). */
-  lock?: Omit<LockOptions, 'onLost'>;
-}
-
-/** What the data directory holds now (tests, logs). */
-export interface StorageStats {
-  snapshotBytes: number;
-  journalBytes: number;
-  /** Records in the journal, i.e. changes since the last snapshot (replayed at start-up). */
-  journalRecords: number;
-  /** Compactions this instance has completed. */
-  compactions: number;
-  /** Journal bytes this instance has appended (what the journal would hold without compaction). */
-  appendedBytes: number;
-  /** Versions and audit entries held in memory: those after the snapshot (the rest is read from it when asked). */
-  historyInMemory: number;
-}
 
 export class FilePolicyStore implements PolicyStore {
+  readonly path: string;
+  private readonly file: fsp.FileHandle;
   private readonly records: Map<string, PolicyRecord>;
   /** The snapshot the records' older history lies in (none before the first compaction). */
   private snapshot: SnapshotReader | undefined;
@@ -114,16 +86,12 @@ export class FilePolicyStore implements PolicyStore {
   private readonly compactor = new CompactionWorker();
 
   private constructor(
-    readonly path: string,
-    private readonly file: fsp.FileHandle,
     private readonly lock: DataDirLock,
-    snapshot: SnapshotReader | undefined,
-    state: StoreState,
-    records: JournalRecord[],
-    size: number,
-    snapshotBytes: number,
+    { path, file, snapshot, state, records, size, snapshotBytes }: LoadedFiles,
     private readonly options: FilePolicyStoreOptions,
   ) {
+    this.path = path;
+    this.file = file;
     this.snapshot = snapshot;
     this.records = state.records;
     this.rev = state.rev;
@@ -134,7 +102,8 @@ export class FilePolicyStore implements PolicyStore {
     // A snapshot of the first format holds everything in memory.
     for (const held of this.records.values()) this.historyInMemory += (held.versions?.length ?? 0) + (held.audit?.length ?? 0);
     const strings = new StringPool();
-    for (const record of records) this.apply(this.revived(record, strings));
+    const currentOf = (policyId: string) => this.records.get(policyId)?.current;
+    for (const record of records) this.apply(revivedRecord(record, strings, currentOf));
   }
 
   /**
@@ -147,36 +116,18 @@ export class FilePolicyStore implements PolicyStore {
     let store: FilePolicyStore | undefined;
     const lock = await DataDirLock.acquire(dir, { ...options.lock, onLost: (reason) => store?.stopWrites(reason) });
     try {
-      store = await FilePolicyStore.load(dir, lock, options);
+      const loaded = await loadFiles(dir, options);
+      try {
+        store = new FilePolicyStore(lock, loaded, options);
+      } catch (error) {
+        await loaded.snapshot?.close();
+        throw error;
+      }
       return store;
     } catch (error) {
       await lock.release();
       throw error;
     }
-  }
-
-  private static async load(dir: string, lock: DataDirLock, options: FilePolicyStoreOptions): Promise<FilePolicyStore> {
-    // A temporary snapshot is what a compaction interrupted before its rename left: never complete.
-    await fsp.rm(join(dir, SNAPSHOT_TEMP_FILE), { force: true });
-    const snapshot = await SnapshotReader.load(join(dir, SNAPSHOT_FILE));
-    try {
-      return await FilePolicyStore.loadJournal(dir, lock, snapshot, options);
-    } catch (error) {
-      await snapshot?.reader.close();
-      throw error;
-    }
-  }
-
-  /** The journal after the snapshot, a torn last record dropped. */
-  private static async loadJournal(
-    dir: string,
-    lock: DataDirLock,
-    snapshot: { reader: SnapshotReader; state: StoreState; bytes: number } | undefined,
-    options: FilePolicyStoreOptions,
-  ): Promise<FilePolicyStore> {
-    const state = snapshot?.state ?? emptyState();
-    const { path, file, records, size } = await openJournal(dir, state.rev, options.onTornTail);
-    return new FilePolicyStore(path, file, lock, snapshot?.reader, state, records, size, snapshot?.bytes ?? 0, options);
   }
 
   list(): Policy[] {
@@ -262,15 +213,7 @@ export class FilePolicyStore implements PolicyStore {
       if (this.rev > 0 || this.records.size > 0) return false;
       const policies = await load();
       if (policies.length === 0) return false;
-      const record: JournalRecord = {
-        rev: 1,
-        changes: policies.map((policy) => ({
-          policy_id: policy.policy_id,
-          head: policy.version,
-          policy,
-          audit: seedAuditEntry(policy, randomUUID()),
-        })),
-      };
+      const record = seedRecord(policies);
       await this.append([record]);
       this.apply(record);
       this.listeners.emit({ policy_id: '', change: 'reloaded', version: 0, revision: this.rev, local: true }, logListenerError);
@@ -317,24 +260,17 @@ export class FilePolicyStore implements PolicyStore {
   /** Snapshot, then an empty journal; the steps and why each is safe are in the file comment. */
   private async compact(): Promise<void> {
     this.compactionQueued = false;
-    const dir = dirname(this.path);
     const step = this.options.onCompactionStep ?? (() => undefined);
-    const temp = join(dir, SNAPSHOT_TEMP_FILE);
-    let bytes: number;
-    let index: SnapshotIndex;
+    let written: { bytes: number; index: SnapshotIndex };
     try {
-      // Serialised in a worker thread from the files themselves (the snapshot and the journal hold exactly
-      // the state in memory: nothing is appended while this runs), so decisions never wait for it.
-      ({ bytes, index } = await this.compactor.run({ dir, journalBytes: this.size, rev: this.rev }, () => step('snapshot-started')));
-      step('snapshot-written');
-      await fsp.rename(temp, join(dir, SNAPSHOT_FILE));
+      written = await writeSnapshot(this.compactor, { dir: dirname(this.path), journalBytes: this.size, rev: this.rev }, step);
     } catch (error) {
       this.retryCompactionAt = this.size * 2;
-      await fsp.rm(temp, { force: true }).catch(() => undefined);
       throw error;
     }
+    const { bytes, index } = written;
     step('snapshot-renamed');
-    await fsyncDir(dir);
+    await fsyncDir(dirname(this.path));
     step('snapshot-durable');
     await this.adopt(index);
     await this.checkLock();
@@ -361,19 +297,10 @@ export class FilePolicyStore implements PolicyStore {
    */
   private async adopt(index: SnapshotIndex): Promise<void> {
     const opened = await SnapshotReader.open(join(dirname(this.path), SNAPSHOT_FILE));
-    // The worker rebuilt the records from the same files, so it wrote them in this map's order.
-    if (!inOrder(this.records, index.ids)) {
+    if (!moveHistoryToSnapshot(this.records, index)) {
       await opened.close();
       log.error('policy store: the new snapshot does not list the ids the store holds; history stays where it was', { path: this.path });
       return;
-    }
-    let k = 0;
-    for (const record of this.records.values()) {
-      record.coldAt = index.ranges[2 * k];
-      record.coldLength = index.ranges[2 * k + 1];
-      record.coldCurrent = record.current;
-      record.versions = record.audit = undefined;
-      k++;
     }
     this.historyInMemory = 0;
     const previous = this.snapshot;
@@ -441,27 +368,6 @@ export class FilePolicyStore implements PolicyStore {
     }
   }
 
-  /**
-   * A replayed record in stored form (stored-policy.ts): its policies revived, and each audit value the
-   * very object the store holds for that version (a policy's versions never repeat a number), not a
-   * second parsed copy.
-   */
-  private revived(record: JournalRecord, strings: StringPool): JournalRecord {
-    const changes = record.changes.map((c): JournalChange => {
-      const policy = c.policy === null ? null : revivedPolicy(c.policy, strings);
-      const previous = this.records.get(c.policy_id)?.current ?? null;
-      const held = (value: Policy | null): Policy | null => {
-        if (value === null || value === undefined) return null;
-        if (policy !== null && value.version === policy.version) return policy;
-        if (previous !== null && value.version === previous.version) return previous;
-        return revivedPolicy(value, strings);
-      };
-      const audit = revivedAuditEntry(c.audit, held(c.audit.old_value), held(c.audit.new_value), strings);
-      return { policy_id: c.policy_id, head: c.head, policy, audit };
-    });
-    return { rev: record.rev, changes };
-  }
-
   private apply(record: JournalRecord): void {
     applyRecord({ rev: this.rev, records: this.records }, record);
     for (const c of record.changes) this.historyInMemory += c.policy ? 2 : 1;
@@ -473,25 +379,9 @@ export class FilePolicyStore implements PolicyStore {
   }
 
   private emit(policyId: string, policy: Policy | null, existed: boolean): void {
-    this.listeners.emit(
-      {
-        policy_id: policyId,
-        change: policy ? (existed ? 'updated' : 'created') : 'deleted',
-        version: policy?.version ?? 0,
-        revision: this.rev,
-        local: true,
-      },
-      logListenerError,
-    );
+    const change = policy ? (existed ? 'updated' : 'created') : 'deleted';
+    this.listeners.emit({ policy_id: policyId, change, version: policy?.version ?? 0, revision: this.rev, local: true }, logListenerError);
   }
-}
-
-/** Whether `map`'s keys are `ids`, in that order. */
-function inOrder(map: Map<string, unknown>, ids: readonly string[]): boolean {
-  if (map.size !== ids.length) return false;
-  let k = 0;
-  for (const id of map.keys()) if (id !== ids[k++]) return false;
-  return true;
 }
 
 function logListenerError(error: unknown): void {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { redactAddress } from '../redis/redis-connection.js';
 import type { PolicyScriptName } from '../redis/lua-scripts.js';
+import { defineProtocol } from '../redis/script-protocol.js';
 import { revivedPolicy } from '../policy/stored-policy.js';
 import type { Policy } from '../policy/types.js';
 import { seedAuditEntry, versionRecordOf, type ChangeKind, type CommitResult, type PolicyChange } from './policy-store.js';
@@ -57,30 +58,68 @@ export interface Entry {
 export type Client = Redis | Cluster;
 export type ScriptClient = Client & Record<string, (...args: (string | number)[]) => Promise<unknown>>;
 
+/** lua/policy/commit.lua: one change, checked against the head the caller read. */
+const COMMIT = defineProtocol({
+  script: 'policy/commit',
+  operations: { commit: ['policyId', 'expectedHead', 'mustExist', 'newHead', 'policy', 'versionRecord', 'audit', 'channel', 'change'] },
+  operationArg: false,
+  reply: { committed: 'flag', revision: 'number', head: 'number', exists: 'flag' },
+});
+
+/** lua/policy/read_one.lua: one policy id's state. */
+const READ_ONE = defineProtocol({
+  script: 'policy/read_one',
+  operations: { read_one: ['policyId'] },
+  operationArg: false,
+  reply: { policy: 'id', head: 'number', changed: 'number', revision: 'number' },
+});
+
+/** lua/policy/seed.lua: the policy file's policies into an empty store; its channel, then five arguments per policy (seedArgs). */
+const SEED = defineProtocol({
+  script: 'policy/seed',
+  operations: { seed: ['channel'] },
+  operationArg: false,
+  reply: { revision: 'number' },
+});
+
+/** The protocols of the lua/policy scripts (all but snapshot, whose reply nests lists no protocol field reads). */
+export const POLICY_PROTOCOLS = { commit: COMMIT, read_one: READ_ONE, seed: SEED };
+
 /** commit.lua's arguments after its keys. */
 export function commitArgs(change: PolicyChange, { newHead, channel, kind }: { newHead: number; channel: string; kind: ChangeKind }): string[] {
-  return [
-    change.policy_id,
-    String(change.expectedHead),
-    change.mustExist ? '1' : '0',
-    String(newHead),
-    change.policy ? JSON.stringify(change.policy) : '',
-    change.policy ? JSON.stringify(versionRecordOf(change.policy)) : '',
-    JSON.stringify(change.audit),
+  const { policy } = change;
+  return COMMIT.argv('commit', {
+    policyId: change.policy_id,
+    expectedHead: change.expectedHead,
+    mustExist: change.mustExist,
+    newHead,
+    policy: policy ? JSON.stringify(policy) : '',
+    versionRecord: policy ? JSON.stringify(versionRecordOf(policy)) : '',
+    audit: JSON.stringify(change.audit),
     channel,
-    kind,
-  ];
+    change: kind,
+  });
 }
 
-/** commit.lua's reply: `{1, revision}`, or `{0, head, exists}` when the expected head did not hold. */
-export function commitReply(reply: number[]): CommitResult {
-  if (Number(reply[0]) !== 1) return { ok: false, reason: 'conflict', head: Number(reply[1]), exists: Number(reply[2]) === 1 };
-  return { ok: true, revision: Number(reply[1]) };
+/** commit.lua's reply: committed at a new revision, or refused with the stored head when the expected one did not hold. */
+export function commitReply(reply: unknown): CommitResult {
+  const { committed, revision, head, exists } = COMMIT.parse(reply);
+  return committed ? { ok: true, revision } : { ok: false, reason: 'conflict', head, exists };
+}
+
+/** seed.lua's reply: the revision it seeded at, 0 when the store had held policies. */
+export function seededRevision(reply: unknown): number {
+  return SEED.parse(reply).revision;
+}
+
+/** read_one.lua's arguments after its keys. */
+export function readOneArgs(policyId: string): string[] {
+  return READ_ONE.argv('read_one', { policyId });
 }
 
 /** seed.lua's arguments after its keys: the channel, then five per policy. */
 export function seedArgs(channel: string, policies: readonly Policy[]): string[] {
-  const args: string[] = [channel];
+  const args = SEED.argv('seed', { channel });
   for (const policy of policies) {
     args.push(
       policy.policy_id,
@@ -99,14 +138,10 @@ export function snapshotOf(reply: unknown): { revision: number; current: Map<str
   return { revision: Number(revision), current: pairs(current), heads: pairs(heads), changed: pairs(changed) };
 }
 
-/** read_one.lua's reply: the policy JSON ('' when absent), its head and its last change's revision. */
+/** read_one.lua's reply: the policy ('' when absent), its head and its last change's revision. */
 export function entryOf(reply: unknown): Entry {
-  const [policy, head, changed] = reply as [string, number, number, number];
-  return {
-    policy: policy === '' ? undefined : revivedPolicy(JSON.parse(policy) as Policy),
-    head: Number(head),
-    changed: Number(changed),
-  };
+  const { policy, head, changed } = READ_ONE.parse(reply);
+  return { policy: policy ? revivedPolicy(JSON.parse(policy) as Policy) : undefined, head, changed };
 }
 
 function pairs(flat: string[]): Map<string, string> {

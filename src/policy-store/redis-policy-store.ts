@@ -21,12 +21,15 @@ import { revivedPolicy, StringPool } from '../policy/stored-policy.js';
 import type { Policy } from '../policy/types.js';
 import {
   KEY_NAMES,
+  POLICY_PROTOCOLS,
   SCRIPTS,
   commitArgs,
   commitReply,
   entryOf,
   quit,
+  readOneArgs,
   seedArgs,
+  seededRevision,
   sleep,
   snapshotOf,
   waitReady,
@@ -97,7 +100,7 @@ export class RedisPolicyStore implements PolicyStore {
   private readonly checkIntervalMs: number;
   private readonly gapGraceMs: number;
   private readonly replicas: ReplicaAck;
-  private readonly scripts = readPolicyScripts(KEY_NAMES.length);
+  private readonly scripts = readPolicyScripts(KEY_NAMES.length, undefined, POLICY_PROTOCOLS);
   private readonly unavailable: { name: string; consequence: string };
 
   private constructor(
@@ -211,7 +214,7 @@ export class RedisPolicyStore implements PolicyStore {
     const replicated = await this.call(() => this.replicas.present());
     const reply = (await this.call(() =>
       replicated ? this.replicas.commit(this.scripts.commit, [...this.keys, ...args]) : this.client[SCRIPTS.commit](...this.keys, ...args),
-    )) as number[];
+    ));
     const committed = commitReply(reply);
     if (!committed.ok) return committed;
     const { revision } = committed;
@@ -226,7 +229,7 @@ export class RedisPolicyStore implements PolicyStore {
     const policies = await load();
     if (policies.length === 0) return false;
     const args = seedArgs(this.channel, policies);
-    const revision = Number(await this.call(() => this.client[SCRIPTS.seed](...this.keys, ...args)));
+    const revision = seededRevision(await this.call(() => this.client[SCRIPTS.seed](...this.keys, ...args)));
     this.enqueue(() => this.reload());
     await this.sync;
     return revision > 0;
@@ -329,7 +332,7 @@ export class RedisPolicyStore implements PolicyStore {
   }
 
   private async readOne(policyId: string): Promise<Entry> {
-    return entryOf(await this.call(() => this.client[SCRIPTS.read_one](...this.keys, policyId)));
+    return entryOf(await this.call(() => this.client[SCRIPTS.read_one](...this.keys, ...readOneArgs(policyId))));
   }
 
   /** Applies a policy's state if it is newer than ours and tells listeners. */

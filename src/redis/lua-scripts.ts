@@ -161,9 +161,13 @@ export function readScript(name: ScriptName, dir: URL = LUA_DIR): LuaScript {
 }
 
 /** The policy store's scripts, each taking `numberOfKeys` KEYS (the store's hashes). */
-export function readPolicyScripts(numberOfKeys: number, dir: URL = LUA_DIR): Readonly<Record<PolicyScriptName, LuaScript>> {
+export function readPolicyScripts(
+  numberOfKeys: number,
+  dir: URL = LUA_DIR,
+  protocols: Partial<Record<PolicyScriptName, ProtocolDeclaration<Operations, ReplyFields>>> = {},
+): Readonly<Record<PolicyScriptName, LuaScript>> {
   const all = {} as Record<PolicyScriptName, LuaScript>;
-  for (const name of POLICY_SCRIPT_NAMES) all[name] = readLuaScript(`policy/${name}`, numberOfKeys, dir);
+  for (const name of POLICY_SCRIPT_NAMES) all[name] = readLuaScript(`policy/${name}`, numberOfKeys, dir, protocols[name]);
   return all;
 }
 
