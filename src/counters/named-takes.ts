@@ -121,7 +121,7 @@ export function finishLeaseOp(
     answer.windowLeftMs = p.holdMs;
   }
   if (p.op === 'take' && p.outcome === 'done' && p.takeId !== undefined) {
-    writeEntry(slot, p, 'g', answer.units, answer.windowTag, answer.windowTag, now);
+    writeEntry(slot, p, now, { kind: 'g', a: answer.units, b: answer.windowTag, c: answer.windowTag });
   } else if (p.op === 'take' && p.outcome === 'repeat') {
     const recorded = p.recorded!;
     if (shape === 'bucket') answer.windowLeftMs = Math.max(0, recorded.b - now);
@@ -136,9 +136,9 @@ export function finishLeaseOp(
       answer.units = p.recorded!.a;
       lapsed = p.recorded!.b;
     } else if (p.outcome === 'done' && p.takeId !== undefined) {
-      writeEntry(slot, p, p.reclaiming ? 'r' : 'v', answer.units, lapsed, 0, now);
+      writeEntry(slot, p, now, { kind: p.reclaiming ? 'r' : 'v', a: answer.units, b: lapsed, c: 0 });
     } else if (p.outcome === 'ahead') {
-      writeEntry(slot, p, 'r', 0, 0, 0, now);
+      writeEntry(slot, p, now, { kind: 'r', a: 0, b: 0, c: 0 });
     }
   }
   answer.storeNow = now;
@@ -147,8 +147,8 @@ export function finishLeaseOp(
   return answer;
 }
 
-/** Writes `p`'s entry, kept MEMORY_MS past the later of now and its deadline. */
-function writeEntry(slot: LedgerSlot, p: PreparedLeaseOp, kind: LedgerEntry['kind'], a: number, b: number, c: number, now: number): void {
+/** Writes `p`'s entry (`body`, write_entry's), kept MEMORY_MS past the later of now and its deadline. */
+function writeEntry(slot: LedgerSlot, p: PreparedLeaseOp, now: number, body: Pick<LedgerEntry, 'kind' | 'a' | 'b' | 'c'>): void {
   const takeId = p.takeId!;
   const expireAt = Math.max(now, p.deadline ?? now) + MEMORY_MS;
   const ledger = slot.read() ?? { entries: new Map<string, LedgerEntry>(), written: 0 };
@@ -172,7 +172,7 @@ function writeEntry(slot: LedgerSlot, p: PreparedLeaseOp, kind: LedgerEntry['kin
     }
     if (live >= MAX_TAKES) ledger.entries.delete(oldest!);
   }
-  ledger.entries.set(takeId, { expireAt, seq, kind, a, b, c, ...(kind === 'r' && { by: p.by }) });
+  ledger.entries.set(takeId, { expireAt, seq, ...body, ...(body.kind === 'r' && { by: p.by }) });
   ledger.written = seq;
   slot.write(ledger, Math.max(x, expireAt));
 }
