@@ -9,9 +9,9 @@ import type { LeaseSpec, RateSpec } from './counter-spec.js';
 import { acquireCheck, acquireNow, releaseNow } from './emulator/concurrency.js';
 import { calendarWindow } from './emulator/calendar-window.js';
 import { fixedWindow } from './emulator/fixed-window.js';
-import { MemoryKeyspace, type MemoryKeyspaceOptions, type SlotCarrier } from './emulator/keyspace.js';
+import { MemoryKeyspace, type MemoryKeyspaceOptions } from './emulator/keyspace.js';
 import { leakyBucket } from './emulator/leaky-bucket.js';
-import type { AlgorithmOperation } from './emulator/mode.js';
+import { AlgorithmCall } from './emulator/mode.js';
 import { quota } from './emulator/quota.js';
 import { slidingCounter } from './emulator/sliding-window-counter.js';
 import { slidingLog } from './emulator/sliding-window-log.js';
@@ -26,25 +26,31 @@ import { tokenBucket } from './emulator/token-bucket.js';
 
 export type MemoryCounterStoreOptions = MemoryKeyspaceOptions;
 
+/** A lease operation's arguments: its units (a reclaim's: 0), its name, deadline and hold, a give's window tag. */
+type LeaseArgs = NamedTake & Partial<TakeReclaim> & { units: number; tag?: number };
+
 export class MemoryCounterStore implements CounterStore {
   private readonly space: MemoryKeyspace;
   private readonly now: () => number;
+  /** The one operation running (AlgorithmCall): refilled per operation, so a decision allocates nothing for it. */
+  private readonly call: AlgorithmCall;
   /** The emulator never waits: DecisionService uses these directly; the async methods wrap them. */
   readonly sync: SyncCounterOperations & Required<Pick<SyncCounterOperations, 'take' | 'giveBack' | 'reclaim' | 'group'>>;
 
   constructor(options: MemoryCounterStoreOptions = {}) {
     this.space = new MemoryKeyspace(options);
     this.now = this.space.now;
+    this.call = new AlgorithmCall(this.space);
     this.sync = {
       clock: this.now,
-      consume: (keys, spec, cost, nowMs) => this.consumeNow(keys, spec, 'consume', cost, nowMs ?? this.now()),
-      peek: (keys, spec, nowMs) => this.consumeNow(keys, spec, 'peek', 1, nowMs ?? this.now()),
-      refund: (keys, spec, amount, nowMs) => this.consumeNow(keys, spec, 'refund', amount, nowMs ?? this.now()),
+      consume: (keys, spec, cost, nowMs) => this.consumeNow(this.call.set(keys, 'consume', cost, nowMs ?? this.now(), 0), spec),
+      peek: (keys, spec, nowMs) => this.consumeNow(this.call.set(keys, 'peek', 1, nowMs ?? this.now(), 0), spec),
+      refund: (keys, spec, amount, nowMs) => this.consumeNow(this.call.set(keys, 'refund', amount, nowMs ?? this.now(), 0), spec),
       acquire: (keys, spec, leaseId, nowMs) => acquireNow(this.space, keys[0], spec, leaseId, nowMs ?? this.now()),
       release: (keys, spec, leaseId, nowMs) => releaseNow(this.space, keys[0], spec, leaseId, nowMs ?? this.now()),
-      take: (keys, spec, n, nowMs, named) => this.leaseNow(keys, spec, 'take', n, nowMs ?? this.now(), named ?? {}),
-      giveBack: (keys, spec, units, windowTag, nowMs, named) => this.leaseNow(keys, spec, 'give', units, nowMs ?? this.now(), { ...named, tag: windowTag ?? 0 }),
-      reclaim: (keys, spec, take, nowMs) => this.leaseNow(keys, spec, 'reclaim', 0, nowMs ?? this.now(), take),
+      take: (keys, spec, n, nowMs, named) => this.leaseNow(keys, spec, 'take', nowMs ?? this.now(), { ...named, units: n }),
+      giveBack: (keys, spec, units, windowTag, nowMs, named) => this.leaseNow(keys, spec, 'give', nowMs ?? this.now(), { ...named, units, tag: windowTag ?? 0 }),
+      reclaim: (keys, spec, take, nowMs) => this.leaseNow(keys, spec, 'reclaim', nowMs ?? this.now(), { ...take, units: 0 }),
       group: (operations, nowMs) => this.groupNow(operations, nowMs ?? this.now()),
     };
   }
@@ -65,17 +71,17 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   async consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number, region?: string): Promise<CounterResult> {
-    if (region !== undefined) return this.consumeNow(keys, spec, 'consume', cost, nowMs ?? this.now(), 0, region);
+    if (region !== undefined) return this.consumeNow(this.call.set(keys, 'consume', cost, nowMs ?? this.now(), 0), spec, region);
     return this.sync.consume(keys, spec, cost, nowMs);
   }
 
   async peek(keys: string[], spec: RateSpec, nowMs?: number, region?: string): Promise<CounterResult> {
-    if (region !== undefined) return this.consumeNow(keys, spec, 'peek', 1, nowMs ?? this.now(), 0, region);
+    if (region !== undefined) return this.consumeNow(this.call.set(keys, 'peek', 1, nowMs ?? this.now(), 0), spec, region);
     return this.sync.peek(keys, spec, nowMs);
   }
 
   async refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number, region?: string): Promise<CounterResult> {
-    if (region !== undefined) return this.consumeNow(keys, spec, 'refund', amount, nowMs ?? this.now(), 0, region);
+    if (region !== undefined) return this.consumeNow(this.call.set(keys, 'refund', amount, nowMs ?? this.now(), 0), spec, region);
     return this.sync.refund(keys, spec, amount, nowMs);
   }
 
@@ -112,28 +118,27 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   /**
-   * One operation of a rate script (lua/includes/mode.lua) on `units`; a take or a give is answered as a
-   * LeaseCounterResult, and a give names the window of its units (`tag`). `region`: a sliding log's
-   * region, with a share of its global budget (shares-log.ts).
+   * One operation of a rate script (lua/includes/mode.lua), as `call` (this.call, just set) asks it; a
+   * take or a give is answered as a LeaseCounterResult. `region`: a sliding log's region, with a share
+   * of its global budget (shares-log.ts).
    */
-  private consumeNow(keys: string[], spec: RateSpec, op: AlgorithmOperation, units: number, now: number, tag = 0, region?: string): CounterResult {
-    const key = keys[0];
+  private consumeNow(call: AlgorithmCall, spec: RateSpec, region?: string): CounterResult {
     switch (spec.type) {
       case 'fixed_window':
-        if (spec.calendar !== undefined) return calendarWindow(this.space, keys, spec.limit, spec.calendar.around(now), op, units, now, tag);
-        return fixedWindow(this.space, keys as SlotCarrier, spec.limit, spec.windowMs, op, units, now, tag);
+        if (spec.calendar !== undefined) return calendarWindow(call, spec.limit, spec.calendar.around(call.now));
+        return fixedWindow(call, spec.limit, spec.windowMs);
       case 'quota':
-        if (spec.calendar !== undefined) return calendarWindow(this.space, keys, spec.limit, spec.calendar.around(now), op, units, now, tag);
-        return quota(this.space, key, spec.limit, spec.periodMs, op, units, now, tag);
+        if (spec.calendar !== undefined) return calendarWindow(call, spec.limit, spec.calendar.around(call.now));
+        return quota(call, spec.limit, spec.periodMs);
       case 'sliding_window_counter':
-        return slidingCounter(this.space, key, spec.limit, spec.windowMs, spec.subWindows, op, units, now, tag);
+        return slidingCounter(call, spec.limit, spec.windowMs, spec.subWindows);
       case 'sliding_window_log':
-        if (op === 'take' || op === 'give') throw new Error('sliding_window_log takes no capacity lease');
-        return slidingLog(this.space, key, spec.limit, spec.windowMs, op, units, now, logShareOf(spec, region));
+        if (call.taking || call.giving) throw new Error('sliding_window_log takes no capacity lease');
+        return slidingLog(call, spec.limit, spec.windowMs, logShareOf(spec, region));
       case 'token_bucket':
-        return tokenBucket(this.space, key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, op, units, now, tag);
+        return tokenBucket(call, spec.capacity, spec.rateUnits, spec.ratePeriodMs);
       case 'leaky_bucket':
-        return leakyBucket(this.space, key, spec.capacity, spec.rateUnits, spec.ratePeriodMs, op, units, now, tag);
+        return leakyBucket(call, spec.capacity, spec.rateUnits, spec.ratePeriodMs);
     }
   }
 
@@ -152,7 +157,7 @@ export class MemoryCounterStore implements CounterStore {
 
   /** One operation of a group, checked (writing nothing) or run. */
   private groupStep(o: GroupOperation, checking: boolean, now: number): CounterResult {
-    if (o.op === 'consume') return this.consumeNow(o.keys, o.spec, checking ? 'check' : 'consume', o.cost, now);
+    if (o.op === 'consume') return this.consumeNow(this.call.set(o.keys, checking ? 'check' : 'consume', o.cost, now, 0), o.spec);
     return (checking ? acquireCheck : acquireNow)(this.space, o.keys[0], o.spec, o.leaseId, now);
   }
 
@@ -160,9 +165,7 @@ export class MemoryCounterStore implements CounterStore {
    * A lease operation: the take ledger read first, the algorithm's take or give, then the ledger
    * written and the answer completed (parent-take-ledger.ts, the port of lua/includes/lease.lua).
    */
-  private leaseNow(
-    keys: string[], spec: RateSpec, op: 'take' | 'give' | 'reclaim', units: number, now: number, args: NamedTake & Partial<TakeReclaim> & { tag?: number },
-  ): LeaseCounterResult {
+  private leaseNow(keys: string[], spec: RateSpec, op: 'take' | 'give' | 'reclaim', now: number, args: LeaseArgs): LeaseCounterResult {
     if (spec.type === 'sliding_window_log') throw new Error('sliding_window_log takes no capacity lease');
     const ledgerKey = takesKey(keys[0]);
     const slot: LedgerSlot = {
@@ -170,21 +173,23 @@ export class MemoryCounterStore implements CounterStore {
       expireAt: () => this.space.slots.get(ledgerKey)?.expireAt,
       write: (ledger, expireAt) => this.space.put<TakeLedger>(ledgerKey, ledger, expireAt),
     };
-    const prepared = prepareLeaseOp(op, units, args, now, slot);
+    const prepared = prepareLeaseOp(op, args.units, args, now, slot);
     const share = regionShareOf(spec, args.region);
+    const call = this.call.set(keys, prepared.op, prepared.units, now, prepared.tag);
     if (share === undefined) {
-      const answer = this.consumeNow(keys, spec, prepared.op, prepared.units, now, prepared.tag) as LeaseCounterResult;
+      const answer = this.consumeNow(call, spec) as LeaseCounterResult;
       return finishLeaseOp(prepared, answer, now, spec.type === 'token_bucket' || spec.type === 'leaky_bucket' ? 'bucket' : 'window', slot);
     }
-    return this.sharedLeaseNow(keys, spec, prepared, share, now, slot);
+    return this.sharedLeaseNow(call, spec, prepared, share, slot);
   }
 
   /**
    * A region's lease operation on a global budget with shares (shares.ts, the port of
    * lua/includes/shares.lua): a take gets at most its share's room in the window, which a take of
-   * nothing names first (it writes nothing).
+   * nothing names first (it writes nothing). `call`: the operation as prepared.
    */
-  private sharedLeaseNow(keys: string[], spec: RateSpec, prepared: PreparedLeaseOp, share: NamedShare, now: number, slot: LedgerSlot): LeaseCounterResult {
+  private sharedLeaseNow(call: AlgorithmCall, spec: RateSpec, prepared: PreparedLeaseOp, share: NamedShare, slot: LedgerSlot): LeaseCounterResult {
+    const { keys, now } = call;
     const key = sharesKey(keys[0]);
     const slotOf = <Ledger>(): ShareSlot<Ledger> => ({
       read: () => this.space.get<Ledger>(key, now),
@@ -197,15 +202,15 @@ export class MemoryCounterStore implements CounterStore {
     let units = prepared.units;
     if (prepared.op === 'take') {
       if (sliding) room = slidingShareRoom(sliding.slot, share, sliding.at);
-      else room = shareRoom(shares, share, (this.consumeNow(keys, spec, 'take', 0, now) as LeaseCounterResult).windowTag);
+      else room = shareRoom(shares, share, (this.consumeNow(call.set(keys, 'take', 0, now, 0), spec) as LeaseCounterResult).windowTag);
       units = Math.min(units, room);
     }
-    const answer = this.consumeNow(keys, spec, prepared.op, units, now, prepared.tag) as LeaseCounterResult;
+    const answer = this.consumeNow(call.set(keys, prepared.op, units, now, prepared.tag), spec) as LeaseCounterResult;
     // Capped by the share, the take answers as one refused the rest until the window (sub-window) ends.
     if (units < prepared.units) answer.retryAfterMs = answer.windowLeftMs;
     finishLeaseOp(prepared, answer, now, 'window', slot);
-    if (sliding) slidingShareAnswer(sliding.slot, share, answer, prepared.op, room, sliding.at);
-    else shareAnswer(shares, share, answer, prepared.op, room, now);
+    if (sliding) slidingShareAnswer(sliding, share, answer, prepared.op, room);
+    else shareAnswer(shares, share, answer, prepared.op, room);
     return answer;
   }
 

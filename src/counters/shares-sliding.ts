@@ -115,10 +115,15 @@ function report(slot: ShareSlot<SlidingShareLedger>, at: SlideAt): Record<string
   return taken;
 }
 
+/** A sliding window's share ledger, and where the operation's clock is in the window. */
+export interface SlidingShares {
+  at: SlideAt;
+  slot: ShareSlot<SlidingShareLedger>;
+}
+
 /** share_answer over a sliding window: the operation's units counted, a take bounded by its room, the window reported. */
-export function slidingShareAnswer(
-  slot: ShareSlot<SlidingShareLedger>, share: NamedShare, answer: LeaseCounterResult, op: 'take' | 'give', room: number, at: SlideAt,
-): void {
+export function slidingShareAnswer(sliding: SlidingShares, share: NamedShare, answer: LeaseCounterResult, op: 'take' | 'give', room: number): void {
+  const { at, slot } = sliding;
   const done = answer.outcome === 'done';
   if (done && op === 'take') {
     count(slot, share, at, answer.units);

@@ -104,16 +104,18 @@ function report(slot: ShareSlot, tag: number): Record<string, number> {
 }
 
 /**
- * share_answer: the operation done, its units are counted, and a take's `remaining` and retry_after are
- * bounded by what the region may still take (`room` before it); every answer reports the window.
+ * share_answer: the operation done (its answer completed: finishLeaseOp), its units are counted, and a
+ * take's `remaining` and retry_after are bounded by what the region may still take (`room` before it);
+ * every answer reports the window.
  */
-export function shareAnswer(slot: ShareSlot, share: NamedShare, answer: LeaseCounterResult, op: 'take' | 'give', room: number, now: number): void {
+export function shareAnswer(slot: ShareSlot, share: NamedShare, answer: LeaseCounterResult, op: 'take' | 'give', room: number): void {
   const done = answer.outcome === 'done';
+  const windowEnd = answer.storeNow + answer.windowLeftMs;
   if (done && op === 'take') {
-    count(slot, share, answer.windowTag, answer.units, now + answer.windowLeftMs);
+    count(slot, share, answer.windowTag, answer.units, windowEnd);
     boundByRoom(answer, room);
   } else if (done && op === 'give') {
-    count(slot, share, answer.windowTag, -answer.units, now + answer.windowLeftMs);
+    count(slot, share, answer.windowTag, -answer.units, windowEnd);
   }
   answer.shareTaken = report(slot, answer.windowTag);
 }

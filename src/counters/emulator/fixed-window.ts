@@ -1,12 +1,13 @@
 import type { CounterResult, LeaseCounterResult } from '../counter-store.js';
 import { leaseResult, result } from './answers.js';
-import { FixedWindowSlot, type MemoryKeyspace, type SlotCarrier } from './keyspace.js';
-import type { AlgorithmOperation } from './mode.js';
+import { FixedWindowSlot } from './keyspace.js';
+import type { AlgorithmCall } from './mode.js';
 import { windowTake } from './window-count.js';
 
 /** The emulator's fixed_window: mirrors lua/fixed_window.lua. */
 
-export function fixedWindow(space: MemoryKeyspace, keys: SlotCarrier, limit: number, windowMs: number, op: AlgorithmOperation, units: number, now: number, tag: number): CounterResult {
+export function fixedWindow(call: AlgorithmCall, limit: number, windowMs: number): CounterResult {
+  const { space, keys, op, units, now } = call;
   const key = keys[0];
   const windowStart = now - (now % windowMs);
   const windowEnd = windowStart + windowMs;
@@ -20,7 +21,7 @@ export function fixedWindow(space: MemoryKeyspace, keys: SlotCarrier, limit: num
   }
   let used = slot && slot.windowStart === windowStart ? slot.used : 0;
   if (op !== 'consume') {
-    if (op === 'take' || op === 'give') return fixedWindowLease(space, keys, slot, used, limit, windowStart, windowMs, op, units, now, tag);
+    if (op === 'take' || op === 'give') return fixedWindowLease(call, slot, used, limit, windowMs);
     const reset = used > 0 ? windowEnd - now : 0;
     if (op === 'refund') {
       if (used > 0) {
@@ -51,25 +52,29 @@ export function fixedWindow(space: MemoryKeyspace, keys: SlotCarrier, limit: num
   return result(true, Math.max(0, limit - (used + cost)), 0, windowEnd - now);
 }
 
-/** fixed_window's lease operations, apart from its hot path: the `giving` and `taking` branches of the script. */
-function fixedWindowLease(
-  space: MemoryKeyspace, keys: SlotCarrier, slot: FixedWindowSlot | undefined, used: number, limit: number, windowStart: number, windowMs: number,
-  op: 'take' | 'give', units: number, now: number, tag: number,
-): LeaseCounterResult {
+/**
+ * fixed_window's lease operations, apart from its hot path: the `giving` and `taking` branches of the
+ * script, on the current window of `slot` (absent when nothing is counted), `used` units of it used.
+ */
+function fixedWindowLease(call: AlgorithmCall, slot: FixedWindowSlot | undefined, used: number, limit: number, windowMs: number): LeaseCounterResult {
+  const { space, keys, units, now, tag } = call;
+  const windowStart = now - (now % windowMs);
   const windowEnd = windowStart + windowMs;
   let reset = used > 0 ? windowEnd - now : 0;
-  if (op === 'give') {
+  if (call.giving) {
     // The units' window has ended: they lapsed, and nothing goes back.
-    if (tag !== windowStart) return leaseResult(true, Math.max(0, limit - used), 0, reset, 0, windowStart, windowEnd - now);
+    if (tag !== windowStart) {
+      return leaseResult({ allowed: true, remaining: Math.max(0, limit - used), retryAfterMs: 0, resetAfterMs: reset, units: 0, windowTag: windowStart, windowLeftMs: windowEnd - now });
+    }
     const before = used;
     if (used > 0) {
       used = Math.max(0, used - units);
       slot!.used = used;
     }
     if (used === 0) reset = 0;
-    return leaseResult(true, Math.max(0, limit - used), 0, reset, before - used, windowStart, windowEnd - now);
+    return leaseResult({ allowed: true, remaining: Math.max(0, limit - used), retryAfterMs: 0, resetAfterMs: reset, units: before - used, windowTag: windowStart, windowLeftMs: windowEnd - now });
   }
-  return windowTake(units, used, limit, windowStart, windowEnd, reset, now, (taken) => {
+  return windowTake(call, call.windowOf(limit, windowStart, windowEnd, used), reset, (taken) => {
     if (slot) {
       slot.windowNumber = windowStart / windowMs;
       slot.windowMs = windowMs;

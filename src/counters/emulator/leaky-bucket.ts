@@ -1,15 +1,13 @@
 import type { CounterResult } from '../counter-store.js';
-import { leaseResult, result } from './answers.js';
-import type { MemoryKeyspace } from './keyspace.js';
-import { mode, type AlgorithmOperation } from './mode.js';
+import { bucketLeaseResult, result } from './answers.js';
+import type { AlgorithmCall } from './mode.js';
 import type { BucketState } from './bucket-state.js';
 
 /** The emulator's leaky_bucket: mirrors lua/leaky_bucket.lua. */
 
-export function leakyBucket(
-  space: MemoryKeyspace, key: string, capacity: number, rateUnits: number, ratePeriodMs: number, op: AlgorithmOperation, units: number, now: number, giveTag: number,
-): CounterResult {
-  const { peeking, refunding, cost, refund, taking, giving } = mode(op, units);
+export function leakyBucket(call: AlgorithmCall, capacity: number, rateUnits: number, ratePeriodMs: number): CounterResult {
+  const { space, now, peeking, refunding, cost, refund, taking, giving, tag: giveTag } = call;
+  const key = call.keys[0];
   // amount = level of the bucket; settledAt = when it has drained empty.
   const stored = space.get<BucketState>(key, now);
   let level = 0;
@@ -19,14 +17,14 @@ export function leakyBucket(
     emptyAt = stored.settledAt;
   }
   // A return that arrives after the instant it had to be back by: the units lapsed, and nothing goes back.
-  if (giving && now >= giveTag) return leaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now, 0, 0, 0);
+  if (giving && now >= giveTag) return bucketLeaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now, 0);
   if (refunding) {
     // What went back (a return answers it): never below empty, so an empty bucket takes nothing back.
     const room = level;
     level = Math.max(0, level - refund);
     const settledAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
     if (stored) space.put<BucketState>(key, { amount: level, updatedAt: now, settledAt }, settledAt);
-    if (giving) return leaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now, Math.floor(Math.min(refund, room)), 0, 0);
+    if (giving) return bucketLeaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now, Math.floor(Math.min(refund, room)));
     return result(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now);
   }
   if (taking) {
@@ -39,7 +37,7 @@ export function leakyBucket(
       emptyAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
       space.put<BucketState>(key, { amount: level, updatedAt: now, settledAt: emptyAt }, emptyAt);
     }
-    return leaseResult(granted > 0, Math.max(0, Math.floor(capacity - level)), retry, emptyAt - now, granted, 0, 0);
+    return bucketLeaseResult(granted > 0, Math.max(0, Math.floor(capacity - level)), retry, emptyAt - now, granted);
   }
   if (peeking && level + cost <= capacity) return result(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now);
   if (level + cost <= capacity) {

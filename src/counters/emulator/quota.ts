@@ -1,13 +1,14 @@
 import type { CounterResult } from '../counter-store.js';
-import type { MemoryKeyspace, StateSlot } from './keyspace.js';
-import type { AlgorithmOperation } from './mode.js';
+import type { StateSlot } from './keyspace.js';
+import type { AlgorithmCall } from './mode.js';
 import { countInWindow, type WindowState } from './window-count.js';
 
 /** The emulator's quota: mirrors lua/quota.lua. */
 
-export function quota(space: MemoryKeyspace, key: string, limit: number, periodMs: number, op: AlgorithmOperation, units: number, now: number, giveTag: number): CounterResult {
+export function quota(call: AlgorithmCall, limit: number, periodMs: number): CounterResult {
+  const { now } = call;
   // The period starts with the first consumption and lasts periodMs.
-  const slot = space.live<StateSlot<WindowState>>(key, now);
+  const slot = call.space.live<StateSlot<WindowState>>(call.keys[0], now);
   const stored = slot?.state;
   let periodStart = now;
   let used = 0;
@@ -15,5 +16,5 @@ export function quota(space: MemoryKeyspace, key: string, limit: number, periodM
     periodStart = stored.periodStart;
     used = stored.used;
   }
-  return countInWindow(space, key, slot, limit, periodStart, periodStart + periodMs, used, op, units, now, giveTag);
+  return countInWindow(call, slot, call.windowOf(limit, periodStart, periodStart + periodMs, used));
 }

@@ -1,17 +1,15 @@
 import type { CounterResult } from '../counter-store.js';
 import { leaseResult, result } from './answers.js';
-import type { MemoryKeyspace } from './keyspace.js';
-import { mode, type AlgorithmOperation } from './mode.js';
+import type { AlgorithmCall } from './mode.js';
 
 /** The emulator's sliding_window_counter: mirrors lua/sliding_window_counter.lua. */
 
 interface SlidingCounterState { buckets: Map<number, number> }
 
-export function slidingCounter(
-  space: MemoryKeyspace, key: string, limit: number, windowMs: number, subWindows: number, op: AlgorithmOperation, units: number, now: number, giveTag: number,
-): CounterResult {
-  const { peeking, refunding, cost, taking, giving } = mode(op, units);
-  let { refund } = mode(op, units);
+export function slidingCounter(call: AlgorithmCall, limit: number, windowMs: number, subWindows: number): CounterResult {
+  const { space, now, peeking, refunding, cost, taking, giving, tag: giveTag } = call;
+  const key = call.keys[0];
+  let { refund } = call;
   const bucketMs = windowMs / subWindows;
   const current = (now - (now % bucketMs)) / bucketMs;
   const elapsed = now - current * bucketMs;
@@ -35,7 +33,7 @@ export function slidingCounter(
       // The units' sub-window has ended: they lapsed, and nothing goes back.
       const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
       const remaining = Math.max(0, Math.floor(limit - (full + (oldest * (bucketMs - elapsed)) / bucketMs)));
-      return leaseResult(true, remaining, 0, reset, 0, current, bucketMs - elapsed);
+      return leaseResult({ allowed: true, remaining, retryAfterMs: 0, resetAfterMs: reset, units: 0, windowTag: current, windowLeftMs: bucketMs - elapsed });
     }
     // They go back to the sub-window they were taken in, and to no other.
     refund = Math.min(refund, buckets.get(current) ?? 0);
@@ -60,7 +58,7 @@ export function slidingCounter(
     }
     const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
     const remaining = Math.max(0, Math.floor(limit - (full + (oldest * (bucketMs - elapsed)) / bucketMs)));
-    if (giving) return leaseResult(true, remaining, 0, reset, refund, current, bucketMs - elapsed);
+    if (giving) return leaseResult({ allowed: true, remaining, retryAfterMs: 0, resetAfterMs: reset, units: refund, windowTag: current, windowLeftMs: bucketMs - elapsed });
     return result(true, remaining, 0, reset);
   }
   const estimate = full + (oldest * (bucketMs - elapsed)) / bucketMs;
@@ -78,7 +76,7 @@ export function slidingCounter(
   }
   if (granted === 0 || (!taking && estimate + cost > limit)) {
     const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
-    if (taking) return leaseResult(false, Math.max(0, Math.floor(limit - estimate)), retry, reset, 0, current, bucketMs - elapsed);
+    if (taking) return leaseResult({ allowed: false, remaining: Math.max(0, Math.floor(limit - estimate)), retryAfterMs: retry, resetAfterMs: reset, units: 0, windowTag: current, windowLeftMs: bucketMs - elapsed });
     return result(false, Math.max(0, Math.floor(limit - estimate)), retry, reset);
   }
   if (peeking) {
@@ -89,7 +87,7 @@ export function slidingCounter(
   const resetAt = (current + subWindows + 1) * bucketMs;
   space.put<SlidingCounterState>(key, { buckets }, resetAt);
   if (taking) {
-    return leaseResult(true, Math.max(0, Math.floor(limit - (estimate + granted))), retry, resetAt - now, granted, current, bucketMs - elapsed);
+    return leaseResult({ allowed: true, remaining: Math.max(0, Math.floor(limit - (estimate + granted))), retryAfterMs: retry, resetAfterMs: resetAt - now, units: granted, windowTag: current, windowLeftMs: bucketMs - elapsed });
   }
   return result(true, Math.max(0, Math.floor(limit - (estimate + cost))), 0, resetAt - now);
 }

@@ -2,23 +2,26 @@ import type { CounterResult } from '../counter-store.js';
 import { LogShareRun, type LogEntry, type LogShareSums } from '../shares-log.js';
 import type { NamedShare } from '../shares.js';
 import { result } from './answers.js';
-import type { MemoryKeyspace } from './keyspace.js';
-import { mode, type AlgorithmOperation } from './mode.js';
+import type { AlgorithmCall } from './mode.js';
 
 /** The emulator's sliding_window_log: mirrors lua/sliding_window_log.lua (a region's share: shares-log.ts). */
 
 interface SlidingLogState { entries: LogEntry[]; sum: number; shares?: LogShareSums }
 
-export function slidingLog(
-  space: MemoryKeyspace, key: string, limit: number, windowMs: number, op: AlgorithmOperation, units: number, now: number, share?: NamedShare,
-): CounterResult {
-  const { peeking, refunding, cost, refund } = mode(op, units);
+/** The entries of a log in the window: those from `first` on, which sum to `sum`. */
+interface LogInWindow { entries: LogEntry[]; first: number; sum: number }
+
+export function slidingLog(call: AlgorithmCall, limit: number, windowMs: number, share?: NamedShare): CounterResult {
+  const { space, now, peeking, refunding, cost, refund } = call;
+  const key = call.keys[0];
   const stored = space.get<SlidingLogState>(key, now);
   const run = new LogShareRun(share, () => stored?.shares);
   /** log_reply: with a region, `remaining` at most `room` and every region's units; the changes written unless peeking. */
-  const answer = (state: SlidingLogState, allowed: boolean, remaining: number, retry: number, reset: number, room: number): CounterResult => {
-    const r = result(allowed, share === undefined ? remaining : Math.max(0, Math.min(remaining, room)), retry, reset);
-    if (share !== undefined) r.shareTaken = run.report();
+  const answer = (state: SlidingLogState, r: CounterResult, room: number): CounterResult => {
+    if (share !== undefined) {
+      r.remaining = Math.max(0, Math.min(r.remaining, room));
+      r.shareTaken = run.report();
+    }
     if (!peeking) run.flush(state);
     return r;
   };
@@ -27,7 +30,7 @@ export function slidingLog(
   if (stored === undefined && peeking) {
     run.absent = true;
     const room = run.room();
-    return answer(log, cost <= limit && cost <= room, Math.max(0, limit), cost <= limit && cost <= room ? 0 : windowMs, 0, room);
+    return answer(log, result(cost <= limit && cost <= room, Math.max(0, limit), cost <= limit && cost <= room ? 0 : windowMs, 0), room);
   }
   // Entries are sorted by time; an entry leaves the window when now - windowMs reaches it. A peek
   // only skips them (it writes nothing): `first` is then the oldest entry still in the window.
@@ -40,9 +43,9 @@ export function slidingLog(
   }
   if (peeking) {
     const room = run.room();
-    if (sum + cost > limit || cost > room) return answer(log, ...slidingLogRefusal(log.entries, expired, sum, cost, limit, windowMs, now, run), room);
+    if (sum + cost > limit || cost > room) return answer(log, slidingLogRefusal(call, limit, windowMs, { entries: log.entries, first: expired, sum }, run), room);
     const reset = log.entries.length > expired ? log.entries[log.entries.length - 1].ts + windowMs - now : 0;
-    return answer(log, true, Math.max(0, limit - sum), 0, reset, room);
+    return answer(log, result(true, Math.max(0, limit - sum), 0, reset), room);
   }
   log.sum = sum;
   if (expired > 0) log.entries.splice(0, expired);
@@ -76,14 +79,14 @@ export function slidingLog(
       space.slots.delete(key); // a sliding-log key: never a fixed_window slot
       run.cleared();
       run.absent = true;
-      return answer({ entries: [], sum: 0 }, true, Math.max(0, limit), 0, 0, run.room());
+      return answer({ entries: [], sum: 0 }, result(true, Math.max(0, limit), 0, 0), run.room());
     }
     const expireAt = log.entries[log.entries.length - 1].ts + windowMs;
     space.put<SlidingLogState>(key, log, expireAt);
-    return answer(log, true, Math.max(0, limit - log.sum), 0, expireAt - now, run.room());
+    return answer(log, result(true, Math.max(0, limit - log.sum), 0, expireAt - now), run.room());
   }
   const room = run.room();
-  if (log.sum + cost > limit || cost > room) return answer(log, ...slidingLogRefusal(log.entries, 0, log.sum, cost, limit, windowMs, now, run), room);
+  if (log.sum + cost > limit || cost > room) return answer(log, slidingLogRefusal(call, limit, windowMs, { entries: log.entries, first: 0, sum: log.sum }, run), room);
   const entry: LogEntry = { ts: now, cost };
   if (share !== undefined) {
     // From the region's guarantee first, the rest from the common share.
@@ -95,17 +98,16 @@ export function slidingLog(
   log.sum = log.sum + cost;
   const newest = log.entries[log.entries.length - 1].ts;
   space.put<SlidingLogState>(key, log, newest + windowMs);
-  return answer(log, true, Math.max(0, limit - log.sum), 0, newest + windowMs - now, room - cost);
+  return answer(log, result(true, Math.max(0, limit - log.sum), 0, newest + windowMs - now), room - cost);
 }
 
 /**
- * The refusal of `cost` by a sliding log whose entries from `first` on are in the window and sum to
- * `sum`: wait until enough of the oldest entries have left the window for the cost to fit (a region's:
- * in its share too). Answers allowed, remaining, retry_after and reset_after.
+ * The refusal of the call's cost by a sliding log, `log` its entries in the window: wait until enough
+ * of the oldest have left the window for the cost to fit (a region's: in its share too).
  */
-function slidingLogRefusal(
-  entries: LogEntry[], first: number, sum: number, cost: number, limit: number, windowMs: number, now: number, run: LogShareRun,
-): [boolean, number, number, number] {
+function slidingLogRefusal(call: AlgorithmCall, limit: number, windowMs: number, log: LogInWindow, run: LogShareRun): CounterResult {
+  const { cost, now } = call;
+  const { entries, first, sum } = log;
   const inWindow = entries.length > first;
   const newestTs = inWindow ? entries[entries.length - 1].ts : now;
   const reset = inWindow ? newestTs + windowMs - now : 0;
@@ -126,7 +128,7 @@ function slidingLogRefusal(
       break;
     }
   }
-  return [false, Math.max(0, limit - sum), retry, reset];
+  return result(false, Math.max(0, limit - sum), retry, reset);
 }
 
 /** Inserts after every entry with the same or an earlier time (time order; arrival order on ties). */

@@ -1,15 +1,13 @@
 import type { CounterResult } from '../counter-store.js';
-import { leaseResult, result } from './answers.js';
-import type { MemoryKeyspace } from './keyspace.js';
-import { mode, type AlgorithmOperation } from './mode.js';
+import { bucketLeaseResult, result } from './answers.js';
+import type { AlgorithmCall } from './mode.js';
 import type { BucketState } from './bucket-state.js';
 
 /** The emulator's token_bucket: mirrors lua/token_bucket.lua. */
 
-export function tokenBucket(
-  space: MemoryKeyspace, key: string, capacity: number, rateUnits: number, ratePeriodMs: number, op: AlgorithmOperation, units: number, now: number, giveTag: number,
-): CounterResult {
-  const { peeking, refunding, cost, refund, taking, giving } = mode(op, units);
+export function tokenBucket(call: AlgorithmCall, capacity: number, rateUnits: number, ratePeriodMs: number): CounterResult {
+  const { space, now, peeking, refunding, cost, refund, taking, giving, tag: giveTag } = call;
+  const key = call.keys[0];
   // amount = tokens in the bucket; settledAt = when it is full again.
   const stored = space.get<BucketState>(key, now);
   let tokens = capacity;
@@ -19,14 +17,14 @@ export function tokenBucket(
     fullAt = stored.settledAt;
   }
   // A return that arrives after the instant it had to be back by: the units lapsed, and nothing goes back.
-  if (giving && now >= giveTag) return leaseResult(true, Math.floor(tokens), 0, fullAt - now, 0, 0, 0);
+  if (giving && now >= giveTag) return bucketLeaseResult(true, Math.floor(tokens), 0, fullAt - now, 0);
   if (refunding) {
     // What went back (a return answers it): never above capacity, so a full bucket takes nothing back.
     const room = capacity - tokens;
     tokens = Math.min(capacity, tokens + refund);
     const settledAt = now + Math.ceil(((capacity - tokens) * ratePeriodMs) / rateUnits);
     if (stored) space.put<BucketState>(key, { amount: tokens, updatedAt: now, settledAt }, settledAt);
-    if (giving) return leaseResult(true, Math.floor(tokens), 0, settledAt - now, Math.floor(Math.min(refund, room)), 0, 0);
+    if (giving) return bucketLeaseResult(true, Math.floor(tokens), 0, settledAt - now, Math.floor(Math.min(refund, room)));
     return result(true, Math.floor(tokens), 0, settledAt - now);
   }
   if (taking) {
@@ -39,7 +37,7 @@ export function tokenBucket(
       fullAt = now + Math.ceil(((capacity - tokens) * ratePeriodMs) / rateUnits);
       space.put<BucketState>(key, { amount: tokens, updatedAt: now, settledAt: fullAt }, fullAt);
     }
-    return leaseResult(granted > 0, Math.floor(tokens), retry, fullAt - now, granted, 0, 0);
+    return bucketLeaseResult(granted > 0, Math.floor(tokens), retry, fullAt - now, granted);
   }
   if (peeking && tokens >= cost) return result(true, Math.floor(tokens), 0, fullAt - now);
   if (tokens >= cost) {
