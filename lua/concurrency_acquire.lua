@@ -5,14 +5,14 @@
 -- KEYS[1]  lease set, sorted set: member = lease id, score = when that lease expires (epoch ms). The
 --          key expires with its latest lease, so the newest score is always its expire-at.
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  lease id
--- ARGV[3]  max concurrency
--- ARGV[4]  lease ttl ms
--- ARGV[5]  optional: 'check' answers as the acquire would be answered now and writes nothing (the first
+-- ARGV[2]  lease_id
+-- ARGV[3]  max: the most leases held at once
+-- ARGV[4]  lease_ttl_ms
+-- ARGV[5]  check: optional, 'check' answers as the acquire would be answered now and writes nothing (the first
 --          step of an all-or-nothing group: lua/batch.lua)
 -- Returns  {allowed 1/0, remaining slots, retry_after_ms (until the oldest lease expires),
---          reset_after_ms (until no lease is held), new slot 1/0 (admitted and the lease id held
---          none: a slot was taken; 0 when refused or only refreshed, which a give-back must not release)}
+--          reset_after_ms (until no lease is held), new_slot 1/0 (admitted and the lease id held
+--          none: a slot was taken; 0 when refused or only refreshed: a give-back must not release it)}
 
 -- @include "time"
 -- @include "number"

@@ -8,13 +8,13 @@
 -- ARGV[2]  operation: consume, peek, refund; take, give, reclaim (include "mode")
 -- ARGV[3]  units: what a consume takes, a refund gives back (a peek ignores it)
 -- ARGV[4]  limit
--- ARGV[5]  window ms; 0 = calendar periods (include "calendar")
--- ARGV[6]  calendar periods only: the current period's start (epoch ms)
--- ARGV[7]  calendar periods only: the next period's start
--- ARGV[8]  calendar periods only: the next period's end
+-- ARGV[5]  window_ms; 0 = calendar periods (include "calendar")
+-- ARGV[6]  period_start: calendar periods only, the current period's start (epoch ms)
+-- ARGV[7]  next_start: calendar periods only, the next period's start
+-- ARGV[8]  next_end: calendar periods only, the next period's end
 --          then a lease operation's own arguments (include "lease")
--- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add {units, tag,
---          ms until the tag's window ends, now, outcome, units lapsed} (include "lease")
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add {units, window_tag,
+--          window_left_ms, store_now, outcome, lapsed[, shares]} (include "lease")
 
 -- @include "time"
 -- @include "number"

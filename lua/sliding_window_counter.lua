@@ -11,12 +11,12 @@
 -- ARGV[2]  operation: consume, peek, refund; take, give, reclaim (include "mode")
 -- ARGV[3]  units: what a consume takes, a refund gives back (a peek ignores it)
 -- ARGV[4]  limit
--- ARGV[5]  window ms
--- ARGV[6]  sub-window count (1 = weighted previous window)
+-- ARGV[5]  window_ms
+-- ARGV[6]  sub_windows: the sub-window count (1 = weighted previous window)
 --          then, with shares, the region's share (include "shares")
 --          then a lease operation's own arguments (include "lease")
--- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add {units, tag,
---          ms until the tag's window ends, now, outcome, units lapsed} (include "lease")
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add {units, window_tag,
+--          window_left_ms, store_now, outcome, lapsed[, shares]} (include "lease")
 
 -- @include "time"
 -- @include "number"

@@ -11,12 +11,12 @@
 -- ARGV[2]  operation: consume, peek or refund (include "mode"; this script takes no lease)
 -- ARGV[3]  units: what a consume takes, a refund gives back (a peek ignores it)
 -- ARGV[4]  limit
--- ARGV[5]  window ms
--- ARGV[6]  a region's operation on a global budget with shares: its region (include "shares_log")
--- ARGV[7]  with shares: the region's guarantee
--- ARGV[8]  with shares: the common share's size
--- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; with a region, every region's units
---          in the window after them (include "shares_log")
+-- ARGV[5]  window_ms
+-- ARGV[6]  region: a region's operation on a global budget with shares, its region (include "shares_log")
+-- ARGV[7]  guarantee: with shares, the region's guarantee
+-- ARGV[8]  common: with shares, the common share's size
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms[, shares]}; shares, with a region:
+--          every region's units in the window after them (include "shares_log")
 
 -- @include "time"
 -- @include "number"

@@ -7,13 +7,13 @@
 -- KEYS[3]  never given: shares are for fixed_window and quota only (include "shares" reads it)
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
 -- ARGV[2]  operation: consume, peek, refund; take, give, reclaim (include "mode")
--- ARGV[3]  tokens: what a consume takes, a refund gives back (a peek ignores it)
+-- ARGV[3]  units: the tokens a consume takes, a refund gives back (a peek ignores it)
 -- ARGV[4]  capacity
--- ARGV[5]  rate units (tokens added per rate period)
--- ARGV[6]  rate period ms
+-- ARGV[5]  rate_units (tokens added per rate period)
+-- ARGV[6]  rate_period_ms
 --          then a lease operation's own arguments (include "lease")
--- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add {units, tag,
---          ms until the tag's window ends, now, outcome, units lapsed} (include "lease")
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms}; lease operations add {units, window_tag,
+--          window_left_ms, store_now, outcome, lapsed[, shares]} (include "lease")
 
 -- @include "time"
 -- @include "number"

@@ -29,11 +29,14 @@
 -- its expire-at it is absent. At most MAX_TAKES entries: a new one first drops the expired, then the
 -- least recently written.
 --
--- Every answer: {allowed, remaining, retry_after_ms, reset_after_ms, units (taken, or given back),
--- tag (of the window, quota period or sub-window the units belong to; a bucket's take: the instant its
--- units must be back by, the take's plus the hold; a bucket's give: 0), ms the units may still be spent
--- (until their window ends; a bucket's take: what is left of the hold), now (this clock, epoch ms),
--- outcome (0 done, 1 late, 2 repeat, 3 reclaimed, 4 ahead), units lapsed (give, reclaim)}.
+-- Every answer of a lease operation:
+-- Returns  {allowed 1/0, remaining, retry_after_ms, reset_after_ms, units, window_tag, window_left_ms,
+--          store_now, outcome, lapsed[, shares]}: units taken or given back; window_tag, the tag of the
+--          window, quota period or sub-window the units belong to (a bucket's take: the instant its units
+--          must be back by, the take's plus the hold; a bucket's give: 0); window_left_ms, how long the
+--          units may still be spent (until their window ends; a bucket's take: what is left of the
+--          hold); store_now, this clock (epoch ms); outcome, 0 done, 1 late, 2 repeat, 3 reclaimed,
+--          4 ahead; lapsed, units lapsed (give, reclaim); shares, a region's share report (include "shares").
 -- Port of src/counters/parent-take-ledger.ts: change both together.
 -- @include "slot"
 -- @include "shares"
