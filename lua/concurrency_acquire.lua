@@ -6,7 +6,7 @@
 --          key expires with its latest lease, so the newest score is always its expire-at.
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
 -- ARGV[2]  lease_id
--- ARGV[3]  max: the most leases held at once
+-- ARGV[3]  max_concurrency: the most leases held at once
 -- ARGV[4]  lease_ttl_ms
 -- ARGV[5]  check: optional, 'check' answers as the acquire would be answered now and writes nothing (the first
 --          step of an all-or-nothing group: lua/batch.lua)

@@ -4,7 +4,7 @@
 -- KEYS[1]  lease set, sorted set: member = lease id, score = when that lease expires (epoch ms)
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
 -- ARGV[2]  lease_id
--- ARGV[3]  max: the most leases held at once
+-- ARGV[3]  max_concurrency: the most leases held at once
 -- ARGV[4]  lease_ttl_ms (unused; the same parameters as acquire)
 -- Returns  {removed 1/0 (the lease was held), remaining slots, retry_after_ms (always 0), reset_after_ms (until no lease
 --          is held)}

@@ -3,7 +3,8 @@ import type { CalendarPeriods, PeriodPair } from '../util/calendar-period.js';
 /**
  * The numeric parameters one algorithm needs, derived once from a validated policy when policies
  * change (matching/counter-spec-of.ts; never on the hot path). Both counter stores take exactly these
- * numbers, and the Redis store passes them to the Lua scripts as ARGV in the order `scriptParams` gives.
+ * numbers, and the Redis store passes them to the Lua scripts as ARGV in the order each script declares
+ * (redis/counter-script-protocols.ts).
  *
  * Rates are kept as a fraction `units / periodMs` instead of a float per millisecond, so the default
  * rate (limit per window) refills exactly `limit` after one window: `window * limit / window` is exact
@@ -109,28 +110,7 @@ export function windowMsOf(spec: CounterSpec, now?: number): number {
   }
 }
 
-/**
- * The ARGV parameters after `now` and `cost`/`lease id`, in the order each Lua script reads them. A
- * calendar spec's period pair follows these, per call (calendarParams).
- */
-export function scriptParams(spec: CounterSpec): number[] {
-  switch (spec.type) {
-    case 'fixed_window':
-    case 'sliding_window_log':
-      return [spec.limit, spec.windowMs];
-    case 'sliding_window_counter':
-      return [spec.limit, spec.windowMs, spec.subWindows];
-    case 'token_bucket':
-    case 'leaky_bucket':
-      return [spec.capacity, spec.rateUnits, spec.ratePeriodMs];
-    case 'quota':
-      return [spec.limit, spec.periodMs];
-    case 'concurrency':
-      return [spec.maxConcurrency, spec.leaseTtlMs];
-  }
-}
-
-/** A calendar spec's period pair as the script reads it after scriptParams (lua/includes/calendar.lua). */
+/** A calendar spec's period pair as the script reads it after the spec's parameters (lua/includes/calendar.lua). */
 export function calendarParams(pair: PeriodPair): string[] {
   return [String(pair[0]), String(pair[1]), String(pair[2])];
 }

@@ -1,3 +1,4 @@
+import type { CounterSpec } from '../counters/counter-spec.js';
 import { defineProtocol } from './script-protocol.js';
 
 /**
@@ -7,7 +8,8 @@ import { defineProtocol } from './script-protocol.js';
  * checks them), and the reply reader (redis-script-reply.ts) takes its field positions from here.
  *
  * A rate script's arguments: `operation` (include "mode": consume, peek, check, refund, take, give,
- * reclaim) and its `units`, then the algorithm's parameters (counter-spec.ts scriptParams). The last ones
+ * reclaim) and its `units`, then the algorithm's parameters (the CounterSpec's fields of the same names,
+ * `specParams`). The last ones
  * are sent only when they apply: a calendar spec's period pair (`periodStart`, `nextStart`, `nextEnd`),
  * a sliding log's region share (`region`, `guarantee`, `common`); a lease operation's own arguments
  * (include "lease") and a region's share before them (include "shares") follow the parameters.
@@ -59,7 +61,7 @@ export const LEAKY_BUCKET = defineProtocol({ script: 'leaky_bucket', operationAr
 export const CONCURRENCY_ACQUIRE = defineProtocol({
   script: 'concurrency_acquire',
   operationArg: false,
-  operations: { acquire: ['leaseId', 'max', 'leaseTtlMs', 'check'] },
+  operations: { acquire: ['leaseId', 'maxConcurrency', 'leaseTtlMs', 'check'] },
   reply: { ...DECISION, newSlot: 'flag' },
 });
 
@@ -67,7 +69,7 @@ export const CONCURRENCY_ACQUIRE = defineProtocol({
 export const CONCURRENCY_RELEASE = defineProtocol({
   script: 'concurrency_release',
   operationArg: false,
-  operations: { release: ['leaseId', 'max', 'leaseTtlMs'] },
+  operations: { release: ['leaseId', 'maxConcurrency', 'leaseTtlMs'] },
   reply: { removed: 'flag', remaining: 'number', retryAfterMs: 'number', resetAfterMs: 'number' },
 });
 
@@ -92,4 +94,26 @@ export function fieldPositions<F extends Readonly<Record<string, unknown>>>(repl
   const out: Record<string, number> = {};
   Object.keys(reply).forEach((name, i) => (out[name] = i));
   return out as { [N in keyof F]: number };
+}
+
+/**
+ * Each algorithm's parameters, named as its CounterSpec names them, in the ARGV order its script
+ * declares: after the operation and its units (a lease id), before what only some calls send.
+ */
+const SPEC_PARAMS: { readonly [T in CounterSpec['type']]: readonly string[] } = {
+  fixed_window: FIXED_WINDOW.operations.counter.slice(2, 4),
+  quota: QUOTA.operations.counter.slice(2, 4),
+  sliding_window_counter: SLIDING_WINDOW_COUNTER.operations.counter.slice(2),
+  sliding_window_log: SLIDING_WINDOW_LOG.operations.counter.slice(2, 4),
+  token_bucket: TOKEN_BUCKET.operations.counter.slice(2),
+  leaky_bucket: LEAKY_BUCKET.operations.counter.slice(2),
+  concurrency: CONCURRENCY_RELEASE.operations.release.slice(1),
+};
+
+/**
+ * The spec's parameters as its script reads them (decimal strings; a calendar spec's period pair follows
+ * per call, counter-spec.ts calendarParams). Built once per spec (redis-store.ts keeps them).
+ */
+export function specParams(spec: CounterSpec): string[] {
+  return SPEC_PARAMS[spec.type].map((name) => String((spec as unknown as Record<string, number>)[name]));
 }

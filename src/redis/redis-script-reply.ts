@@ -1,54 +1,63 @@
 import type { CounterResult, LeaseCounterResult } from '../counters/counter-store.js';
 import { LEASE_OUTCOMES } from '../counters/parent-take-ledger.js';
 import { parseShareReport } from '../counters/shares.js';
+import { CONCURRENCY_ACQUIRE, FIXED_WINDOW, LEASE_REPLY, SLIDING_WINDOW_LOG, fieldPositions } from './counter-script-protocols.js';
 
 /**
- * The script reply: {allowed 1/0, remaining, retry_after_ms, reset_after_ms}, and for a lease operation
- * {units, window tag, window left ms, store now, outcome, lapsed} after it; see lua/includes/lease.lua.
- * A share's report comes last: a lease operation's 11th, a sliding log's 5th (lua/includes/shares_log.lua).
+ * Field positions and reply lengths, from the declared replies (counter-script-protocols.ts): every rate
+ * script's decision, a lease operation's (lua/includes/lease.lua) and an acquire's. A share's report
+ * comes last: a lease operation's, a sliding log's (lua/includes/shares_log.lua).
  */
+const LEASE = fieldPositions(LEASE_REPLY.reply);
+const ACQUIRE = fieldPositions(CONCURRENCY_ACQUIRE.reply);
+const DECISION_LENGTH = Object.keys(FIXED_WINDOW.reply).length;
+const LOG_SHARES = fieldPositions(SLIDING_WINDOW_LOG.reply).shares;
+const LEASE_LENGTH = LEASE.shares;
+const ACQUIRE_LENGTH = Object.keys(CONCURRENCY_ACQUIRE.reply).length;
+
+/** A rate script's (or concurrency_release's) reply, or a lease operation's, as one result object. */
 export function parseReply(reply: unknown): CounterResult {
-  if (!Array.isArray(reply) || (reply.length !== 4 && reply.length !== 5 && reply.length !== 10 && reply.length !== 11)) {
+  if (!Array.isArray(reply) || (reply.length !== DECISION_LENGTH && reply.length !== LOG_SHARES + 1 && reply.length !== LEASE_LENGTH && reply.length !== LEASE_LENGTH + 1)) {
     throw new Error(`unexpected script reply ${JSON.stringify(reply)}`);
   }
-  if (reply.length >= 10) {
-    const outcome = LEASE_OUTCOMES[toNumber(reply[8])];
+  if (reply.length >= LEASE_LENGTH) {
+    const outcome = LEASE_OUTCOMES[toNumber(reply[LEASE.outcome])];
     if (outcome === undefined) throw new Error(`unexpected lease outcome in script reply ${JSON.stringify(reply)}`);
     const lease: LeaseCounterResult = {
-      allowed: toNumber(reply[0]) === 1,
-      remaining: toNumber(reply[1]),
-      retryAfterMs: toNumber(reply[2]),
-      resetAfterMs: toNumber(reply[3]),
-      units: toNumber(reply[4]),
-      windowTag: toNumber(reply[5]),
-      windowLeftMs: toNumber(reply[6]),
-      storeNow: toNumber(reply[7]),
+      allowed: toNumber(reply[LEASE.allowed]) === 1,
+      remaining: toNumber(reply[LEASE.remaining]),
+      retryAfterMs: toNumber(reply[LEASE.retryAfterMs]),
+      resetAfterMs: toNumber(reply[LEASE.resetAfterMs]),
+      units: toNumber(reply[LEASE.units]),
+      windowTag: toNumber(reply[LEASE.windowTag]),
+      windowLeftMs: toNumber(reply[LEASE.windowLeftMs]),
+      storeNow: toNumber(reply[LEASE.storeNow]),
       outcome,
-      lapsed: toNumber(reply[9]),
+      lapsed: toNumber(reply[LEASE.lapsed]),
     };
     // A region's operation on a global budget with shares (lua/includes/shares.lua).
-    if (reply.length === 11) lease.shareTaken = parseShareReport(String(reply[10]));
+    if (reply.length > LEASE.shares) lease.shareTaken = parseShareReport(String(reply[LEASE.shares]));
     return lease;
   }
   const answer: CounterResult = {
-    allowed: toNumber(reply[0]) === 1,
-    remaining: toNumber(reply[1]),
-    retryAfterMs: toNumber(reply[2]),
-    resetAfterMs: toNumber(reply[3]),
+    allowed: toNumber(reply[LEASE.allowed]) === 1,
+    remaining: toNumber(reply[LEASE.remaining]),
+    retryAfterMs: toNumber(reply[LEASE.retryAfterMs]),
+    resetAfterMs: toNumber(reply[LEASE.resetAfterMs]),
   };
-  if (reply.length === 5) answer.shareTaken = parseShareReport(String(reply[4]));
+  if (reply.length > LOG_SHARES) answer.shareTaken = parseShareReport(String(reply[LOG_SHARES]));
   return answer;
 }
 
-/** concurrency_acquire's reply: the four of every script, then whether it took a new slot (1/0). */
+/** concurrency_acquire's reply: the decision, then whether it took a new slot (1/0). */
 export function parseAcquireReply(reply: unknown): CounterResult {
-  if (!Array.isArray(reply) || reply.length !== 5) throw new Error(`unexpected acquire reply ${JSON.stringify(reply)}`);
+  if (!Array.isArray(reply) || reply.length !== ACQUIRE_LENGTH) throw new Error(`unexpected acquire reply ${JSON.stringify(reply)}`);
   return {
-    allowed: toNumber(reply[0]) === 1,
-    remaining: toNumber(reply[1]),
-    retryAfterMs: toNumber(reply[2]),
-    resetAfterMs: toNumber(reply[3]),
-    newSlot: toNumber(reply[4]) === 1,
+    allowed: toNumber(reply[ACQUIRE.allowed]) === 1,
+    remaining: toNumber(reply[ACQUIRE.remaining]),
+    retryAfterMs: toNumber(reply[ACQUIRE.retryAfterMs]),
+    resetAfterMs: toNumber(reply[ACQUIRE.resetAfterMs]),
+    newSlot: toNumber(reply[ACQUIRE.newSlot]) === 1,
   };
 }
 

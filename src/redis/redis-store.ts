@@ -8,10 +8,11 @@ import { ANY_SLOT, MasterHealth } from './master-health.js';
 import type { CounterResult, CounterStore, GroupOperation, GroupOutcome, LeaseCounterResult, NamedGive, NamedTake, TakeReclaim } from '../counters/counter-store.js';
 import { parseGroupReply, settleShare, slotGroups, type SlotGroup } from './redis-group.js';
 import { parseAcquireReply } from './redis-script-reply.js';
+import { specParams } from './counter-script-protocols.js';
 import { sharesKey, takesKey } from '../counters/keys.js';
 import { logShareOf, regionShareOf, shareArgs } from '../counters/shares.js';
 import { checkTakeId } from '../counters/parent-take-ledger.js';
-import { calendarParams, isCalendarSpec, scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
+import { calendarParams, isCalendarSpec, type CounterSpec, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
 import { SCRIPT_KEY_COUNTS, withShareLedger, withTakeLedger, type ScriptName } from './lua-scripts.js';
 import { ScriptBatcher } from './redis-batcher.js';
 import { ErrorReporter, withDeadline, type CounterStoreErrorEvent } from './redis-store-errors.js';
@@ -331,13 +332,13 @@ export class RedisCounterStore implements CounterStore {
       // The server's clock chooses the pair; the script's clock chooses the period in it.
       const pair = spec.calendar.around(nowMs ?? Date.now());
       if (args?.pair === pair) return args;
-      const params = [...scriptParams(spec).map(String), ...calendarParams(pair)];
+      const params = [...specParams(spec), ...calendarParams(pair)];
       args = { argc: String(3 + params.length), params, pair };
       this.specArgs.set(spec, args);
       return args;
     }
     if (!args) {
-      const params = scriptParams(spec).map(String);
+      const params = specParams(spec);
       // now, the operation and its units (a lease operation: the lease id), then the parameters.
       args = { argc: String((spec.type === 'concurrency' ? 2 : 3) + params.length), params };
       this.specArgs.set(spec, args);

@@ -4,7 +4,8 @@
  */
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
-import { COUNTER_PROTOCOLS } from '../../src/redis/counter-script-protocols.js';
+import { COUNTER_PROTOCOLS, CONCURRENCY_RELEASE, FIXED_WINDOW, LEASE_REPLY, SLIDING_WINDOW_LOG, specParams } from '../../src/redis/counter-script-protocols.js';
+import type { CounterSpec } from '../../src/counters/counter-spec.js';
 import { LUA_DIR } from '../../src/redis/lua-scripts.js';
 import { protocolProblems } from '../../src/redis/script-protocol.js';
 
@@ -14,4 +15,27 @@ describe('counter script protocols', () => {
       expect(protocolProblems(protocol, readFileSync(new URL(`${protocol.script}.lua`, LUA_DIR), 'utf8'))).to.deep.equal([]);
     });
   }
+
+  it('every reply starts with the decision fields the reader takes from one place, a share report last', () => {
+    const decision = Object.keys(FIXED_WINDOW.reply);
+    for (const protocol of COUNTER_PROTOCOLS) {
+      if (protocol !== CONCURRENCY_RELEASE) expect(Object.keys(protocol.reply).slice(0, decision.length)).to.deep.equal(decision);
+    }
+    expect(Object.keys(CONCURRENCY_RELEASE.reply).slice(1)).to.deep.equal(decision.slice(1));
+    expect(Object.keys(SLIDING_WINDOW_LOG.reply).at(-1)).to.equal('shares');
+    expect(Object.keys(LEASE_REPLY.reply).at(-1)).to.equal('shares');
+  });
+
+  it("a spec's parameters go in its script's declared order, read from the spec's fields of those names", () => {
+    const specs: [CounterSpec, string[]][] = [
+      [{ type: 'fixed_window', limit: 5, windowMs: 1000 }, ['5', '1000']],
+      [{ type: 'quota', limit: 7, periodMs: 2000 }, ['7', '2000']],
+      [{ type: 'sliding_window_counter', limit: 5, windowMs: 1000, subWindows: 4 }, ['5', '1000', '4']],
+      [{ type: 'sliding_window_log', limit: 3, windowMs: 500 }, ['3', '500']],
+      [{ type: 'token_bucket', capacity: 9, rateUnits: 2, ratePeriodMs: 100 }, ['9', '2', '100']],
+      [{ type: 'leaky_bucket', capacity: 8, rateUnits: 1, ratePeriodMs: 50 }, ['8', '1', '50']],
+      [{ type: 'concurrency', maxConcurrency: 4, leaseTtlMs: 30000 }, ['4', '30000']],
+    ];
+    for (const [spec, params] of specs) expect(specParams(spec), spec.type).to.deep.equal(params);
+  });
 });

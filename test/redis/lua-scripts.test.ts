@@ -247,7 +247,7 @@ describe('Lua scripts', function () {
 
     /** The counter scripts (lease_pool.lua, which counts no algorithm, has its own tests: test/regions/region-pool.test.ts). */
     const COUNTER_SCRIPTS = SCRIPT_NAMES.filter((name): name is Exclude<ScriptName, 'lease_pool'> => name !== 'lease_pool');
-    /** ARGV after now for each script: the operation and its units (or a lease id), then scriptParams of a small spec. */
+    /** ARGV after now for each script: the operation and its units (or a lease id), then a small spec's parameters. */
     const sampleArgs: Record<Exclude<ScriptName, 'lease_pool'>, string[]> = {
       fixed_window: ['consume', '1', '5', '10000'],
       sliding_window_log: ['consume', '1', '5', '10000'],
