@@ -14,6 +14,23 @@ interface PendingOperation {
   reject(error: CounterStoreUnavailableError): void;
 }
 
+/**
+ * One operation as lua/batch.lua reads it: its script's entry name (`batchName`, default `name`), its ARGV
+ * count, then `now`, `operation` (a rate script's, or a lease id), its `units` (rate scripts only) and
+ * the `rest`; `parse` reads its reply (parseReply unless given).
+ */
+export interface ScriptCall {
+  name: ScriptName;
+  keys: string[];
+  argc: string;
+  now: string;
+  operation: string;
+  units: string | undefined;
+  rest: string[];
+  parse: ((reply: unknown) => unknown) | undefined;
+  batchName: string | undefined;
+}
+
 /** Operations bound for one script call: their keys and ARGV laid out as lua/batch.lua reads them. */
 interface Batch {
   /** The hash slot it collects for (ANY_SLOT outside a cluster). */
@@ -98,24 +115,18 @@ export class ScriptBatcher {
     return this.drained();
   }
 
-  enqueue<T>(
-    name: ScriptName,
-    keys: string[],
-    argc: string,
-    now: string,
-    operation: string,
-    units: string | undefined,
-    rest: string[],
-    parse?: (reply: unknown) => T,
-    batchName: string = name,
-  ): Promise<T> {
-    const batch = this.batchFor(name, keys[0]);
+  /**
+   * Adds one operation to the batch of its slot. `call` is read at once and may be refilled for the next
+   * operation (the store keeps one, redis-store.ts).
+   */
+  enqueue<T>(call: ScriptCall): Promise<T> {
+    const batch = this.batchFor(call.name, call.keys[0]);
     if (!('keys' in batch)) return batch;
-    for (const key of keys) batch.keys.push(key);
-    batch.argv.push(batchName, argc, now, operation);
-    if (units !== undefined) batch.argv.push(units);
-    for (const arg of rest) batch.argv.push(arg);
-    return this.queued(batch, name, parse);
+    for (const key of call.keys) batch.keys.push(key);
+    batch.argv.push(call.batchName ?? call.name, call.argc, call.now, call.operation);
+    if (call.units !== undefined) batch.argv.push(call.units);
+    for (const arg of call.rest) batch.argv.push(arg);
+    return this.queued(batch, call.name, call.parse as ((reply: unknown) => T) | undefined);
   }
 
   /**

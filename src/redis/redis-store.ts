@@ -14,7 +14,7 @@ import { logShareOf, regionShareOf, shareArgs } from '../counters/shares.js';
 import { checkTakeId } from '../counters/parent-take-ledger.js';
 import { calendarParams, isCalendarSpec, type CounterSpec, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
 import { SCRIPT_KEY_COUNTS, withShareLedger, withTakeLedger, type ScriptName } from './lua-scripts.js';
-import { ScriptBatcher } from './redis-batcher.js';
+import { ScriptBatcher, type ScriptCall } from './redis-batcher.js';
 import { ErrorReporter, withDeadline, type CounterStoreErrorEvent } from './redis-store-errors.js';
 import {
   createRedisClient,
@@ -74,6 +74,8 @@ export interface ConnectRedisCounterStoreOptions extends RedisClientOptions {
 }
 
 const DEFAULT_MAX_BATCH_SIZE = 100;
+/** A script call's `rest` until it is given one (never written: the batcher only reads it). */
+const NO_ARGS: string[] = [];
 
 /** The ARGV of an operation after `now` and its operation (lease id), and its ARGV count, as strings. */
 interface SpecArgs {
@@ -81,6 +83,26 @@ interface SpecArgs {
   params: string[];
   /** A calendar spec's: the period pair the params end with (they are made again for the next pair). */
   pair?: PeriodPair;
+}
+
+/**
+ * One counter operation as `run` and `runLease` read it: its script, keys and clock, `operation` (a rate
+ * script's, or a lease id) and its `units` (rate scripts only), the spec, then `extra` (a lease
+ * operation's own arguments, lua/includes/lease.lua, or a sliding log's share), whether the counter's
+ * take `ledger` goes along (a named take or give, a reclaim), the `region` of a lease operation on a
+ * global budget with shares, and `parse` for its reply (parseReply unless given).
+ */
+interface CounterOperation {
+  name: ScriptName;
+  keys: string[];
+  nowMs: number | undefined;
+  operation: string;
+  units: string | undefined;
+  spec: CounterSpec;
+  extra: string[] | undefined;
+  ledger: boolean;
+  region: string | undefined;
+  parse: ((reply: unknown) => CounterResult) | undefined;
 }
 
 export class RedisCounterStore implements CounterStore {
@@ -95,6 +117,15 @@ export class RedisCounterStore implements CounterStore {
   private readonly specArgs = new WeakMap<CounterSpec, SpecArgs>();
   private connectionLost = false;
   private closed = false;
+  /**
+   * One operation and one script call, refilled by each call: both are read before the call returns
+   * (the batcher copies what it keeps), so no object is made per operation for them.
+   */
+  private readonly op: CounterOperation = {
+    name: 'fixed_window', keys: [], nowMs: undefined, operation: '', units: undefined, spec: { type: 'concurrency', maxConcurrency: 0, leaseTtlMs: 0 },
+    extra: undefined, ledger: false, region: undefined, parse: undefined,
+  };
+  private readonly call: ScriptCall = { name: 'fixed_window', keys: [], argc: '', now: '', operation: '', units: undefined, rest: NO_ARGS, parse: undefined, batchName: undefined };
 
   constructor(client: Redis | Cluster, options: RedisCounterStoreOptions = {}) {
     this.client = client;
@@ -132,48 +163,63 @@ export class RedisCounterStore implements CounterStore {
   }
 
   consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number, region?: string): Promise<CounterResult> {
-    return this.run(spec.type, keys, nowMs, 'consume', String(cost), spec, logShareArgs(spec, region));
+    const op = this.prepared(spec.type, keys, spec, nowMs, 'consume');
+    op.units = String(cost);
+    op.extra = logShareArgs(spec, region);
+    return this.run(op);
   }
 
   /** The algorithm's own script in its read-only mode (lua/includes/mode.lua). */
   peek(keys: string[], spec: RateSpec, nowMs?: number, region?: string): Promise<CounterResult> {
-    return this.run(spec.type, keys, nowMs, 'peek', '1', spec, logShareArgs(spec, region));
+    const op = this.prepared(spec.type, keys, spec, nowMs, 'peek');
+    op.units = '1';
+    op.extra = logShareArgs(spec, region);
+    return this.run(op);
   }
 
   refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number, region?: string): Promise<CounterResult> {
-    return this.run(spec.type, keys, nowMs, 'refund', String(amount), spec, logShareArgs(spec, region));
+    const op = this.prepared(spec.type, keys, spec, nowMs, 'refund');
+    op.units = String(amount);
+    op.extra = logShareArgs(spec, region);
+    return this.run(op);
   }
 
   /** The algorithm's own script, its partial take (lua/includes/mode.lua), named or not (lua/includes/lease.lua). */
   async take(keys: string[], spec: RateSpec, n: number, nowMs?: number, named: NamedTake = {}): Promise<LeaseCounterResult> {
     const { takeId, deadline, holdMs } = named;
     if (takeId !== undefined) checkTakeId(takeId);
-    const extra = [takeId ?? '', optionalNumber(deadline), String(holdMs ?? 0)];
-    return this.runLease(spec.type, keys, nowMs, 'take', String(n), spec, extra, takeId !== undefined, named.region);
+    const op = this.prepared(spec.type, keys, spec, nowMs, 'take');
+    op.units = String(n);
+    return this.lease(op, [takeId ?? '', optionalNumber(deadline), String(holdMs ?? 0)], named);
   }
 
   /** The algorithm's own script: settles a named take or give (lua/includes/lease.lua). */
   async reclaim(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): Promise<LeaseCounterResult> {
     checkTakeId(take.takeId);
     if (take.by !== undefined) checkTakeId(take.by, 'a reclaimer');
-    const extra = [take.takeId, optionalNumber(take.deadline), take.by ?? ''];
-    return this.runLease(spec.type, keys, nowMs, 'reclaim', '0', spec, extra, true, take.region);
+    const op = this.prepared(spec.type, keys, spec, nowMs, 'reclaim');
+    op.units = '0';
+    return this.lease(op, [take.takeId, optionalNumber(take.deadline), take.by ?? ''], take);
   }
 
   /** The algorithm's own script, its window-checked return (lua/includes/mode.lua), named or not (lua/includes/lease.lua). */
   async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number, named: NamedGive = {}): Promise<LeaseCounterResult> {
     const { takeId, deadline } = named;
     if (takeId !== undefined) checkTakeId(takeId);
-    const extra = [takeId ?? '', optionalNumber(deadline), String(windowTag ?? 0)];
-    return this.runLease(spec.type, keys, nowMs, 'give', String(units), spec, extra, takeId !== undefined, named.region);
+    const op = this.prepared(spec.type, keys, spec, nowMs, 'give');
+    op.units = String(units);
+    return this.lease(op, [takeId ?? '', optionalNumber(deadline), String(windowTag ?? 0)], named);
   }
 
   acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.run('concurrency_acquire', keys, nowMs, leaseId, undefined, spec, undefined, false, parseAcquireReply);
+    const op = this.prepared('concurrency_acquire', keys, spec, nowMs, leaseId);
+    op.parse = parseAcquireReply;
+    return this.run(op);
   }
 
   release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.run('concurrency_release', keys, nowMs, leaseId, undefined, spec);
+    const op = this.prepared('concurrency_release', keys, spec, nowMs, leaseId);
+    return this.run(op);
   }
 
   /**
@@ -262,54 +308,103 @@ export class RedisCounterStore implements CounterStore {
 
   // ---------------------------------------------------------------------------------------------
 
+  /** The store's one operation (`op`), refilled for `name`: no units, extra, ledger, region or parser yet. */
+  private prepared(name: ScriptName, keys: string[], spec: CounterSpec, nowMs: number | undefined, operation: string): CounterOperation {
+    const op = this.op;
+    op.name = name;
+    op.keys = keys;
+    op.nowMs = nowMs;
+    op.operation = operation;
+    op.units = undefined;
+    op.spec = spec;
+    op.extra = undefined;
+    op.ledger = false;
+    op.region = undefined;
+    op.parse = undefined;
+    return op;
+  }
+
+  /** A lease operation with its own arguments (`extra`): an id takes the counter's take ledger along. */
+  private lease(op: CounterOperation, extra: string[], named: { takeId?: string; region?: string }): Promise<LeaseCounterResult> {
+    op.extra = extra;
+    op.ledger = named.takeId !== undefined;
+    op.region = named.region;
+    return this.runLease(op);
+  }
+
+  /** The store's one script call, refilled (batchName: the script's own). */
+  private scriptCall(name: ScriptName, keys: string[], argc: string, now: string): ScriptCall {
+    const call = this.call;
+    call.name = name;
+    call.keys = keys;
+    call.argc = argc;
+    call.now = now;
+    call.operation = '';
+    call.units = undefined;
+    call.rest = NO_ARGS;
+    call.parse = undefined;
+    call.batchName = undefined;
+    return call;
+  }
+
   /**
-   * Queues one operation into the batch of its slot; the returned promise settles when that batch
-   * has answered (or failed, or timed out). ARGV: `now`, `operation` (a rate script's operation, or a
-   * lease id), its `units` (rate scripts only), the spec's parameters, then `extra` (a lease
-   * operation's own arguments, lua/includes/lease.lua). `ledger`: the counter's take ledger goes along
-   * as one key more (a named take or give, a reclaim).
+   * Queues one operation (CounterOperation) into the batch of its slot; the returned promise settles
+   * when that batch has answered (or failed, or timed out). ARGV: `now`, the operation (a lease id),
+   * its units (rate scripts only), the spec's parameters, then `extra`.
    */
-  private run(
-    name: ScriptName, keys: string[], nowMs: number | undefined, operation: string, units: string | undefined, spec: CounterSpec,
-    extra?: string[], ledger = false, parse?: (reply: unknown) => CounterResult,
-  ): Promise<CounterResult> {
+  private run(op: CounterOperation): Promise<CounterResult> {
+    const { name, keys } = op;
     if (keys.length !== SCRIPT_KEY_COUNTS[name]) {
       // A caller bug, not an outage: keys come from counterKeys().
       return Promise.reject(new Error(`${name} takes ${SCRIPT_KEY_COUNTS[name]} key(s), got ${keys.length}`));
     }
     let now: string;
     try {
-      now = nowArg(nowMs);
+      now = nowArg(op.nowMs);
     } catch (err) {
       return Promise.reject(err);
     }
-    const args = this.argsOf(spec, nowMs);
-    if (extra === undefined) return this.batcher.enqueue(name, keys, args.argc, now, operation, units, args.params, parse);
-    const argc = String(Number(args.argc) + extra.length);
-    if (!ledger) return this.batcher.enqueue(name, keys, argc, now, operation, units, [...args.params, ...extra]);
-    return this.batcher.enqueue(name, [...keys, takesKey(keys[0])], argc, now, operation, units, [...args.params, ...extra], undefined, withTakeLedger(name));
+    const args = this.argsOf(op.spec, op.nowMs);
+    const extra = op.extra;
+    const call = this.scriptCall(name, keys, args.argc, now);
+    call.operation = op.operation;
+    call.units = op.units;
+    if (extra === undefined) {
+      call.rest = args.params;
+      call.parse = op.parse;
+      return this.batcher.enqueue(call);
+    }
+    call.argc = String(Number(args.argc) + extra.length);
+    call.rest = [...args.params, ...extra];
+    if (op.ledger) {
+      call.keys = [...keys, takesKey(keys[0])];
+      call.batchName = withTakeLedger(name);
+    }
+    return this.batcher.enqueue(call);
   }
 
   /**
    * A lease operation: with a region's share of a global budget (counters/shares.ts), its share goes
    * before the operation's own arguments and the take and share ledgers along as two keys more.
    */
-  private runLease(
-    name: ScriptName, keys: string[], nowMs: number | undefined, operation: string, units: string, spec: RateSpec, extra: string[], ledger: boolean, region: string | undefined,
-  ): Promise<LeaseCounterResult> {
-    const share = regionShareOf(spec, region);
-    if (share === undefined || keys.length !== SCRIPT_KEY_COUNTS[name]) return this.run(name, keys, nowMs, operation, units, spec, extra, ledger) as Promise<LeaseCounterResult>;
+  private runLease(op: CounterOperation): Promise<LeaseCounterResult> {
+    const { name, keys, spec } = op;
+    const share = regionShareOf(spec as RateSpec, op.region);
+    if (share === undefined || keys.length !== SCRIPT_KEY_COUNTS[name]) return this.run(op) as Promise<LeaseCounterResult>;
     let now: string;
     try {
-      now = nowArg(nowMs);
+      now = nowArg(op.nowMs);
     } catch (err) {
       return Promise.reject(err);
     }
-    const args = this.argsOf(spec, nowMs);
-    const params = [...args.params, ...shareArgs(share), ...extra];
-    const argc = String(Number(args.argc) + shareArgs(share).length + extra.length);
-    const shareKeys = [...keys, takesKey(keys[0]), sharesKey(keys[0])];
-    return this.batcher.enqueue(name, shareKeys, argc, now, operation, units, params, undefined, withShareLedger(name)) as Promise<LeaseCounterResult>;
+    const args = this.argsOf(spec, op.nowMs);
+    const extra = op.extra ?? [];
+    const call = this.scriptCall(name, [...keys, takesKey(keys[0]), sharesKey(keys[0])], String(Number(args.argc) + shareArgs(share).length + extra.length), now);
+    call.operation = op.operation;
+    call.units = op.units;
+    call.rest = [...args.params, ...shareArgs(share), ...extra];
+    call.batchName = withShareLedger(name);
+    return this.batcher.enqueue(call);
   }
 
   /**
@@ -323,7 +418,11 @@ export class RedisCounterStore implements CounterStore {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.batcher.enqueue('lease_pool', [key], String(1 + args.length), now, args[0], undefined, args.slice(1), parse);
+    const call = this.scriptCall('lease_pool', [key], String(1 + args.length), now);
+    call.operation = args[0];
+    call.rest = args.slice(1);
+    call.parse = parse;
+    return this.batcher.enqueue(call);
   }
 
   private argsOf(spec: CounterSpec, nowMs: number | undefined): SpecArgs {
