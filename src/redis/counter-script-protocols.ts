@@ -1,5 +1,6 @@
 import type { CounterSpec } from '../counters/counter-spec.js';
-import { defineProtocol } from './script-protocol.js';
+import type { ScriptName } from './lua-scripts.js';
+import { defineProtocol, type Operations, type ProtocolDeclaration, type ReplyFields } from './script-protocol.js';
 
 /**
  * The counter scripts' protocols (lua/<algorithm>.lua and the concurrency scripts), declared once
@@ -86,6 +87,18 @@ export const LEASE_REPLY = defineProtocol({
   reply: { ...DECISION, units: 'number', windowTag: 'number', windowLeftMs: 'number', storeNow: 'number', outcome: 'number', lapsed: 'number', shares: 'id' },
   optionalFields: 1,
 });
+
+/** Each counter script's protocol, which the loader checks its header against (lua-scripts.ts readScript). */
+export const SCRIPT_PROTOCOLS: Readonly<Partial<Record<ScriptName, ProtocolDeclaration<Operations, ReplyFields>>>> = {
+  fixed_window: FIXED_WINDOW,
+  quota: QUOTA,
+  sliding_window_counter: SLIDING_WINDOW_COUNTER,
+  sliding_window_log: SLIDING_WINDOW_LOG,
+  token_bucket: TOKEN_BUCKET,
+  leaky_bucket: LEAKY_BUCKET,
+  concurrency_acquire: CONCURRENCY_ACQUIRE,
+  concurrency_release: CONCURRENCY_RELEASE,
+};
 
 export const COUNTER_PROTOCOLS = [FIXED_WINDOW, QUOTA, SLIDING_WINDOW_COUNTER, SLIDING_WINDOW_LOG, TOKEN_BUCKET, LEAKY_BUCKET, CONCURRENCY_ACQUIRE, CONCURRENCY_RELEASE, LEASE_REPLY] as const;
 

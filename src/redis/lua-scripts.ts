@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Cluster, Redis } from 'ioredis';
+import { SCRIPT_PROTOCOLS } from './counter-script-protocols.js';
 import { protocolProblems, type Operations, type ProtocolDeclaration, type ReplyFields } from './script-protocol.js';
 
 /**
@@ -155,9 +156,9 @@ export function keepsTakeLedger(script: LuaScript): boolean {
   return script.lua.includes('-- >>> include "lease"');
 }
 
-/** One counter operation's script. */
+/** One counter operation's script; a counter script's header is checked against its protocol (counter-script-protocols.ts). */
 export function readScript(name: ScriptName, dir: URL = LUA_DIR): LuaScript {
-  return readLuaScript(name, SCRIPT_KEY_COUNTS[name], dir);
+  return readLuaScript(name, SCRIPT_KEY_COUNTS[name], dir, SCRIPT_PROTOCOLS[name]);
 }
 
 /** The policy store's scripts, each taking `numberOfKeys` KEYS (the store's hashes). */

@@ -4,9 +4,9 @@
  */
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
-import { COUNTER_PROTOCOLS, CONCURRENCY_RELEASE, FIXED_WINDOW, LEASE_REPLY, SLIDING_WINDOW_LOG, specParams } from '../../src/redis/counter-script-protocols.js';
+import { COUNTER_PROTOCOLS, CONCURRENCY_RELEASE, SCRIPT_PROTOCOLS, FIXED_WINDOW, LEASE_REPLY, SLIDING_WINDOW_LOG, specParams } from '../../src/redis/counter-script-protocols.js';
 import type { CounterSpec } from '../../src/counters/counter-spec.js';
-import { LUA_DIR } from '../../src/redis/lua-scripts.js';
+import { LUA_DIR, SCRIPT_NAMES } from '../../src/redis/lua-scripts.js';
 import { protocolProblems } from '../../src/redis/script-protocol.js';
 
 describe('counter script protocols', () => {
@@ -15,6 +15,10 @@ describe('counter script protocols', () => {
       expect(protocolProblems(protocol, readFileSync(new URL(`${protocol.script}.lua`, LUA_DIR), 'utf8'))).to.deep.equal([]);
     });
   }
+
+  it('the loader checks every counter script against its protocol (lease_pool: src/regions/lease-pool-protocol.ts)', () => {
+    for (const name of SCRIPT_NAMES) if (name !== 'lease_pool') expect(SCRIPT_PROTOCOLS[name]?.script, name).to.equal(name);
+  });
 
   it('every reply starts with the decision fields the reader takes from one place, a share report last', () => {
     const decision = Object.keys(FIXED_WINDOW.reply);
