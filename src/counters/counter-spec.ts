@@ -66,14 +66,14 @@ export interface CompiledLease {
   maxHoldMs: number;
 }
 
-export interface LeaseSpec {
+export interface ConcurrencySpec {
   type: 'concurrency';
   maxConcurrency: number;
   leaseTtlMs: number;
   global?: GlobalBudget;
 }
 
-export type CounterSpec = RateSpec | LeaseSpec;
+export type CounterSpec = RateSpec | ConcurrencySpec;
 
 /** What `remaining` counts down from: the matched limit reported in decisions. */
 export function capacityOf(spec: CounterSpec): number {
@@ -110,7 +110,7 @@ export function windowMsOf(spec: CounterSpec, now?: number): number {
 }
 
 /**
- * The ARGV parameters after `now` and `cost`/`lease id`, in the order each Lua script reads them. A
+ * The ARGV parameters after `now` and `cost`/`slot id`, in the order each Lua script reads them. A
  * calendar spec's period pair follows these, per call (calendarParams).
  */
 export function scriptParams(spec: CounterSpec): number[] {

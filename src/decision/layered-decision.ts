@@ -1,5 +1,5 @@
 import type { CounterResult, CounterStore, GroupOperation, GroupOutcome, SyncCounterOperations } from '../counters/counter-store.js';
-import type { LeaseSpec, RateSpec } from '../counters/counter-spec.js';
+import type { ConcurrencySpec, RateSpec } from '../counters/counter-spec.js';
 import type { LayerMatch, PolicyMatch } from '../matching/matcher.js';
 import type { Decision } from '../model/decision.js';
 import type { RequestContext } from '../model/request-context.js';
@@ -25,8 +25,8 @@ export interface LayerHost {
   /** Tests only: the store counts at the decision's clock reading (DecisionTestSeams.clockToStore). */
   readonly clockToStore: boolean;
   keysOf(match: PolicyMatch): string[];
-  evaluateSync(ops: SyncCounterOperations, call: CounterCall, match: PolicyMatch, ctx: RequestContext, leaseId: string, nowMs: number | undefined): Evaluation;
-  evaluate(operation: Operation, call: CounterCall, match: PolicyMatch, ctx: RequestContext, leaseId: string, sentAt: number): Evaluation | Promise<Evaluation>;
+  evaluateSync(ops: SyncCounterOperations, call: CounterCall, match: PolicyMatch, ctx: RequestContext, slotId: string, nowMs: number | undefined): Evaluation;
+  evaluate(operation: Operation, call: CounterCall, match: PolicyMatch, ctx: RequestContext, slotId: string, sentAt: number): Evaluation | Promise<Evaluation>;
   /** A group's answer for one operation, as evaluate() would have made it. */
   grouped(operation: Operation, match: PolicyMatch, ctx: RequestContext, answer: CounterResult | Error, sentAt: number): Evaluation;
   enforcedDecision(operation: Operation, ctx: RequestContext, evaluation: Evaluation, random: () => number): Decision;
@@ -37,9 +37,9 @@ export interface LayerHost {
   /** The clock a synchronous store counts at: the decision's own reading when they share a clock. */
   storeNow(sync: SyncCounterOperations, nowMs: number): number | undefined;
   /** Gives back what a refused plan's operation took: a consume's units (refund) or an acquire's slot (release). */
-  giveBack(operation: Operation, match: PolicyMatch, ctx: RequestContext, leaseId: string, sentAt: number): Evaluation | Promise<Evaluation>;
+  giveBack(operation: Operation, match: PolicyMatch, ctx: RequestContext, slotId: string, sentAt: number): Evaluation | Promise<Evaluation>;
   /** The same, on a synchronous store. */
-  giveBackSync(sync: SyncCounterOperations, operation: Operation, match: PolicyMatch, ctx: RequestContext, leaseId: string, nowMs: number | undefined): Evaluation;
+  giveBackSync(sync: SyncCounterOperations, operation: Operation, match: PolicyMatch, ctx: RequestContext, slotId: string, nowMs: number | undefined): Evaluation;
 }
 
 /** A layer's evaluation and whether its operation took something (a refused plan gives back what did). */
@@ -69,7 +69,7 @@ interface Part {
 
 interface Plan {
   operation: Operation;
-  leaseId: string;
+  slotId: string;
   nowMs: number;
   parts: Part[];
   entries: Entry[];
@@ -87,9 +87,9 @@ export interface PlannedRequest {
 
 /** One decision over the layers of one request. */
 export function decideLayers(
-  host: LayerHost, operation: Operation, ctx: RequestContext, call: CounterCall, leaseId: string, started: number, nowMs: number, layers: readonly LayerMatch[],
+  host: LayerHost, operation: Operation, ctx: RequestContext, call: CounterCall, slotId: string, started: number, nowMs: number, layers: readonly LayerMatch[],
 ): Decision | Promise<Decision> {
-  const decided = decidePlan(host, planOf(host, operation, leaseId, nowMs, [{ ctx, call, started, layers }]));
+  const decided = decidePlan(host, planOf(host, operation, slotId, nowMs, [{ ctx, call, started, layers }]));
   return decided instanceof Promise ? decided.then((all) => all[0]) : decided[0];
 }
 
@@ -101,8 +101,8 @@ export function decideTogether(host: LayerHost, nowMs: number, requests: readonl
   return decidePlan(host, planOf(host, 'check', '', nowMs, requests));
 }
 
-function planOf(host: LayerHost, operation: Operation, leaseId: string, nowMs: number, requests: readonly PlannedRequest[]): Plan {
-  const plan: Plan = { operation, leaseId, nowMs, parts: [], entries: [] };
+function planOf(host: LayerHost, operation: Operation, slotId: string, nowMs: number, requests: readonly PlannedRequest[]): Plan {
+  const plan: Plan = { operation, slotId, nowMs, parts: [], entries: [] };
   for (const request of requests) {
     const part: Part = { ctx: request.ctx, call: request.call, started: request.started, entries: [], shadows: [] };
     for (const layer of request.layers) {
@@ -128,7 +128,7 @@ function writes(plan: Plan, entry: Entry): boolean {
 }
 
 function decidePlan(host: LayerHost, plan: Plan): Decision[] | Promise<Decision[]> {
-  const { operation, leaseId, nowMs } = plan;
+  const { operation, slotId, nowMs } = plan;
   const writing = plan.entries.filter((e) => writes(plan, e));
   const grouping = writing.length > 1;
   const sync = host.counters.sync;
@@ -138,19 +138,19 @@ function decidePlan(host: LayerHost, plan: Plan): Decision[] | Promise<Decision[
       const outcome = sync.group(operationsOf(host, plan, writing), at);
       writing.forEach((e, k) => (e.step = groupStep(host, plan, e, outcome.results[k], outcome.committed[k], at ?? nowMs)));
     }
-    for (const e of plan.entries) e.step ??= stepOf(operation, host.evaluateSync(sync, e.part.call, e.match, e.part.ctx, leaseId, at));
-    const shadowed = plan.parts.map((part) => (part.shadows.length === 0 ? NO_SHADOWS : part.shadows.map((m) => host.evaluateSync(sync, part.call, m, part.ctx, leaseId, at))));
+    for (const e of plan.entries) e.step ??= stepOf(operation, host.evaluateSync(sync, e.part.call, e.match, e.part.ctx, slotId, at));
+    const shadowed = plan.parts.map((part) => (part.shadows.length === 0 ? NO_SHADOWS : part.shadows.map((m) => host.evaluateSync(sync, part.call, m, part.ctx, slotId, at))));
     const decisions = concludeAll(host, plan, shadowed);
     if (grouping && decisions.some((d) => !d.allowed)) {
       // Only a counter named twice can have run in a refused group (its second run refused).
-      for (const e of takenBy(host, plan)) host.giveBackSync(sync, operation, e.match, e.part.ctx, leaseId, at);
+      for (const e of takenBy(host, plan)) host.giveBackSync(sync, operation, e.match, e.part.ctx, slotId, at);
     }
     return decisions;
   }
   const steps = grouping ? plannedSteps(host, plan, writing) : evaluateAlone(host, plan, plan.entries);
   // Most plans have no shadow winner: then no promise waits for them.
   const shadowing = plan.parts.some((part) => part.shadows.length > 0)
-    ? Promise.all(plan.parts.map((part) => Promise.all(part.shadows.map((m) => host.evaluate(operation, part.call, m, part.ctx, leaseId, nowMs)))))
+    ? Promise.all(plan.parts.map((part) => Promise.all(part.shadows.map((m) => host.evaluate(operation, part.call, m, part.ctx, slotId, nowMs)))))
     : undefined;
   return concludeLater(host, plan, grouping, shadowing === undefined ? steps : Promise.all([steps, shadowing]), shadowing);
 }
@@ -195,7 +195,7 @@ function operationsOf(host: LayerHost, plan: Plan, entries: readonly Entry[]): G
     const { match } = e;
     const keys = host.keysOf(match);
     const soft = isSoft(e);
-    if (plan.operation === 'acquire') return { op: 'acquire', keys, spec: match.compiled.spec as LeaseSpec, leaseId: plan.leaseId, soft };
+    if (plan.operation === 'acquire') return { op: 'acquire', keys, spec: match.compiled.spec as ConcurrencySpec, slotId: plan.slotId, soft };
     const cost = Math.min(e.part.ctx.quantity * (match.compiled.policy.algorithm.cost_per_request ?? 1), 2 ** 53);
     return { op: 'consume', keys, spec: match.compiled.spec as RateSpec, cost, soft };
   });
@@ -203,7 +203,7 @@ function operationsOf(host: LayerHost, plan: Plan, entries: readonly Entry[]): G
 
 /** The entries' operations, each on its own; their steps set once all have answered. */
 function evaluateAlone(host: LayerHost, plan: Plan, entries: readonly Entry[]): Promise<unknown> {
-  const evaluating = Promise.all(entries.map((e) => host.evaluate(plan.operation, e.part.call, e.match, e.part.ctx, plan.leaseId, plan.nowMs)));
+  const evaluating = Promise.all(entries.map((e) => host.evaluate(plan.operation, e.part.call, e.match, e.part.ctx, plan.slotId, plan.nowMs)));
   return evaluating.then((evaluations) => entries.forEach((e, k) => (e.step = stepOf(plan.operation, evaluations[k]))));
 }
 
@@ -226,7 +226,7 @@ function plannedSteps(host: LayerHost, plan: Plan, writing: readonly Entry[]): P
 
 /** A refused plan: every writing operation that wrote anyway gives back what it took, each counted. */
 async function giveBackTaken(host: LayerHost, plan: Plan): Promise<void> {
-  await Promise.all(takenBy(host, plan).map((e) => host.giveBack(plan.operation, e.match, e.part.ctx, plan.leaseId, plan.nowMs)));
+  await Promise.all(takenBy(host, plan).map((e) => host.giveBack(plan.operation, e.match, e.part.ctx, plan.slotId, plan.nowMs)));
 }
 
 /** The writing entries whose operation wrote, each counted as a give-back to come. */

@@ -11,7 +11,7 @@ import { parseAcquireReply } from './redis-script-reply.js';
 import { sharesKey, takesKey } from '../counters/keys.js';
 import { logShareOf, regionShareOf, shareArgs } from '../counters/shares.js';
 import { checkTakeId } from '../counters/parent-take-ledger.js';
-import { calendarParams, isCalendarSpec, scriptParams, type CounterSpec, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
+import { calendarParams, isCalendarSpec, scriptParams, type CounterSpec, type ConcurrencySpec, type RateSpec } from '../counters/counter-spec.js';
 import { SCRIPT_KEY_COUNTS, withShareLedger, withTakeLedger, type ScriptName } from './lua-scripts.js';
 import { ScriptBatcher } from './redis-batcher.js';
 import { ErrorReporter, withDeadline, type CounterStoreErrorEvent } from './redis-store-errors.js';
@@ -167,12 +167,12 @@ export class RedisCounterStore implements CounterStore {
     return this.runLease(spec.type, keys, nowMs, 'give', String(units), spec, extra, takeId !== undefined, named.region);
   }
 
-  acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.run('concurrency_acquire', keys, nowMs, leaseId, undefined, spec, undefined, false, parseAcquireReply);
+  acquire(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): Promise<CounterResult> {
+    return this.run('concurrency_acquire', keys, nowMs, slotId, undefined, spec, undefined, false, parseAcquireReply);
   }
 
-  release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.run('concurrency_release', keys, nowMs, leaseId, undefined, spec);
+  release(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): Promise<CounterResult> {
+    return this.run('concurrency_release', keys, nowMs, slotId, undefined, spec);
   }
 
   /**

@@ -176,7 +176,7 @@ const SourceIpPrefixSchema = () =>
     { additionalProperties: false, description: 'With scope.source_ip "*": count each client network, not each address string.' },
   );
 
-/** A capacity lease (docs/reference.md "Two kinds of lease"); returned as given. */
+/** A capacity lease (docs/reference.md "Slots, leases and pools"); returned as given. */
 export const LEASE_MAX_UNITS = { min: 1, max: 1_000_000, default: 100 };
 export const LEASE_MAX_HOLD_MS = { min: 100, max: 60_000, default: 1000 };
 /** A lease's max_hold bounds as a duration is written: "100ms" to "60s". */

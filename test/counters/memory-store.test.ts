@@ -4,7 +4,7 @@
  */
 import { expect } from 'chai';
 import fc from 'fast-check';
-import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import type { CounterSpec, ConcurrencySpec, RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { T0 } from '../support/counter-stores.js';
@@ -98,7 +98,7 @@ describe('MemoryCounterStore (emulator only)', function () {
 
   it('releasing the last lease deletes the key at once', async () => {
     const store = new MemoryCounterStore({ sweepIntervalMs: 0 });
-    const spec: LeaseSpec = { type: 'concurrency', maxConcurrency: 2, leaseTtlMs: 60_000 };
+    const spec: ConcurrencySpec = { type: 'concurrency', maxConcurrency: 2, leaseTtlMs: 60_000 };
     const key = counterKeys('m:', 'p', spec, ['u']);
     await store.acquire(key, spec, 'a', T0);
     await store.acquire(key, spec, 'b', T0);

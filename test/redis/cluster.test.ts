@@ -5,7 +5,7 @@
  */
 import { expect } from 'chai';
 import type { CounterStore } from '../../src/counters/counter-store.js';
-import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import type { CounterSpec, ConcurrencySpec, RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import type { RedisCounterStore } from '../../src/redis/redis-store.js';
 import {
@@ -34,7 +34,7 @@ const NASTY: { policyId: string; identity: string[] }[] = [
 /** One use of a counter: a cost-1 consume, or an acquire of lease `id`. */
 function use(store: CounterStore, keys: string[], spec: CounterSpec, now: number, id = 'lease') {
   return spec.type === 'concurrency'
-    ? store.acquire(keys, spec as LeaseSpec, id, now)
+    ? store.acquire(keys, spec as ConcurrencySpec, id, now)
     : store.consume(keys, spec as RateSpec, 1, now);
 }
 

@@ -5,7 +5,7 @@
  */
 import { expect } from 'chai';
 import type { CounterResult } from '../../src/counters/counter-store.js';
-import type { LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import type { ConcurrencySpec, RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import type { RedisCounterStore } from '../../src/redis/redis-store.js';
 import { connectRedisStore, getSuiteRedis } from '../support/counter-stores.js';
@@ -93,7 +93,7 @@ describe('concurrency: two server nodes on one Redis', function () {
   });
 
   describe('leases', () => {
-    const spec: LeaseSpec = { type: 'concurrency', maxConcurrency: 10, leaseTtlMs: 60_000 };
+    const spec: ConcurrencySpec = { type: 'concurrency', maxConcurrency: 10, leaseTtlMs: 60_000 };
 
     it('parallel acquires through two nodes never exceed max_concurrency', async () => {
       const keys = counterKeys(prefix, 'leases', spec, ['t']);
@@ -141,7 +141,7 @@ describe('concurrency: two server nodes on one Redis', function () {
 
     it('an unreleased lease frees its slot after lease_ttl (real time, Redis clock)', async () => {
       // A TTL long enough that the checks before it never race it: no check here depends on how fast the machine is.
-      const short: LeaseSpec = { type: 'concurrency', maxConcurrency: 1, leaseTtlMs: 1000 };
+      const short: ConcurrencySpec = { type: 'concurrency', maxConcurrency: 1, leaseTtlMs: 1000 };
       const keys = counterKeys(prefix, 'ttl', short, ['t']);
       const sentAt = performance.now(); // the lease starts after this…
       const first = await nodeA.acquire(keys, short, 'holder');

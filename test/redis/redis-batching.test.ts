@@ -7,7 +7,7 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import type { CounterResult } from '../../src/counters/counter-store.js';
-import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import type { CounterSpec, ConcurrencySpec, RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import {
   connectRedisCounterStore,
@@ -28,7 +28,7 @@ const SPECS: CounterSpec[] = everySpec(3, HOUR, { rateUnits: 1 });
 /** One cost-1 use of a counter (an acquire of lease `id` for concurrency). */
 function use(store: RedisCounterStore, keys: string[], spec: CounterSpec, id: string): Promise<CounterResult> {
   return spec.type === 'concurrency'
-    ? store.acquire(keys, spec as LeaseSpec, id, T)
+    ? store.acquire(keys, spec as ConcurrencySpec, id, T)
     : store.consume(keys, spec as RateSpec, 1, T);
 }
 
