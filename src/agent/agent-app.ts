@@ -15,7 +15,7 @@ import type { PolicySync } from './policy-sync.js';
 import type { DecisionOperation, UpstreamClient } from './upstream.js';
 
 /**
- * The sidecar's HTTP front-end (spec §4 "Sidecar agent", README "Sidecar agent"):
+ * The sidecar's HTTP front-end (README "Sidecar agent"):
  *
  * - `POST /rl/v1/check` (and `/acquire`, `/release`, `/refund`, the same way): the RequestContext is validated
  *   here (400 naming the field). Once the policy set has been synced:
@@ -27,7 +27,7 @@ import type { DecisionOperation, UpstreamClient } from './upstream.js';
  *     computed by a DecisionService over a counter store that is always unavailable: the very code
  *     the server uses when its Redis is down, so the shapes are identical.
  *   Before the first successful sync the agent knows no policy: every call is forwarded, and without
- *   an answer it is allowed (fail_open, the contract's default failure_mode) with counter_store_unavailable.
+ *   an answer it is allowed (fail_open, the default failure_mode) with counter_store_unavailable.
  * - `GET /healthz`: `ok` while the process lives.
  * - `GET /rl/v1/agent/status`: `{upstream, policies, last_sync_at, last_sync_ok, sync_interval_secs,
  *   invalidations, …}`.

@@ -37,7 +37,8 @@ export const ENFORCEMENT_MODES = ['enforce', 'shadow'] as const;
 /** Where a policy's limit applies with regions configured (docs/reference.md "Regions"): each region alone, or all together. */
 export const BUDGETS = ['regional', 'global'] as const;
 /** A region name as RL_REGION spells it, or `*` (the common share) in `budget_shares`. */
-export const SHARE_REGION_PATTERN = /^(\*|[a-z0-9-]{1,32})$/;
+export const REGION_NAME_MAX_LENGTH = 32;
+export const SHARE_REGION_PATTERN = new RegExp(`^(\\*|[a-z0-9-]{1,${REGION_NAME_MAX_LENGTH}})$`);
 /** `budget_shares`: at most this many entries, each weight a positive integer up to the maximum. */
 export const BUDGET_SHARES = { maxEntries: 64, maxWeight: 1_000_000 } as const;
 /** The algorithms whose limit is counted per window, the only ones `budget_shares` divides. */

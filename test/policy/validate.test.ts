@@ -36,7 +36,7 @@ function withAlg(alg: Record<string, unknown>, extra: Record<string, unknown> = 
 
 describe('validatePolicy', () => {
   describe('defaults', () => {
-    it('applies every default of the contract', () => {
+    it('applies every documented default', () => {
       const p = ok(base());
       expect(JSON.parse(JSON.stringify(p))).to.deep.equal({
         policy_id: 'p1',

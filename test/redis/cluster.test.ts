@@ -110,7 +110,7 @@ describe('Redis Cluster (3 masters)', function () {
     prefix = randomPrefix();
   });
 
-  describe('the contract scenarios', () => {
+  describe('the counter scenarios', () => {
     for (const [algorithm, scenarios] of Object.entries(COUNTER_SCENARIOS)) {
       it(`${algorithm}: ${scenarios.length} scenarios`, async () => {
         for (const scenario of scenarios) await runScenario(store, keys, scenario, `cluster-${scenario.name}`);
@@ -224,7 +224,7 @@ describe('Redis Sentinel (one master, one sentinel)', function () {
     await sentinel?.stop();
   });
 
-  it('runs the contract scenarios of every algorithm through redis+sentinel://', async () => {
+  it('runs the counter scenarios of every algorithm through redis+sentinel://', async () => {
     const prefix = randomPrefix();
     for (const scenarios of Object.values(COUNTER_SCENARIOS)) {
       for (const scenario of scenarios) {

@@ -129,7 +129,7 @@ export function forEachStore(
 
 // ---------------------------------------------------------------------------------------------------
 // Contract scenarios: step tables with the exact results both stores must give (explicit times).
-// The contract suite runs them against memory and single Redis, the cluster suite against a cluster.
+// The counter scenarios run them against memory and single Redis, the cluster suite against a cluster.
 // ---------------------------------------------------------------------------------------------------
 
 /** `[allowed, remaining, retryAfterMs?, resetAfterMs?]`; omitted fields are not checked. */
