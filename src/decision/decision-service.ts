@@ -161,16 +161,17 @@ export class DecisionService {
       onLayerCompensation: deps.onLayerCompensation,
       clockToStore,
       keysOf: (match) => counters.keysOf(match),
-      evaluateSync: (ops, call, match, ctx, leaseId, nowMs) => counters.evaluateSync(ops, { call, ctx, leaseId }, match, nowMs),
-      evaluate: (operation, call, match, ctx, leaseId, sentAt) => counters.evaluate({ operation, call, ctx, leaseId, nowMs: sentAt }, match),
-      grouped: (operation, match, ctx, answer, sentAt) => counters.grouped({ operation, ctx, nowMs: sentAt }, match, answer),
+      // Each layer's request is handed on as it is: no object per counter asked.
+      evaluateSync: (ops, run, match, nowMs) => counters.evaluateSync(ops, run, match, nowMs),
+      evaluate: (run, match) => counters.evaluate(run, match),
+      grouped: (run, match, answer) => counters.grouped(run, match, answer),
       enforcedDecision,
       shadowOnlyDecision,
       unmatched: () => unmatchedDecision('no_matching_policy'),
-      finish: (operation, ctx, started, decision, enforced, shadowed) => this.finish({ operation, ctx, started }, decision, enforced, shadowed),
+      finish: (run, decision, enforced, shadowed) => this.finish(run, decision, enforced, shadowed),
       storeNow: (sync, nowMs) => (sync.clock === this.now ? nowMs : undefined),
-      giveBack: (operation, match, ctx, leaseId, sentAt) => counters.giveBack({ operation, ctx, leaseId, nowMs: sentAt }, match),
-      giveBackSync: (sync, operation, match, ctx, leaseId, nowMs) => counters.giveBackSync(sync, { operation, ctx, leaseId }, match, nowMs),
+      giveBack: (run, match) => counters.giveBack(run, match),
+      giveBackSync: (sync, run, match, nowMs) => counters.giveBackSync(sync, run, match, nowMs),
     };
   }
 
@@ -244,7 +245,7 @@ export class DecisionService {
     const started = this.deps.recorder ? performance.now() : 0;
     const nowMs = this.now();
     const matched = this.match(ctx, family, nowMs);
-    if (matched.layers !== undefined) return decideLayers(this.layers, operation, ctx, call, leaseId, started, nowMs, matched.layers);
+    if (matched.layers !== undefined) return decideLayers(this.layers, { operation, call, ctx, leaseId, nowMs, started, layers: matched.layers });
     const { enforce, shadow } = matched;
     if (operation === 'refund' && enforce === undefined && shadow === undefined) this.refuseLeaseRefund(ctx, nowMs);
     const run: DecisionRun = { operation, call, ctx, leaseId, nowMs, started };
