@@ -61,13 +61,30 @@ export interface AgentApp {
 
 const FAMILY: Record<DecisionOperation, PolicyFamily> = { check: 'rate', acquire: 'concurrency', release: 'concurrency', refund: 'rate' };
 
+type Decide = (operation: DecisionOperation, rc: RequestContext, requestId: string, koa: Koa.Context) => Promise<unknown>;
+
 export function createAgentApp(deps: AgentAppDeps): AgentApp {
   const counters: AgentCounters = { invalidations: 0, forwarded: 0, local: 0, failureMode: 0 };
+  const tokenDigest = deps.invalidateToken === undefined ? undefined : secretDigest(deps.invalidateToken);
+  const router = agentRouter(deps, counters, agentDecide(deps, counters));
+
+  const app = new Koa();
+  app.proxy = false;
+  app.silent = true;
+  app.use(responseHeaders());
+  app.use(errorHandler());
+  if (tokenDigest) app.use(invalidateGuard(tokenDigest));
+  app.use(jsonBody(deps.maxBodyBytes));
+  app.use(router.routes());
+  app.use(router.allowedMethods());
+  return { app, counters };
+}
+
+/** Local answer, forward, or failure_mode: the order the header comment gives. */
+function agentDecide(deps: AgentAppDeps, counters: AgentCounters): Decide {
   // Failure-mode answers: the server's own DecisionService logic over a store that never answers.
   const fallback = new DecisionService({ policies: deps.sync.matcher, counters: new UnavailableCounterStore(), keyPrefix: '' });
-  const tokenDigest = deps.invalidateToken === undefined ? undefined : secretDigest(deps.invalidateToken);
-
-  const decide = async (operation: DecisionOperation, rc: RequestContext, requestId: string, koa: Koa.Context) => {
+  return async (operation, rc, requestId, koa) => {
     const synced = deps.sync.status().synced;
     if (synced) {
       if (deps.local) {
@@ -98,7 +115,9 @@ export function createAgentApp(deps: AgentAppDeps): AgentApp {
     if (!synced) return withIgnoredFields(unmatchedDecision('counter_store_unavailable'), rc);
     return fallback[operation](rc);
   };
+}
 
+function agentRouter(deps: AgentAppDeps, counters: AgentCounters, decide: Decide): Router {
   const router = new Router();
   router.get('/healthz', (ctx) => {
     ctx.type = 'text/plain';
@@ -138,17 +157,7 @@ export function createAgentApp(deps: AgentAppDeps): AgentApp {
     ctx.status = 202;
     ctx.body = { accepted: true };
   });
-
-  const app = new Koa();
-  app.proxy = false;
-  app.silent = true;
-  app.use(responseHeaders());
-  app.use(errorHandler());
-  if (tokenDigest) app.use(invalidateGuard(tokenDigest));
-  app.use(jsonBody(deps.maxBodyBytes));
-  app.use(router.routes());
-  app.use(router.allowedMethods());
-  return { app, counters };
+  return router;
 }
 
 /** Requires `Authorization: Bearer <token>` on the invalidate endpoint, before its body is read. */

@@ -68,7 +68,7 @@ export interface DecisionServiceDeps {
   /** RL_REGION: named in `metadata.region` of every decision on a `budget: "global"` policy. */
   region?: string;
   /**
-   * Process leases (docs/reference.md "Slots, leases and pools", src/lease): with a store that has to wait and can lend
+   * Process leases (docs/reference.md "Two kinds of lease", src/lease): with a store that has to wait and can lend
    * units (Redis), the counters of policies with a `lease` are answered from units this process took
    * in advance. `events` gives a holder its metric hooks, `maxWaitMs` is RL_LEASE_MAX_WAIT_MS (default
    * 100), `takeTimeoutMs` the store's command timeout RL_COUNTERSTORE_TIMEOUT_MS (default the store's
@@ -161,16 +161,17 @@ export class DecisionService {
       onLayerCompensation: deps.onLayerCompensation,
       clockToStore,
       keysOf: (match) => counters.keysOf(match),
-      evaluateSync: (ops, call, match, ctx, slotId, nowMs) => counters.evaluateSync(ops, { call, ctx, slotId }, match, nowMs),
-      evaluate: (operation, call, match, ctx, slotId, sentAt) => counters.evaluate({ operation, call, ctx, slotId, nowMs: sentAt }, match),
-      grouped: (operation, match, ctx, answer, sentAt) => counters.grouped({ operation, ctx, nowMs: sentAt }, match, answer),
+      // Each layer's request is handed on as it is: no object per counter asked.
+      evaluateSync: (ops, run, match, nowMs) => counters.evaluateSync(ops, run, match, nowMs),
+      evaluate: (run, match) => counters.evaluate(run, match),
+      grouped: (run, match, answer) => counters.grouped(run, match, answer),
       enforcedDecision,
       shadowOnlyDecision,
       unmatched: () => unmatchedDecision('no_matching_policy'),
-      finish: (operation, ctx, started, decision, enforced, shadowed) => this.finish({ operation, ctx, started }, decision, enforced, shadowed),
+      finish: (run, decision, enforced, shadowed) => this.finish(run, decision, enforced, shadowed),
       storeNow: (sync, nowMs) => (sync.clock === this.now ? nowMs : undefined),
-      giveBack: (operation, match, ctx, slotId, sentAt) => counters.giveBack({ operation, ctx, slotId, nowMs: sentAt }, match),
-      giveBackSync: (sync, operation, match, ctx, slotId, nowMs) => counters.giveBackSync(sync, { operation, ctx, slotId }, match, nowMs),
+      giveBack: (run, match) => counters.giveBack(run, match),
+      giveBackSync: (sync, run, match, nowMs) => counters.giveBackSync(sync, run, match, nowMs),
     };
   }
 
@@ -244,7 +245,7 @@ export class DecisionService {
     const started = this.deps.recorder ? performance.now() : 0;
     const nowMs = this.now();
     const matched = this.match(ctx, family, nowMs);
-    if (matched.layers !== undefined) return decideLayers(this.layers, operation, ctx, call, slotId, started, nowMs, matched.layers);
+    if (matched.layers !== undefined) return decideLayers(this.layers, { operation, call, ctx, slotId, nowMs, started, layers: matched.layers });
     const { enforce, shadow } = matched;
     if (operation === 'refund' && enforce === undefined && shadow === undefined) this.refuseLeaseRefund(ctx, nowMs);
     const run: DecisionRun = { operation, call, ctx, slotId, nowMs, started };
