@@ -12,6 +12,7 @@ import { PROTO_DIR, PROTO_FILES } from '../../src/grpc/protos.js';
 import { Readiness } from '../../src/lifecycle/readiness.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import type { Policy } from '../../src/policy/types.js';
+import { setLogLevel } from '../../src/util/log.js';
 
 /** A whole-day instant in the future: every window that divides a day starts here. */
 export const T0 = Date.UTC(2031, 0, 1);
@@ -138,4 +139,39 @@ export async function callError(client: grpc.Client, method: string, request: un
     if ((error as grpc.ServiceError).code === undefined) throw error;
     return error as grpc.ServiceError;
   }
+}
+
+export interface GrpcSuite {
+  /** The fixture and client of the running test; set by start(). */
+  readonly fixture: GrpcFixture;
+  readonly client: grpc.Client;
+  /** Starts a fixture over `policies` (default the suite's) with a client on it; both closed after the test. */
+  start(options?: FixtureOptions, policies?: Policy[]): Promise<GrpcFixture>;
+}
+
+/** One fixture and client per test of the enclosing describe(), with logging silenced for the block. */
+export function grpcSuite(policies: Policy[], connect: (target: string) => grpc.Client): GrpcSuite {
+  let fixture: GrpcFixture | undefined;
+  let client: grpc.Client | undefined;
+  before(() => setLogLevel('silent'));
+  after(() => setLogLevel('info'));
+  afterEach(async () => {
+    client?.close();
+    await fixture?.close();
+  });
+  return {
+    get fixture() {
+      if (fixture === undefined) throw new Error('grpcSuite: fixture read before start()');
+      return fixture;
+    },
+    get client() {
+      if (client === undefined) throw new Error('grpcSuite: client read before start()');
+      return client;
+    },
+    async start(options = {}, own = policies) {
+      fixture = await startGrpc(own, options);
+      client = connect(fixture.target);
+      return fixture;
+    },
+  };
 }
