@@ -144,3 +144,31 @@ export async function startServerProcess(env: Record<string, string | undefined>
 function tail(text: string, lines = 30): string {
   return text.split('\n').slice(-lines).join('\n');
 }
+
+export interface RegionNode {
+  region: string;
+  /** The region's own counter store and the global one (or a link proxy in front of it). */
+  counters: string;
+  global: string;
+  prefix: string;
+  policyFile: string;
+  dataDir: string;
+}
+
+/**
+ * The environment of one region's server in the multi-region tests. A loaded machine: deadlines far
+ * above any round trip, so the failure mode never answers and a test sees the lease logic alone.
+ */
+export function regionNodeEnv(node: RegionNode): Record<string, string> {
+  return {
+    RL_REGION: node.region,
+    RL_COUNTERSTORE_ADDR: node.counters,
+    RL_GLOBAL_COUNTERSTORE_ADDR: node.global,
+    RL_KEY_PREFIX: node.prefix,
+    RL_POLICY_FILE: node.policyFile,
+    RL_DATA_DIR: node.dataDir,
+    RL_COUNTERSTORE_TIMEOUT_MS: '3000',
+    RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: '5000',
+    RL_LEASE_MAX_WAIT_MS: '10000',
+  };
+}
