@@ -68,9 +68,9 @@ export async function startGrpc(policies: Policy[], options: FixtureOptions = {}
     envoyHeaderDescriptors: options.envoyHeaderDescriptors,
     envoyConsumeAll: options.envoyConsumeAll,
   });
-  const port = await bindGrpcServer(server, { host: '127.0.0.1', port: 0 }, grpc.ServerCredentials.createInsecure());
+  const { port, target } = await bindLocal(server);
   return {
-    target: `127.0.0.1:${port}`,
+    target,
     port,
     server,
     readiness,
@@ -93,6 +93,12 @@ const CLIENT_OPTIONS: protoLoader.Options = {
 function clientConstructor(file: string, service: string): grpc.ServiceClientConstructor {
   const definition = protoLoader.loadSync(file, CLIENT_OPTIONS);
   return grpc.makeClientConstructor(definition[service] as grpc.ServiceDefinition, service);
+}
+
+/** Binds `server` insecurely on 127.0.0.1 with a free port. */
+export async function bindLocal(server: grpc.Server): Promise<{ port: number; target: string }> {
+  const port = await bindGrpcServer(server, { host: '127.0.0.1', port: 0 }, grpc.ServerCredentials.createInsecure());
+  return { port, target: `127.0.0.1:${port}` };
 }
 
 export function rateLimitClient(target: string, credentials = grpc.credentials.createInsecure()): grpc.Client {
