@@ -8,6 +8,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { onLogLines } from './log-lines.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -77,7 +78,6 @@ export async function startServerProcess(env: Record<string, string | undefined>
   });
   live.add(child);
   let stderr = '';
-  let pending = '';
   const logs: Record<string, unknown>[] = [];
   const exited = new Promise<ExitInfo>((resolve) => {
     child.once('exit', (code, signal) => {
@@ -87,28 +87,16 @@ export async function startServerProcess(env: Record<string, string | undefined>
   });
   const listening = new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not log "listening" within ${timeoutMs} ms\n${tail(stderr)}`)), timeoutMs);
-    child.stderr!.setEncoding('utf8');
-    child.stderr!.on('data', (chunk: string) => {
-      stderr += chunk;
-      pending += chunk;
-      let nl: number;
-      while ((nl = pending.indexOf('\n')) >= 0) {
-        const line = pending.slice(0, nl);
-        pending = pending.slice(nl + 1);
-        let entry: Record<string, unknown>;
-        try {
-          entry = JSON.parse(line) as Record<string, unknown>;
-        } catch {
-          entry = { message: line };
-        }
-        logs.push(entry);
-        const port = entry[options.portField ?? 'http'];
-        if (entry.message === 'listening' && typeof port === 'number') {
-          clearTimeout(timer);
-          resolve(port);
-        }
+    onLogLines(child.stderr!, (line, json) => {
+      const entry = json ?? { message: line };
+      logs.push(entry);
+      const port = entry[options.portField ?? 'http'];
+      if (entry.message === 'listening' && typeof port === 'number') {
+        clearTimeout(timer);
+        resolve(port);
       }
     });
+    child.stderr!.on('data', (chunk: string) => (stderr += chunk));
     void exited.then((info) => {
       clearTimeout(timer);
       reject(new Error(`server exited before listening (code ${info.code}, signal ${info.signal})\n${tail(stderr)}`));
