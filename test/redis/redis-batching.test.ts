@@ -19,6 +19,8 @@ import { privateRedisWithAdmin, randomPrefix } from '../support/redis.js';
 import { everySpec } from '../support/counter-specs.js';
 
 const HOUR = 3_600_000;
+/** The counter most tests here use: a fixed window of 100 an hour. */
+const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
 /** An explicit time inside one hour-long window, so no call straddles a window boundary. */
 const T = Math.floor(Date.now() / HOUR) * HOUR + 1_000;
 
@@ -95,7 +97,6 @@ describe('RedisCounterStore batching (private redis-server)', function () {
 
   it('maxBatchSize caps a script call: a full batch is sent at once, the rest in the next', async function () {
     store = await connect({ maxBatchSize: 10 });
-    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
     const keys = counterKeys(randomPrefix(), 'cap', spec, []);
     await priv.admin.config('RESETSTAT');
     const results = await Promise.all(Array.from({ length: 35 }, () => store.consume(keys, spec, 1, T)));
@@ -105,7 +106,6 @@ describe('RedisCounterStore batching (private redis-server)', function () {
 
   it('operations in separate turns go in separate calls (nothing waits for company)', async function () {
     store = await connect();
-    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
     const keys = counterKeys(randomPrefix(), 'turns', spec, []);
     await priv.admin.config('RESETSTAT');
     for (let i = 0; i < 3; i++) expect((await store.consume(keys, spec, 1, T)).remaining).to.equal(99 - i);
@@ -139,7 +139,6 @@ describe('RedisCounterStore batching (private redis-server)', function () {
   it('an operation whose script fails fails alone; the batch counts as one answered round trip', async function () {
     store = await connect();
     const prefix = randomPrefix();
-    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
     const broken = counterKeys(prefix, 'broken', spec, []);
     const healthy = counterKeys(prefix, 'healthy', spec, []);
     await priv.admin.set(broken[0], 'not a hash'); // WRONGTYPE for any script on it
@@ -192,7 +191,6 @@ describe('RedisCounterStore batching (private redis-server)', function () {
 
   it('while the breaker is open, operations fail at once and only the half-open trial reaches Redis, alone', async function () {
     store = await connect();
-    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
     const keys = counterKeys(randomPrefix(), 'open', spec, []);
     for (let i = 0; i < store.breaker.failureThreshold; i++) store.breaker.recordFailure();
     expect(store.breaker.state).to.equal('open');
@@ -212,7 +210,6 @@ describe('RedisCounterStore batching (private redis-server)', function () {
 
   it('close() still sends the operations accepted before it; later ones fail as not connected', async function () {
     const closing = await connect();
-    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
     const keys = counterKeys(randomPrefix(), 'close', spec, []);
     const accepted = [closing.consume(keys, spec, 1, T), closing.consume(keys, spec, 1, T)];
     const closed = closing.close();
@@ -225,7 +222,6 @@ describe('RedisCounterStore batching (private redis-server)', function () {
 
   it('close() waits for calls in flight: a batch answered NOSCRIPT is still resent as EVAL before QUIT', async function () {
     const closing = await connect();
-    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
     const keys = counterKeys(randomPrefix(), 'close-noscript', spec, []);
     await priv.admin.script('FLUSH');
     const accepted = [closing.consume(keys, spec, 1, T), closing.consume(keys, spec, 1, T)];
@@ -236,7 +232,6 @@ describe('RedisCounterStore batching (private redis-server)', function () {
 
   it('a batch whose deadline passed before the flush (a stalled event loop) fails unsent and is no breaker failure', async function () {
     store = await connect({ commandTimeoutMs: 100 });
-    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
     const keys = counterKeys(randomPrefix(), 'stalled', spec, []);
     await priv.admin.config('RESETSTAT');
     const late = settled(store.consume(keys, spec, 1, T));
