@@ -236,37 +236,19 @@ function periodOf(spec: CounterSpec): number {
 function advance(now: number, step: Step, spec: CounterSpec): number {
   if (isCalendarSpec(spec)) return advanceCalendar(now, step, spec);
   const period = Math.max(1, periodOf(spec));
-  let dt: number;
-  switch (step.kind) {
-    case 'fixed':
-      dt = step.ms;
-      break;
-    case 'period':
-      dt = Math.round(period * step.times) + step.delta;
-      break;
-    case 'boundary':
-      dt = Math.ceil(period - (now % period)) + step.delta;
-      break;
-  }
-  // Time never runs backwards (the Redis clock does not either).
-  return now + Math.max(0, dt);
+  return stepTo(now, step, Math.round(period * (step.kind === 'period' ? step.times : 0)), Math.ceil(period - (now % period)));
 }
 
 /** A calendar spec's steps: its period is the one holding `now`, its boundary that period's end. */
 function advanceCalendar(now: number, step: Step, spec: CalendarSpec): number {
   const [start, end] = spec.calendar.periodAt(now);
-  let dt: number;
-  switch (step.kind) {
-    case 'fixed':
-      dt = step.ms;
-      break;
-    case 'period':
-      dt = Math.round((end - start) * Math.min(step.times, 1)) + step.delta;
-      break;
-    case 'boundary':
-      dt = end - now + step.delta;
-      break;
-  }
+  return stepTo(now, step, Math.round((end - start) * Math.min(step.kind === 'period' ? step.times : 0, 1)), end - now);
+}
+
+/** `now` after `step`, given what a 'period' step moves by (before its delta) and how far the boundary is. */
+function stepTo(now: number, step: Step, periodMs: number, toBoundary: number): number {
+  const dt = step.kind === 'fixed' ? step.ms : (step.kind === 'period' ? periodMs : toBoundary) + step.delta;
+  // Time never runs backwards (the Redis clock does not either).
   return now + Math.max(0, dt);
 }
 
