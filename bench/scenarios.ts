@@ -132,10 +132,10 @@ async function httpMemory(ctx: Context): Promise<ScenarioResult> {
     };
     if (ctx.settings.breakdowns) {
       // What the decision fast path saves (the same service behind the Koa app alone), and how much of
-      // the gap the contract's response headers are (the bare server answering with them).
+      // the gap the documented response headers are (the bare server answering with them).
       const variants = [
         ['rl-koa-http', 'breakdown_koa_only', 'rl HTTP check through Koa only (createApp, no fast path)'],
-        ['bare-http-headers', 'breakdown_bare_with_headers', 'bare node:http answering with the contract headers'],
+        ['bare-http-headers', 'breakdown_bare_with_headers', 'bare node:http answering with the documented headers'],
       ] as const;
       for (const [kind, key, name] of variants) {
         const server = await startServer(kind);

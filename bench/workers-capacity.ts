@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { onLogLines } from '../test/support/log-lines.js';
 import { httpLoad, type HttpLoadResult } from './lib/http-load.js';
 import { loadFields } from './lib/load-fields.js';
 import { LOAD_CORE, REPO_DIR, SERVER_CORE, hasTaskset } from './lib/proc.js';
@@ -108,25 +109,12 @@ function startGroup(workers: number, cores: string, redisAddr: string, policyFil
   const stop = () => stopGroup(child, killOnExit);
   return new Promise((resolve, reject) => {
     const pids = workers > 1 ? [child.pid!] : [];
-    let pending = '';
-    child.stderr!.setEncoding('utf8');
-    child.stderr!.on('data', (chunk: string) => {
-      pending += chunk;
-      let nl: number;
-      while ((nl = pending.indexOf('\n')) >= 0) {
-        const line = pending.slice(0, nl);
-        pending = pending.slice(nl + 1);
-        let entry: Record<string, unknown>;
-        try {
-          entry = JSON.parse(line);
-        } catch {
-          continue;
-        }
-        if (entry.level === 'error' || entry.level === 'warn') process.stderr.write(`${line}\n`);
-        if (entry.message === 'worker ready') pids.push(Number(entry.pid));
-        if (workers === 1 && entry.message === 'listening') resolve({ port: Number(entry.http), pids: [child.pid!], stop });
-        if (workers > 1 && entry.message === 'workers ready') resolve({ port: Number(entry.http), pids, stop });
-      }
+    onLogLines(child.stderr!, (line, entry) => {
+      if (entry === undefined) return;
+      if (entry.level === 'error' || entry.level === 'warn') process.stderr.write(`${line}\n`);
+      if (entry.message === 'worker ready') pids.push(Number(entry.pid));
+      if (workers === 1 && entry.message === 'listening') resolve({ port: Number(entry.http), pids: [child.pid!], stop });
+      if (workers > 1 && entry.message === 'workers ready') resolve({ port: Number(entry.http), pids, stop });
     });
     child.once('exit', (code) => reject(new Error(`RL_WORKERS=${workers} server exited (code ${code}) before it was ready`)));
   });

@@ -13,8 +13,9 @@
  */
 import { pathToFileURL } from 'node:url';
 import express from 'express';
-import { createClient, type RateLimitClient } from '@rl/client';
+import type { RateLimitClient } from '@rl/client';
 import { concurrency, rateLimit, tokenBudget } from '@rl/client/express';
+import { serveExample } from './serve.js';
 
 export function createApp(client: RateLimitClient): express.Express {
   const app = express();
@@ -49,17 +50,4 @@ export function createApp(client: RateLimitClient): express.Express {
   return app;
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const client = createClient({
-    url: process.env.RL_URL ?? 'http://127.0.0.1:8080',
-    apiKey: process.env.RL_API_KEY,
-    timeoutMs: Number(process.env.RL_TIMEOUT_MS ?? 50),
-  });
-  const server = createApp(client).listen(Number(process.env.PORT ?? 3000), () => {
-    const address = server.address();
-    console.log(JSON.stringify({ message: 'listening', app: 'express', port: typeof address === 'object' && address ? address.port : undefined }));
-  });
-  const stop = () => server.close(() => void client.close());
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
-}
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) serveExample('express', createApp);

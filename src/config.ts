@@ -160,7 +160,7 @@ function readPlatformLayers(read: Reader): string[] {
   return [...new Set(layers)];
 }
 
-/** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for its lease holder's refill (docs/reference.md "Two kinds of lease"). */
+/** RL_LEASE_MAX_WAIT_MS: the longest a decision waits for its lease holder's refill (docs/reference.md "Slots, leases and pools"). */
 export function readLeaseMaxWait(read: Reader): number {
   return read.setting('RL_LEASE_MAX_WAIT_MS');
 }

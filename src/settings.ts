@@ -7,6 +7,9 @@
  *
  * `shown`: the default as README's table words it, when it is not simply the value (`none` when unset;
  * README may explain a default after ": ").
+ *
+ * Not here: the `rl` CLI's client variables (RL_URL, RL_API_KEY, RL_TOKEN), which name the server a
+ * client talks to rather than configure a service; docs/cli.md lists them with their flags.
  */
 export type SettingReader = 'server' | 'agent';
 

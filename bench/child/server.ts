@@ -34,7 +34,7 @@ import { argOf, childMain, reportStats, send } from './common.js';
  *              fast path in front of the Koa app), memory or Redis counters
  *   rl-koa-http  the Koa app alone (createApp), for the breakdown: what the fast path saves
  *   bare-http  node:http that reads the same JSON body, parses it and writes a fixed decision
- *   bare-http-headers  the same, answering with the contract's response headers (X-Request-Id and the
+ *   bare-http-headers  the same, answering with the documented response headers (X-Request-Id and the
  *              security headers) written the cheapest way node:http allows: how much of the gap the
  *              headers are
  *   ceiling-http  the minimal node:http server (issue 15, target 1: Node's ceiling): reads the same body,

@@ -5,22 +5,8 @@
  *   app.use(rateLimit({ client }));                       // the decision: req.rateLimit
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import {
-  admitOrRefuse,
-  checkWithDelay,
-  defaultContext,
-  headersAfterRefund,
-  leaseContext,
-  once,
-  quantityOf,
-  refunderOf,
-  stateOf,
-  type CommonOptions,
-  type ConcurrencyOptions,
-  type RateLimitOptions,
-  type RateLimitState,
-  type TokenBudgetOptions,
-} from './middleware.js';
+import { admitOrRefuse, checkWithDelay, defaultContext, headersAfterRefund, leaseContext, once, quantityOf, refunderOf, stateOf } from './middleware.js';
+import type { CommonOptions, ConcurrencyOptions, RateLimitOptions, RateLimitState, TokenBudgetOptions } from './middleware.js';
 import type { Decision } from './types.js';
 
 export type { ConcurrencyOptions, RateLimitOptions, RateLimitState, TokenBudgetOptions } from './middleware.js';

@@ -5,21 +5,8 @@
  *   app.use(rateLimit({ client }));                       // the decision: ctx.state.rateLimit
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import {
-  admitOrRefuse,
-  checkWithDelay,
-  defaultContext,
-  headersAfterRefund,
-  leaseContext,
-  once,
-  quantityOf,
-  refunderOf,
-  stateOf,
-  type CommonOptions,
-  type ConcurrencyOptions,
-  type RateLimitOptions,
-  type TokenBudgetOptions,
-} from './middleware.js';
+import { admitOrRefuse, checkWithDelay, defaultContext, headersAfterRefund, leaseContext, once, quantityOf, refunderOf, stateOf } from './middleware.js';
+import type { CommonOptions, ConcurrencyOptions, RateLimitOptions, TokenBudgetOptions } from './middleware.js';
 import type { Decision } from './types.js';
 
 export type { ConcurrencyOptions, RateLimitOptions, RateLimitState, TokenBudgetOptions } from './middleware.js';

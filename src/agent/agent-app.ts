@@ -15,7 +15,7 @@ import type { PolicySync } from './policy-sync.js';
 import type { DecisionOperation, UpstreamClient } from './upstream.js';
 
 /**
- * The sidecar's HTTP front-end (spec §4 "Sidecar agent", README "Sidecar agent"):
+ * The sidecar's HTTP front-end (README "Sidecar agent"):
  *
  * - `POST /rl/v1/check` (and `/acquire`, `/release`, `/refund`, the same way): the RequestContext is validated
  *   here (400 naming the field). Once the policy set has been synced:
@@ -27,7 +27,7 @@ import type { DecisionOperation, UpstreamClient } from './upstream.js';
  *     computed by a DecisionService over a counter store that is always unavailable: the very code
  *     the server uses when its Redis is down, so the shapes are identical.
  *   Before the first successful sync the agent knows no policy: every call is forwarded, and without
- *   an answer it is allowed (fail_open, the contract's default failure_mode) with counter_store_unavailable.
+ *   an answer it is allowed (fail_open, the default failure_mode) with counter_store_unavailable.
  * - `GET /healthz`: `ok` while the process lives.
  * - `GET /rl/v1/agent/status`: `{upstream, policies, last_sync_at, last_sync_ok, sync_interval_secs,
  *   invalidations, …}`.
@@ -61,13 +61,30 @@ export interface AgentApp {
 
 const FAMILY: Record<DecisionOperation, PolicyFamily> = { check: 'rate', acquire: 'concurrency', release: 'concurrency', refund: 'rate' };
 
+type Decide = (operation: DecisionOperation, rc: RequestContext, requestId: string, koa: Koa.Context) => Promise<unknown>;
+
 export function createAgentApp(deps: AgentAppDeps): AgentApp {
   const counters: AgentCounters = { invalidations: 0, forwarded: 0, local: 0, failureMode: 0 };
+  const tokenDigest = deps.invalidateToken === undefined ? undefined : secretDigest(deps.invalidateToken);
+  const router = agentRouter(deps, counters, agentDecide(deps, counters));
+
+  const app = new Koa();
+  app.proxy = false;
+  app.silent = true;
+  app.use(responseHeaders());
+  app.use(errorHandler());
+  if (tokenDigest) app.use(invalidateGuard(tokenDigest));
+  app.use(jsonBody(deps.maxBodyBytes));
+  app.use(router.routes());
+  app.use(router.allowedMethods());
+  return { app, counters };
+}
+
+/** Local answer, forward, or failure_mode: the order the header comment gives. */
+function agentDecide(deps: AgentAppDeps, counters: AgentCounters): Decide {
   // Failure-mode answers: the server's own DecisionService logic over a store that never answers.
   const fallback = new DecisionService({ policies: deps.sync.matcher, counters: new UnavailableCounterStore(), keyPrefix: '' });
-  const tokenDigest = deps.invalidateToken === undefined ? undefined : secretDigest(deps.invalidateToken);
-
-  const decide = async (operation: DecisionOperation, rc: RequestContext, requestId: string, koa: Koa.Context) => {
+  return async (operation, rc, requestId, koa) => {
     const synced = deps.sync.status().synced;
     if (synced) {
       if (deps.local) {
@@ -98,7 +115,9 @@ export function createAgentApp(deps: AgentAppDeps): AgentApp {
     if (!synced) return withIgnoredFields(unmatchedDecision('counter_store_unavailable'), rc);
     return fallback[operation](rc);
   };
+}
 
+function agentRouter(deps: AgentAppDeps, counters: AgentCounters, decide: Decide): Router {
   const router = new Router();
   router.get('/healthz', (ctx) => {
     ctx.type = 'text/plain';
@@ -138,17 +157,7 @@ export function createAgentApp(deps: AgentAppDeps): AgentApp {
     ctx.status = 202;
     ctx.body = { accepted: true };
   });
-
-  const app = new Koa();
-  app.proxy = false;
-  app.silent = true;
-  app.use(responseHeaders());
-  app.use(errorHandler());
-  if (tokenDigest) app.use(invalidateGuard(tokenDigest));
-  app.use(jsonBody(deps.maxBodyBytes));
-  app.use(router.routes());
-  app.use(router.allowedMethods());
-  return { app, counters };
+  return router;
 }
 
 /** Requires `Authorization: Bearer <token>` on the invalidate endpoint, before its body is read. */

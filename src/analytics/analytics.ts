@@ -4,7 +4,7 @@ import { DENIED, answeredOutcome, type OutcomeIndex } from '../observability/met
 import { SpaceSaving, compareStrings, tagItem } from './space-saving.js';
 
 /**
- * Analytics of decision events (spec §6, README "Observability" `GET /analytics/summary`), in BOUNDED memory:
+ * Analytics of decision events (README "Observability" `GET /analytics/summary`), in BOUNDED memory:
  *
  * - totals: `total`, `allowed`, `denied`, `shadow`, with the outcome rule of metrics.ts (docs/reference.md
  *   "Actions over the limit"): allowed + denied = total; `shadow` counts the decisions a shadow policy would have

@@ -67,14 +67,14 @@ export interface CompiledLease {
   maxHoldMs: number;
 }
 
-export interface LeaseSpec {
+export interface ConcurrencySpec {
   type: 'concurrency';
   maxConcurrency: number;
   leaseTtlMs: number;
   global?: GlobalBudget;
 }
 
-export type CounterSpec = RateSpec | LeaseSpec;
+export type CounterSpec = RateSpec | ConcurrencySpec;
 
 /** What `remaining` counts down from: the matched limit reported in decisions. */
 export function capacityOf(spec: CounterSpec): number {

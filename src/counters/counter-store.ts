@@ -1,4 +1,4 @@
-import type { LeaseSpec, RateSpec } from './counter-spec.js';
+import type { ConcurrencySpec, RateSpec } from './counter-spec.js';
 
 /**
  * An instant by a counter store's clock (epoch ms, Redis TIME), as its answers tell. Branded softly: a
@@ -17,8 +17,8 @@ export interface CounterResult {
   /** ms until the counter is whole again (window over, bucket full, no lease held); 0 when it is. */
   resetAfterMs: number;
   /**
-   * An acquire's: it took a new slot (its lease id held none). False when refused, or when it only
-   * refreshed the slot its lease id held: a give-back of it must release nothing (layered-decision.ts).
+   * An acquire's: it took a new slot (its slot id held none). False when refused, or when it only
+   * refreshed the slot its slot id held: a give-back of it must release nothing (layered-decision.ts).
    */
   newSlot?: boolean;
   /**
@@ -98,7 +98,7 @@ export interface LeaseCounterResult extends CounterResult {
  */
 export type GroupOperation =
   | { op: 'consume'; keys: string[]; spec: RateSpec; cost: number; soft?: boolean }
-  | { op: 'acquire'; keys: string[]; spec: LeaseSpec; leaseId: string; soft?: boolean };
+  | { op: 'acquire'; keys: string[]; spec: ConcurrencySpec; slotId: string; soft?: boolean };
 
 /**
  * What a group answered: one result per operation, in order. `committed` tells which operations ran
@@ -180,10 +180,10 @@ export interface CounterStore {
    * one and gives back what a refusal left taken).
    */
   group?(operations: readonly GroupOperation[], nowMs?: number): Promise<GroupOutcome>;
-  /** Takes a lease slot for `leaseId`, or refreshes the lease if it is already held. */
-  acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult>;
+  /** Takes a lease slot for `slotId`, or refreshes the lease if it is already held. */
+  acquire(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): Promise<CounterResult>;
   /** Returns the lease; `allowed` false when no such lease was held. */
-  release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult>;
+  release(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): Promise<CounterResult>;
   /** Health for readiness and status endpoints. */
   isHealthy(): boolean;
   close(): Promise<void>;
@@ -202,8 +202,8 @@ export interface SyncCounterOperations {
   take?(keys: string[], spec: RateSpec, n: number, nowMs?: number, named?: NamedTake): LeaseCounterResult;
   giveBack?(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number, named?: NamedGive): LeaseCounterResult;
   reclaim?(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): LeaseCounterResult;
-  acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): CounterResult;
-  release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): CounterResult;
+  acquire(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): CounterResult;
+  release(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): CounterResult;
   group?(operations: readonly GroupOperation[], nowMs?: number): GroupResult;
 }
 

@@ -5,7 +5,7 @@ import { sharesKey, takesKey } from './keys.js';
 import { finishLeaseOp, prepareLeaseOp, type LedgerSlot, type PreparedLeaseOp, type TakeLedger } from './parent-take-ledger.js';
 import { logShareOf, regionShareOf, shareAnswer, shareRoom, type NamedShare, type ShareLedger, type ShareSlot } from './shares.js';
 import { slideAt, slidingShareAnswer, slidingShareRoom, type SlidingShareLedger } from './shares-sliding.js';
-import type { LeaseSpec, RateSpec } from './counter-spec.js';
+import type { ConcurrencySpec, RateSpec } from './counter-spec.js';
 import { acquireCheck, acquireNow, releaseNow } from './emulator/concurrency.js';
 import { calendarWindow } from './emulator/calendar-window.js';
 import { fixedWindow } from './emulator/fixed-window.js';
@@ -46,8 +46,8 @@ export class MemoryCounterStore implements CounterStore {
       consume: (keys, spec, cost, nowMs) => this.consumeNow(this.call.set(keys, 'consume', cost, nowMs ?? this.now(), 0), spec),
       peek: (keys, spec, nowMs) => this.consumeNow(this.call.set(keys, 'peek', 1, nowMs ?? this.now(), 0), spec),
       refund: (keys, spec, amount, nowMs) => this.consumeNow(this.call.set(keys, 'refund', amount, nowMs ?? this.now(), 0), spec),
-      acquire: (keys, spec, leaseId, nowMs) => acquireNow(this.space, keys[0], spec, leaseId, nowMs ?? this.now()),
-      release: (keys, spec, leaseId, nowMs) => releaseNow(this.space, keys[0], spec, leaseId, nowMs ?? this.now()),
+      acquire: (keys, spec, slotId, nowMs) => acquireNow(this.space, keys[0], spec, slotId, nowMs ?? this.now()),
+      release: (keys, spec, slotId, nowMs) => releaseNow(this.space, keys[0], spec, slotId, nowMs ?? this.now()),
       take: (keys, spec, n, nowMs, named) => this.leaseNow(keys, spec, 'take', nowMs ?? this.now(), { ...named, units: n }),
       giveBack: (keys, spec, units, windowTag, nowMs, named) => this.leaseNow(keys, spec, 'give', nowMs ?? this.now(), { ...named, units, tag: windowTag ?? 0 }),
       reclaim: (keys, spec, take, nowMs) => this.leaseNow(keys, spec, 'reclaim', nowMs ?? this.now(), { ...take, units: 0 }),
@@ -101,12 +101,12 @@ export class MemoryCounterStore implements CounterStore {
     return this.sync.group(operations, nowMs);
   }
 
-  async acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.sync.acquire(keys, spec, leaseId, nowMs);
+  async acquire(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): Promise<CounterResult> {
+    return this.sync.acquire(keys, spec, slotId, nowMs);
   }
 
-  async release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.sync.release(keys, spec, leaseId, nowMs);
+  async release(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): Promise<CounterResult> {
+    return this.sync.release(keys, spec, slotId, nowMs);
   }
 
   isHealthy(): boolean {
@@ -158,7 +158,7 @@ export class MemoryCounterStore implements CounterStore {
   /** One operation of a group, checked (writing nothing) or run. */
   private groupStep(o: GroupOperation, checking: boolean, now: number): CounterResult {
     if (o.op === 'consume') return this.consumeNow(this.call.set(o.keys, checking ? 'check' : 'consume', o.cost, now, 0), o.spec);
-    return (checking ? acquireCheck : acquireNow)(this.space, o.keys[0], o.spec, o.leaseId, now);
+    return (checking ? acquireCheck : acquireNow)(this.space, o.keys[0], o.spec, o.slotId, now);
   }
 
   /**

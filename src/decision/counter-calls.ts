@@ -1,4 +1,4 @@
-import type { LeaseSpec, RateSpec } from '../counters/counter-spec.js';
+import type { ConcurrencySpec, RateSpec } from '../counters/counter-spec.js';
 import type { PolicyMatch } from '../matching/matcher.js';
 import type { RequestContext } from '../model/request-context.js';
 import type { CounterCall } from './decision-types.js';
@@ -11,15 +11,15 @@ export function deniedCostOf(match: PolicyMatch, ctx: RequestContext): number {
   return ctx.quantity === 0 ? 1 : costOf(match, ctx.quantity);
 }
 
-export const consumeCall: CounterCall = (ops, keys, match, ctx, _leaseId, nowMs) => {
+export const consumeCall: CounterCall = (ops, keys, match, ctx, _slotId, nowMs) => {
   const spec = match.compiled.spec as RateSpec;
   const cost = costOf(match, ctx.quantity);
   return neverFits(spec, cost) ? refusedAsNeverFitting(ops.peek(keys, spec, nowMs)) : ops.consume(keys, spec, cost, nowMs);
 };
-export const peekCall: CounterCall = (ops, keys, match, _ctx, _leaseId, nowMs) => ops.peek(keys, match.compiled.spec as RateSpec, nowMs);
-export const refundCall: CounterCall = (ops, keys, match, ctx, _leaseId, nowMs) =>
+export const peekCall: CounterCall = (ops, keys, match, _ctx, _slotId, nowMs) => ops.peek(keys, match.compiled.spec as RateSpec, nowMs);
+export const refundCall: CounterCall = (ops, keys, match, ctx, _slotId, nowMs) =>
   ops.refund(keys, match.compiled.spec as RateSpec, costOf(match, ctx.quantity), nowMs);
-export const acquireCall: CounterCall = (ops, keys, match, _ctx, leaseId, nowMs) =>
-  ops.acquire(keys, match.compiled.spec as LeaseSpec, leaseId, nowMs);
-export const releaseCall: CounterCall = (ops, keys, match, _ctx, leaseId, nowMs) =>
-  ops.release(keys, match.compiled.spec as LeaseSpec, leaseId, nowMs);
+export const acquireCall: CounterCall = (ops, keys, match, _ctx, slotId, nowMs) =>
+  ops.acquire(keys, match.compiled.spec as ConcurrencySpec, slotId, nowMs);
+export const releaseCall: CounterCall = (ops, keys, match, _ctx, slotId, nowMs) =>
+  ops.release(keys, match.compiled.spec as ConcurrencySpec, slotId, nowMs);

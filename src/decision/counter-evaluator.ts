@@ -14,13 +14,13 @@ export interface CounterAsk {
   readonly operation: Operation;
   readonly call: CounterCall;
   readonly ctx: RequestContext;
-  readonly leaseId: string;
+  readonly slotId: string;
   /** The decision's clock reading: when its refusals are cached from, and what a test's store counts at (clockToStore). */
   readonly nowMs: number;
 }
 
 /** What a synchronous store's call needs (it counts at the time it is handed, or its own clock). */
-type SyncAsk = Pick<CounterAsk, 'call' | 'ctx' | 'leaseId'>;
+type SyncAsk = Pick<CounterAsk, 'call' | 'ctx' | 'slotId'>;
 /** What the deny cache learns an answer from: the operation, the request and when it was sent. */
 type Asked = Pick<CounterAsk, 'operation' | 'ctx' | 'nowMs'>;
 /** An operation of a refused plan that took something, to give back (a synchronous store needs no time). */
@@ -63,7 +63,7 @@ export class CounterEvaluator {
   /** A synchronous store, counting at `nowMs` (undefined: its own clock). */
   evaluateSync(ops: SyncCounterOperations, ask: SyncAsk, match: PolicyMatch, nowMs: number | undefined): Evaluation {
     try {
-      return { match, result: ask.call(ops, this.keysOf(match), match, ask.ctx, ask.leaseId, nowMs) };
+      return { match, result: ask.call(ops, this.keysOf(match), match, ask.ctx, ask.slotId, nowMs) };
     } catch (error) {
       return this.failedEvaluation(match, error);
     }
@@ -74,14 +74,14 @@ export class CounterEvaluator {
    * at once while it holds units).
    */
   evaluate(ask: CounterAsk, match: PolicyMatch): Evaluation | Promise<Evaluation> {
-    const { operation, call, ctx, leaseId } = ask;
+    const { operation, call, ctx, slotId } = ask;
     const keys = this.keysOf(match);
     const leases = this.deps.leases;
     const lease = leases && operation !== 'acquire' && operation !== 'release' ? leases.operationsFor(keys, match.compiled) : undefined;
     let answer: CounterResult | Promise<CounterResult>;
     try {
       // The store reads its own clock (Redis: TIME), unless a test hands it this service's.
-      answer = lease ? call(lease, keys, match, ctx, leaseId, undefined) : call(this.deps.counters, keys, match, ctx, leaseId, this.deps.clockToStore ? ask.nowMs : undefined);
+      answer = lease ? call(lease, keys, match, ctx, slotId, undefined) : call(this.deps.counters, keys, match, ctx, slotId, this.deps.clockToStore ? ask.nowMs : undefined);
     } catch (error) {
       return this.failedOperation(match, keys, error);
     }

@@ -9,10 +9,10 @@ import type { FailureMode } from '../policy/types.js';
 import { acquireCall, consumeCall, peekCall, refundCall, releaseCall } from './counter-calls.js';
 import { CounterEvaluator, type CounterAsk } from './counter-evaluator.js';
 import type { CounterCall, Evaluation, Operation } from './decision-types.js';
-import { enforcedDecision, shadowOnlyDecision, unmatchedDecision, withLeaseId } from './decisions.js';
+import { enforcedDecision, shadowOnlyDecision, unmatchedDecision, withSlotId } from './decisions.js';
 import { DenyCache, type DenyCacheOptions } from './deny-cache.js';
 import { decideLayers, decideTogether, shadowAction, type LayerHost } from './layered-decision.js';
-import { leaseHolderOf, leaseIdOf } from './lease-id.js';
+import { slotHolderOf, slotIdOf } from './slot-id.js';
 import { ProcessLeases, type LendingStore } from '../lease/process-leases.js';
 import { DEFAULT_COMMAND_TIMEOUT_MS } from '../redis/redis-connection.js';
 import { DEFAULT_LEASE_MAX_WAIT_MS, holdsUnits, type LeaseEvents, type UnitHolders } from '../lease/types.js';
@@ -161,16 +161,17 @@ export class DecisionService {
       onLayerCompensation: deps.onLayerCompensation,
       clockToStore,
       keysOf: (match) => counters.keysOf(match),
-      evaluateSync: (ops, call, match, ctx, leaseId, nowMs) => counters.evaluateSync(ops, { call, ctx, leaseId }, match, nowMs),
-      evaluate: (operation, call, match, ctx, leaseId, sentAt) => counters.evaluate({ operation, call, ctx, leaseId, nowMs: sentAt }, match),
-      grouped: (operation, match, ctx, answer, sentAt) => counters.grouped({ operation, ctx, nowMs: sentAt }, match, answer),
+      // Each layer's request is handed on as it is: no object per counter asked.
+      evaluateSync: (ops, run, match, nowMs) => counters.evaluateSync(ops, run, match, nowMs),
+      evaluate: (run, match) => counters.evaluate(run, match),
+      grouped: (run, match, answer) => counters.grouped(run, match, answer),
       enforcedDecision,
       shadowOnlyDecision,
       unmatched: () => unmatchedDecision('no_matching_policy'),
-      finish: (operation, ctx, started, decision, enforced, shadowed) => this.finish({ operation, ctx, started }, decision, enforced, shadowed),
+      finish: (run, decision, enforced, shadowed) => this.finish(run, decision, enforced, shadowed),
       storeNow: (sync, nowMs) => (sync.clock === this.now ? nowMs : undefined),
-      giveBack: (operation, match, ctx, leaseId, sentAt) => counters.giveBack({ operation, ctx, leaseId, nowMs: sentAt }, match),
-      giveBackSync: (sync, operation, match, ctx, leaseId, nowMs) => counters.giveBackSync(sync, { operation, ctx, leaseId }, match, nowMs),
+      giveBack: (run, match) => counters.giveBack(run, match),
+      giveBackSync: (sync, run, match, nowMs) => counters.giveBackSync(sync, run, match, nowMs),
     };
   }
 
@@ -234,20 +235,20 @@ export class DecisionService {
     if (operation === 'check') return this.decide('check', ctx, 'rate', ctx.quantity === 0 ? peekCall : consumeCall, '');
     if (ctx.quantity === 0) throw invalidField('quantity', `must be at least 1 for ${operation} (0 is a peek, on check only)`);
     if (operation === 'refund') return this.decide('refund', ctx, 'rate', refundCall, '');
-    const leaseId = leaseIdOf(ctx);
+    const slotId = slotIdOf(ctx);
     const call = operation === 'acquire' ? acquireCall : releaseCall;
-    const decided = this.decide(operation, ctx, 'concurrency', call, leaseHolderOf(ctx, leaseId));
-    return decided instanceof Promise ? decided.then((decision) => withLeaseId(decision, leaseId)) : withLeaseId(decided, leaseId);
+    const decided = this.decide(operation, ctx, 'concurrency', call, slotHolderOf(ctx, slotId));
+    return decided instanceof Promise ? decided.then((decision) => withSlotId(decision, slotId)) : withSlotId(decided, slotId);
   }
 
-  private decide(operation: Operation, ctx: RequestContext, family: PolicyFamily, call: CounterCall, leaseId: string): Decision | Promise<Decision> {
+  private decide(operation: Operation, ctx: RequestContext, family: PolicyFamily, call: CounterCall, slotId: string): Decision | Promise<Decision> {
     const started = this.deps.recorder ? performance.now() : 0;
     const nowMs = this.now();
     const matched = this.match(ctx, family, nowMs);
-    if (matched.layers !== undefined) return decideLayers(this.layers, operation, ctx, call, leaseId, started, nowMs, matched.layers);
+    if (matched.layers !== undefined) return decideLayers(this.layers, { operation, call, ctx, slotId, nowMs, started, layers: matched.layers });
     const { enforce, shadow } = matched;
     if (operation === 'refund' && enforce === undefined && shadow === undefined) this.refuseLeaseRefund(ctx, nowMs);
-    const run: DecisionRun = { operation, call, ctx, leaseId, nowMs, started };
+    const run: DecisionRun = { operation, call, ctx, slotId, nowMs, started };
     const sync = this.deps.counters.sync;
     if (sync === undefined) return this.decideAsync(run, enforce, shadow);
     // A store on the same clock (both Date.now by default) counts at the instant matching used: one

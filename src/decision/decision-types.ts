@@ -1,5 +1,5 @@
 import type { CounterResult } from '../counters/counter-store.js';
-import type { LeaseSpec, RateSpec } from '../counters/counter-spec.js';
+import type { ConcurrencySpec, RateSpec } from '../counters/counter-spec.js';
 import type { PolicyMatch } from '../matching/matcher.js';
 import type { RequestContext } from '../model/request-context.js';
 import type { CounterStoreUnavailableError } from '../errors.js';
@@ -22,8 +22,8 @@ export interface CounterOperations<R> {
   consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): R;
   peek(keys: string[], spec: RateSpec, nowMs?: number): R;
   refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): R;
-  acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): R;
-  release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): R;
+  acquire(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): R;
+  release(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): R;
 }
 
 /**
@@ -35,6 +35,6 @@ export type CounterCall = <R>(
   keys: string[],
   match: PolicyMatch,
   ctx: RequestContext,
-  leaseId: string,
+  slotId: string,
   nowMs: number | undefined,
 ) => R;

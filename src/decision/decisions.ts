@@ -10,9 +10,9 @@ import { isNeverFitting, neverFittingOutcome } from './never-fits.js';
 
 /** The decision objects every answer is filled in from, and what a counter's answer writes into them. */
 
-/** acquire and release name the lease they acted on (docs/reference.md "Two kinds of lease"); a decision no policy made has none. */
-export function withLeaseId(decision: Decision, leaseId: string): Decision {
-  if (decision.matched_policy_id !== '') decision.metadata.lease_id = leaseId;
+/** acquire and release name the lease they acted on (docs/reference.md "Slots, leases and pools"); a decision no policy made has none. */
+export function withSlotId(decision: Decision, slotId: string): Decision {
+  if (decision.matched_policy_id !== '') decision.metadata.lease_id = slotId;
   return decision;
 }
 

@@ -1,11 +1,12 @@
 import type { CounterResult, CounterStore, GroupOperation, GroupOutcome, SyncCounterOperations } from '../counters/counter-store.js';
-import type { LeaseSpec, RateSpec } from '../counters/counter-spec.js';
+import type { ConcurrencySpec, RateSpec } from '../counters/counter-spec.js';
 import type { LayerMatch, PolicyMatch } from '../matching/matcher.js';
 import type { Decision } from '../model/decision.js';
 import type { RequestContext } from '../model/request-context.js';
 import { applyLimitAction } from './actions.js';
 import { layeredDecision } from './layer-verdicts.js';
 import { neverFitsMatch, readingCheckCall } from './never-fits.js';
+import type { CounterAsk } from './counter-evaluator.js';
 import type { CounterCall, Evaluation, Operation } from './decision-types.js';
 
 /**
@@ -17,6 +18,14 @@ import type { CounterCall, Evaluation, Operation } from './decision-types.js';
  * Peeks, refunds and releases reach every layer, one by one. Shadow winners count beside, as ever.
  */
 
+/**
+ * One request of a layered decision, as its counters and last steps see it: the one object every
+ * layer's evaluation, give-back and finish is handed (the plan's Part), as DecisionService hands its run.
+ */
+export interface LayerRun extends CounterAsk {
+  readonly started: number;
+}
+
 /** What the DecisionService lends the layered path: its evaluation steps, decisions and last touches. */
 export interface LayerHost {
   readonly random: () => number;
@@ -25,21 +34,22 @@ export interface LayerHost {
   /** Tests only: the store counts at the decision's clock reading (DecisionTestSeams.clockToStore). */
   readonly clockToStore: boolean;
   keysOf(match: PolicyMatch): string[];
-  evaluateSync(ops: SyncCounterOperations, call: CounterCall, match: PolicyMatch, ctx: RequestContext, leaseId: string, nowMs: number | undefined): Evaluation;
-  evaluate(operation: Operation, call: CounterCall, match: PolicyMatch, ctx: RequestContext, leaseId: string, sentAt: number): Evaluation | Promise<Evaluation>;
+  /** A synchronous store, counting at `nowMs` (undefined: its own clock). */
+  evaluateSync(ops: SyncCounterOperations, run: LayerRun, match: PolicyMatch, nowMs: number | undefined): Evaluation;
+  evaluate(run: LayerRun, match: PolicyMatch): Evaluation | Promise<Evaluation>;
   /** A group's answer for one operation, as evaluate() would have made it. */
-  grouped(operation: Operation, match: PolicyMatch, ctx: RequestContext, answer: CounterResult | Error, sentAt: number): Evaluation;
+  grouped(run: LayerRun, match: PolicyMatch, answer: CounterResult | Error): Evaluation;
   enforcedDecision(operation: Operation, ctx: RequestContext, evaluation: Evaluation, random: () => number): Decision;
   shadowOnlyDecision(operation: Operation, evaluation: Evaluation): Decision;
   /** The decision no policy made (no_matching_policy). */
   unmatched(): Decision;
-  finish(operation: Operation, ctx: RequestContext, started: number, decision: Decision, enforced: Evaluation | undefined, shadowed: Evaluation | undefined): Decision;
+  finish(run: LayerRun, decision: Decision, enforced: Evaluation | undefined, shadowed: Evaluation | undefined): Decision;
   /** The clock a synchronous store counts at: the decision's own reading when they share a clock. */
   storeNow(sync: SyncCounterOperations, nowMs: number): number | undefined;
   /** Gives back what a refused plan's operation took: a consume's units (refund) or an acquire's slot (release). */
-  giveBack(operation: Operation, match: PolicyMatch, ctx: RequestContext, leaseId: string, sentAt: number): Evaluation | Promise<Evaluation>;
+  giveBack(run: LayerRun, match: PolicyMatch): Evaluation | Promise<Evaluation>;
   /** The same, on a synchronous store. */
-  giveBackSync(sync: SyncCounterOperations, operation: Operation, match: PolicyMatch, ctx: RequestContext, leaseId: string, nowMs: number | undefined): Evaluation;
+  giveBackSync(sync: SyncCounterOperations, run: LayerRun, match: PolicyMatch, nowMs: number | undefined): Evaluation;
 }
 
 /** A layer's evaluation and whether its operation took something (a refused plan gives back what did). */
@@ -59,17 +69,16 @@ interface Entry {
 }
 
 /** One request of the plan (an Envoy call decides several together): its layers and shadow winners. */
-interface Part {
-  ctx: RequestContext;
+interface Part extends LayerRun {
+  /** A reading plan's checks peek instead. */
   call: CounterCall;
-  started: number;
   entries: Entry[];
   shadows: PolicyMatch[];
 }
 
 interface Plan {
   operation: Operation;
-  leaseId: string;
+  slotId: string;
   nowMs: number;
   parts: Part[];
   entries: Entry[];
@@ -85,11 +94,14 @@ export interface PlannedRequest {
   layers: readonly LayerMatch[];
 }
 
+/** One decision's request and its layers: the operation, lease id and clock reading its plan runs at. */
+export interface LayeredRequest extends PlannedRequest, Pick<CounterAsk, 'operation' | 'slotId' | 'nowMs'> {}
+
 /** One decision over the layers of one request. */
-export function decideLayers(
-  host: LayerHost, operation: Operation, ctx: RequestContext, call: CounterCall, leaseId: string, started: number, nowMs: number, layers: readonly LayerMatch[],
-): Decision | Promise<Decision> {
-  const decided = decidePlan(host, planOf(host, operation, leaseId, nowMs, [{ ctx, call, started, layers }]));
+export function decideLayers(host: LayerHost, request: LayeredRequest): Decision | Promise<Decision> {
+  const plan: Plan = { operation: request.operation, slotId: request.slotId, nowMs: request.nowMs, parts: [], entries: [] };
+  addPart(host, plan, request);
+  const decided = decidePlan(host, readIfNeverFits(plan));
   return decided instanceof Promise ? decided.then((all) => all[0]) : decided[0];
 }
 
@@ -98,24 +110,29 @@ export function decideLayers(
  * any refuses, none consumes. One decision per request, each over its own layers.
  */
 export function decideTogether(host: LayerHost, nowMs: number, requests: readonly PlannedRequest[]): Decision[] | Promise<Decision[]> {
-  return decidePlan(host, planOf(host, 'check', '', nowMs, requests));
+  const plan: Plan = { operation: 'check', slotId: '', nowMs, parts: [], entries: [] };
+  for (const request of requests) addPart(host, plan, request);
+  return decidePlan(host, readIfNeverFits(plan));
 }
 
-function planOf(host: LayerHost, operation: Operation, leaseId: string, nowMs: number, requests: readonly PlannedRequest[]): Plan {
-  const plan: Plan = { operation, leaseId, nowMs, parts: [], entries: [] };
-  for (const request of requests) {
-    const part: Part = { ctx: request.ctx, call: request.call, started: request.started, entries: [], shadows: [] };
-    for (const layer of request.layers) {
-      if (layer.enforce !== undefined) {
-        const entry: Entry = { name: layer.layer, match: layer.enforce, part, draw: host.random() };
-        part.entries.push(entry);
-        plan.entries.push(entry);
-      }
-      if (layer.shadow !== undefined) part.shadows.push(layer.shadow);
+/** The plan's part for one request: its enforcing layers (each with its draw) and shadow winners. */
+function addPart(host: LayerHost, plan: Plan, request: PlannedRequest): void {
+  const { operation, slotId, nowMs } = plan;
+  const part: Part = { operation, call: request.call, ctx: request.ctx, slotId, nowMs, started: request.started, entries: [], shadows: [] };
+  for (const layer of request.layers) {
+    if (layer.enforce !== undefined) {
+      const entry: Entry = { name: layer.layer, match: layer.enforce, part, draw: host.random() };
+      part.entries.push(entry);
+      plan.entries.push(entry);
     }
-    plan.parts.push(part);
+    if (layer.shadow !== undefined) part.shadows.push(layer.shadow);
   }
-  if (operation === 'check' && plan.entries.some((e) => neverFitsMatch(e.match, e.part.ctx))) {
+  plan.parts.push(part);
+}
+
+/** A check one of whose layers can never admit it reads every layer and writes none. */
+function readIfNeverFits(plan: Plan): Plan {
+  if (plan.operation === 'check' && plan.entries.some((e) => neverFitsMatch(e.match, e.part.ctx))) {
     plan.reading = true;
     for (const part of plan.parts) part.call = readingCheckCall;
   }
@@ -128,7 +145,7 @@ function writes(plan: Plan, entry: Entry): boolean {
 }
 
 function decidePlan(host: LayerHost, plan: Plan): Decision[] | Promise<Decision[]> {
-  const { operation, leaseId, nowMs } = plan;
+  const { operation, nowMs } = plan;
   const writing = plan.entries.filter((e) => writes(plan, e));
   const grouping = writing.length > 1;
   const sync = host.counters.sync;
@@ -136,21 +153,21 @@ function decidePlan(host: LayerHost, plan: Plan): Decision[] | Promise<Decision[
     const at = host.storeNow(sync, nowMs);
     if (grouping && sync.group) {
       const outcome = sync.group(operationsOf(host, plan, writing), at);
-      writing.forEach((e, k) => (e.step = groupStep(host, plan, e, outcome.results[k], outcome.committed[k], at ?? nowMs)));
+      writing.forEach((e, k) => (e.step = groupStep(host, plan, e, outcome.results[k], outcome.committed[k])));
     }
-    for (const e of plan.entries) e.step ??= stepOf(operation, host.evaluateSync(sync, e.part.call, e.match, e.part.ctx, leaseId, at));
-    const shadowed = plan.parts.map((part) => (part.shadows.length === 0 ? NO_SHADOWS : part.shadows.map((m) => host.evaluateSync(sync, part.call, m, part.ctx, leaseId, at))));
+    for (const e of plan.entries) e.step ??= stepOf(operation, host.evaluateSync(sync, e.part, e.match, at));
+    const shadowed = plan.parts.map((part) => (part.shadows.length === 0 ? NO_SHADOWS : part.shadows.map((m) => host.evaluateSync(sync, part, m, at))));
     const decisions = concludeAll(host, plan, shadowed);
     if (grouping && decisions.some((d) => !d.allowed)) {
       // Only a counter named twice can have run in a refused group (its second run refused).
-      for (const e of takenBy(host, plan)) host.giveBackSync(sync, operation, e.match, e.part.ctx, leaseId, at);
+      for (const e of takenBy(host, plan)) host.giveBackSync(sync, e.part, e.match, at);
     }
     return decisions;
   }
   const steps = grouping ? plannedSteps(host, plan, writing) : evaluateAlone(host, plan, plan.entries);
   // Most plans have no shadow winner: then no promise waits for them.
   const shadowing = plan.parts.some((part) => part.shadows.length > 0)
-    ? Promise.all(plan.parts.map((part) => Promise.all(part.shadows.map((m) => host.evaluate(operation, part.call, m, part.ctx, leaseId, nowMs)))))
+    ? Promise.all(plan.parts.map((part) => Promise.all(part.shadows.map((m) => host.evaluate(part, m)))))
     : undefined;
   return concludeLater(host, plan, grouping, shadowing === undefined ? steps : Promise.all([steps, shadowing]), shadowing);
 }
@@ -172,13 +189,14 @@ function stepOf(operation: Operation, evaluation: Evaluation): Step {
   return { evaluation, committed: result !== undefined && result.allowed && !evaluation.waitTimedOut && tookSlot(operation, result) };
 }
 
-function groupStep(host: LayerHost, plan: Plan, e: Entry, answer: CounterResult | Error, committed: boolean, sentAt: number): Step {
+/** A group's answer for one entry, as sent at the plan's clock reading (a synchronous store's is the same one or its own). */
+function groupStep(host: LayerHost, plan: Plan, e: Entry, answer: CounterResult | Error, committed: boolean): Step {
   const taken = committed && !(answer instanceof Error) && tookSlot(plan.operation, answer);
-  return { evaluation: host.grouped(plan.operation, e.match, e.part.ctx, answer, sentAt), committed: taken };
+  return { evaluation: host.grouped(e.part, e.match, answer), committed: taken };
 }
 
 /**
- * An admitted acquire took a slot unless its lease id held one already (it only refreshed it): releasing
+ * An admitted acquire took a slot unless its slot id held one already (it only refreshed it): releasing
  * that one would free the earlier, admitted acquire's hold. A store that does not tell (no `newSlot`) took one.
  */
 function tookSlot(operation: Operation, result: CounterResult): boolean {
@@ -195,7 +213,7 @@ function operationsOf(host: LayerHost, plan: Plan, entries: readonly Entry[]): G
     const { match } = e;
     const keys = host.keysOf(match);
     const soft = isSoft(e);
-    if (plan.operation === 'acquire') return { op: 'acquire', keys, spec: match.compiled.spec as LeaseSpec, leaseId: plan.leaseId, soft };
+    if (plan.operation === 'acquire') return { op: 'acquire', keys, spec: match.compiled.spec as ConcurrencySpec, slotId: plan.slotId, soft };
     const cost = Math.min(e.part.ctx.quantity * (match.compiled.policy.algorithm.cost_per_request ?? 1), 2 ** 53);
     return { op: 'consume', keys, spec: match.compiled.spec as RateSpec, cost, soft };
   });
@@ -203,7 +221,7 @@ function operationsOf(host: LayerHost, plan: Plan, entries: readonly Entry[]): G
 
 /** The entries' operations, each on its own; their steps set once all have answered. */
 function evaluateAlone(host: LayerHost, plan: Plan, entries: readonly Entry[]): Promise<unknown> {
-  const evaluating = Promise.all(entries.map((e) => host.evaluate(plan.operation, e.part.call, e.match, e.part.ctx, plan.leaseId, plan.nowMs)));
+  const evaluating = Promise.all(entries.map((e) => host.evaluate(e.part, e.match)));
   return evaluating.then((evaluations) => entries.forEach((e, k) => (e.step = stepOf(plan.operation, evaluations[k]))));
 }
 
@@ -217,7 +235,7 @@ function plannedSteps(host: LayerHost, plan: Plan, writing: readonly Entry[]): P
   const grouped = store.group === undefined ? [] : writing.filter((e) => e.match.compiled.lease === undefined && e.match.compiled.spec.global === undefined);
   if (grouped.length === 0) return evaluateAlone(host, plan, plan.entries);
   const group = store.group!(operationsOf(host, plan, grouped), host.clockToStore ? plan.nowMs : undefined).then((outcome: GroupOutcome) =>
-    grouped.forEach((e, k) => (e.step = groupStep(host, plan, e, outcome.results[k], outcome.committed[k], plan.nowMs))),
+    grouped.forEach((e, k) => (e.step = groupStep(host, plan, e, outcome.results[k], outcome.committed[k]))),
   );
   // The common plan: every layer in the group, nothing beside it.
   if (grouped.length === plan.entries.length) return group;
@@ -226,7 +244,7 @@ function plannedSteps(host: LayerHost, plan: Plan, writing: readonly Entry[]): P
 
 /** A refused plan: every writing operation that wrote anyway gives back what it took, each counted. */
 async function giveBackTaken(host: LayerHost, plan: Plan): Promise<void> {
-  await Promise.all(takenBy(host, plan).map((e) => host.giveBack(plan.operation, e.match, e.part.ctx, plan.leaseId, plan.nowMs)));
+  await Promise.all(takenBy(host, plan).map((e) => host.giveBack(e.part, e.match)));
 }
 
 /** The writing entries whose operation wrote, each counted as a give-back to come. */
@@ -248,7 +266,7 @@ function conclude(host: LayerHost, plan: Plan, part: Part, shadowed: Evaluation[
   if (part.entries.length === 0) {
     const decision = shadowed.length > 0 ? host.shadowOnlyDecision(operation, recordedShadow) : host.unmatched();
     if (shadowed.length > 1) listShadows(decision, shadowed);
-    return host.finish(operation, ctx, part.started, decision, undefined, recordedShadow);
+    return host.finish(part, decision, undefined, recordedShadow);
   }
   const { entries } = part;
   const decisions = entries.map((e) => host.enforcedDecision(operation, ctx, e.step!.evaluation, () => e.draw));
@@ -256,7 +274,7 @@ function conclude(host: LayerHost, plan: Plan, part: Part, shadowed: Evaluation[
   const decision = decisions[deciding];
   const { evaluation } = entries[deciding].step!;
   if (shadowed.length > 0) listShadows(decision, shadowed);
-  return host.finish(operation, ctx, part.started, decision, evaluation, recordedShadow);
+  return host.finish(part, decision, evaluation, recordedShadow);
 }
 
 function shadowLimited(evaluation: Evaluation): boolean {

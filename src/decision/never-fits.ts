@@ -58,7 +58,7 @@ export function neverFitsMatch(match: PolicyMatch, ctx: RequestContext): boolean
 }
 
 /** Each layer of a check that one of its layers can never admit: read, never written; a layer that can never fit refuses. */
-export const readingCheckCall: CounterCall = (ops, keys, match, ctx, _leaseId, nowMs) => {
+export const readingCheckCall: CounterCall = (ops, keys, match, ctx, _slotId, nowMs) => {
   const spec = match.compiled.spec as RateSpec;
   const peeked = ops.peek(keys, spec, nowMs);
   return neverFits(spec, costOf(match, ctx.quantity)) ? refusedAsNeverFitting(peeked) : peeked;

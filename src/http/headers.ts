@@ -4,7 +4,7 @@ import type Koa from 'koa';
 const VALID_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
- * Security headers of every response (spec §1: HSTS, X-Content-Type-Options,
+ * Security headers of every response (README "Authentication and TLS" lists them: HSTS, X-Content-Type-Options,
  * X-Frame-Options, Content-Security-Policy). HSTS only matters over TLS; browsers ignore it on http.
  */
 export const SECURITY_HEADERS: readonly (readonly [string, string])[] = [
@@ -15,7 +15,7 @@ export const SECURITY_HEADERS: readonly (readonly [string, string])[] = [
 ];
 
 /**
- * Our own additions beyond the contract, on answers to GET and HEAD only: the responses caches store
+ * Our own additions beyond the documented headers, on answers to GET and HEAD only: the responses caches store
  * and browsers keep by default. Answers to POST (every decision call), PUT, PATCH and DELETE are never
  * stored by a cache without explicit freshness information and a matching Content-Location (RFC 9110
  * §9.3.3, RFC 9111 §3), which this service never sends, so `no-store` adds nothing there; and a JSON

@@ -31,7 +31,7 @@ export interface LeaseHolderOptions {
 type Waiter = { cost: number; since: number; timer: unknown; resolve(result: CounterResult): void; reject(error: unknown): void };
 
 /**
- * One counter's capacity lease (docs/reference.md "Two kinds of lease"): decisions spend only units taken
+ * One counter's capacity lease (docs/reference.md "Slots, leases and pools"): decisions spend only units taken
  * from the parent (never over); one take at a time goes out when half are spent (chunk.ts). A decision the
  * units cannot pay waits at most maxWaitMs, is refused once the parent admits no more, and fails at
  * once while the parent is unreachable. Takes and gives are named when the parent can reclaim them.

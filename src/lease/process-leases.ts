@@ -32,7 +32,7 @@ export interface ProcessLeasesOptions {
 }
 
 /**
- * Process leases (docs/reference.md "Two kinds of lease"): this process holds every counter whose policy has a
+ * Process leases (docs/reference.md "Slots, leases and pools"): this process holds every counter whose policy has a
  * `lease`, the counter store its parent. One LeaseHolder per counter key, made on the first decision,
  * dropped when it lets go: idle for max_hold, its policy changed (`policiesChanged`), or drain (`letGoAll`).
  */

@@ -2,7 +2,7 @@ import type { CounterResult, CounterStore, LeaseCounterResult } from '../counter
 import type { RateSpec } from '../counters/counter-spec.js';
 import type { GivenBack, Grant, LeaseClock, LeaseParent, LocalMs, NamedTakeLimits } from './types.js';
 
-/** The algorithms a capacity lease supports (docs/reference.md "Two kinds of lease": not sliding_window_log, not concurrency). */
+/** The algorithms a capacity lease supports (docs/reference.md "Slots, leases and pools": not sliding_window_log, not concurrency). */
 export type LeasedSpec = Exclude<RateSpec, { type: 'sliding_window_log' }>;
 
 type ParentStore = Required<Pick<CounterStore, 'take' | 'giveBack'>> & Pick<CounterStore, 'peek' | 'reclaim'>;

@@ -9,7 +9,7 @@ const DEFAULT_LEASE_TTL_SECS = 120;
 
 /**
  * The counter spec of a policy: its algorithm's, marked when the policy's budget is global, with the
- * region holder's compiled lease (docs/reference.md "Two kinds of lease": the policy's lease.max_hold, `1s` by default).
+ * region holder's compiled lease (docs/reference.md "Slots, leases and pools": the policy's lease.max_hold, `1s` by default).
  */
 export function policySpecOf(policy: Pick<Policy, 'policy_id' | 'algorithm' | 'budget' | 'budget_shares' | 'lease'>): CounterSpec {
   const spec = counterSpecOf(policy.algorithm);

@@ -80,11 +80,6 @@ function tieMessage(mine: CompiledPolicy, theirs: CompiledPolicy): string {
   );
 }
 
-/** Cheap filters before compiling: same layer, priority and enforcement mode, both enabled. */
-function sameGroup(a: Policy, b: Policy): boolean {
-  return b.enabled && a.priority === b.priority && a.enforcement_mode === b.enforcement_mode && layerOf(a) === layerOf(b);
-}
-
 /** Both compete for one request: same family and rank key, and some request (at some time) is covered by both. */
 function tie(a: CompiledPolicy, b: CompiledPolicy, nowMs: number): boolean {
   return (

@@ -1,5 +1,5 @@
 import { describe } from '../model/request-context.js';
-import { BUDGET_SHARES, SHARE_REGION_PATTERN, SHARED_ALGORITHMS } from '../schema/policy.js';
+import { BUDGET_SHARES, REGION_NAME_MAX_LENGTH, SHARE_REGION_PATTERN, SHARED_ALGORITHMS } from '../schema/policy.js';
 import type { CompiledShares } from '../counters/counter-spec.js';
 import { isObject } from '../util/json-shape.js';
 import type { AlgorithmType, Budget } from './types.js';
@@ -41,7 +41,7 @@ export function validateBudgetShares(
   for (const name of names) {
     const weight = v[name];
     if (!SHARE_REGION_PATTERN.test(name)) {
-      err('budget_shares', `keys are region names (1-32 characters of a-z, 0-9 and "-", as RL_REGION) or "*", got ${JSON.stringify(name)}`);
+      err('budget_shares', `keys are region names (1-${REGION_NAME_MAX_LENGTH} characters of a-z, 0-9 and "-", as RL_REGION) or "*", got ${JSON.stringify(name)}`);
       ok = false;
     } else if (typeof weight !== 'number' || !Number.isInteger(weight) || weight < 1 || weight > BUDGET_SHARES.maxWeight) {
       err(`budget_shares`, `weights are integers from 1 to ${BUDGET_SHARES.maxWeight}, got ${describe(weight)} for ${JSON.stringify(name)}`);

@@ -4,7 +4,7 @@ import { parseDuration } from '../util/duration.js';
 import type { AlgorithmType, Policy } from './types.js';
 
 /**
- * The one list of algorithms a capacity lease supports, with the shape of their units (docs/reference.md "Two kinds of lease": not
+ * The one list of algorithms a capacity lease supports, with the shape of their units (docs/reference.md "Slots, leases and pools": not
  * sliding_window_log, not concurrency): a window's units lapse with their window, a bucket's max_hold
  * after they left it. Validation, the matcher's compiled lease and every lease level read it.
  */

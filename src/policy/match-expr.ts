@@ -1,7 +1,7 @@
 import { Environment } from '@marcbachmann/cel-js';
 import { canonicalMethod } from '../model/http-method.js';
 import { CONTEXT_STRING_FIELDS, type RequestContext } from '../model/request-context.js';
-import { MAX_FIELD_LENGTH, MAX_TAGS } from '../schema/limits.js';
+import { MAX_FIELD_LENGTH, MAX_MATCH_EXPR_LENGTH, MAX_TAGS } from '../schema/limits.js';
 import { compileRegex, RegexBudget, regexMatches } from './match-regex.js';
 
 /**
@@ -28,8 +28,7 @@ import { compileRegex, RegexBudget, regexMatches } from './match-regex.js';
  * over MAX_MATCH_EXPR_COST is refused.
  */
 
-/** Longest accepted expression, in characters. Expressions run on the hot path; keep them small. */
-export const MAX_MATCH_EXPR_LENGTH = 4096;
+export { MAX_MATCH_EXPR_LENGTH };
 
 /** Most estimated evaluation steps (see above) of one expression: a few milliseconds at most. */
 export const MAX_MATCH_EXPR_COST = 10_000;

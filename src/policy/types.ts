@@ -35,7 +35,7 @@ export interface Policy extends PolicyFields {
   budget?: Budget;
   /** With `budget: "global"`: region (or `*`, the common share) to weight (src/policy/budget-shares.ts); absent: none. */
   budget_shares?: Record<string, number>;
-  /** A capacity lease (docs/reference.md "Two kinds of lease"), as it was given; absent: none. */
+  /** A capacity lease (docs/reference.md "Slots, leases and pools"), as it was given; absent: none. */
   lease?: LeaseConfig;
 }
 

@@ -16,7 +16,7 @@ interface PendingOperation {
 
 /**
  * One operation as lua/batch.lua reads it: its script's entry name (`batchName`, default `name`), its ARGV
- * count, then `now`, `operation` (a rate script's, or a lease id), its `units` (rate scripts only) and
+ * count, then `now`, `operation` (a rate script's, or a concurrency slot id), its `units` (rate scripts only) and
  * the `rest`; `parse` reads its reply (parseReply unless given).
  */
 export interface ScriptCall {

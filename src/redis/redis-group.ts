@@ -47,7 +47,7 @@ export function slotGroups(operations: readonly GroupOperation[], now: string, a
     const soft = o.soft === true ? '1' : '0';
     // A rate script checks in its `check` mode (ARGV[2]); concurrency_acquire with one argument more.
     if (o.op === 'consume') share.argv.push(name, argc, '2', 'check', soft, now, 'consume', String(o.cost));
-    else share.argv.push(name, argc, String(Number(argc) + 1), 'check', soft, now, o.leaseId);
+    else share.argv.push(name, argc, String(Number(argc) + 1), 'check', soft, now, o.slotId);
     for (const param of params) share.argv.push(param);
   }
   const shares = [...bySlot.values()];

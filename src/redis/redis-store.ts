@@ -12,7 +12,7 @@ import { specParams } from './counter-script-protocols.js';
 import { sharesKey, takesKey } from '../counters/keys.js';
 import { logShareOf, regionShareOf, shareArgs } from '../counters/shares.js';
 import { checkTakeId } from '../counters/parent-take-ledger.js';
-import { calendarParams, isCalendarSpec, type CounterSpec, type LeaseSpec, type RateSpec } from '../counters/counter-spec.js';
+import { calendarParams, isCalendarSpec, type CounterSpec, type ConcurrencySpec, type RateSpec } from '../counters/counter-spec.js';
 import { SCRIPT_KEY_COUNTS, withShareLedger, withTakeLedger, type ScriptName } from './lua-scripts.js';
 import { ScriptBatcher, type ScriptCall } from './redis-batcher.js';
 import { ErrorReporter, withDeadline, type CounterStoreErrorEvent } from './redis-store-errors.js';
@@ -87,7 +87,7 @@ interface SpecArgs {
 
 /**
  * One counter operation as `run` and `runLease` read it: its script, keys and clock, `operation` (a rate
- * script's, or a lease id) and its `units` (rate scripts only), the spec, then `extra` (a lease
+ * script's, or a concurrency slot id) and its `units` (rate scripts only), the spec, then `extra` (a lease
  * operation's own arguments, lua/includes/lease.lua, or a sliding log's share), whether the counter's
  * take `ledger` goes along (a named take or give, a reclaim), the `region` of a lease operation on a
  * global budget with shares, and `parse` for its reply (parseReply unless given).
@@ -211,14 +211,14 @@ export class RedisCounterStore implements CounterStore {
     return this.lease(op, [takeId ?? '', optionalNumber(deadline), String(windowTag ?? 0)], named);
   }
 
-  acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    const op = this.prepared('concurrency_acquire', keys, spec, nowMs, leaseId);
+  acquire(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): Promise<CounterResult> {
+    const op = this.prepared('concurrency_acquire', keys, spec, nowMs, slotId);
     op.parse = parseAcquireReply;
     return this.run(op);
   }
 
-  release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    const op = this.prepared('concurrency_release', keys, spec, nowMs, leaseId);
+  release(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): Promise<CounterResult> {
+    const op = this.prepared('concurrency_release', keys, spec, nowMs, slotId);
     return this.run(op);
   }
 
@@ -349,7 +349,7 @@ export class RedisCounterStore implements CounterStore {
 
   /**
    * Queues one operation (CounterOperation) into the batch of its slot; the returned promise settles
-   * when that batch has answered (or failed, or timed out). ARGV: `now`, the operation (a lease id),
+   * when that batch has answered (or failed, or timed out). ARGV: `now`, the operation (a slot id),
    * its units (rate scripts only), the spec's parameters, then `extra`.
    */
   private run(op: CounterOperation): Promise<CounterResult> {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../errors.js';
 import type { CounterResult, CounterStore, LeaseCounterResult, NamedTake } from '../counters/counter-store.js';
-import type { CompiledLease, GlobalBudget, LeaseSpec, RateSpec } from '../counters/counter-spec.js';
+import type { CompiledLease, GlobalBudget, ConcurrencySpec, RateSpec } from '../counters/counter-spec.js';
 import type { CounterStoreErrorEvent, RedisCounterStore } from '../redis/redis-store.js';
 import type { MasterState } from '../redis/master-health.js';
 import { chunkSize } from '../lease/chunk.js';
@@ -91,7 +91,7 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
 
   async consume(keys: string[], spec: RateSpec, cost: number, nowMs?: number): Promise<CounterResult> {
     if (!isLeased(spec)) return this.unleased(spec, (region) => this.storeOf(spec).consume(keys, spec, cost, nowMs, region));
-    // Bounded wait (docs/reference.md "Two kinds of lease"): one deadline from arrival, for the wait and a refusal's peek.
+    // Bounded wait (docs/reference.md "Slots, leases and pools"): one deadline from arrival, for the wait and a refusal's peek.
     const deadline = this.clock.now() + this.maxWaitMs;
     const answer = await this.fromPool('spend', keys, spec, cost, deadline);
     if (!answer.spent) {
@@ -146,12 +146,12 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
     return { allowed: true, remaining: Math.max(0, answer.parentRemaining), retryAfterMs: 0, resetAfterMs: 0, ...given, storeNow: answer.storeNow, outcome: 'done' };
   }
 
-  acquire(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.storeOf(spec).acquire(keys, spec, leaseId, nowMs);
+  acquire(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): Promise<CounterResult> {
+    return this.storeOf(spec).acquire(keys, spec, slotId, nowMs);
   }
 
-  release(keys: string[], spec: LeaseSpec, leaseId: string, nowMs?: number): Promise<CounterResult> {
-    return this.storeOf(spec).release(keys, spec, leaseId, nowMs);
+  release(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): Promise<CounterResult> {
+    return this.storeOf(spec).release(keys, spec, slotId, nowMs);
   }
 
   /** The global store as this server sees it (/rl/v1/info, the dashboard). */

@@ -19,6 +19,8 @@ export const MAX_METADATA_ENTRIES = 64;
 export const MAX_METADATA_KEY_LENGTH = 256;
 /** Characters of one metadata value (`match_expr` has its own bound, MAX_MATCH_EXPR_LENGTH). */
 export const MAX_METADATA_VALUE_LENGTH = 4096;
+/** Characters of one `match_expr`: expressions run on the hot path, so they stay small. */
+export const MAX_MATCH_EXPR_LENGTH = 4096;
 
 /** Descriptors of one Envoy ShouldRateLimit request: each is a whole decision. */
 export const MAX_ENVOY_DESCRIPTORS = 64;

@@ -37,7 +37,8 @@ export const ENFORCEMENT_MODES = ['enforce', 'shadow'] as const;
 /** Where a policy's limit applies with regions configured (docs/reference.md "Regions"): each region alone, or all together. */
 export const BUDGETS = ['regional', 'global'] as const;
 /** A region name as RL_REGION spells it, or `*` (the common share) in `budget_shares`. */
-export const SHARE_REGION_PATTERN = /^(\*|[a-z0-9-]{1,32})$/;
+export const REGION_NAME_MAX_LENGTH = 32;
+export const SHARE_REGION_PATTERN = new RegExp(`^(\\*|[a-z0-9-]{1,${REGION_NAME_MAX_LENGTH}})$`);
 /** `budget_shares`: at most this many entries, each weight a positive integer up to the maximum. */
 export const BUDGET_SHARES = { maxEntries: 64, maxWeight: 1_000_000 } as const;
 /** The algorithms whose limit is counted per window, the only ones `budget_shares` divides. */
@@ -176,7 +177,7 @@ const SourceIpPrefixSchema = () =>
     { additionalProperties: false, description: 'With scope.source_ip "*": count each client network, not each address string.' },
   );
 
-/** A capacity lease (docs/reference.md "Two kinds of lease"); returned as given. */
+/** A capacity lease (docs/reference.md "Slots, leases and pools"); returned as given. */
 export const LEASE_MAX_UNITS = { min: 1, max: 1_000_000, default: 100 };
 export const LEASE_MAX_HOLD_MS = { min: 100, max: 60_000, default: 1000 };
 /** A lease's max_hold bounds as a duration is written: "100ms" to "60s". */

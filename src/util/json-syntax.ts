@@ -22,88 +22,126 @@ const HEX4 = /[0-9a-fA-F]{4}/y;
 
 /** The first syntax error of `text`, or undefined when it is one valid JSON value. */
 export function jsonSyntaxError(text: string): JsonSyntaxError | undefined {
-  const n = text.length;
-  const open: string[] = [];
-  let i = 0;
-  let expect = Expect.Value;
-  const at = (problem: string, evenAtEnd = false): JsonSyntaxError => ({ offset: i, problem: i >= n && !evenAtEnd ? 'unexpected end of input' : problem });
-  const found = () => `unexpected ${JSON.stringify(text[i])}`;
+  const scan = new Scanner(text);
+  for (;;) {
+    scan.skipSpace();
+    let error: JsonSyntaxError | undefined;
+    if (scan.expect === Expect.AfterValue) {
+      if (scan.open.length === 0) return scan.i >= text.length ? undefined : scan.at(`${scan.found()} after the end of the JSON value`);
+      error = scan.afterValue();
+    } else if (scan.i >= text.length) return scan.at('');
+    else error = scan.expect === Expect.Key ? scan.key() : scan.value();
+    if (error) return error;
+  }
+}
+
+/** The scan's position and what may come next; each step returns the error it meets, if any. */
+class Scanner {
+  i = 0;
+  expect = Expect.Value;
+  /** The `{` and `[` not yet closed. */
+  readonly open: string[] = [];
+  private readonly n: number;
+
+  constructor(private readonly text: string) {
+    this.n = text.length;
+  }
+
+  at(problem: string, evenAtEnd = false): JsonSyntaxError {
+    return { offset: this.i, problem: this.i >= this.n && !evenAtEnd ? 'unexpected end of input' : problem };
+  }
+
+  found(): string {
+    return `unexpected ${JSON.stringify(this.text[this.i])}`;
+  }
+
+  skipSpace(): void {
+    const text = this.text;
+    while (this.i < this.n && (text[this.i] === ' ' || text[this.i] === '\n' || text[this.i] === '\r' || text[this.i] === '\t')) this.i++;
+  }
+
+  /** After a value inside an open `{` or `[`: a `,` or its closer. */
+  afterValue(): JsonSyntaxError | undefined {
+    const closer = this.open[this.open.length - 1] === '{' ? '}' : ']';
+    if (this.i >= this.n) return this.at('');
+    const c = this.text[this.i];
+    if (c === ',') {
+      this.i++;
+      this.expect = closer === '}' ? Expect.Key : Expect.Value;
+    } else if (c === closer) {
+      this.i++;
+      this.open.pop();
+    } else return this.at(`expected "," or "${closer}", got ${JSON.stringify(c)}`);
+    return undefined;
+  }
+
+  /** A property name and its `:`. */
+  key(): JsonSyntaxError | undefined {
+    const c = this.text[this.i];
+    if (c !== '"') return this.at(`expected a property name in double quotes, got ${JSON.stringify(c)}`);
+    const error = this.string();
+    if (error) return error;
+    this.skipSpace();
+    if (this.text[this.i] !== ':') return this.at(`expected ":" after the property name, got ${JSON.stringify(this.text[this.i])}`);
+    this.i++;
+    this.expect = Expect.Value;
+    return undefined;
+  }
+
+  /** A value, or the opening of an object or array. */
+  value(): JsonSyntaxError | undefined {
+    const text = this.text;
+    const c = text[this.i];
+    if (c === '{' || c === '[') {
+      this.open.push(c);
+      this.i++;
+      this.skipSpace();
+      const empty = text[this.i] === (c === '{' ? '}' : ']');
+      if (empty) {
+        this.i++;
+        this.open.pop();
+        this.expect = Expect.AfterValue;
+      } else this.expect = c === '{' ? Expect.Key : Expect.Value;
+      return undefined;
+    }
+    if (c === '"') {
+      const error = this.string();
+      if (error) return error;
+    } else if (c === '-' || (c >= '0' && c <= '9')) {
+      NUMBER.lastIndex = this.i;
+      if (!NUMBER.test(text)) return this.at(`bad number ${JSON.stringify(text.slice(this.i, this.i + 12))}`);
+      this.i = NUMBER.lastIndex;
+    } else if (text.startsWith('true', this.i)) this.i += 4;
+    else if (text.startsWith('false', this.i)) this.i += 5;
+    else if (text.startsWith('null', this.i)) this.i += 4;
+    else return this.at(this.found());
+    this.expect = Expect.AfterValue;
+    return undefined;
+  }
 
   /** Past a string starting at `i` (a `"`), or the error inside it. */
-  const string = (): JsonSyntaxError | undefined => {
-    i++;
-    while (i < n) {
-      const c = text.charCodeAt(i);
+  private string(): JsonSyntaxError | undefined {
+    const text = this.text;
+    this.i++;
+    while (this.i < this.n) {
+      const c = text.charCodeAt(this.i);
       if (c === 0x22) {
-        i++;
+        this.i++;
         return undefined;
       }
       if (c === 0x5c) {
-        i++;
-        if (i < n && text[i] === 'u') {
-          HEX4.lastIndex = i + 1;
-          if (!HEX4.test(text)) return at('bad \\u escape: four hex digits must follow');
-          i += 5;
-        } else if (i < n && ESCAPES.has(text[i])) i++;
-        else return at(`bad escape ${JSON.stringify(`\\${text[i] ?? ''}`)}`);
+        this.i++;
+        if (this.i < this.n && text[this.i] === 'u') {
+          HEX4.lastIndex = this.i + 1;
+          if (!HEX4.test(text)) return this.at('bad \\u escape: four hex digits must follow');
+          this.i += 5;
+        } else if (this.i < this.n && ESCAPES.has(text[this.i])) this.i++;
+        else return this.at(`bad escape ${JSON.stringify(`\\${text[this.i] ?? ''}`)}`);
         continue;
       }
-      if (c < 0x20) return at('control character in a string (write it as an escape such as \\n)');
-      i++;
+      if (c < 0x20) return this.at('control character in a string (write it as an escape such as \\n)');
+      this.i++;
     }
-    return at('unterminated string (no closing ")', true);
-  };
-
-  for (;;) {
-    while (i < n && (text[i] === ' ' || text[i] === '\n' || text[i] === '\r' || text[i] === '\t')) i++;
-    if (expect === Expect.AfterValue) {
-      const closer = open.length === 0 ? undefined : open[open.length - 1] === '{' ? '}' : ']';
-      if (closer === undefined) return i >= n ? undefined : at(`${found()} after the end of the JSON value`);
-      if (i >= n) return at('');
-      if (text[i] === ',') {
-        i++;
-        expect = closer === '}' ? Expect.Key : Expect.Value;
-      } else if (text[i] === closer) {
-        i++;
-        open.pop();
-      } else return at(`expected "," or "${closer}", got ${JSON.stringify(text[i])}`);
-      continue;
-    }
-    if (i >= n) return at('');
-    const c = text[i];
-    if (expect === Expect.Key) {
-      if (c !== '"') return at(`expected a property name in double quotes, got ${JSON.stringify(c)}`);
-      const error = string();
-      if (error) return error;
-      while (i < n && (text[i] === ' ' || text[i] === '\n' || text[i] === '\r' || text[i] === '\t')) i++;
-      if (text[i] !== ':') return at(`expected ":" after the property name, got ${JSON.stringify(text[i])}`);
-      i++;
-      expect = Expect.Value;
-      continue;
-    }
-    if (c === '{' || c === '[') {
-      open.push(c);
-      i++;
-      while (i < n && (text[i] === ' ' || text[i] === '\n' || text[i] === '\r' || text[i] === '\t')) i++;
-      const empty = text[i] === (c === '{' ? '}' : ']');
-      if (empty) {
-        i++;
-        open.pop();
-        expect = Expect.AfterValue;
-      } else expect = c === '{' ? Expect.Key : Expect.Value;
-      continue;
-    }
-    if (c === '"') {
-      const error = string();
-      if (error) return error;
-    } else if (c === '-' || (c >= '0' && c <= '9')) {
-      NUMBER.lastIndex = i;
-      if (!NUMBER.test(text)) return at(`bad number ${JSON.stringify(text.slice(i, i + 12))}`);
-      i = NUMBER.lastIndex;
-    } else if (text.startsWith('true', i)) i += 4;
-    else if (text.startsWith('false', i)) i += 5;
-    else if (text.startsWith('null', i)) i += 4;
-    else return at(found());
-    expect = Expect.AfterValue;
+    return this.at('unterminated string (no closing ")', true);
   }
 }

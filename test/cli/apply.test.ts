@@ -2,8 +2,7 @@ import { expect } from 'chai';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createAdminClient, type AdminClient } from '@rl/client';
-import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
-import { buildCli, policyDir, removeTempDirs, rl, rlJson } from './rl.js';
+import { cliServerSuite, policyDir, rl, rlJson } from './rl.js';
 
 /**
  * `rl validate`, `rl diff`, `rl apply` (files, --dry-run, --prune, --plan) against a real server
@@ -36,22 +35,13 @@ const LIST_YML = `- policy_id: jobs
 
 describe('rl apply / diff / validate (built binary, real server)', function () {
   this.timeout(240_000);
-  let server: ServerProcessHandle;
+  const cli = cliServerSuite(SEED);
   let api: AdminClient;
   let env: Record<string, string>;
 
-  before(async () => {
-    await buildCli();
-    // Made here, not when the file loads: another file's after() removes the temp dirs made before it.
-    const dataDir = policyDir({});
-    const seedFile = join(policyDir({ 'seed.json': SEED }), 'seed.json');
-    server = await startServerProcess({ RL_DATA_DIR: dataDir, RL_POLICY_FILE: seedFile });
-    api = createAdminClient({ url: server.url });
-    env = { RL_URL: server.url };
-  });
-  after(async () => {
-    await server?.stop();
-    removeTempDirs();
+  before(() => {
+    api = createAdminClient({ url: cli.server.url });
+    env = { RL_URL: cli.server.url };
   });
 
   const ids = async (): Promise<string[]> => (await api.listPolicies()).map((p) => p.policy_id);
@@ -208,7 +198,7 @@ describe('rl apply / diff / validate (built binary, real server)', function () {
     expect((await rl(['diff', '-f', dir, '--out', planFile], env)).code).to.equal(0);
     const other = await rl(['apply', '--plan', planFile], { RL_URL: 'http://127.0.0.1:9' });
     expect(other.code).to.equal(1);
-    expect(other.stderr).to.contain(`the plan was made against ${server.url}`);
+    expect(other.stderr).to.contain(`the plan was made against ${cli.server.url}`);
 
     const plan = JSON.parse(readFileSync(planFile, 'utf8')) as { actions: { action: string; policy?: { algorithm: { window: unknown } } }[] };
     plan.actions.find((a) => a.action === 'update')!.policy!.algorithm.window = 'soon';

@@ -8,7 +8,7 @@ import { reportError } from '../../src/cli/report-error.js';
 import { getSuiteRedis } from '../support/counter-stores.js';
 import { randomPrefix } from '../support/redis.js';
 import { REPO_ROOT, startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
-import { buildCli, policyDir, removeTempDirs, rl, rlJson, spawnRl } from './rl.js';
+import { buildCli, cliServerSuite, policyDir, removeTempDirs, rl, rlJson, spawnRl } from './rl.js';
 
 /**
  * Every other `rl` command against a real server process with API-key authentication on: connection
@@ -42,26 +42,11 @@ async function closedPort(): Promise<number> {
 
 describe('rl commands (built binary, real server with API keys)', function () {
   this.timeout(240_000);
-  let server: ServerProcessHandle;
+  const cli = cliServerSuite(SEED, { RL_AUTH_ENABLED: 'true', RL_AUTH_MODE: 'apikey', RL_AUTH_API_KEYS: `${ADMIN},${READER}:read-only` });
   let admin: Record<string, string>;
 
-  before(async () => {
-    await buildCli();
-    // Made here, not when the file loads: another file's after() removes the temp dirs made before it.
-    const dataDir = policyDir({});
-    const seedFile = join(policyDir({ 'seed.json': SEED }), 'seed.json');
-    server = await startServerProcess({
-      RL_DATA_DIR: dataDir,
-      RL_POLICY_FILE: seedFile,
-      RL_AUTH_ENABLED: 'true',
-      RL_AUTH_MODE: 'apikey',
-      RL_AUTH_API_KEYS: `${ADMIN},${READER}:read-only`,
-    });
-    admin = { RL_URL: server.url, RL_API_KEY: ADMIN };
-  });
-  after(async () => {
-    await server?.stop();
-    removeTempDirs();
+  before(() => {
+    admin = { RL_URL: cli.server.url, RL_API_KEY: ADMIN };
   });
 
   describe('connection and errors', () => {
@@ -82,30 +67,30 @@ describe('rl commands (built binary, real server with API keys)', function () {
     });
 
     it('no credential: 401 with what to set, exit 1', async () => {
-      const result = await rl(['policies', 'list'], { RL_URL: server.url });
+      const result = await rl(['policies', 'list'], { RL_URL: cli.server.url });
       expect(result.code).to.equal(1);
       expect(result.stderr).to.match(/^rl: not authenticated \(401; set RL_API_KEY or RL_TOKEN, or pass --auth-key\/--token\): missing credentials/);
     });
 
     it('a read-only key reads but may not change: 403, exit 1', async () => {
-      const list = await rlJson<{ policy_id: string }[]>(['policies', 'list'], { RL_URL: server.url, RL_API_KEY: READER });
+      const list = await rlJson<{ policy_id: string }[]>(['policies', 'list'], { RL_URL: cli.server.url, RL_API_KEY: READER });
       expect(list.code).to.equal(0);
       expect(list.body.map((p) => p.policy_id)).to.deep.equal(['history', 'leases', 'per-user', 'tagged', 'topstat']);
-      const result = await rl(['policies', 'delete', 'history'], { RL_URL: server.url, RL_API_KEY: READER });
+      const result = await rl(['policies', 'delete', 'history'], { RL_URL: cli.server.url, RL_API_KEY: READER });
       expect(result.code).to.equal(1);
       expect(result.stderr).to.match(/^rl: permission denied \(403; this needs a credential with the admin role\)/);
     });
 
     it('flags win over the environment; RL_TOKEN is sent as a bearer token; two credentials are refused', async () => {
       const dead = `http://127.0.0.1:${await closedPort()}`;
-      const byFlag = await rl(['policies', 'list', '--url', server.url, '--auth-key', ADMIN], { RL_URL: dead, RL_API_KEY: 'wrong' });
+      const byFlag = await rl(['policies', 'list', '--url', cli.server.url, '--auth-key', ADMIN], { RL_URL: dead, RL_API_KEY: 'wrong' });
       expect(byFlag.code, byFlag.stderr).to.equal(0);
-      const byToken = await rl(['policies', 'get', 'history'], { RL_URL: server.url, RL_TOKEN: ADMIN });
+      const byToken = await rl(['policies', 'get', 'history'], { RL_URL: cli.server.url, RL_TOKEN: ADMIN });
       expect(byToken.code, byToken.stderr).to.equal(0);
       // A credential flag replaces both variables.
-      const tokenFlag = await rl(['policies', 'list', '--token', ADMIN], { RL_URL: server.url, RL_API_KEY: 'wrong' });
+      const tokenFlag = await rl(['policies', 'list', '--token', ADMIN], { RL_URL: cli.server.url, RL_API_KEY: 'wrong' });
       expect(tokenFlag.code, tokenFlag.stderr).to.equal(0);
-      const both = await rl(['policies', 'list'], { RL_URL: server.url, RL_API_KEY: ADMIN, RL_TOKEN: ADMIN });
+      const both = await rl(['policies', 'list'], { RL_URL: cli.server.url, RL_API_KEY: ADMIN, RL_TOKEN: ADMIN });
       expect(both.code).to.equal(1);
       expect(both.stderr).to.contain('give one credential');
       const badUrl = await rl(['policies', 'list', '--url', 'ftp://example.com']);
@@ -124,7 +109,7 @@ describe('rl commands (built binary, real server with API keys)', function () {
     });
 
     it('a 422 lists each field error (the SDK admin client and the CLI report, against the server)', async () => {
-      const api = createAdminClient({ url: server.url, apiKey: ADMIN });
+      const api = createAdminClient({ url: cli.server.url, apiKey: ADMIN });
       const error: unknown = await api.createPolicy({ policy_id: 'bad', algorithm: { type: 'fixed_window', limit: -1, window: 'soon' } }).then(
         () => undefined,
         (e: unknown) => e,
@@ -163,7 +148,7 @@ describe('rl commands (built binary, real server with API keys)', function () {
     });
 
     it("lease and budget: list marks a leased policy's lease (defaults filled in), get says it above the YAML", async () => {
-      const api = createAdminClient({ url: server.url, apiKey: ADMIN });
+      const api = createAdminClient({ url: cli.server.url, apiKey: ADMIN });
       await api.createPolicy({ policy_id: 'leased', scope: { org_id: 'leaseco' }, algorithm: { type: 'fixed_window', limit: 500, window: '1h' }, lease: { max_units: 50, max_hold: '2s' } });
       await api.createPolicy({ policy_id: 'leased-defaults', scope: { org_id: 'leaseco2' }, algorithm: { type: 'quota', limit: 500, quota_period: '1d' }, lease: {} });
       try {
@@ -290,7 +275,7 @@ describe('rl commands (built binary, real server with API keys)', function () {
       const badSignal = await rl(['check', '--signal_type', 'carrier-pigeon'], admin);
       expect(badSignal.code).to.equal(2);
       expect(badSignal.stderr).to.match(/^rl: bad request \(400\): signal_type: must be one of /);
-      const unauthenticated = await rl(['check', '--org_id', 'acme'], { RL_URL: server.url });
+      const unauthenticated = await rl(['check', '--org_id', 'acme'], { RL_URL: cli.server.url });
       expect(unauthenticated.code).to.equal(1);
       expect(unauthenticated.stderr).to.match(/^rl: not authenticated \(401/);
     });
@@ -298,11 +283,11 @@ describe('rl commands (built binary, real server with API keys)', function () {
 
   describe('no flag means two things (request fields and the credential)', () => {
     before(async () => {
-      const api = createAdminClient({ url: server.url, apiKey: ADMIN });
+      const api = createAdminClient({ url: cli.server.url, apiKey: ADMIN });
       await api.createPolicy({ policy_id: 'per-api-key', scope: { endpoint: '/keyed', api_key: '*' }, algorithm: { type: 'fixed_window', limit: 10, window: '1h' } });
     });
     after(async () => {
-      await createAdminClient({ url: server.url, apiKey: ADMIN }).deletePolicy('per-api-key');
+      await createAdminClient({ url: cli.server.url, apiKey: ADMIN }).deletePolicy('per-api-key');
     });
 
     it('--api_key and --api-key are both the request field api_key (one counter); --auth-key / RL_API_KEY is the credential', async () => {
@@ -313,7 +298,7 @@ describe('rl commands (built binary, real server with API keys)', function () {
         ['--auth-key', ADMIN, 'check', '--endpoint', '/keyed', '--api-key', 'key-Z'],
         ['check', '--endpoint', '/keyed', '--api_key', 'key-Z', '--auth-key', ADMIN],
       ]) {
-        const d = await rlJson<Decision>(args, args.includes('--auth-key') ? { RL_URL: server.url } : admin);
+        const d = await rlJson<Decision>(args, args.includes('--auth-key') ? { RL_URL: cli.server.url } : admin);
         expect(d.code, `${args.join(' ')}: ${d.stderr}`).to.equal(0);
         expect(d.body.matched_policy_id, args.join(' ')).to.equal('per-api-key');
         remaining.push(d.body.remaining);
@@ -331,7 +316,7 @@ describe('rl commands (built binary, real server with API keys)', function () {
         ['--api-key', ADMIN, 'check', '--endpoint', '/keyed'],
         ['status', `--api-key=${ADMIN}`],
       ]) {
-        const result = await rl(args, { RL_URL: server.url });
+        const result = await rl(args, { RL_URL: cli.server.url });
         expect(result.code, args.join(' ')).to.equal(1);
         expect(result.stdout, args.join(' ')).to.equal('');
         expect(result.stderr, args.join(' ')).to.contain("error: unknown option '--api-key");
@@ -366,7 +351,7 @@ describe('rl commands (built binary, real server with API keys)', function () {
     });
 
     it('status without a credential: the probes answer, info says why it is missing (exit 0)', async () => {
-      const result = await rl(['status'], { RL_URL: server.url });
+      const result = await rl(['status'], { RL_URL: cli.server.url });
       expect(result.code).to.equal(0);
       expect(result.stdout).to.match(/readiness\s+ok \(200\)/);
       expect(result.stdout).to.match(/info\s+unavailable \(401 missing credentials/);

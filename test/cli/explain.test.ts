@@ -2,10 +2,8 @@
  * `rl explain`, and the tie warnings of `rl validate` (offline, among the files' policies) and `rl apply`
  * (the server's), with the built binary against a real server process.
  */
-import { join } from 'node:path';
 import { expect } from 'chai';
-import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
-import { buildCli, policyDir, removeTempDirs, rl, rlJson } from './rl.js';
+import { cliServerSuite, policyDir, rl, rlJson } from './rl.js';
 
 /** The issue's case: a per-user override that ties the general per-user policy on specificity (4) and priority. */
 const TIED = JSON.stringify({
@@ -18,19 +16,11 @@ const TIED = JSON.stringify({
 
 describe('rl explain, and tie warnings in rl validate / rl apply (built binary, real server)', function () {
   this.timeout(240_000);
-  let server: ServerProcessHandle;
+  const cli = cliServerSuite('[]');
   let env: Record<string, string>;
 
-  before(async () => {
-    await buildCli();
-    const dataDir = policyDir({});
-    const seed = join(policyDir({ 'seed.json': '[]' }), 'seed.json');
-    server = await startServerProcess({ RL_HTTP_ADDR: '127.0.0.1:0', RL_GRPC_ADDR: '127.0.0.1:0', RL_DATA_DIR: dataDir, RL_POLICY_FILE: seed });
-    env = { RL_URL: server.url };
-  });
-  after(async () => {
-    await server?.stop();
-    removeTempDirs();
+  before(() => {
+    env = { RL_URL: cli.server.url };
   });
 
   it('validate prints the tie among the files, offline, and still exits 0', async () => {

@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { REPO_ROOT } from '../support/server-process.js';
+import { REPO_ROOT, startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 
 const run = promisify(execFile);
 
@@ -99,4 +99,35 @@ export function policyDir(files: Record<string, string>): string {
 
 export function removeTempDirs(): void {
   for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
+export interface CliServer {
+  /** The running server; set once the before hook ran. */
+  readonly server: ServerProcessHandle;
+}
+
+/**
+ * The built CLI and one real server for the enclosing describe(): its policy file holds `seed` (a
+ * policy file's text), its data dir is fresh, `env` is added to its environment. The server is stopped
+ * and every policyDir() removed after the block.
+ */
+export function cliServerSuite(seed: string, env: Record<string, string> = {}): CliServer {
+  let server: ServerProcessHandle | undefined;
+  before(async () => {
+    await buildCli();
+    // Made here, not when the file loads: another file's after() removes the temp dirs made before it.
+    const dataDir = policyDir({});
+    const seedFile = join(policyDir({ 'seed.json': seed }), 'seed.json');
+    server = await startServerProcess({ RL_DATA_DIR: dataDir, RL_POLICY_FILE: seedFile, ...env });
+  });
+  after(async () => {
+    await server?.stop();
+    removeTempDirs();
+  });
+  return {
+    get server() {
+      if (server === undefined) throw new Error('cliServerSuite: server read before its hook ran');
+      return server;
+    },
+  };
 }

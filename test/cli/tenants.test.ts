@@ -1,9 +1,7 @@
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
 import { expect } from 'chai';
 import { createAdminClient } from '@rl/client';
-import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
-import { buildCli, policyDir, removeTempDirs, rl, rlJson } from './rl.js';
+import { cliServerSuite, policyDir, rl, rlJson } from './rl.js';
 
 /**
  * `rl` with a team's key (docs/tenants.md): `diff` and `apply --prune` plan from the listing the key
@@ -18,26 +16,14 @@ const A_FILE = JSON.stringify([{ ...seed('a-new', 'team-a') }]);
 
 describe('rl with a key limited to an organisation (built binary, real server)', function () {
   this.timeout(240_000);
-  let server: ServerProcessHandle;
-
-  before(async () => {
-    await buildCli();
-    const seedFile = join(policyDir({ 'seed.json': JSON.stringify([seed('a-old', 'team-a'), seed('b-limit', 'team-b'), seed('global', '*')]) }), 'seed.json');
-    server = await startServerProcess({
-      RL_DATA_DIR: policyDir({}),
-      RL_POLICY_FILE: seedFile,
-      RL_AUTH_ENABLED: 'true',
-      RL_AUTH_MODE: 'apikey',
-      RL_AUTH_API_KEYS: `${PLATFORM},${TEAM_A}:admin:team-a`,
-    });
-  });
-  after(async () => {
-    await server?.stop();
-    removeTempDirs();
+  const cli = cliServerSuite(JSON.stringify([seed('a-old', 'team-a'), seed('b-limit', 'team-b'), seed('global', '*')]), {
+    RL_AUTH_ENABLED: 'true',
+    RL_AUTH_MODE: 'apikey',
+    RL_AUTH_API_KEYS: `${PLATFORM},${TEAM_A}:admin:team-a`,
   });
 
   it('diff and apply --prune see only the team\'s policies; audit names the key by its fingerprint', async () => {
-    const team = { RL_URL: server.url, RL_API_KEY: TEAM_A };
+    const team = { RL_URL: cli.server.url, RL_API_KEY: TEAM_A };
     const dir = policyDir({ 'team-a.json': A_FILE });
 
     const diff = await rl(['diff', '-f', dir, '--prune'], team);
@@ -49,7 +35,7 @@ describe('rl with a key limited to an organisation (built binary, real server)',
     expect(applied.code, applied.stderr).to.equal(0);
     expect(applied.body.results.map((r) => `${r.action} ${r.policy_id} ${r.ok}`)).to.deep.equal(['create a-new true', 'delete a-old true']);
 
-    const all = (await createAdminClient({ url: server.url, apiKey: PLATFORM }).listPolicies()).map((p) => p.policy_id);
+    const all = (await createAdminClient({ url: cli.server.url, apiKey: PLATFORM }).listPolicies()).map((p) => p.policy_id);
     expect(all).to.deep.equal(['a-new', 'b-limit', 'global']);
 
     // A file that would put a policy in another organisation: the server's 403 names scope.org_id (exit 1, as
@@ -57,7 +43,7 @@ describe('rl with a key limited to an organisation (built binary, real server)',
     const outside = await rl(['apply', '-f', policyDir({ 'b.json': JSON.stringify([seed('b-new', 'team-b')]) })], team);
     expect(outside.code).to.equal(1);
     expect(outside.stdout + outside.stderr).to.contain('scope.org_id');
-    expect((await createAdminClient({ url: server.url, apiKey: PLATFORM }).listPolicies()).map((p) => p.policy_id)).not.to.include('b-new');
+    expect((await createAdminClient({ url: cli.server.url, apiKey: PLATFORM }).listPolicies()).map((p) => p.policy_id)).not.to.include('b-new');
 
     const audit = await rl(['policies', 'audit', 'a-new'], team);
     expect(audit.code, audit.stderr).to.equal(0);

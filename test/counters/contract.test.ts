@@ -1,9 +1,9 @@
 /**
- * The counters' behaviour (docs/algorithms.md, docs/reference.md "Two kinds of lease"), run against both stores with
+ * The counters' behaviour (docs/algorithms.md, docs/reference.md "Slots, leases and pools"), run against both stores with
  * explicit times: one suite, two backends, identical expected results.
  */
 import { expect } from 'chai';
-import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import type { CounterSpec, ConcurrencySpec, RateSpec } from '../../src/counters/counter-spec.js';
 import type { CounterStore } from '../../src/counters/counter-store.js';
 import { capacityOf } from '../../src/counters/counter-spec.js';
 import { COUNTER_SCENARIOS, at, forEachStore, runScenario } from '../support/counter-stores.js';
@@ -411,7 +411,7 @@ forEachStore((_name, getStore) => {
   });
 
   describe('concurrency (leases)', () => {
-    const spec: LeaseSpec = { type: 'concurrency', maxConcurrency: 3, leaseTtlMs: 5_000 };
+    const spec: ConcurrencySpec = { type: 'concurrency', maxConcurrency: 3, leaseTtlMs: 5_000 };
 
     it('never admits more than max_concurrency distinct leases; remaining counts the free slots', async () => {
       const { store, keys } = getStore();

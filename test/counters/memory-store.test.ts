@@ -4,7 +4,7 @@
  */
 import { expect } from 'chai';
 import fc from 'fast-check';
-import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import type { CounterSpec, ConcurrencySpec, RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { T0 } from '../support/counter-stores.js';
@@ -98,7 +98,7 @@ describe('MemoryCounterStore (emulator only)', function () {
 
   it('releasing the last lease deletes the key at once', async () => {
     const store = new MemoryCounterStore({ sweepIntervalMs: 0 });
-    const spec: LeaseSpec = { type: 'concurrency', maxConcurrency: 2, leaseTtlMs: 60_000 };
+    const spec: ConcurrencySpec = { type: 'concurrency', maxConcurrency: 2, leaseTtlMs: 60_000 };
     const key = counterKeys('m:', 'p', spec, ['u']);
     await store.acquire(key, spec, 'a', T0);
     await store.acquire(key, spec, 'b', T0);
@@ -113,24 +113,23 @@ describe('MemoryCounterStore (emulator only)', function () {
   it('sweeping is unobservable: a swept key answers like a never-used one', async () => {
     let now = T0 + 12_345;
     const swept = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
-    const fresh = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
     for (const spec of SHORT_SPECS) {
       const key = counterKeys('m:', 'p', spec, ['u']);
       await touch(swept, spec, key, now);
     }
     now += SHORT_MAX_LIFE_MS;
-    const unswept: unknown[] = [];
-    for (const spec of SHORT_SPECS) {
-      const key = counterKeys('m:', 'p', spec, ['u']);
-      unswept.push(spec.type === 'concurrency' ? await swept.acquire(key, spec, 'x') : await swept.consume(key, spec, 2));
-    }
+    const answers = async (store: MemoryCounterStore) => {
+      const all: unknown[] = [];
+      for (const spec of SHORT_SPECS) {
+        const key = counterKeys('m:', 'p', spec, ['u']);
+        all.push(spec.type === 'concurrency' ? await store.acquire(key, spec, 'x') : await store.consume(key, spec, 2));
+      }
+      return all;
+    };
+    const unswept = await answers(swept);
     // Same requests on a store that never saw the keys, and on the first after a sweep.
-    const expected: unknown[] = [];
-    for (const spec of SHORT_SPECS) {
-      const key = counterKeys('m:', 'p', spec, ['u']);
-      expected.push(spec.type === 'concurrency' ? await fresh.acquire(key, spec, 'x') : await fresh.consume(key, spec, 2));
-    }
-    expect(unswept).to.deep.equal(expected);
+    const fresh = new MemoryCounterStore({ now: () => now, sweepIntervalMs: 0 });
+    expect(unswept).to.deep.equal(await answers(fresh));
     await swept.close();
     await fresh.close();
   });

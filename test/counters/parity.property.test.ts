@@ -10,7 +10,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { CounterResult, CounterStore, LeaseCounterResult } from '../../src/counters/counter-store.js';
-import { isCalendarSpec, type CalendarSpec, type CounterSpec, type LeaseSpec, type RateSpec } from '../../src/counters/counter-spec.js';
+import { isCalendarSpec, type CalendarSpec, type CounterSpec, type ConcurrencySpec, type RateSpec } from '../../src/counters/counter-spec.js';
 import { CALENDAR_UNITS, calendarPeriods } from '../../src/util/calendar-period.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
@@ -78,7 +78,7 @@ const rateSpecArb: fc.Arbitrary<RateSpec> = fc.oneof(
   ),
 );
 
-const leaseSpecArb: fc.Arbitrary<LeaseSpec> = fc.record({
+const leaseSpecArb: fc.Arbitrary<ConcurrencySpec> = fc.record({
   type: fc.constant('concurrency' as const),
   maxConcurrency: fc.integer({ min: 1, max: 4 }),
   leaseTtlMs: fc.constantFrom(1, 50, 1000, 1000, 5000, 5000, 120_000, 120_000),
@@ -187,7 +187,7 @@ function isRateOp(op: Op): op is Extract<Op, { op: RateOpName }> {
 
 interface Scenario {
   rateSpecs: RateSpec[];
-  leaseSpecs: LeaseSpec[];
+  leaseSpecs: ConcurrencySpec[];
   startMs: number;
   ops: Op[];
 }
@@ -210,7 +210,7 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc
   })
   .map(({ rateSpecs, leaseSpecs, variant, startMs, ops }) => ({
     rateSpecs: variant === undefined ? rateSpecs : [...rateSpecs, withOtherLimit(rateSpecs[0], variant) as RateSpec],
-    leaseSpecs: variant === undefined ? leaseSpecs : [...leaseSpecs, withOtherLimit(leaseSpecs[0], variant) as LeaseSpec],
+    leaseSpecs: variant === undefined ? leaseSpecs : [...leaseSpecs, withOtherLimit(leaseSpecs[0], variant) as ConcurrencySpec],
     startMs,
     ops,
   }));
@@ -236,37 +236,19 @@ function periodOf(spec: CounterSpec): number {
 function advance(now: number, step: Step, spec: CounterSpec): number {
   if (isCalendarSpec(spec)) return advanceCalendar(now, step, spec);
   const period = Math.max(1, periodOf(spec));
-  let dt: number;
-  switch (step.kind) {
-    case 'fixed':
-      dt = step.ms;
-      break;
-    case 'period':
-      dt = Math.round(period * step.times) + step.delta;
-      break;
-    case 'boundary':
-      dt = Math.ceil(period - (now % period)) + step.delta;
-      break;
-  }
-  // Time never runs backwards (the Redis clock does not either).
-  return now + Math.max(0, dt);
+  return stepTo(now, step, Math.round(period * (step.kind === 'period' ? step.times : 0)), Math.ceil(period - (now % period)));
 }
 
 /** A calendar spec's steps: its period is the one holding `now`, its boundary that period's end. */
 function advanceCalendar(now: number, step: Step, spec: CalendarSpec): number {
   const [start, end] = spec.calendar.periodAt(now);
-  let dt: number;
-  switch (step.kind) {
-    case 'fixed':
-      dt = step.ms;
-      break;
-    case 'period':
-      dt = Math.round((end - start) * Math.min(step.times, 1)) + step.delta;
-      break;
-    case 'boundary':
-      dt = end - now + step.delta;
-      break;
-  }
+  return stepTo(now, step, Math.round((end - start) * Math.min(step.kind === 'period' ? step.times : 0, 1)), end - now);
+}
+
+/** `now` after `step`, given what a 'period' step moves by (before its delta) and how far the boundary is. */
+function stepTo(now: number, step: Step, periodMs: number, toBoundary: number): number {
+  const dt = step.kind === 'fixed' ? step.ms : (step.kind === 'period' ? periodMs : toBoundary) + step.delta;
+  // Time never runs backwards (the Redis clock does not either).
   return now + Math.max(0, dt);
 }
 
@@ -306,8 +288,8 @@ async function apply(store: CounterStore, op: Op, spec: CounterSpec, keys: strin
     if (op.op === 'refund') return store.refund(keys, spec as RateSpec, op.cost, now);
     return store.consume(keys, spec as RateSpec, op.cost, now);
   }
-  if (op.op === 'acquire') return store.acquire(keys, spec as LeaseSpec, `lease-${op.lease}`, now);
-  return store.release(keys, spec as LeaseSpec, `lease-${op.lease}`, now);
+  if (op.op === 'acquire') return store.acquire(keys, spec as ConcurrencySpec, `lease-${op.lease}`, now);
+  return store.release(keys, spec as ConcurrencySpec, `lease-${op.lease}`, now);
 }
 
 async function replay(redis: CounterStore, scenario: Scenario): Promise<void> {
@@ -468,7 +450,7 @@ describe('parity: MemoryCounterStore ≡ RedisCounterStore (fast-check)', functi
         );
         await replay(redis as CounterStore, {
           rateSpecs: isLease ? [{ type: 'quota', limit: 1, periodMs: 1 }] : [spec as RateSpec],
-          leaseSpecs: isLease ? [spec as LeaseSpec] : [{ type: 'concurrency', maxConcurrency: 1, leaseTtlMs: 1 }],
+          leaseSpecs: isLease ? [spec as ConcurrencySpec] : [{ type: 'concurrency', maxConcurrency: 1, leaseTtlMs: 1 }],
           startMs,
           ops: fitted,
         });

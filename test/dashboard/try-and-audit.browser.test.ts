@@ -1,13 +1,11 @@
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { buildDashboard } from '../../dashboard/build.js';
 import { RequestContextSchema, SIGNAL_TYPES } from '../../src/schema/request-context.js';
 import { launchBrowser, openPage, pageProblems, screenshot, type Browser } from '../support/browser.js';
-import { REPO_ROOT, startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { REPO_ROOT } from '../support/server-process.js';
+import { serverProcessSuite } from '../support/server-suite.js';
 
 const POLICIES = {
   policies: [
@@ -43,34 +41,28 @@ const POLICIES = {
  */
 describe('dashboard: try any decision, see what changed (headless Chromium, real server)', function () {
   this.timeout(90_000);
-  let server: ServerProcessHandle;
   let browser: Browser;
-  let dir: string;
 
+  before(() => buildDashboard());
+  const suite = serverProcessSuite('rl-dashboard-try-', { policies: POLICIES, env: () => ({ RL_AUTH_ENABLED: 'false' }) });
   before(async () => {
-    await buildDashboard();
-    dir = mkdtempSync(join(tmpdir(), 'rl-dashboard-try-'));
-    writeFileSync(join(dir, 'policies.json'), JSON.stringify(POLICIES));
-    server = await startServerProcess({ RL_AUTH_ENABLED: 'false', RL_DATA_DIR: join(dir, 'data'), RL_POLICY_FILE: join(dir, 'policies.json') });
     browser = await launchBrowser();
   });
   after(async () => {
     await browser?.close();
-    await server?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
   });
   afterEach(() => {
     expect(pageProblems.splice(0)).to.deep.equal([]);
   });
 
   const peek = async (body: Record<string, unknown>) => {
-    const response = await fetch(`${server.url}/rl/v1/check`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...body, quantity: 0 }) });
+    const response = await fetch(`${suite.server.url}/rl/v1/check`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...body, quantity: 0 }) });
     return (await response.json()) as { remaining: number; matched_policy_id: string };
   };
 
   it("offers every field of the RequestContext schema, each typed by it", async () => {
     const page = await openPage(browser.context);
-    await page.goto(`${server.url}/dashboard/#/try`);
+    await page.goto(`${suite.server.url}/dashboard/#/try`);
     const form = page.getByTestId('try-form');
     await form.waitFor();
     const fields = await form.locator(':scope > [data-field]').evaluateAll((els) => els.map((el) => el.getAttribute('data-field')));
@@ -89,7 +81,7 @@ describe('dashboard: try any decision, see what changed (headless Chromium, real
 
   it('decides on fields the old form lacked and shows the matched policy, the shadow verdict and the metadata', async () => {
     const page = await openPage(browser.context);
-    await page.goto(`${server.url}/dashboard/#/try`);
+    await page.goto(`${suite.server.url}/dashboard/#/try`);
     await page.locator('input[name="api_key"]').fill('k-123');
     await page.locator('input[name="severity"]').fill('error');
     await page.locator('select[name="signal_type"]').selectOption('log');
@@ -133,7 +125,7 @@ describe('dashboard: try any decision, see what changed (headless Chromium, real
 
   it('the policy list shows each policy\'s layer, scope and priority', async () => {
     const page = await openPage(browser.context);
-    await page.goto(`${server.url}/dashboard/#/policies`);
+    await page.goto(`${suite.server.url}/dashboard/#/policies`);
     await page.getByTestId('policy-row-ingest-by-key').waitFor();
     expect(await page.getByTestId('policy-layer-ingest-by-key').textContent()).to.equal('default');
     expect(await page.getByTestId('policy-priority-ingest-by-key').textContent()).to.equal('20');
@@ -144,7 +136,7 @@ describe('dashboard: try any decision, see what changed (headless Chromium, real
 
   it('lists what each change changed as rl prints it, names the version a rollback restored, and shows the scope as chips', async () => {
     const page = await openPage(browser.context);
-    await page.goto(`${server.url}/dashboard/#/policies/api-per-user`);
+    await page.goto(`${suite.server.url}/dashboard/#/policies/api-per-user`);
     await page.getByTestId('versions').waitFor();
     const chips = await page.locator('[data-testid="policy-scope"] [data-testid="scope-chip"]').allTextContents();
     expect(chips).to.deep.equal(['org_id = acme', 'user_id = *']);
@@ -175,11 +167,11 @@ describe('dashboard: try any decision, see what changed (headless Chromium, real
     expect(entries[0].changes).to.deep.equal(['algorithm.limit: 7 -> 5', 'priority: 11 -> 10']);
     expect(entries[1].changes).to.deep.equal(['algorithm.limit: 5 -> 7', 'priority: 10 -> 11']);
     expect(entries[2].cell).to.equal('created');
-    const audit = (await (await fetch(`${server.url}/rl/v1/policies/api-per-user/audit`)).json()) as { action_type: string; restored_version?: number }[];
+    const audit = (await (await fetch(`${suite.server.url}/rl/v1/policies/api-per-user/audit`)).json()) as { action_type: string; restored_version?: number }[];
     expect(audit.map((e) => [e.action_type, e.restored_version])).to.deep.equal([['create', undefined], ['patch', undefined], ['rollback', 1]]);
 
     // The CLI prints the same changes for the same entries (one implementation: src/policy/policy-changes.ts).
-    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'policies', 'audit', 'api-per-user', '--url', server.url], { cwd: REPO_ROOT });
+    const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'policies', 'audit', 'api-per-user', '--url', suite.server.url], { cwd: REPO_ROOT });
     const cliChanges = stdout
       .trim()
       .split('\n')

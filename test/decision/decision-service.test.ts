@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import type { CounterStore } from '../../src/counters/counter-store.js';
 import { DecisionService, type DecisionEvent } from '../../src/decision/decision-service.js';
-import { leaseIdOf } from '../../src/decision/lease-id.js';
+import { slotIdOf } from '../../src/decision/slot-id.js';
 import { CounterStoreUnavailableError } from '../../src/errors.js';
 import { parseRequestContext } from '../../src/model/request-context.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
@@ -220,7 +220,7 @@ describe('DecisionService', () => {
       const { acquire, release } = setup([lease()]);
       const body = { job_type: 'export', org_id: 'o1', user_id: 'u1', signal_type: 'job', operation: 'run' };
       const a = await acquire(body);
-      expect(a.metadata.lease_id).to.equal(leaseIdOf(parseRequestContext(body)));
+      expect(a.metadata.lease_id).to.equal(slotIdOf(parseRequestContext(body)));
       expect((await acquire(body)).remaining).to.equal(1); // re-acquire refreshes, takes no second slot
       expect(await release(body)).to.deep.include({ reason: 'lease_released', remaining: 2 });
     });
@@ -329,7 +329,7 @@ describe('DecisionService', () => {
       expect(settled).to.equal(true);
     });
 
-    it('decideNow answers with a Decision on the synchronous path and a promise on the awaiting one, lease ids included', async () => {
+    it('decideNow answers with a Decision on the synchronous path and a promise on the awaiting one, slot ids included', async () => {
       const lease = makePolicy({ policy_id: 'workers', scope: { job_type: 'export' }, algorithm: { type: 'concurrency', max_concurrency: 1, lease_ttl: '30s' } });
       const sync = setup([fixedWindow('p', 1), lease]).service;
       const awaiting = setup([fixedWindow('p', 1), lease], { counters: awaitingOnly(new MemoryCounterStore({ sweepIntervalMs: 0 })) }).service;

@@ -1,10 +1,10 @@
 import { expect } from 'chai';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { COUNTER_SNAPSHOT_FILE } from '../../src/counters/snapshot/snapshot-format.js';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 import { hourlyAlgorithms } from '../support/policies.js';
+import { tempDir } from '../support/temp-dir.js';
 
 /**
  * Memory-mode counters across restarts, with real server processes on one data directory: SIGTERM then
@@ -47,15 +47,17 @@ describe('memory counters across restarts (real processes)', function () {
   let dir: string;
   let dataDir: string;
   const running: ServerProcessHandle[] = [];
+  tempDir('rl-counter-snapshots-', {
+    per: 'test',
+    made: (path) => (dir = path),
+    release: async () => {
+      for (const server of running.splice(0)) await server.kill();
+    },
+  });
 
   beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'rl-counter-snapshots-'));
     dataDir = join(dir, 'data');
     writeFileSync(join(dir, 'policies.json'), JSON.stringify({ policies: POLICIES }));
-  });
-  afterEach(async () => {
-    for (const server of running.splice(0)) await server.kill();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   const start = async (env: Record<string, string> = {}) => {

@@ -13,6 +13,7 @@ import type * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
 import { envoyClient, unary } from '../grpc/helpers.js';
 import { getSuiteRedis } from '../support/counter-stores.js';
+import { callApi, type ApiAnswer } from '../support/http.js';
 import { randomPrefix } from '../support/redis.js';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 
@@ -37,15 +38,10 @@ const POLICIES = [
   { policy_id: 'e-all', layer: 'all', scope: { tags: { domain: 'rls' } }, algorithm: window(100) },
 ];
 
-interface Answer {
-  status: number;
-  body: any;
-}
-
 interface Server {
   process: ServerProcessHandle;
   envoy: grpc.Client;
-  call(key: string, method: string, path: string, body?: unknown): Promise<Answer>;
+  call(key: string, method: string, path: string, body?: unknown): Promise<ApiAnswer>;
   /** A decision with the platform key: `/check`, `/acquire`, `/release`. */
   decide(path: string, body: Record<string, unknown>): Promise<any>;
   /** Every layer's remaining, by policy, from a check of quantity 0. */
@@ -65,15 +61,7 @@ async function startServer(dir: string, env: Record<string, string>): Promise<Se
     ...env,
   });
   const envoy = envoyClient(`127.0.0.1:${Number(process.logs().find((l) => l.message === 'listening')!.grpc)}`);
-  const call = async (key: string, method: string, path: string, body?: unknown): Promise<Answer> => {
-    const response = await fetch(`${process.url}/rl/v1${path}`, {
-      method,
-      headers: { 'x-api-key': key, ...(body !== undefined && { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text === '' ? undefined : JSON.parse(text) };
-  };
+  const call = (key: string, method: string, path: string, body?: unknown) => callApi(process.url, key, method, path, body);
   const decide = async (path: string, body: Record<string, unknown>) => (await call(PLATFORM, 'POST', path, body)).body;
   return {
     process,

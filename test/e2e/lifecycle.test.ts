@@ -117,11 +117,14 @@ describe('lifecycle: shutdown delay (real process)', function () {
 describe('lifecycle: slow clients are cut off by the HTTP timeouts (real process)', function () {
   this.timeout(40_000);
 
-  /** Writes `text` one byte every `everyMs` until the server closes the socket; resolves with what it answered and when. */
-  function trickle(port: number, text: string, everyMs: number): Promise<{ answer: string; closedAfterMs: number }> {
+  /**
+   * Writes `atOnce` on connecting, then `text` one byte every `everyMs` until the server closes the
+   * socket; resolves with what it answered and when.
+   */
+  function trickle(port: number, text: string, everyMs: number, atOnce = ''): Promise<{ answer: string; closedAfterMs: number }> {
     return new Promise((resolve) => {
       const started = Date.now();
-      const socket = connect(port, '127.0.0.1');
+      const socket = connect(port, '127.0.0.1', () => socket.write(atOnce));
       let answer = '';
       let at = 0;
       const timer = setInterval(() => {
@@ -146,22 +149,7 @@ describe('lifecycle: slow clients are cut off by the HTTP timeouts (real process
       const [trickledHeaders, trickledBody] = await Promise.all([
         trickle(server.port, headers, 100),
         // Headers at once, then the body one byte every 200 ms (it would take ~12 s to arrive).
-        new Promise<{ answer: string; closedAfterMs: number }>((resolve) => {
-          const started = Date.now();
-          const socket = connect(server.port, '127.0.0.1', () => socket.write(slowBody));
-          let answer = '';
-          let at = 0;
-          const timer = setInterval(() => {
-            if (at < body.length && !socket.destroyed) socket.write(body[at++]);
-          }, 200);
-          socket.setEncoding('utf8');
-          socket.on('data', (chunk: string) => (answer += chunk));
-          socket.on('error', () => undefined);
-          socket.on('close', () => {
-            clearInterval(timer);
-            resolve({ answer, closedAfterMs: Date.now() - started });
-          });
-        }),
+        trickle(server.port, body, 200, slowBody),
       ]);
       // Both would take 11-12 s to arrive: a 408 means the server cut them off (a server that waited
       // would answer 200, or hang past the test's timeout). Neither can be cut before its own bound

@@ -1,10 +1,10 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { getSuiteRedis } from '../support/counter-stores.js';
 import { randomPrefix } from '../support/redis.js';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { tempDir } from '../support/temp-dir.js';
 
 /**
  * Two server processes on one Redis: the policy file seeds the empty store once, and a change made
@@ -14,13 +14,12 @@ describe('two server nodes on one Redis', function () {
   this.timeout(60_000);
   let a: ServerProcessHandle;
   let b: ServerProcessHandle;
-  let dir: string;
+  const dir = tempDir('rl-multi-node-', { release: () => Promise.all([a?.stop(), b?.stop()]) });
   const org = `org-${Math.random().toString(36).slice(2)}`;
 
   before(async () => {
     const redis = await getSuiteRedis();
-    dir = mkdtempSync(join(tmpdir(), 'rl-multi-node-'));
-    const policyFile = join(dir, 'policies.json');
+    const policyFile = join(dir.path, 'policies.json');
     writeFileSync(
       policyFile,
       JSON.stringify({
@@ -31,13 +30,9 @@ describe('two server nodes on one Redis', function () {
       RL_COUNTERSTORE_ADDR: redis.url,
       RL_KEY_PREFIX: randomPrefix(),
       RL_POLICY_FILE: policyFile,
-      RL_DATA_DIR: join(dir, 'unused-data'),
+      RL_DATA_DIR: join(dir.path, 'unused-data'),
     };
     [a, b] = await Promise.all([startServerProcess(env), startServerProcess(env)]);
-  });
-  after(async () => {
-    await Promise.all([a?.stop(), b?.stop()]);
-    rmSync(dir, { recursive: true, force: true });
   });
 
   const call = async (node: ServerProcessHandle, method: string, path: string, body?: unknown) => {

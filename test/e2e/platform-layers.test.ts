@@ -4,11 +4,9 @@
  * naming `layer`) a platform layer's policies, whatever their organisation; the platform's key does;
  * the platform layer still binds the team's traffic; explain shows each key only what it may read.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { expect } from 'chai';
-import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { callApi } from '../support/http.js';
+import { serverProcessSuite } from '../support/server-suite.js';
 
 const PLATFORM = 'platform-key-0123456789';
 const TEAM = 'team-a-key-0123456789';
@@ -16,37 +14,17 @@ const window = (limit: number) => ({ type: 'fixed_window', limit, window: '1h' }
 
 describe('platform layers and explain with restricted keys (real server process)', function () {
   this.timeout(60_000);
-  let server: ServerProcessHandle;
-  let dir: string;
-
-  before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'rl-platform-layers-'));
-    writeFileSync(join(dir, 'none.json'), '[]');
-    server = await startServerProcess({
-      RL_HTTP_ADDR: '127.0.0.1:0',
-      RL_GRPC_ADDR: '127.0.0.1:0',
-      RL_DATA_DIR: join(dir, 'data'),
-      RL_POLICY_FILE: join(dir, 'none.json'),
+  const suite = serverProcessSuite('rl-platform-layers-', {
+    policies: [],
+    env: () => ({
       RL_AUTH_ENABLED: 'true',
       RL_AUTH_MODE: 'apikey',
       RL_AUTH_API_KEYS: `${PLATFORM},${TEAM}:admin:team-a`,
       RL_PLATFORM_LAYERS: 'platform,shared',
-    });
-  });
-  after(async () => {
-    await server?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    }),
   });
 
-  async function call(key: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-    const response = await fetch(`${server.url}/rl/v1${path}`, {
-      method,
-      headers: { 'x-api-key': key, ...(body !== undefined && { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text === '' ? undefined : JSON.parse(text) };
-  }
+  const call = (key: string, method: string, path: string, body?: unknown) => callApi(suite.server.url, key, method, path, body);
 
   it('a team key cannot read or write a platform layer; the platform key can; the platform layer binds the team', async () => {
     // The platform's limit on the team's own organisation, in the platform layer: 2 an hour.

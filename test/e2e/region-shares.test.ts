@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
-import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { regionNodeEnv, startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 
 /**
  * budget_shares with real regions: one global and two regional redis-servers, a server in each region.
@@ -40,18 +40,8 @@ describe('two regions, real processes: weighted shares of a global budget', func
     const logPolicy = { policy_id: 'shared-log', scope: { resource: 'shared-log' }, ...shares, algorithm: { type: 'sliding_window_log', limit: LIMIT, window } };
     writeFileSync(policyFile, JSON.stringify({ policies: [policy, slidingPolicy, logPolicy] }));
     const prefix = randomPrefix();
-    const env = (region: 'eu' | 'us', store: RedisHandle) => ({
-      RL_REGION: region,
-      RL_COUNTERSTORE_ADDR: store.url,
-      RL_GLOBAL_COUNTERSTORE_ADDR: global.url,
-      RL_KEY_PREFIX: prefix,
-      RL_POLICY_FILE: policyFile,
-      RL_DATA_DIR: join(dir, 'unused'),
-      // A loaded machine: deadlines far above any round trip, so the failure mode never answers.
-      RL_COUNTERSTORE_TIMEOUT_MS: '3000',
-      RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: '5000',
-      RL_LEASE_MAX_WAIT_MS: '10000',
-    });
+    const env = (region: 'eu' | 'us', store: RedisHandle) =>
+      regionNodeEnv({ region, counters: store.url, global: global.url, prefix, policyFile, dataDir: join(dir, 'unused') });
     // eu seeds the empty global store first; us finds it seeded.
     servers.eu = await startServerProcess(env('eu', stores[0]));
     servers.us = await startServerProcess(env('us', stores[1]));

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startLinkProxy, type LinkProxy } from '../support/link-proxy.js';
 import { randomPrefix, startPrivateRedis, type RedisHandle } from '../support/redis.js';
-import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { regionNodeEnv, startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 
 /**
  * Two regions as real processes (docs/distribution.md): one global and two regional redis-servers, the
@@ -39,19 +39,8 @@ describe('two regions, real processes: a global budget', function () {
       }),
     );
     const prefix = randomPrefix();
-    const env = (region: number) => ({
-      RL_REGION: `region-${region + 1}`,
-      RL_COUNTERSTORE_ADDR: regionStores[region].url,
-      RL_GLOBAL_COUNTERSTORE_ADDR: proxy.url,
-      RL_KEY_PREFIX: prefix,
-      RL_POLICY_FILE: policyFile,
-      RL_DATA_DIR: join(dir, 'unused'),
-      // This machine may be loaded: deadlines far above any round trip, so the failure mode never
-      // answers and the test sees the lease logic alone.
-      RL_COUNTERSTORE_TIMEOUT_MS: '3000',
-      RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: '5000',
-      RL_LEASE_MAX_WAIT_MS: '10000',
-    });
+    const env = (region: number) =>
+      regionNodeEnv({ region: `region-${region + 1}`, counters: regionStores[region].url, global: proxy.url, prefix, policyFile, dataDir: join(dir, 'unused') });
     // One server seeds the global store first, so the others find it seeded.
     servers.push({ region: 'region-1', node: await startServerProcess(env(0)), killed: false });
     const rest = await Promise.all([startServerProcess(env(1)), startServerProcess(env(0)), startServerProcess(env(1))]);

@@ -11,27 +11,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
+import { checkoutPolicy, peekCheckout } from './checkout.js';
 import { SimulatedEnvoy } from '../support/envoy-rlqs-client.js';
 import { randomPrefix, startRedis, type RedisHandle } from '../support/redis.js';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
 
 const LIMIT = 10_000;
 const BUCKET = { user_id: 'alice', route: 'checkout' };
-const POLICY = {
-  policy_id: 'checkout',
-  scope: { user_id: '*', tags: { domain: 'edge' } },
-  algorithm: { type: 'fixed_window', limit: LIMIT, window: '1h' },
-  lease: { max_hold: '2s' },
-  failure_mode: 'fail_closed',
-};
+const POLICY = checkoutPolicy(LIMIT, { lease: { max_hold: '2s' } });
 
 async function consumed(server: ServerProcessHandle): Promise<number> {
-  const response = await fetch(`${server.url}/rl/v1/check`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ user_id: 'alice', quantity: 0, tags: { domain: 'edge', route: 'checkout' } }),
-  });
-  return LIMIT - ((await response.json()) as { remaining: number }).remaining;
+  return LIMIT - (await peekCheckout(server)).remaining;
 }
 
 const grpcPort = (server: ServerProcessHandle) => Number(server.logs().find((l) => l.message === 'listening')!.grpc);

@@ -5,34 +5,24 @@
  * least 90% of it, and once they close the counter has consumed exactly what they admitted. And the
  * store failing under a real server (its Redis link cut): the policy's failure mode, briefly.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
+import { checkoutPolicy, peekCheckout } from './checkout.js';
 import { SimulatedEnvoy } from '../support/envoy-rlqs-client.js';
 import { startLinkProxy } from '../support/link-proxy.js';
 import { randomPrefix, startRedis, type RedisHandle } from '../support/redis.js';
 import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { tempDir } from '../support/temp-dir.js';
 
 const LIMIT = 150;
 const BUCKET = { user_id: 'alice', route: 'checkout' };
-const POLICY = {
-  policy_id: 'checkout',
-  scope: { user_id: '*', tags: { domain: 'edge' } },
-  algorithm: { type: 'fixed_window', limit: LIMIT, window: '1h' },
-  // A failure mode that admits would let Envoys admit uncounted (outside the guarantee): a slow shared machine must not.
-  failure_mode: 'fail_closed',
-};
+const POLICY = checkoutPolicy(LIMIT);
 
 /** The bucket's counter as a peek sees it on `server`: what is left of the window. */
 async function remaining(server: ServerProcessHandle): Promise<number> {
-  const response = await fetch(`${server.url}/rl/v1/check`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ user_id: 'alice', quantity: 0, tags: { domain: 'edge', route: 'checkout' } }),
-  });
-  const decision = (await response.json()) as { remaining: number; matched_policy_id: string };
+  const decision = await peekCheckout(server);
   expect(decision.matched_policy_id).to.equal('checkout');
   return decision.remaining;
 }
@@ -85,9 +75,9 @@ describe('RLQS end to end: simulated Envoys on real servers', function () {
   let dir: string;
   let policyFile: string;
   const servers: ServerProcessHandle[] = [];
+  tempDir('rlqs-e2e-', { made: (path) => (dir = path) });
 
   before(() => {
-    dir = mkdtempSync(join(tmpdir(), 'rlqs-e2e-'));
     policyFile = join(dir, 'policies.json');
     writeFileSync(policyFile, JSON.stringify({ policies: [POLICY] }));
   });
@@ -95,8 +85,6 @@ describe('RLQS end to end: simulated Envoys on real servers', function () {
   afterEach(async () => {
     for (const server of servers.splice(0)) await server.kill();
   });
-
-  after(() => rmSync(dir, { recursive: true, force: true }));
 
   it('memory mode: three Envoys on one server', async () => {
     servers.push(await startServerProcess({ RL_DATA_DIR: join(dir, 'memory'), RL_POLICY_FILE: policyFile }));

@@ -6,15 +6,12 @@
  * exactly (nothing missing, nothing extra), so a rule that leaks shows as a changed row.
  */
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
 import jwt from 'jsonwebtoken';
 import { envoyClient, rateLimitClient, unary } from '../grpc/helpers.js';
-import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { serverProcessSuite } from '../support/server-suite.js';
 
 const SECRET = 'tenants-test-secret-long-enough-for-hs256';
 const KEYS = { platform: 'platform-key-0123456789', 'team-a': 'team-a-key-0123456789', 'team-b': 'team-b-key-0123456789' };
@@ -129,29 +126,15 @@ async function grpcStatus(client: grpc.Client, method: string, request: unknown,
 for (const mode of MODES) {
   describe(`tenants over real processes (${mode.name})`, function () {
     this.timeout(60_000);
-    let server: ServerProcessHandle;
+    const suite = serverProcessSuite('rl-tenants-', { policies: SEED, env: () => ({ RL_AUTH_ENABLED: 'true', ...mode.env }) });
     let grpcPort: number;
-    let dir: string;
 
-    before(async () => {
-      dir = mkdtempSync(join(tmpdir(), 'rl-tenants-'));
-      writeFileSync(join(dir, 'policies.json'), JSON.stringify(SEED));
-      server = await startServerProcess({
-        RL_AUTH_ENABLED: 'true',
-        ...mode.env,
-        RL_POLICY_FILE: join(dir, 'policies.json'),
-        RL_DATA_DIR: join(dir, 'data'),
-      });
-      grpcPort = Number(server.logs().find((l) => l.message === 'listening')!.grpc);
-    });
-
-    after(async () => {
-      await server?.stop();
-      if (dir) rmSync(dir, { recursive: true, force: true });
+    before(() => {
+      grpcPort = Number(suite.server.logs().find((l) => l.message === 'listening')!.grpc);
     });
 
     it('each team reaches only its own organisation: every attempt on HTTP and gRPC answers as the table says', async () => {
-      const base = server.url;
+      const base = suite.server.url;
       const rl = rateLimitClient(`127.0.0.1:${grpcPort}`);
       const envoy = envoyClient(`127.0.0.1:${grpcPort}`);
       const actual: Record<string, number | string> = {};

@@ -7,9 +7,8 @@ import type { DecisionService } from '../../src/decision/decision-service.js';
 import { loadPackageDefinition, SERVICE_NAMES } from '../../src/grpc/protos.js';
 import type { GrpcAuthenticate } from '../../src/grpc/server.js';
 import { counterSpecOf } from '../../src/matching/counter-spec-of.js';
-import { setLogLevel } from '../../src/util/log.js';
 import { makePolicy } from '../support/policies.js';
-import { callError, envoyClient, startGrpc, unary, type GrpcFixture } from './helpers.js';
+import { callError, envoyClient, grpcSuite, unary } from './helpers.js';
 import { lengthDelimited, messageField, readFields, stringField, varintField, varintFieldBytes, type WireValue } from '../support/protobuf-wire.js';
 
 const POLICIES = [
@@ -68,27 +67,15 @@ const POLICIES = [
 const user = (id: string) => ({ entries: [{ key: 'user_id', value: id }] });
 
 describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit)', () => {
-  let fixture: GrpcFixture;
-  let client: grpc.Client;
-
-  before(() => setLogLevel('silent'));
-  after(() => setLogLevel('info'));
-  afterEach(async () => {
-    client?.close();
-    await fixture?.close();
-  });
-
-  async function start(options: Parameters<typeof startGrpc>[1] = {}) {
-    fixture = await startGrpc(POLICIES, options);
-    client = envoyClient(fixture.target);
-  }
+  const suite = grpcSuite(POLICIES, envoyClient);
+  const start = suite.start;
 
   it('answers OK with current_limit, limit_remaining and duration_until_reset, then OVER_LIMIT', async () => {
     await start();
-    fixture.clock.now += 20_000; // 40s left in the minute window
+    suite.fixture.clock.now += 20_000; // 40s left in the minute window
     const expected = [2, 1, 0];
     for (const remaining of expected) {
-      const response = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('alice')] });
+      const response = await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('alice')] });
       expect({ overall_code: response.overall_code, statuses: response.statuses }).to.deep.equal({
         overall_code: 'OK',
         statuses: [
@@ -101,8 +88,8 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
         ],
       });
     }
-    fixture.clock.now += 1_500;
-    const over = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('alice')] });
+    suite.fixture.clock.now += 1_500;
+    const over = await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('alice')] });
     expect(over.overall_code).to.equal('OVER_LIMIT');
     expect(over.statuses[0]).to.deep.include({ code: 'OVER_LIMIT', limit_remaining: 0 });
     expect(over.statuses[0].current_limit).to.deep.equal({ name: 'edge-per-user', requests_per_unit: 3, unit: 'MINUTE' });
@@ -112,8 +99,8 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
 
   it('decides every descriptor: OVER_LIMIT overall when any one is over, statuses in request order', async () => {
     await start();
-    for (let i = 0; i < 3; i++) await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('bob')] });
-    const response = await unary(client, 'ShouldRateLimit', {
+    for (let i = 0; i < 3; i++) await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('bob')] });
+    const response = await unary(suite.client, 'ShouldRateLimit', {
       domain: 'edge',
       descriptors: [user('carol'), user('bob'), { entries: [{ key: 'path', value: '/nothing-matches' }] }],
     });
@@ -123,63 +110,63 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
     expect(response.statuses[0]).to.deep.include({ limit_remaining: 3 });
     // No policy for the third: OK, no current_limit, nothing remaining to report.
     expect(response.statuses[2]).to.deep.include({ code: 'OK', current_limit: null, limit_remaining: 0, duration_until_reset: null });
-    const carol = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('carol')] });
+    const carol = await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('carol')] });
     expect(carol.statuses[0]).to.deep.include({ code: 'OK', limit_remaining: 2 });
   });
 
   it('RL_ENVOY_CONSUME_ALL=true: every descriptor counts, whatever the others answer', async () => {
     await start({ envoyConsumeAll: true });
-    for (let i = 0; i < 3; i++) await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('bob')] });
-    const response = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('carol'), user('bob')] });
+    for (let i = 0; i < 3; i++) await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('bob')] });
+    const response = await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('carol'), user('bob')] });
     expect(response.statuses.map((s: { code: string; limit_remaining: number }) => [s.code, s.limit_remaining])).to.deep.equal([['OK', 2], ['OVER_LIMIT', 0]]);
   });
 
   it('ten calls refused by one descriptor take nothing of the others; allowed calls take from every one', async () => {
     await start();
-    for (let i = 0; i < 3; i++) await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('bob')] });
+    for (let i = 0; i < 3; i++) await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('bob')] });
     for (let i = 0; i < 10; i++) {
-      const refused = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('dave'), user('bob')] });
+      const refused = await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('dave'), user('bob')] });
       expect(refused.overall_code).to.equal('OVER_LIMIT');
     }
-    const both = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('dave'), user('erin')] });
+    const both = await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('dave'), user('erin')] });
     expect(both.statuses.map((s: { limit_remaining: number }) => s.limit_remaining)).to.deep.equal([2, 2]);
   });
 
   it('applies policies only to their domain (the domain is the tag "domain")', async () => {
     await start();
-    const response = await unary(client, 'ShouldRateLimit', { domain: 'other', descriptors: [user('alice')] });
+    const response = await unary(suite.client, 'ShouldRateLimit', { domain: 'other', descriptors: [user('alice')] });
     expect(response.statuses[0]).to.deep.include({ code: 'OK', current_limit: null });
   });
 
   it('counts hits_addend (request level, overridden per descriptor; 0 = 1)', async () => {
     await start();
-    let response = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('dave')], hits_addend: 2 });
+    let response = await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('dave')], hits_addend: 2 });
     expect(response.statuses[0]).to.deep.include({ code: 'OK', limit_remaining: 1 });
-    response = await unary(client, 'ShouldRateLimit', {
+    response = await unary(suite.client, 'ShouldRateLimit', {
       domain: 'edge',
       descriptors: [{ ...user('erin'), hits_addend: { value: 3 } }, user('frank')],
       hits_addend: 0,
     });
     expect(response.statuses.map((s: { limit_remaining: number }) => s.limit_remaining)).to.deep.equal([0, 2]);
-    response = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [{ ...user('gina'), hits_addend: { value: 4 } }] });
+    response = await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [{ ...user('gina'), hits_addend: { value: 4 } }] });
     expect(response.statuses[0]).to.deep.include({ code: 'OVER_LIMIT', limit_remaining: 3 });
   });
 
   it("maps Envoy's remote_address onto source_ip and reports a 10s window as unit UNKNOWN", async () => {
     await start();
     const descriptor = { entries: [{ key: 'remote_address', value: '10.0.0.7' }] };
-    const first = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
+    const first = await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
     expect(first.statuses[0]).to.deep.include({ code: 'OK', limit_remaining: 1 });
     expect(first.statuses[0].current_limit).to.deep.equal({ name: 'edge-per-ip', requests_per_unit: 2, unit: 'UNKNOWN' });
     expect(first.statuses[0].duration_until_reset).to.deep.equal({ seconds: 10, nanos: 0 });
-    await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
-    const third = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
+    await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
+    const third = await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
     expect(third.overall_code).to.equal('OVER_LIMIT');
   });
 
   it('reports a bucket that refills its capacity in one second as unit SECOND', async () => {
     await start();
-    const response = await unary(client, 'ShouldRateLimit', {
+    const response = await unary(suite.client, 'ShouldRateLimit', {
       domain: 'edge',
       descriptors: [{ entries: [{ key: 'endpoint', value: '/search' }] }],
     });
@@ -190,31 +177,31 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
   it('answers OK for an action that lets the request through (downgrade)', async () => {
     await start();
     const descriptor = { entries: [{ key: 'service', value: 'recommendations' }] };
-    await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
-    const response = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
+    await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
+    const response = await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [descriptor] });
     expect(response.overall_code).to.equal('OK');
     expect(response.statuses[0]).to.deep.include({ code: 'OK', limit_remaining: 0 });
   });
 
   it('INVALID_ARGUMENT naming the descriptor and field for bad input', async () => {
     await start();
-    let error = await callError(client, 'ShouldRateLimit', {
+    let error = await callError(suite.client, 'ShouldRateLimit', {
       domain: 'edge',
       descriptors: [user('x'), { entries: [{ key: 'signal_type', value: 'smoke' }] }],
     });
     expect(error.code).to.equal(grpc.status.INVALID_ARGUMENT);
     expect(error.details).to.match(/^descriptors\[1\]\.signal_type: must be one of/);
-    error = await callError(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [] });
+    error = await callError(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [] });
     expect(error.code).to.equal(grpc.status.INVALID_ARGUMENT);
     expect(error.details).to.match(/^descriptors: /);
-    error = await callError(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [{ entries: [{ key: '', value: 'v' }] }] });
+    error = await callError(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [{ entries: [{ key: '', value: 'v' }] }] });
     expect(error.details).to.match(/^descriptors\[0\]\.entries\[0\]\.key: /);
     // Bounded work: too many descriptors, or entries in one, are refused before any is read.
-    error = await callError(client, 'ShouldRateLimit', { domain: 'edge', descriptors: Array.from({ length: 65 }, () => user('x')) });
+    error = await callError(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: Array.from({ length: 65 }, () => user('x')) });
     expect(error.code).to.equal(grpc.status.INVALID_ARGUMENT);
     expect(error.details).to.match(/^descriptors: must hold at most 64 descriptors, got 65/);
     const entries = Array.from({ length: 5000 }, (_, i) => ({ key: `k${i}`, value: 'v' }));
-    error = await callError(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [{ entries }] });
+    error = await callError(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [{ entries }] });
     expect(error.code).to.equal(grpc.status.INVALID_ARGUMENT);
     expect(error.details).to.match(/^descriptors\[0\]\.entries: must hold at most \d+ entries/);
   });
@@ -227,13 +214,13 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
       return { subject: 'envoy', role: 'read-only' };
     };
     await start({ authenticate });
-    const error = await callError(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('a')] });
+    const error = await callError(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('a')] });
     expect(error.code).to.equal(grpc.status.UNAUTHENTICATED);
-    const ok = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('a')] }, { metadata: { 'x-api-key': 'envoy-key' } });
+    const ok = await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('a')] }, { metadata: { 'x-api-key': 'envoy-key' } });
     expect(ok.overall_code).to.equal('OK');
     expect(methods[0]).to.equal('/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit');
-    fixture.readiness.markDraining();
-    const draining = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('a')] }, { metadata: { 'x-api-key': 'envoy-key' } });
+    suite.fixture.readiness.markDraining();
+    const draining = await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('a')] }, { metadata: { 'x-api-key': 'envoy-key' } });
     expect(draining.overall_code, 'a draining server still answers').to.equal('OK');
   });
 
@@ -283,9 +270,8 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
       budget: 'global',
       algorithm: { type: 'fixed_window', limit: 3, window: '1m' },
     });
-    fixture = await startGrpc([globalBudget]);
-    client = envoyClient(fixture.target);
-    const response = await unary(client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('alice')] });
+    await start({}, [globalBudget]);
+    const response = await unary(suite.client, 'ShouldRateLimit', { domain: 'edge', descriptors: [user('alice')] });
     const fields = Object.fromEntries(Object.entries(response.dynamic_metadata.fields).map(([k, v]) => [k, (v as { stringValue: string }).stringValue]));
     // Without regions configured `budget: "global"` means the one store there is: no region to name.
     expect(fields).to.deep.include({ policy_id: 'edge-global', budget: 'global' });
@@ -325,7 +311,7 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
     }
 
     function call(bytes: Buffer): Promise<Map<number, WireValue[]>> {
-      const client = (raw ??= new grpc.Client(fixture.target, grpc.credentials.createInsecure()));
+      const client = (raw ??= new grpc.Client(suite.fixture.target, grpc.credentials.createInsecure()));
       return new Promise((resolve, reject) =>
         client.makeUnaryRequest(
           '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit',
@@ -357,7 +343,7 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
 
     it('OK: the limiting descriptor\'s headers (fewest remaining), metadata, and a reset rounded up', async () => {
       await start();
-      fixture.clock.now += 59_100; // 900 ms left in the minute window
+      suite.fixture.clock.now += 59_100; // 900 ms left in the minute window
       const answer = await call(request('edge', [{ entries: [['user_id', 'hdr']] }, { entries: [['remote_address', '10.0.0.9']] }]));
       expect(varintField(answer, 1), 'overall_code OK').to.equal(1);
       // edge-per-user: 3/min, 2 left; edge-per-ip: 2/10 s, 1 left — the second is the limiting one.
@@ -375,7 +361,7 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
     it('OVER_LIMIT: Retry-After, the problem+json raw_body and its content type, a reset rounded up', async () => {
       await start();
       for (let i = 0; i < 3; i++) await call(request('edge', [{ entries: [['user_id', 'over']] }]));
-      fixture.clock.now += 20_100; // 39.9 s left in the minute window
+      suite.fixture.clock.now += 20_100; // 39.9 s left in the minute window
       const answer = await call(request('edge', [{ entries: [['user_id', 'over']] }]));
       expect(varintField(answer, 1), 'overall_code OVER_LIMIT').to.equal(2);
       const status = readFields(answer.get(2)![0] as Buffer);
@@ -462,7 +448,7 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
         ['X-RateLimit-Reset', '60'],
       ]);
       for (let i = 0; i < 3; i++) await call(request('edge', [{ entries: [['user_id', 'legacy']] }]));
-      fixture.clock.now += 700; // 59.3 s left
+      suite.fixture.clock.now += 700; // 59.3 s left
       const refused = await call(request('edge', [{ entries: [['user_id', 'legacy']] }]));
       expect(headers(refused, 3)).to.deep.equal([
         ['X-RateLimit-Limit', '3'],
@@ -471,7 +457,7 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
         ['Retry-After', '60'],
         ['content-type', 'application/problem+json'],
       ]);
-      await fixture.close();
+      await suite.fixture.close();
       raw?.close();
       raw = undefined;
       await start({ envoyHeaders: 'off' });
@@ -487,7 +473,7 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
 
     it('RL_ENVOY_HEADER_DESCRIPTORS=all: one IETF list item per enforced descriptor, the limiting one first; legacy stays single', async () => {
       await start({ envoyHeaderDescriptors: 'all' });
-      fixture.clock.now += 59_100; // 900 ms left in the minute window, 900 ms in the 10 s one
+      suite.fixture.clock.now += 59_100; // 900 ms left in the minute window, 900 ms in the 10 s one
       const descriptors = [
         { entries: [['user_id', 'all']] as [string, string][] },
         { entries: [['service', 'beta']] as [string, string][] }, // shadow only: no item
@@ -519,7 +505,7 @@ describe('Envoy RLS (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
         ['RateLimit-Policy', '"edge-per-user";q=3;w=60, "edge-per-user";q=3;w=60'],
         ['RateLimit', '"edge-per-user";r=1;t=1, "edge-per-user";r=2;t=1'],
       ]);
-      await fixture.close();
+      await suite.fixture.close();
       raw?.close();
       raw = undefined;
 

@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
 import type { DecisionService } from '../../src/decision/decision-service.js';
+import { unmatchedDecision } from '../../src/decision/decisions.js';
 import { RlError } from '../../src/errors.js';
 import {
   bindGrpcServer,
@@ -15,9 +16,8 @@ import { Readiness } from '../../src/lifecycle/readiness.js';
 import { INVALID_FIELD_METADATA_KEY } from '../../src/grpc/status.js';
 import type { Decision } from '../../src/model/decision.js';
 import type { RequestContext } from '../../src/model/request-context.js';
-import { setLogLevel } from '../../src/util/log.js';
 import { makePolicy } from '../support/policies.js';
-import { callError, healthClient, makeDecisions, rateLimitClient, startGrpc, T0, unary, type GrpcFixture } from './helpers.js';
+import { callError, grpcSuite, healthClient, makeDecisions, rateLimitClient, T0, unary } from './helpers.js';
 
 const POLICIES = [
   makePolicy({
@@ -40,27 +40,13 @@ const POLICIES = [
 const allow: Principal = { subject: 'tester', role: 'read-only' };
 
 describe('gRPC server (rl.v1.RateLimitService)', () => {
-  let fixture: GrpcFixture;
-  let client: grpc.Client;
-
-  before(() => setLogLevel('silent'));
-  after(() => setLogLevel('info'));
-
-  afterEach(async () => {
-    client?.close();
-    await fixture?.close();
-  });
-
-  async function start(options: Parameters<typeof startGrpc>[1] = {}) {
-    fixture = await startGrpc(POLICIES, options);
-    client = rateLimitClient(fixture.target);
-    return fixture;
-  }
+  const suite = grpcSuite(POLICIES, rateLimitClient);
+  const start = suite.start;
 
   describe('CheckLimit', () => {
     it('admits up to the limit and then denies, with every Decision field', async () => {
       await start();
-      const first = await unary<Decision>(client, 'CheckLimit', { service: 'api', user_id: 'u1' });
+      const first = await unary<Decision>(suite.client, 'CheckLimit', { service: 'api', user_id: 'u1' });
       expect(first).to.deep.equal({
         allowed: true,
         action: 'allow',
@@ -76,9 +62,9 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
         // One layer decided: nothing on the wire; decoding with defaults reads the absent list as empty.
         layers: [],
       });
-      await unary(client, 'CheckLimit', { service: 'api', user_id: 'u1' });
-      fixture.clock.now += 15_000;
-      const denied = await unary<Decision>(client, 'CheckLimit', { service: 'api', user_id: 'u1' });
+      await unary(suite.client, 'CheckLimit', { service: 'api', user_id: 'u1' });
+      suite.fixture.clock.now += 15_000;
+      const denied = await unary<Decision>(suite.client, 'CheckLimit', { service: 'api', user_id: 'u1' });
       expect(denied).to.deep.include({
         allowed: false,
         action: 'deny',
@@ -89,31 +75,31 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
         limit: 2,
       });
       // Another user has a counter of their own.
-      const other = await unary<Decision>(client, 'CheckLimit', { service: 'api', user_id: 'u2' });
+      const other = await unary<Decision>(suite.client, 'CheckLimit', { service: 'api', user_id: 'u2' });
       expect(other).to.deep.include({ allowed: true, remaining: 1 });
     });
 
     it('answers no_matching_policy when nothing matches', async () => {
       await start();
-      const d = await unary<Decision>(client, 'CheckLimit', { service: 'elsewhere' });
+      const d = await unary<Decision>(suite.client, 'CheckLimit', { service: 'elsewhere' });
       expect(d).to.deep.include({ allowed: true, reason: 'no_matching_policy', matched_policy_id: '', limit: 0 });
     });
 
     it('takes quantity as int64 (unset = 1, an explicit 0 is a peek) and tags as a map', async () => {
       await start();
-      let d = await unary<Decision>(client, 'CheckLimit', { resource: 'llm', quantity: 7, tags: { model: 'x' } });
+      let d = await unary<Decision>(suite.client, 'CheckLimit', { resource: 'llm', quantity: 7, tags: { model: 'x' } });
       expect(d).to.deep.include({ allowed: true, remaining: 3, matched_policy_id: 'llm-budget' });
-      d = await unary<Decision>(client, 'CheckLimit', { resource: 'llm', quantity: 0 });
+      d = await unary<Decision>(suite.client, 'CheckLimit', { resource: 'llm', quantity: 0 });
       expect(d).to.deep.include({ allowed: true, remaining: 3, metadata: { peek: 'true' } });
-      d = await unary<Decision>(client, 'CheckLimit', { resource: 'llm' });
+      d = await unary<Decision>(suite.client, 'CheckLimit', { resource: 'llm' });
       expect(d).to.deep.include({ allowed: true, remaining: 2 });
-      d = await unary<Decision>(client, 'CheckLimit', { resource: 'llm', quantity: '3' });
+      d = await unary<Decision>(suite.client, 'CheckLimit', { resource: 'llm', quantity: '3' });
       expect(d).to.deep.include({ allowed: false, reason: 'limit_exceeded', remaining: 2 });
     });
 
     it('treats empty strings as absent (proto3 has no presence), so they never match a `*` scope', async () => {
       await start();
-      const d = await unary<Decision>(client, 'CheckLimit', { service: 'api', user_id: '' });
+      const d = await unary<Decision>(suite.client, 'CheckLimit', { service: 'api', user_id: '' });
       expect(d.reason).to.equal('no_matching_policy');
     });
   });
@@ -121,27 +107,27 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
   describe('Acquire and Release', () => {
     it('takes, refuses, returns and reports unknown leases', async () => {
       await start();
-      const a = await unary<Decision>(client, 'Acquire', { job_type: 'export', tenant_id: 't1', request_id: 'job-a' });
+      const a = await unary<Decision>(suite.client, 'Acquire', { job_type: 'export', tenant_id: 't1', request_id: 'job-a' });
       expect(a).to.deep.include({ allowed: true, reason: 'lease_acquired', matched_policy_id: 'exports', remaining: 0, limit: 1 });
       expect(a.metadata).to.deep.equal({ lease_id: 'job-a' });
 
-      const b = await unary<Decision>(client, 'Acquire', { job_type: 'export', tenant_id: 't1', request_id: 'job-b' });
+      const b = await unary<Decision>(suite.client, 'Acquire', { job_type: 'export', tenant_id: 't1', request_id: 'job-b' });
       expect(b).to.deep.include({ allowed: false, action: 'deny', reason: 'limit_exceeded' });
       expect(b.retry_after).to.equal(600_000);
 
-      const released = await unary<Decision>(client, 'Release', { job_type: 'export', tenant_id: 't1', request_id: 'job-a' });
+      const released = await unary<Decision>(suite.client, 'Release', { job_type: 'export', tenant_id: 't1', request_id: 'job-a' });
       expect(released).to.deep.include({ allowed: true, action: 'allow', reason: 'lease_released', remaining: 1 });
 
-      const again = await unary<Decision>(client, 'Release', { job_type: 'export', tenant_id: 't1', request_id: 'job-a' });
+      const again = await unary<Decision>(suite.client, 'Release', { job_type: 'export', tenant_id: 't1', request_id: 'job-a' });
       expect(again).to.deep.include({ allowed: true, reason: 'lease_not_found' });
     });
 
     it('finds the lease by the digest of the fields when there is no request_id', async () => {
       await start();
       const ctx = { job_type: 'export', tenant_id: 't2', user_id: 'u' };
-      const a = await unary<Decision>(client, 'Acquire', ctx);
+      const a = await unary<Decision>(suite.client, 'Acquire', ctx);
       expect(a.reason).to.equal('lease_acquired');
-      const r = await unary<Decision>(client, 'Release', ctx);
+      const r = await unary<Decision>(suite.client, 'Release', ctx);
       expect(r.reason).to.equal('lease_released');
       expect(r.metadata.lease_id).to.equal(a.metadata.lease_id);
     });
@@ -150,7 +136,7 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
   describe('errors', () => {
     it('INVALID_ARGUMENT naming the field for a bad signal_type', async () => {
       await start();
-      const error = await callError(client, 'CheckLimit', { service: 'api', signal_type: 'carrier-pigeon' });
+      const error = await callError(suite.client, 'CheckLimit', { service: 'api', signal_type: 'carrier-pigeon' });
       expect(error.code).to.equal(grpc.status.INVALID_ARGUMENT);
       expect(error.details).to.match(/^signal_type: must be one of http, grpc/);
       expect(error.metadata.get(INVALID_FIELD_METADATA_KEY)).to.deep.equal(['signal_type']);
@@ -159,11 +145,11 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
     it('INVALID_ARGUMENT for a negative or too large quantity, on every RPC', async () => {
       await start();
       for (const method of ['CheckLimit', 'Acquire', 'Release']) {
-        const negative = await callError(client, method, { quantity: -1 });
+        const negative = await callError(suite.client, method, { quantity: -1 });
         expect(negative.code, method).to.equal(grpc.status.INVALID_ARGUMENT);
         expect(negative.details).to.match(/^quantity: /);
       }
-      const huge = await callError(client, 'CheckLimit', { quantity: '9007199254740993' });
+      const huge = await callError(suite.client, 'CheckLimit', { quantity: '9007199254740993' });
       expect(huge.code).to.equal(grpc.status.INVALID_ARGUMENT);
       expect(huge.details).to.match(/^quantity: must be between 0 and 9007199254740991/);
     });
@@ -179,17 +165,17 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
       };
       await start({ authenticate });
 
-      const none = await callError(client, 'CheckLimit', { service: 'api', user_id: 'u' });
+      const none = await callError(suite.client, 'CheckLimit', { service: 'api', user_id: 'u' });
       expect(none.code).to.equal(grpc.status.UNAUTHENTICATED);
       expect(none.details).to.equal('missing or invalid credentials');
 
-      const bearer = await callError(client, 'Acquire', {}, { metadata: { authorization: 'Bearer nope' } });
+      const bearer = await callError(suite.client, 'Acquire', {}, { metadata: { authorization: 'Bearer nope' } });
       expect(bearer.code).to.equal(grpc.status.UNAUTHENTICATED);
 
-      const denied = await callError(client, 'Release', {}, { metadata: { 'x-api-key': 'other' } });
+      const denied = await callError(suite.client, 'Release', {}, { metadata: { 'x-api-key': 'other' } });
       expect(denied.code).to.equal(grpc.status.PERMISSION_DENIED);
 
-      const ok = await unary<Decision>(client, 'CheckLimit', { service: 'api', user_id: 'u' }, { metadata: { 'x-api-key': 'good' } });
+      const ok = await unary<Decision>(suite.client, 'CheckLimit', { service: 'api', user_id: 'u' }, { metadata: { 'x-api-key': 'good' } });
       expect(ok.allowed).to.equal(true);
 
       expect(seen.map((s) => s.method)).to.deep.equal([
@@ -203,7 +189,7 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
       expect(seen[2].credentials).to.deep.equal({ apiKey: 'other' });
 
       // Health stays exempt.
-      const health = healthClient(fixture.target);
+      const health = healthClient(suite.fixture.target);
       try {
         expect(await unary(health, 'Check', { service: '' })).to.deep.equal({ status: 'SERVING' });
       } finally {
@@ -224,8 +210,8 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
         },
       });
       await start({ authenticate });
-      expect((await callError(client, 'CheckLimit', {})).code).to.equal(grpc.status.UNAUTHENTICATED);
-      await unary(client, 'CheckLimit', {}, { metadata: { 'x-api-key': 'k1', authorization: 'Bearer t' } });
+      expect((await callError(suite.client, 'CheckLimit', {})).code).to.equal(grpc.status.UNAUTHENTICATED);
+      await unary(suite.client, 'CheckLimit', {}, { metadata: { 'x-api-key': 'k1', authorization: 'Bearer t' } });
       expect(calls).to.deep.equal([
         ['authenticate', {}],
         ['authenticate', { apiKey: 'k1', authorization: 'Bearer t' }],
@@ -235,32 +221,32 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
 
     it('UNAVAILABLE while starting; still answering while draining (until the listener closes)', async () => {
       await start({ notReady: true });
-      const starting = await callError(client, 'CheckLimit', { service: 'api' });
+      const starting = await callError(suite.client, 'CheckLimit', { service: 'api' });
       expect(starting.code).to.equal(grpc.status.UNAVAILABLE);
       expect(starting.details).to.equal('server is starting');
 
-      fixture.readiness.markReady();
-      expect((await unary<Decision>(client, 'CheckLimit', { service: 'api' })).allowed).to.equal(true);
+      suite.fixture.readiness.markReady();
+      expect((await unary<Decision>(suite.client, 'CheckLimit', { service: 'api' })).allowed).to.equal(true);
 
-      fixture.readiness.markDraining();
-      expect((await unary<Decision>(client, 'CheckLimit', { service: 'api' })).allowed).to.equal(true);
+      suite.fixture.readiness.markDraining();
+      expect((await unary<Decision>(suite.client, 'CheckLimit', { service: 'api' })).allowed).to.equal(true);
     });
 
     it('RESOURCE_EXHAUSTED above the maximum message size', async () => {
       await start({ maxMessageBytes: 1024 });
-      const error = await callError(client, 'CheckLimit', { service: 'api', tags: { big: 'x'.repeat(2048) } });
+      const error = await callError(suite.client, 'CheckLimit', { service: 'api', tags: { big: 'x'.repeat(2048) } });
       expect(error.code).to.equal(grpc.status.RESOURCE_EXHAUSTED);
       // Below the limit the same server answers.
-      expect((await unary<Decision>(client, 'CheckLimit', { service: 'api', tags: { small: 'x' } })).allowed).to.equal(true);
+      expect((await unary<Decision>(suite.client, 'CheckLimit', { service: 'api', tags: { small: 'x' } })).allowed).to.equal(true);
     });
 
     it('DEADLINE_EXCEEDED when the decision outlasts the deadline', async () => {
       const slow = {
-        decideNow: (_operation: string, _ctx: RequestContext) => new Promise<Decision>((resolve) => setTimeout(() => resolve(noMatch()), 400)),
+        decideNow: (_operation: string, _ctx: RequestContext) => new Promise<Decision>((resolve) => setTimeout(() => resolve(unmatchedDecision('no_matching_policy')), 400)),
       } as unknown as DecisionService;
       await start({ decisions: slow });
       const started = Date.now();
-      const error = await callError(client, 'CheckLimit', { service: 'api' }, { timeoutMs: 100 });
+      const error = await callError(suite.client, 'CheckLimit', { service: 'api' }, { timeoutMs: 100 });
       expect(error.code).to.equal(grpc.status.DEADLINE_EXCEEDED);
       expect(Date.now() - started).to.be.below(390);
     });
@@ -270,7 +256,7 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
       const counting = {
         decideNow: async () => {
           decided++;
-          return noMatch();
+          return unmatchedDecision('no_matching_policy');
         },
       } as unknown as DecisionService;
       // Authentication that blocks the event loop past the client's deadline.
@@ -280,7 +266,7 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
         return allow;
       };
       await start({ decisions: counting, authenticate: slowAuth });
-      const error = await callError(client, 'CheckLimit', { service: 'api' }, { timeoutMs: 60 });
+      const error = await callError(suite.client, 'CheckLimit', { service: 'api' }, { timeoutMs: 60 });
       expect(error.code).to.equal(grpc.status.DEADLINE_EXCEEDED);
       await new Promise((resolve) => setTimeout(resolve, 50));
       expect(decided).to.equal(0);
@@ -293,7 +279,7 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
         },
       } as unknown as DecisionService;
       await start({ decisions: broken });
-      const error = await callError(client, 'CheckLimit', {});
+      const error = await callError(suite.client, 'CheckLimit', {});
       expect(error.code).to.equal(grpc.status.INTERNAL);
       expect(error.details).to.equal('internal error');
     });
@@ -302,16 +288,16 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
   describe('grpc.health.v1.Health', () => {
     it('Check reports SERVING when ready and NOT_SERVING while starting or draining', async () => {
       await start({ notReady: true });
-      const health = healthClient(fixture.target);
+      const health = healthClient(suite.fixture.target);
       try {
         for (const service of ['', 'rl.v1.RateLimitService', 'envoy.service.ratelimit.v3.RateLimitService']) {
           expect(await unary(health, 'Check', { service }), service).to.deep.equal({ status: 'NOT_SERVING' });
         }
-        fixture.readiness.markReady();
+        suite.fixture.readiness.markReady();
         for (const service of ['', 'rl.v1.RateLimitService']) {
           expect(await unary(health, 'Check', { service }), service).to.deep.equal({ status: 'SERVING' });
         }
-        fixture.readiness.markDraining();
+        suite.fixture.readiness.markDraining();
         expect(await unary(health, 'Check', {})).to.deep.equal({ status: 'NOT_SERVING' });
         const unknown = await callError(health, 'Check', { service: 'no.such.Service' });
         expect(unknown.code).to.equal(grpc.status.NOT_FOUND);
@@ -322,14 +308,14 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
 
     it('Watch streams the current status and every change', async () => {
       await start();
-      const health = healthClient(fixture.target);
+      const health = healthClient(suite.fixture.target);
       try {
         const call = (health as any).Watch({ service: 'rl.v1.RateLimitService' }) as grpc.ClientReadableStream<{ status: string }>;
         const statuses: string[] = [];
         const twoSeen = new Promise<void>((resolve, reject) => {
           call.on('data', (message) => {
             statuses.push(message.status);
-            if (statuses.length === 1) fixture.readiness.markDraining();
+            if (statuses.length === 1) suite.fixture.readiness.markDraining();
             if (statuses.length === 2) resolve();
           });
           call.on('error', (error: grpc.ServiceError) => {
@@ -368,7 +354,7 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
 
     it('shuts down promptly even with an open health Watch', async () => {
       await start();
-      const health = healthClient(fixture.target);
+      const health = healthClient(suite.fixture.target);
       const call = (health as any).Watch({ service: '' }) as grpc.ClientReadableStream<{ status: string }>;
       const ended = new Promise<void>((resolve) => {
         call.on('error', () => resolve());
@@ -377,26 +363,10 @@ describe('gRPC server (rl.v1.RateLimitService)', () => {
       call.on('data', () => {});
       await new Promise((resolve) => call.once('data', resolve));
       const started = Date.now();
-      await shutdownGrpcServer(fixture.server, 5000);
+      await shutdownGrpcServer(suite.fixture.server, 5000);
       expect(Date.now() - started).to.be.below(1000);
       await ended;
       health.close();
     });
   });
 });
-
-function noMatch(): Decision {
-  return {
-    allowed: true,
-    action: 'allow',
-    reason: 'no_matching_policy',
-    matched_policy_id: '',
-    remaining: 0,
-    retry_after: 0,
-    reset_after: 0,
-    limit: 0,
-    window: 0,
-    shadow_mode: false,
-    metadata: {},
-  };
-}

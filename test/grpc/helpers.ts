@@ -12,6 +12,7 @@ import { PROTO_DIR, PROTO_FILES } from '../../src/grpc/protos.js';
 import { Readiness } from '../../src/lifecycle/readiness.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import type { Policy } from '../../src/policy/types.js';
+import { setLogLevel } from '../../src/util/log.js';
 
 /** A whole-day instant in the future: every window that divides a day starts here. */
 export const T0 = Date.UTC(2031, 0, 1);
@@ -67,9 +68,9 @@ export async function startGrpc(policies: Policy[], options: FixtureOptions = {}
     envoyHeaderDescriptors: options.envoyHeaderDescriptors,
     envoyConsumeAll: options.envoyConsumeAll,
   });
-  const port = await bindGrpcServer(server, { host: '127.0.0.1', port: 0 }, grpc.ServerCredentials.createInsecure());
+  const { port, target } = await bindLocal(server);
   return {
-    target: `127.0.0.1:${port}`,
+    target,
     port,
     server,
     readiness,
@@ -92,6 +93,12 @@ const CLIENT_OPTIONS: protoLoader.Options = {
 function clientConstructor(file: string, service: string): grpc.ServiceClientConstructor {
   const definition = protoLoader.loadSync(file, CLIENT_OPTIONS);
   return grpc.makeClientConstructor(definition[service] as grpc.ServiceDefinition, service);
+}
+
+/** Binds `server` insecurely on 127.0.0.1 with a free port. */
+export async function bindLocal(server: grpc.Server): Promise<{ port: number; target: string }> {
+  const port = await bindGrpcServer(server, { host: '127.0.0.1', port: 0 }, grpc.ServerCredentials.createInsecure());
+  return { port, target: `127.0.0.1:${port}` };
 }
 
 export function rateLimitClient(target: string, credentials = grpc.credentials.createInsecure()): grpc.Client {
@@ -138,4 +145,39 @@ export async function callError(client: grpc.Client, method: string, request: un
     if ((error as grpc.ServiceError).code === undefined) throw error;
     return error as grpc.ServiceError;
   }
+}
+
+export interface GrpcSuite {
+  /** The fixture and client of the running test; set by start(). */
+  readonly fixture: GrpcFixture;
+  readonly client: grpc.Client;
+  /** Starts a fixture over `policies` (default the suite's) with a client on it; both closed after the test. */
+  start(options?: FixtureOptions, policies?: Policy[]): Promise<GrpcFixture>;
+}
+
+/** One fixture and client per test of the enclosing describe(), with logging silenced for the block. */
+export function grpcSuite(policies: Policy[], connect: (target: string) => grpc.Client): GrpcSuite {
+  let fixture: GrpcFixture | undefined;
+  let client: grpc.Client | undefined;
+  before(() => setLogLevel('silent'));
+  after(() => setLogLevel('info'));
+  afterEach(async () => {
+    client?.close();
+    await fixture?.close();
+  });
+  return {
+    get fixture() {
+      if (fixture === undefined) throw new Error('grpcSuite: fixture read before start()');
+      return fixture;
+    },
+    get client() {
+      if (client === undefined) throw new Error('grpcSuite: client read before start()');
+      return client;
+    },
+    async start(options = {}, own = policies) {
+      fixture = await startGrpc(own, options);
+      client = connect(fixture.target);
+      return fixture;
+    },
+  };
 }

@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { expect } from 'chai';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { counterKeys } from '../../src/counters/keys.js';
-import { bindGrpcServer, createGrpcServer, shutdownGrpcServer } from '../../src/grpc/server.js';
+import { createGrpcServer, shutdownGrpcServer } from '../../src/grpc/server.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { Readiness } from '../../src/lifecycle/readiness.js';
 import { SERVICE_NAMES, serviceDefinition } from '../../src/grpc/protos.js';
@@ -15,6 +15,7 @@ import type { CounterStore } from '../../src/counters/counter-store.js';
 import type { Policy } from '../../src/policy/types.js';
 import { SimulatedEnvoy } from '../support/envoy-rlqs-client.js';
 import { makePolicy } from '../support/policies.js';
+import { bindLocal } from './helpers.js';
 
 const PREFIX = 'rlqs-test:';
 const BUCKET = { user_id: 'alice', route: 'checkout' };
@@ -64,9 +65,9 @@ async function start(policies: Policy[], options: { idleMs?: number; store?: Cou
       }
     : undefined;
   const server = createGrpcServer({ decisions, readiness, maxMessageBytes: 1 << 20, rlqs: hub, authenticate: authenticate as never });
-  const port = await bindGrpcServer(server, { host: '127.0.0.1', port: 0 }, grpc.ServerCredentials.createInsecure());
+  const { target } = await bindLocal(server);
   return {
-    target: `127.0.0.1:${port}`,
+    target,
     hub,
     counters,
     matcher,

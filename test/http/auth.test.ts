@@ -127,21 +127,26 @@ describe('HTTP auth guard', () => {
 
   describe('access classification', () => {
     it('decision calls are "decide", GET/HEAD/OPTIONS and validate are "read", everything else is "write"', () => {
-      expect(accessOf('POST', '/rl/v1/check')).to.equal('decide');
-      expect(accessOf('POST', '/rl/v1/acquire')).to.equal('decide');
-      expect(accessOf('POST', '/rl/v1/release/')).to.equal('decide');
-      // docs/tenants.md: a refund takes the same credentials as check.
-      expect(accessOf('POST', '/rl/v1/refund')).to.equal('decide');
-      expect(accessOf('GET', '/rl/v1/policies')).to.equal('read');
-      expect(accessOf('HEAD', '/rl/v1/policies/a')).to.equal('read');
-      expect(accessOf('OPTIONS', '/rl/v1/check')).to.equal('read');
-      expect(accessOf('POST', '/rl/v1/policies/validate')).to.equal('read');
-      expect(accessOf('POST', '/rl/v1/policies')).to.equal('write');
-      expect(accessOf('POST', '/rl/v1/policies/validate/rollout')).to.equal('write');
-      expect(accessOf('POST', '/rl/v1/checkx')).to.equal('write');
-      expect(accessOf('PUT', '/rl/v1/check')).to.equal('write');
-      for (const method of ['PUT', 'PATCH', 'DELETE']) expect(accessOf(method, '/rl/v1/policies/a')).to.equal('write');
-      expect(accessOf('POST', '/anything/new')).to.equal('write');
+      const cases: [method: string, path: string, access: string][] = [
+        ['POST', '/rl/v1/check', 'decide'],
+        ['POST', '/rl/v1/acquire', 'decide'],
+        ['POST', '/rl/v1/release/', 'decide'],
+        // docs/tenants.md: a refund takes the same credentials as check.
+        ['POST', '/rl/v1/refund', 'decide'],
+        ['GET', '/rl/v1/policies', 'read'],
+        ['HEAD', '/rl/v1/policies/a', 'read'],
+        ['OPTIONS', '/rl/v1/check', 'read'],
+        ['POST', '/rl/v1/policies/validate', 'read'],
+        ['POST', '/rl/v1/policies', 'write'],
+        ['POST', '/rl/v1/policies/validate/rollout', 'write'],
+        ['POST', '/rl/v1/checkx', 'write'],
+        ['PUT', '/rl/v1/check', 'write'],
+        ['PUT', '/rl/v1/policies/a', 'write'],
+        ['PATCH', '/rl/v1/policies/a', 'write'],
+        ['DELETE', '/rl/v1/policies/a', 'write'],
+        ['POST', '/anything/new', 'write'],
+      ];
+      for (const [method, path, access] of cases) expect(accessOf(method, path), `${method} ${path}`).to.equal(access);
     });
   });
 

@@ -1,13 +1,12 @@
 import { expect } from 'chai';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { SECURITY_HEADERS } from '../../src/http/headers.js';
 import { DOCS_CSP } from '../../src/http/routes/openapi.js';
 import { OPERATIONS } from '../../src/schema/openapi.js';
 import { launchBrowser } from '../support/browser.js';
-import { startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { serverProcessSuite } from '../support/server-suite.js';
 
 /**
  * GET /rl/v1/docs on the real server (a child process with authentication on): the page and its
@@ -22,26 +21,12 @@ const SWAGGER_DIR = dirname(createRequire(import.meta.url).resolve('swagger-ui-d
 
 describe('API reference page (GET /rl/v1/docs)', function () {
   this.timeout(60_000);
-  let dataDir: string;
-  let server: ServerProcessHandle;
-
-  before(async () => {
-    dataDir = mkdtempSync(join(tmpdir(), 'rl-docs-'));
-    server = await startServerProcess({
-      RL_DATA_DIR: dataDir,
-      RL_AUTH_ENABLED: 'true',
-      RL_AUTH_MODE: 'apikey',
-      RL_AUTH_API_KEYS: 'docs-test-admin-key',
-      RL_LOG_LEVEL: 'error',
-    });
-  });
-  after(async () => {
-    await server?.stop();
-    rmSync(dataDir, { recursive: true, force: true });
+  const suite = serverProcessSuite('rl-docs-', {
+    env: () => ({ RL_AUTH_ENABLED: 'true', RL_AUTH_MODE: 'apikey', RL_AUTH_API_KEYS: 'docs-test-admin-key', RL_LOG_LEVEL: 'error' }),
   });
 
   it('serves the page, its script and Swagger UI from this server without credentials, under the relaxed CSP', async () => {
-    const page = await fetch(`${server.url}/rl/v1/docs`);
+    const page = await fetch(`${suite.server.url}/rl/v1/docs`);
     expect(page.status).to.equal(200);
     expect(page.headers.get('content-type')).to.equal('text/html; charset=utf-8');
     expect(page.headers.get('content-security-policy')).to.equal(DOCS_CSP);
@@ -55,24 +40,24 @@ describe('API reference page (GET /rl/v1/docs)', function () {
       ['/rl/v1/docs/swagger-ui.css', 'text/css; charset=utf-8', 'swagger-ui.css'],
       ['/rl/v1/docs/swagger-ui-bundle.js', 'text/javascript; charset=utf-8', 'swagger-ui-bundle.js'],
     ]) {
-      const asset = await fetch(`${server.url}${path}`);
+      const asset = await fetch(`${suite.server.url}${path}`);
       expect(asset.status, path).to.equal(200);
       expect(asset.headers.get('content-type'), path).to.equal(type);
       expect(asset.headers.get('content-security-policy'), path).to.equal(DOCS_CSP);
       expect(Buffer.from(await asset.arrayBuffer()).equals(readFileSync(join(SWAGGER_DIR, file))), path).to.equal(true);
     }
-    const init = await fetch(`${server.url}/rl/v1/docs/docs-init.js`);
+    const init = await fetch(`${suite.server.url}/rl/v1/docs/docs-init.js`);
     expect(init.status).to.equal(200);
     expect(init.headers.get('content-security-policy')).to.equal(DOCS_CSP);
     expect(await init.text()).to.contain('"/rl/v1/openapi.json"');
   });
 
   it('keeps the strict CSP everywhere else, the document included; other files and the API still need credentials', async () => {
-    const document = await fetch(`${server.url}/rl/v1/openapi.json`);
+    const document = await fetch(`${suite.server.url}/rl/v1/openapi.json`);
     expect(document.status).to.equal(200);
     expect(document.headers.get('content-security-policy')).to.equal(STRICT_CSP);
     for (const path of ['/healthz', '/rl/v1/policies', '/rl/v1/docs/index.html', '/rl/v1/docs/../../../package.json', '/rl/v1/docs/swagger-ui.js']) {
-      const response = await fetch(`${server.url}${path}`);
+      const response = await fetch(`${suite.server.url}${path}`);
       expect(response.headers.get('content-security-policy'), path).to.equal(STRICT_CSP);
       if (path !== '/healthz') expect(response.status, path).to.equal(401);
     }
@@ -92,7 +77,7 @@ describe('API reference page (GET /rl/v1/docs)', function () {
         if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) problems.push(message.text());
       });
       page.on('pageerror', (error) => problems.push(String(error)));
-      await page.goto(`${server.url}/rl/v1/docs`);
+      await page.goto(`${suite.server.url}/rl/v1/docs`);
       await page.locator('.opblock').first().waitFor();
       expect(await page.locator('.opblock').count()).to.equal(OPERATIONS.length);
       expect(await page.locator('.info .title').innerText()).to.contain('Rate-limit decision service');

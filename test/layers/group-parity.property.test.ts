@@ -12,7 +12,7 @@ import { expect } from 'chai';
 import calculateSlot from 'cluster-key-slot';
 import fc from 'fast-check';
 import type { CounterResult, CounterStore, GroupOperation, GroupOutcome } from '../../src/counters/counter-store.js';
-import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import type { CounterSpec, ConcurrencySpec, RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import type { RedisCounterStore } from '../../src/redis/redis-store.js';
@@ -47,7 +47,7 @@ const scenarioArb = fc.record({ specs: fc.array(specArb, { minLength: 1, maxLeng
 function operationsOf(specs: CounterSpec[], keys: string[][], step: Extract<Step, { kind: 'group' }>): GroupOperation[] {
   return specs.map((spec, i): GroupOperation =>
     spec.type === 'concurrency'
-      ? { op: 'acquire', keys: keys[i], spec, leaseId: `l${step.lease}`, soft: step.soft[i] }
+      ? { op: 'acquire', keys: keys[i], spec, slotId: `l${step.lease}`, soft: step.soft[i] }
       : { op: 'consume', keys: keys[i], spec, cost: step.cost, soft: step.soft[i] },
   );
 }
@@ -55,7 +55,7 @@ function operationsOf(specs: CounterSpec[], keys: string[][], step: Extract<Step
 /** What every counter answers to a check now, read without writing (a concurrency counter: for a fresh lease). */
 async function peekAll(store: MemoryCounterStore, specs: CounterSpec[], keys: string[][], now: number): Promise<CounterResult[]> {
   const checks = specs.map((spec, i): GroupOperation =>
-    spec.type === 'concurrency' ? { op: 'acquire', keys: keys[i], spec, leaseId: 'probe' } : { op: 'consume', keys: keys[i], spec, cost: 1 },
+    spec.type === 'concurrency' ? { op: 'acquire', keys: keys[i], spec, slotId: 'probe' } : { op: 'consume', keys: keys[i], spec, cost: 1 },
   );
   // One more operation that no counter can admit refuses the group: it runs nothing, a pure read.
   const never: RateSpec = { type: 'fixed_window', limit: 1, windowMs: 1000 };

@@ -43,12 +43,18 @@ describe('Layers on Redis: a layer whose counter fails inside the group', functi
     await admin.rpush(keys[0], 'not a bucket');
   }
 
-  it('fail_open: admitted by the failing layer, and the other layer still counts every admitted check', async () => {
+  /** A service in `failureMode` whose first check is admitted, after which the token bucket breaks. */
+  async function brokenAfterOneCheck(failureMode: 'fail_open' | 'fail_closed') {
     const prefix = randomPrefix();
-    const decisions = service(prefix, 'fail_open');
+    const decisions = service(prefix, failureMode);
     const check = () => decisions.check(parseRequestContext({ user_id: 'u' }));
     expect((await check()).allowed).to.equal(true);
     await breakBucket(prefix);
+    return { decisions, check };
+  }
+
+  it('fail_open: admitted by the failing layer, and the other layer still counts every admitted check', async () => {
+    const { check } = await brokenAfterOneCheck('fail_open');
     const allowed = [];
     for (let i = 0; i < 5; i++) allowed.push((await check()).allowed);
     // The fixed window of 3 admitted one before the bucket broke, so two more, then it refuses.
@@ -56,11 +62,7 @@ describe('Layers on Redis: a layer whose counter fails inside the group', functi
   });
 
   it('fail_closed: refused by the failing layer, and the other layer gives back what it took', async () => {
-    const prefix = randomPrefix();
-    const decisions = service(prefix, 'fail_closed');
-    const check = () => decisions.check(parseRequestContext({ user_id: 'u' }));
-    expect((await check()).allowed).to.equal(true);
-    await breakBucket(prefix);
+    const { decisions, check } = await brokenAfterOneCheck('fail_closed');
     for (let i = 0; i < 3; i++) expect((await check()).allowed).to.equal(false);
     const peek = await decisions.check(parseRequestContext({ user_id: 'u', quantity: 0 }));
     const counted = (peek.layers ?? []).find((l) => l.layer === 'b');

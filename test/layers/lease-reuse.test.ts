@@ -1,5 +1,5 @@
 /**
- * A refused acquire gives back only what it took: when its lease id already holds a slot in a layer (a
+ * A refused acquire gives back only what it took: when its slot id already holds a slot in a layer (a
  * request id acquired again), that layer's acquire only refreshed the slot, and releasing it would free
  * the earlier, admitted acquire's hold. Shown on every kind of store: the memory store and a single
  * Redis (one group: a refused group writes nothing, so nothing is given back), a store without groups
@@ -9,7 +9,7 @@
 import { expect } from 'chai';
 import calculateSlot from 'cluster-key-slot';
 import type { CounterStore } from '../../src/counters/counter-store.js';
-import type { LeaseSpec } from '../../src/counters/counter-spec.js';
+import type { ConcurrencySpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
@@ -38,7 +38,7 @@ function service(store: CounterStore, orgMax: number, compensations: string[]) {
 
 function reuseSuite(name: string, makeStore: () => Promise<CounterStore>, givesBack: boolean) {
   describe(name, () => {
-    it('a refused re-acquire keeps the slot its lease id already held', async () => {
+    it('a refused re-acquire keeps the slot its slot id already held', async () => {
       const compensations: string[] = [];
       const acquire = service(await makeStore(), 2, compensations);
       expect((await acquire('a', 'r1')).allowed).to.equal(true);
@@ -74,12 +74,12 @@ function reuseSuite(name: string, makeStore: () => Promise<CounterStore>, givesB
   });
 }
 
-describe('layers: a refused acquire and a lease id held before', function () {
+describe('layers: a refused acquire and a slot id held before', function () {
   this.timeout(60_000);
   forEachLayerStore(reuseSuite);
 
-  it("on a Cluster, user b's and org o's lease sets live in different slots (the give-back above is across slots)", () => {
-    const spec: LeaseSpec = { type: 'concurrency', maxConcurrency: 1, leaseTtlMs: 60_000 };
+  it("on a Cluster, user b's and org o's slot sets live in different slots (the give-back above is across slots)", () => {
+    const spec: ConcurrencySpec = { type: 'concurrency', maxConcurrency: 1, leaseTtlMs: 60_000 };
     const user = counterKeys('p:', 'jobs-user', spec, ['b'])[0];
     const org = counterKeys('p:', 'jobs-org', spec, ['o'])[0];
     expect(calculateSlot(user)).to.not.equal(calculateSlot(org));

@@ -4,7 +4,7 @@ import type { RequestContext } from '../../src/model/request-context.js';
 import { canonicalMethod } from '../../src/model/http-method.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { DecisionService } from '../../src/decision/decision-service.js';
-import { leaseIdOf } from '../../src/decision/lease-id.js';
+import { slotIdOf } from '../../src/decision/slot-id.js';
 import { LiveMatcher } from '../../src/matching/live-matcher.js';
 import { Matcher } from '../../src/matching/matcher.js';
 import type { Policy } from '../../src/policy/types.js';
@@ -93,8 +93,8 @@ describe('matching: HTTP method names', () => {
   });
 
   it('a lease named by its fields is one lease whatever the method name\'s case: a release spelt `POST` frees an acquire spelt `post`', async () => {
-    expect(leaseIdOf(req({ job_type: 'export', method: 'post' }))).to.equal(leaseIdOf(req({ job_type: 'export', method: 'POST' })));
-    expect(leaseIdOf(req({ job_type: 'export', method: 'purge' }))).to.not.equal(leaseIdOf(req({ job_type: 'export', method: 'PURGE' })));
+    expect(slotIdOf(req({ job_type: 'export', method: 'post' }))).to.equal(slotIdOf(req({ job_type: 'export', method: 'POST' })));
+    expect(slotIdOf(req({ job_type: 'export', method: 'purge' }))).to.not.equal(slotIdOf(req({ job_type: 'export', method: 'PURGE' })));
     const jobs = { ...policy('jobs', { job_type: 'export' }), algorithm: { type: 'concurrency', max_concurrency: 1 } } as Policy;
     const service = new DecisionService({ policies: new LiveMatcher([jobs]), counters: new MemoryCounterStore(), keyPrefix: '' });
     expect(await service.acquire(req({ job_type: 'export', method: 'post' }))).to.deep.include({ allowed: true, reason: 'lease_acquired' });

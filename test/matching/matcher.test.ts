@@ -444,7 +444,7 @@ describe('Matcher', () => {
       return ctx as RequestContext;
     }
 
-    /** The contract, written as plainly as possible. */
+    /** The matching rule (docs/reference.md "Matching and specificity"), written as plainly as possible. */
     function reference(policies: Policy[], ctx: RequestContext, family: PolicyFamily, nowMs: number) {
       const candidates: { p: Policy; spec: number; identity: string[] }[] = [];
       for (const p of policies) {

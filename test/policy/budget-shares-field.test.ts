@@ -14,13 +14,9 @@ import { validatePolicy } from '../../src/policy/validate.js';
 import { PolicySchema } from '../../src/schema/policy.js';
 import { postJson } from '../support/http.js';
 import { servePolicyApi, type PolicyApi } from '../support/policy-api.js';
+import { invalidFields } from '../support/policies.js';
 
 const base = { policy_id: 'shared', scope: { service: 'api' }, budget: 'global', algorithm: { type: 'fixed_window', limit: 10, window: '1m' } };
-
-function fieldsOf(raw: unknown): string[] {
-  const result = validatePolicy(raw);
-  return result.ok ? [] : result.errors.map((e) => e.field);
-}
 
 describe('policy field "budget_shares"', () => {
   it('is accepted beside budget "global" on fixed and sliding windows and quota, and kept as given', () => {
@@ -44,20 +40,20 @@ describe('policy field "budget_shares"', () => {
 
   it('is refused naming "budget_shares" without budget "global", on bucket-shaped and other algorithms, and when malformed', () => {
     const shares = { eu: 1 };
-    expect(fieldsOf({ ...base, budget: undefined, budget_shares: shares })).to.deep.equal(['budget_shares']);
-    expect(fieldsOf({ ...base, budget: 'regional', budget_shares: shares })).to.deep.equal(['budget_shares']);
+    expect(invalidFields({ ...base, budget: undefined, budget_shares: shares })).to.deep.equal(['budget_shares']);
+    expect(invalidFields({ ...base, budget: 'regional', budget_shares: shares })).to.deep.equal(['budget_shares']);
     for (const algorithm of [
       { type: 'token_bucket', limit: 10, window: '1s' },
       { type: 'leaky_bucket', limit: 10, window: '1s' },
       { type: 'concurrency', max_concurrency: 2 },
     ]) {
-      expect(fieldsOf({ ...base, algorithm, budget_shares: shares }), algorithm.type).to.deep.equal(['budget_shares']);
+      expect(invalidFields({ ...base, algorithm, budget_shares: shares }), algorithm.type).to.deep.equal(['budget_shares']);
     }
     for (const budget_shares of [{}, [1], 'eu', 3, { EU: 1 }, { 'e u': 1 }, { ['x'.repeat(33)]: 1 }, { '**': 1 }, { eu: 0 }, { eu: -1 }, { eu: 1.5 }, { eu: '1' }, { eu: 1_000_001 }]) {
-      expect(fieldsOf({ ...base, budget_shares }), JSON.stringify(budget_shares)).to.deep.equal(['budget_shares']);
+      expect(invalidFields({ ...base, budget_shares }), JSON.stringify(budget_shares)).to.deep.equal(['budget_shares']);
     }
     expect(validatePolicy({ ...base, budget_shares: { eu: 0 } })).to.have.nested.property('errors[0].message').that.matches(/integers from 1/);
-    expect(fieldsOf({ ...base, budget_shares: null })).to.deep.equal([]);
+    expect(invalidFields({ ...base, budget_shares: null })).to.deep.equal([]);
   });
 
   it('compiles to floor(limit × w / W) per named region, the rest common', () => {

@@ -8,15 +8,11 @@ import { expect } from 'chai';
 import { validatePolicy } from '../../src/policy/validate.js';
 import { PolicySchema } from '../../src/schema/policy.js';
 import { servePolicyApi, type PolicyApi } from '../support/policy-api.js';
+import { invalidFields } from '../support/policies.js';
 import { postJson } from '../support/http.js';
 import { Value } from '@sinclair/typebox/value';
 
 const base = { policy_id: 'leased', scope: { service: 'api' }, algorithm: { type: 'fixed_window', limit: 10, window: '1s' } };
-
-function fieldsOf(raw: unknown): string[] {
-  const result = validatePolicy(raw);
-  return result.ok ? [] : result.errors.map((e) => e.field);
-}
 
 describe('policy field "lease"', () => {
   it('is accepted on fixed_window, sliding_window_counter, token_bucket, leaky_bucket and quota, and kept as given', () => {
@@ -39,16 +35,16 @@ describe('policy field "lease"', () => {
   });
 
   it('is refused naming "lease" on sliding_window_log and concurrency', () => {
-    expect(fieldsOf({ ...base, algorithm: { type: 'sliding_window_log', limit: 10, window: '1s' }, lease: {} })).to.deep.equal(['lease']);
-    expect(fieldsOf({ ...base, algorithm: { type: 'concurrency', max_concurrency: 3 }, lease: { max_units: 5 } })).to.deep.equal(['lease']);
-    expect(fieldsOf({ ...base, lease: 'yes' })).to.deep.equal(['lease']);
+    expect(invalidFields({ ...base, algorithm: { type: 'sliding_window_log', limit: 10, window: '1s' }, lease: {} })).to.deep.equal(['lease']);
+    expect(invalidFields({ ...base, algorithm: { type: 'concurrency', max_concurrency: 3 }, lease: { max_units: 5 } })).to.deep.equal(['lease']);
+    expect(invalidFields({ ...base, lease: 'yes' })).to.deep.equal(['lease']);
   });
 
   it('names lease.max_units and lease.max_hold when out of range or malformed', () => {
-    for (const max_units of [0, 1_000_001, 1.5, '10', -1]) expect(fieldsOf({ ...base, lease: { max_units } })).to.deep.equal(['lease.max_units']);
-    for (const max_hold of ['99ms', '61s', '2m', 1000, 'soon', '']) expect(fieldsOf({ ...base, lease: { max_hold } })).to.deep.equal(['lease.max_hold']);
-    expect(fieldsOf({ ...base, lease: { max_units: 0, max_hold: '1h' } })).to.deep.equal(['lease.max_units', 'lease.max_hold']);
-    expect(fieldsOf({ ...base, lease: { chunk: 5 } })).to.deep.equal(['lease.chunk']);
+    for (const max_units of [0, 1_000_001, 1.5, '10', -1]) expect(invalidFields({ ...base, lease: { max_units } })).to.deep.equal(['lease.max_units']);
+    for (const max_hold of ['99ms', '61s', '2m', 1000, 'soon', '']) expect(invalidFields({ ...base, lease: { max_hold } })).to.deep.equal(['lease.max_hold']);
+    expect(invalidFields({ ...base, lease: { max_units: 0, max_hold: '1h' } })).to.deep.equal(['lease.max_units', 'lease.max_hold']);
+    expect(invalidFields({ ...base, lease: { chunk: 5 } })).to.deep.equal(['lease.chunk']);
   });
 
   it('a stored policy with a lease matches the Policy schema', () => {

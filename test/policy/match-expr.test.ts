@@ -13,7 +13,7 @@ function ctx(fields: Record<string, unknown>): RequestContext {
 }
 
 describe('compileMatchExpr', () => {
-  it('evaluates the contract example', () => {
+  it('evaluates the documented example', () => {
     const f = compile('severity in ["debug","info"] && tags["env"] == "prod"');
     expect(f(ctx({ severity: 'debug', tags: { env: 'prod' } }))).to.equal(true);
     expect(f(ctx({ severity: 'info', tags: { env: 'prod' } }))).to.equal(true);

@@ -34,26 +34,29 @@ function withAlg(alg: Record<string, unknown>, extra: Record<string, unknown> = 
   return { policy_id: 'p1', algorithm: alg, ...extra };
 }
 
+/** base() with every default of the contract applied. */
+const BASE_WITH_DEFAULTS = {
+  policy_id: 'p1',
+  name: 'p1',
+  description: '',
+  enabled: true,
+  priority: 0,
+  scope: {},
+  algorithm: { type: 'fixed_window', limit: 10, window: '1m' },
+  action: 'deny',
+  failure_mode: 'fail_open',
+  enforcement_mode: 'enforce',
+  rollout_percent: 100,
+  metadata: {},
+  valid_from_unix: 0,
+  valid_to_unix: 0,
+};
+
 describe('validatePolicy', () => {
   describe('defaults', () => {
-    it('applies every default of the contract', () => {
+    it('applies every documented default', () => {
       const p = ok(base());
-      expect(JSON.parse(JSON.stringify(p))).to.deep.equal({
-        policy_id: 'p1',
-        name: 'p1',
-        description: '',
-        enabled: true,
-        priority: 0,
-        scope: {},
-        algorithm: { type: 'fixed_window', limit: 10, window: '1m' },
-        action: 'deny',
-        failure_mode: 'fail_open',
-        enforcement_mode: 'enforce',
-        rollout_percent: 100,
-        metadata: {},
-        valid_from_unix: 0,
-        valid_to_unix: 0,
-      });
+      expect(JSON.parse(JSON.stringify(p))).to.deep.equal(BASE_WITH_DEFAULTS);
     });
 
     it('keeps explicit values', () => {
@@ -448,20 +451,12 @@ describe('validatePolicy', () => {
     it('normalises to the Policy shape', () => {
       const p = ok(quota());
       expect(JSON.parse(JSON.stringify(p))).to.deep.equal({
+        ...BASE_WITH_DEFAULTS,
         policy_id: 'q1',
         name: 'q1',
-        description: '',
-        enabled: true,
-        priority: 0,
         scope: { resource: 'llm' },
         algorithm: { type: 'quota', limit: 1000, quota_period: '3600s' },
-        action: 'deny',
-        failure_mode: 'fail_open',
-        enforcement_mode: 'enforce',
-        rollout_percent: 100,
         metadata: { team: 'ml' },
-        valid_from_unix: 0,
-        valid_to_unix: 0,
       });
       expect(counterSpecOf(p.algorithm)).to.deep.equal({ type: 'quota', limit: 1000, periodMs: 3_600_000 });
     });

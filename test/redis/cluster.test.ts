@@ -5,7 +5,7 @@
  */
 import { expect } from 'chai';
 import type { CounterStore } from '../../src/counters/counter-store.js';
-import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import type { CounterSpec, ConcurrencySpec, RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import type { RedisCounterStore } from '../../src/redis/redis-store.js';
 import {
@@ -34,7 +34,7 @@ const NASTY: { policyId: string; identity: string[] }[] = [
 /** One use of a counter: a cost-1 consume, or an acquire of lease `id`. */
 function use(store: CounterStore, keys: string[], spec: CounterSpec, now: number, id = 'lease') {
   return spec.type === 'concurrency'
-    ? store.acquire(keys, spec as LeaseSpec, id, now)
+    ? store.acquire(keys, spec as ConcurrencySpec, id, now)
     : store.consume(keys, spec as RateSpec, 1, now);
 }
 
@@ -110,7 +110,7 @@ describe('Redis Cluster (3 masters)', function () {
     prefix = randomPrefix();
   });
 
-  describe('the contract scenarios', () => {
+  describe('the counter scenarios', () => {
     for (const [algorithm, scenarios] of Object.entries(COUNTER_SCENARIOS)) {
       it(`${algorithm}: ${scenarios.length} scenarios`, async () => {
         for (const scenario of scenarios) await runScenario(store, keys, scenario, `cluster-${scenario.name}`);
@@ -224,7 +224,7 @@ describe('Redis Sentinel (one master, one sentinel)', function () {
     await sentinel?.stop();
   });
 
-  it('runs the contract scenarios of every algorithm through redis+sentinel://', async () => {
+  it('runs the counter scenarios of every algorithm through redis+sentinel://', async () => {
     const prefix = randomPrefix();
     for (const scenarios of Object.values(COUNTER_SCENARIOS)) {
       for (const scenario of scenarios) {

@@ -5,10 +5,9 @@
  */
 import { expect } from 'chai';
 import type { CounterResult } from '../../src/counters/counter-store.js';
-import type { LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import type { ConcurrencySpec, RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
-import type { RedisCounterStore } from '../../src/redis/redis-store.js';
-import { connectRedisStore, getSuiteRedis } from '../support/counter-stores.js';
+import { twoRedisNodes } from '../support/counter-stores.js';
 import { randomPrefix } from '../support/redis.js';
 
 const DAY = 86_400_000;
@@ -43,27 +42,14 @@ function sleep(ms: number): Promise<void> {
 
 describe('concurrency: two server nodes on one Redis', function () {
   this.timeout(30_000);
-  let nodeA: RedisCounterStore;
-  let nodeB: RedisCounterStore;
+  const nodes = twoRedisNodes();
   let prefix: string;
-
-  before(async () => {
-    const redis = await getSuiteRedis();
-    // Generous timeouts: 1,000 commands in flight on a 2-core machine must not time out.
-    nodeA = connectRedisStore(redis.url, { commandTimeoutMs: 10_000 });
-    nodeB = connectRedisStore(redis.url, { commandTimeoutMs: 10_000 });
-    await Promise.all([nodeA.waitUntilReady(), nodeB.waitUntilReady()]);
-  });
-
-  after(async () => {
-    await Promise.all([nodeA?.close(), nodeB?.close()]);
-  });
 
   beforeEach(() => {
     prefix = randomPrefix();
   });
 
-  const node = (i: number) => (i % 2 === 0 ? nodeA : nodeB);
+  const node = (i: number) => (i % 2 === 0 ? nodes.a : nodes.b);
 
   for (const spec of RATE_SPECS) {
     it(`${spec.type}: 1,000 parallel consumes against limit 100 admit exactly 100`, async () => {
@@ -88,12 +74,12 @@ describe('concurrency: two server nodes on one Redis', function () {
     const taken = results.reduce((sum, r, i) => sum + (r.allowed ? costs[i] : 0), 0);
     expect(taken).to.be.at.most(100);
     // The counter holds exactly what was admitted.
-    const final = await nodeA.consume(keys, spec, 1);
+    const final = await nodes.a.consume(keys, spec, 1);
     expect(final.remaining + (final.allowed ? 1 : 0)).to.equal(100 - taken);
   });
 
   describe('leases', () => {
-    const spec: LeaseSpec = { type: 'concurrency', maxConcurrency: 10, leaseTtlMs: 60_000 };
+    const spec: ConcurrencySpec = { type: 'concurrency', maxConcurrency: 10, leaseTtlMs: 60_000 };
 
     it('parallel acquires through two nodes never exceed max_concurrency', async () => {
       const keys = counterKeys(prefix, 'leases', spec, ['t']);
@@ -134,30 +120,30 @@ describe('concurrency: two server nodes on one Redis', function () {
       const results = await Promise.all(ops);
       for (const r of results) expect(r.remaining).to.be.within(0, 10);
       // Release everything that may be held, then the limiter must be whole again.
-      await Promise.all(Array.from({ length: 25 }, (_, i) => nodeB.release(keys, spec, `s-${i}`)));
+      await Promise.all(Array.from({ length: 25 }, (_, i) => nodes.b.release(keys, spec, `s-${i}`)));
       const fresh = await Promise.all(Array.from({ length: 11 }, (_, i) => node(i).acquire(keys, spec, `f-${i}`)));
       expect(fresh.filter((r) => r.allowed)).to.have.length(10);
     });
 
     it('an unreleased lease frees its slot after lease_ttl (real time, Redis clock)', async () => {
       // A TTL long enough that the checks before it never race it: no check here depends on how fast the machine is.
-      const short: LeaseSpec = { type: 'concurrency', maxConcurrency: 1, leaseTtlMs: 1000 };
+      const short: ConcurrencySpec = { type: 'concurrency', maxConcurrency: 1, leaseTtlMs: 1000 };
       const keys = counterKeys(prefix, 'ttl', short, ['t']);
       const sentAt = performance.now(); // the lease starts after this…
-      const first = await nodeA.acquire(keys, short, 'holder');
+      const first = await nodes.a.acquire(keys, short, 'holder');
       const answeredAt = performance.now(); // …and before this
       expect(first).to.include({ allowed: true, remaining: 0 });
-      const blocked = await nodeB.acquire(keys, short, 'waiter');
+      const blocked = await nodes.b.acquire(keys, short, 'waiter');
       expect(blocked.allowed).to.equal(false);
       expect(blocked.retryAfterMs).to.be.greaterThan(0).and.at.most(1000);
       await sleep(Math.max(0, sentAt + 200 - performance.now()));
-      const stillHeld = await nodeB.acquire(keys, short, 'waiter');
+      const stillHeld = await nodes.b.acquire(keys, short, 'waiter');
       expect(stillHeld.allowed, 'still held 200 ms into its 1 s TTL').to.equal(false);
       await sleep(Math.max(0, answeredAt + 1000 + 20 - performance.now()));
-      const after = await nodeB.acquire(keys, short, 'waiter');
+      const after = await nodes.b.acquire(keys, short, 'waiter');
       expect(after, 'lease expired after lease_ttl').to.include({ allowed: true, remaining: 0 });
       // The expired holder's lease is gone: releasing it finds nothing.
-      expect((await nodeA.release(keys, short, 'holder')).allowed).to.equal(false);
+      expect((await nodes.a.release(keys, short, 'holder')).allowed).to.equal(false);
     });
   });
 });

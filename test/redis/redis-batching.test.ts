@@ -7,7 +7,7 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import type { CounterResult } from '../../src/counters/counter-store.js';
-import type { CounterSpec, LeaseSpec, RateSpec } from '../../src/counters/counter-spec.js';
+import type { CounterSpec, ConcurrencySpec, RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import {
   connectRedisCounterStore,
@@ -15,11 +15,12 @@ import {
   type CounterStoreErrorEvent,
 } from '../../src/redis/redis-store.js';
 import { CounterStoreUnavailableError } from '../../src/errors.js';
-import { setLogLevel } from '../../src/util/log.js';
-import { randomPrefix, startPrivateRedisWithAdmin, stopPrivateRedisWithAdmin, type RedisHandle } from '../support/redis.js';
+import { privateRedisWithAdmin, randomPrefix } from '../support/redis.js';
 import { everySpec } from '../support/counter-specs.js';
 
 const HOUR = 3_600_000;
+/** The counter most tests here use: a fixed window of 100 an hour. */
+const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
 /** An explicit time inside one hour-long window, so no call straddles a window boundary. */
 const T = Math.floor(Date.now() / HOUR) * HOUR + 1_000;
 
@@ -28,7 +29,7 @@ const SPECS: CounterSpec[] = everySpec(3, HOUR, { rateUnits: 1 });
 /** One cost-1 use of a counter (an acquire of lease `id` for concurrency). */
 function use(store: RedisCounterStore, keys: string[], spec: CounterSpec, id: string): Promise<CounterResult> {
   return spec.type === 'concurrency'
-    ? store.acquire(keys, spec as LeaseSpec, id, T)
+    ? store.acquire(keys, spec as ConcurrencySpec, id, T)
     : store.consume(keys, spec as RateSpec, 1, T);
 }
 
@@ -43,23 +44,12 @@ async function settled<T>(promise: Promise<T>): Promise<{ value?: T; error?: unk
 
 describe('RedisCounterStore batching (private redis-server)', function () {
   this.timeout(30_000);
-  let redis: RedisHandle;
-  let admin: Redis;
+  const priv = privateRedisWithAdmin();
   let store: RedisCounterStore;
   let events: CounterStoreErrorEvent[];
 
-  before(async function () {
-    setLogLevel('silent');
-    ({ redis, admin } = await startPrivateRedisWithAdmin());
-  });
-
-  after(async function () {
-    await stopPrivateRedisWithAdmin({ redis, admin });
-    setLogLevel('info');
-  });
-
   async function connect(options: { commandTimeoutMs?: number; maxBatchSize?: number } = {}): Promise<RedisCounterStore> {
-    const connected = connectRedisCounterStore(redis.url, { commandTimeoutMs: 2_000, ...options });
+    const connected = connectRedisCounterStore(priv.redis.url, { commandTimeoutMs: 2_000, ...options });
     events = [];
     connected.onError((e) => events.push(e));
     await connected.waitUntilReady(5_000);
@@ -74,7 +64,7 @@ describe('RedisCounterStore batching (private redis-server)', function () {
 
   /** Script calls (EVAL + EVALSHA) Redis served since the last CONFIG RESETSTAT. */
   async function scriptCalls(): Promise<number> {
-    const info = await admin.info('commandstats');
+    const info = await priv.admin.info('commandstats');
     let calls = 0;
     for (const m of info.matchAll(/^cmdstat_(evalsha|eval):calls=(\d+)/gm)) calls += Number(m[2]);
     return calls;
@@ -83,7 +73,7 @@ describe('RedisCounterStore batching (private redis-server)', function () {
   it('operations issued in the same turn go to Redis as ONE script call, each with its own result', async function () {
     store = await connect();
     const prefix = randomPrefix();
-    await admin.config('RESETSTAT');
+    await priv.admin.config('RESETSTAT');
     // Four uses of two counters of every algorithm, interleaved: 56 operations.
     const pending: { spec: CounterSpec; result: Promise<CounterResult> }[] = [];
     for (let round = 0; round < 4; round++) {
@@ -107,9 +97,8 @@ describe('RedisCounterStore batching (private redis-server)', function () {
 
   it('maxBatchSize caps a script call: a full batch is sent at once, the rest in the next', async function () {
     store = await connect({ maxBatchSize: 10 });
-    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
     const keys = counterKeys(randomPrefix(), 'cap', spec, []);
-    await admin.config('RESETSTAT');
+    await priv.admin.config('RESETSTAT');
     const results = await Promise.all(Array.from({ length: 35 }, () => store.consume(keys, spec, 1, T)));
     expect(await scriptCalls()).to.equal(4);
     expect(results.map((r) => r.remaining)).to.deep.equal(Array.from({ length: 35 }, (_, i) => 99 - i));
@@ -117,9 +106,8 @@ describe('RedisCounterStore batching (private redis-server)', function () {
 
   it('operations in separate turns go in separate calls (nothing waits for company)', async function () {
     store = await connect();
-    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
     const keys = counterKeys(randomPrefix(), 'turns', spec, []);
-    await admin.config('RESETSTAT');
+    await priv.admin.config('RESETSTAT');
     for (let i = 0; i < 3; i++) expect((await store.consume(keys, spec, 1, T)).remaining).to.equal(99 - i);
     expect(await scriptCalls()).to.equal(3);
   });
@@ -128,7 +116,7 @@ describe('RedisCounterStore batching (private redis-server)', function () {
     store = await connect();
     const spec: RateSpec = { type: 'fixed_window', limit: 10_000, windowMs: HOUR };
     const keys = counterKeys(randomPrefix(), 'stream', spec, []);
-    await admin.config('RESETSTAT');
+    await priv.admin.config('RESETSTAT');
     // 20 callers, each issuing its next operation as soon as the last answered, so operations keep
     // arriving while calls are in flight: every operation takes a number when it is issued, and
     // Redis must run them in exactly that order.
@@ -143,7 +131,7 @@ describe('RedisCounterStore batching (private redis-server)', function () {
     };
     await Promise.all(Array.from({ length: 20 }, caller));
     expect(mismatches).to.deep.equal([]);
-    expect(await admin.hget(keys[0], 'u')).to.equal('500'); // each of the 500 ran exactly once
+    expect(await priv.admin.hget(keys[0], 'u')).to.equal('500'); // each of the 500 ran exactly once
     expect(await scriptCalls()).to.be.below(500); // and they went in batches
     expect(events).to.deep.equal([]);
   });
@@ -151,10 +139,9 @@ describe('RedisCounterStore batching (private redis-server)', function () {
   it('an operation whose script fails fails alone; the batch counts as one answered round trip', async function () {
     store = await connect();
     const prefix = randomPrefix();
-    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
     const broken = counterKeys(prefix, 'broken', spec, []);
     const healthy = counterKeys(prefix, 'healthy', spec, []);
-    await admin.set(broken[0], 'not a hash'); // WRONGTYPE for any script on it
+    await priv.admin.set(broken[0], 'not a hash'); // WRONGTYPE for any script on it
     store.breaker.recordFailure(); // one failure counted before: an answered batch resets the count
     const outcomes = await Promise.all([
       settled(store.consume(healthy, spec, 1, T)),
@@ -179,8 +166,8 @@ describe('RedisCounterStore batching (private redis-server)', function () {
     store = await connect({ commandTimeoutMs: 100 });
     const spec: RateSpec = { type: 'fixed_window', limit: 1_000, windowMs: HOUR };
     const keys = counterKeys(randomPrefix(), 'hang', spec, []);
-    await admin.config('RESETSTAT');
-    await admin.call('CLIENT', 'PAUSE', '1000', 'ALL');
+    await priv.admin.config('RESETSTAT');
+    await priv.admin.call('CLIENT', 'PAUSE', '1000', 'ALL');
     const pausedAt = performance.now();
     const outcomes = await Promise.all(Array.from({ length: 10 }, () => settled(store.consume(keys, spec, 1, T))));
     for (const o of outcomes) {
@@ -204,11 +191,10 @@ describe('RedisCounterStore batching (private redis-server)', function () {
 
   it('while the breaker is open, operations fail at once and only the half-open trial reaches Redis, alone', async function () {
     store = await connect();
-    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
     const keys = counterKeys(randomPrefix(), 'open', spec, []);
     for (let i = 0; i < store.breaker.failureThreshold; i++) store.breaker.recordFailure();
     expect(store.breaker.state).to.equal('open');
-    await admin.config('RESETSTAT');
+    await priv.admin.config('RESETSTAT');
     const refused = await Promise.all(Array.from({ length: 5 }, () => settled(store.consume(keys, spec, 1, T))));
     expect(refused.every((o) => o.error instanceof CounterStoreUnavailableError)).to.equal(true);
     expect(events.map((e) => e.kind)).to.deep.equal(new Array(5).fill('breaker_open'));
@@ -224,7 +210,6 @@ describe('RedisCounterStore batching (private redis-server)', function () {
 
   it('close() still sends the operations accepted before it; later ones fail as not connected', async function () {
     const closing = await connect();
-    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
     const keys = counterKeys(randomPrefix(), 'close', spec, []);
     const accepted = [closing.consume(keys, spec, 1, T), closing.consume(keys, spec, 1, T)];
     const closed = closing.close();
@@ -237,9 +222,8 @@ describe('RedisCounterStore batching (private redis-server)', function () {
 
   it('close() waits for calls in flight: a batch answered NOSCRIPT is still resent as EVAL before QUIT', async function () {
     const closing = await connect();
-    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
     const keys = counterKeys(randomPrefix(), 'close-noscript', spec, []);
-    await admin.script('FLUSH');
+    await priv.admin.script('FLUSH');
     const accepted = [closing.consume(keys, spec, 1, T), closing.consume(keys, spec, 1, T)];
     await closing.close();
     expect((await Promise.all(accepted)).map((r) => r.remaining)).to.deep.equal([99, 98]);
@@ -248,9 +232,8 @@ describe('RedisCounterStore batching (private redis-server)', function () {
 
   it('a batch whose deadline passed before the flush (a stalled event loop) fails unsent and is no breaker failure', async function () {
     store = await connect({ commandTimeoutMs: 100 });
-    const spec: RateSpec = { type: 'fixed_window', limit: 100, windowMs: HOUR };
     const keys = counterKeys(randomPrefix(), 'stalled', spec, []);
-    await admin.config('RESETSTAT');
+    await priv.admin.config('RESETSTAT');
     const late = settled(store.consume(keys, spec, 1, T));
     const stallUntil = performance.now() + 150;
     while (performance.now() < stallUntil) {
@@ -265,7 +248,7 @@ describe('RedisCounterStore batching (private redis-server)', function () {
   });
 
   it('rejects a maxBatchSize that is not a positive integer', function () {
-    const client = new Redis({ host: redis.host, port: redis.port, lazyConnect: true });
+    const client = new Redis({ host: priv.redis.host, port: priv.redis.port, lazyConnect: true });
     try {
       for (const bad of [0, -1, 1.5, Number.NaN]) {
         expect(() => new RedisCounterStore(client, { maxBatchSize: bad, ownsClient: false })).to.throw(/maxBatchSize/);

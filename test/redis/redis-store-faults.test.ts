@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { Command, Redis } from 'ioredis';
+import type { Command } from 'ioredis';
 import { CounterStoreUnavailableError } from '../../src/errors.js';
 import type { CounterSpec, RateSpec } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
@@ -9,8 +9,7 @@ import {
   type CounterStoreErrorEvent,
   type CounterStoreErrorKind,
 } from '../../src/redis/redis-store.js';
-import { setLogLevel } from '../../src/util/log.js';
-import { randomPrefix, startPrivateRedisWithAdmin, stopPrivateRedisWithAdmin, type RedisHandle } from '../support/redis.js';
+import { privateRedisWithAdmin, randomPrefix } from '../support/redis.js';
 import { everySpec } from '../support/counter-specs.js';
 
 /**
@@ -28,25 +27,14 @@ describe('RedisCounterStore under faults (private redis-server)', function () {
   const spec: RateSpec = { type: 'fixed_window', limit: 1_000_000, windowMs: 3_600_000 };
   /** An explicit time, so no call can straddle a window boundary. */
   const T = Math.floor(Date.now() / 3_600_000) * 3_600_000 + 1_000;
-  let redis: RedisHandle;
-  let admin: Redis;
+  const priv = privateRedisWithAdmin();
   let store: RedisCounterStore;
   let events: CounterStoreErrorEvent[];
   /** The kind of each failed operation, by the error it was rejected with. */
   let kinds: WeakMap<object, CounterStoreErrorKind>;
 
-  before(async function () {
-    setLogLevel('silent');
-    ({ redis, admin } = await startPrivateRedisWithAdmin());
-  });
-
-  after(async function () {
-    await stopPrivateRedisWithAdmin({ redis, admin });
-    setLogLevel('info');
-  });
-
   beforeEach(async function () {
-    store = connectRedisCounterStore(redis.url, { commandTimeoutMs: 100 });
+    store = connectRedisCounterStore(priv.redis.url, { commandTimeoutMs: 100 });
     events = [];
     kinds = new WeakMap();
     store.onError((e) => {
@@ -106,7 +94,7 @@ describe('RedisCounterStore under faults (private redis-server)', function () {
     expect(outcomes.every((o) => o.error === undefined)).to.equal(true);
 
     const beforeStop = outcomes.length;
-    await redis.stop();
+    await priv.redis.stop();
     const stoppedAt = outcomes.length;
     await new Promise((r) => setTimeout(r, 300));
     running = false;
@@ -140,7 +128,7 @@ describe('RedisCounterStore under faults (private redis-server)', function () {
     expect(events.every((e) => e.operation === 'fixed_window')).to.equal(true);
 
     // Restart (same port, empty data, no scripts): decisions recover with no help.
-    await redis.restart();
+    await priv.redis.restart();
     const result = await eventually(() => store.consume(keys, spec, 1));
     expect(result.allowed).to.equal(true);
     expect(result.remaining).to.equal(spec.limit - 1); // the restarted server lost the old count
@@ -153,7 +141,7 @@ describe('RedisCounterStore under faults (private redis-server)', function () {
     const scriptCalls = recordScriptCalls(store);
 
     // CLIENT PAUSE ALL: the server accepts commands but answers none, like a hung process.
-    await admin.call('CLIENT', 'PAUSE', '1500', 'ALL');
+    await priv.admin.call('CLIENT', 'PAUSE', '1500', 'ALL');
     const calls: { ms: number; error?: unknown }[] = [];
     for (let i = 0; i < 10; i++) calls.push(await timed(() => store.consume(keys, spec, 1, T)));
     const sentWhilePaused = scriptCalls.length;
@@ -180,7 +168,7 @@ describe('RedisCounterStore under faults (private redis-server)', function () {
     expect(store.breaker.state).to.equal('closed');
     // The 5 timed-out commands did reach Redis and ran once each when the pause ended (a timeout
     // cannot know), but none was sent a second time: 1 + 5 + the final success.
-    expect(Number(await admin.hget(keys[0], 'u'))).to.equal(1 + timeouts + 1);
+    expect(Number(await priv.admin.hget(keys[0], 'u'))).to.equal(1 + timeouts + 1);
     expect(ok.remaining).to.equal(spec.limit - (1 + timeouts + 1));
   });
 
@@ -190,19 +178,19 @@ describe('RedisCounterStore under faults (private redis-server)', function () {
     const second = await store.consume(keys, spec, 1, T);
     expect(second.remaining).to.equal(first.remaining - 1);
 
-    await admin.script('FLUSH');
-    expect(await admin.script('EXISTS', '0'.repeat(40))).to.deep.equal([0]);
+    await priv.admin.script('FLUSH');
+    expect(await priv.admin.script('EXISTS', '0'.repeat(40))).to.deep.equal([0]);
     const third = await store.consume(keys, spec, 1, T);
     expect(third.allowed).to.equal(true);
     expect(third.remaining).to.equal(second.remaining - 1);
-    expect(Number(await admin.hget(keys[0], 'u'))).to.equal(3);
+    expect(Number(await priv.admin.hget(keys[0], 'u'))).to.equal(3);
 
     // Again with a burst in flight when the scripts vanish (auto-pipelined together).
-    await admin.script('FLUSH');
+    await priv.admin.script('FLUSH');
     const burst = await Promise.all(Array.from({ length: 20 }, () => store.consume(keys, spec, 1, T)));
     expect(burst.every((r) => r.allowed)).to.equal(true);
     expect(Math.min(...burst.map((r) => r.remaining))).to.equal(third.remaining - 20);
-    expect(Number(await admin.hget(keys[0], 'u'))).to.equal(23);
+    expect(Number(await priv.admin.hget(keys[0], 'u'))).to.equal(23);
     expect(events).to.deep.equal([]);
   });
 
@@ -217,7 +205,7 @@ describe('RedisCounterStore under faults (private redis-server)', function () {
         }),
       );
     expect((await useAll(0)).map((r) => r.remaining)).to.deep.equal(new Array(specs.length).fill(99));
-    await admin.script('FLUSH');
+    await priv.admin.script('FLUSH');
     // The batch's EVALSHA answers NOSCRIPT (nothing ran), so the script is sent again: one run each.
     expect((await useAll(1)).map((r) => r.remaining)).to.deep.equal(new Array(specs.length).fill(98));
     expect((await useAll(2)).map((r) => r.remaining)).to.deep.equal(new Array(specs.length).fill(97));
@@ -228,7 +216,7 @@ describe('RedisCounterStore under faults (private redis-server)', function () {
     const prefix = randomPrefix();
     const broken = counterKeys(prefix, 'broken', spec, []);
     const healthy = counterKeys(prefix, 'healthy', spec, []);
-    await admin.set(broken[0], 'not a hash'); // every script call on it now fails with WRONGTYPE
+    await priv.admin.set(broken[0], 'not a hash'); // every script call on it now fails with WRONGTYPE
     for (let i = 0; i < 20; i++) {
       const error = await store.consume(broken, spec, 1, T).then(() => undefined, (err: unknown) => err);
       expect(error).to.be.instanceOf(CounterStoreUnavailableError);
@@ -240,7 +228,7 @@ describe('RedisCounterStore under faults (private redis-server)', function () {
   });
 
   it('the first calls wait for the initial connection (within the timeout) instead of failing', async function () {
-    const fresh = connectRedisCounterStore(`${redis.host}:${redis.port}`, { commandTimeoutMs: 1_000 });
+    const fresh = connectRedisCounterStore(`${priv.redis.host}:${priv.redis.port}`, { commandTimeoutMs: 1_000 });
     try {
       const keys = counterKeys(randomPrefix(), 'faults', spec, ['fresh']);
       // A burst arriving before the connection is up: all wait for it, none fails.

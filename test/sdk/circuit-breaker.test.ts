@@ -1,15 +1,18 @@
 import { expect } from 'chai';
+import { manualClock } from '../support/manual-clock.js';
 import { CircuitBreaker } from '../../sdk/src/circuit-breaker.js';
 
 describe('SDK circuit breaker', () => {
-  let now = 0;
-  const clock = () => now;
-  beforeEach(() => {
-    now = 0;
-  });
+  const clock = manualClock(0);
+  /** A breaker opened by one failure at 0, with a cool-down of 100 ms. */
+  const openedAtZero = () => {
+    const breaker = new CircuitBreaker({ failureThreshold: 1, coolDownMs: 100 }, clock.read);
+    breaker.recordFailure();
+    return breaker;
+  };
 
   it('opens after failureThreshold consecutive failures; a success in between resets the count', () => {
-    const breaker = new CircuitBreaker({ failureThreshold: 3, coolDownMs: 100 }, clock);
+    const breaker = new CircuitBreaker({ failureThreshold: 3, coolDownMs: 100 }, clock.read);
     breaker.recordFailure();
     breaker.recordFailure();
     breaker.recordSuccess();
@@ -23,17 +26,16 @@ describe('SDK circuit breaker', () => {
   });
 
   it('lets one trial through per cool-down; its success closes, its failure re-opens', () => {
-    const breaker = new CircuitBreaker({ failureThreshold: 1, coolDownMs: 100 }, clock);
-    breaker.recordFailure();
-    now = 99;
+    const breaker = openedAtZero();
+    clock.now = 99;
     expect(breaker.tryAcquire()).to.equal(false);
-    now = 100;
+    clock.now = 100;
     expect(breaker.tryAcquire()).to.equal(true);
     expect(breaker.tryAcquire()).to.equal(false); // the trial is in flight
     breaker.recordFailure();
-    now = 150;
+    clock.now = 150;
     expect(breaker.tryAcquire()).to.equal(false); // a new cool-down from the failed trial
-    now = 200;
+    clock.now = 200;
     expect(breaker.tryAcquire()).to.equal(true);
     breaker.recordSuccess();
     expect(breaker.isOpen).to.equal(false);
@@ -42,14 +44,13 @@ describe('SDK circuit breaker', () => {
   });
 
   it('a trial that never reports does not wedge it: another goes after a further cool-down', () => {
-    const breaker = new CircuitBreaker({ failureThreshold: 1, coolDownMs: 100 }, clock);
-    breaker.recordFailure();
-    now = 100;
-    expect(breaker.tryAcquire()).to.equal(true);
-    now = 199;
-    expect(breaker.tryAcquire()).to.equal(false);
-    now = 200;
-    expect(breaker.tryAcquire()).to.equal(true);
+    const breaker = openedAtZero();
+    // tryAcquire at 100 (the trial, never reported), at 199 and at 200.
+    const acquired = [100, 199, 200].map((at) => {
+      clock.now = at;
+      return breaker.tryAcquire();
+    });
+    expect(acquired).to.deep.equal([true, false, true]);
   });
 
   it('rejects bad options naming them', () => {

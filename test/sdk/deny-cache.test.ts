@@ -3,6 +3,7 @@
  * calls reached it), and its bounds and key with an injected clock.
  */
 import { expect } from 'chai';
+import { manualClock } from '../support/manual-clock.js';
 import { createClient, type Decision } from '@rl/client';
 import { DenyCache, denyCacheKey } from '../../sdk/src/deny-cache.js';
 import { freshUser, startService, type Service } from './service.js';
@@ -95,14 +96,10 @@ describe('SDK deny cache against the server', function () {
 });
 
 describe('SDK deny cache bounds and key', () => {
-  let now = 0;
-  const clock = () => now;
-  beforeEach(() => {
-    now = 1_000;
-  });
+  const clock = manualClock(1_000);
 
   it('caches only deterministic refusals with a retry_after', () => {
-    const cache = new DenyCache({}, clock);
+    const cache = new DenyCache({}, clock.read);
     cache.offer('deny', refusal());
     cache.offer('drop', refusal({ action: 'drop' }));
     cache.offer('low', refusal({ action: 'drop_low_priority' }));
@@ -117,20 +114,20 @@ describe('SDK deny cache bounds and key', () => {
   });
 
   it('answers until retry_after from when the call was sent, counting retry_after and reset_after down', () => {
-    const cache = new DenyCache({}, clock);
+    const cache = new DenyCache({}, clock.read);
     cache.offer('k', refusal({ retry_after: 1000, reset_after: 5000 }), 900);
-    now = 1_300;
+    clock.now = 1_300;
     expect(cache.get('k')).to.include({ retry_after: 600, reset_after: 4600 });
-    now = 1_899;
+    clock.now = 1_899;
     expect(cache.get('k')).to.include({ retry_after: 1 });
-    now = 1_900;
+    clock.now = 1_900;
     expect(cache.get('k')).to.equal(undefined);
     expect(cache.size).to.equal(0);
     expect(cache.byteSize).to.equal(0);
   });
 
   it('keeps at most maxEntries, dropping the oldest', () => {
-    const cache = new DenyCache({ maxEntries: 3 }, clock);
+    const cache = new DenyCache({ maxEntries: 3 }, clock.read);
     for (let i = 0; i < 10; i++) cache.offer(`k${i}`, refusal());
     expect(cache.size).to.equal(3);
     expect(cache.get('k6')).to.equal(undefined);
@@ -138,7 +135,7 @@ describe('SDK deny cache bounds and key', () => {
   });
 
   it('keeps at most maxBytes, and never stores an entry larger than the whole cache', () => {
-    const cache = new DenyCache({ maxBytes: 4_000 }, clock);
+    const cache = new DenyCache({ maxBytes: 4_000 }, clock.read);
     for (let i = 0; i < 100; i++) cache.offer(`key-${i}-${'x'.repeat(200)}`, refusal());
     expect(cache.byteSize).to.be.at.most(4_000);
     expect(cache.size).to.be.within(1, 99);

@@ -4,11 +4,10 @@
  */
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient } from '@rl/client';
-import { REPO_ROOT, startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { REPO_ROOT } from '../support/server-process.js';
+import { serverProcessSuite } from '../support/server-suite.js';
 import { freshUser } from './service.js';
 
 interface Example {
@@ -45,23 +44,13 @@ function startExample(file: string, rlUrl: string): Promise<Example> {
 
 describe('SDK examples', function () {
   this.timeout(60_000);
-  let server: ServerProcessHandle;
-  let dataDir: string;
-
-  before(async () => {
-    dataDir = mkdtempSync(join(tmpdir(), 'rl-sdk-examples-'));
-    server = await startServerProcess({ RL_POLICY_FILE: join(REPO_ROOT, 'examples/policies.json'), RL_DATA_DIR: dataDir });
-  });
-  after(async () => {
-    await server?.kill();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+  const suite = serverProcessSuite('rl-sdk-examples-', { env: () => ({ RL_POLICY_FILE: join(REPO_ROOT, 'examples/policies.json') }) });
 
   for (const file of ['koa-app.ts', 'express-app.ts']) {
     describe(file, () => {
       let example: Example;
       before(async () => {
-        example = await startExample(file, server.url);
+        example = await startExample(file, suite.server.url);
       });
       after(async () => {
         if (!example || example.child.exitCode !== null) return;
@@ -88,7 +77,7 @@ describe('SDK examples', function () {
         const res = await fetch(`${example.url}/complete?max_tokens=400`, { method: 'POST', headers: { 'x-org-id': org } });
         expect(res.status).to.equal(200);
         expect(await res.json()).to.include({ tokens: 100 });
-        const client = createClient({ url: server.url, timeoutMs: 2000 });
+        const client = createClient({ url: suite.server.url, timeoutMs: 2000 });
         try {
           // Express refunds once the response is sent: ask until it has landed (bounded by a count).
           let remaining = 0;

@@ -184,10 +184,17 @@ for (const mode of ['memory', 'redis'] as StoreMode[]) {
           }
         });
 
-        it('token budget: reserves the estimate, refunds what was not used, refuses what no longer fits', async () => {
+        /** A fresh user's /llm calls (the estimate and what was used as headers) and a peek at its token counter. */
+        const llmOfFreshUser = () => {
           const user = freshUser();
-          const llm = (estimate: number, used: number) => get('/llm', user, { 'x-estimate': String(estimate), 'x-used': String(used) });
-          const peek = () => client.peek({ endpoint: '/llm', user_id: user });
+          return {
+            llm: (estimate: number, used: number) => get('/llm', user, { 'x-estimate': String(estimate), 'x-used': String(used) }),
+            peek: () => client.peek({ endpoint: '/llm', user_id: user }),
+          };
+        };
+
+        it('token budget: reserves the estimate, refunds what was not used, refuses what no longer fits', async () => {
+          const { llm, peek } = llmOfFreshUser();
           const first = await llm(40, 10);
           expect(first.status).to.equal(200);
           expect((await first.json()).rateLimit).to.include({ remaining: 60 });
@@ -206,9 +213,7 @@ for (const mode of ['memory', 'redis'] as StoreMode[]) {
         });
 
         it('a request larger than the limit: 429 without Retry-After, a detail that says so, nothing consumed', async () => {
-          const user = freshUser();
-          const llm = (estimate: number, used: number) => get('/llm', user, { 'x-estimate': String(estimate), 'x-used': String(used) });
-          const peek = () => client.peek({ endpoint: '/llm', user_id: user });
+          const { llm, peek } = llmOfFreshUser();
           // An untouched quota of 100: a reservation of 101 can never be admitted.
           const untouched = await llm(101, 0);
           expect(untouched.status).to.equal(429);

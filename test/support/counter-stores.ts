@@ -66,6 +66,30 @@ export function connectRedisStore(addr: string, options: { commandTimeoutMs?: nu
   return connectRedisCounterStore(addr, { commandTimeoutMs: 2_000, ...options });
 }
 
+export interface RedisNodes {
+  readonly a: RedisCounterStore;
+  readonly b: RedisCounterStore;
+}
+
+/**
+ * Two connections to the suite's Redis for the enclosing describe() (two server nodes, as far as Redis
+ * can tell), ready before its tests and closed after. Generous timeouts: 1,000 commands in flight on a
+ * 2-core machine must not time out.
+ */
+export function twoRedisNodes(): RedisNodes {
+  const nodes: { a?: RedisCounterStore; b?: RedisCounterStore } = {};
+  before(async () => {
+    const redis = await getSuiteRedis();
+    nodes.a = connectRedisStore(redis.url, { commandTimeoutMs: 10_000 });
+    nodes.b = connectRedisStore(redis.url, { commandTimeoutMs: 10_000 });
+    await Promise.all([nodes.a.waitUntilReady(), nodes.b.waitUntilReady()]);
+  });
+  after(async () => {
+    await Promise.all([nodes.a?.close(), nodes.b?.close()]);
+  });
+  return nodes as RedisNodes;
+}
+
 export interface ForEachStoreOptions {
   /** Restrict to some stores (default both). */
   only?: StoreName[];
@@ -129,7 +153,7 @@ export function forEachStore(
 
 // ---------------------------------------------------------------------------------------------------
 // Contract scenarios: step tables with the exact results both stores must give (explicit times).
-// The contract suite runs them against memory and single Redis, the cluster suite against a cluster.
+// The counter scenarios run them against memory and single Redis, the cluster suite against a cluster.
 // ---------------------------------------------------------------------------------------------------
 
 /** `[allowed, remaining, retryAfterMs?, resetAfterMs?]`; omitted fields are not checked. */

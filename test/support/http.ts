@@ -41,3 +41,20 @@ export async function parseBody(response: Response): Promise<any> {
     return text;
   }
 }
+
+export interface ApiAnswer {
+  status: number;
+  /** The parsed JSON body; undefined for an empty one. */
+  body: any;
+}
+
+/** One call of the `/rl/v1` API on `base` with an API key, a JSON body when there is one. */
+export async function callApi(base: string, key: string, method: string, path: string, body?: unknown): Promise<ApiAnswer> {
+  const response = await fetch(`${base}/rl/v1${path}`, {
+    method,
+    headers: { 'x-api-key': key, ...(body !== undefined && { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text === '' ? undefined : JSON.parse(text) };
+}

@@ -59,3 +59,9 @@ export function hourlyAlgorithms(limit: number): Record<string, Record<string, u
     quota: { type: 'quota', limit, quota_period: '1h' },
   };
 }
+
+/** The fields validatePolicy names as wrong in `raw` (none when it is valid). */
+export function invalidFields(raw: unknown): string[] {
+  const result = validatePolicy(raw);
+  return result.ok ? [] : result.errors.map((e) => e.field);
+}

@@ -27,6 +27,7 @@ import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { parse as parseYaml } from 'yaml';
+import { setLogLevel } from '../../src/util/log.js';
 
 export interface RedisHandle {
   url: string;
@@ -363,16 +364,24 @@ export interface RedisWithAdmin {
   admin: Redis;
 }
 
-export async function startPrivateRedisWithAdmin(): Promise<RedisWithAdmin> {
-  const redis = await startPrivateRedis();
-  const admin = new Redis({ host: redis.host, port: redis.port, maxRetriesPerRequest: null, retryStrategy: () => 50 });
-  admin.on('error', () => {}); // the fault tests stop this server on purpose
-  return { redis, admin };
-}
-
-export async function stopPrivateRedisWithAdmin(handles: Partial<RedisWithAdmin>): Promise<void> {
-  handles.admin?.disconnect();
-  await handles.redis?.stop();
+/**
+ * A private Redis with its admin client for the enclosing describe(), started before it and stopped after
+ * (logging silenced meanwhile: the fault tests make the store log on purpose).
+ */
+export function privateRedisWithAdmin(): RedisWithAdmin {
+  const handles: Partial<RedisWithAdmin> = {};
+  before(async () => {
+    setLogLevel('silent');
+    handles.redis = await startPrivateRedis();
+    handles.admin = new Redis({ host: handles.redis.host, port: handles.redis.port, maxRetriesPerRequest: null, retryStrategy: () => 50 });
+    handles.admin.on('error', () => {}); // the fault tests stop this server on purpose
+  });
+  after(async () => {
+    handles.admin?.disconnect();
+    await handles.redis?.stop();
+    setLogLevel('info');
+  });
+  return handles as RedisWithAdmin;
 }
 
 /** A private primary with one replica (`--replicaof`), whose replica a test can freeze (SIGSTOP) and thaw. */

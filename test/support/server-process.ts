@@ -8,6 +8,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { onLogLines } from './log-lines.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -77,7 +78,6 @@ export async function startServerProcess(env: Record<string, string | undefined>
   });
   live.add(child);
   let stderr = '';
-  let pending = '';
   const logs: Record<string, unknown>[] = [];
   const exited = new Promise<ExitInfo>((resolve) => {
     child.once('exit', (code, signal) => {
@@ -87,28 +87,16 @@ export async function startServerProcess(env: Record<string, string | undefined>
   });
   const listening = new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not log "listening" within ${timeoutMs} ms\n${tail(stderr)}`)), timeoutMs);
-    child.stderr!.setEncoding('utf8');
-    child.stderr!.on('data', (chunk: string) => {
-      stderr += chunk;
-      pending += chunk;
-      let nl: number;
-      while ((nl = pending.indexOf('\n')) >= 0) {
-        const line = pending.slice(0, nl);
-        pending = pending.slice(nl + 1);
-        let entry: Record<string, unknown>;
-        try {
-          entry = JSON.parse(line) as Record<string, unknown>;
-        } catch {
-          entry = { message: line };
-        }
-        logs.push(entry);
-        const port = entry[options.portField ?? 'http'];
-        if (entry.message === 'listening' && typeof port === 'number') {
-          clearTimeout(timer);
-          resolve(port);
-        }
+    onLogLines(child.stderr!, (line, json) => {
+      const entry = json ?? { message: line };
+      logs.push(entry);
+      const port = entry[options.portField ?? 'http'];
+      if (entry.message === 'listening' && typeof port === 'number') {
+        clearTimeout(timer);
+        resolve(port);
       }
     });
+    child.stderr!.on('data', (chunk: string) => (stderr += chunk));
     void exited.then((info) => {
       clearTimeout(timer);
       reject(new Error(`server exited before listening (code ${info.code}, signal ${info.signal})\n${tail(stderr)}`));
@@ -143,4 +131,32 @@ export async function startServerProcess(env: Record<string, string | undefined>
 
 function tail(text: string, lines = 30): string {
   return text.split('\n').slice(-lines).join('\n');
+}
+
+export interface RegionNode {
+  region: string;
+  /** The region's own counter store and the global one (or a link proxy in front of it). */
+  counters: string;
+  global: string;
+  prefix: string;
+  policyFile: string;
+  dataDir: string;
+}
+
+/**
+ * The environment of one region's server in the multi-region tests. A loaded machine: deadlines far
+ * above any round trip, so the failure mode never answers and a test sees the lease logic alone.
+ */
+export function regionNodeEnv(node: RegionNode): Record<string, string> {
+  return {
+    RL_REGION: node.region,
+    RL_COUNTERSTORE_ADDR: node.counters,
+    RL_GLOBAL_COUNTERSTORE_ADDR: node.global,
+    RL_KEY_PREFIX: node.prefix,
+    RL_POLICY_FILE: node.policyFile,
+    RL_DATA_DIR: node.dataDir,
+    RL_COUNTERSTORE_TIMEOUT_MS: '3000',
+    RL_GLOBAL_COUNTERSTORE_TIMEOUT_MS: '5000',
+    RL_LEASE_MAX_WAIT_MS: '10000',
+  };
 }

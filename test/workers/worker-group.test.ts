@@ -8,6 +8,7 @@ import { PROTO_DIR, PROTO_FILES } from '../../src/grpc/protos.js';
 import { getSuiteRedis } from '../support/counter-stores.js';
 import { randomPrefix } from '../support/redis.js';
 import { REPO_ROOT, processAlive, startServerProcess, type ServerProcessHandle } from '../support/server-process.js';
+import { tempDir } from '../support/temp-dir.js';
 import { healthClient, unary } from '../grpc/helpers.js';
 import { check, decisionsByWorker, request, scrape, startGroup, total, waitForLog } from './group.js';
 
@@ -37,30 +38,25 @@ function decisionsBetween(before: Map<string, number>, after: Map<string, number
 describe('RL_WORKERS=2 in Redis mode (real processes)', function () {
   this.timeout(120_000);
   let group: ServerProcessHandle;
-  let dir: string;
+  const dir = tempDir('rl-workers-', { release: () => group?.stop() });
   let grpcPort: number;
   const org = `workers-${Math.random().toString(36).slice(2)}`;
 
   before(async () => {
     const redis = await getSuiteRedis();
-    dir = mkdtempSync(join(tmpdir(), 'rl-workers-'));
-    const policyFile = join(dir, 'policies.json');
+    const policyFile = join(dir.path, 'policies.json');
     writeFileSync(policyFile, JSON.stringify({ policies: [{ policy_id: 'exact', scope: { org_id: `${org}-exact` }, algorithm: slowBucket(50) }] }));
     group = await startGroup({
       RL_WORKERS: '2',
       RL_COUNTERSTORE_ADDR: redis.url,
       RL_KEY_PREFIX: randomPrefix(),
       RL_POLICY_FILE: policyFile,
-      RL_DATA_DIR: join(dir, 'unused-data'),
+      RL_DATA_DIR: join(dir.path, 'unused-data'),
       // Exactness is the point here, not timeouts: on a loaded machine 200 concurrent decisions can wait
       // longer than the 100 ms default, and a timed-out decision is answered by failure mode (open).
       RL_COUNTERSTORE_TIMEOUT_MS: '10000',
     });
     grpcPort = Number(group.logs().find((l) => l.message === 'workers ready')!.grpc);
-  });
-  after(async () => {
-    await group?.stop();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   it('runs two workers listening on the same HTTP and gRPC ports', () => {

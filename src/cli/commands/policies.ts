@@ -11,8 +11,15 @@ import { ROLLOUT_PERCENT } from '../../schema/policy.js';
 /** `rl policies list|get|delete|versions|audit|rollout|rollback`: the policy API, one call each. */
 export function registerPolicyCommands(program: Command): void {
   const policies = program.command('policies').description('read and change policies one at a time (rl apply: many, from files)');
-  const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals<GlobalOptions>();
+  // Two halves, in the order the help lists them.
+  registerCurrentCommands(policies);
+  registerHistoryCommands(policies);
+}
 
+const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals<GlobalOptions>();
+
+/** list, get, delete: the current policies. */
+function registerCurrentCommands(policies: Command): void {
   policies
     .command('list')
     .description('every policy, sorted by policy_id')
@@ -65,7 +72,10 @@ export function registerPolicyCommands(program: Command): void {
       if (g.json) return printJson(result);
       printLines([`deleted ${id}`]);
     });
+}
 
+/** versions, audit, rollout, rollback: a policy's history and the changes made from it. */
+function registerHistoryCommands(policies: Command): void {
   policies
     .command('versions <policy_id>')
     .description('every stored version of a policy, oldest first')

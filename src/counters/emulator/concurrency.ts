@@ -1,24 +1,24 @@
 import type { CounterResult } from '../counter-store.js';
-import type { LeaseSpec } from '../counter-spec.js';
+import type { ConcurrencySpec } from '../counter-spec.js';
 import { result } from './answers.js';
 import type { MemoryKeyspace } from './keyspace.js';
 
 /**
  * The emulator's concurrency leases: mirrors lua/concurrency_acquire.lua and lua/concurrency_release.lua.
  * An acquire's answer tells whether it took a new slot (`newSlot`): one that only refreshed the slot its
- * lease id held took nothing, so a give-back must not release it (layered-decision.ts).
+ * slot id held took nothing, so a give-back must not release it (layered-decision.ts).
  */
 
-interface LeaseState { leases: Map<string, number> }
+interface SlotState { leases: Map<string, number> }
 
-export function acquireNow(space: MemoryKeyspace, key: string, spec: LeaseSpec, leaseId: string, now: number): CounterResult {
+export function acquireNow(space: MemoryKeyspace, key: string, spec: ConcurrencySpec, slotId: string, now: number): CounterResult {
   const max = spec.maxConcurrency;
-  const leases = liveLeases(space, key, now);
-  const held = leases.has(leaseId);
+  const leases = liveSlots(space, key, now);
+  const held = leases.has(slotId);
   if (held || leases.size < max) {
-    leases.set(leaseId, now + spec.leaseTtlMs);
+    leases.set(slotId, now + spec.leaseTtlMs);
     const latest = maxValue(leases);
-    space.put<LeaseState>(key, { leases }, latest);
+    space.put<SlotState>(key, { leases }, latest);
     return acquired(true, Math.max(0, max - leases.size), 0, latest - now, !held);
   }
   const retry = minValue(leases) - now;
@@ -26,11 +26,11 @@ export function acquireNow(space: MemoryKeyspace, key: string, spec: LeaseSpec, 
 }
 
 /** The answer acquireNow would give now, writing nothing (lua/concurrency_acquire.lua with 'check'). */
-export function acquireCheck(space: MemoryKeyspace, key: string, spec: LeaseSpec, leaseId: string, now: number): CounterResult {
+export function acquireCheck(space: MemoryKeyspace, key: string, spec: ConcurrencySpec, slotId: string, now: number): CounterResult {
   const max = spec.maxConcurrency;
-  const leases = liveLeases(space, key, now);
+  const leases = liveSlots(space, key, now);
   const latest = leases.size > 0 ? maxValue(leases) - now : 0;
-  const held = leases.has(leaseId);
+  const held = leases.has(slotId);
   if (held || leases.size < max) return acquired(true, Math.max(0, max - leases.size), 0, latest, !held);
   return acquired(false, Math.max(0, max - leases.size), minValue(leases) - now, latest, false);
 }
@@ -40,22 +40,22 @@ function acquired(allowed: boolean, remaining: number, retryAfterMs: number, res
   return { allowed, remaining, retryAfterMs, resetAfterMs, newSlot };
 }
 
-export function releaseNow(space: MemoryKeyspace, key: string, spec: LeaseSpec, leaseId: string, now: number): CounterResult {
-  const leases = liveLeases(space, key, now);
-  const removed = leases.delete(leaseId);
+export function releaseNow(space: MemoryKeyspace, key: string, spec: ConcurrencySpec, slotId: string, now: number): CounterResult {
+  const leases = liveSlots(space, key, now);
+  const removed = leases.delete(slotId);
   let reset = 0;
   if (leases.size === 0) {
     space.slots.delete(key); // a lease key: never a fixed_window slot (keys carry their algorithm)
   } else {
     const latest = maxValue(leases);
-    space.put<LeaseState>(key, { leases }, latest);
+    space.put<SlotState>(key, { leases }, latest);
     reset = latest - now;
   }
   return result(removed, Math.max(0, spec.maxConcurrency - leases.size), 0, reset);
 }
 
-function liveLeases(space: MemoryKeyspace, key: string, now: number): Map<string, number> {
-  const leases = space.get<LeaseState>(key, now)?.leases ?? new Map<string, number>();
+function liveSlots(space: MemoryKeyspace, key: string, now: number): Map<string, number> {
+  const leases = space.get<SlotState>(key, now)?.leases ?? new Map<string, number>();
   for (const [id, expiresAt] of leases) if (expiresAt <= now) leases.delete(id);
   return leases;
 }

@@ -39,15 +39,7 @@ export function slidingCounter(call: AlgorithmCall, limit: number, windowMs: num
     refund = Math.min(refund, buckets.get(current) ?? 0);
   }
   if (refunding) {
-    // Units go back from the newest bucket first; an emptied bucket is removed.
-    let left = refund;
-    for (const index of [...buckets.keys()].sort((a, b) => b - a)) {
-      if (left <= 0) break;
-      const taken = Math.min(buckets.get(index)!, left);
-      left = left - taken;
-      if (buckets.get(index)! - taken === 0) buckets.delete(index);
-      else buckets.set(index, buckets.get(index)! - taken);
-    }
+    giveBackNewest(buckets, refund);
     full = 0;
     oldest = 0;
     newest = -1;
@@ -90,4 +82,16 @@ export function slidingCounter(call: AlgorithmCall, limit: number, windowMs: num
     return leaseResult({ allowed: true, remaining: Math.max(0, Math.floor(limit - (estimate + granted))), retryAfterMs: retry, resetAfterMs: resetAt - now, units: granted, windowTag: current, windowLeftMs: bucketMs - elapsed });
   }
   return result(true, Math.max(0, Math.floor(limit - (estimate + cost))), 0, resetAt - now);
+}
+
+/** A refund's units go back from the newest bucket first; an emptied bucket is removed. */
+function giveBackNewest(buckets: Map<number, number>, refund: number): void {
+  let left = refund;
+  for (const index of [...buckets.keys()].sort((a, b) => b - a)) {
+    if (left <= 0) break;
+    const taken = Math.min(buckets.get(index)!, left);
+    left = left - taken;
+    if (buckets.get(index)! - taken === 0) buckets.delete(index);
+    else buckets.set(index, buckets.get(index)! - taken);
+  }
 }

@@ -50,31 +50,7 @@ export function slidingLog(call: AlgorithmCall, limit: number, windowMs: number,
   log.sum = sum;
   if (expired > 0) log.entries.splice(0, expired);
   if (refunding) {
-    // Units go back from the newest entries (the ones this context added last), whole entries first; a
-    // region's, from its own entries only, to the common share first.
-    let left = refund;
-    let at = log.entries.length - 1;
-    while (left > 0 && at >= 0) {
-      const entry = log.entries[at];
-      if (share !== undefined && entry.region !== share.region) {
-        at--;
-      } else if (entry.cost > left) {
-        if (entry.region !== undefined) {
-          const keptOwn = entry.own! - (left - Math.min(left, entry.cost - entry.own!));
-          run.add(entry.region, keptOwn - entry.own!, -left);
-          entry.own = keptOwn;
-        }
-        entry.cost = entry.cost - left;
-        log.sum = log.sum - left;
-        left = 0;
-      } else {
-        run.forget(entry);
-        log.entries.splice(at, 1);
-        log.sum = log.sum - entry.cost;
-        left = left - entry.cost;
-        at--;
-      }
-    }
+    giveBackNewest(log, refund, share, run);
     if (log.entries.length === 0) {
       space.slots.delete(key); // a sliding-log key: never a fixed_window slot
       run.cleared();
@@ -141,4 +117,34 @@ function insertSorted(entries: LogEntry[], entry: LogEntry): void {
     else hi = mid;
   }
   entries.splice(lo, 0, entry);
+}
+
+/**
+ * A refund's units go back from the newest entries (the ones this context added last), whole entries
+ * first; a region's, from its own entries only, to the common share first.
+ */
+function giveBackNewest(log: SlidingLogState, refund: number, share: NamedShare | undefined, run: LogShareRun): void {
+  let left = refund;
+  let at = log.entries.length - 1;
+  while (left > 0 && at >= 0) {
+    const entry = log.entries[at];
+    if (share !== undefined && entry.region !== share.region) {
+      at--;
+    } else if (entry.cost > left) {
+      if (entry.region !== undefined) {
+        const keptOwn = entry.own! - (left - Math.min(left, entry.cost - entry.own!));
+        run.add(entry.region, keptOwn - entry.own!, -left);
+        entry.own = keptOwn;
+      }
+      entry.cost = entry.cost - left;
+      log.sum = log.sum - left;
+      left = 0;
+    } else {
+      run.forget(entry);
+      log.entries.splice(at, 1);
+      log.sum = log.sum - entry.cost;
+      left = left - entry.cost;
+      at--;
+    }
+  }
 }
