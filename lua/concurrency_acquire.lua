@@ -1,24 +1,24 @@
--- concurrency_acquire: takes a lease slot for a lease id, or refreshes the lease when that id already
--- holds one (no second slot). Every lease expires lease_ttl ms after its last acquire.
+-- concurrency_acquire: takes a slot for a slot id, or refreshes the slot when that id already
+-- holds one (no second slot). Every slot expires lease_ttl ms after its last acquire.
 -- Port of acquireNow (src/counters/emulator/concurrency.ts): change both together.
 --
--- KEYS[1]  lease set, sorted set: member = lease id, score = when that lease expires (epoch ms). The
---          key expires with its latest lease, so the newest score is always its expire-at.
+-- KEYS[1]  slot set, sorted set: member = slot id, score = when that slot expires (epoch ms). The
+--          key expires with its latest slot, so the newest score is always its expire-at.
 -- ARGV[1]  now, epoch ms as a decimal string; '' = Redis TIME
--- ARGV[2]  lease_id
--- ARGV[3]  max_concurrency: the most leases held at once
+-- ARGV[2]  slot_id
+-- ARGV[3]  max_concurrency: the most slots held at once
 -- ARGV[4]  lease_ttl_ms
 -- ARGV[5]  check: optional, 'check' answers as the acquire would be answered now and writes nothing (the first
 --          step of an all-or-nothing group: lua/batch.lua)
--- Returns  {allowed 1/0, remaining slots, retry_after_ms (until the oldest lease expires),
---          reset_after_ms (until no lease is held), new_slot 1/0 (admitted and the lease id held
+-- Returns  {allowed 1/0, remaining slots, retry_after_ms (until the oldest slot expires),
+--          reset_after_ms (until no slot is held), new_slot 1/0 (admitted and the slot id held
 --          none: a slot was taken; 0 when refused or only refreshed: a give-back must not release it)}
 
 -- @include "time"
 -- @include "number"
 
 local key = KEYS[1]
-local lease_id = ARGV[2]
+local slot_id = ARGV[2]
 local max = tonumber(ARGV[3])
 local lease_ttl_ms = tonumber(ARGV[4])
 
@@ -29,10 +29,10 @@ local function acquire_reply(allowed, remaining, retry_after, reset_after, new_s
 end
 
 if ARGV[5] == 'check' then
-  -- Only the leases still held count (score after now); the expired ones stay until a real acquire.
+  -- Only the slots still held count (score after now); the expired ones stay until a real acquire.
   local live_from = '(' .. fmt(now)
   local live = redis.call('ZCOUNT', key, live_from, '+inf')
-  local score = redis.call('ZSCORE', key, lease_id)
+  local score = redis.call('ZSCORE', key, slot_id)
   local latest = now
   if live > 0 then
     latest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
@@ -45,12 +45,12 @@ if ARGV[5] == 'check' then
   return acquire_reply(false, math.max(0, max - live), first - now, latest - now, false)
 end
 
--- Leases whose time has come are gone, whatever happens next.
+-- Slots whose time has come are gone, whatever happens next.
 redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
 local size = redis.call('ZCARD', key)
-local held = redis.call('ZSCORE', key, lease_id)
+local held = redis.call('ZSCORE', key, slot_id)
 if held or size < max then
-  redis.call('ZADD', key, fmt(now + lease_ttl_ms), lease_id)
+  redis.call('ZADD', key, fmt(now + lease_ttl_ms), slot_id)
   if not held then
     size = size + 1
   end

@@ -62,15 +62,15 @@ export const LEAKY_BUCKET = defineProtocol({ script: 'leaky_bucket', operationAr
 export const CONCURRENCY_ACQUIRE = defineProtocol({
   script: 'concurrency_acquire',
   operationArg: false,
-  operations: { acquire: ['leaseId', 'maxConcurrency', 'leaseTtlMs', 'check'] },
+  operations: { acquire: ['slotId', 'maxConcurrency', 'leaseTtlMs', 'check'] },
   reply: { ...DECISION, newSlot: 'flag' },
 });
 
-/** `removed`: the lease was held (read as `allowed`); `retryAfterMs` always 0. */
+/** `removed`: the slot was held (read as `allowed`); `retryAfterMs` always 0. */
 export const CONCURRENCY_RELEASE = defineProtocol({
   script: 'concurrency_release',
   operationArg: false,
-  operations: { release: ['leaseId', 'maxConcurrency', 'leaseTtlMs'] },
+  operations: { release: ['slotId', 'maxConcurrency', 'leaseTtlMs'] },
   reply: { removed: 'flag', remaining: 'number', retryAfterMs: 'number', resetAfterMs: 'number' },
 });
 

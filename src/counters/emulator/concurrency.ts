@@ -4,7 +4,7 @@ import { result } from './answers.js';
 import type { MemoryKeyspace } from './keyspace.js';
 
 /**
- * The emulator's concurrency leases: mirrors lua/concurrency_acquire.lua and lua/concurrency_release.lua.
+ * The emulator's concurrency slots: mirrors lua/concurrency_acquire.lua and lua/concurrency_release.lua.
  * An acquire's answer tells whether it took a new slot (`newSlot`): one that only refreshed the slot its
  * slot id held took nothing, so a give-back must not release it (layered-decision.ts).
  */
