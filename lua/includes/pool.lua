@@ -1,6 +1,6 @@
--- include "pool": lease_pool.lua's pool hash (KEYS[1], its fields in the script's header): read into `p`
+-- include "pool": region_pool.lua's pool hash (KEYS[1], its fields in the script's header): read into `p`
 -- as the script starts, with the units of expired generations lapsed; `save` writes back what changed;
--- `answer` is the reply (src/regions/lease-pool-protocol.ts). Needs `key`, `now`, `POOL_TTL_MS`.
+-- `answer` is the reply (src/regions/region-pool-protocol.ts). Needs `key`, `now`, `POOL_TTL_MS`.
 
 -- Every field, with its value when absent; `p` holds them as numbers (strings for the tags and the lock).
 local FIELDS = { 'a_u', 'a_e', 'a_t', 'a_s', 'b_u', 'b_e', 'b_t', 'b_s', 'lk', 'le', 'pr', 'lc', 'du', 'dd', 'rw', 'rs', 'rp', 'la', 'ln', 'an', 'wd', 'lw', 'sh', 'su' }

@@ -36,7 +36,7 @@ export type ScriptName =
   | 'quota'
   | 'concurrency_acquire'
   | 'concurrency_release'
-  | 'lease_pool';
+  | 'region_pool';
 
 export interface LuaScript {
   /** Its path below `lua/`, without `.lua`: `fixed_window`, `policy/commit`. */
@@ -59,7 +59,7 @@ export const SCRIPT_KEY_COUNTS: Readonly<Record<ScriptName, number>> = {
   quota: 1,
   concurrency_acquire: 1,
   concurrency_release: 1,
-  lease_pool: 1,
+  region_pool: 1,
 };
 
 export const SCRIPT_NAMES = Object.keys(SCRIPT_KEY_COUNTS) as ScriptName[];

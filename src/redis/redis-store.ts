@@ -408,7 +408,7 @@ export class RedisCounterStore implements CounterStore {
   }
 
   /**
-   * One operation of `lua/lease_pool.lua` (a region's units of a global budget, src/regions/region-pool.ts),
+   * One operation of `lua/region_pool.lua` (a region's units of a global budget, src/regions/region-pool.ts),
    * batched with the counter operations of the same turn: `args` after `now`, its reply as `parse` reads it.
    */
   runRegionPool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T> {
@@ -418,7 +418,7 @@ export class RedisCounterStore implements CounterStore {
     } catch (err) {
       return Promise.reject(err);
     }
-    const call = this.scriptCall('lease_pool', [key], String(1 + args.length), now);
+    const call = this.scriptCall('region_pool', [key], String(1 + args.length), now);
     call.operation = args[0];
     call.rest = args.slice(1);
     call.parse = parse;

@@ -18,7 +18,7 @@ import type { LeaseClock, LeaseEvents, LeaseParent, LocalMs, UnitHolders } from 
 
 /**
  * The counter store of a server in a region (docs/distribution.md "How it works"): a `budget: "global"`
- * counter's units are taken into a pool in the region's store (lua/lease_pool.lua), which the region's
+ * counter's units are taken into a pool in the region's store (lua/region_pool.lua), which the region's
  * servers spend from, refill and let go together. Injected stores and clock: the simulation runs this code.
  */
 export interface RegionStoreOptions<Regional extends RegionSideStore = RedisCounterStore> {

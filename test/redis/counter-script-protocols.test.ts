@@ -16,8 +16,8 @@ describe('counter script protocols', () => {
     });
   }
 
-  it('the loader checks every counter script against its protocol (lease_pool: src/regions/lease-pool-protocol.ts)', () => {
-    for (const name of SCRIPT_NAMES) if (name !== 'lease_pool') expect(SCRIPT_PROTOCOLS[name]?.script, name).to.equal(name);
+  it('the loader checks every counter script against its protocol (region_pool: src/regions/region-pool-protocol.ts)', () => {
+    for (const name of SCRIPT_NAMES) if (name !== 'region_pool') expect(SCRIPT_PROTOCOLS[name]?.script, name).to.equal(name);
   });
 
   it('every reply starts with the decision fields the reader takes from one place, a share report last', () => {

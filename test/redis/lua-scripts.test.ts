@@ -18,11 +18,11 @@ import {
   type ScriptName,
 } from '../../src/redis/lua-scripts.js';
 import { startRedis, type RedisHandle } from '../support/redis.js';
-import { LEASE_POOL } from '../../src/regions/lease-pool-protocol.js';
+import { REGION_POOL } from '../../src/regions/region-pool-protocol.js';
 import type { Operations, ProtocolDeclaration, ReplyFields } from '../../src/redis/script-protocol.js';
 
 /** The scripts whose operations are declared (src/redis/script-protocol.ts): their header names each operation's arguments, after ARGV[2]. */
-const PROTOCOLS: Partial<Record<ScriptName, ProtocolDeclaration<Operations, ReplyFields>>> = { lease_pool: LEASE_POOL };
+const PROTOCOLS: Partial<Record<ScriptName, ProtocolDeclaration<Operations, ReplyFields>>> = { region_pool: REGION_POOL };
 
 /** How many ARGV a script's header accounts for: its ARGV lines, or with a protocol the operation and its longest argument list after them. */
 function declaredArgvCount(name: ScriptName, head: string): number {
@@ -143,7 +143,7 @@ describe('Lua scripts', function () {
         const script = readScript(name);
         expect(script.lua).not.to.match(/^\s*--\s*@include/m);
         expect(script.lua).to.include('-- >>> include "time"');
-        expect(script.lua).to.include(name === 'lease_pool' ? 'local function reply_number(' : 'local function reply(');
+        expect(script.lua).to.include(name === 'region_pool' ? 'local function reply_number(' : 'local function reply(');
         expect(script.sha1).to.equal(createHash('sha1').update(script.lua).digest('hex'));
         expect(script.numberOfKeys).to.equal(SCRIPT_KEY_COUNTS[name]);
       });
@@ -245,10 +245,10 @@ describe('Lua scripts', function () {
       });
     }
 
-    /** The counter scripts (lease_pool.lua, which counts no algorithm, has its own tests: test/regions/region-pool.test.ts). */
-    const COUNTER_SCRIPTS = SCRIPT_NAMES.filter((name): name is Exclude<ScriptName, 'lease_pool'> => name !== 'lease_pool');
+    /** The counter scripts (region_pool.lua, which counts no algorithm, has its own tests: test/regions/region-pool.test.ts). */
+    const COUNTER_SCRIPTS = SCRIPT_NAMES.filter((name): name is Exclude<ScriptName, 'region_pool'> => name !== 'region_pool');
     /** ARGV after now for each script: the operation and its units (or a lease id), then a small spec's parameters. */
-    const sampleArgs: Record<Exclude<ScriptName, 'lease_pool'>, string[]> = {
+    const sampleArgs: Record<Exclude<ScriptName, 'region_pool'>, string[]> = {
       fixed_window: ['consume', '1', '5', '10000'],
       sliding_window_log: ['consume', '1', '5', '10000'],
       sliding_window_counter: ['consume', '1', '5', '10000', '4'],
@@ -259,7 +259,7 @@ describe('Lua scripts', function () {
       concurrency_release: ['lease-1', '5', '10000'],
     };
 
-    async function run(name: Exclude<ScriptName, 'lease_pool'>, now: string, prefix: string): Promise<{ reply: unknown; ttls: number[] }> {
+    async function run(name: Exclude<ScriptName, 'region_pool'>, now: string, prefix: string): Promise<{ reply: unknown; ttls: number[] }> {
       const script = loadScripts()[name];
       const keys = script.numberOfKeys === 2 ? [`${prefix}{k}`, `${prefix}{k}:sum`] : [`${prefix}{k}`];
       if (name === 'concurrency_release') {

@@ -1,6 +1,6 @@
 /**
  * Parity is proven, not hoped (as test/counters/parity.property.test.ts does for the counter scripts):
- * random sequences of region-pool operations at explicit instants run through lua/lease_pool.lua on a
+ * random sequences of region-pool operations at explicit instants run through lua/region_pool.lua on a
  * real Redis and through its in-memory port (MemoryRegionPool), both behind the same RegionPool. Every
  * answer must be identical, and after each operation the stored state too: the hash's fields, and
  * whether the operation (re)set the key's expiry, and to when.
@@ -152,7 +152,7 @@ function describeStep(i: number, s: Step, now: number): string {
 // Replay against both
 // ---------------------------------------------------------------------------------------------------
 
-describe('parity: lua/lease_pool.lua ≡ MemoryRegionPool (fast-check)', function () {
+describe('parity: lua/region_pool.lua ≡ MemoryRegionPool (fast-check)', function () {
   this.timeout(120_000);
   let store: RedisCounterStore;
   let admin: Redis;

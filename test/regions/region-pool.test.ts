@@ -5,10 +5,10 @@ import { poolKey, RegionPool } from '../../src/regions/region-pool.js';
 import { randomPrefix, startRedis, type RedisHandle } from '../support/redis.js';
 
 /**
- * lua/lease_pool.lua against a real Redis, at explicit instants (the script's `now`): spending, the
+ * lua/region_pool.lua against a real Redis, at explicit instants (the script's `now`): spending, the
  * refill lock, expiry and lapse, windows never mixing, drain and refund.
  */
-describe('region pool (lua/lease_pool.lua)', function () {
+describe('region pool (lua/region_pool.lua)', function () {
   this.timeout(20_000);
   let redis: RedisHandle;
   let store: RedisCounterStore;

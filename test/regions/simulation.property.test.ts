@@ -6,7 +6,7 @@
  *   identical to (test/counters/parity.property.test.ts). Its clock is the reference time.
  * - Each region is served by several servers, each a real RegionCounterStore (refill lock, chunk rule,
  *   waiting decisions, expiry from clock samples, idle sweep, policy-change drain); the servers of a
- *   region share ONE pool, MemoryRegionPool (the port of lua/lease_pool.lua, proven identical to it by
+ *   region share ONE pool, MemoryRegionPool (the port of lua/region_pool.lua, proven identical to it by
  *   test/regions/region-pool-parity.property.test.ts), on the region store's own clock.
  * - Below them, each server's ProcessLeases (LeaseHolder, ProcessUnitPool, storeParent), whose parent
  *   is its RegionCounterStore, as production wires a `lease` on a global budget.

@@ -1,12 +1,12 @@
 import type { WireReply } from '../../../src/redis/script-protocol.js';
-import { LEASE_POOL } from '../../../src/regions/lease-pool-protocol.js';
+import { REGION_POOL } from '../../../src/regions/region-pool-protocol.js';
 import type { RegionPoolScript } from '../../../src/regions/region-pool.js';
 
-/** The script's reply by name, as it builds it (lease-pool-protocol.ts). */
-type PoolReply = WireReply<typeof LEASE_POOL.reply>;
+/** The script's reply by name, as it builds it (region-pool-protocol.ts). */
+type PoolReply = WireReply<typeof REGION_POOL.reply>;
 
 /**
- * The in-memory port of `lua/lease_pool.lua`: region pools kept in this process, on a clock of their own
+ * The in-memory port of `lua/region_pool.lua`: region pools kept in this process, on a clock of their own
  * (the clock of the "region store" they stand for), for the lease simulation
  * (test/regions/simulation.property.test.ts), where several RegionCounterStores share one. A line-by-line
  * port (the same steps in the same order, so the numbers are the same; change both together), proven
@@ -17,7 +17,7 @@ type PoolReply = WireReply<typeof LEASE_POOL.reply>;
 /** As the script: made or last refilled, a pool's key lives this long past its newest live units' expiry (none: past now). */
 const POOL_TTL_MS = 600_000;
 
-/** The pool hash (lua/lease_pool.lua, KEYS[1]): the tags and the lock's owner are strings. */
+/** The pool hash (lua/region_pool.lua, KEYS[1]): the tags and the lock's owner are strings. */
 export interface PoolFields {
   a_u: number;
   a_e: number;
@@ -70,7 +70,7 @@ export class MemoryRegionPool implements RegionPoolScript {
 
   runRegionPool<T>(key: string, args: string[], parse: (reply: unknown) => T, nowMs?: number): Promise<T> {
     try {
-      return Promise.resolve(parse(LEASE_POOL.encodeReply(this.run(key, nowMs ?? this.clock(), args))));
+      return Promise.resolve(parse(REGION_POOL.encodeReply(this.run(key, nowMs ?? this.clock(), args))));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -91,7 +91,7 @@ export class MemoryRegionPool implements RegionPoolScript {
       this.pools.delete(key);
       held = undefined;
     }
-    const names: readonly string[] = (LEASE_POOL.operations as Record<string, readonly string[]>)[op] ?? [];
+    const names: readonly string[] = (REGION_POOL.operations as Record<string, readonly string[]>)[op] ?? [];
     const args: Args = {};
     names.forEach((name, i) => (args[name] = argv[i + 1]));
     const run = new PoolRun(now, held, (pool) => this.pools.set(key, pool));
@@ -110,11 +110,11 @@ export class MemoryRegionPool implements RegionPoolScript {
       case 'peek':
         return run.peek();
     }
-    throw new Error(`ERR rl lease_pool: unknown operation ${String(op)}`);
+    throw new Error(`ERR rl region_pool: unknown operation ${String(op)}`);
   }
 }
 
-/** An operation's arguments by name (lease-pool-protocol.ts), as the script's ARGV strings; absent: undefined. */
+/** An operation's arguments by name (region-pool-protocol.ts), as the script's ARGV strings; absent: undefined. */
 type Args = Record<string, string | undefined>;
 const num = (value: string | undefined): number => Number(value);
 

@@ -1,11 +1,11 @@
 import { defineProtocol } from '../redis/script-protocol.js';
 
 /**
- * The protocol of `lua/lease_pool.lua`, a region's pool of units of one `budget: "global"` counter:
+ * The protocol of `lua/region_pool.lua`, a region's pool of units of one `budget: "global"` counter:
  * each operation's arguments (after ARGV[1], `now`) and the reply's fields, declared once
  * (src/redis/script-protocol.ts). RegionPool builds its calls and reads its answers here, the script's
  * in-memory port (test/regions/support/memory-region-pool.ts) builds its answers here, and the script's
- * header lists the same names in the same order (test/regions/lease-pool-protocol.test.ts reads it through the
+ * header lists the same names in the same order (test/regions/region-pool-protocol.test.ts reads it through the
  * loader with this protocol, which checks that).
  *
  * Arguments: `cost` a decision's units (spend: all or nothing; take: up to that many, for a process lease
@@ -37,8 +37,8 @@ import { defineProtocol } from '../redis/script-protocol.js';
  * | lw sh           | what those waiting for the last refill wanted; 1 when the last landed brought fewer |
  * | su              | parent short until (its retry_after; 0: at once)                                     |
  */
-export const LEASE_POOL = defineProtocol({
-  script: 'lease_pool',
+export const REGION_POOL = defineProtocol({
+  script: 'region_pool',
   operationArg: true,
   operations: {
     spend: ['cost', 'lockMs', 'token', 'measureMs', 'fresh', 'waitsFor'],

@@ -1,5 +1,5 @@
 /**
- * lua/lease_pool.lua's protocol (src/regions/lease-pool-protocol.ts): the script's header lists the
+ * lua/region_pool.lua's protocol (src/regions/region-pool-protocol.ts): the script's header lists the
  * declared operations, arguments and reply fields in their order, and RegionPool sends each operation's
  * arguments in that order.
  */
@@ -7,18 +7,18 @@ import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import { LUA_DIR, readLuaScript } from '../../src/redis/lua-scripts.js';
 import { protocolProblems } from '../../src/redis/script-protocol.js';
-import { LEASE_POOL } from '../../src/regions/lease-pool-protocol.js';
+import { REGION_POOL } from '../../src/regions/region-pool-protocol.js';
 import { RegionPool, type RegionPoolScript } from '../../src/regions/region-pool.js';
 
-describe('lua/lease_pool.lua protocol', () => {
+describe('lua/region_pool.lua protocol', () => {
   it('the header lists the declared names in their order, and the loader given the protocol reads it', () => {
-    expect(protocolProblems(LEASE_POOL, readFileSync(new URL('lease_pool.lua', LUA_DIR), 'utf8'))).to.deep.equal([]);
-    expect(readLuaScript('lease_pool', 1, LUA_DIR, LEASE_POOL).lua).to.include('-- >>> include "pool"');
+    expect(protocolProblems(REGION_POOL, readFileSync(new URL('region_pool.lua', LUA_DIR), 'utf8'))).to.deep.equal([]);
+    expect(readLuaScript('region_pool', 1, LUA_DIR, REGION_POOL).lua).to.include('-- >>> include "pool"');
   });
 
   it('RegionPool sends each operation its arguments in the declared order', async () => {
     const sent: string[][] = [];
-    const reply = LEASE_POOL.encodeReply({
+    const reply = REGION_POOL.encodeReply({
       spent: true, left: 1, retryAfterMs: 0, refill: undefined, recent: 0, parentRemaining: -1, lapsed: 0, down: false, resetAfterMs: 0, tag: '', storeNow: 5, waiting: 0, waitsFor: 0, stale: undefined,
     });
     const script: RegionPoolScript = { runRegionPool: (_key, args, parse) => (sent.push(args), Promise.resolve(parse(reply))) };

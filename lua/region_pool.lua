@@ -1,8 +1,8 @@
--- lease_pool: a region's pool of units of one `budget: global` counter, held in the region's store
+-- region_pool: a region's pool of units of one `budget: global` counter, held in the region's store
 -- (docs/distribution.md). One script for every algorithm: the units were taken from the global counter
 -- by the algorithm's own script; here they are only counted, spent and let go. Every server of the
 -- region spends from the same pool, so decisions in the region are exact against it.
--- Protocol: src/regions/lease-pool-protocol.ts declares the same operations, arguments and reply
+-- Protocol: src/regions/region-pool-protocol.ts declares the same operations, arguments and reply
 -- fields, in this order (the loader checks this header against it); the port of this script is
 -- test/regions/support/memory-region-pool.ts: change all together.
 --
@@ -302,4 +302,4 @@ if op == 'peek' then
   return answer(false, 0, false)
 end
 
-return redis.error_reply('ERR rl lease_pool: unknown operation ' .. tostring(op))
+return redis.error_reply('ERR rl region_pool: unknown operation ' .. tostring(op))
