@@ -11,7 +11,7 @@
 --
 -- KEYS     the keys of every operation in order, as many per operation as its script takes
 -- ARGV     per operation: its script name, n = the number of its ARGV, then its n ARGV
---          (now, the operation and its units or a lease id, parameters: see the script's header)
+--          (now, the operation and its units or a slot id, parameters: see the script's header)
 -- Returns  one entry per operation, in order: the script's reply {allowed 1/0, remaining,
 --          retry_after_ms, reset_after_ms}, or, when that operation failed (an error reply, a failed
 --          Redis command, a Lua error), the error message as a string. A failed operation fails

@@ -20,7 +20,7 @@
 --            tokens the bucket refilled meanwhile (src/lease)
 --   reclaim  settles a named take or give (include "lease"); ARGV[3] is ignored; its own arguments
 --            are its id, its deadline and, last, its reclaimer ('' = none)
--- Port of `mode` in src/counters/emulator/mode.ts: change both together.
+-- Port of AlgorithmCall.set in src/counters/emulator/mode.ts: change both together.
 local operation = ARGV[2]
 local units = tonumber(ARGV[3])
 local checking = operation == 'check'
