@@ -1,5 +1,5 @@
 import type { CounterSpec } from '../counters/counter-spec.js';
-import type { ScriptName } from './lua-scripts.js';
+import type { ScriptName } from './script-names.js';
 import { defineProtocol, type Operations, type ProtocolDeclaration, type ReplyFields } from './script-protocol.js';
 
 /**

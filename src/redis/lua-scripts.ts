@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Cluster, Redis } from 'ioredis';
 import { SCRIPT_PROTOCOLS } from './counter-script-protocols.js';
+import type { ScriptName } from './script-names.js';
 import { protocolProblems, type Operations, type ProtocolDeclaration, type ReplyFields } from './script-protocol.js';
 
 /**
@@ -27,16 +28,7 @@ import { protocolProblems, type Operations, type ProtocolDeclaration, type Reply
  * it in full after every NOSCRIPT, and the comments are most of its size.
  */
 
-export type ScriptName =
-  | 'fixed_window'
-  | 'sliding_window_log'
-  | 'sliding_window_counter'
-  | 'token_bucket'
-  | 'leaky_bucket'
-  | 'quota'
-  | 'concurrency_acquire'
-  | 'concurrency_release'
-  | 'region_pool';
+export type { ScriptName };
 
 export interface LuaScript {
   /** Its path below `lua/`, without `.lua`: `fixed_window`, `policy/commit`. */
