@@ -74,20 +74,18 @@ class ZoneClock {
   }
 
   /**
-   * The first instant at which the wall clock reaches `wall` (a wall-clock time written as UTC ms),
-   * starting from the offset at `hint`; when the clocks jump over `wall`, the instant they jump.
+   * The first instant at which the wall clock reaches `wall` (a wall-clock time written as UTC ms);
+   * when the clocks jump over `wall`, the instant they jump. A time shown twice (the clocks went
+   * back) is the earlier of its two instants, so a day whose midnight repeats starts at the first.
    */
   instantOf(wall: number, hint: number): number {
-    let c = wall - this.offsetAt(hint);
-    let before = Number.NaN;
-    for (let i = 0; i < 4; i++) {
-      const next = wall - this.offsetAt(c);
-      if (next === c) return c;
-      if (next === before) return this.changeIn(Math.min(c, next), Math.max(c, next));
-      before = c;
-      c = next;
-    }
-    return this.changeIn(Math.min(c, before), Math.max(c, before));
+    // Every offset in force near `wall`: a day either side covers any zone's offset, and the hint's.
+    const candidates = [wall - this.offsetAt(wall - DAY_MS), wall - this.offsetAt(wall + DAY_MS), wall - this.offsetAt(hint)];
+    let first = Number.POSITIVE_INFINITY;
+    for (const c of candidates) if (c < first && c + this.offsetAt(c) === wall) first = c;
+    if (first !== Number.POSITIVE_INFINITY) return first;
+    // Skipped: the clocks jumped over `wall` between the earliest and the latest reading of it.
+    return this.changeIn(Math.min(...candidates), Math.max(...candidates));
   }
 }
 

@@ -140,6 +140,12 @@ describe('calendar periods (src/util/calendar-period.ts) against the wall clock 
     const year = new CalendarPeriods('year', 'Asia/Kolkata');
     expect(year.startOf(Date.UTC(2024, 5, 1))).to.equal(Date.UTC(2023, 11, 31, 18, 30));
     expect(year.nextAfter(year.startOf(Date.UTC(2024, 5, 1))) - year.startOf(Date.UTC(2024, 5, 1))).to.equal(366 * DAY);
+    // Havana's clocks went back at 01:00 on 2024-11-03, so its midnight was shown twice (04:00Z and 05:00Z):
+    // the day starts at the first, and an instant in the repeated hour is in it.
+    const havana = new CalendarPeriods('day', 'America/Havana');
+    expect(havana.startOf(Date.UTC(2024, 10, 3, 5))).to.equal(Date.UTC(2024, 10, 3, 4));
+    expect(havana.nextAfter(Date.UTC(2024, 10, 3, 4)) - Date.UTC(2024, 10, 3, 4)).to.equal(25 * HOUR);
+    expect(havana.nextAfter(Date.UTC(2024, 10, 2, 4))).to.equal(Date.UTC(2024, 10, 3, 4));
     // Weeks start on Monday: 2024-01-01 was one.
     expect(new CalendarPeriods('week', 'UTC').startOf(Date.UTC(2024, 0, 7, 23))).to.equal(Date.UTC(2024, 0, 1));
   });
