@@ -148,7 +148,7 @@ local estimate = full + (oldest * (bucket_ms - elapsed)) / bucket_ms
 -- granted all of it answers the retry_after of one more unit (0 while one more fits).
 -- A region's take of a global budget with shares gets at most what its share leaves it (include "shares").
 local wanted = cost
-if taking then
+if taking and share_region then
   cost = share_cap(current, cost)
 end
 local granted = cost

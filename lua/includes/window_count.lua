@@ -10,7 +10,9 @@
 local function window_take(key, used, limit, window_start, window_end, reset)
   -- A region's take of a global budget with shares gets at most what its share leaves it (include "shares").
   local asked = cost
-  cost = share_cap(window_start, cost)
+  if share_region then
+    cost = share_cap(window_start, cost)
+  end
   local granted = math.max(0, math.min(cost, limit - used))
   local retry = 0
   if granted < asked or used + granted >= limit then
