@@ -1,9 +1,10 @@
 import calculateSlot from 'cluster-key-slot';
-import { Command, type Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { CounterStoreUnavailableError } from '../errors.js';
 import { ANY_SLOT, type MasterGuard, type MasterHealth } from './master-health.js';
 import { loadBatchScript, type BatchScript, type ScriptName } from './lua-scripts.js';
 import { parseReply } from './redis-script-reply.js';
+import { EncodedArgs, encodedScriptCommand } from './resp.js';
 import { classify, isUnavailableReply, TimeoutError, UNAVAILABLE_REPLY, withDeadline, type ErrorReporter } from './redis-store-errors.js';
 
 /** One operation waiting in a batch; `parse` reads its reply (parseReply unless given). */
@@ -27,6 +28,8 @@ export interface ScriptCall {
   operation: string;
   units: string | undefined;
   rest: string[];
+  /** `rest` as bulk strings (resp.ts), when the caller keeps them encoded. */
+  encodedRest: string | undefined;
   parse: ((reply: unknown) => unknown) | undefined;
   batchName: string | undefined;
 }
@@ -36,7 +39,7 @@ interface Batch {
   /** The hash slot it collects for (ANY_SLOT outside a cluster). */
   readonly slot: number;
   readonly keys: string[];
-  readonly argv: string[];
+  readonly argv: EncodedArgs;
   readonly operations: PendingOperation[];
   /** The master the batch goes to: its breaker let the operations in and hears how the call went. */
   readonly guard: MasterGuard;
@@ -123,9 +126,20 @@ export class ScriptBatcher {
     const batch = this.batchFor(call.name, call.keys[0]);
     if (!('keys' in batch)) return batch;
     for (const key of call.keys) batch.keys.push(key);
-    batch.argv.push(call.batchName ?? call.name, call.argc, call.now, call.operation);
-    if (call.units !== undefined) batch.argv.push(call.units);
-    for (const arg of call.rest) batch.argv.push(arg);
+    const argv = batch.argv;
+    argv.addWord(call.batchName ?? call.name);
+    argv.addWord(call.argc);
+    // A `now` given (tests, replays) differs call by call; the store's own ('') never does.
+    if (call.now === '') argv.addWord('');
+    else argv.add(call.now);
+    if (call.units === undefined) {
+      argv.add(call.operation); // a slot id, or a region pool's operation
+    } else {
+      argv.addWord(call.operation);
+      argv.add(call.units);
+    }
+    if (call.encodedRest !== undefined) argv.addEncoded(call.encodedRest, call.rest.length);
+    else for (const arg of call.rest) argv.add(arg);
     return this.queued(batch, call.name, call.parse as ((reply: unknown) => T) | undefined);
   }
 
@@ -134,11 +148,11 @@ export class ScriptBatcher {
    * and `argv` laid out as the script reads a group (every key of it in one hash slot), `name` the
    * first operation's (for errors and breaker events).
    */
-  enqueueGroup<T>(name: ScriptName, keys: string[], argv: string[], parse: (reply: unknown) => T): Promise<T> {
+  enqueueGroup<T>(name: ScriptName, keys: string[], argv: EncodedArgs, parse: (reply: unknown) => T): Promise<T> {
     const batch = this.batchFor(name, keys[0]);
     if (!('keys' in batch)) return batch;
     for (const key of keys) batch.keys.push(key);
-    for (const arg of argv) batch.argv.push(arg);
+    batch.argv.append(argv);
     return this.queued(batch, name, parse);
   }
 
@@ -182,7 +196,7 @@ export class ScriptBatcher {
       batch = undefined;
     }
     if (!batch) {
-      batch = { slot, keys: [], argv: [], operations: [], guard, deadline: performance.now() + this.timeoutMs, settled: false, resent: false };
+      batch = { slot, keys: [], argv: new EncodedArgs(), operations: [], guard, deadline: performance.now() + this.timeoutMs, settled: false, resent: false };
       this.pending.set(slot, batch);
       this.scheduleFlush();
     }
@@ -230,7 +244,7 @@ export class ScriptBatcher {
       return;
     }
     batch.timer ??= setTimeout(this.onDeadline, Math.max(1, batch.deadline - performance.now()), batch);
-    const command = scriptCommand(batch.resent ? 'eval' : 'evalsha', this.scriptArgs(batch));
+    const command = batch.resent ? encodedScriptCommand('eval', this.script.lua, batch.keys, batch.argv) : encodedScriptCommand('evalsha', this.script.sha1, batch.keys, batch.argv);
     let reply: Promise<unknown>;
     try {
       reply = this.client.sendCommand(command) as Promise<unknown>;
@@ -250,14 +264,6 @@ export class ScriptBatcher {
         this.batchFailed(batch, err);
       },
     );
-  }
-
-  /** EVALSHA/EVAL arguments: the script (digest or text), the key count, every key, every ARGV. */
-  private scriptArgs(batch: Batch): string[] {
-    const args = [batch.resent ? this.script.lua : this.script.sha1, String(batch.keys.length)];
-    for (const key of batch.keys) args.push(key);
-    for (const arg of batch.argv) args.push(arg);
-    return args;
   }
 
   /** The batch's deadline passed without an answer (the call may still run: it is never resent). */
@@ -356,15 +362,4 @@ export class ScriptBatcher {
     );
   }
 
-}
-
-/**
- * An ioredis Command with `args` as given. Every argument is a string already; the constructor would
- * copy them all again with Array#flat (the largest cost of building the command; BENCHMARKS.md), and
- * its other argument handling (key prefix, argument transformers) does not apply.
- */
-function scriptCommand(name: 'eval' | 'evalsha', args: string[]): Command {
-  const command = new Command(name, [], { replyEncoding: 'utf8' });
-  command.args = args;
-  return command;
 }

@@ -3,19 +3,51 @@ import { CounterStoreUnavailableError } from '../errors.js';
 import type { CounterResult, GroupOperation, GroupOutcome } from '../counters/counter-store.js';
 import { parseAcquireReply, parseReply } from './redis-script-reply.js';
 import type { ScriptName } from './lua-scripts.js';
+import { bulkCount, bulkString, bulkStrings, bulkWord, EncodedArgs } from './resp.js';
 
 /**
  * An all-or-nothing group (CounterStore.group) as lua/batch.lua reads one: the operations of one hash
- * slot go in one group entry (`group`, k, then each operation's header `name, n, p, v, s` and its n
- * ARGV), so a single Redis decides the whole group in the one script call of its batch. On a Cluster
- * each slot's operations form a group of their own.
+ * slot go in one group entry (`group`, k, then each operation's header and its n ARGV), so a single
+ * Redis decides the whole group in the one script call of its batch. On a Cluster each slot's
+ * operations form a group of their own. The arguments go encoded (resp.ts): what repeats per spec is
+ * encoded once.
  */
 
-/** The parameters an operation of `spec` sends after its `now`, operation and units (or lease id). */
+/** The parameters an operation of a spec sends after its `now`, operation and units (or slot id). */
 export interface GroupArgs {
   argc: string;
   params: string[];
+  /** `params` as bulk strings. */
+  encodedParams: string;
+  /** A consume's header, `now` and operation with the store's own clock ('' now), hard and soft: made on first use. */
+  consumeHeads: [string | undefined, string | undefined];
 }
+
+export function groupArgs(argc: string, params: string[]): GroupArgs {
+  return { argc, params, encodedParams: bulkStrings(params), consumeHeads: [undefined, undefined] };
+}
+
+/**
+ * An operation's header in a group, as lua/batch.lua reads it (`name, n, p, v, s`): its script's entry
+ * name, its ARGV count, the position of the argument its check replaces and the value put there, and
+ * whether it is soft (its refusal does not refuse the group).
+ */
+interface GroupOperationHeader {
+  name: ScriptName;
+  argc: string;
+  checkPosition: string;
+  checkValue: string;
+  soft: boolean;
+}
+
+function encodeHeader(header: GroupOperationHeader): string {
+  return bulkWord(header.name) + bulkWord(header.argc) + bulkWord(header.checkPosition) + bulkWord(header.checkValue) + bulkWord(header.soft ? '1' : '0');
+}
+
+/** Arguments in a group header: five, then `now` and the operation (a consume's with its units after). */
+const HEADER_ARGS = 5;
+/** A rate script checks in its `check` mode, its operation (ARGV[2]). */
+const RATE_CHECK_POSITION = '2';
 
 /** One slot's share of a group: its operations' positions in the whole, keys and ARGV. */
 export interface SlotGroup {
@@ -24,35 +56,72 @@ export interface SlotGroup {
   /** Per operation of the share: an acquire (its reply says whether it took a new slot). */
   acquires: boolean[];
   keys: string[];
-  argv: string[];
+  argv: EncodedArgs;
+  /** Where the operation count goes in `argv`, once every operation is in. */
+  countAt: number;
 }
 
 /** The group split by hash slot (one share outside a Cluster), laid out for lua/batch.lua. */
 export function slotGroups(operations: readonly GroupOperation[], now: string, argsOf: (o: GroupOperation) => GroupArgs, cluster: boolean): SlotGroup[] {
+  if (!cluster) {
+    const share = newShare(operations[0]);
+    for (let i = 0; i < operations.length; i++) addOperation(share, i, operations[i], now, argsOf(operations[i]));
+    return [finished(share)];
+  }
   const bySlot = new Map<number, SlotGroup>();
   for (let i = 0; i < operations.length; i++) {
     const o = operations[i];
-    const slot = cluster ? calculateSlot(o.keys[0]) : 0;
+    const slot = calculateSlot(o.keys[0]);
     let share = bySlot.get(slot);
-    const name: ScriptName = o.op === 'consume' ? o.spec.type : 'concurrency_acquire';
-    if (share === undefined) {
-      // The group's header first; its count is known once every operation is in.
-      share = { name, positions: [], acquires: [], keys: [], argv: ['group', ''] };
-      bySlot.set(slot, share);
-    }
-    share.positions.push(i);
-    share.acquires.push(o.op === 'acquire');
-    for (const key of o.keys) share.keys.push(key);
-    const { argc, params } = argsOf(o);
-    const soft = o.soft === true ? '1' : '0';
-    // A rate script checks in its `check` mode (ARGV[2]); concurrency_acquire with one argument more.
-    if (o.op === 'consume') share.argv.push(name, argc, '2', 'check', soft, now, 'consume', String(o.cost));
-    else share.argv.push(name, argc, String(Number(argc) + 1), 'check', soft, now, o.slotId);
-    for (const param of params) share.argv.push(param);
+    if (share === undefined) bySlot.set(slot, (share = newShare(o)));
+    addOperation(share, i, o, now, argsOf(o));
   }
   const shares = [...bySlot.values()];
-  for (const share of shares) share.argv[1] = String(share.positions.length);
+  for (const share of shares) finished(share);
   return shares;
+}
+
+function scriptOf(o: GroupOperation): ScriptName {
+  return o.op === 'consume' ? o.spec.type : 'concurrency_acquire';
+}
+
+/** A share named after its first operation, its header first (its count is known once every operation is in). */
+function newShare(first: GroupOperation): SlotGroup {
+  const argv = new EncodedArgs();
+  argv.addWord('group');
+  const countAt = argv.reserve();
+  return { name: scriptOf(first), positions: [], acquires: [], keys: [], argv, countAt };
+}
+
+function finished(share: SlotGroup): SlotGroup {
+  share.argv.fill(share.countAt, String(share.positions.length));
+  return share;
+}
+
+function addOperation(share: SlotGroup, position: number, o: GroupOperation, now: string, args: GroupArgs): void {
+  share.positions.push(position);
+  share.acquires.push(o.op === 'acquire');
+  for (const key of o.keys) share.keys.push(key);
+  const { argv } = share;
+  const soft = o.soft === true;
+  if (o.op === 'consume') {
+    argv.addEncoded(consumeHead(o.spec.type, args, soft, now), HEADER_ARGS + 2);
+    argv.addEncoded(bulkCount(o.cost), 1);
+  } else {
+    // concurrency_acquire checks with one argument more, its `check` flag.
+    argv.addEncoded(encodeHeader({ name: 'concurrency_acquire', argc: args.argc, checkPosition: String(Number(args.argc) + 1), checkValue: 'check', soft }), HEADER_ARGS);
+    argv.add(now);
+    argv.add(o.slotId);
+  }
+  argv.addEncoded(args.encodedParams, args.params.length);
+}
+
+/** A consume's header, `now` and operation, encoded; kept in `args` for the store's own clock. */
+function consumeHead(name: ScriptName, args: GroupArgs, soft: boolean, now: string): string {
+  const made = () => encodeHeader({ name, argc: args.argc, checkPosition: RATE_CHECK_POSITION, checkValue: 'check', soft }) + bulkString(now) + bulkWord('consume');
+  if (now !== '') return made();
+  const k = soft ? 1 : 0;
+  return (args.consumeHeads[k] ??= made());
 }
 
 /** A group entry's reply: one script reply or error message per operation (`acquires`: which are acquires). */

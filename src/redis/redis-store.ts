@@ -6,7 +6,7 @@ import { log } from '../util/log.js';
 import type { CircuitBreaker, CircuitBreakerOptions } from './circuit-breaker.js';
 import { ANY_SLOT, MasterHealth } from './master-health.js';
 import type { CounterResult, CounterStore, GroupOperation, GroupOutcome, LeaseCounterResult, NamedGive, NamedTake, TakeReclaim } from '../counters/counter-store.js';
-import { parseGroupReply, settleShare, slotGroups, type SlotGroup } from './redis-group.js';
+import { groupArgs, parseGroupReply, settleShare, slotGroups, type GroupArgs, type SlotGroup } from './redis-group.js';
 import { parseAcquireReply } from './redis-script-reply.js';
 import { specParams } from './counter-script-protocols.js';
 import { sharesKey, takesKey } from '../counters/keys.js';
@@ -78,9 +78,7 @@ const DEFAULT_MAX_BATCH_SIZE = 100;
 const NO_ARGS: string[] = [];
 
 /** The ARGV of an operation after `now` and its operation (lease id), and its ARGV count, as strings. */
-interface SpecArgs {
-  argc: string;
-  params: string[];
+interface SpecArgs extends GroupArgs {
   /** A calendar spec's: the period pair the params end with (they are made again for the next pair). */
   pair?: PeriodPair;
 }
@@ -125,7 +123,7 @@ export class RedisCounterStore implements CounterStore {
     name: 'fixed_window', keys: [], nowMs: undefined, operation: '', units: undefined, spec: { type: 'concurrency', maxConcurrency: 0, leaseTtlMs: 0 },
     extra: undefined, ledger: false, region: undefined, parse: undefined,
   };
-  private readonly call: ScriptCall = { name: 'fixed_window', keys: [], argc: '', now: '', operation: '', units: undefined, rest: NO_ARGS, parse: undefined, batchName: undefined };
+  private readonly call: ScriptCall = { name: 'fixed_window', keys: [], argc: '', now: '', operation: '', units: undefined, rest: NO_ARGS, encodedRest: undefined, parse: undefined, batchName: undefined };
 
   constructor(client: Redis | Cluster, options: RedisCounterStoreOptions = {}) {
     this.client = client;
@@ -342,6 +340,7 @@ export class RedisCounterStore implements CounterStore {
     call.operation = '';
     call.units = undefined;
     call.rest = NO_ARGS;
+    call.encodedRest = undefined;
     call.parse = undefined;
     call.batchName = undefined;
     return call;
@@ -371,6 +370,7 @@ export class RedisCounterStore implements CounterStore {
     call.units = op.units;
     if (extra === undefined) {
       call.rest = args.params;
+      call.encodedRest = args.encodedParams;
       call.parse = op.parse;
       return this.batcher.enqueue(call);
     }
@@ -432,14 +432,14 @@ export class RedisCounterStore implements CounterStore {
       const pair = spec.calendar.around(nowMs ?? Date.now());
       if (args?.pair === pair) return args;
       const params = [...specParams(spec), ...calendarParams(pair)];
-      args = { argc: String(3 + params.length), params, pair };
+      args = { ...groupArgs(String(3 + params.length), params), pair };
       this.specArgs.set(spec, args);
       return args;
     }
     if (!args) {
       const params = specParams(spec);
       // now, the operation and its units (a lease operation: the lease id), then the parameters.
-      args = { argc: String((spec.type === 'concurrency' ? 2 : 3) + params.length), params };
+      args = groupArgs(String((spec.type === 'concurrency' ? 2 : 3) + params.length), params);
       this.specArgs.set(spec, args);
     }
     return args;
