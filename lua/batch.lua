@@ -24,8 +24,10 @@
 -- * TIME is read once per script call: every operation of the call runs at the same instant (a
 --   group's checks and runs included), as the call is one atomic step anyway.
 -- * An HMGET asked again of a key nothing has written since (a group's run after its check) is
---   answered from the first reply. Any command but the reads below forgets the reply of every key
---   among its arguments (a DEL may name two). The scripts only read the replies they get.
+--   answered from the first reply. Any command but the reads below forgets its key's reply, and a
+--   DEL (the one command the scripts send with several keys) every key it names; the scripts'
+--   other writes name one key, and their other arguments are fields and values, never keys.
+--   The scripts only read the replies they get.
 local server = redis
 local clock
 local hash_reads = {}
@@ -50,8 +52,10 @@ local redis = setmetatable({
     end
     if not READS[command] then
       hash_reads[key] = nil
-      for i = 1, select('#', ...) do
-        hash_reads[select(i, ...)] = nil
+      if command == 'DEL' then
+        for i = 1, select('#', ...) do
+          hash_reads[select(i, ...)] = nil
+        end
       end
     end
     return server.call(command, key, ...)
