@@ -98,6 +98,9 @@ interface Finishing {
 /** One decision under way: what it asks of its counters and what its last steps need. */
 interface DecisionRun extends CounterAsk, Finishing {}
 
+/** A DecisionRun the synchronous path refills for each decision: nothing keeps it past the decision. */
+type SyncRun = { -readonly [K in keyof DecisionRun]: DecisionRun[K] };
+
 
 
 /**
@@ -126,6 +129,8 @@ export class DecisionService {
   private readonly holders: UnitHolders[] = [];
   /** What a decision over several layers uses of this service (layered-decision.ts). */
   private readonly layers: LayerHost;
+  /** The synchronous path's run: it decides start to finish before returning, so one object serves every decision. */
+  private readonly syncRun: SyncRun = { operation: 'check', call: consumeCall, ctx: undefined as unknown as RequestContext, slotId: '', nowMs: 0, started: 0 };
 
   constructor(private readonly deps: DecisionServiceDeps, seams: DecisionTestSeams = {}) {
     this.now = deps.now ?? Date.now;
@@ -248,9 +253,15 @@ export class DecisionService {
     if (matched.layers !== undefined) return decideLayers(this.layers, { operation, call, ctx, slotId, nowMs, started, layers: matched.layers });
     const { enforce, shadow } = matched;
     if (operation === 'refund' && enforce === undefined && shadow === undefined) this.refuseLeaseRefund(ctx, nowMs);
-    const run: DecisionRun = { operation, call, ctx, slotId, nowMs, started };
     const sync = this.deps.counters.sync;
-    if (sync === undefined) return this.decideAsync(run, enforce, shadow);
+    if (sync === undefined) return this.decideAsync({ operation, call, ctx, slotId, nowMs, started }, enforce, shadow);
+    const run = this.syncRun;
+    run.operation = operation;
+    run.call = call;
+    run.ctx = ctx;
+    run.slotId = slotId;
+    run.nowMs = nowMs;
+    run.started = started;
     // A store on the same clock (both Date.now by default) counts at the instant matching used: one
     // clock read per decision instead of two.
     const counterNowMs = sync.clock === this.now ? nowMs : undefined;
