@@ -28,9 +28,9 @@ export function groupArgs(argc: string, params: string[]): GroupArgs {
 }
 
 /**
- * An operation's header in a group, as lua/batch.lua reads it (`name, n, p, v, s`): its script's entry
- * name, its ARGV count, the position of the argument its check replaces and the value put there, and
- * whether it is soft (its refusal does not refuse the group).
+ * An operation's header in a group: its script's entry name, its ARGV count, the position of the
+ * argument its check replaces and the value put there, and whether it is soft (its refusal does not
+ * refuse the group).
  */
 interface GroupOperationHeader {
   name: ScriptName;
@@ -40,12 +40,21 @@ interface GroupOperationHeader {
   soft: boolean;
 }
 
+/** The header's fields in the order lua/batch.lua reads them, by the names its comment gives them (test/redis/lua-scripts.test.ts). */
+export const GROUP_HEADER_FIELDS = { name: 'name', argc: 'n', checkPosition: 'p', checkValue: 'v', soft: 's' } as const satisfies Record<keyof GroupOperationHeader, string>;
+const HEADER_ORDER = Object.keys(GROUP_HEADER_FIELDS) as (keyof GroupOperationHeader)[];
+
 function encodeHeader(header: GroupOperationHeader): string {
-  return bulkWord(header.name) + bulkWord(header.argc) + bulkWord(header.checkPosition) + bulkWord(header.checkValue) + bulkWord(header.soft ? '1' : '0');
+  let out = '';
+  for (const field of HEADER_ORDER) {
+    const value = header[field];
+    out += bulkWord(typeof value === 'boolean' ? (value ? '1' : '0') : value);
+  }
+  return out;
 }
 
-/** Arguments in a group header: five, then `now` and the operation (a consume's with its units after). */
-const HEADER_ARGS = 5;
+/** Arguments in a group operation's header. */
+const HEADER_ARGS = HEADER_ORDER.length;
 /** A rate script checks in its `check` mode, its operation (ARGV[2]). */
 const RATE_CHECK_POSITION = '2';
 
@@ -105,6 +114,7 @@ function addOperation(share: SlotGroup, position: number, o: GroupOperation, now
   const { argv } = share;
   const soft = o.soft === true;
   if (o.op === 'consume') {
+    // The header, `now` and `consume`, then the units.
     argv.addEncoded(consumeHead(o.spec.type, args, soft, now), HEADER_ARGS + 2);
     argv.addEncoded(bulkCount(o.cost), 1);
   } else {

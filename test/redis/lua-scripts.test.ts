@@ -19,6 +19,7 @@ import {
 } from '../../src/redis/lua-scripts.js';
 import { startRedis, type RedisHandle } from '../support/redis.js';
 import { REGION_POOL } from '../../src/regions/region-pool-protocol.js';
+import { GROUP_HEADER_FIELDS } from '../../src/redis/redis-group.js';
 import type { Operations, ProtocolDeclaration, ReplyFields } from '../../src/redis/script-protocol.js';
 
 /** The scripts whose operations are declared (src/redis/script-protocol.ts): their header names each operation's arguments, after ARGV[2]. */
@@ -69,6 +70,17 @@ describe('Lua scripts', function () {
       const unknown = [...commands].filter((c) => !reads.includes(c) && !oneKeyWrites.includes(c) && !['DEL', 'HMGET', 'TIME'].includes(c));
       expect(unknown, 'commands batch.lua does not know to be single-key writes').to.deep.equal([]);
       expect(batch).to.match(/if command == 'DEL' then/);
+    });
+
+    it('reads a group operation\'s header in the order its declaration (redis-group.ts) gives', function () {
+      const batch = readFileSync(new URL('batch.lua', LUA_DIR), 'utf8');
+      expect(batch).to.include(`its header \`${Object.values(GROUP_HEADER_FIELDS).join(', ')}\``);
+      // parse_call reads each field at its declared offset from the header's start, and skips them all.
+      const at = (field: keyof typeof GROUP_HEADER_FIELDS) => Object.keys(GROUP_HEADER_FIELDS).indexOf(field);
+      expect(batch).to.include(`local name = ARGV[a]`).and.to.include(`tonumber(ARGV[a + ${at('argc')}])`);
+      expect(batch).to.include(`check_argv[tonumber(ARGV[a + ${at('checkPosition')}])] = ARGV[a + ${at('checkValue')}]`);
+      expect(batch).to.include(`call[5] = ARGV[a + ${at('soft')}] == '1'`).and.to.include(`skip = ${Object.keys(GROUP_HEADER_FIELDS).length}`);
+      expect(at('name')).to.equal(0);
     });
 
     it('holds every operation script (without comments), each wrapped as a function of its own KEYS and ARGV', function () {
