@@ -27,11 +27,16 @@ export interface ScriptCall {
   now: string;
   operation: string;
   units: string | undefined;
-  rest: string[];
-  /** `rest` as bulk strings (resp.ts), when the caller keeps them encoded. */
-  encodedRest: string | undefined;
+  /** The last arguments, or a spec's parameters kept encoded (resp.ts) beside them. */
+  rest: string[] | EncodedParams;
   parse: ((reply: unknown) => unknown) | undefined;
   batchName: string | undefined;
+}
+
+/** Parameters sent call after call, encoded once. */
+export interface EncodedParams {
+  readonly params: readonly string[];
+  readonly encodedParams: string;
 }
 
 /** Operations bound for one script call: their keys and ARGV laid out as lua/batch.lua reads them. */
@@ -138,8 +143,9 @@ export class ScriptBatcher {
       argv.addWord(call.operation);
       argv.add(call.units);
     }
-    if (call.encodedRest !== undefined) argv.addEncoded(call.encodedRest, call.rest.length);
-    else for (const arg of call.rest) argv.add(arg);
+    const { rest } = call;
+    if (Array.isArray(rest)) for (const arg of rest) argv.add(arg);
+    else argv.addEncoded(rest.encodedParams, rest.params.length);
     return this.queued(batch, call.name, call.parse as ((reply: unknown) => T) | undefined);
   }
 

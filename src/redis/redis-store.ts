@@ -123,7 +123,7 @@ export class RedisCounterStore implements CounterStore {
     name: 'fixed_window', keys: [], nowMs: undefined, operation: '', units: undefined, spec: { type: 'concurrency', maxConcurrency: 0, leaseTtlMs: 0 },
     extra: undefined, ledger: false, region: undefined, parse: undefined,
   };
-  private readonly call: ScriptCall = { name: 'fixed_window', keys: [], argc: '', now: '', operation: '', units: undefined, rest: NO_ARGS, encodedRest: undefined, parse: undefined, batchName: undefined };
+  private readonly call: ScriptCall = { name: 'fixed_window', keys: [], argc: '', now: '', operation: '', units: undefined, rest: NO_ARGS, parse: undefined, batchName: undefined };
 
   constructor(client: Redis | Cluster, options: RedisCounterStoreOptions = {}) {
     this.client = client;
@@ -340,7 +340,6 @@ export class RedisCounterStore implements CounterStore {
     call.operation = '';
     call.units = undefined;
     call.rest = NO_ARGS;
-    call.encodedRest = undefined;
     call.parse = undefined;
     call.batchName = undefined;
     return call;
@@ -369,8 +368,7 @@ export class RedisCounterStore implements CounterStore {
     call.operation = op.operation;
     call.units = op.units;
     if (extra === undefined) {
-      call.rest = args.params;
-      call.encodedRest = args.encodedParams;
+      call.rest = args;
       call.parse = op.parse;
       return this.batcher.enqueue(call);
     }
