@@ -17,13 +17,24 @@
  * whose fields are always written in the same order, so every reply of a protocol has the same shape.
  */
 
-/** How a reply field is read: a number; a 1/0 flag; a decimal tag ('' none: null); an id (a string; 0 or absent: none). */
-export type FieldKind = 'number' | 'flag' | 'tag' | 'id';
+/**
+ * How a reply field is read: a number; a 1/0 flag; a decimal tag ('' none: null); an id (a string; 0 or
+ * absent: none); pairs, a nested flat list field, value, field, value... (as HGETALL gives it) read as a Map.
+ */
+export type FieldKind = 'number' | 'flag' | 'tag' | 'id' | 'pairs';
 
 /** A field's value as read (`parse`). */
-type Parsed<K extends FieldKind> = K extends 'number' ? number : K extends 'flag' ? boolean : K extends 'tag' ? number | null : string | undefined;
-/** A field's value as a port of the script gives it (`encodeReply`): a tag in its wire form, '' for none. */
-type Wire<K extends FieldKind> = K extends 'tag' ? string : Parsed<K>;
+type Parsed<K extends FieldKind> = K extends 'number'
+  ? number
+  : K extends 'flag'
+    ? boolean
+    : K extends 'tag'
+      ? number | null
+      : K extends 'pairs'
+        ? Map<string, string>
+        : string | undefined;
+/** A field's value as a port of the script gives it (`encodeReply`): a tag in its wire form, '' for none; pairs as the flat list. */
+type Wire<K extends FieldKind> = K extends 'tag' ? string : K extends 'pairs' ? string[] : Parsed<K>;
 
 export type ReplyFields = Readonly<Record<string, FieldKind>>;
 export type ParsedReply<F extends ReplyFields> = { -readonly [N in keyof F]: Parsed<F[N]> };
@@ -77,6 +88,7 @@ export function defineProtocol<const O extends Operations, const F extends Reply
   const { script, operationArg } = declaration;
   const read = (kind: FieldKind, value: unknown): unknown => {
     if (kind === 'id') return typeof value === 'string' ? value : undefined;
+    if (kind === 'pairs') return readPairs(value, script);
     if (kind === 'tag' && (value === '' || value == null)) return null;
     const n = Number(value);
     if (!Number.isFinite(n)) throw new Error(`unexpected number ${JSON.stringify(value)} in ${script} reply`);
@@ -110,6 +122,16 @@ export function defineProtocol<const O extends Operations, const F extends Reply
       return out;
     },
   };
+}
+
+/** A flat list field, value, field, value... as a Map; throws on anything else (a field without its value, a non-string). */
+function readPairs(value: unknown, script: string): Map<string, string> {
+  if (!Array.isArray(value) || value.length % 2 !== 0 || value.some((item) => typeof item !== 'string')) {
+    throw new Error(`unexpected field/value list ${JSON.stringify(value)} in ${script} reply`);
+  }
+  const map = new Map<string, string>();
+  for (let i = 0; i < value.length; i += 2) map.set(value[i] as string, value[i + 1] as string);
+  return map;
 }
 
 /** The comment lines that open `source` (its header). */
