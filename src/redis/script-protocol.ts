@@ -1,6 +1,6 @@
 /**
- * A Lua script's protocol, declared once: each operation's named arguments in ARGV order, and the named
- * fields of its reply array in order. From the one declaration come the ARGV a call sends (`argv`), the
+ * A Lua script's protocol, declared once: each operation's named arguments in ARGV order (the last of
+ * them, `optionalArgs`, sent only when they apply), and the named fields of its reply array in order. From the one declaration come the ARGV a call sends (`argv`), the
  * reply read back into a named object (`parse`), the reply an in-memory port of the script builds
  * (`encodeReply`), and the check that the script's header lists the same names in the same order
  * (`protocolProblems`, run by the loader when it is given the protocol, and by the tests).
@@ -43,13 +43,21 @@ export type WireReply<F extends ReplyFields> = { -readonly [N in keyof F]: Wire<
 /** An argument: a number as its decimal string, a flag as '1'/'0', null as '' (none), a string as it is. */
 export type ArgValue = string | number | boolean | null;
 export type Operations = Readonly<Record<string, readonly string[]>>;
-export type ArgsOf<Names extends readonly string[]> = { readonly [N in Names[number]]: ArgValue };
+/** An operation's named arguments: the optional ones (`P`) may be left out (undefined), which leaves them out of ARGV. */
+export type ArgsOf<Names extends readonly string[], P extends string = never> = { readonly [N in Exclude<Names[number], P>]: ArgValue } & {
+  readonly [N in Extract<Names[number], P>]?: ArgValue;
+};
 
-export interface ProtocolDeclaration<O extends Operations, F extends ReplyFields> {
+export interface ProtocolDeclaration<O extends Operations, F extends ReplyFields, P extends string = string> {
   /** The script's path below `lua/`, without `.lua` (as the loader names it). */
   script: string;
   /** Each operation's arguments, in ARGV order. */
   operations: O;
+  /**
+   * Arguments sent only when they apply (the script reads them when ARGV has them): each operation that
+   * has them has them last. `argv` ends at the first one left out; one after it given is an error.
+   */
+  optionalArgs?: readonly P[];
   /** true: the operation's name is sent first, before its arguments (the script switches on it). */
   operationArg: boolean;
   /** The reply array's fields, in order. */
@@ -58,9 +66,9 @@ export interface ProtocolDeclaration<O extends Operations, F extends ReplyFields
   optionalFields?: number;
 }
 
-export interface ScriptProtocol<O extends Operations, F extends ReplyFields> extends ProtocolDeclaration<O, F> {
-  /** The ARGV of `operation` (its name first, if the script takes it), from the named arguments. */
-  argv<N extends keyof O & string>(operation: N, args: ArgsOf<O[N]>): string[];
+export interface ScriptProtocol<O extends Operations, F extends ReplyFields, P extends string = never> extends ProtocolDeclaration<O, F, P> {
+  /** The ARGV of `operation` (its name first, if the script takes it), from the named arguments; optional ones left out end it. */
+  argv<N extends keyof O & string>(operation: N, args: ArgsOf<O[N], P>): string[];
   /** The script's reply array as a named object; throws on a reply of another shape. */
   parse(reply: unknown): ParsedReply<F>;
   /** The reply array the script would return for these fields (its in-memory ports build theirs here). */
@@ -79,7 +87,25 @@ export function luaName(name: string): string {
   return name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 }
 
-export function defineProtocol<const O extends Operations, const F extends ReplyFields>(declaration: ProtocolDeclaration<O, F>): ScriptProtocol<O, F> {
+/**
+ * Per operation, the index of its first optional argument (its argument count when it has none); throws
+ * when an optional argument is followed by one that is not.
+ */
+function optionalStarts(script: string, operations: Operations, optional: readonly string[]): Record<string, number> {
+  const starts: Record<string, number> = {};
+  for (const [operation, args] of Object.entries(operations)) {
+    const first = args.findIndex((name) => optional.includes(name));
+    starts[operation] = first < 0 ? args.length : first;
+    const required = args.slice(starts[operation]).find((name) => !optional.includes(name));
+    if (required !== undefined) throw new Error(`${script} ${operation}: optional arguments must come last, but ${required} follows them`);
+  }
+  return starts;
+}
+
+export function defineProtocol<const O extends Operations, const F extends ReplyFields, const P extends string = never>(
+  declaration: ProtocolDeclaration<O, F, P>,
+): ScriptProtocol<O, F, P> {
+  const optionalFrom = optionalStarts(declaration.script, declaration.operations, declaration.optionalArgs ?? []);
   const names = Object.keys(declaration.reply);
   const kinds = names.map((name) => declaration.reply[name]);
   const optional = declaration.optionalFields ?? 0;
@@ -98,10 +124,17 @@ export function defineProtocol<const O extends Operations, const F extends Reply
     ...declaration,
     argv(operation, args) {
       const list = declaration.operations[operation];
-      const out = new Array<string>(list.length + (operationArg ? 1 : 0));
+      const values = args as Record<string, ArgValue | undefined>;
+      // The optional arguments given: up to the first left out, and none after it.
+      let count = optionalFrom[operation];
+      while (count < list.length && values[list[count]] !== undefined) count++;
+      for (let j = count + 1; j < list.length; j++) {
+        if (values[list[j]] !== undefined) throw new Error(`${script} ${operation}: ${list[j]} given without ${list[count]}`);
+      }
+      const out = new Array<string>(count + (operationArg ? 1 : 0));
       let i = 0;
       if (operationArg) out[i++] = operation;
-      for (const name of list) out[i++] = encodeArg((args as Record<string, ArgValue>)[name]);
+      for (let j = 0; j < count; j++) out[i++] = encodeArg(values[list[j]] as ArgValue);
       return out;
     },
     parse(reply) {

@@ -30,6 +30,15 @@ const HEADER = [
 /** A script of one operation, whose ARGV lines name its arguments. */
 const SINGLE = defineProtocol({ script: 'single', operationArg: false, operations: { run: ['policyId', 'expectedHead'] }, reply: { ok: 'flag', revision: 'number' } });
 
+/** Optional trailing arguments: `run` sends its window pair only when it applies; `peek` has none. */
+const TAILED = defineProtocol({
+  script: 'tailed',
+  operationArg: true,
+  operations: { run: ['units', 'limit', 'start', 'end'], peek: ['units'] },
+  optionalArgs: ['start', 'end'],
+  reply: { ok: 'flag' },
+});
+
 /** A reply with nested field/value lists (as lua/policy/snapshot.lua's HGETALLs). */
 const LISTS = defineProtocol({ script: 'lists', operationArg: false, operations: { read: [] }, reply: { revision: 'number', owners: 'pairs', heads: 'pairs' } });
 
@@ -43,6 +52,22 @@ describe('script protocols (src/redis/script-protocol.ts)', function () {
     expect(SAMPLE.argv('put', { tag: null, fresh: true, lockMs: 25, units: 3 })).to.deep.equal(['put', '3', '25', '1', '']);
     expect(SAMPLE.argv('peek', {})).to.deep.equal(['peek']);
     expect(SINGLE.argv('run', { expectedHead: 4, policyId: 'p1' })).to.deep.equal(['p1', '4']);
+  });
+
+  it('leaves optional trailing arguments out of ARGV when they do not apply, sends those given', function () {
+    expect(TAILED.argv('run', { units: 2, limit: 5 })).to.deep.equal(['run', '2', '5']);
+    expect(TAILED.argv('run', { units: 2, limit: 5, start: 100, end: 200 })).to.deep.equal(['run', '2', '5', '100', '200']);
+    expect(TAILED.argv('run', { units: 2, limit: 5, start: 100 })).to.deep.equal(['run', '2', '5', '100']);
+    // null is a value ('' none), not a left-out argument.
+    expect(TAILED.argv('run', { units: 2, limit: 5, start: null, end: null })).to.deep.equal(['run', '2', '5', '', '']);
+    expect(TAILED.argv('peek', { units: 1 })).to.deep.equal(['peek', '1']);
+  });
+
+  it('refuses an optional argument given after one left out, and an optional argument declared before a required one', function () {
+    expect(() => TAILED.argv('run', { units: 2, limit: 5, end: 200 })).to.throw('tailed run: end given without start');
+    expect(() =>
+      defineProtocol({ script: 'bad', operationArg: false, operations: { run: ['start', 'units'] }, optionalArgs: ['start'], reply: { ok: 'flag' } }),
+    ).to.throw('bad run: optional arguments must come last, but units follows them');
   });
 
   it('reads a reply into named fields, the optional id absent or present', function () {
