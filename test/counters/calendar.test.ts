@@ -73,8 +73,8 @@ describe('calendar periods on the counters', function () {
           const t = Date.UTC(2027, 5, 1, 10, 40); // 16:10 IST: the hour began at 10:30Z
           const taken = await store.take!(k, s, 3, t);
           expect(taken).to.include({ units: 3, windowTag: Date.UTC(2027, 5, 1, 10, 30), windowLeftMs: 50 * 60_000 });
-          expect(await store.giveBack!(k, s, 1, taken.windowTag, t + 1)).to.include({ units: 1, remaining: 3 });
-          const late = await store.giveBack!(k, s, 2, taken.windowTag, Date.UTC(2027, 5, 1, 11, 30));
+          expect(await store.giveBack!(k, s, { units: 1, windowTag: taken.windowTag, nowMs: t + 1 })).to.include({ units: 1, remaining: 3 });
+          const late = await store.giveBack!(k, s, { units: 2, windowTag: taken.windowTag, nowMs: Date.UTC(2027, 5, 1, 11, 30) });
           expect(late).to.include({ units: 0, lapsed: 2, remaining: 5 });
         });
       });
