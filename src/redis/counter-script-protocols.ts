@@ -1,3 +1,4 @@
+import { ACQUIRE_FIELDS, ALGORITHM_LEASE_FIELDS, DECISION_FIELDS } from '../counters/counter-replies.js';
 import type { CounterSpec } from '../counters/counter-spec.js';
 import type { ScriptName } from './script-names.js';
 import { defineProtocol, type Operations, type ProtocolDeclaration, type ReplyFields } from './script-protocol.js';
@@ -16,8 +17,8 @@ import { defineProtocol, type Operations, type ProtocolDeclaration, type ReplyFi
  * (include "lease") and a region's share before them (include "shares") follow the parameters.
  */
 
-/** Every rate script's reply, and the concurrency scripts' first four fields. */
-const DECISION = { allowed: 'flag', remaining: 'number', retryAfterMs: 'number', resetAfterMs: 'number' } as const;
+/** Every rate script's reply, and the concurrency scripts' first four fields (declared with the emulator's answers). */
+const DECISION = DECISION_FIELDS;
 
 /** A calendar spec's period pair, after a window's parameters (fixed_window, quota; include "calendar"): sent only for a calendar spec. */
 const CALENDAR = ['periodStart', 'nextStart', 'nextEnd'] as const;
@@ -68,7 +69,7 @@ export const CONCURRENCY_ACQUIRE = defineProtocol({
   script: 'concurrency_acquire',
   operationArg: false,
   operations: { acquire: ['slotId', 'maxConcurrency', 'leaseTtlMs', 'check'] },
-  reply: { ...DECISION, newSlot: 'flag' },
+  reply: ACQUIRE_FIELDS,
 });
 
 /** `removed`: the slot was held (read as `allowed`); `retryAfterMs` always 0. */
@@ -89,7 +90,7 @@ export const LEASE_REPLY = defineProtocol({
   script: 'includes/lease',
   operationArg: false,
   operations: {},
-  reply: { ...DECISION, units: 'number', windowTag: 'number', windowLeftMs: 'number', storeNow: 'number', outcome: 'number', lapsed: 'number', shares: 'id' },
+  reply: { ...ALGORITHM_LEASE_FIELDS, storeNow: 'number', outcome: 'number', lapsed: 'number', shares: 'id' },
   optionalFields: 1,
 });
 

@@ -17,28 +17,8 @@
  * whose fields are always written in the same order, so every reply of a protocol has the same shape.
  */
 
-/**
- * How a reply field is read: a number; a 1/0 flag; a decimal tag ('' none: null); an id (a string; 0 or
- * absent: none); pairs, a nested flat list field, value, field, value... (as HGETALL gives it) read as a Map.
- */
-export type FieldKind = 'number' | 'flag' | 'tag' | 'id' | 'pairs';
-
-/** A field's value as read (`parse`). */
-type Parsed<K extends FieldKind> = K extends 'number'
-  ? number
-  : K extends 'flag'
-    ? boolean
-    : K extends 'tag'
-      ? number | null
-      : K extends 'pairs'
-        ? Map<string, string>
-        : string | undefined;
-/** A field's value as a port of the script gives it (`encodeReply`): a tag in its wire form, '' for none; pairs as the flat list. */
-type Wire<K extends FieldKind> = K extends 'tag' ? string : K extends 'pairs' ? string[] : Parsed<K>;
-
-export type ReplyFields = Readonly<Record<string, FieldKind>>;
-export type ParsedReply<F extends ReplyFields> = { -readonly [N in keyof F]: Parsed<F[N]> };
-export type WireReply<F extends ReplyFields> = { -readonly [N in keyof F]: Wire<F[N]> };
+export type { FieldKind, ParsedReply, ReplyFields, WireReply } from '../util/reply-fields.js';
+import type { FieldKind, ParsedReply, ReplyFields, WireReply } from '../util/reply-fields.js';
 
 /** An argument: a number as its decimal string, a flag as '1'/'0', null as '' (none), a string as it is. */
 export type ArgValue = string | number | boolean | null;
