@@ -2,8 +2,8 @@
 -- Used by RedisPolicyStore to load at start-up and to resynchronise after a missed change message.
 --
 -- KEYS[1..7]  as in commit.lua: current, heads, changed, versions, audit, auditn, meta
--- Returns     {store revision, HGETALL current, HGETALL heads, HGETALL changed}
---             (each HGETALL a flat array field, value, field, value, ...)
+-- Returns     {revision, current, heads, changed}: the store revision, then HGETALL of current, heads
+--             and changed (each a flat array field, value, field, value, ...)
 
 return {
   tonumber(redis.call('HGET', KEYS[7], 'revision') or '0'),

@@ -60,6 +60,14 @@ export interface NamedTake {
  */
 export type NamedGive = Omit<NamedTake, 'holdMs'>;
 
+/** What a giveBack gives back: `units` a take answered with `windowTag`, at `nowMs` (absent: the store's clock), `named` or not. */
+export interface GiveBackRequest {
+  units: number;
+  windowTag: number | null;
+  nowMs?: number;
+  named?: NamedGive;
+}
+
 /**
  * A reclaim names a take or a give, and its deadline, until which the tombstone a reclaim leaves when it
  * comes first refuses that take or give.
@@ -163,7 +171,7 @@ export interface CounterStore {
    * makes the give answerable again (`repeat`: the recorded units and lapsed, nothing more) and
    * settleable (`reclaim`); `reclaimed` when it was settled first (nothing given back).
    */
-  giveBack?(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number, named?: NamedGive): Promise<LeaseCounterResult>;
+  giveBack?(keys: string[], spec: RateSpec, give: GiveBackRequest): Promise<LeaseCounterResult>;
   /**
    * Settles the named take or give `take.takeId`, exactly once. A take's: gives back what it took, under
    * the rules of `giveBack` (what does not go back is `lapsed`); a give's: gives nothing, `repeat` with
@@ -200,7 +208,7 @@ export interface SyncCounterOperations {
   peek(keys: string[], spec: RateSpec, nowMs?: number): CounterResult;
   refund(keys: string[], spec: RateSpec, amount: number, nowMs?: number): CounterResult;
   take?(keys: string[], spec: RateSpec, n: number, nowMs?: number, named?: NamedTake): LeaseCounterResult;
-  giveBack?(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number, named?: NamedGive): LeaseCounterResult;
+  giveBack?(keys: string[], spec: RateSpec, give: GiveBackRequest): LeaseCounterResult;
   reclaim?(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): LeaseCounterResult;
   acquire(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): CounterResult;
   release(keys: string[], spec: ConcurrencySpec, slotId: string, nowMs?: number): CounterResult;

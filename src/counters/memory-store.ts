@@ -1,5 +1,5 @@
 import type {
-  CounterResult, CounterStore, GroupOperation, GroupOutcome, GroupResult, LeaseCounterResult, NamedGive, NamedTake, SyncCounterOperations, TakeReclaim,
+  CounterResult, CounterStore, GiveBackRequest, GroupOperation, GroupOutcome, GroupResult, LeaseCounterResult, NamedTake, SyncCounterOperations, TakeReclaim,
 } from './counter-store.js';
 import { sharesKey, takesKey } from './keys.js';
 import { finishLeaseOp, prepareLeaseOp, type LedgerSlot, type PreparedLeaseOp, type TakeLedger } from './parent-take-ledger.js';
@@ -49,7 +49,7 @@ export class MemoryCounterStore implements CounterStore {
       acquire: (keys, spec, slotId, nowMs) => acquireNow(this.space, keys[0], spec, slotId, nowMs ?? this.now()),
       release: (keys, spec, slotId, nowMs) => releaseNow(this.space, keys[0], spec, slotId, nowMs ?? this.now()),
       take: (keys, spec, n, nowMs, named) => this.leaseNow(keys, spec, 'take', nowMs ?? this.now(), { ...named, units: n }),
-      giveBack: (keys, spec, units, windowTag, nowMs, named) => this.leaseNow(keys, spec, 'give', nowMs ?? this.now(), { ...named, units, tag: windowTag ?? 0 }),
+      giveBack: (keys, spec, { units, windowTag, nowMs, named }) => this.leaseNow(keys, spec, 'give', nowMs ?? this.now(), { ...named, units, tag: windowTag ?? 0 }),
       reclaim: (keys, spec, take, nowMs) => this.leaseNow(keys, spec, 'reclaim', nowMs ?? this.now(), { ...take, units: 0 }),
       group: (operations, nowMs) => this.groupNow(operations, nowMs ?? this.now()),
     };
@@ -89,8 +89,8 @@ export class MemoryCounterStore implements CounterStore {
     return this.sync.take(keys, spec, n, nowMs, named);
   }
 
-  async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number, named?: NamedGive): Promise<LeaseCounterResult> {
-    return this.sync.giveBack(keys, spec, units, windowTag, nowMs, named);
+  async giveBack(keys: string[], spec: RateSpec, give: GiveBackRequest): Promise<LeaseCounterResult> {
+    return this.sync.giveBack(keys, spec, give);
   }
 
   async reclaim(keys: string[], spec: RateSpec, take: TakeReclaim, nowMs?: number): Promise<LeaseCounterResult> {

@@ -26,7 +26,7 @@ export function storeParent(store: ParentStore, keys: string[], spec: LeasedSpec
       return grantOf(await store.take(keys, spec, n, undefined, { ...ledgered(named), holdMs, ...share }), sentAt);
     },
     async giveBack(units: number, windowTag: number | null, named?: NamedTakeLimits): Promise<GivenBack> {
-      return givenBack(await store.giveBack(keys, spec, units, windowTag, undefined, { ...ledgered(named), ...share }));
+      return givenBack(await store.giveBack(keys, spec, { units, windowTag, named: { ...ledgered(named), ...share } }));
     },
     peek(): Promise<CounterResult> {
       return store.peek(keys, spec);

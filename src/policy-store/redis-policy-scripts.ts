@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { redactAddress } from '../redis/redis-connection.js';
 import type { PolicyScriptName } from '../redis/lua-scripts.js';
-import { defineProtocol } from '../redis/script-protocol.js';
+import { defineProtocol, type Operations, type ProtocolDeclaration, type ReplyFields } from '../redis/script-protocol.js';
 import { revivedPolicy } from '../policy/stored-policy.js';
 import type { Policy } from '../policy/types.js';
 import { seedAuditEntry, versionRecordOf, type ChangeKind, type CommitResult, type PolicyChange } from './policy-store.js';
@@ -82,8 +82,19 @@ const SEED = defineProtocol({
   reply: { revision: 'number' },
 });
 
-/** The protocols of the lua/policy scripts (all but snapshot, whose reply nests lists no protocol field reads). */
-export const POLICY_PROTOCOLS = { commit: COMMIT, read_one: READ_ONE, seed: SEED };
+/** lua/policy/snapshot.lua: every current policy, read atomically; no arguments, three hashes as field/value lists. */
+const SNAPSHOT = defineProtocol({
+  script: 'policy/snapshot',
+  operations: { snapshot: [] },
+  operationArg: false,
+  reply: { revision: 'number', current: 'pairs', heads: 'pairs', changed: 'pairs' },
+});
+
+/** The protocol of every lua/policy script, which the loader checks its header against. */
+export const POLICY_PROTOCOLS = { commit: COMMIT, read_one: READ_ONE, seed: SEED, snapshot: SNAPSHOT } satisfies Record<
+  PolicyScriptName,
+  ProtocolDeclaration<Operations, ReplyFields>
+>;
 
 /** commit.lua's arguments after its keys. */
 export function commitArgs(change: PolicyChange, { newHead, channel, kind }: { newHead: number; channel: string; kind: ChangeKind }): string[] {
@@ -134,20 +145,13 @@ export function seedArgs(channel: string, policies: readonly Policy[]): string[]
 
 /** snapshot.lua's reply: the revision, then current, heads and changed as flat field/value lists. */
 export function snapshotOf(reply: unknown): { revision: number; current: Map<string, string>; heads: Map<string, string>; changed: Map<string, string> } {
-  const [revision, current, heads, changed] = reply as [number, string[], string[], string[]];
-  return { revision: Number(revision), current: pairs(current), heads: pairs(heads), changed: pairs(changed) };
+  return SNAPSHOT.parse(reply);
 }
 
 /** read_one.lua's reply: the policy ('' when absent), its head and its last change's revision. */
 export function entryOf(reply: unknown): Entry {
   const { policy, head, changed } = READ_ONE.parse(reply);
   return { policy: policy ? revivedPolicy(JSON.parse(policy) as Policy) : undefined, head, changed };
-}
-
-function pairs(flat: string[]): Map<string, string> {
-  const map = new Map<string, string>();
-  for (let i = 0; i + 1 < flat.length; i += 2) map.set(flat[i], flat[i + 1]);
-  return map;
 }
 
 export function waitReady(client: Client, timeoutMs: number, addr: string): Promise<void> {

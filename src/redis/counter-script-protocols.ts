@@ -1,3 +1,4 @@
+import { ACQUIRE_FIELDS, ALGORITHM_LEASE_FIELDS, DECISION_FIELDS } from '../counters/counter-replies.js';
 import type { CounterSpec } from '../counters/counter-spec.js';
 import type { ScriptName } from './script-names.js';
 import { defineProtocol, type Operations, type ProtocolDeclaration, type ReplyFields } from './script-protocol.js';
@@ -11,16 +12,18 @@ import { defineProtocol, type Operations, type ProtocolDeclaration, type ReplyFi
  * A rate script's arguments: `operation` (include "mode": consume, peek, check, refund, take, give,
  * reclaim) and its `units`, then the algorithm's parameters (the CounterSpec's fields of the same names,
  * `specParams`). The last ones
- * are sent only when they apply: a calendar spec's period pair (`periodStart`, `nextStart`, `nextEnd`),
- * a sliding log's region share (`region`, `guarantee`, `common`); a lease operation's own arguments
+ * are sent only when they apply (declared `optionalArgs`): a calendar spec's period pair (`periodStart`,
+ * `nextStart`, `nextEnd`), a sliding log's region share (`region`, `guarantee`, `common`); a lease operation's own arguments
  * (include "lease") and a region's share before them (include "shares") follow the parameters.
  */
 
-/** Every rate script's reply, and the concurrency scripts' first four fields. */
-const DECISION = { allowed: 'flag', remaining: 'number', retryAfterMs: 'number', resetAfterMs: 'number' } as const;
+/** Every rate script's reply, and the concurrency scripts' first four fields (declared with the emulator's answers). */
+const DECISION = DECISION_FIELDS;
 
-/** A window's parameters (fixed_window, quota), then a calendar spec's period pair (include "calendar"). */
+/** A calendar spec's period pair, after a window's parameters (fixed_window, quota; include "calendar"): sent only for a calendar spec. */
 const CALENDAR = ['periodStart', 'nextStart', 'nextEnd'] as const;
+/** A region's share of a global budget, after a sliding log's parameters (include "shares_log"): sent only with one. */
+const LOG_SHARE = ['region', 'guarantee', 'common'] as const;
 /** A bucket's parameters (token_bucket, leaky_bucket). */
 const BUCKET = ['operation', 'units', 'capacity', 'rateUnits', 'ratePeriodMs'] as const;
 
@@ -28,6 +31,7 @@ export const FIXED_WINDOW = defineProtocol({
   script: 'fixed_window',
   operationArg: false,
   operations: { counter: ['operation', 'units', 'limit', 'windowMs', ...CALENDAR] },
+  optionalArgs: CALENDAR,
   reply: DECISION,
 });
 
@@ -35,6 +39,7 @@ export const QUOTA = defineProtocol({
   script: 'quota',
   operationArg: false,
   operations: { counter: ['operation', 'units', 'limit', 'periodMs', ...CALENDAR] },
+  optionalArgs: CALENDAR,
   reply: DECISION,
 });
 
@@ -49,7 +54,8 @@ export const SLIDING_WINDOW_COUNTER = defineProtocol({
 export const SLIDING_WINDOW_LOG = defineProtocol({
   script: 'sliding_window_log',
   operationArg: false,
-  operations: { counter: ['operation', 'units', 'limit', 'windowMs', 'region', 'guarantee', 'common'] },
+  operations: { counter: ['operation', 'units', 'limit', 'windowMs', ...LOG_SHARE] },
+  optionalArgs: LOG_SHARE,
   reply: { ...DECISION, shares: 'id' },
   optionalFields: 1,
 });
@@ -63,7 +69,7 @@ export const CONCURRENCY_ACQUIRE = defineProtocol({
   script: 'concurrency_acquire',
   operationArg: false,
   operations: { acquire: ['slotId', 'maxConcurrency', 'leaseTtlMs', 'check'] },
-  reply: { ...DECISION, newSlot: 'flag' },
+  reply: ACQUIRE_FIELDS,
 });
 
 /** `removed`: the slot was held (read as `allowed`); `retryAfterMs` always 0. */
@@ -84,7 +90,7 @@ export const LEASE_REPLY = defineProtocol({
   script: 'includes/lease',
   operationArg: false,
   operations: {},
-  reply: { ...DECISION, units: 'number', windowTag: 'number', windowLeftMs: 'number', storeNow: 'number', outcome: 'number', lapsed: 'number', shares: 'id' },
+  reply: { ...ALGORITHM_LEASE_FIELDS, storeNow: 'number', outcome: 'number', lapsed: 'number', shares: 'id' },
   optionalFields: 1,
 });
 

@@ -5,7 +5,7 @@ import { CounterStoreUnavailableError } from '../errors.js';
 import { log } from '../util/log.js';
 import type { CircuitBreaker, CircuitBreakerOptions } from './circuit-breaker.js';
 import { ANY_SLOT, MasterHealth } from './master-health.js';
-import type { CounterResult, CounterStore, GroupOperation, GroupOutcome, LeaseCounterResult, NamedGive, NamedTake, TakeReclaim } from '../counters/counter-store.js';
+import type { CounterResult, CounterStore, GiveBackRequest, GroupOperation, GroupOutcome, LeaseCounterResult, NamedTake, TakeReclaim } from '../counters/counter-store.js';
 import { groupArgs, parseGroupReply, settleShare, slotGroups, type GroupArgs, type SlotGroup } from './redis-group.js';
 import { parseAcquireReply } from './redis-script-reply.js';
 import { specParams } from './counter-script-protocols.js';
@@ -201,7 +201,7 @@ export class RedisCounterStore implements CounterStore {
   }
 
   /** The algorithm's own script, its window-checked return (lua/includes/mode.lua), named or not (lua/includes/lease.lua). */
-  async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number, named: NamedGive = {}): Promise<LeaseCounterResult> {
+  async giveBack(keys: string[], spec: RateSpec, { units, windowTag, nowMs, named = {} }: GiveBackRequest): Promise<LeaseCounterResult> {
     const { takeId, deadline } = named;
     if (takeId !== undefined) checkTakeId(takeId);
     const op = this.prepared(spec.type, keys, spec, nowMs, 'give');

@@ -1,6 +1,6 @@
 /**
- * A Lua script's protocol, declared once: each operation's named arguments in ARGV order, and the named
- * fields of its reply array in order. From the one declaration come the ARGV a call sends (`argv`), the
+ * A Lua script's protocol, declared once: each operation's named arguments in ARGV order (the last of
+ * them, `optionalArgs`, sent only when they apply), and the named fields of its reply array in order. From the one declaration come the ARGV a call sends (`argv`), the
  * reply read back into a named object (`parse`), the reply an in-memory port of the script builds
  * (`encodeReply`), and the check that the script's header lists the same names in the same order
  * (`protocolProblems`, run by the loader when it is given the protocol, and by the tests).
@@ -17,28 +17,27 @@
  * whose fields are always written in the same order, so every reply of a protocol has the same shape.
  */
 
-/** How a reply field is read: a number; a 1/0 flag; a decimal tag ('' none: null); an id (a string; 0 or absent: none). */
-export type FieldKind = 'number' | 'flag' | 'tag' | 'id';
-
-/** A field's value as read (`parse`). */
-type Parsed<K extends FieldKind> = K extends 'number' ? number : K extends 'flag' ? boolean : K extends 'tag' ? number | null : string | undefined;
-/** A field's value as a port of the script gives it (`encodeReply`): a tag in its wire form, '' for none. */
-type Wire<K extends FieldKind> = K extends 'tag' ? string : Parsed<K>;
-
-export type ReplyFields = Readonly<Record<string, FieldKind>>;
-export type ParsedReply<F extends ReplyFields> = { -readonly [N in keyof F]: Parsed<F[N]> };
-export type WireReply<F extends ReplyFields> = { -readonly [N in keyof F]: Wire<F[N]> };
+export type { FieldKind, ParsedReply, ReplyFields, WireReply } from '../util/reply-fields.js';
+import type { FieldKind, ParsedReply, ReplyFields, WireReply } from '../util/reply-fields.js';
 
 /** An argument: a number as its decimal string, a flag as '1'/'0', null as '' (none), a string as it is. */
 export type ArgValue = string | number | boolean | null;
 export type Operations = Readonly<Record<string, readonly string[]>>;
-export type ArgsOf<Names extends readonly string[]> = { readonly [N in Names[number]]: ArgValue };
+/** An operation's named arguments: the optional ones (`P`) may be left out (undefined), which leaves them out of ARGV. */
+export type ArgsOf<Names extends readonly string[], P extends string = never> = { readonly [N in Exclude<Names[number], P>]: ArgValue } & {
+  readonly [N in Extract<Names[number], P>]?: ArgValue;
+};
 
-export interface ProtocolDeclaration<O extends Operations, F extends ReplyFields> {
+export interface ProtocolDeclaration<O extends Operations, F extends ReplyFields, P extends string = string> {
   /** The script's path below `lua/`, without `.lua` (as the loader names it). */
   script: string;
   /** Each operation's arguments, in ARGV order. */
   operations: O;
+  /**
+   * Arguments sent only when they apply (the script reads them when ARGV has them): each operation that
+   * has them has them last. `argv` ends at the first one left out; one after it given is an error.
+   */
+  optionalArgs?: readonly P[];
   /** true: the operation's name is sent first, before its arguments (the script switches on it). */
   operationArg: boolean;
   /** The reply array's fields, in order. */
@@ -47,9 +46,9 @@ export interface ProtocolDeclaration<O extends Operations, F extends ReplyFields
   optionalFields?: number;
 }
 
-export interface ScriptProtocol<O extends Operations, F extends ReplyFields> extends ProtocolDeclaration<O, F> {
-  /** The ARGV of `operation` (its name first, if the script takes it), from the named arguments. */
-  argv<N extends keyof O & string>(operation: N, args: ArgsOf<O[N]>): string[];
+export interface ScriptProtocol<O extends Operations, F extends ReplyFields, P extends string = never> extends ProtocolDeclaration<O, F, P> {
+  /** The ARGV of `operation` (its name first, if the script takes it), from the named arguments; optional ones left out end it. */
+  argv<N extends keyof O & string>(operation: N, args: ArgsOf<O[N], P>): string[];
   /** The script's reply array as a named object; throws on a reply of another shape. */
   parse(reply: unknown): ParsedReply<F>;
   /** The reply array the script would return for these fields (its in-memory ports build theirs here). */
@@ -68,7 +67,25 @@ export function luaName(name: string): string {
   return name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 }
 
-export function defineProtocol<const O extends Operations, const F extends ReplyFields>(declaration: ProtocolDeclaration<O, F>): ScriptProtocol<O, F> {
+/**
+ * Per operation, the index of its first optional argument (its argument count when it has none); throws
+ * when an optional argument is followed by one that is not.
+ */
+function optionalStarts(script: string, operations: Operations, optional: readonly string[]): Record<string, number> {
+  const starts: Record<string, number> = {};
+  for (const [operation, args] of Object.entries(operations)) {
+    const first = args.findIndex((name) => optional.includes(name));
+    starts[operation] = first < 0 ? args.length : first;
+    const required = args.slice(starts[operation]).find((name) => !optional.includes(name));
+    if (required !== undefined) throw new Error(`${script} ${operation}: optional arguments must come last, but ${required} follows them`);
+  }
+  return starts;
+}
+
+export function defineProtocol<const O extends Operations, const F extends ReplyFields, const P extends string = never>(
+  declaration: ProtocolDeclaration<O, F, P>,
+): ScriptProtocol<O, F, P> {
+  const optionalFrom = optionalStarts(declaration.script, declaration.operations, declaration.optionalArgs ?? []);
   const names = Object.keys(declaration.reply);
   const kinds = names.map((name) => declaration.reply[name]);
   const optional = declaration.optionalFields ?? 0;
@@ -77,6 +94,7 @@ export function defineProtocol<const O extends Operations, const F extends Reply
   const { script, operationArg } = declaration;
   const read = (kind: FieldKind, value: unknown): unknown => {
     if (kind === 'id') return typeof value === 'string' ? value : undefined;
+    if (kind === 'pairs') return readPairs(value, script);
     if (kind === 'tag' && (value === '' || value == null)) return null;
     const n = Number(value);
     if (!Number.isFinite(n)) throw new Error(`unexpected number ${JSON.stringify(value)} in ${script} reply`);
@@ -86,10 +104,17 @@ export function defineProtocol<const O extends Operations, const F extends Reply
     ...declaration,
     argv(operation, args) {
       const list = declaration.operations[operation];
-      const out = new Array<string>(list.length + (operationArg ? 1 : 0));
+      const values = args as Record<string, ArgValue | undefined>;
+      // The optional arguments given: up to the first left out, and none after it.
+      let count = optionalFrom[operation];
+      while (count < list.length && values[list[count]] !== undefined) count++;
+      for (let j = count + 1; j < list.length; j++) {
+        if (values[list[j]] !== undefined) throw new Error(`${script} ${operation}: ${list[j]} given without ${list[count]}`);
+      }
+      const out = new Array<string>(count + (operationArg ? 1 : 0));
       let i = 0;
       if (operationArg) out[i++] = operation;
-      for (const name of list) out[i++] = encodeArg((args as Record<string, ArgValue>)[name]);
+      for (let j = 0; j < count; j++) out[i++] = encodeArg(values[list[j]] as ArgValue);
       return out;
     },
     parse(reply) {
@@ -110,6 +135,16 @@ export function defineProtocol<const O extends Operations, const F extends Reply
       return out;
     },
   };
+}
+
+/** A flat list field, value, field, value... as a Map; throws on anything else (a field without its value, a non-string). */
+function readPairs(value: unknown, script: string): Map<string, string> {
+  if (!Array.isArray(value) || value.length % 2 !== 0 || value.some((item) => typeof item !== 'string')) {
+    throw new Error(`unexpected field/value list ${JSON.stringify(value)} in ${script} reply`);
+  }
+  const map = new Map<string, string>();
+  for (let i = 0; i < value.length; i += 2) map.set(value[i] as string, value[i + 1] as string);
+  return map;
 }
 
 /** The comment lines that open `source` (its header). */

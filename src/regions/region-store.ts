@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { CounterStoreUnavailableError, LeaseWaitTimeoutError } from '../errors.js';
-import type { CounterResult, CounterStore, LeaseCounterResult, NamedTake } from '../counters/counter-store.js';
+import type { CounterResult, CounterStore, GiveBackRequest, LeaseCounterResult, NamedTake } from '../counters/counter-store.js';
 import type { CompiledLease, GlobalBudget, ConcurrencySpec, RateSpec } from '../counters/counter-spec.js';
 import type { CounterStoreErrorEvent, RedisCounterStore } from '../redis/redis-store.js';
 import type { MasterState } from '../redis/master-health.js';
@@ -133,8 +133,9 @@ export class RegionCounterStore<Regional extends RegionSideStore = RedisCounterS
   }
 
   /** A process lease's return: into the pool's live units of the same tag; a window's the pool no longer takes, on to the global counter. */
-  async giveBack(keys: string[], spec: RateSpec, units: number, windowTag: number | null, nowMs?: number): Promise<LeaseCounterResult> {
-    if (!isLeased(spec)) return this.storeOf(spec).giveBack(keys, spec, units, windowTag, nowMs);
+  async giveBack(keys: string[], spec: RateSpec, { units, windowTag, nowMs }: GiveBackRequest): Promise<LeaseCounterResult> {
+    // A give's name is not passed on (nor was it before the request was one object).
+    if (!isLeased(spec)) return this.storeOf(spec).giveBack(keys, spec, { units, windowTag, nowMs });
     const answer = await this.pool.refund(poolKey(keys[0]), units, { tag: windowTag });
     this.lapsed(spec.global, answer.lapsed);
     // A bucket's tag names the pool's units, not the global counter's: those stay lapsed (the caller counts them).

@@ -9,6 +9,7 @@ import type { CalendarSpec } from '../../src/counters/counter-spec.js';
 import { isCalendarSpec, windowMsOf } from '../../src/counters/counter-spec.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { readScript } from '../../src/redis/lua-scripts.js';
+import { FIXED_WINDOW, QUOTA } from '../../src/redis/counter-script-protocols.js';
 import { calendarPeriods, CalendarPeriods } from '../../src/util/calendar-period.js';
 import { connectRedisStore, forEachStore, getSuiteRedis } from '../support/counter-stores.js';
 import { randomPrefix } from '../support/redis.js';
@@ -72,8 +73,8 @@ describe('calendar periods on the counters', function () {
           const t = Date.UTC(2027, 5, 1, 10, 40); // 16:10 IST: the hour began at 10:30Z
           const taken = await store.take!(k, s, 3, t);
           expect(taken).to.include({ units: 3, windowTag: Date.UTC(2027, 5, 1, 10, 30), windowLeftMs: 50 * 60_000 });
-          expect(await store.giveBack!(k, s, 1, taken.windowTag, t + 1)).to.include({ units: 1, remaining: 3 });
-          const late = await store.giveBack!(k, s, 2, taken.windowTag, Date.UTC(2027, 5, 1, 11, 30));
+          expect(await store.giveBack!(k, s, { units: 1, windowTag: taken.windowTag, nowMs: t + 1 })).to.include({ units: 1, remaining: 3 });
+          const late = await store.giveBack!(k, s, { units: 2, windowTag: taken.windowTag, nowMs: Date.UTC(2027, 5, 1, 11, 30) });
           expect(late).to.include({ units: 0, lapsed: 2, remaining: 5 });
         });
       });
@@ -103,7 +104,10 @@ describe('calendar periods on the counters', function () {
           await store.waitUntilReady();
           const script = readScript(name);
           const key = counterKeys(randomPrefix(), 'direct', spec(name, 3, periods), [])[0];
-          const run = (now: number) => store.client.eval(script.lua, 1, key, String(now), 'consume', '1', '3', '0', ...pair.map(String));
+          // A calendar spec's length is 0; its period pair goes last (the scripts' optional arguments).
+          const periodArgs = { operation: 'consume', units: 1, limit: 3, periodStart: pair[0], nextStart: pair[1], nextEnd: pair[2] };
+          const argv = name === 'fixed_window' ? FIXED_WINDOW.argv('counter', { ...periodArgs, windowMs: 0 }) : QUOTA.argv('counter', { ...periodArgs, periodMs: 0 });
+          const run = (now: number) => store.client.eval(script.lua, 1, key, String(now), ...argv);
           expect(pair[1]).to.equal(BERLIN_SPRING_DAY + 23 * HOUR);
           // The store's clock 5 ms before the change: the period that is ending.
           expect(await run(pair[1] - 5)).to.deep.equal([1, 2, 0, 5]);

@@ -167,7 +167,7 @@ forEachStore((_name, getStore) => {
       for (const spec of leasable(10)) {
         const k = keys(`clock-${label(spec)}`, spec);
         expect((await store.take!(k, spec, 1, at(5))).storeNow, label(spec)).to.equal(at(5));
-        expect((await store.giveBack!(k, spec, 1, 0, at(6))).storeNow, label(spec)).to.equal(at(6));
+        expect((await store.giveBack!(k, spec, { units: 1, windowTag: 0, nowMs: at(6) })).storeNow, label(spec)).to.equal(at(6));
         expect((await store.reclaim!(k, spec, { takeId: 'x' }, at(7))).storeNow, label(spec)).to.equal(at(7));
       }
     });
@@ -299,11 +299,11 @@ forEachStore((_name, getStore) => {
       for (const spec of leasable(10)) {
         const k = keys(`give-deadline-${label(spec)}`, spec);
         const tag = await taken(store, k, spec);
-        const late = await store.giveBack!(k, spec, 4, tag, at(10), { takeId: 'g', deadline: at(9) });
+        const late = await store.giveBack!(k, spec, { units: 4, windowTag: tag, nowMs: at(10), named: { takeId: 'g', deadline: at(9) } });
         expect(late, label(spec)).to.include({ units: 0, lapsed: 0, outcome: 'late' });
         expect((await store.peek(k, spec, at(10))).remaining, label(spec)).to.equal(4);
         // Late, it was not recorded: the same id in time runs.
-        const inTime = await store.giveBack!(k, spec, 4, tag, at(10), { takeId: 'g', deadline: at(10) });
+        const inTime = await store.giveBack!(k, spec, { units: 4, windowTag: tag, nowMs: at(10), named: { takeId: 'g', deadline: at(10) } });
         expect(inTime, label(spec)).to.include({ units: 4, lapsed: 0, outcome: 'done' });
         expect((await store.peek(k, spec, at(10))).remaining, label(spec)).to.equal(8);
       }
@@ -314,9 +314,9 @@ forEachStore((_name, getStore) => {
       for (const spec of leasable(10)) {
         const k = keys(`give-repeat-${label(spec)}`, spec);
         const tag = await taken(store, k, spec);
-        expect(await store.giveBack!(k, spec, 4, tag, at(1), { takeId: 'g', deadline: at(50) }), label(spec)).to.include({ units: 4, lapsed: 0, outcome: 'done' });
+        expect(await store.giveBack!(k, spec, { units: 4, windowTag: tag, nowMs: at(1), named: { takeId: 'g', deadline: at(50) } }), label(spec)).to.include({ units: 4, lapsed: 0, outcome: 'done' });
         await store.consume(k, spec, 2, at(2));
-        const again = await store.giveBack!(k, spec, 4, tag, at(3), { takeId: 'g', deadline: at(50) });
+        const again = await store.giveBack!(k, spec, { units: 4, windowTag: tag, nowMs: at(3), named: { takeId: 'g', deadline: at(50) } });
         expect(again, label(spec)).to.include({ units: 4, lapsed: 0, outcome: 'repeat' });
         expect((await store.peek(k, spec, at(3))).remaining, `${label(spec)} given back once`).to.equal(6);
       }
@@ -327,7 +327,7 @@ forEachStore((_name, getStore) => {
       for (const spec of leasable(10)) {
         const k = keys(`give-settled-${label(spec)}`, spec);
         const tag = await taken(store, k, spec);
-        await store.giveBack!(k, spec, 4, tag, at(1), { takeId: 'g', deadline: at(50) });
+        await store.giveBack!(k, spec, { units: 4, windowTag: tag, nowMs: at(1), named: { takeId: 'g', deadline: at(50) } });
         for (const when of [2, 3]) {
           const settled = await store.reclaim!(k, spec, { takeId: 'g', deadline: at(50) }, at(when));
           expect(settled, label(spec)).to.include({ units: 4, lapsed: 0, outcome: 'repeat' });
@@ -336,7 +336,7 @@ forEachStore((_name, getStore) => {
         // Units whose window ended (a bucket's hold passed) lapse, and the give's record says so.
         const later = keys(`give-settled-lapsed-${label(spec)}`, spec);
         const lapsedTag = await taken(store, later, spec);
-        expect(await store.giveBack!(later, spec, 4, lapsedTag, at(lapseAt(spec)), { takeId: 'l' }), label(spec)).to.include({ units: 0, lapsed: 4, outcome: 'done' });
+        expect(await store.giveBack!(later, spec, { units: 4, windowTag: lapsedTag, nowMs: at(lapseAt(spec)), named: { takeId: 'l' } }), label(spec)).to.include({ units: 0, lapsed: 4, outcome: 'done' });
         expect(await store.reclaim!(later, spec, { takeId: 'l' }, at(lapseAt(spec))), label(spec)).to.include({ units: 0, lapsed: 4, outcome: 'repeat' });
       }
     });
@@ -347,10 +347,10 @@ forEachStore((_name, getStore) => {
         const k = keys(`give-ahead-${label(spec)}`, spec);
         const tag = await taken(store, k, spec);
         expect(await store.reclaim!(k, spec, { takeId: 'g', deadline: at(50) }, at(1)), label(spec)).to.include({ units: 0, lapsed: 0, outcome: 'ahead' });
-        const held = await store.giveBack!(k, spec, 4, tag, at(10), { takeId: 'g', deadline: at(50) });
+        const held = await store.giveBack!(k, spec, { units: 4, windowTag: tag, nowMs: at(10), named: { takeId: 'g', deadline: at(50) } });
         expect(held, label(spec)).to.include({ units: 0, lapsed: 0, outcome: 'reclaimed' });
         expect((await store.peek(k, spec, at(10))).remaining, label(spec)).to.equal(4);
-        expect(await store.giveBack!(k, spec, 4, tag, at(11), { takeId: 'g2', deadline: at(60) }), label(spec)).to.include({ units: 4, outcome: 'done' });
+        expect(await store.giveBack!(k, spec, { units: 4, windowTag: tag, nowMs: at(11), named: { takeId: 'g2', deadline: at(60) } }), label(spec)).to.include({ units: 4, outcome: 'done' });
         expect((await store.peek(k, spec, at(11))).remaining, label(spec)).to.equal(8);
       }
     });
@@ -362,13 +362,13 @@ forEachStore((_name, getStore) => {
         await store.consume(k, spec, 2, at(0));
         const take = await store.take!(k, spec, 4, at(0), { takeId: 't', holdMs: 100 });
         // A give under the take's id gives nothing; the take's reclaim still gives its 4 back, once.
-        expect(await store.giveBack!(k, spec, 4, take.windowTag, at(1), { takeId: 't' }), label(spec)).to.include({ units: 0, lapsed: 0, outcome: 'reclaimed' });
+        expect(await store.giveBack!(k, spec, { units: 4, windowTag: take.windowTag, nowMs: at(1), named: { takeId: 't' } }), label(spec)).to.include({ units: 0, lapsed: 0, outcome: 'reclaimed' });
         expect(await store.reclaim!(k, spec, { takeId: 't' }, at(2)), label(spec)).to.include({ units: 4, lapsed: 0, outcome: 'done' });
         expect(await store.reclaim!(k, spec, { takeId: 't' }, at(2)), label(spec)).to.include({ units: 4, outcome: 'repeat' });
         expect((await store.peek(k, spec, at(2))).remaining, label(spec)).to.equal(8);
         // A take under a give's id takes nothing, and a reclaim of the give is never taken for a grant.
         const tag = await taken(store, k, spec);
-        await store.giveBack!(k, spec, 4, tag, at(3), { takeId: 'v' });
+        await store.giveBack!(k, spec, { units: 4, windowTag: tag, nowMs: at(3), named: { takeId: 'v' } });
         expect(await store.take!(k, spec, 4, at(4), { takeId: 'v', holdMs: 100 }), label(spec)).to.include({ units: 0, outcome: 'reclaimed' });
         expect(await store.reclaim!(k, spec, { takeId: 'v' }, at(5)), label(spec)).to.include({ units: 4, outcome: 'repeat' });
         expect((await store.peek(k, spec, at(5))).remaining, `${label(spec)} nothing taken or given twice`).to.equal(6);
@@ -391,9 +391,9 @@ forEachStore((_name, getStore) => {
         // Back by the take's instant plus the hold of 100 ms, and spendable that long.
         expect(taken, label(spec)).to.include({ units: 3, windowTag: at(100), windowLeftMs: 100 });
         // 5 units offered back, 3 fit (the other 2 were never taken: they lapse, counted by the holder).
-        const back = await store.giveBack!(k, spec, 5, taken.windowTag, at(0));
+        const back = await store.giveBack!(k, spec, { units: 5, windowTag: taken.windowTag, nowMs: at(0) });
         expect(back, label(spec)).to.include({ units: 3, remaining: 10 });
-        expect((await store.giveBack!(k, spec, 1, taken.windowTag, at(0))).units, `${label(spec)} full`).to.equal(0);
+        expect((await store.giveBack!(k, spec, { units: 1, windowTag: taken.windowTag, nowMs: at(0) })).units, `${label(spec)} full`).to.equal(0);
       }
     });
 
@@ -402,7 +402,7 @@ forEachStore((_name, getStore) => {
       for (const spec of buckets) {
         const k = keys('give-late', spec);
         const taken = await store.take!(k, spec, 3, at(0), { holdMs: 100 });
-        const late = await store.giveBack!(k, spec, 3, taken.windowTag, at(100));
+        const late = await store.giveBack!(k, spec, { units: 3, windowTag: taken.windowTag, nowMs: at(100) });
         expect(late, label(spec)).to.include({ units: 0, remaining: 7 });
         // Nothing went back: the 7 left are all the bucket admits.
         expect((await store.take!(k, spec, 10, at(100))).units, label(spec)).to.equal(7);

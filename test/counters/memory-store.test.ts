@@ -5,6 +5,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { CounterSpec, ConcurrencySpec, RateSpec } from '../../src/counters/counter-spec.js';
+import { ACQUIRE_FIELDS, ALGORITHM_LEASE_FIELDS, DECISION_FIELDS } from '../../src/counters/counter-replies.js';
 import { counterKeys } from '../../src/counters/keys.js';
 import { MemoryCounterStore } from '../../src/counters/memory-store.js';
 import { T0 } from '../support/counter-stores.js';
@@ -22,6 +23,28 @@ async function touch(store: MemoryCounterStore, spec: CounterSpec, key: string[]
 
 describe('MemoryCounterStore (emulator only)', function () {
   this.timeout(30_000);
+
+  it('answers with the declared reply fields, in their order, as the scripts reply (counter-replies.ts)', async () => {
+    const store = new MemoryCounterStore({ now: () => T0, sweepIntervalMs: 0 });
+    const decision = Object.keys(DECISION_FIELDS);
+    // A lease operation: the algorithm's fields, then what the take ledger's port adds (lease.lua's lease_reply).
+    const lease = [...Object.keys(ALGORITHM_LEASE_FIELDS), 'storeNow', 'outcome', 'lapsed'];
+    for (const spec of SHORT_SPECS) {
+      const keys = counterKeys('shape:', 'p', spec, ['u']);
+      if (spec.type === 'concurrency') {
+        expect(Object.keys(await store.acquire(keys, spec, 's1', T0)), spec.type).to.deep.equal(Object.keys(ACQUIRE_FIELDS));
+        expect(Object.keys(await store.release(keys, spec, 's1', T0)), spec.type).to.deep.equal(decision);
+        continue;
+      }
+      for (const answer of [await store.consume(keys, spec, 1, T0), await store.peek(keys, spec, T0), await store.consume(keys, spec, 1_000, T0), await store.refund(keys, spec, 1, T0)]) {
+        expect(Object.keys(answer), spec.type).to.deep.equal(decision);
+      }
+      if (spec.type === 'sliding_window_log') continue; // it takes no capacity lease
+      const taken = await store.take(keys, spec, 2, T0);
+      expect(Object.keys(taken), spec.type).to.deep.equal(lease);
+      expect(Object.keys(await store.giveBack(keys, spec, { units: 2, windowTag: taken.windowTag, nowMs: T0 })), spec.type).to.deep.equal(lease);
+    }
+  });
 
   it('is bounded: 1e5 keys with short windows are all swept once their time has passed', async () => {
     let now = T0;

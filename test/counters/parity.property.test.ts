@@ -282,7 +282,7 @@ async function apply(store: CounterStore, op: Op, spec: CounterSpec, keys: strin
       // take's own instant, already past); a window's, the window of the last take or the one before it.
       const tag = spec.type.endsWith('bucket') ? last - (stale ? BUCKET_HOLD_MS : 0) : last - (stale ? 1 : 0);
       const named = op.op === 'give_named' ? { takeId: `id-${op.id}`, deadline } : undefined;
-      return store.giveBack!(keys, spec as RateSpec, op.cost, tag, now, named);
+      return store.giveBack!(keys, spec as RateSpec, { units: op.cost, windowTag: tag, nowMs: now, named });
     }
     if (op.op === 'peek') return store.peek(keys, spec as RateSpec, now);
     if (op.op === 'refund') return store.refund(keys, spec as RateSpec, op.cost, now);

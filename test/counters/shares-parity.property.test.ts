@@ -76,7 +76,7 @@ function apply(store: CounterStore, op: Op, spec: RateSpec, keys: string[], now:
   if (op.op === 'take_named') return store.take!(keys, spec, op.units, now, { region, takeId });
   if (op.op === 'reclaim') return store.reclaim!(keys, spec, { takeId, by: region, region }, now);
   const tag = tags.get(`${keys[0]} ${region}`) ?? 0;
-  return store.giveBack!(keys, spec, op.units, tag, now, op.op === 'give_named' ? { takeId, region } : { region });
+  return store.giveBack!(keys, spec, { units: op.units, windowTag: tag, nowMs: now, named: op.op === 'give_named' ? { takeId, region } : { region } });
 }
 
 /** The shares on one answer: within the limit and each region's bound, and a take within its guarantee whole. */
@@ -160,7 +160,7 @@ describe('shares: emulator ≡ Lua, and the shares hold (fast-check)', function 
       const quiet = await store.take!(keys, spec, 10, T0 + 1, { region: 'eu' });
       expect([quiet.units, quiet.remaining, quiet.shareTaken]).to.deep.equal([6, 0, { eu: 6, us: 4 }]);
       // us gives 3 back: 2 to the common share first, 1 to its own; then eu takes the common 2.
-      const back = await store.giveBack!(keys, spec, 3, flood.windowTag, T0 + 2, { region: 'us' });
+      const back = await store.giveBack!(keys, spec, { units: 3, windowTag: flood.windowTag, nowMs: T0 + 2, named: { region: 'us' } });
       expect([back.units, back.shareTaken]).to.deep.equal([3, { eu: 6, us: 1 }]);
       const more = await store.take!(keys, spec, 5, T0 + 3, { region: 'eu' });
       expect([more.units, more.shareTaken]).to.deep.equal([2, { eu: 8, us: 1 }]);

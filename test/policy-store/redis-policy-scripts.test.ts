@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import { protocolProblems } from '../../src/redis/script-protocol.js';
-import { POLICY_PROTOCOLS, commitArgs, commitReply, entryOf, seededRevision } from '../../src/policy-store/redis-policy-scripts.js';
+import { POLICY_SCRIPT_NAMES } from '../../src/redis/lua-scripts.js';
+import { POLICY_PROTOCOLS, commitArgs, commitReply, entryOf, seededRevision, snapshotOf } from '../../src/policy-store/redis-policy-scripts.js';
 import type { PolicyChange } from '../../src/policy-store/policy-store.js';
 
 /** The policy scripts' protocols (redis-policy-scripts.ts) against their headers and the replies they read. */
@@ -12,6 +13,11 @@ describe('lua/policy script protocols', () => {
       expect(protocolProblems(protocol, source)).to.deep.equal([]);
     });
   }
+
+  it('every policy script has a declared protocol, so the loader checks each header', () => {
+    expect(Object.keys(POLICY_PROTOCOLS).sort()).to.deep.equal([...POLICY_SCRIPT_NAMES].sort());
+    for (const [name, protocol] of Object.entries(POLICY_PROTOCOLS)) expect(protocol.script).to.equal(`policy/${name}`);
+  });
 
   it('commit sends its nine arguments in ARGV order, flags as 1/0, a delete with empty JSON', () => {
     const change = { policy_id: 'p', expectedHead: 3, mustExist: true, policy: null, audit: { action: 'delete' } } as unknown as PolicyChange;
@@ -27,6 +33,16 @@ describe('lua/policy script protocols', () => {
   it('seed reads the revision it seeded at, 0 when the store had held policies', () => {
     expect(seededRevision([3])).to.equal(3);
     expect(seededRevision([0])).to.equal(0);
+  });
+
+  it('snapshot reads the revision and each hash\'s field/value list as a Map', () => {
+    const snapshot = snapshotOf([12, ['p1', '{"policy_id":"p1"}', 'p2', '{"policy_id":"p2"}'], ['p1', '3', 'p2', '1'], ['p1', '12', 'p2', '9']]);
+    expect(snapshot.revision).to.equal(12);
+    expect([...snapshot.current.keys()]).to.deep.equal(['p1', 'p2']);
+    expect(Object.fromEntries(snapshot.heads)).to.deep.equal({ p1: '3', p2: '1' });
+    expect(Object.fromEntries(snapshot.changed)).to.deep.equal({ p1: '12', p2: '9' });
+    expect(snapshotOf([0, [], [], []]).current.size).to.equal(0);
+    expect(() => snapshotOf([3, ['p1'], [], []])).to.throw(/unexpected field\/value list/);
   });
 
   it('read_one reads an absent policy as undefined beside its head and last change', () => {

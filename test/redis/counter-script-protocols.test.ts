@@ -4,7 +4,7 @@
  */
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
-import { COUNTER_PROTOCOLS, CONCURRENCY_RELEASE, SCRIPT_PROTOCOLS, FIXED_WINDOW, LEASE_REPLY, SLIDING_WINDOW_LOG, specParams } from '../../src/redis/counter-script-protocols.js';
+import { COUNTER_PROTOCOLS, CONCURRENCY_RELEASE, SCRIPT_PROTOCOLS, FIXED_WINDOW, LEASE_REPLY, QUOTA, SLIDING_WINDOW_LOG, specParams } from '../../src/redis/counter-script-protocols.js';
 import type { CounterSpec } from '../../src/counters/counter-spec.js';
 import { LUA_DIR, SCRIPT_NAMES } from '../../src/redis/lua-scripts.js';
 import { protocolProblems } from '../../src/redis/script-protocol.js';
@@ -28,6 +28,15 @@ describe('counter script protocols', () => {
     expect(Object.keys(CONCURRENCY_RELEASE.reply).slice(1)).to.deep.equal(decision.slice(1));
     expect(Object.keys(SLIDING_WINDOW_LOG.reply).at(-1)).to.equal('shares');
     expect(Object.keys(LEASE_REPLY.reply).at(-1)).to.equal('shares');
+  });
+
+  it("a calendar spec's period pair and a sliding log's region share go last, only when they apply", () => {
+    const window = { operation: 'consume', units: 1, limit: 5, windowMs: 1000 };
+    expect(FIXED_WINDOW.argv('counter', window)).to.deep.equal(['consume', '1', '5', '1000']);
+    expect(FIXED_WINDOW.argv('counter', { ...window, windowMs: 0, periodStart: 10, nextStart: 20, nextEnd: 30 })).to.deep.equal(['consume', '1', '5', '0', '10', '20', '30']);
+    expect(QUOTA.argv('counter', { operation: 'peek', units: 1, limit: 7, periodMs: 2000 })).to.deep.equal(['peek', '1', '7', '2000']);
+    expect(SLIDING_WINDOW_LOG.argv('counter', window)).to.deep.equal(['consume', '1', '5', '1000']);
+    expect(SLIDING_WINDOW_LOG.argv('counter', { ...window, region: 'us', guarantee: 2, common: 3 })).to.deep.equal(['consume', '1', '5', '1000', 'us', '2', '3']);
   });
 
   it("a spec's parameters go in its script's declared order, read from the spec's fields of those names", () => {

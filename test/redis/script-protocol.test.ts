@@ -30,6 +30,18 @@ const HEADER = [
 /** A script of one operation, whose ARGV lines name its arguments. */
 const SINGLE = defineProtocol({ script: 'single', operationArg: false, operations: { run: ['policyId', 'expectedHead'] }, reply: { ok: 'flag', revision: 'number' } });
 
+/** Optional trailing arguments: `run` sends its window pair only when it applies; `peek` has none. */
+const TAILED = defineProtocol({
+  script: 'tailed',
+  operationArg: true,
+  operations: { run: ['units', 'limit', 'start', 'end'], peek: ['units'] },
+  optionalArgs: ['start', 'end'],
+  reply: { ok: 'flag' },
+});
+
+/** A reply with nested field/value lists (as lua/policy/snapshot.lua's HGETALLs). */
+const LISTS = defineProtocol({ script: 'lists', operationArg: false, operations: { read: [] }, reply: { revision: 'number', owners: 'pairs', heads: 'pairs' } });
+
 describe('script protocols (src/redis/script-protocol.ts)', function () {
   it('spells names in the Lua header in snake_case', function () {
     expect(luaName('retryAfterMs')).to.equal('retry_after_ms');
@@ -40,6 +52,22 @@ describe('script protocols (src/redis/script-protocol.ts)', function () {
     expect(SAMPLE.argv('put', { tag: null, fresh: true, lockMs: 25, units: 3 })).to.deep.equal(['put', '3', '25', '1', '']);
     expect(SAMPLE.argv('peek', {})).to.deep.equal(['peek']);
     expect(SINGLE.argv('run', { expectedHead: 4, policyId: 'p1' })).to.deep.equal(['p1', '4']);
+  });
+
+  it('leaves optional trailing arguments out of ARGV when they do not apply, sends those given', function () {
+    expect(TAILED.argv('run', { units: 2, limit: 5 })).to.deep.equal(['run', '2', '5']);
+    expect(TAILED.argv('run', { units: 2, limit: 5, start: 100, end: 200 })).to.deep.equal(['run', '2', '5', '100', '200']);
+    expect(TAILED.argv('run', { units: 2, limit: 5, start: 100 })).to.deep.equal(['run', '2', '5', '100']);
+    // null is a value ('' none), not a left-out argument.
+    expect(TAILED.argv('run', { units: 2, limit: 5, start: null, end: null })).to.deep.equal(['run', '2', '5', '', '']);
+    expect(TAILED.argv('peek', { units: 1 })).to.deep.equal(['peek', '1']);
+  });
+
+  it('refuses an optional argument given after one left out, and an optional argument declared before a required one', function () {
+    expect(() => TAILED.argv('run', { units: 2, limit: 5, end: 200 })).to.throw('tailed run: end given without start');
+    expect(() =>
+      defineProtocol({ script: 'bad', operationArg: false, operations: { run: ['start', 'units'] }, optionalArgs: ['start'], reply: { ok: 'flag' } }),
+    ).to.throw('bad run: optional arguments must come last, but units follows them');
   });
 
   it('reads a reply into named fields, the optional id absent or present', function () {
@@ -61,6 +89,23 @@ describe('script protocols (src/redis/script-protocol.ts)', function () {
     expect(SAMPLE.parse(wire)).to.deep.equal({ done: true, left: 4, tag: 9, lock: undefined, stale: undefined });
   });
 
+  it('reads a nested field/value list as a Map, in its order, and builds it back as the flat list', function () {
+    const parsed = LISTS.parse([7, ['b', '2', 'a', '1'], []]);
+    expect(parsed.revision).to.equal(7);
+    expect([...parsed.owners]).to.deep.equal([['b', '2'], ['a', '1']]);
+    expect(parsed.heads.size).to.equal(0);
+    const wire = LISTS.encodeReply({ revision: 3, owners: ['p', '{"x":1}'], heads: ['p', '4'] });
+    expect(wire).to.deep.equal([3, ['p', '{"x":1}'], ['p', '4']]);
+    expect(LISTS.parse(wire).heads.get('p')).to.equal('4');
+  });
+
+  it('refuses a field/value list that is not one: a field without its value, a number, no list', function () {
+    expect(() => LISTS.parse([1, ['a'], []])).to.throw(/unexpected field\/value list \["a"\] in lists reply/);
+    expect(() => LISTS.parse([1, ['a', 1], []])).to.throw(/unexpected field\/value list/);
+    expect(() => LISTS.parse([1, 'a,b', []])).to.throw(/unexpected field\/value list "a,b"/);
+    expect(() => LISTS.parse([1, []])).to.throw(/unexpected lists reply/);
+  });
+
   it('allows only ids to be optional', function () {
     expect(() => defineProtocol({ script: 'bad', operationArg: false, operations: {}, reply: { a: 'id', b: 'number' }, optionalFields: 1 })).to.throw(/only id fields/);
   });
@@ -69,6 +114,9 @@ describe('script protocols (src/redis/script-protocol.ts)', function () {
     expect(protocolProblems(SAMPLE, HEADER)).to.deep.equal([]);
     const single = ['-- single: one operation.', '-- ARGV[1]  policy_id', '-- ARGV[2]  expected_head, as read', '-- Returns  {ok 1/0, revision}', 'return {1}'].join('\n');
     expect(protocolProblems(SINGLE, single)).to.deep.equal([]);
+    const lists = ['-- lists: no arguments.', '-- KEYS[1..2]  owners, heads', '-- Returns  {revision, owners, heads}: each list flat', 'return {0, {}, {}}'].join('\n');
+    expect(protocolProblems(LISTS, lists)).to.deep.equal([]);
+    expect(protocolProblems(LISTS, lists.replace('owners, heads}', 'HGETALL owners, heads}'))).to.deep.equal(['reply fields {revision, HGETALL, heads}, declared {revision, owners, heads}']);
   });
 
   it('names each difference: an argument out of order, a missing operation, a reply field renamed', function () {

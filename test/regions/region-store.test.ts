@@ -560,7 +560,7 @@ describe('RegionCounterStore rules (in memory)', () => {
     await store.policiesChanged(() => undefined);
     await pool.drain(poolKey(keys[0]), 0, true);
     const before = (await global.peek(keys, spec)).remaining;
-    const back = await store.giveBack(keys, spec, 5, taken.windowTag);
+    const back = await store.giveBack(keys, spec, { units: 5, windowTag: taken.windowTag });
     expect(back).to.include({ units: 5, lapsed: 0 });
     const held = (await pool.peek(poolKey(keys[0]))).left;
     // Nothing lost: what the global counter admits again plus what the pool holds is the process's return.

@@ -304,8 +304,8 @@ class Simulation {
         if (answer.units > 0 && !spec.type.endsWith('bucket')) this.ledger.periods.add(answer.windowTag);
         return answer;
       },
-      giveBack: async (keys, spec, units, tag, _now, named) => {
-        const answer = await exact.giveBack(keys, spec, units, tag, undefined, named);
+      giveBack: async (keys, spec, { units, windowTag, named }) => {
+        const answer = await exact.giveBack(keys, spec, { units, windowTag, named });
         this.shareCheck?.answered(named?.region, answer);
         this.counts.giveOutcomes[answer.outcome] = (this.counts.giveOutcomes[answer.outcome] ?? 0) + 1;
         // A repeated give answers what it did: nothing more went back.
@@ -406,7 +406,7 @@ class Simulation {
       get: (target, name) => {
         if (name !== 'giveBack') return Reflect.get(target, name) as unknown;
         return (...args: Parameters<LendingStore['giveBack']>) => {
-          const named = args[5];
+          const named = args[2].named;
           if (named?.takeId !== undefined) this.giveIds.add(named.takeId);
           return target.giveBack(...args);
         };

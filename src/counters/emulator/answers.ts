@@ -1,17 +1,17 @@
-import type { CounterResult, LeaseCounterResult } from '../counter-store.js';
+import type { AlgorithmLeaseAnswer } from '../counter-replies.js';
+import type { LeaseCounterResult } from '../counter-store.js';
 
-/** The answers of the emulator's algorithms, as the scripts reply. */
+/**
+ * The emulator's algorithms answer as the scripts reply, with objects of the declared reply fields
+ * (counter-replies.ts: DecisionAnswer, AlgorithmLeaseAnswer, AcquireAnswer), always written in the
+ * declared order so every answer has one shape.
+ */
 
-export function result(allowed: boolean, remaining: number, retryAfterMs: number, resetAfterMs: number): CounterResult {
-  return { allowed, remaining, retryAfterMs, resetAfterMs };
-}
-
-/** What an algorithm answers a take or a give with (the script's lease_reply). */
-export type AlgorithmLeaseAnswer = Omit<LeaseCounterResult, 'storeNow' | 'outcome' | 'lapsed' | 'shareTaken'>;
+export type { AcquireAnswer, AlgorithmLeaseAnswer, DecisionAnswer } from '../counter-replies.js';
 
 /**
  * A lease operation's answer as the algorithm gives it, completed in place to a LeaseCounterResult;
- * finishLeaseOp (parent-take-ledger.ts) fills in the rest.
+ * finishLeaseOp (parent-take-ledger.ts) fills in the rest (a bucket's window tag and time left too: its take's hold).
  */
 export function leaseResult(answer: AlgorithmLeaseAnswer): LeaseCounterResult {
   const lease = answer as LeaseCounterResult;
@@ -19,9 +19,4 @@ export function leaseResult(answer: AlgorithmLeaseAnswer): LeaseCounterResult {
   lease.outcome = 'done';
   lease.lapsed = 0;
   return lease;
-}
-
-/** A bucket's answer to a take or a give: its tag and the time left are finishLeaseOp's (a take's hold). */
-export function bucketLeaseResult(allowed: boolean, remaining: number, retryAfterMs: number, resetAfterMs: number, units: number): LeaseCounterResult {
-  return leaseResult({ allowed, remaining, retryAfterMs, resetAfterMs, units, windowTag: 0, windowLeftMs: 0 });
 }

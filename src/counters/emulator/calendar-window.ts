@@ -1,5 +1,5 @@
 import type { PeriodPair } from '../../util/calendar-period.js';
-import type { CounterResult } from '../counter-store.js';
+import type { DecisionAnswer } from './answers.js';
 import type { SlotCarrier, StateSlot } from './keyspace.js';
 import type { AlgorithmCall } from './mode.js';
 import { countInWindow, type WindowState } from './window-count.js';
@@ -9,7 +9,7 @@ import { countInWindow, type WindowState } from './window-count.js';
  * clock `now` picks the period of `pair` (the server's current and next periods); a clock outside
  * both is an error, as the script's.
  */
-export function calendarWindow(call: AlgorithmCall, limit: number, pair: PeriodPair): CounterResult {
+export function calendarWindow(call: AlgorithmCall, limit: number, pair: PeriodPair): DecisionAnswer {
   const { space, now } = call;
   // pickPeriod's rule, without its array: this runs per decision.
   const first = now >= pair[0] && now < pair[1];

@@ -1,6 +1,5 @@
-import type { CounterResult } from '../counter-store.js';
 import type { ConcurrencySpec } from '../counter-spec.js';
-import { result } from './answers.js';
+import type { AcquireAnswer, DecisionAnswer } from './answers.js';
 import type { MemoryKeyspace } from './keyspace.js';
 
 /**
@@ -11,7 +10,7 @@ import type { MemoryKeyspace } from './keyspace.js';
 
 interface SlotState { leases: Map<string, number> }
 
-export function acquireNow(space: MemoryKeyspace, key: string, spec: ConcurrencySpec, slotId: string, now: number): CounterResult {
+export function acquireNow(space: MemoryKeyspace, key: string, spec: ConcurrencySpec, slotId: string, now: number): AcquireAnswer {
   const max = spec.maxConcurrency;
   const leases = liveSlots(space, key, now);
   const held = leases.has(slotId);
@@ -19,28 +18,23 @@ export function acquireNow(space: MemoryKeyspace, key: string, spec: Concurrency
     leases.set(slotId, now + spec.leaseTtlMs);
     const latest = maxValue(leases);
     space.put<SlotState>(key, { leases }, latest);
-    return acquired(true, Math.max(0, max - leases.size), 0, latest - now, !held);
+    return { allowed: true, remaining: Math.max(0, max - leases.size), retryAfterMs: 0, resetAfterMs: latest - now, newSlot: !held };
   }
   const retry = minValue(leases) - now;
-  return acquired(false, Math.max(0, max - leases.size), retry, maxValue(leases) - now, false);
+  return { allowed: false, remaining: Math.max(0, max - leases.size), retryAfterMs: retry, resetAfterMs: maxValue(leases) - now, newSlot: false };
 }
 
 /** The answer acquireNow would give now, writing nothing (lua/concurrency_acquire.lua with 'check'). */
-export function acquireCheck(space: MemoryKeyspace, key: string, spec: ConcurrencySpec, slotId: string, now: number): CounterResult {
+export function acquireCheck(space: MemoryKeyspace, key: string, spec: ConcurrencySpec, slotId: string, now: number): AcquireAnswer {
   const max = spec.maxConcurrency;
   const leases = liveSlots(space, key, now);
   const latest = leases.size > 0 ? maxValue(leases) - now : 0;
   const held = leases.has(slotId);
-  if (held || leases.size < max) return acquired(true, Math.max(0, max - leases.size), 0, latest, !held);
-  return acquired(false, Math.max(0, max - leases.size), minValue(leases) - now, latest, false);
+  if (held || leases.size < max) return { allowed: true, remaining: Math.max(0, max - leases.size), retryAfterMs: 0, resetAfterMs: latest, newSlot: !held };
+  return { allowed: false, remaining: Math.max(0, max - leases.size), retryAfterMs: minValue(leases) - now, resetAfterMs: latest, newSlot: false };
 }
 
-/** An acquire's answer: the script's reply with its 5th entry, whether a new slot was taken. */
-function acquired(allowed: boolean, remaining: number, retryAfterMs: number, resetAfterMs: number, newSlot: boolean): CounterResult {
-  return { allowed, remaining, retryAfterMs, resetAfterMs, newSlot };
-}
-
-export function releaseNow(space: MemoryKeyspace, key: string, spec: ConcurrencySpec, slotId: string, now: number): CounterResult {
+export function releaseNow(space: MemoryKeyspace, key: string, spec: ConcurrencySpec, slotId: string, now: number): DecisionAnswer {
   const leases = liveSlots(space, key, now);
   const removed = leases.delete(slotId);
   let reset = 0;
@@ -51,7 +45,7 @@ export function releaseNow(space: MemoryKeyspace, key: string, spec: Concurrency
     space.put<SlotState>(key, { leases }, latest);
     reset = latest - now;
   }
-  return result(removed, Math.max(0, spec.maxConcurrency - leases.size), 0, reset);
+  return { allowed: removed, remaining: Math.max(0, spec.maxConcurrency - leases.size), retryAfterMs: 0, resetAfterMs: reset };
 }
 
 function liveSlots(space: MemoryKeyspace, key: string, now: number): Map<string, number> {

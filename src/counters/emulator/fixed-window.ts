@@ -1,12 +1,12 @@
-import type { CounterResult, LeaseCounterResult } from '../counter-store.js';
-import { leaseResult, result } from './answers.js';
+import type { LeaseCounterResult } from '../counter-store.js';
+import { leaseResult, type DecisionAnswer } from './answers.js';
 import { FixedWindowSlot } from './keyspace.js';
 import type { AlgorithmCall } from './mode.js';
 import { windowTake } from './window-count.js';
 
 /** The emulator's fixed_window: mirrors lua/fixed_window.lua. */
 
-export function fixedWindow(call: AlgorithmCall, limit: number, windowMs: number): CounterResult {
+export function fixedWindow(call: AlgorithmCall, limit: number, windowMs: number): DecisionAnswer {
   const { space, keys, op, units, now } = call;
   const key = keys[0];
   const windowStart = now - (now % windowMs);
@@ -29,15 +29,15 @@ export function fixedWindow(call: AlgorithmCall, limit: number, windowMs: number
         slot!.used = used;
       }
       // Refunded to zero usage, the window is whole again: reset 0, as a peek would then say.
-      return result(true, Math.max(0, limit - used), 0, used === 0 ? 0 : reset);
+      return { allowed: true, remaining: Math.max(0, limit - used), retryAfterMs: 0, resetAfterMs: used === 0 ? 0 : reset };
     }
     // A peek asks for one unit, a check for its units.
-    if (used + (op === 'check' ? units : 1) > limit) return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
-    return result(true, Math.max(0, limit - used), 0, reset);
+    if (used + (op === 'check' ? units : 1) > limit) return { allowed: false, remaining: Math.max(0, limit - used), retryAfterMs: windowEnd - now, resetAfterMs: windowEnd - now };
+    return { allowed: true, remaining: Math.max(0, limit - used), retryAfterMs: 0, resetAfterMs: reset };
   }
   const cost = units;
   if (used + cost > limit) {
-    return result(false, Math.max(0, limit - used), windowEnd - now, windowEnd - now);
+    return { allowed: false, remaining: Math.max(0, limit - used), retryAfterMs: windowEnd - now, resetAfterMs: windowEnd - now };
   }
   // Expires at windowEnd, as the script's PEXPIRE.
   if (slot) {
@@ -49,7 +49,7 @@ export function fixedWindow(call: AlgorithmCall, limit: number, windowMs: number
     space.slots.set(key, created);
     keys[space.slotTag] = created;
   }
-  return result(true, Math.max(0, limit - (used + cost)), 0, windowEnd - now);
+  return { allowed: true, remaining: Math.max(0, limit - (used + cost)), retryAfterMs: 0, resetAfterMs: windowEnd - now };
 }
 
 /**

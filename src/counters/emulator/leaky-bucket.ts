@@ -1,11 +1,13 @@
-import type { CounterResult } from '../counter-store.js';
-import { bucketLeaseResult, result } from './answers.js';
+import { leaseResult, type DecisionAnswer } from './answers.js';
 import type { AlgorithmCall } from './mode.js';
 import type { BucketState } from './bucket-state.js';
 
-/** The emulator's leaky_bucket: mirrors lua/leaky_bucket.lua. */
+/**
+ * The emulator's leaky_bucket: mirrors lua/leaky_bucket.lua. A take's or a give's answer names no window
+ * (windowTag and windowLeftMs 0): finishLeaseOp gives a bucket's, from the take's hold.
+ */
 
-export function leakyBucket(call: AlgorithmCall, capacity: number, rateUnits: number, ratePeriodMs: number): CounterResult {
+export function leakyBucket(call: AlgorithmCall, capacity: number, rateUnits: number, ratePeriodMs: number): DecisionAnswer {
   const { space, now, peeking, refunding, cost, refund, taking, giving, tag: giveTag } = call;
   const key = call.keys[0];
   // amount = level of the bucket; settledAt = when it has drained empty.
@@ -17,15 +19,15 @@ export function leakyBucket(call: AlgorithmCall, capacity: number, rateUnits: nu
     emptyAt = stored.settledAt;
   }
   // A return that arrives after the instant it had to be back by: the units lapsed, and nothing goes back.
-  if (giving && now >= giveTag) return bucketLeaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now, 0);
+  if (giving && now >= giveTag) return leaseResult({ allowed: true, remaining: Math.max(0, Math.floor(capacity - level)), retryAfterMs: 0, resetAfterMs: emptyAt - now, units: 0, windowTag: 0, windowLeftMs: 0 });
   if (refunding) {
     // What went back (a return answers it): never below empty, so an empty bucket takes nothing back.
     const room = level;
     level = Math.max(0, level - refund);
     const settledAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
     if (stored) space.put<BucketState>(key, { amount: level, updatedAt: now, settledAt }, settledAt);
-    if (giving) return bucketLeaseResult(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now, Math.floor(Math.min(refund, room)));
-    return result(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now);
+    if (giving) return leaseResult({ allowed: true, remaining: Math.max(0, Math.floor(capacity - level)), retryAfterMs: 0, resetAfterMs: settledAt - now, units: Math.floor(Math.min(refund, room)), windowTag: 0, windowLeftMs: 0 });
+    return { allowed: true, remaining: Math.max(0, Math.floor(capacity - level)), retryAfterMs: 0, resetAfterMs: settledAt - now };
   }
   if (taking) {
     const granted = Math.max(0, Math.min(cost, Math.floor(capacity - level)));
@@ -37,15 +39,15 @@ export function leakyBucket(call: AlgorithmCall, capacity: number, rateUnits: nu
       emptyAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
       space.put<BucketState>(key, { amount: level, updatedAt: now, settledAt: emptyAt }, emptyAt);
     }
-    return bucketLeaseResult(granted > 0, Math.max(0, Math.floor(capacity - level)), retry, emptyAt - now, granted);
+    return leaseResult({ allowed: granted > 0, remaining: Math.max(0, Math.floor(capacity - level)), retryAfterMs: retry, resetAfterMs: emptyAt - now, units: granted, windowTag: 0, windowLeftMs: 0 });
   }
-  if (peeking && level + cost <= capacity) return result(true, Math.max(0, Math.floor(capacity - level)), 0, emptyAt - now);
+  if (peeking && level + cost <= capacity) return { allowed: true, remaining: Math.max(0, Math.floor(capacity - level)), retryAfterMs: 0, resetAfterMs: emptyAt - now };
   if (level + cost <= capacity) {
     level = level + cost;
     const settledAt = now + Math.ceil((level * ratePeriodMs) / rateUnits);
     space.put<BucketState>(key, { amount: level, updatedAt: now, settledAt }, settledAt);
-    return result(true, Math.max(0, Math.floor(capacity - level)), 0, settledAt - now);
+    return { allowed: true, remaining: Math.max(0, Math.floor(capacity - level)), retryAfterMs: 0, resetAfterMs: settledAt - now };
   }
   const retry = Math.ceil(((level + cost - capacity) * ratePeriodMs) / rateUnits);
-  return result(false, Math.max(0, Math.floor(capacity - level)), retry, emptyAt - now);
+  return { allowed: false, remaining: Math.max(0, Math.floor(capacity - level)), retryAfterMs: retry, resetAfterMs: emptyAt - now };
 }

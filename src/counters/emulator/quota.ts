@@ -1,11 +1,11 @@
-import type { CounterResult } from '../counter-store.js';
+import type { DecisionAnswer } from './answers.js';
 import type { StateSlot } from './keyspace.js';
 import type { AlgorithmCall } from './mode.js';
 import { countInWindow, type WindowState } from './window-count.js';
 
 /** The emulator's quota: mirrors lua/quota.lua. */
 
-export function quota(call: AlgorithmCall, limit: number, periodMs: number): CounterResult {
+export function quota(call: AlgorithmCall, limit: number, periodMs: number): DecisionAnswer {
   const { now } = call;
   // The period starts with the first consumption and lasts periodMs.
   const slot = call.space.live<StateSlot<WindowState>>(call.keys[0], now);

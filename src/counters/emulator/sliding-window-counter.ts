@@ -1,12 +1,11 @@
-import type { CounterResult } from '../counter-store.js';
-import { leaseResult, result } from './answers.js';
+import { leaseResult, type DecisionAnswer } from './answers.js';
 import type { AlgorithmCall } from './mode.js';
 
 /** The emulator's sliding_window_counter: mirrors lua/sliding_window_counter.lua. */
 
 interface SlidingCounterState { buckets: Map<number, number> }
 
-export function slidingCounter(call: AlgorithmCall, limit: number, windowMs: number, subWindows: number): CounterResult {
+export function slidingCounter(call: AlgorithmCall, limit: number, windowMs: number, subWindows: number): DecisionAnswer {
   const { space, now, peeking, refunding, cost, taking, giving, tag: giveTag } = call;
   const key = call.keys[0];
   let { refund } = call;
@@ -51,7 +50,7 @@ export function slidingCounter(call: AlgorithmCall, limit: number, windowMs: num
     const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
     const remaining = Math.max(0, Math.floor(limit - (full + (oldest * (bucketMs - elapsed)) / bucketMs)));
     if (giving) return leaseResult({ allowed: true, remaining, retryAfterMs: 0, resetAfterMs: reset, units: refund, windowTag: current, windowLeftMs: bucketMs - elapsed });
-    return result(true, remaining, 0, reset);
+    return { allowed: true, remaining, retryAfterMs: 0, resetAfterMs: reset };
   }
   const estimate = full + (oldest * (bucketMs - elapsed)) / bucketMs;
   // A take is granted what fits now; the rest is refused as a consume of `cost` would be, and a take
@@ -69,11 +68,11 @@ export function slidingCounter(call: AlgorithmCall, limit: number, windowMs: num
   if (granted === 0 || (!taking && estimate + cost > limit)) {
     const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
     if (taking) return leaseResult({ allowed: false, remaining: Math.max(0, Math.floor(limit - estimate)), retryAfterMs: retry, resetAfterMs: reset, units: 0, windowTag: current, windowLeftMs: bucketMs - elapsed });
-    return result(false, Math.max(0, Math.floor(limit - estimate)), retry, reset);
+    return { allowed: false, remaining: Math.max(0, Math.floor(limit - estimate)), retryAfterMs: retry, resetAfterMs: reset };
   }
   if (peeking) {
     const reset = newest >= 0 ? (newest + subWindows + 1) * bucketMs - now : 0;
-    return result(true, Math.max(0, Math.floor(limit - estimate)), 0, reset);
+    return { allowed: true, remaining: Math.max(0, Math.floor(limit - estimate)), retryAfterMs: 0, resetAfterMs: reset };
   }
   buckets.set(current, (buckets.get(current) ?? 0) + granted);
   const resetAt = (current + subWindows + 1) * bucketMs;
@@ -81,7 +80,7 @@ export function slidingCounter(call: AlgorithmCall, limit: number, windowMs: num
   if (taking) {
     return leaseResult({ allowed: true, remaining: Math.max(0, Math.floor(limit - (estimate + granted))), retryAfterMs: retry, resetAfterMs: resetAt - now, units: granted, windowTag: current, windowLeftMs: bucketMs - elapsed });
   }
-  return result(true, Math.max(0, Math.floor(limit - (estimate + cost))), 0, resetAt - now);
+  return { allowed: true, remaining: Math.max(0, Math.floor(limit - (estimate + cost))), retryAfterMs: 0, resetAfterMs: resetAt - now };
 }
 
 /** A refund's units go back from the newest bucket first; an emptied bucket is removed. */

@@ -1,7 +1,7 @@
 import type { CounterResult } from '../counter-store.js';
 import { LogShareRun, type LogEntry, type LogShareSums } from '../shares-log.js';
 import type { NamedShare } from '../shares.js';
-import { result } from './answers.js';
+import type { DecisionAnswer } from './answers.js';
 import type { AlgorithmCall } from './mode.js';
 
 /** The emulator's sliding_window_log: mirrors lua/sliding_window_log.lua (a region's share: shares-log.ts). */
@@ -17,7 +17,8 @@ export function slidingLog(call: AlgorithmCall, limit: number, windowMs: number,
   const stored = space.get<SlidingLogState>(key, now);
   const run = new LogShareRun(share, () => stored?.shares);
   /** log_reply: with a region, `remaining` at most `room` and every region's units; the changes written unless peeking. */
-  const answer = (state: SlidingLogState, r: CounterResult, room: number): CounterResult => {
+  const answer = (state: SlidingLogState, decision: DecisionAnswer, room: number): CounterResult => {
+    const r: CounterResult = decision;
     if (share !== undefined) {
       r.remaining = Math.max(0, Math.min(r.remaining, room));
       r.shareTaken = run.report();
@@ -30,7 +31,7 @@ export function slidingLog(call: AlgorithmCall, limit: number, windowMs: number,
   if (stored === undefined && peeking) {
     run.absent = true;
     const room = run.room();
-    return answer(log, result(cost <= limit && cost <= room, Math.max(0, limit), cost <= limit && cost <= room ? 0 : windowMs, 0), room);
+    return answer(log, { allowed: cost <= limit && cost <= room, remaining: Math.max(0, limit), retryAfterMs: cost <= limit && cost <= room ? 0 : windowMs, resetAfterMs: 0 }, room);
   }
   // Entries are sorted by time; an entry leaves the window when now - windowMs reaches it. A peek
   // only skips them (it writes nothing): `first` is then the oldest entry still in the window.
@@ -45,7 +46,7 @@ export function slidingLog(call: AlgorithmCall, limit: number, windowMs: number,
     const room = run.room();
     if (sum + cost > limit || cost > room) return answer(log, slidingLogRefusal(call, limit, windowMs, { entries: log.entries, first: expired, sum }, run), room);
     const reset = log.entries.length > expired ? log.entries[log.entries.length - 1].ts + windowMs - now : 0;
-    return answer(log, result(true, Math.max(0, limit - sum), 0, reset), room);
+    return answer(log, { allowed: true, remaining: Math.max(0, limit - sum), retryAfterMs: 0, resetAfterMs: reset }, room);
   }
   log.sum = sum;
   if (expired > 0) log.entries.splice(0, expired);
@@ -55,11 +56,11 @@ export function slidingLog(call: AlgorithmCall, limit: number, windowMs: number,
       space.slots.delete(key); // a sliding-log key: never a fixed_window slot
       run.cleared();
       run.absent = true;
-      return answer({ entries: [], sum: 0 }, result(true, Math.max(0, limit), 0, 0), run.room());
+      return answer({ entries: [], sum: 0 }, { allowed: true, remaining: Math.max(0, limit), retryAfterMs: 0, resetAfterMs: 0 }, run.room());
     }
     const expireAt = log.entries[log.entries.length - 1].ts + windowMs;
     space.put<SlidingLogState>(key, log, expireAt);
-    return answer(log, result(true, Math.max(0, limit - log.sum), 0, expireAt - now), run.room());
+    return answer(log, { allowed: true, remaining: Math.max(0, limit - log.sum), retryAfterMs: 0, resetAfterMs: expireAt - now }, run.room());
   }
   const room = run.room();
   if (log.sum + cost > limit || cost > room) return answer(log, slidingLogRefusal(call, limit, windowMs, { entries: log.entries, first: 0, sum: log.sum }, run), room);
@@ -74,14 +75,14 @@ export function slidingLog(call: AlgorithmCall, limit: number, windowMs: number,
   log.sum = log.sum + cost;
   const newest = log.entries[log.entries.length - 1].ts;
   space.put<SlidingLogState>(key, log, newest + windowMs);
-  return answer(log, result(true, Math.max(0, limit - log.sum), 0, newest + windowMs - now), room - cost);
+  return answer(log, { allowed: true, remaining: Math.max(0, limit - log.sum), retryAfterMs: 0, resetAfterMs: newest + windowMs - now }, room - cost);
 }
 
 /**
  * The refusal of the call's cost by a sliding log, `log` its entries in the window: wait until enough
  * of the oldest have left the window for the cost to fit (a region's: in its share too).
  */
-function slidingLogRefusal(call: AlgorithmCall, limit: number, windowMs: number, log: LogInWindow, run: LogShareRun): CounterResult {
+function slidingLogRefusal(call: AlgorithmCall, limit: number, windowMs: number, log: LogInWindow, run: LogShareRun): DecisionAnswer {
   const { cost, now } = call;
   const { entries, first, sum } = log;
   const inWindow = entries.length > first;
@@ -104,7 +105,7 @@ function slidingLogRefusal(call: AlgorithmCall, limit: number, windowMs: number,
       break;
     }
   }
-  return result(false, Math.max(0, limit - sum), retry, reset);
+  return { allowed: false, remaining: Math.max(0, limit - sum), retryAfterMs: retry, resetAfterMs: reset };
 }
 
 /** Inserts after every entry with the same or an earlier time (time order; arrival order on ties). */

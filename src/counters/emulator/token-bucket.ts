@@ -1,11 +1,13 @@
-import type { CounterResult } from '../counter-store.js';
-import { bucketLeaseResult, result } from './answers.js';
+import { leaseResult, type DecisionAnswer } from './answers.js';
 import type { AlgorithmCall } from './mode.js';
 import type { BucketState } from './bucket-state.js';
 
-/** The emulator's token_bucket: mirrors lua/token_bucket.lua. */
+/**
+ * The emulator's token_bucket: mirrors lua/token_bucket.lua. A take's or a give's answer names no window
+ * (windowTag and windowLeftMs 0): finishLeaseOp gives a bucket's, from the take's hold.
+ */
 
-export function tokenBucket(call: AlgorithmCall, capacity: number, rateUnits: number, ratePeriodMs: number): CounterResult {
+export function tokenBucket(call: AlgorithmCall, capacity: number, rateUnits: number, ratePeriodMs: number): DecisionAnswer {
   const { space, now, peeking, refunding, cost, refund, taking, giving, tag: giveTag } = call;
   const key = call.keys[0];
   // amount = tokens in the bucket; settledAt = when it is full again.
@@ -17,15 +19,15 @@ export function tokenBucket(call: AlgorithmCall, capacity: number, rateUnits: nu
     fullAt = stored.settledAt;
   }
   // A return that arrives after the instant it had to be back by: the units lapsed, and nothing goes back.
-  if (giving && now >= giveTag) return bucketLeaseResult(true, Math.floor(tokens), 0, fullAt - now, 0);
+  if (giving && now >= giveTag) return leaseResult({ allowed: true, remaining: Math.floor(tokens), retryAfterMs: 0, resetAfterMs: fullAt - now, units: 0, windowTag: 0, windowLeftMs: 0 });
   if (refunding) {
     // What went back (a return answers it): never above capacity, so a full bucket takes nothing back.
     const room = capacity - tokens;
     tokens = Math.min(capacity, tokens + refund);
     const settledAt = now + Math.ceil(((capacity - tokens) * ratePeriodMs) / rateUnits);
     if (stored) space.put<BucketState>(key, { amount: tokens, updatedAt: now, settledAt }, settledAt);
-    if (giving) return bucketLeaseResult(true, Math.floor(tokens), 0, settledAt - now, Math.floor(Math.min(refund, room)));
-    return result(true, Math.floor(tokens), 0, settledAt - now);
+    if (giving) return leaseResult({ allowed: true, remaining: Math.floor(tokens), retryAfterMs: 0, resetAfterMs: settledAt - now, units: Math.floor(Math.min(refund, room)), windowTag: 0, windowLeftMs: 0 });
+    return { allowed: true, remaining: Math.floor(tokens), retryAfterMs: 0, resetAfterMs: settledAt - now };
   }
   if (taking) {
     const granted = Math.max(0, Math.min(cost, Math.floor(tokens)));
@@ -37,15 +39,15 @@ export function tokenBucket(call: AlgorithmCall, capacity: number, rateUnits: nu
       fullAt = now + Math.ceil(((capacity - tokens) * ratePeriodMs) / rateUnits);
       space.put<BucketState>(key, { amount: tokens, updatedAt: now, settledAt: fullAt }, fullAt);
     }
-    return bucketLeaseResult(granted > 0, Math.floor(tokens), retry, fullAt - now, granted);
+    return leaseResult({ allowed: granted > 0, remaining: Math.floor(tokens), retryAfterMs: retry, resetAfterMs: fullAt - now, units: granted, windowTag: 0, windowLeftMs: 0 });
   }
-  if (peeking && tokens >= cost) return result(true, Math.floor(tokens), 0, fullAt - now);
+  if (peeking && tokens >= cost) return { allowed: true, remaining: Math.floor(tokens), retryAfterMs: 0, resetAfterMs: fullAt - now };
   if (tokens >= cost) {
     tokens = tokens - cost;
     const settledAt = now + Math.ceil(((capacity - tokens) * ratePeriodMs) / rateUnits);
     space.put<BucketState>(key, { amount: tokens, updatedAt: now, settledAt }, settledAt);
-    return result(true, Math.floor(tokens), 0, settledAt - now);
+    return { allowed: true, remaining: Math.floor(tokens), retryAfterMs: 0, resetAfterMs: settledAt - now };
   }
   const retry = Math.ceil(((cost - tokens) * ratePeriodMs) / rateUnits);
-  return result(false, Math.floor(tokens), retry, fullAt - now);
+  return { allowed: false, remaining: Math.floor(tokens), retryAfterMs: retry, resetAfterMs: fullAt - now };
 }

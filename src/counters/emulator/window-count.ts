@@ -1,5 +1,5 @@
-import type { CounterResult, LeaseCounterResult } from '../counter-store.js';
-import { leaseResult, result } from './answers.js';
+import type { LeaseCounterResult } from '../counter-store.js';
+import { leaseResult, type DecisionAnswer } from './answers.js';
 import type { StateSlot } from './keyspace.js';
 import type { AlgorithmCall, CountedWindow } from './mode.js';
 
@@ -33,16 +33,16 @@ export interface WindowState {
  * its live `slot` (absent when nothing is): count_in_window of lua/includes/window_count.lua, for the
  * algorithms that keep a WindowState (quota, calendar periods).
  */
-export function countInWindow(call: AlgorithmCall, slot: StateSlot<WindowState> | undefined, window: CountedWindow): CounterResult {
+export function countInWindow(call: AlgorithmCall, slot: StateSlot<WindowState> | undefined, window: CountedWindow): DecisionAnswer {
   const { op, units, now } = call;
   const { limit, start, end } = window;
   let used = window.used;
   const stored = slot?.state;
   // The decision's own operation first, as the script's last branch: nothing to sort out per call.
   if (op === 'consume') {
-    if (used + units > limit) return result(false, Math.max(0, limit - used), end - now, end - now);
+    if (used + units > limit) return { allowed: false, remaining: Math.max(0, limit - used), retryAfterMs: end - now, resetAfterMs: end - now };
     writeWindow(call, slot, window, used + units);
-    return result(true, Math.max(0, limit - (used + units)), 0, end - now);
+    return { allowed: true, remaining: Math.max(0, limit - (used + units)), retryAfterMs: 0, resetAfterMs: end - now };
   }
   const { refunding, cost, refund, taking, giving } = call;
   const reset = used > 0 ? end - now : 0;
@@ -61,12 +61,12 @@ export function countInWindow(call: AlgorithmCall, slot: StateSlot<WindowState> 
     if (giving) {
       return leaseResult({ allowed: true, remaining: Math.max(0, limit - used), retryAfterMs: 0, resetAfterMs: refunded, units: before - used, windowTag: start, windowLeftMs: end - now });
     }
-    return result(true, Math.max(0, limit - used), 0, refunded);
+    return { allowed: true, remaining: Math.max(0, limit - used), retryAfterMs: 0, resetAfterMs: refunded };
   }
   if (taking) return windowTake(call, window, reset, (taken) => writeWindow(call, slot, window, taken));
   // A peek or a check: what consuming `cost` would answer, nothing written.
-  if (used + cost > limit) return result(false, Math.max(0, limit - used), end - now, end - now);
-  return result(true, Math.max(0, limit - used), 0, reset);
+  if (used + cost > limit) return { allowed: false, remaining: Math.max(0, limit - used), retryAfterMs: end - now, resetAfterMs: end - now };
+  return { allowed: true, remaining: Math.max(0, limit - used), retryAfterMs: 0, resetAfterMs: reset };
 }
 
 /**
