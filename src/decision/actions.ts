@@ -13,6 +13,11 @@ export interface LimitedOutcome {
   retryAfterMs: number;
 }
 
+/** An action that refuses every request its counter refused (no draw, no severity to weigh). */
+export function alwaysRefuses(action: Policy['action']): boolean {
+  return action === 'deny' || action === 'delay' || action === 'drop';
+}
+
 /**
  * What a policy's action makes of a request that exceeded its limit (docs/reference.md "Actions over the
  * limit"). `random` is used only for `sample` without a request_id.

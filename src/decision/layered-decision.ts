@@ -3,7 +3,7 @@ import type { ConcurrencySpec, RateSpec } from '../counters/counter-spec.js';
 import type { LayerMatch, PolicyMatch } from '../matching/matcher.js';
 import type { Decision } from '../model/decision.js';
 import type { RequestContext } from '../model/request-context.js';
-import { applyLimitAction } from './actions.js';
+import { alwaysRefuses, applyLimitAction } from './actions.js';
 import { layeredDecision } from './layer-verdicts.js';
 import { neverFitsMatch, readingCheckCall } from './never-fits.js';
 import type { CounterAsk } from './counter-evaluator.js';
@@ -205,6 +205,7 @@ function tookSlot(operation: Operation, result: CounterResult): boolean {
 
 /** Whether the layer's own action lets a request its counter refused through (its refusal does not refuse the plan). */
 function isSoft(e: Entry): boolean {
+  if (alwaysRefuses(e.match.compiled.policy.action)) return false;
   return applyLimitAction(e.match.compiled.policy, e.part.ctx, 0, () => e.draw).allowed;
 }
 
