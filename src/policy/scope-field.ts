@@ -1,10 +1,15 @@
-import { describe, SCOPE_FIELDS, SIGNAL_TYPES, type ScopeField } from '../model/request-context.js';
-import { MAX_FIELD_LENGTH, MAX_TAGS, MAX_TAG_KEY_LENGTH, MAX_TAG_VALUE_LENGTH, keyCountUpTo } from '../schema/limits.js';
+import { describe, SCOPE_FIELDS, type ScopeField } from '../model/request-context.js';
+import { keyCountUpTo } from '../schema/limits.js';
 import { SCOPE_KEYS } from '../schema/policy.js';
 import { isObject } from '../util/json-shape.js';
 import { oneOf, type ErrFn } from './field-reading.js';
+import { SCOPE_FIELDS_SCHEMA } from './policy-field-schemas.js';
 import type { PolicyScope } from './types.js';
 import { unknownFieldErrors } from './unknown-fields.js';
+
+const { value: SCOPE_VALUE, signalType: SIGNAL_TYPE_VALUES, maxTags: MAX_TAGS, tagKeyMaxLength: MAX_TAG_KEY_LENGTH, tagValue: TAG_VALUE } = SCOPE_FIELDS_SCHEMA;
+/** The signal types a scope names, without `*` (the messages list `*` apart). */
+const SIGNAL_TYPES = SIGNAL_TYPE_VALUES.filter((value) => value !== '*');
 
 export function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {
   const scope = Object.create(null) as PolicyScope;
@@ -31,17 +36,17 @@ export function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {
     }
     if (!(SCOPE_FIELDS as readonly string[]).includes(key)) continue; // refused above
     if (value === undefined) continue;
-    if (typeof value !== 'string' || value === '') {
+    if (typeof value !== 'string' || value.length < SCOPE_VALUE.minLength) {
       err(`scope.${key}`, notAScopeValue(value));
       ok = false;
       continue;
     }
-    if (value.length > MAX_FIELD_LENGTH) {
-      err(`scope.${key}`, `must be at most ${MAX_FIELD_LENGTH} characters, got ${value.length}`);
+    if (value.length > SCOPE_VALUE.maxLength) {
+      err(`scope.${key}`, `must be at most ${SCOPE_VALUE.maxLength} characters, got ${value.length}`);
       ok = false;
       continue;
     }
-    if (key === 'signal_type' && value !== '*' && !(SIGNAL_TYPES as readonly string[]).includes(value)) {
+    if (key === 'signal_type' && !SIGNAL_TYPE_VALUES.includes(value)) {
       err('scope.signal_type', `must be "*" or one of ${oneOf(SIGNAL_TYPES)}, got ${describe(value)}`);
       ok = false;
       continue;
@@ -79,13 +84,13 @@ export function validateTags(v: unknown, err: ErrFn): Record<string, string> | u
       ok = false;
       continue;
     }
-    if (typeof value !== 'string' || value === '') {
+    if (typeof value !== 'string' || value.length < TAG_VALUE.minLength) {
       err(`scope.tags.${key}`, notAScopeValue(value));
       ok = false;
       continue;
     }
-    if (value.length > MAX_TAG_VALUE_LENGTH) {
-      err(`scope.tags.${key}`, `must be at most ${MAX_TAG_VALUE_LENGTH} characters, got ${value.length}`);
+    if (value.length > TAG_VALUE.maxLength) {
+      err(`scope.tags.${key}`, `must be at most ${TAG_VALUE.maxLength} characters, got ${value.length}`);
       ok = false;
       continue;
     }
