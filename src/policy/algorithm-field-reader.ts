@@ -73,8 +73,7 @@ export function subWindowCount(subs: unknown, window: { ms: number } | undefined
 export function leaseTtl(ttl: unknown, fail: ErrFn): string | number | undefined {
   if (ttl === undefined) return undefined;
   if (typeof ttl === 'number') {
-    // Also whole milliseconds a JSON number holds exactly: the counters count the ttl in ms.
-    if (isIntegerIn(ttl, algorithmRangeOf('concurrency', 'lease_ttl')) && Number.isSafeInteger(ttl * 1000)) return ttl;
+    if (isIntegerIn(ttl, algorithmRangeOf('concurrency', 'lease_ttl'))) return ttl;
     fail('lease_ttl', `must be a duration string or a positive whole number of seconds, got ${describe(ttl)}`);
     return undefined;
   }

@@ -107,7 +107,10 @@ export const AlgorithmConfigSchema = Type.Union(
     algorithm('concurrency', '`max_concurrency` or `limit` is required.', {
       max_concurrency: Type.Optional(PositiveInt()),
       limit: Type.Optional(PositiveInt()),
-      lease_ttl: Type.Optional(Type.Union([Duration, PositiveInt()], { description: 'A duration or whole seconds (default 120).' })),
+      // Whole seconds up to what is a safe integer in milliseconds (the counters count the ttl in ms).
+      lease_ttl: Type.Optional(
+        Type.Union([Duration, Type.Integer({ minimum: 1, maximum: Math.floor(Number.MAX_SAFE_INTEGER / 1000) })], { description: 'A duration or whole seconds (default 120).' }),
+      ),
     }),
     algorithm('quota', '`quota_period` (or `window`) is required, unless `calendar` is given.', {
       limit: PositiveInt('The budget per period.'),
