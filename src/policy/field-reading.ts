@@ -1,6 +1,7 @@
 import { describe } from '../model/request-context.js';
 import { integerWording, isIntegerIn } from './bound-wording.js';
 import { POLICY_FIELDS, type StringField } from './policy-field-schemas.js';
+import { PLAIN_STRING, stringProblem } from './string-problems.js';
 import type { InclusiveRange } from './schema-reading.js';
 
 /** How the policy validator reads one field of a decoded body, and reports a problem with it. */
@@ -35,9 +36,9 @@ export function validateLayer(v: unknown, err: ErrFn): string | undefined {
 export function optionalString(raw: Obj, key: string, field: StringField, err: ErrFn): string | undefined {
   const v = own(raw, key);
   if (v === undefined) return undefined;
-  if (field.accepts(v)) return v as string;
-  if (typeof v !== 'string') err(key, `must be a string, got ${describe(v)}`);
-  else err(key, `must be at most ${field.maxLength} characters, got ${v.length}`);
+  const problem = stringProblem(field, v, PLAIN_STRING);
+  if (problem === undefined) return v as string;
+  err(key, problem);
   return undefined;
 }
 

@@ -1,15 +1,15 @@
 import type { TSchema } from '@sinclair/typebox';
 import { AlgorithmConfigSchema, LeaseSchema, PolicyInputSchema, PolicySchema, QuotaPolicyInputSchema, ScopeSchema } from '../schema/policy.js';
 import {
-  checkOf,
+  compiledField,
   rangeOf,
   isRequired,
   keywordOf,
   literalsOf,
   memberOfType,
-  patternOf,
   propertyOf,
   recordPartsOf,
+  type CompiledField,
   type InclusiveRange,
 } from './schema-reading.js';
 
@@ -22,27 +22,26 @@ import {
 const top = (key: string): TSchema => propertyOf(PolicyInputSchema, key);
 
 /** A string field: its compiled check, and the bounds its messages name. */
-export interface StringField {
-  accepts: (value: unknown) => boolean;
+export interface StringField extends CompiledField {
   minLength: number;
   maxLength: number;
 }
 
 function stringField(schema: TSchema): StringField {
   const minLength = (schema.minLength as number | undefined) ?? 0;
-  return { accepts: checkOf(schema), minLength, maxLength: keywordOf(schema, 'maxLength') };
+  return { ...compiledField(schema), minLength, maxLength: keywordOf(schema, 'maxLength') };
 }
 
 /** The single-valued fields at the top of a policy. */
 export const POLICY_FIELDS = {
-  policyId: { ...stringField(top('policy_id')), pattern: patternOf(top('policy_id')) },
+  policyId: stringField(top('policy_id')),
   name: stringField(top('name')),
   description: stringField(top('description')),
   priority: rangeOf(top('priority')),
   rolloutPercent: rangeOf(top('rollout_percent')),
   validFromUnix: rangeOf(top('valid_from_unix')),
   validToUnix: rangeOf(top('valid_to_unix')),
-  layer: { ...stringField(top('layer')), pattern: patternOf(top('layer')) },
+  layer: stringField(top('layer')),
   action: literalsOf(top('action')),
   failureMode: literalsOf(top('failure_mode')),
   enforcementMode: literalsOf(top('enforcement_mode')),

@@ -2,24 +2,29 @@ import { describe } from '../model/request-context.js';
 import { isIntegerIn } from './bound-wording.js';
 import { own, type ErrFn, type Obj } from './field-reading.js';
 import { POLICY_FIELDS } from './policy-field-schemas.js';
+import { PLAIN_STRING, stringProblem, type StringWording } from './string-problems.js';
 
 /** A policy's single-valued fields with a default: policy_id, enabled, priority, rollout_percent. */
 
 /** `policy_id` ('' when absent or refused); required unless `requireId` is false (POST /policies/validate). */
 export function policyIdField(raw: Obj, requireId: boolean, err: ErrFn): string {
   const rawId = own(raw, 'policy_id');
-  const { accepts, minLength, maxLength } = POLICY_FIELDS.policyId;
   if (rawId === undefined) {
     if (requireId) err('policy_id', 'is required');
-  } else if (typeof rawId !== 'string') {
-    err('policy_id', `must be a string, got ${describe(rawId)}`);
-  } else if (!accepts(rawId)) {
-    err('policy_id', `must be ${minLength}–${maxLength} characters of A–Z a–z 0–9 . _ : - starting with a letter or digit, got ${describe(rawId)}`);
-  } else {
-    return rawId;
+    return '';
   }
+  const problem = stringProblem(POLICY_FIELDS.policyId, rawId, POLICY_ID_WORDING);
+  if (problem === undefined) return rawId as string;
+  err('policy_id', problem);
   return '';
 }
+
+/** A policy id's length and pattern are one rule to its writer: one message says both. */
+function notAPolicyId(value: string): string {
+  const { minLength, maxLength } = POLICY_FIELDS.policyId;
+  return `must be ${minLength}–${maxLength} characters of A–Z a–z 0–9 . _ : - starting with a letter or digit, got ${describe(value)}`;
+}
+const POLICY_ID_WORDING: StringWording = { notString: PLAIN_STRING.notString, tooShort: notAPolicyId, tooLong: notAPolicyId, notPattern: notAPolicyId };
 
 /** `enabled`, default true. */
 export function enabledField(raw: Obj, err: ErrFn): boolean {
