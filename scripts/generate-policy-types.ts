@@ -9,6 +9,7 @@
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Kind, OptionalKind, type TObject, type TSchema } from '@sinclair/typebox';
+import { FieldErrorSchema } from '../src/schema/errors.js';
 import { AlgorithmConfigSchema, CALENDAR_UNITS, LeaseSchema, PolicySchema, ScopeSchema } from '../src/schema/policy.js';
 
 export const POLICY_TYPES_FILE = fileURLToPath(new URL('../sdk/src/policy-types.generated.ts', import.meta.url));
@@ -90,6 +91,10 @@ export function policyTypesSource(): string {
     '',
     '/** The Policy shape, every default applied, as the server stores and returns it. */',
     `export interface PolicyFields {\n${fieldsOf(PolicySchema, '').join('')}}`,
+    '',
+    // The server's FieldError (src/schema/errors.ts), under the SDK's name for it.
+    '/** One problem of a policy the server refused (a 422, or POST /policies/validate): the field\'s dotted path and what is wrong. */',
+    `export interface FieldProblem {\n${fieldsOf(FieldErrorSchema, 'error').join('')}}`,
     '',
   ].join('\n');
 }

@@ -12,8 +12,9 @@
  */
 
 // The policy's shape is generated from the server's schema (scripts/generate-policy-types.ts).
-import type { AlgorithmFields, PolicyFields } from './policy-types.generated.js';
-export type { AlgorithmFields, CalendarUnit, PolicyFields, PolicyLease, PolicyScope } from './policy-types.generated.js';
+import type { AlgorithmFields, FieldProblem, PolicyFields } from './policy-types.generated.js';
+// FieldProblem is the server's FieldError (src/schema/errors.ts), generated like the policy's types.
+export type { AlgorithmFields, CalendarUnit, FieldProblem, PolicyFields, PolicyLease, PolicyScope } from './policy-types.generated.js';
 
 export interface AdminClientOptions {
   /** Base URL of the service, e.g. `http://127.0.0.1:8080` (a trailing `/` is ignored). */
@@ -81,11 +82,6 @@ export interface ExplainCandidate {
 /** Which policy of each layer would decide a request, and every candidate in winner order. */
 export interface Explanation {
   layers: { layer: string; winner: string | null; candidates: ExplainCandidate[] }[];
-}
-
-export interface FieldProblem {
-  field: string;
-  message: string;
 }
 
 export interface PolicyVersionEntry {

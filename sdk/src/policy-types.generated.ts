@@ -121,3 +121,9 @@ export interface PolicyFields {
   created_at: string;
   updated_at: string;
 }
+
+/** One problem of a policy the server refused (a 422, or POST /policies/validate): the field's dotted path and what is wrong. */
+export interface FieldProblem {
+  field: string;
+  message: string;
+}

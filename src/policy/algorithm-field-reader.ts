@@ -1,38 +1,46 @@
 import { describe } from '../model/request-context.js';
-import { MAX_SUB_WINDOWS } from '../schema/policy.js';
 import { parseDuration } from '../util/duration.js';
+import { integerWording, isIntegerIn, numberAboveWording } from './bound-wording.js';
 import { own, type ErrFn, type Obj } from './field-reading.js';
+import { ALGORITHM_FIELDS, algorithmRangeOf, algorithmRequires, rateFloorOf } from './policy-field-schemas.js';
 import type { AlgorithmConfig } from './types.js';
 
 /**
  * How the fields of one `algorithm` object are read: only the fields its type takes (`applies`), each
  * problem reported through `fail` under the field's own name, and "is required for <type>" naming the type.
+ * Bounds and required-ness are the schema's for the type (`type` undefined: not known, nothing required).
  */
 export type AlgorithmFieldReader = ReturnType<typeof algorithmFieldReader>;
 
-export function algorithmFieldReader(v: Obj, kind: string, applies: readonly string[], fail: ErrFn) {
+export function algorithmFieldReader(v: Obj, type: string | undefined, applies: readonly string[], fail: ErrFn) {
+  const kind = type ?? 'this algorithm';
   const field = (k: keyof AlgorithmConfig): unknown => (applies.includes(k) ? own(v, k) : undefined);
-  const posInt = (k: keyof AlgorithmConfig, required: boolean, what = 'a positive integer'): number | undefined => {
+  /** An integer field; `note` says what it counts, after the schema's range in words. */
+  const integer = (k: keyof AlgorithmConfig, note?: string): number | undefined => {
     const x = field(k);
+    const range = algorithmRangeOf(type, k);
+    const what = (): string => (note === undefined ? integerWording(range) : `${integerWording(range)} (${note})`);
     if (x === undefined) {
-      if (required) fail(k, `is required for ${kind} (${what})`);
+      if (algorithmRequires(type, k)) fail(k, `is required for ${kind} (${what()})`);
       return undefined;
     }
-    if (typeof x === 'number' && Number.isSafeInteger(x) && x > 0) return x;
-    fail(k, `must be ${what}, got ${describe(x)}`);
+    if (isIntegerIn(x, range)) return x;
+    fail(k, `must be ${what()}, got ${describe(x)}`);
     return undefined;
   };
-  const posRate = (k: 'refill_rate' | 'leak_rate'): number | undefined => {
+  const rate = (k: 'refill_rate' | 'leak_rate'): number | undefined => {
     const x = field(k);
     if (x === undefined) return undefined;
-    if (typeof x === 'number' && Number.isFinite(x) && x > 0) return x;
-    fail(k, `must be a positive number (units per second), got ${describe(x)}`);
+    const floor = rateFloorOf(k);
+    if (typeof x === 'number' && Number.isFinite(x) && x > floor) return x;
+    fail(k, `must be ${numberAboveWording(floor)} (units per second), got ${describe(x)}`);
     return undefined;
   };
-  const duration = (k: 'window' | 'quota_period', required: boolean): { text: string; ms: number } | undefined => {
+  /** A duration field: required by the type's schema, or by a rule between fields (`requiredHere`). */
+  const duration = (k: 'window' | 'quota_period', requiredHere = false): { text: string; ms: number } | undefined => {
     const x = field(k);
     if (x === undefined) {
-      if (required) fail(k, `is required for ${kind} (a duration string such as "10s", "1m", "1h")`);
+      if (requiredHere || algorithmRequires(type, k)) fail(k, `is required for ${kind} (a duration string such as "10s", "1m", "1h")`);
       return undefined;
     }
     if (typeof x === 'number') {
@@ -46,14 +54,15 @@ export function algorithmFieldReader(v: Obj, kind: string, applies: readonly str
     }
     return { text: x as string, ms: parsed.ms };
   };
-  return { field, posInt, posRate, duration };
+  return { field, integer, rate, duration };
 }
 
 /** `sub_window_count` (absent: undefined), which must divide the window evenly. */
 export function subWindowCount(subs: unknown, window: { ms: number } | undefined, fail: ErrFn): number | undefined {
   if (subs === undefined) return undefined;
-  if (typeof subs !== 'number' || !Number.isInteger(subs) || subs < 1 || subs > MAX_SUB_WINDOWS) {
-    fail('sub_window_count', `must be an integer from 1 to ${MAX_SUB_WINDOWS}, got ${describe(subs)}`);
+  const range = ALGORITHM_FIELDS.subWindowCount;
+  if (!isIntegerIn(subs, range)) {
+    fail('sub_window_count', `must be ${integerWording(range)}, got ${describe(subs)}`);
   } else if (window && window.ms % subs !== 0) {
     fail('sub_window_count', `must divide the window (${window.ms}ms) evenly, got ${subs}`);
   } else return subs;
@@ -64,7 +73,7 @@ export function subWindowCount(subs: unknown, window: { ms: number } | undefined
 export function leaseTtl(ttl: unknown, fail: ErrFn): string | number | undefined {
   if (ttl === undefined) return undefined;
   if (typeof ttl === 'number') {
-    if (Number.isSafeInteger(ttl) && ttl > 0 && Number.isSafeInteger(ttl * 1000)) return ttl;
+    if (isIntegerIn(ttl, algorithmRangeOf('concurrency', 'lease_ttl'))) return ttl;
     fail('lease_ttl', `must be a duration string or a positive whole number of seconds, got ${describe(ttl)}`);
     return undefined;
   }

@@ -1,11 +1,13 @@
 import { describe } from '../model/request-context.js';
-import { ALGORITHM_KEYS, ANY_ALGORITHM_KEYS, SAMPLE_RATE } from '../schema/policy.js';
+import { ALGORITHM_KEYS, ANY_ALGORITHM_KEYS } from '../schema/policy.js';
 import { isObject } from '../util/json-shape.js';
 import { nearestKey } from '../util/nearest-key.js';
+import { integerWording, isNumberIn } from './bound-wording.js';
 import { algorithmFieldReader, leaseTtl, subWindowCount, type AlgorithmFieldReader } from './algorithm-field-reader.js';
 import { validateCalendarFields } from './calendar-fields.js';
 import { oneOf, own, type ErrFn } from './field-reading.js';
-import { ALGORITHM_TYPES, type AlgorithmConfig, type AlgorithmType, type LimitAction } from './types.js';
+import { ALGORITHM_FIELDS, ALGORITHM_TYPE_NAMES as ALGORITHM_TYPES, algorithmRangeOf } from './policy-field-schemas.js';
+import type { AlgorithmConfig, AlgorithmType, LimitAction } from './types.js';
 import { unknownFieldErrors } from './unknown-fields.js';
 
 // ---------------------------------------------------------------------------------------------------
@@ -28,7 +30,7 @@ export function validateAlgorithm(v: unknown, action: LimitAction | undefined, e
   const rawType = own(v, 'type');
   let type: AlgorithmType | undefined;
   if (rawType === undefined) fail('type', `is required (one of ${oneOf(ALGORITHM_TYPES)})`);
-  else if (typeof rawType !== 'string' || !(ALGORITHM_TYPES as readonly string[]).includes(rawType)) {
+  else if (typeof rawType !== 'string' || !ALGORITHM_TYPES.includes(rawType)) {
     const nearest = typeof rawType === 'string' ? nearestKey(rawType, ALGORITHM_TYPES) : undefined;
     fail('type', `must be one of ${oneOf(ALGORITHM_TYPES)}, got ${describe(rawType)}${nearest === undefined ? '' : `; did you mean \`${nearest}\`?`}`);
   } else type = rawType as AlgorithmType;
@@ -42,18 +44,19 @@ export function validateAlgorithm(v: unknown, action: LimitAction | undefined, e
     err(e.field, e.message);
     ok = false;
   }
-  const reader = algorithmFieldReader(v, type ?? 'this algorithm', applies, fail);
-  const { field, posInt } = reader;
+  const reader = algorithmFieldReader(v, type, applies, fail);
+  const { field, integer } = reader;
   const out: AlgorithmConfig = { type: type! };
   readTypeFields(type, reader, fail, out);
 
-  out.cost_per_request = posInt('cost_per_request', false, 'a positive integer (units per unit of quantity)');
+  out.cost_per_request = integer('cost_per_request', 'units per unit of quantity');
   const rate = field('sample_rate');
+  const { minimum, maximum } = ALGORITHM_FIELDS.sampleRate;
   if (rate !== undefined) {
-    if (typeof rate === 'number' && Number.isFinite(rate) && rate >= SAMPLE_RATE.minimum && rate <= SAMPLE_RATE.maximum) out.sample_rate = rate;
-    else fail('sample_rate', `must be a number from ${SAMPLE_RATE.minimum} to ${SAMPLE_RATE.maximum}, got ${describe(rate)}`);
+    if (isNumberIn(rate, ALGORITHM_FIELDS.sampleRate)) out.sample_rate = rate;
+    else fail('sample_rate', `must be a number from ${minimum} to ${maximum}, got ${describe(rate)}`);
   } else if (action === 'sample') {
-    fail('sample_rate', `is required when action is sample (the fraction of over-limit requests let through, ${SAMPLE_RATE.minimum} to ${SAMPLE_RATE.maximum})`);
+    fail('sample_rate', `is required when action is sample (the fraction of over-limit requests let through, ${minimum} to ${maximum})`);
   }
 
   if (!ok || type === undefined) return undefined;
@@ -64,23 +67,23 @@ export function validateAlgorithm(v: unknown, action: LimitAction | undefined, e
 
 /** The fields of one algorithm type into `out`, each checked (a type not known: every field for its form alone). */
 function readTypeFields(type: AlgorithmType | undefined, reader: AlgorithmFieldReader, fail: ErrFn, out: AlgorithmConfig): void {
-  const { field, posInt, posRate, duration } = reader;
+  const { field, integer, rate, duration } = reader;
   switch (type) {
     case undefined: {
       // Each field a known type would read, checked for its form alone (nothing is required).
-      posInt('limit', false);
-      subWindowCount(field('sub_window_count'), duration('window', false), fail);
-      duration('quota_period', false);
-      posInt('burst', false, 'a positive integer (the bucket capacity)');
-      posRate('refill_rate');
-      posRate('leak_rate');
-      posInt('max_concurrency', false);
+      integer('limit');
+      subWindowCount(field('sub_window_count'), duration('window'), fail);
+      duration('quota_period');
+      integer('burst', 'the bucket capacity');
+      rate('refill_rate');
+      rate('leak_rate');
+      integer('max_concurrency');
       leaseTtl(field('lease_ttl'), fail);
       validateCalendarFields(field, fail, []);
       break;
     }
     case 'fixed_window': {
-      out.limit = posInt('limit', true);
+      out.limit = integer('limit');
       const periods = validateCalendarFields(field, fail, ['window']);
       out.window = duration('window', !periods.given)?.text;
       out.calendar = periods.calendar;
@@ -88,13 +91,13 @@ function readTypeFields(type: AlgorithmType | undefined, reader: AlgorithmFieldR
       break;
     }
     case 'sliding_window_log': {
-      out.limit = posInt('limit', true);
-      out.window = duration('window', true)?.text;
+      out.limit = integer('limit');
+      out.window = duration('window')?.text;
       break;
     }
     case 'sliding_window_counter': {
-      out.limit = posInt('limit', true);
-      const window = duration('window', true);
+      out.limit = integer('limit');
+      const window = duration('window');
       out.window = window?.text;
       out.sub_window_count = subWindowCount(field('sub_window_count'), window, fail);
       break;
@@ -102,20 +105,20 @@ function readTypeFields(type: AlgorithmType | undefined, reader: AlgorithmFieldR
     case 'token_bucket':
     case 'leaky_bucket': {
       const rateKey = type === 'token_bucket' ? 'refill_rate' : 'leak_rate';
-      out.limit = posInt('limit', true);
-      const rate = posRate(rateKey);
+      out.limit = integer('limit');
+      const given = rate(rateKey);
       // The window only sets the default rate (limit per window); with an explicit rate it is optional.
       const rateGiven = field(rateKey) !== undefined;
       out.window = duration('window', !rateGiven)?.text;
-      out.burst = posInt('burst', false, 'a positive integer (the bucket capacity)');
-      if (rate !== undefined) out[rateKey] = rate;
+      out.burst = integer('burst', 'the bucket capacity');
+      if (given !== undefined) out[rateKey] = given;
       break;
     }
     case 'concurrency': {
-      const max = posInt('max_concurrency', false);
-      const limit = posInt('limit', false);
+      const max = integer('max_concurrency');
+      const limit = integer('limit');
       if (field('max_concurrency') === undefined && field('limit') === undefined) {
-        fail('max_concurrency', 'is required for concurrency (a positive integer; "limit" is accepted instead)');
+        fail('max_concurrency', `is required for concurrency (${integerWording(algorithmRangeOf(type, 'max_concurrency'))}; "limit" is accepted instead)`);
       }
       out.max_concurrency = max;
       out.limit = limit;
@@ -123,7 +126,7 @@ function readTypeFields(type: AlgorithmType | undefined, reader: AlgorithmFieldR
       break;
     }
     case 'quota': {
-      out.limit = posInt('limit', true, 'a positive integer (the budget per period)');
+      out.limit = integer('limit', 'the budget per period');
       const hasPeriod = field('quota_period') !== undefined;
       const hasWindow = field('window') !== undefined;
       const periods = validateCalendarFields(field, fail, ['quota_period', 'window']);
@@ -132,8 +135,8 @@ function readTypeFields(type: AlgorithmType | undefined, reader: AlgorithmFieldR
       if (!hasPeriod && !hasWindow && !periods.given) {
         fail('quota_period', 'is required for quota (a duration string such as "1h" or "30d"; "window" is accepted instead)');
       }
-      out.quota_period = duration('quota_period', false)?.text;
-      out.window = duration('window', false)?.text;
+      out.quota_period = duration('quota_period')?.text;
+      out.window = duration('window')?.text;
       break;
     }
   }

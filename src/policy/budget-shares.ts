@@ -1,7 +1,9 @@
 import { describe } from '../model/request-context.js';
-import { BUDGET_SHARES, REGION_NAME_MAX_LENGTH, SHARE_REGION_PATTERN, SHARED_ALGORITHMS } from '../schema/policy.js';
+import { SHARED_ALGORITHMS } from '../schema/policy.js';
 import type { CompiledShares } from '../counters/counter-spec.js';
 import { isObject } from '../util/json-shape.js';
+import { isIntegerIn } from './bound-wording.js';
+import { BUDGET_SHARES_FIELDS } from './policy-field-schemas.js';
 import type { AlgorithmType, Budget } from './types.js';
 
 /**
@@ -31,20 +33,21 @@ export function validateBudgetShares(
     err('budget_shares', `must be an object of region name (or "*") to weight, such as {"eu": 3, "us": 1, "*": 1}, got ${describe(v)}`);
     return undefined;
   }
+  const { minEntries, maxEntries, regionPattern, regionMaxLength, weight: range } = BUDGET_SHARES_FIELDS;
   const names = Object.keys(v);
-  if (names.length === 0 || names.length > BUDGET_SHARES.maxEntries) {
-    err('budget_shares', `must name 1 to ${BUDGET_SHARES.maxEntries} regions, got ${names.length}`);
+  if (names.length < minEntries || names.length > maxEntries) {
+    err('budget_shares', `must name ${minEntries} to ${maxEntries} regions, got ${names.length}`);
     return undefined;
   }
   const shares: Record<string, number> = {};
   let ok = true;
   for (const name of names) {
     const weight = v[name];
-    if (!SHARE_REGION_PATTERN.test(name)) {
-      err('budget_shares', `keys are region names (1-${REGION_NAME_MAX_LENGTH} characters of a-z, 0-9 and "-", as RL_REGION) or "*", got ${JSON.stringify(name)}`);
+    if (!regionPattern.test(name)) {
+      err('budget_shares', `keys are region names (1-${regionMaxLength} characters of a-z, 0-9 and "-", as RL_REGION) or "*", got ${JSON.stringify(name)}`);
       ok = false;
-    } else if (typeof weight !== 'number' || !Number.isInteger(weight) || weight < 1 || weight > BUDGET_SHARES.maxWeight) {
-      err(`budget_shares`, `weights are integers from 1 to ${BUDGET_SHARES.maxWeight}, got ${describe(weight)} for ${JSON.stringify(name)}`);
+    } else if (!isIntegerIn(weight, range)) {
+      err(`budget_shares`, `weights are integers from ${range.minimum} to ${range.maximum}, got ${describe(weight)} for ${JSON.stringify(name)}`);
       ok = false;
     } else {
       shares[name] = weight;

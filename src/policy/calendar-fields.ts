@@ -1,7 +1,9 @@
 import { describe } from '../model/request-context.js';
-import { TIMEZONE_MAX_LENGTH } from '../schema/policy.js';
-import { CALENDAR_UNITS, isTimeZone, type CalendarUnit } from '../util/calendar-period.js';
+import { isTimeZone, type CalendarUnit } from '../util/calendar-period.js';
 import { nearestKey } from '../util/nearest-key.js';
+import { ALGORITHM_FIELDS } from './policy-field-schemas.js';
+
+const CALENDAR_UNITS = ALGORITHM_FIELDS.calendar;
 
 /**
  * `algorithm.calendar` and `algorithm.timezone` of a fixed_window or quota: a calendar unit in place of
@@ -20,7 +22,7 @@ export function validateCalendarFields(
     return { given: false };
   }
   const out: { given: boolean; calendar?: CalendarUnit; timezone?: string } = { given: true };
-  if (typeof unit === 'string' && (CALENDAR_UNITS as readonly string[]).includes(unit)) out.calendar = unit as CalendarUnit;
+  if (typeof unit === 'string' && CALENDAR_UNITS.includes(unit)) out.calendar = unit as CalendarUnit;
   else {
     const nearest = typeof unit === 'string' ? nearestKey(unit, CALENDAR_UNITS) : undefined;
     fail('calendar', `must be one of ${CALENDAR_UNITS.join(', ')}, got ${describe(unit)}${nearest === undefined ? '' : `; did you mean \`${nearest}\`?`}`);
@@ -28,7 +30,7 @@ export function validateCalendarFields(
   const clashing = replaces.filter((key) => field(key) !== undefined);
   if (clashing.length > 0) fail('calendar', `replaces ${clashing.join(' and ')}: give calendar or ${clashing.join(' / ')}, not both`);
   if (zone !== undefined) {
-    if (typeof zone === 'string' && zone.length <= TIMEZONE_MAX_LENGTH && isTimeZone(zone)) out.timezone = zone;
+    if (ALGORITHM_FIELDS.timezone.accepts(zone) && isTimeZone(zone as string)) out.timezone = zone as string;
     else fail('timezone', `must be an IANA time zone name such as "Europe/Berlin" or "UTC", got ${describe(zone)}`);
   }
   return out;

@@ -1,5 +1,8 @@
 import { describe } from '../model/request-context.js';
-import { LAYER_MAX_LENGTH, LAYER_PATTERN } from '../schema/policy.js';
+import { integerWording, isIntegerIn } from './bound-wording.js';
+import { POLICY_FIELDS, type StringField } from './policy-field-schemas.js';
+import { PLAIN_STRING, stringProblem } from './string-problems.js';
+import type { InclusiveRange } from './schema-reading.js';
 
 /** How the policy validator reads one field of a decoded body, and reports a problem with it. */
 
@@ -23,37 +26,35 @@ export function oneOf<T extends string>(values: readonly T[]): string {
 /** `layer`: kept only when given, so a policy without it reads back exactly as before layers existed. */
 export function validateLayer(v: unknown, err: ErrFn): string | undefined {
   if (v === undefined) return undefined;
-  if (typeof v === 'string' && LAYER_PATTERN.test(v)) return v;
-  err('layer', `must be 1–${LAYER_MAX_LENGTH} characters of a–z 0–9 _ - starting with a letter (such as "platform"), got ${describe(v)}`);
+  const { accepts, minLength, maxLength } = POLICY_FIELDS.layer;
+  if (accepts(v)) return v as string;
+  err('layer', `must be ${minLength}–${maxLength} characters of a–z 0–9 _ - starting with a letter (such as "platform"), got ${describe(v)}`);
   return undefined;
 }
 
-export function optionalString(raw: Obj, key: string, maxLength: number, err: ErrFn): string | undefined {
+/** A string field of no other rule than its length (name, description). */
+export function optionalString(raw: Obj, key: string, field: StringField, err: ErrFn): string | undefined {
   const v = own(raw, key);
   if (v === undefined) return undefined;
-  if (typeof v !== 'string') {
-    err(key, `must be a string, got ${describe(v)}`);
-    return undefined;
-  }
-  if (v.length > maxLength) {
-    err(key, `must be at most ${maxLength} characters, got ${v.length}`);
-    return undefined;
-  }
-  return v;
+  const problem = stringProblem(field, v, PLAIN_STRING);
+  if (problem === undefined) return v as string;
+  err(key, problem);
+  return undefined;
 }
 
-export function enumField<T extends string>(raw: Obj, key: string, values: readonly T[], dflt: T, err: ErrFn): T | undefined {
+/** A field of one of the schema's literals (`values`, read from it; T is the type the same literals give). */
+export function enumField<T extends string>(raw: Obj, key: string, values: readonly string[], dflt: T, err: ErrFn): T | undefined {
   const v = own(raw, key);
   if (v === undefined) return dflt;
-  if (typeof v === 'string' && (values as readonly string[]).includes(v)) return v as T;
+  if (typeof v === 'string' && values.includes(v)) return v as T;
   err(key, `must be one of ${oneOf(values)}, got ${describe(v)}`);
   return undefined;
 }
 
-export function unixField(raw: Obj, key: string, err: ErrFn): number | undefined {
+export function unixField(raw: Obj, key: string, range: InclusiveRange, err: ErrFn): number | undefined {
   const v = own(raw, key);
   if (v === undefined) return 0;
-  if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return v;
-  err(key, `must be a non-negative integer (unix seconds; 0 = unbounded), got ${describe(v)}`);
+  if (isIntegerIn(v, range)) return v;
+  err(key, `must be ${integerWording(range)} (unix seconds; 0 = unbounded), got ${describe(v)}`);
   return undefined;
 }

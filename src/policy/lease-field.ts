@@ -1,8 +1,10 @@
 import { describe } from '../model/request-context.js';
-import { LEASE_KEYS, LEASE_MAX_HOLD_MS, LEASE_MAX_HOLD_TEXT, LEASE_MAX_UNITS } from '../schema/policy.js';
+import { LEASE_KEYS, LEASE_MAX_HOLD_MS, LEASE_MAX_HOLD_TEXT } from '../schema/policy.js';
 import { parseDuration } from '../util/duration.js';
 import { isObject } from '../util/json-shape.js';
+import { isIntegerIn } from './bound-wording.js';
 import { own, type ErrFn } from './field-reading.js';
+import { LEASE_FIELDS } from './policy-field-schemas.js';
 import { LEASABLE_ALGORITHMS, leaseShapeOf } from './lease-terms.js';
 import type { AlgorithmType, LeaseConfig } from './types.js';
 import { unknownFieldErrors } from './unknown-fields.js';
@@ -22,8 +24,9 @@ export function validateLease(v: unknown, algorithmType: AlgorithmType | undefin
   const lease: LeaseConfig = {};
   const units = own(v, 'max_units');
   if (units !== undefined) {
-    if (typeof units === 'number' && Number.isInteger(units) && units >= LEASE_MAX_UNITS.min && units <= LEASE_MAX_UNITS.max) lease.max_units = units;
-    else err('lease.max_units', `must be an integer from ${LEASE_MAX_UNITS.min} to ${LEASE_MAX_UNITS.max}, got ${describe(units)}`);
+    const { minimum, maximum } = LEASE_FIELDS.maxUnits;
+    if (isIntegerIn(units, LEASE_FIELDS.maxUnits)) lease.max_units = units;
+    else err('lease.max_units', `must be an integer from ${minimum} to ${maximum}, got ${describe(units)}`);
   }
   const hold = own(v, 'max_hold');
   if (hold !== undefined) {

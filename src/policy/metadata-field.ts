@@ -1,9 +1,12 @@
 import { describe } from '../model/request-context.js';
-import { MAX_METADATA_ENTRIES, MAX_METADATA_KEY_LENGTH, MAX_METADATA_VALUE_LENGTH, keyCountUpTo } from '../schema/limits.js';
+import { keyCountUpTo } from '../schema/limits.js';
 import { SEVERITY_LEVELS } from '../schema/policy.js';
 import { isObject } from '../util/json-shape.js';
 import { oneOf, type ErrFn } from './field-reading.js';
 import { compileMatchExpr } from './match-expr.js';
+import { METADATA_FIELDS } from './policy-field-schemas.js';
+
+const { maxEntries: MAX_METADATA_ENTRIES, keyMaxLength: MAX_METADATA_KEY_LENGTH, valueMaxLength: MAX_METADATA_VALUE_LENGTH } = METADATA_FIELDS;
 
 export function validateMetadata(v: unknown, err: ErrFn): Record<string, string> | undefined {
   const metadata = Object.create(null) as Record<string, string>;

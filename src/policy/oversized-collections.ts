@@ -1,7 +1,8 @@
-import { MAX_METADATA_ENTRIES, MAX_TAGS, keyCountUpTo } from '../schema/limits.js';
+import { keyCountUpTo } from '../schema/limits.js';
 import { SCOPE_KEYS } from '../schema/policy.js';
 import { isObject } from '../util/json-shape.js';
 import { own } from './field-reading.js';
+import { METADATA_FIELDS, SCOPE_FIELDS_SCHEMA } from './policy-field-schemas.js';
 import type { FieldError } from './types.js';
 
 /**
@@ -9,6 +10,9 @@ import type { FieldError } from './types.js';
  * without reading any item: for callers that would otherwise walk the body before validating it (a
  * JSON merge patch is merged into the stored policy first). validatePolicy reports the same problems.
  */
+const MAX_TAGS = SCOPE_FIELDS_SCHEMA.maxTags;
+const MAX_METADATA_ENTRIES = METADATA_FIELDS.maxEntries;
+
 export function oversizedCollections(raw: unknown): FieldError[] {
   if (!isObject(raw)) return [];
   const errors: FieldError[] = [];

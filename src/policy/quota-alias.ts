@@ -4,6 +4,8 @@ import { keyCountUpTo } from '../schema/limits.js';
 import { POLICY_KEYS, QUOTA_CONFIG_KEYS, QUOTA_POLICY_KEYS, SCOPE_KEYS } from '../schema/policy.js';
 import { isObject } from '../util/json-shape.js';
 import { mergePatch } from '../util/merge-patch.js';
+import { integerWording, isIntegerIn } from './bound-wording.js';
+import { QUOTA_CONFIG_FIELDS } from './policy-field-schemas.js';
 import type { FieldError } from './types.js';
 import { unknownFieldErrors } from './unknown-fields.js';
 
@@ -37,7 +39,7 @@ const ALIAS_FIELD_NAMES: Record<string, string> = {
 
 /** `config.window_seconds` as the quota_period it stands for, when it is a positive whole number of seconds. */
 function periodOf(seconds: unknown): string | undefined {
-  return typeof seconds === 'number' && Number.isSafeInteger(seconds) && seconds > 0 ? `${seconds}s` : undefined;
+  return isIntegerIn(seconds, QUOTA_CONFIG_FIELDS.windowSeconds) ? `${seconds}s` : undefined;
 }
 
 /** `action_deny`: true enforces with deny (unless the body names its own action or mode), false is shadow. */
@@ -95,9 +97,10 @@ export function quotaBodyToPolicy(raw: Obj): { policy: Obj; errors: FieldError[]
   } else {
     errors.push(...unknownFieldErrors(config, QUOTA_CONFIG_KEYS, 'config', 'config'));
     const quota = own(config, 'quota');
-    if (quota === undefined) errors.push({ field: 'config.quota', message: 'is required (a positive integer: the budget per window)' });
-    else if (typeof quota !== 'number' || !Number.isSafeInteger(quota) || quota <= 0) {
-      errors.push({ field: 'config.quota', message: `must be a positive integer, got ${describe(quota)}` });
+    const quotaWording = integerWording(QUOTA_CONFIG_FIELDS.quota);
+    if (quota === undefined) errors.push({ field: 'config.quota', message: `is required (${quotaWording}: the budget per window)` });
+    else if (!isIntegerIn(quota, QUOTA_CONFIG_FIELDS.quota)) {
+      errors.push({ field: 'config.quota', message: `must be ${quotaWording}, got ${describe(quota)}` });
     } else algorithm.limit = quota;
     const seconds = own(config, 'window_seconds');
     const period = periodOf(seconds);

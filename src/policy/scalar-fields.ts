@@ -1,6 +1,8 @@
 import { describe } from '../model/request-context.js';
-import { POLICY_ID_MAX_LENGTH, POLICY_ID_PATTERN, ROLLOUT_PERCENT } from '../schema/policy.js';
+import { isIntegerIn } from './bound-wording.js';
 import { own, type ErrFn, type Obj } from './field-reading.js';
+import { POLICY_FIELDS } from './policy-field-schemas.js';
+import { PLAIN_STRING, stringProblem, type StringWording } from './string-problems.js';
 
 /** A policy's single-valued fields with a default: policy_id, enabled, priority, rollout_percent. */
 
@@ -9,18 +11,20 @@ export function policyIdField(raw: Obj, requireId: boolean, err: ErrFn): string 
   const rawId = own(raw, 'policy_id');
   if (rawId === undefined) {
     if (requireId) err('policy_id', 'is required');
-  } else if (typeof rawId !== 'string') {
-    err('policy_id', `must be a string, got ${describe(rawId)}`);
-  } else if (!POLICY_ID_PATTERN.test(rawId)) {
-    err(
-      'policy_id',
-      `must be 1–${POLICY_ID_MAX_LENGTH} characters of A–Z a–z 0–9 . _ : - starting with a letter or digit, got ${describe(rawId)}`,
-    );
-  } else {
-    return rawId;
+    return '';
   }
+  const problem = stringProblem(POLICY_FIELDS.policyId, rawId, POLICY_ID_WORDING);
+  if (problem === undefined) return rawId as string;
+  err('policy_id', problem);
   return '';
 }
+
+/** A policy id's length and pattern are one rule to its writer: one message says both. */
+function notAPolicyId(value: string): string {
+  const { minLength, maxLength } = POLICY_FIELDS.policyId;
+  return `must be ${minLength}–${maxLength} characters of A–Z a–z 0–9 . _ : - starting with a letter or digit, got ${describe(value)}`;
+}
+const POLICY_ID_WORDING: StringWording = { notString: PLAIN_STRING.notString, tooShort: notAPolicyId, tooLong: notAPolicyId, notPattern: notAPolicyId };
 
 /** `enabled`, default true. */
 export function enabledField(raw: Obj, err: ErrFn): boolean {
@@ -31,20 +35,22 @@ export function enabledField(raw: Obj, err: ErrFn): boolean {
   return true;
 }
 
-/** `priority`, default 0: any safe integer. */
+/** `priority`, default 0. */
 export function priorityField(raw: Obj, err: ErrFn): number {
   const v = own(raw, 'priority');
   if (v === undefined) return 0;
-  if (typeof v === 'number' && Number.isSafeInteger(v)) return v;
-  err('priority', `must be an integer between ${Number.MIN_SAFE_INTEGER} and ${Number.MAX_SAFE_INTEGER}, got ${describe(v)}`);
+  const range = POLICY_FIELDS.priority;
+  if (isIntegerIn(v, range)) return v;
+  err('priority', `must be an integer between ${range.minimum} and ${range.maximum}, got ${describe(v)}`);
   return 0;
 }
 
-/** `rollout_percent`, default 100. */
+/** `rollout_percent`, default its maximum (every identity). */
 export function rolloutPercentField(raw: Obj, err: ErrFn): number {
   const v = own(raw, 'rollout_percent');
-  if (v === undefined) return ROLLOUT_PERCENT.maximum;
-  if (typeof v === 'number' && Number.isInteger(v) && v >= ROLLOUT_PERCENT.minimum && v <= ROLLOUT_PERCENT.maximum) return v;
-  err('rollout_percent', `must be an integer from ${ROLLOUT_PERCENT.minimum} to ${ROLLOUT_PERCENT.maximum}, got ${describe(v)}`);
-  return ROLLOUT_PERCENT.maximum;
+  const range = POLICY_FIELDS.rolloutPercent;
+  if (v === undefined) return range.maximum;
+  if (isIntegerIn(v, range)) return v;
+  err('rollout_percent', `must be an integer from ${range.minimum} to ${range.maximum}, got ${describe(v)}`);
+  return range.maximum;
 }

@@ -1,10 +1,16 @@
-import { describe, SCOPE_FIELDS, SIGNAL_TYPES, type ScopeField } from '../model/request-context.js';
-import { MAX_FIELD_LENGTH, MAX_TAGS, MAX_TAG_KEY_LENGTH, MAX_TAG_VALUE_LENGTH, keyCountUpTo } from '../schema/limits.js';
+import { describe, SCOPE_FIELDS, type ScopeField } from '../model/request-context.js';
+import { keyCountUpTo } from '../schema/limits.js';
 import { SCOPE_KEYS } from '../schema/policy.js';
 import { isObject } from '../util/json-shape.js';
 import { oneOf, type ErrFn } from './field-reading.js';
+import { SCOPE_FIELDS_SCHEMA } from './policy-field-schemas.js';
+import { PLAIN_STRING, stringProblem, type StringWording } from './string-problems.js';
 import type { PolicyScope } from './types.js';
 import { unknownFieldErrors } from './unknown-fields.js';
+
+const { value: SCOPE_VALUE, signalType: SIGNAL_TYPE_VALUES, maxTags: MAX_TAGS, tagKeyMaxLength: MAX_TAG_KEY_LENGTH, tagValue: TAG_VALUE } = SCOPE_FIELDS_SCHEMA;
+/** The signal types a scope names, without `*` (the messages list `*` apart). */
+const SIGNAL_TYPES = SIGNAL_TYPE_VALUES.filter((value) => value !== '*');
 
 export function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {
   const scope = Object.create(null) as PolicyScope;
@@ -31,22 +37,18 @@ export function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {
     }
     if (!(SCOPE_FIELDS as readonly string[]).includes(key)) continue; // refused above
     if (value === undefined) continue;
-    if (typeof value !== 'string' || value === '') {
-      err(`scope.${key}`, notAScopeValue(value));
+    const problem = stringProblem(SCOPE_VALUE, value, SCOPE_VALUE_WORDING);
+    if (problem !== undefined) {
+      err(`scope.${key}`, problem);
       ok = false;
       continue;
     }
-    if (value.length > MAX_FIELD_LENGTH) {
-      err(`scope.${key}`, `must be at most ${MAX_FIELD_LENGTH} characters, got ${value.length}`);
-      ok = false;
-      continue;
-    }
-    if (key === 'signal_type' && value !== '*' && !(SIGNAL_TYPES as readonly string[]).includes(value)) {
+    if (key === 'signal_type' && !SIGNAL_TYPE_VALUES.includes(value as string)) {
       err('scope.signal_type', `must be "*" or one of ${oneOf(SIGNAL_TYPES)}, got ${describe(value)}`);
       ok = false;
       continue;
     }
-    scope[key as ScopeField] = value;
+    scope[key as ScopeField] = value as string;
   }
   return ok ? scope : undefined;
 }
@@ -55,6 +57,13 @@ export function validateScope(v: unknown, err: ErrFn): PolicyScope | undefined {
 export function notAScopeValue(value: unknown): string {
   return `must be a non-empty string (an exact value, or "*" for any present value), got ${describe(value)}`;
 }
+
+/** A scope field's or tag's value: not a string and too short are one problem ("a non-empty string"). */
+const SCOPE_VALUE_WORDING: StringWording = {
+  ...PLAIN_STRING,
+  notString: notAScopeValue,
+  tooShort: notAScopeValue,
+};
 
 export function validateTags(v: unknown, err: ErrFn): Record<string, string> | undefined {
   if (!isObject(v)) {
@@ -79,17 +88,13 @@ export function validateTags(v: unknown, err: ErrFn): Record<string, string> | u
       ok = false;
       continue;
     }
-    if (typeof value !== 'string' || value === '') {
-      err(`scope.tags.${key}`, notAScopeValue(value));
+    const problem = stringProblem(TAG_VALUE, value, SCOPE_VALUE_WORDING);
+    if (problem !== undefined) {
+      err(`scope.tags.${key}`, problem);
       ok = false;
       continue;
     }
-    if (value.length > MAX_TAG_VALUE_LENGTH) {
-      err(`scope.tags.${key}`, `must be at most ${MAX_TAG_VALUE_LENGTH} characters, got ${value.length}`);
-      ok = false;
-      continue;
-    }
-    tags[key] = value;
+    tags[key] = value as string;
   }
   return ok ? tags : undefined;
 }

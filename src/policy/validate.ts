@@ -1,41 +1,26 @@
 import { describe } from '../model/request-context.js';
-import {
-  MAX_DESCRIPTION_LENGTH,
-  MAX_NAME_LENGTH,
-  MAX_SUB_WINDOWS,
-  POLICY_ID_PATTERN,
-  SEVERITY_LEVELS,
-  POLICY_KEYS,
-} from '../schema/policy.js';
+import { POLICY_KEYS, SEVERITY_LEVELS } from '../schema/policy.js';
 import { isObject } from '../util/json-shape.js';
 import { validateAlgorithm } from './algorithm-fields.js';
 import { validateBudgetShares } from './budget-shares.js';
 import { enumField, optionalString, own, unixField, validateLayer, type Obj } from './field-reading.js';
 import { validateLease } from './lease-field.js';
 import { validateMetadata } from './metadata-field.js';
+import { POLICY_FIELDS } from './policy-field-schemas.js';
 import { isQuotaShaped, quotaBodyErrors, quotaBodyToPolicy } from './quota-alias.js';
 import { enabledField, policyIdField, priorityField, rolloutPercentField } from './scalar-fields.js';
 import { validateScope } from './scope-field.js';
 import { validateSourceIpPrefix } from './source-ip-prefix-field.js';
 import { unknownFieldErrors } from './unknown-fields.js';
-import {
-  BUDGETS,
-  ENFORCEMENT_MODES,
-  FAILURE_MODES,
-  LIMIT_ACTIONS,
-  type Budget,
-  type EnforcementMode,
-  type FailureMode,
-  type FieldError,
-  type Policy,
-} from './types.js';
+import type { Budget, EnforcementMode, FailureMode, FieldError, LimitAction, Policy } from './types.js';
 
 /**
  * Policy validation: an untrusted decoded JSON value in, a normalised policy (every default applied)
  * or EVERY problem as `{field, message}` out. Never throws on any input.
  *
  * The shapes are defined once in schema/policy.ts (types, OpenAPI document, bounds); this module
- * enforces them with messages that name the field, plus what a schema cannot say (durations that parse,
+ * enforces them with messages that name the field, each bound read from the schema objects
+ * (policy-field-schemas.ts), plus what a schema cannot say (durations that parse,
  * a sub_window_count dividing the window, a match_expr that compiles). Collections are counted before
  * any per-item work (schema/limits.ts), so a huge scope or metadata costs no more than a small one.
  *
@@ -53,7 +38,7 @@ export interface ValidateOptions {
   requireId?: boolean;
 }
 
-export { MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH, MAX_SUB_WINDOWS, POLICY_ID_PATTERN, SEVERITY_LEVELS };
+export { SEVERITY_LEVELS };
 
 export function validatePolicy(raw: unknown, options: ValidateOptions = {}): ValidationResult {
   try {
@@ -83,23 +68,23 @@ function validateCore(raw: unknown, options: ValidateOptions): ValidationResult 
 
   const policyId = policyIdField(raw, requireId, err);
 
-  const name = optionalString(raw, 'name', MAX_NAME_LENGTH, err) ?? policyId;
-  const description = optionalString(raw, 'description', MAX_DESCRIPTION_LENGTH, err) ?? '';
+  const name = optionalString(raw, 'name', POLICY_FIELDS.name, err) ?? policyId;
+  const description = optionalString(raw, 'description', POLICY_FIELDS.description, err) ?? '';
 
   const enabled = enabledField(raw, err);
   const priority = priorityField(raw, err);
 
-  const action = enumField(raw, 'action', LIMIT_ACTIONS, 'deny', err);
-  const failureMode = enumField<FailureMode>(raw, 'failure_mode', FAILURE_MODES, 'fail_open', err);
-  const enforcementMode = enumField<EnforcementMode>(raw, 'enforcement_mode', ENFORCEMENT_MODES, 'enforce', err);
+  const action = enumField<LimitAction>(raw, 'action', POLICY_FIELDS.action, 'deny', err);
+  const failureMode = enumField<FailureMode>(raw, 'failure_mode', POLICY_FIELDS.failureMode, 'fail_open', err);
+  const enforcementMode = enumField<EnforcementMode>(raw, 'enforcement_mode', POLICY_FIELDS.enforcementMode, 'enforce', err);
   // Kept only when given, so a policy without it reads back exactly as before regions existed.
-  const budget = own(raw, 'budget') === undefined ? undefined : enumField<Budget>(raw, 'budget', BUDGETS, 'regional', err);
+  const budget = own(raw, 'budget') === undefined ? undefined : enumField<Budget>(raw, 'budget', POLICY_FIELDS.budget, 'regional', err);
   const layer = validateLayer(own(raw, 'layer'), err);
 
   const rolloutPercent = rolloutPercentField(raw, err);
 
-  const validFrom = unixField(raw, 'valid_from_unix', err);
-  const validTo = unixField(raw, 'valid_to_unix', err);
+  const validFrom = unixField(raw, 'valid_from_unix', POLICY_FIELDS.validFromUnix, err);
+  const validTo = unixField(raw, 'valid_to_unix', POLICY_FIELDS.validToUnix, err);
   if (validFrom !== undefined && validTo !== undefined && validFrom !== 0 && validTo !== 0 && validFrom >= validTo) {
     err('valid_to_unix', `must be later than valid_from_unix (${validFrom}), got ${validTo}`);
   }

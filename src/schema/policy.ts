@@ -11,7 +11,8 @@ import { CONTEXT_STRING_FIELDS, SIGNAL_TYPES, tagMap, type ContextStringField, t
 /**
  * The Policy in its shapes (README "Managing policies"): the body a client sends (the Policy shape or the
  * quota-shaped alias), and the stored policy the server answers with. policy/validate.ts enforces these
- * with field-naming messages plus the checks a schema cannot express (durations that parse, a
+ * with field-naming messages, reading every bound, literal and pattern from the objects below
+ * (policy/policy-field-schemas.ts), plus the checks a schema cannot express (durations that parse, a
  * sub_window_count that divides the window, a match_expr that compiles);
  * test/schema/policy-schema.test.ts holds the two to agreement.
  */
@@ -37,29 +38,21 @@ export const ENFORCEMENT_MODES = ['enforce', 'shadow'] as const;
 /** Where a policy's limit applies with regions configured (docs/reference.md "Regions"): each region alone, or all together. */
 export const BUDGETS = ['regional', 'global'] as const;
 /** A region name as RL_REGION spells it, or `*` (the common share) in `budget_shares`. */
-export const REGION_NAME_MAX_LENGTH = 32;
-export const SHARE_REGION_PATTERN = new RegExp(`^(\\*|[a-z0-9-]{1,${REGION_NAME_MAX_LENGTH}})$`);
-/** `budget_shares`: at most this many entries, each weight a positive integer up to the maximum. */
-export const BUDGET_SHARES = { maxEntries: 64, maxWeight: 1_000_000 } as const;
+const REGION_NAME_MAX_LENGTH = 32;
+const SHARE_REGION_PATTERN = new RegExp(`^(\\*|[a-z0-9-]{1,${REGION_NAME_MAX_LENGTH}})$`);
 /** The algorithms whose limit is counted per window, the only ones `budget_shares` divides. */
 export const SHARED_ALGORITHMS = ['fixed_window', 'quota', 'sliding_window_counter', 'sliding_window_log'] as const;
-/** Characters of a policy id; POLICY_ID_PATTERN and the validator's message are built from it. */
-export const POLICY_ID_MAX_LENGTH = 128;
-export const POLICY_ID_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,${POLICY_ID_MAX_LENGTH - 1}}$`);
+/** Characters of a policy id: its maxLength, and the length its pattern allows. */
+const POLICY_ID_MAX_LENGTH = 128;
+const POLICY_ID_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,${POLICY_ID_MAX_LENGTH - 1}}$`);
+/** `metadata.min_severity`'s levels, least severe first (a metadata value: the schema says only "a string"). */
 export const SEVERITY_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
-export const MAX_NAME_LENGTH = 256;
-export const MAX_DESCRIPTION_LENGTH = 4096;
-export const MAX_SUB_WINDOWS = 60;
 /** rollout_percent: the share of identities (by hash) a policy applies to. */
 export const ROLLOUT_PERCENT = { minimum: 0, maximum: 100 } as const;
 /** A policy's layer: a lower-case name; a policy set holds at most MAX_LAYERS distinct ones. */
-export const LAYER_MAX_LENGTH = 32;
+const LAYER_MAX_LENGTH = 32;
 export const LAYER_PATTERN = new RegExp(`^[a-z][a-z0-9_-]{0,${LAYER_MAX_LENGTH - 1}}$`);
 export const MAX_LAYERS = 16;
-/** `algorithm.sample_rate`: the fraction of over-limit requests let through with action sample. */
-export const SAMPLE_RATE = { minimum: 0, maximum: 1 } as const;
-/** Characters of `algorithm.timezone` (an IANA zone name). */
-export const TIMEZONE_MAX_LENGTH = 64;
 /** Keys of one scope: every scope field and `tags`. */
 export const SCOPE_KEYS = [...CONTEXT_STRING_FIELDS.filter((f) => f !== 'request_id'), 'tags'] as const;
 
@@ -75,7 +68,7 @@ const Rate = (description: string) => Type.Number({ exclusiveMinimum: 0, descrip
 /** Fields every algorithm takes. */
 const common = {
   cost_per_request: Type.Optional(PositiveInt('Units per unit of quantity (default 1).')),
-  sample_rate: Type.Optional(Type.Number({ ...SAMPLE_RATE, description: 'For action sample: the fraction let through (required then).' })),
+  sample_rate: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: 'For action sample: the fraction let through (required then).' })),
 };
 
 /** Calendar periods (fixed_window and quota): in place of `window` / `quota_period`. */
@@ -83,7 +76,7 @@ const calendarFields = {
   calendar: Type.Optional(
     literals(CALENDAR_UNITS, { description: 'Count per calendar period in `timezone`: hour, day, week (from Monday 00:00), month or year. Replaces `window` / `quota_period`.' }),
   ),
-  timezone: Type.Optional(Type.String({ minLength: 1, maxLength: TIMEZONE_MAX_LENGTH, description: 'With `calendar`: an IANA time zone name such as `Europe/Berlin` (default `UTC`).' })),
+  timezone: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'With `calendar`: an IANA time zone name such as `Europe/Berlin` (default `UTC`).' })),
 };
 
 function algorithm<T extends (typeof ALGORITHM_TYPES)[number], P extends Record<string, TSchema>>(type: T, description: string, fields: P) {
@@ -97,7 +90,7 @@ export const AlgorithmConfigSchema = Type.Union(
     algorithm('sliding_window_counter', 'Weighted sub-windows.', {
       limit: PositiveInt(),
       window: Duration,
-      sub_window_count: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_SUB_WINDOWS, description: 'Must divide the window evenly (1 = weighted previous window).' })),
+      sub_window_count: Type.Optional(Type.Integer({ minimum: 1, maximum: 60, description: 'Must divide the window evenly (1 = weighted previous window).' })),
     }),
     algorithm('token_bucket', '`window` is required unless `refill_rate` is given.', {
       limit: PositiveInt(),
@@ -114,7 +107,10 @@ export const AlgorithmConfigSchema = Type.Union(
     algorithm('concurrency', '`max_concurrency` or `limit` is required.', {
       max_concurrency: Type.Optional(PositiveInt()),
       limit: Type.Optional(PositiveInt()),
-      lease_ttl: Type.Optional(Type.Union([Duration, PositiveInt()], { description: 'A duration or whole seconds (default 120).' })),
+      // Whole seconds up to what is a safe integer in milliseconds (the counters count the ttl in ms).
+      lease_ttl: Type.Optional(
+        Type.Union([Duration, Type.Integer({ minimum: 1, maximum: Math.floor(Number.MAX_SAFE_INTEGER / 1000) })], { description: 'A duration or whole seconds (default 120).' }),
+      ),
     }),
     algorithm('quota', '`quota_period` (or `window`) is required, unless `calendar` is given.', {
       limit: PositiveInt('The budget per period.'),
@@ -159,8 +155,6 @@ export interface SourceIpPrefix {
 }
 
 export const DEFAULT_SOURCE_IP_PREFIX: Readonly<SourceIpPrefix> = { v4: 32, v6: 56 };
-/** Inclusive bounds of each prefix length. */
-export const SOURCE_IP_PREFIX_BOUNDS = { v4: { minimum: 8, maximum: 32 }, v6: { minimum: 16, maximum: 128 } } as const;
 
 /** A millisecond count as the shortest duration string that says it: 100 -> "100ms", 60000 -> "60s". */
 function durationText(ms: number): string {
@@ -171,8 +165,8 @@ function durationText(ms: number): string {
 const SourceIpPrefixSchema = () =>
   Type.Object(
     {
-      v4: Type.Integer({ ...SOURCE_IP_PREFIX_BOUNDS.v4, description: 'IPv4 prefix length (default 32).' }),
-      v6: Type.Integer({ ...SOURCE_IP_PREFIX_BOUNDS.v6, description: 'IPv6 prefix length (default 56).' }),
+      v4: Type.Integer({ minimum: 8, maximum: 32, description: 'IPv4 prefix length (default 32).' }),
+      v6: Type.Integer({ minimum: 16, maximum: 128, description: 'IPv6 prefix length (default 56).' }),
     },
     { additionalProperties: false, description: 'With scope.source_ip "*": count each client network, not each address string.' },
   );
@@ -199,9 +193,9 @@ const serverSetTime = Type.String({ readOnly: true, description: 'Set by the ser
 
 /** Fields of the Policy shape a client may send, all but `algorithm` optional (the server applies defaults). */
 const inputFields = {
-  policy_id: Type.String({ pattern: POLICY_ID_PATTERN.source, description: 'Required on POST; on PUT it must equal the path id.' }),
-  name: Type.String({ maxLength: MAX_NAME_LENGTH }),
-  description: Type.String({ maxLength: MAX_DESCRIPTION_LENGTH }),
+  policy_id: Type.String({ minLength: 1, maxLength: POLICY_ID_MAX_LENGTH, pattern: POLICY_ID_PATTERN.source, description: 'Required on POST; on PUT it must equal the path id.' }),
+  name: Type.String({ maxLength: 256 }),
+  description: Type.String({ maxLength: 4096 }),
   enabled: Type.Boolean(),
   priority: Type.Integer({ minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER }),
   scope: ScopeSchema,
@@ -215,14 +209,18 @@ const inputFields = {
   budget: Type.Optional(literals(BUDGETS, { description: 'regional (default): each region enforces limit alone; global: one limit for all regions (docs/distribution.md).' })),
   layer: Type.Optional(
     Type.String({
+      minLength: 1,
+      maxLength: LAYER_MAX_LENGTH,
       pattern: LAYER_PATTERN.source,
       description: `The layer the policy decides in (default "default"; at most ${MAX_LAYERS} layers in a policy set). Each layer chooses its own winner; a request is allowed only when every layer's winner admits it.`,
     }),
   ),
   budget_shares: Type.Optional(
-    Type.Record(Type.String({ pattern: SHARE_REGION_PATTERN.source }), Type.Integer({ minimum: 1, maximum: BUDGET_SHARES.maxWeight }), {
+    Type.Record(Type.String({ pattern: SHARE_REGION_PATTERN.source }), Type.Integer({ minimum: 1, maximum: 1_000_000 }), {
       minProperties: 1,
-      maxProperties: BUDGET_SHARES.maxEntries,
+      maxProperties: 64,
+      // The key pattern's length again, as a keyword the validator's message reads (TypeBox checks the pattern).
+      propertyNames: { maxLength: REGION_NAME_MAX_LENGTH },
       description:
         'With budget "global" (fixed_window, quota, sliding_window_counter or sliding_window_log): region name (or "*", the common share) to weight. Region r is guaranteed floor(limit × w_r / W) units of every window (a sliding window: of the window as it slides); the rest is the common share any region may take from (docs/distribution.md).',
     }),
