@@ -32,20 +32,18 @@ function stringField(schema: TSchema): StringField {
   return { ...compiledField(schema), minLength, maxLength: keywordOf(schema, 'maxLength') };
 }
 
-/** The single-valued fields at the top of a policy. */
+/** Each of `names` (a field name per property of the result) read from the policy's top level by `read`. */
+function topFields<K extends string, F>(read: (schema: TSchema) => F, names: Record<K, string>): Record<K, F> {
+  const out = {} as Record<K, F>;
+  for (const key of Object.keys(names) as K[]) out[key] = read(top(names[key]));
+  return out;
+}
+
+/** The single-valued fields at the top of a policy, by kind. */
 export const POLICY_FIELDS = {
-  policyId: stringField(top('policy_id')),
-  name: stringField(top('name')),
-  description: stringField(top('description')),
-  priority: rangeOf(top('priority')),
-  rolloutPercent: rangeOf(top('rollout_percent')),
-  validFromUnix: rangeOf(top('valid_from_unix')),
-  validToUnix: rangeOf(top('valid_to_unix')),
-  layer: stringField(top('layer')),
-  action: literalsOf(top('action')),
-  failureMode: literalsOf(top('failure_mode')),
-  enforcementMode: literalsOf(top('enforcement_mode')),
-  budget: literalsOf(top('budget')),
+  ...topFields(stringField, { policyId: 'policy_id', name: 'name', description: 'description', layer: 'layer' }),
+  ...topFields(rangeOf, { priority: 'priority', rolloutPercent: 'rollout_percent', validFromUnix: 'valid_from_unix', validToUnix: 'valid_to_unix' }),
+  ...topFields(literalsOf, { action: 'action', failureMode: 'failure_mode', enforcementMode: 'enforcement_mode', budget: 'budget' }),
 } as const;
 
 /** The algorithm types, in the schema's order. */

@@ -227,6 +227,17 @@ const inputFields = {
   ),
 };
 
+/** The fields both input shapes take alike, after their own: validity, source, budget, layer and lease. */
+const commonInputFields = {
+  valid_from_unix: Type.Optional(inputFields.valid_from_unix),
+  valid_to_unix: Type.Optional(inputFields.valid_to_unix),
+  source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
+  budget: inputFields.budget,
+  layer: inputFields.layer,
+  budget_shares: inputFields.budget_shares,
+  lease: Type.Optional(LeaseSchema),
+};
+
 export const PolicyInputSchema = Type.Object(
   {
     policy_id: Type.Optional(inputFields.policy_id),
@@ -241,13 +252,7 @@ export const PolicyInputSchema = Type.Object(
     enforcement_mode: Type.Optional(inputFields.enforcement_mode),
     rollout_percent: Type.Optional(inputFields.rollout_percent),
     metadata: Type.Optional(metadata(Type.Union([MetadataValue, Type.Number(), Type.Boolean()]))),
-    valid_from_unix: Type.Optional(inputFields.valid_from_unix),
-    valid_to_unix: Type.Optional(inputFields.valid_to_unix),
-    source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
-    budget: inputFields.budget,
-    layer: inputFields.layer,
-    budget_shares: inputFields.budget_shares,
-    lease: Type.Optional(LeaseSchema),
+    ...commonInputFields,
     version: Type.Optional(PositiveInt('PUT/PATCH: the version being changed; a stale one is a 409 (as If-Match).')),
     created_at: Type.Optional(serverSetTime),
     updated_at: Type.Optional(serverSetTime),
@@ -286,13 +291,7 @@ export const QuotaPolicyInputSchema = Type.Object(
     enforcement_mode: Type.Optional(inputFields.enforcement_mode),
     action: Type.Optional(inputFields.action),
     rollout_percent: Type.Optional(inputFields.rollout_percent),
-    valid_from_unix: Type.Optional(inputFields.valid_from_unix),
-    valid_to_unix: Type.Optional(inputFields.valid_to_unix),
-    source_ip_prefix: Type.Optional(inputFields.source_ip_prefix),
-    budget: inputFields.budget,
-    layer: inputFields.layer,
-    budget_shares: inputFields.budget_shares,
-    lease: Type.Optional(LeaseSchema),
+    ...commonInputFields,
     version: Type.Optional(PositiveInt('PUT: the version being changed; a stale one is a 409 (as If-Match).')),
   },
   { title: 'QuotaPolicyInput', additionalProperties: false, description: 'The quota-shaped body: stored and returned in the Policy shape. Unknown fields are refused.' },
