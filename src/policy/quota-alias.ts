@@ -42,6 +42,12 @@ function periodOf(seconds: unknown): string | undefined {
   return isIntegerIn(seconds, QUOTA_CONFIG_FIELDS.windowSeconds) ? `${seconds}s` : undefined;
 }
 
+/** What is wrong with a window_seconds that is not one: a whole number too large for its milliseconds to count exactly is told its bound. */
+function windowSecondsProblem(seconds: unknown): string {
+  const { maximum } = QUOTA_CONFIG_FIELDS.windowSeconds;
+  return Number.isInteger(seconds) && (seconds as number) > maximum ? `must be at most ${maximum} seconds` : 'must be a positive whole number of seconds';
+}
+
 /** `action_deny`: true enforces with deny (unless the body names its own action or mode), false is shadow. */
 function applyActionDeny(deny: boolean, out: Obj, given: (key: string) => boolean): void {
   if (deny) {
@@ -105,9 +111,8 @@ export function quotaBodyToPolicy(raw: Obj): { policy: Obj; errors: FieldError[]
     const seconds = own(config, 'window_seconds');
     const period = periodOf(seconds);
     if (seconds === undefined) errors.push({ field: 'config.window_seconds', message: 'is required (a positive whole number of seconds)' });
-    else if (period === undefined || !Number.isSafeInteger((seconds as number) * 1000)) {
-      errors.push({ field: 'config.window_seconds', message: `must be a positive whole number of seconds, got ${describe(seconds)}` });
-    } else algorithm.quota_period = period;
+    else if (period === undefined) errors.push({ field: 'config.window_seconds', message: `${windowSecondsProblem(seconds)}, got ${describe(seconds)}` });
+    else algorithm.quota_period = period;
     const cost = own(config, 'cost_per_request');
     if (cost !== undefined) algorithm.cost_per_request = cost;
     const sampleRate = own(config, 'sample_rate');
@@ -130,15 +135,23 @@ export function quotaBodyToPolicy(raw: Obj): { policy: Obj; errors: FieldError[]
  * The problems of a quota-shaped body: the alias's own, then the Policy validation's renamed to the
  * fields the user wrote, leaving out those the alias already reported (or reported the parent of).
  */
-export function quotaBodyErrors(aliasErrors: FieldError[], policyErrors: FieldError[]): FieldError[] {
+export function quotaBodyErrors(raw: Obj, aliasErrors: FieldError[], policyErrors: FieldError[]): FieldError[] {
   const errors = [...aliasErrors];
   const reported = new Set(aliasErrors.map((e) => e.field));
   const parentReported = (f: string): boolean => reported.has(f) || (f.startsWith('config.') && reported.has('config'));
   for (const e of policyErrors) {
-    const field = ALIAS_FIELD_NAMES[e.field] ?? aliasFieldOf(e.field);
+    const field = writtenAs(raw, e.field) ?? ALIAS_FIELD_NAMES[e.field] ?? aliasFieldOf(e.field);
     if (!parentReported(field)) errors.push({ field, message: e.message });
   }
   return errors;
+}
+
+/** `policy_id` and `scope.resource` are named as the body wrote them: each has an alias field it gives way to (`id`, `resource`). */
+function writtenAs(raw: Obj, field: string): string | undefined {
+  if (field === 'policy_id') return hasOwn(raw, 'policy_id') && !hasOwn(raw, 'id') ? field : undefined;
+  const scope = raw.scope;
+  if (field === 'scope.resource') return isObject(scope) && hasOwn(scope, 'resource') && !hasOwn(raw, 'resource') ? field : undefined;
+  return undefined;
 }
 
 function aliasFieldOf(field: string): string {

@@ -274,7 +274,8 @@ export const QuotaPolicyInputSchema = Type.Object(
     config: Type.Object(
       {
         quota: PositiveInt('The budget per window.'),
-        window_seconds: PositiveInt('Whole seconds.'),
+        // Its milliseconds must be a safe integer too: the period is counted in ms.
+        window_seconds: Type.Integer({ minimum: 1, maximum: Math.floor(Number.MAX_SAFE_INTEGER / 1000), description: 'Whole seconds.' }),
         cost_per_request: common.cost_per_request,
         sample_rate: common.sample_rate,
       },

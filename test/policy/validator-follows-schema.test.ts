@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { AlgorithmConfigSchema, PolicyInputSchema } from '../../src/schema/policy.js';
+import { AlgorithmConfigSchema, PolicyInputSchema, QuotaPolicyInputSchema } from '../../src/schema/policy.js';
 import { validatePolicy } from '../../src/policy/validate.js';
 import { RECORD_KEY, boundSitesOf, valueAt, withValueAt, type BoundSite } from './schema-bound-sites.js';
 
@@ -87,6 +87,43 @@ describe('the validator follows the schema: every bound the Policy schema states
     if (NO_VALID_VALUE_AT_BOUND.has(nameOf(site))) continue;
     it(`${where}: just inside is accepted`, () => {
       const result = validatePolicy(withValueAt(baseFor(site), site.path, valueAt(site, true)));
+      expect(result.ok ? [] : result.errors, where).to.deep.equal([]);
+    });
+  }
+});
+
+/** The quota-shaped body (README "Managing policies"): its own fields' bounds, as it is validated. */
+const QUOTA_BASE = { id: 'q1', resource: '/api', algorithm: 'quota', config: { quota: 10, window_seconds: 60 } };
+/** A quota-shaped body for the site's field to be set in: `policy_id` and `scope.resource` are read only without `id` and `resource`. */
+function quotaBaseFor(site: BoundSite): Record<string, unknown> {
+  const { id, resource, ...body } = QUOTA_BASE;
+  if (site.path[0] === 'policy_id') return { ...body, resource };
+  if (site.path.join('.') === 'scope.resource') return { ...body, id };
+  return site.path[0] === 'budget_shares' ? { ...QUOTA_BASE, budget: 'global' } : QUOTA_BASE;
+}
+const quotaSites = boundSitesOf(QuotaPolicyInputSchema).filter((site) => !NOT_VALIDATED_HERE.has(site.path[0]));
+
+describe('the validator follows the schema: every bound the quota-shaped body states', () => {
+  it('is found by walking the schema (config, id, resource and the fields it shares with a policy)', () => {
+    const names = new Set(quotaSites.map(nameOf));
+    for (const name of ['config.quota', 'config.window_seconds', 'config.cost_per_request', 'config.sample_rate', 'id', 'resource']) expect([...names], name).to.include(name);
+  });
+
+  for (const site of quotaSites) {
+    const where = `${nameOf(site)} ${site.keyword} ${site.bound}`;
+
+    it(`${where}: just outside is refused, naming the field and the bound`, () => {
+      const result = validatePolicy(withValueAt(quotaBaseFor(site), site.path, valueAt(site, false)));
+      expect(result.ok, where).to.equal(false);
+      const errors = result.ok ? [] : result.errors;
+      const fields = [nameOf(site), site.path.slice(0, site.path.indexOf(RECORD_KEY)).join('.')];
+      const named = errors.filter((e) => fields.includes(e.field));
+      expect(named, JSON.stringify(errors)).to.not.be.empty;
+      expect(named.some((e) => statesBound(e.message, site)), `${where}: ${JSON.stringify(named)}`).to.equal(true);
+    });
+
+    it(`${where}: just inside is accepted`, () => {
+      const result = validatePolicy(withValueAt(quotaBaseFor(site), site.path, valueAt(site, true)));
       expect(result.ok ? [] : result.errors, where).to.deep.equal([]);
     });
   }
