@@ -85,7 +85,7 @@ export function scan(bucket: readonly CompiledPolicy[], ctx: RequestContext, now
     // Sorted by rank: once this one cannot beat either best, nothing after it can.
     if (c.rank >= state.enforceRank && c.rank >= state.shadowRank) return;
     if (c.enforce ? c.rank >= state.enforceRank : c.rank >= state.shadowRank) continue;
-    if (!scopeMatches(c, ctx, nowMs, state.regexBudget)) continue;
+    if (scopeMiss(c, ctx, nowMs, state.regexBudget) !== COVERS) continue;
     let identity: string[] | undefined;
     if (c.rolloutPercent < 100) {
       identity = identityOf(c, ctx);
@@ -104,45 +104,71 @@ export function scan(bucket: readonly CompiledPolicy[], ctx: RequestContext, now
 }
 
 /**
- * Validity window, scope and match_expr (everything but rollout). `report` is explain's (report mode,
- * matching/explain-report.ts; the decision path never passes one): it is told what refused the request.
- * The pair a policy is indexed under is not checked here: the bucket it was found in guarantees it.
+ * Validity window, scope and match_expr (everything but rollout): COVERS, or what refused the request as
+ * a number (a miss kind, and for a field or tag its index: `kind + MISS_KINDS * index`), which explain
+ * puts in words (missWhy). A number, not words: this runs for every candidate of every decision, and
+ * small enough for V8 to inline it into the scan. The pair a policy is indexed under is not checked
+ * here: the bucket it was found in guarantees it.
  */
-export function scopeMatches(c: CompiledPolicy, ctx: RequestContext, nowMs: number, regexBudget: RegexBudget, report?: MissReport): boolean {
-  if (c.validFromMs !== 0 && nowMs < c.validFromMs) return refused(report, 'not_valid_now');
-  if (c.validToMs !== 0 && nowMs >= c.validToMs) return refused(report, 'not_valid_now');
+export function scopeMiss(c: CompiledPolicy, ctx: RequestContext, nowMs: number, regexBudget: RegexBudget): number {
+  if (c.validFromMs !== 0 && nowMs < c.validFromMs) return NOT_VALID_NOW;
+  if (c.validToMs !== 0 && nowMs >= c.validToMs) return NOT_VALID_NOW;
   const fields = c.checkFields;
-  for (let i = 0; i < fields.length; i += 2) if (ctx[fields[i] as ScopeField] !== fields[i + 1]) return refused(report, 'scope:', fields[i]);
+  for (let i = 0; i < fields.length; i += 2) if (ctx[fields[i] as ScopeField] !== fields[i + 1]) return FIELD + MISS_KINDS * i;
   const wildFields = c.wildFields;
   for (let i = 0; i < wildFields.length; i++) {
     const value = ctx[wildFields[i]];
-    if (typeof value !== 'string' || value === '') return refused(report, 'scope:', wildFields[i]);
+    if (typeof value !== 'string' || value === '') return WILD_FIELD + MISS_KINDS * i;
   }
   const checkTags = c.checkTags;
   const wildTags = c.wildTags;
   if (checkTags.length > 0 || wildTags.length > 0) {
     const tags = ctx.tags;
-    if (!tags) return refused(report, 'scope:tags.', checkTags.length > 0 ? checkTags[0] : wildTags[0]);
+    if (!tags) return NO_TAGS;
     for (let i = 0; i < checkTags.length; i += 2) {
-      if (!Object.prototype.hasOwnProperty.call(tags, checkTags[i]) || tags[checkTags[i]] !== checkTags[i + 1]) return refused(report, 'scope:tags.', checkTags[i]);
+      if (!Object.prototype.hasOwnProperty.call(tags, checkTags[i]) || tags[checkTags[i]] !== checkTags[i + 1]) return TAG + MISS_KINDS * i;
     }
     for (let i = 0; i < wildTags.length; i++) {
       const value = tagValue(tags, wildTags[i]);
-      if (value === undefined || value === '') return refused(report, 'scope:tags.', wildTags[i]);
+      if (value === undefined || value === '') return WILD_TAG + MISS_KINDS * i;
     }
   }
-  if (c.matchExpr !== undefined && !c.matchExpr(ctx, regexBudget)) return refused(report, 'match_expr');
-  return true;
+  if (c.matchExpr !== undefined && !c.matchExpr(ctx, regexBudget)) return MATCH_EXPR;
+  return COVERS;
 }
 
-/** What refused a request in report mode: `scope:<field>`, `scope:tags.<key>`, `not_valid_now` or `match_expr`. */
-export interface MissReport {
-  why: string;
-}
+/** scopeMiss's answer when the policy covers the request. */
+export const COVERS = -1;
+// scopeMiss's kinds of miss.
+const NOT_VALID_NOW = 0;
+const FIELD = 1;
+const WILD_FIELD = 2;
+const NO_TAGS = 3;
+const TAG = 4;
+const WILD_TAG = 5;
+const MATCH_EXPR = 6;
+const MISS_KINDS = 7;
 
-export function refused(report: MissReport | undefined, why: string, name = ''): false {
-  if (report !== undefined) report.why = why + name;
-  return false;
+/** A miss of scopeMiss in explain's words: `not_valid_now`, `scope:<field>`, `scope:tags.<key>` or `match_expr`. */
+export function missWhy(c: CompiledPolicy, miss: number): string {
+  const kind = miss % MISS_KINDS;
+  const index = (miss - kind) / MISS_KINDS;
+  switch (kind) {
+    case NOT_VALID_NOW:
+      return 'not_valid_now';
+    case FIELD:
+      return `scope:${c.checkFields[index]}`;
+    case WILD_FIELD:
+      return `scope:${c.wildFields[index]}`;
+    case NO_TAGS:
+      return `scope:tags.${c.checkTags.length > 0 ? c.checkTags[0] : c.wildTags[0]}`;
+    case TAG:
+      return `scope:tags.${c.checkTags[index]}`;
+    case WILD_TAG:
+      return `scope:tags.${c.wildTags[index]}`;
+    default:
+      return 'match_expr';
+  }
 }
 
 /** Outside the policy's rollout share for this counter identity (a rollout of 0 takes none). */
