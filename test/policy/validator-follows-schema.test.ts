@@ -55,6 +55,28 @@ function statesBound(message: string, site: BoundSite): boolean {
   return false;
 }
 
+/** Just outside the site's bound is refused, naming the field and stating the bound; just inside is accepted. */
+function itFollowsTheBound(site: BoundSite, base: Record<string, unknown>, where: string): void {
+  it(`${where}: just outside is refused, naming the field and the bound`, () => {
+    const result = validatePolicy(withValueAt(base, site.path, valueAt(site, false)));
+    expect(result.ok, where).to.equal(false);
+    const errors = result.ok ? [] : result.errors;
+    // A record's entry is named by its key or, for a problem of the record, by the record.
+    const fields = [nameOf(site), site.path.slice(0, site.path.indexOf(RECORD_KEY)).join('.')];
+    const named = errors.filter((e) => fields.includes(e.field));
+    expect(named, JSON.stringify(errors)).to.not.be.empty;
+    if (!MESSAGE_STATES_FORM.has(`${nameOf(site)} ${site.keyword}`)) {
+      expect(named.some((e) => statesBound(e.message, site)), `${where}: ${JSON.stringify(named)}`).to.equal(true);
+    }
+  });
+
+  if (NO_VALID_VALUE_AT_BOUND.has(nameOf(site))) return;
+  it(`${where}: just inside is accepted`, () => {
+    const result = validatePolicy(withValueAt(base, site.path, valueAt(site, true)));
+    expect(result.ok ? [] : result.errors, where).to.deep.equal([]);
+  });
+}
+
 const sites = boundSitesOf(PolicyInputSchema).filter((site) => !NOT_VALIDATED_HERE.has(site.path[0]));
 
 describe('the validator follows the schema: every bound the Policy schema states', () => {
@@ -69,26 +91,7 @@ describe('the validator follows the schema: every bound the Policy schema states
   });
 
   for (const site of sites) {
-    const where = `${nameOf(site)}${site.algorithmType === undefined ? '' : ` (${site.algorithmType})`} ${site.keyword} ${site.bound}`;
-
-    it(`${where}: just outside is refused, naming the field and the bound`, () => {
-      const result = validatePolicy(withValueAt(baseFor(site), site.path, valueAt(site, false)));
-      expect(result.ok, where).to.equal(false);
-      const errors = result.ok ? [] : result.errors;
-      // A record's entry is named by its key or, for a problem of the record, by the record.
-      const fields = [nameOf(site), site.path.slice(0, site.path.indexOf(RECORD_KEY)).join('.')];
-      const named = errors.filter((e) => fields.includes(e.field));
-      expect(named, JSON.stringify(errors)).to.not.be.empty;
-      if (!MESSAGE_STATES_FORM.has(`${nameOf(site)} ${site.keyword}`)) {
-        expect(named.some((e) => statesBound(e.message, site)), `${where}: ${JSON.stringify(named)}`).to.equal(true);
-      }
-    });
-
-    if (NO_VALID_VALUE_AT_BOUND.has(nameOf(site))) continue;
-    it(`${where}: just inside is accepted`, () => {
-      const result = validatePolicy(withValueAt(baseFor(site), site.path, valueAt(site, true)));
-      expect(result.ok ? [] : result.errors, where).to.deep.equal([]);
-    });
+    itFollowsTheBound(site, baseFor(site), `${nameOf(site)}${site.algorithmType === undefined ? '' : ` (${site.algorithmType})`} ${site.keyword} ${site.bound}`);
   }
 });
 
@@ -109,22 +112,5 @@ describe('the validator follows the schema: every bound the quota-shaped body st
     for (const name of ['config.quota', 'config.window_seconds', 'config.cost_per_request', 'config.sample_rate', 'id', 'resource']) expect([...names], name).to.include(name);
   });
 
-  for (const site of quotaSites) {
-    const where = `${nameOf(site)} ${site.keyword} ${site.bound}`;
-
-    it(`${where}: just outside is refused, naming the field and the bound`, () => {
-      const result = validatePolicy(withValueAt(quotaBaseFor(site), site.path, valueAt(site, false)));
-      expect(result.ok, where).to.equal(false);
-      const errors = result.ok ? [] : result.errors;
-      const fields = [nameOf(site), site.path.slice(0, site.path.indexOf(RECORD_KEY)).join('.')];
-      const named = errors.filter((e) => fields.includes(e.field));
-      expect(named, JSON.stringify(errors)).to.not.be.empty;
-      expect(named.some((e) => statesBound(e.message, site)), `${where}: ${JSON.stringify(named)}`).to.equal(true);
-    });
-
-    it(`${where}: just inside is accepted`, () => {
-      const result = validatePolicy(withValueAt(quotaBaseFor(site), site.path, valueAt(site, true)));
-      expect(result.ok ? [] : result.errors, where).to.deep.equal([]);
-    });
-  }
+  for (const site of quotaSites) itFollowsTheBound(site, quotaBaseFor(site), `${nameOf(site)} ${site.keyword} ${site.bound}`);
 });
