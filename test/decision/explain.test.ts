@@ -80,6 +80,30 @@ describe('explain: which policy of each layer decides, and why not the others', 
     expect(byId(e, 'org')['org-total']).to.include({ covers: true, wins: true, specificity: 1 });
   });
 
+  it('names the field or tag that refused, for every kind of scope miss', () => {
+    const policies = [
+      makePolicy({ policy_id: 'second-field', scope: { org_id: 'acme', endpoint: '/a', method: 'GET' }, algorithm: window }),
+      makePolicy({ policy_id: 'wild-field', scope: { org_id: 'acme', api_key: '*' }, algorithm: window }),
+      makePolicy({ policy_id: 'exact-tag', scope: { org_id: 'acme', tags: { tier: 'gold', plan: 'pro' } }, algorithm: window }),
+      makePolicy({ policy_id: 'wild-tag', scope: { org_id: 'acme', tags: { region: '*' } }, algorithm: window }),
+    ];
+    const reasons = (body: Record<string, unknown>) =>
+      Object.fromEntries(Object.entries(byId(setup(policies).explain(body), 'default')).map(([id, c]) => [id, c.covers ? 'covers' : c.why_not]));
+    expect(reasons({ org_id: 'acme', endpoint: '/a', method: 'POST', tags: { tier: 'gold', plan: 'free' } })).to.deep.equal({
+      'second-field': 'scope:method',
+      'wild-field': 'scope:api_key',
+      'exact-tag': 'scope:tags.plan',
+      'wild-tag': 'scope:tags.region',
+    });
+    // No tags at all: a policy that names tags is refused on its first, in name order.
+    expect(reasons({ org_id: 'acme', endpoint: '/a', method: 'GET', api_key: 'k' })).to.deep.equal({
+      'second-field': 'covers',
+      'wild-field': 'covers',
+      'exact-tag': 'scope:tags.plan',
+      'wild-tag': 'scope:tags.region',
+    });
+  });
+
   it('explains acquire against concurrency policies, and counts nothing', async () => {
     const s = setup(POLICIES);
     const e = s.explain({ org_id: 'acme', user_id: 'u1' }, 'acquire');
