@@ -70,14 +70,20 @@ const TRANSLATED_KEYS: readonly string[] = ['policy_id', 'algorithm', 'scope', '
 /** Policy fields that may ride along with the quota shape, passed through unchanged: read from the two schemas. */
 export const QUOTA_PASS_THROUGH: readonly string[] = QUOTA_POLICY_KEYS.filter((k) => POLICY_KEYS.includes(k) && !TRANSLATED_KEYS.includes(k));
 
-/** A whole quota-shaped body as the Policy shape to validate, with the problems only the alias can see. */
-export function quotaBodyToPolicy(raw: Obj): { policy: Obj; errors: FieldError[] } {
+/**
+ * A whole quota-shaped body as the Policy shape to validate, with the problems only the alias can see, and
+ * the name each Policy field goes by in this body's errors (`policy_id` and `scope.resource` as written when
+ * the body gave them and not the alias fields they give way to, `id` and `resource`).
+ */
+export function quotaBodyToPolicy(raw: Obj): { policy: Obj; errors: FieldError[]; names: Record<string, string> } {
+  const names = { ...ALIAS_FIELD_NAMES };
   const errors: FieldError[] = [...unknownFieldErrors(raw, QUOTA_POLICY_KEYS, '', 'quota-shaped policy')];
   const normalised: Obj = Object.create(null);
   for (const k of QUOTA_PASS_THROUGH) {
     if (hasOwn(raw, k)) normalised[k] = raw[k];
   }
   const id = hasOwn(raw, 'id') ? raw.id : hasOwn(raw, 'policy_id') ? raw.policy_id : undefined;
+  if (!hasOwn(raw, 'id') && hasOwn(raw, 'policy_id')) delete names.policy_id;
   if (id !== undefined && id !== null) normalised.policy_id = id;
 
   const scope: Obj = Object.create(null);
@@ -88,6 +94,7 @@ export function quotaBodyToPolicy(raw: Obj): { policy: Obj; errors: FieldError[]
   else if (rawScope !== undefined) normalised.scope = rawScope; // let the core report it
   const resource = own(raw, 'resource');
   if (resource !== undefined) scope.resource = resource;
+  else if (isObject(rawScope) && hasOwn(rawScope, 'resource')) delete names['scope.resource'];
   if (normalised.scope === undefined) normalised.scope = scope;
 
   const algorithm: Obj = { type: 'quota' };
@@ -128,30 +135,22 @@ export function quotaBodyToPolicy(raw: Obj): { policy: Obj; errors: FieldError[]
       applyActionDeny(actionDeny, normalised, (k) => hasOwn(normalised, k));
     }
   }
-  return { policy: normalised, errors };
+  return { policy: normalised, errors, names };
 }
 
 /**
  * The problems of a quota-shaped body: the alias's own, then the Policy validation's renamed to the
  * fields the user wrote, leaving out those the alias already reported (or reported the parent of).
  */
-export function quotaBodyErrors(raw: Obj, aliasErrors: FieldError[], policyErrors: FieldError[]): FieldError[] {
+export function quotaBodyErrors(names: Record<string, string>, aliasErrors: FieldError[], policyErrors: FieldError[]): FieldError[] {
   const errors = [...aliasErrors];
   const reported = new Set(aliasErrors.map((e) => e.field));
   const parentReported = (f: string): boolean => reported.has(f) || (f.startsWith('config.') && reported.has('config'));
   for (const e of policyErrors) {
-    const field = writtenAs(raw, e.field) ?? ALIAS_FIELD_NAMES[e.field] ?? aliasFieldOf(e.field);
+    const field = names[e.field] ?? aliasFieldOf(e.field);
     if (!parentReported(field)) errors.push({ field, message: e.message });
   }
   return errors;
-}
-
-/** `policy_id` and `scope.resource` are named as the body wrote them: each has an alias field it gives way to (`id`, `resource`). */
-function writtenAs(raw: Obj, field: string): string | undefined {
-  if (field === 'policy_id') return hasOwn(raw, 'policy_id') && !hasOwn(raw, 'id') ? field : undefined;
-  const scope = raw.scope;
-  if (field === 'scope.resource') return isObject(scope) && hasOwn(scope, 'resource') && !hasOwn(raw, 'resource') ? field : undefined;
-  return undefined;
 }
 
 function aliasFieldOf(field: string): string {

@@ -128,5 +128,5 @@ function validateQuotaShaped(raw: Obj, options: ValidateOptions): ValidationResu
   const alias = quotaBodyToPolicy(raw);
   const core = validateCore(alias.policy, options);
   if (core.ok && alias.errors.length === 0) return core;
-  return { ok: false, errors: quotaBodyErrors(raw, alias.errors, core.ok ? [] : core.errors) };
+  return { ok: false, errors: quotaBodyErrors(alias.names, alias.errors, core.ok ? [] : core.errors) };
 }
