@@ -1,5 +1,6 @@
 import { lengthPrefixed } from '../counters/keys.js';
 import type { RequestContext, ScopeField } from '../model/request-context.js';
+import { scopeFieldOf } from '../model/scope-field-of.js';
 import { RegexBudget } from '../policy/match-regex.js';
 import { stableHash32 } from '../util/hash.js';
 import type { CompiledPolicy, MatchResult, Wildcard } from './compiled-policy.js';
@@ -114,10 +115,10 @@ export function scopeMiss(c: CompiledPolicy, ctx: RequestContext, nowMs: number,
   if (c.validFromMs !== 0 && nowMs < c.validFromMs) return NOT_VALID_NOW;
   if (c.validToMs !== 0 && nowMs >= c.validToMs) return NOT_VALID_NOW;
   const fields = c.checkFields;
-  for (let i = 0; i < fields.length; i += 2) if (ctx[fields[i] as ScopeField] !== fields[i + 1]) return FIELD + MISS_KINDS * i;
+  for (let i = 0; i < fields.length; i += 2) if (scopeFieldOf(ctx, fields[i] as ScopeField) !== fields[i + 1]) return FIELD + MISS_KINDS * i;
   const wildFields = c.wildFields;
   for (let i = 0; i < wildFields.length; i++) {
-    const value = ctx[wildFields[i]];
+    const value = scopeFieldOf(ctx, wildFields[i]);
     if (typeof value !== 'string' || value === '') return WILD_FIELD + MISS_KINDS * i;
   }
   const checkTags = c.checkTags;
