@@ -3,7 +3,7 @@
  * a fixed clock), `decideNow('check')` synchronously. Not part of `npm run bench` or `npm test`; by hand, in
  * each tree to compare (BENCHMARKS.md, "Fifth round"):
  *
- *   npx tsx bench/instruction-count.ts [--recorder] [--mode decide|match|consume] [--warm 200000] [--calls 100000]
+ *   npx tsx bench/instruction-count.ts [--recorder] [--mode decide|match|consume] [--warm 200000] [--calls 100000] [--by-function]
  *
  * Timing cannot settle a few per cent here: the same tree's time per decision moves by ±25 % between
  * processes on a shared machine. An instruction count does not move with the machine's load, and with V8 made
@@ -11,7 +11,10 @@
  * that no collection falls inside the count) two runs of one tree agree to within 0.2 %. It does not see
  * cache misses or branch mispredictions: a change that trades instructions for memory traffic needs timing.
  *
- * `match`: the matcher alone; `consume`: the memory store's consume alone. Needs `valgrind` (Debian's package).
+ * `match`: the matcher alone; `consume`: the memory store's consume alone. `--by-function`: also each
+ * function's own instructions per call, the 20 largest (V8 writes where it put each compiled JavaScript
+ * function, `--perf-basic-prof`; what V8 inlined counts in the function it was inlined into). Needs
+ * `valgrind` (Debian's package).
  */
 import { spawn, execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -73,6 +76,64 @@ async function child(dir: string): Promise<void> {
   waitFor('exit');
 }
 
+const byFunction = process.argv.includes('--by-function');
+
+/** Each function's own cost in a callgrind dump (the lines after `calls=` are a callee's inclusive cost, not counted). */
+function selfCosts(text: string): Map<string, number> {
+  const names = new Map<string, string>();
+  const costs = new Map<string, number>();
+  let current = '';
+  let callCost = false;
+  for (const line of text.split('\n')) {
+    const named = /^(c?fn)=\((\d+)\)(?: (.*))?$/.exec(line);
+    if (named) {
+      if (named[3] !== undefined) names.set(named[2], named[3]);
+      if (named[1] === 'fn') current = named[2];
+      continue;
+    }
+    if (line.startsWith('calls=')) {
+      callCost = true;
+      continue;
+    }
+    if (!/^[0-9+\-*]/.test(line)) continue;
+    if (callCost) {
+      callCost = false;
+      continue;
+    }
+    const name = names.get(current) ?? current;
+    costs.set(name, (costs.get(name) ?? 0) + Number(line.split(' ')[1] ?? 0));
+  }
+  return costs;
+}
+
+/** The largest own costs per call, JIT code named through V8's perf map (callgrind names it by address). */
+function printByFunction(costs: Map<string, number>, perfMap: string, calls: number): void {
+  const code = perfMap
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
+      const [start, size, ...name] = line.split(' ');
+      return { start: parseInt(start, 16), end: parseInt(start, 16) + parseInt(size, 16), name: name.join(' ') };
+    })
+    .sort((a, b) => a.start - b.start);
+  const nameOf = (fn: string): string => {
+    const address = /^0x([0-9a-f]+)/.exec(fn);
+    if (!address) return fn;
+    const at = parseInt(address[1], 16);
+    let lo = 0;
+    let hi = code.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if (code[mid].start <= at) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return hi >= 0 && at < code[hi].end ? code[hi].name : fn;
+  };
+  const byName = new Map<string, number>();
+  for (const [fn, cost] of costs) byName.set(nameOf(fn), (byName.get(nameOf(fn)) ?? 0) + cost);
+  for (const [name, cost] of [...byName].sort((a, b) => b[1] - a[1]).slice(0, 20)) console.log(`${(cost / calls).toFixed(1).padStart(8)}  ${name.slice(0, 140)}`);
+}
+
 async function parent(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'rl-instructions-'));
   const calls = Number(arg('calls', '100000'));
@@ -83,7 +144,7 @@ async function parent(): Promise<void> {
   };
   const proc = spawn(
     'valgrind',
-    ['--tool=callgrind', '--smc-check=all', `--callgrind-out-file=${join(dir, 'cg.%p')}`, process.execPath, ...V8_DETERMINISTIC, '--import', 'tsx', script, '--child', dir, ...process.argv.slice(2)],
+    ['--tool=callgrind', '--smc-check=all', `--callgrind-out-file=${join(dir, 'cg.%p')}`, process.execPath, ...V8_DETERMINISTIC, ...(byFunction ? ['--perf-basic-prof'] : []), '--import', 'tsx', script, '--child', dir, ...process.argv.slice(2)],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   let stderr = '';
@@ -97,8 +158,14 @@ async function parent(): Promise<void> {
   writeFileSync(join(dir, 'exit'), '');
   await exited;
   const dump = readdirSync(dir).find((name) => name.startsWith('cg.') && name.endsWith('.1'));
-  const summary = dump && /^summary: (\d+)/m.exec(readFileSync(join(dir, dump), 'utf8'));
+  const text = dump && readFileSync(join(dir, dump), 'utf8');
+  const summary = text && /^summary: (\d+)/m.exec(text);
   rmSync(dir, { recursive: true, force: true });
+  const perfMap = `/tmp/perf-${proc.pid}.map`;
+  if (byFunction && text && existsSync(perfMap)) {
+    printByFunction(selfCosts(text), readFileSync(perfMap, 'utf8'), calls);
+    rmSync(perfMap, { force: true });
+  }
   if (!summary) throw new Error('callgrind wrote no dump for the counted calls');
   console.log(`${arg('mode', 'decide')}${process.argv.includes('--recorder') ? ', recorder on' : ''}: ${Math.round(Number(summary[1]) / calls)} instructions per call`);
 }
